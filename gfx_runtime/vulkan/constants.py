@@ -1,0 +1,89 @@
+"""Vulkan numbers the `vulkan` binding lacks or gets wrong, kept in one place.
+
+The `vulkan` (cffi) package 1.3.275 omits some constants and mis-signs others: it defines
+`VK_ERROR_OUT_OF_POOL_MEMORY` as +1000069000 (the spec says -1000069000) and `VK_WHOLE_SIZE` as
+-1, which cffi refuses to pass as a `VkDeviceSize`. Everything here comes from the Vulkan spec
+headers (vulkan_core.h); the rest of the package uses the binding's names where they are right.
+"""
+
+# VkResult (negative values are errors).
+VK_SUCCESS = 0
+VK_NOT_READY = 1
+VK_TIMEOUT = 2
+VK_INCOMPLETE = 5
+VK_ERROR_OUT_OF_HOST_MEMORY = -1
+VK_ERROR_OUT_OF_DEVICE_MEMORY = -2
+VK_ERROR_INITIALIZATION_FAILED = -3
+VK_ERROR_DEVICE_LOST = -4
+VK_ERROR_MEMORY_MAP_FAILED = -5
+VK_ERROR_LAYER_NOT_PRESENT = -6
+VK_ERROR_EXTENSION_NOT_PRESENT = -7
+VK_ERROR_FEATURE_NOT_PRESENT = -8
+VK_ERROR_INCOMPATIBLE_DRIVER = -9
+VK_ERROR_TOO_MANY_OBJECTS = -10
+VK_ERROR_FRAGMENTED_POOL = -12
+VK_ERROR_OUT_OF_POOL_MEMORY = -1000069000  # binding: +1000069000 (wrong sign)
+VK_ERROR_INVALID_SHADER_NV = -1000012000
+
+OUT_OF_MEMORY_RESULTS = frozenset((VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY,
+                                   VK_ERROR_TOO_MANY_OBJECTS))
+
+RESULT_NAMES = {
+    VK_NOT_READY: "VK_NOT_READY",
+    VK_TIMEOUT: "VK_TIMEOUT",
+    VK_INCOMPLETE: "VK_INCOMPLETE",
+    VK_ERROR_OUT_OF_HOST_MEMORY: "VK_ERROR_OUT_OF_HOST_MEMORY",
+    VK_ERROR_OUT_OF_DEVICE_MEMORY: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+    VK_ERROR_INITIALIZATION_FAILED: "VK_ERROR_INITIALIZATION_FAILED",
+    VK_ERROR_DEVICE_LOST: "VK_ERROR_DEVICE_LOST",
+    VK_ERROR_MEMORY_MAP_FAILED: "VK_ERROR_MEMORY_MAP_FAILED",
+    VK_ERROR_LAYER_NOT_PRESENT: "VK_ERROR_LAYER_NOT_PRESENT",
+    VK_ERROR_EXTENSION_NOT_PRESENT: "VK_ERROR_EXTENSION_NOT_PRESENT",
+    VK_ERROR_FEATURE_NOT_PRESENT: "VK_ERROR_FEATURE_NOT_PRESENT",
+    VK_ERROR_INCOMPATIBLE_DRIVER: "VK_ERROR_INCOMPATIBLE_DRIVER",
+    VK_ERROR_TOO_MANY_OBJECTS: "VK_ERROR_TOO_MANY_OBJECTS",
+    VK_ERROR_FRAGMENTED_POOL: "VK_ERROR_FRAGMENTED_POOL",
+    VK_ERROR_OUT_OF_POOL_MEMORY: "VK_ERROR_OUT_OF_POOL_MEMORY",
+    VK_ERROR_INVALID_SHADER_NV: "VK_ERROR_INVALID_SHADER_NV",
+}
+
+VK_WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # binding: -1, which cffi rejects for uint64_t
+UINT64_MAX = 0xFFFFFFFFFFFFFFFF
+
+
+def make_api_version(major: int, minor: int, patch: int = 0) -> int:
+    """VK_MAKE_API_VERSION with variant 0 (missing from the binding)."""
+    return (major << 22) | (minor << 12) | patch
+
+
+def split_api_version(version: int) -> tuple[int, int, int]:
+    """The (major, minor, patch) of a packed Vulkan version."""
+    return ((version >> 22) & 0x7F, (version >> 12) & 0x3FF, version & 0xFFF)
+
+
+VK_API_VERSION_1_1 = make_api_version(1, 1)
+VK_API_VERSION_1_2 = make_api_version(1, 2)
+VK_API_VERSION_1_3 = make_api_version(1, 3)
+
+# Structure types (also present in the binding; kept here so feature chains read in one file).
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 = 1000059000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES = 1000168000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES = 1000413001
+VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT = 1000128004
+
+VK_DRIVER_ID_MESA_LLVMPIPE = 13
+
+# Extension and layer names.
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+EXT_DEBUG_UTILS = "VK_EXT_debug_utils"
+KHR_PORTABILITY_ENUMERATION = "VK_KHR_portability_enumeration"
+KHR_PORTABILITY_SUBSET = "VK_KHR_portability_subset"
+EXT_SHADER_ATOMIC_FLOAT = "VK_EXT_shader_atomic_float"
+VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR = 0x1
+
+# Mesa's llvmpipe ends every loop of an invocation after 65,535 iterations in total
+# (LP_MAX_TGSI_LOOP_ITERATIONS); see DESIGN.md section 5.
+LAVAPIPE_LOOP_ITERATION_CAP = 65535

@@ -1,0 +1,282 @@
+"""Physical-device selection, capabilities (`DeviceCaps`) and the logical device.
+
+Why a module of its own: everything the code generator and the launcher must know about a device
+(f64 / i64 support, float atomics, binding and dispatch limits, lavapipe's quirks) is decided here
+once, frozen into `DeviceCaps`, and the rest of the runtime reads limits only from that object.
+
+Selection: `device=` (or env SPIRAD_VULKAN_DEVICE) is an index into the enumeration order or a
+case-insensitive substring of the device name. Without it, the first device with a compute queue
+and Vulkan >= 1.1 wins, preferring discrete GPU > integrated GPU > virtual GPU > CPU (lavapipe)
+so a machine with a real GPU never silently runs on the software rasterizer.
+
+Features enabled when present: shaderFloat64, shaderInt64 and, through VK_EXT_shader_atomic_float,
+shaderBufferFloat32Atomics/AtomicAdd and shaderBufferFloat64Atomics/AtomicAdd.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from spirad.errors import SpiradArchError
+
+from . import constants as C
+from .instance import Instance, ffi, lib, vk
+from .vkresult import check, result_name
+
+
+@dataclass(frozen=True)
+class DeviceCaps:
+    """What the selected Vulkan device can do; all limits the runtime enforces come from here."""
+    name: str
+    api_version: tuple[int, int, int]
+    driver_name: str
+    device_type: str  # "discrete", "integrated", "virtual", "cpu", "other"
+    has_f64: bool
+    has_i64: bool
+    has_atomic_float32_add: bool
+    has_atomic_float64_add: bool
+    max_storage_buffer_range: int
+    max_per_stage_storage_buffers: int
+    max_compute_work_group_count: tuple[int, int, int]
+    max_compute_work_group_size: tuple[int, int, int]
+    max_compute_work_group_invocations: int
+    max_push_constants_size: int
+    max_bound_descriptor_sets: int
+    max_memory_allocation_size: int
+    max_buffer_size: int  # 2**64-1 where the device does not report one (pre maintenance4)
+    is_lavapipe: bool
+    # Iterations after which the driver silently ends every loop of an invocation (all loops of
+    # the invocation together); None where no such cap is known. lavapipe: 65,535.
+    loop_iteration_cap: int | None
+
+
+_TYPE_NAMES = {
+    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete",
+    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated",
+    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
+    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu",
+}
+_TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+
+
+@dataclass
+class PhysicalDevice:
+    """One enumerated physical device with what selection and device creation need."""
+    index: int
+    handle: object
+    caps: DeviceCaps
+    queue_family: int | None  # a family with VK_QUEUE_COMPUTE_BIT, None if there is none
+    extensions: frozenset
+    has_f32_atomics: bool
+    has_f64_atomics: bool
+
+    @property
+    def suitable(self) -> bool:
+        return self.queue_family is not None and self.caps.api_version >= (1, 1, 0)
+
+
+def _enumerate_extensions(phys) -> frozenset:
+    count = ffi.new("uint32_t*")
+    check(lib.vkEnumerateDeviceExtensionProperties(phys, ffi.NULL, count, ffi.NULL),
+          "vkEnumerateDeviceExtensionProperties")
+    props = ffi.new("VkExtensionProperties[]", count[0])
+    check(lib.vkEnumerateDeviceExtensionProperties(phys, ffi.NULL, count, props),
+          "vkEnumerateDeviceExtensionProperties")
+    return frozenset(ffi.string(props[i].extensionName).decode() for i in range(count[0]))
+
+
+def _compute_queue_family(phys) -> int | None:
+    count = ffi.new("uint32_t*")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, ffi.NULL)
+    props = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, props)
+    compute = [i for i in range(count[0])
+               if props[i].queueFlags & vk.VK_QUEUE_COMPUTE_BIT and props[i].queueCount > 0]
+    if not compute:
+        return None
+    # Prefer a family that also does graphics (the "universal" queue: lowest latency on most
+    # drivers and the only one on lavapipe); any compute family works.
+    universal = [i for i in compute if props[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT]
+    return (universal or compute)[0]
+
+
+def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
+    base = ffi.new("VkPhysicalDeviceProperties*")
+    lib.vkGetPhysicalDeviceProperties(phys, base)
+    dev_api = min(base.apiVersion, instance.api_version)
+    extensions = _enumerate_extensions(phys)
+
+    # Properties chain: driver (1.2), maintenance3 (1.1), maintenance4 (1.3).
+    props2 = ffi.new("VkPhysicalDeviceProperties2*")
+    props2.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+    driver = ffi.new("VkPhysicalDeviceDriverProperties*")
+    driver.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES
+    maint3 = ffi.new("VkPhysicalDeviceMaintenance3Properties*")
+    maint3.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES
+    maint4 = ffi.new("VkPhysicalDeviceMaintenance4Properties*")
+    maint4.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES
+    chain = [maint3]
+    if dev_api >= C.VK_API_VERSION_1_2:
+        chain.append(driver)
+    if dev_api >= C.VK_API_VERSION_1_3:
+        chain.append(maint4)
+    _link(props2, chain)
+    if dev_api >= C.VK_API_VERSION_1_1:
+        lib.vkGetPhysicalDeviceProperties2(phys, props2)
+    props = props2.properties if dev_api >= C.VK_API_VERSION_1_1 else base[0]
+    limits = props.limits
+
+    # Features chain.
+    feats2 = ffi.new("VkPhysicalDeviceFeatures2*")
+    feats2.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
+    atomic = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*")
+    atomic.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT
+    has_atomic_ext = C.EXT_SHADER_ATOMIC_FLOAT in extensions
+    _link(feats2, [atomic] if has_atomic_ext else [])
+    if dev_api >= C.VK_API_VERSION_1_1:
+        lib.vkGetPhysicalDeviceFeatures2(phys, feats2)
+    else:
+        lib.vkGetPhysicalDeviceFeatures(phys, ffi.addressof(feats2, "features"))
+    features = feats2.features
+
+    name = ffi.string(props.deviceName).decode("utf-8", "replace")
+    driver_name = ffi.string(driver.driverName).decode("utf-8", "replace") \
+        if dev_api >= C.VK_API_VERSION_1_2 else ""
+    is_lavapipe = (dev_api >= C.VK_API_VERSION_1_2
+                   and driver.driverID == C.VK_DRIVER_ID_MESA_LLVMPIPE) or "llvmpipe" in name
+    f32_atomics = has_atomic_ext and bool(atomic.shaderBufferFloat32Atomics)
+    f64_atomics = has_atomic_ext and bool(atomic.shaderBufferFloat64Atomics)
+    caps = DeviceCaps(
+        name=name,
+        api_version=C.split_api_version(dev_api),
+        driver_name=driver_name,
+        device_type=_TYPE_NAMES.get(props.deviceType, "other"),
+        has_f64=bool(features.shaderFloat64),
+        has_i64=bool(features.shaderInt64),
+        has_atomic_float32_add=has_atomic_ext and bool(atomic.shaderBufferFloat32AtomicAdd),
+        has_atomic_float64_add=has_atomic_ext and bool(atomic.shaderBufferFloat64AtomicAdd),
+        max_storage_buffer_range=int(limits.maxStorageBufferRange),
+        max_per_stage_storage_buffers=int(limits.maxPerStageDescriptorStorageBuffers),
+        max_compute_work_group_count=tuple(int(limits.maxComputeWorkGroupCount[i])
+                                           for i in range(3)),
+        max_compute_work_group_size=tuple(int(limits.maxComputeWorkGroupSize[i]) for i in range(3)),
+        max_compute_work_group_invocations=int(limits.maxComputeWorkGroupInvocations),
+        max_push_constants_size=int(limits.maxPushConstantsSize),
+        max_bound_descriptor_sets=int(limits.maxBoundDescriptorSets),
+        max_memory_allocation_size=int(maint3.maxMemoryAllocationSize) or C.UINT64_MAX,
+        max_buffer_size=(int(maint4.maxBufferSize) if dev_api >= C.VK_API_VERSION_1_3
+                         else C.UINT64_MAX),
+        is_lavapipe=is_lavapipe,
+        loop_iteration_cap=C.LAVAPIPE_LOOP_ITERATION_CAP if is_lavapipe else None,
+    )
+    return PhysicalDevice(index=index, handle=phys, caps=caps,
+                          queue_family=_compute_queue_family(phys), extensions=extensions,
+                          has_f32_atomics=f32_atomics, has_f64_atomics=f64_atomics)
+
+
+def _link(head, chain: list) -> None:
+    """Link cffi structs into a pNext chain behind `head` (callers keep them alive)."""
+    prev = head
+    for s in chain:
+        prev.pNext = s
+        prev = s
+
+
+def enumerate_physical_devices(instance: Instance) -> list[PhysicalDevice]:
+    count = ffi.new("uint32_t*")
+    result = lib.vkEnumeratePhysicalDevices(instance.handle, count, ffi.NULL)
+    if result < 0:
+        raise SpiradArchError(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
+    handles = ffi.new("VkPhysicalDevice[]", count[0])
+    result = lib.vkEnumeratePhysicalDevices(instance.handle, count, handles)
+    if result < 0:
+        raise SpiradArchError(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
+    return [_describe(i, handles[i], instance) for i in range(count[0])]
+
+
+def select_physical_device(instance: Instance, selector: str | None = None) -> PhysicalDevice:
+    """Pick the device named by `selector` / SPIRAD_VULKAN_DEVICE, else the best suitable one."""
+    if selector is None:
+        selector = os.environ.get("SPIRAD_VULKAN_DEVICE") or None
+    devices = enumerate_physical_devices(instance)
+    if not devices:
+        raise SpiradArchError("no Vulkan device found; install mesa-vulkan-drivers for lavapipe "
+                              "(the CPU Vulkan driver) or a GPU driver")
+    listing = ", ".join(f"{d.index}: {d.caps.name}" for d in devices)
+    if selector is not None:
+        sel = str(selector).strip()
+        if sel.isdigit():
+            matches = [d for d in devices if d.index == int(sel)]
+        else:
+            matches = [d for d in devices if sel.lower() in d.caps.name.lower()]
+        if not matches:
+            raise SpiradArchError(f"no Vulkan device matches {sel!r} (SPIRAD_VULKAN_DEVICE / "
+                                  f"device=); available: {listing}")
+        dev = matches[0]
+        if not dev.suitable:
+            raise SpiradArchError(f"Vulkan device {dev.caps.name!r} has no compute queue or is "
+                                  "older than Vulkan 1.1")
+        return dev
+    suitable = [d for d in devices if d.suitable]
+    if not suitable:
+        raise SpiradArchError(f"no Vulkan device with a compute queue and Vulkan >= 1.1; "
+                              f"found: {listing}")
+    return min(suitable, key=lambda d: (_TYPE_RANK[d.caps.device_type], d.index))
+
+
+@dataclass
+class LogicalDevice:
+    handle: object
+    queue: object
+    queue_family: int
+    physical: PhysicalDevice
+
+
+def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
+    """Create the VkDevice with one compute queue and every optional feature spirad can use."""
+    keep: list = []
+    priority = ffi.new("float*", 1.0)
+    queue_info = ffi.new("VkDeviceQueueCreateInfo*")
+    queue_info.sType = vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO
+    queue_info.queueFamilyIndex = phys.queue_family
+    queue_info.queueCount = 1
+    queue_info.pQueuePriorities = priority
+
+    feats2 = ffi.new("VkPhysicalDeviceFeatures2*")
+    feats2.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
+    feats2.features.shaderFloat64 = int(phys.caps.has_f64)
+    feats2.features.shaderInt64 = int(phys.caps.has_i64)
+    extensions: list[str] = []
+    if phys.has_f32_atomics or phys.has_f64_atomics:
+        atomic = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*")
+        atomic.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT
+        atomic.shaderBufferFloat32Atomics = int(phys.has_f32_atomics)
+        atomic.shaderBufferFloat32AtomicAdd = int(phys.caps.has_atomic_float32_add)
+        atomic.shaderBufferFloat64Atomics = int(phys.has_f64_atomics)
+        atomic.shaderBufferFloat64AtomicAdd = int(phys.caps.has_atomic_float64_add)
+        feats2.pNext = atomic
+        keep.append(atomic)
+        extensions.append(C.EXT_SHADER_ATOMIC_FLOAT)
+    if C.KHR_PORTABILITY_SUBSET in phys.extensions:  # required when present (MoltenVK)
+        extensions.append(C.KHR_PORTABILITY_SUBSET)
+    names = [ffi.new("char[]", e.encode()) for e in extensions]
+    name_array = ffi.new("char*[]", names) if names else ffi.NULL
+
+    info = ffi.new("VkDeviceCreateInfo*")
+    info.sType = vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO
+    info.pNext = feats2
+    info.queueCreateInfoCount = 1
+    info.pQueueCreateInfos = queue_info
+    info.enabledExtensionCount = len(extensions)
+    info.ppEnabledExtensionNames = name_array
+
+    handle = ffi.new("VkDevice*")
+    result = lib.vkCreateDevice(phys.handle, info, ffi.NULL, handle)
+    if result != C.VK_SUCCESS:
+        raise SpiradArchError(f"could not create a Vulkan device on {phys.caps.name!r}: "
+                              f"vkCreateDevice returned {result_name(result)}")
+    queue = ffi.new("VkQueue*")
+    lib.vkGetDeviceQueue(handle[0], phys.queue_family, 0, queue)
+    return LogicalDevice(handle=handle[0], queue=queue[0], queue_family=phys.queue_family,
+                         physical=phys)

@@ -1,0 +1,257 @@
+"""`VulkanRuntime`: the one object the spirad driver talks to. It never sees the IR.
+
+Public API (stable; the driver calls exactly this)::
+
+    rt = VulkanRuntime(validation: bool | None = None, device: str | None = None)
+        validation: None reads env SPIRAD_VALIDATION (1/true/yes/on); True enables
+            VK_LAYER_KHRONOS_validation, its warnings and errors are collected.
+        device: index or name substring; None reads env SPIRAD_VULKAN_DEVICE, else the best
+            device (discrete > integrated > virtual > CPU/lavapipe).
+        Raises SpiradArchError when no usable Vulkan device exists.
+    rt.caps -> DeviceCaps                     frozen device capabilities and limits
+    rt.alloc(nbytes: int, zero: bool = True, *, host_visible: bool | None = None) -> Buffer
+        host_visible: None = best memory (mapped when the device allows), True = must be
+        mappable, False = device-only memory through staging copies.
+        Out of memory / over a device limit -> SpiradDeviceError naming the size.
+    rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
+                entry_point: str = "main") -> Pipeline
+        Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
+        entry_point). Too many bindings / push-constant bytes -> SpiradDeviceError.
+    rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
+                push_constants: bytes = b"") -> None
+        Records into the current batch; does not submit. groups beyond
+        maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
+        SpiradDeviceError (the caller splits). len(buffers) must equal num_bindings and
+        len(push_constants) must equal push_constant_bytes.
+    rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
+    rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
+    rt.close()                                destroy everything; idempotent
+    rt.closed -> bool
+
+    Buffer: .nbytes, .handle, .host_visible, .bindable,
+            .view(dtype, count=None, offset=0) -> np.ndarray  (zero-copy; host-visible only),
+            .read(offset=0, nbytes=None) -> np.ndarray[uint8]  (a copy),
+            .write(data: bytes-like | np.ndarray, offset=0), .fill_zero(), .free()
+        Host access flushes pending GPU work first.
+
+Batches: dispatches accumulate in one command buffer with a barrier between consecutive
+dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording
+continues in the next one, so a long launch loop overlaps recording with execution.
+The VkInstance (and validation messenger) is process-global; devices are per runtime, so
+`close()` and a new `VulkanRuntime` may follow each other any number of times.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+
+from spirad.errors import SpiradDeviceError
+
+from . import buffer as buffer_mod
+from .commands import Batch
+from .descriptors import DescriptorSets
+from .device import DeviceCaps, create_logical_device, select_physical_device
+from .instance import ffi, get_instance, lib, take_validation_messages, validation_requested
+from .memory import MemoryTypes, format_bytes
+from .pipeline import Pipeline, PipelineFactory
+from .queue import Queue
+from .transfer import Transfer
+
+MAX_BATCH = 4096
+
+
+class VulkanRuntime:
+    def __init__(self, validation: bool | None = None, device: str | None = None):
+        self.closed = True
+        self._device = None
+        self._frame = None
+        self.validation = validation_requested(validation)
+        self._instance = get_instance(self.validation)
+        phys = select_physical_device(self._instance, device)
+        self.caps: DeviceCaps = phys.caps
+        self._logical = create_logical_device(phys)
+        dev = self._device = self._logical.handle
+        self.closed = False
+        try:
+            self._types = MemoryTypes.query(phys.handle)
+            self._queue = Queue(dev, self._logical.queue, self._logical.queue_family)
+            self._pipelines = PipelineFactory(dev, self.caps)
+            self._dsets = DescriptorSets(dev)
+            self._batch = Batch()
+            self._transfer = Transfer(dev, self.caps, self._types, self._queue)
+        except BaseException:
+            self.close()
+            raise
+        self._buffers: dict[int, buffer_mod.BufferResource] = {}  # id(res) -> live resource
+        self._deferred: list[buffer_mod.BufferResource] = []
+        self._busy = False  # anything recorded or submitted since the last wait
+        self.max_batch = MAX_BATCH
+        self._max_groups = self.caps.max_compute_work_group_count
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def alloc(self, nbytes: int, zero: bool = True, *, host_visible: bool | None = None):
+        """A new storage buffer of `nbytes` bytes (zero-filled unless zero=False)."""
+        self._check_open()
+        if not self._busy:
+            self._release_deferred()
+        res = buffer_mod.create_resource(self._device, self.caps, self._types, int(nbytes),
+                                         host_visible)
+        self._buffers[id(res)] = res
+        if zero:  # a new buffer: no pending GPU work can touch it, so no flush needed
+            if res.allocation.ptr is not None:
+                ctypes.memset(int(ffi.cast("uintptr_t", res.allocation.ptr)), 0, res.size)
+            else:
+                if self._batch.cmd is None:
+                    self._begin_batch()
+                self._batch.fill_zero(res.handle, res.size)
+        return buffer_mod.Buffer(self, res, int(nbytes))
+
+    def _defer_free(self, res) -> None:
+        """A Buffer and its views were garbage-collected: release at the next idle point."""
+        if not self.closed and not res.freed:
+            self._deferred.append(res)
+
+    def _release_deferred(self) -> None:
+        while self._deferred:
+            self._destroy_buffer(self._deferred.pop())
+
+    def _free_now(self, res) -> None:
+        if self._busy:
+            self.flush()
+        self._destroy_buffer(res)
+
+    def _destroy_buffer(self, res) -> None:
+        if res.freed:
+            return
+        self._dsets.invalidate(res.handle)
+        self._buffers.pop(id(res), None)
+        res.destroy(self._device)
+
+    # -- pipelines -----------------------------------------------------------------------------
+
+    def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
+                 entry_point: str = "main") -> Pipeline:
+        """The compute pipeline for `spirv`, created once per key."""
+        self._check_open()
+        if key is None:
+            key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point)
+        else:
+            key = (key, num_bindings, push_constant_bytes, entry_point)
+        return self._pipelines.get(spirv, num_bindings, push_constant_bytes, key, entry_point)
+
+    # -- launches ------------------------------------------------------------------------------
+
+    def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"") -> None:
+        """Record one dispatch of `groups` workgroups into the current batch."""
+        if self.closed:
+            self._check_open()
+        gx, gy, gz = groups
+        mx = self._max_groups
+        if gx > mx[0] or gy > mx[1] or gz > mx[2] or gx < 0 or gy < 0 or gz < 0:
+            raise SpiradDeviceError(
+                f"dispatch of {tuple(groups)} workgroups exceeds the Vulkan device limit "
+                f"maxComputeWorkGroupCount = {tuple(mx)}; split the launch")
+        nb = pipeline.num_bindings
+        if type(push_constants) is not bytes:  # cffi takes only bytes for `const void *`
+            push_constants = bytes(push_constants)
+        if len(push_constants) != pipeline.push_constant_bytes:
+            raise ValueError(f"pipeline takes {pipeline.push_constant_bytes} push-constant bytes, "
+                             f"got {len(push_constants)}")
+        if nb:
+            handles = tuple([b._bind_handle for b in buffers])
+            if len(handles) != nb or None in handles:
+                self._bad_buffers(pipeline, buffers)
+            dset = self._dsets.get(pipeline.set_layout, nb, handles)
+        else:
+            if buffers:
+                self._bad_buffers(pipeline, buffers)
+            dset = None
+        if not gx or not gy or not gz:
+            return
+        batch = self._batch
+        if batch.cmd is None:
+            self._begin_batch()
+        batch.dispatch(pipeline, dset, push_constants, gx, gy, gz)
+        if batch.count >= self.max_batch:  # submit without waiting; record on in the next frame
+            batch.finish()
+            self._queue.submit(self._frame)
+
+    def _begin_batch(self) -> None:
+        self._frame = self._queue.acquire()
+        self._batch.begin(self._frame.cmd)
+        self._busy = True
+
+    def _bad_buffers(self, pipeline, buffers) -> None:
+        if len(buffers) != pipeline.num_bindings:
+            raise ValueError(f"pipeline has {pipeline.num_bindings} bindings, "
+                             f"got {len(buffers)} buffers")
+        for i, b in enumerate(buffers):
+            if b._res.freed:
+                raise SpiradDeviceError(f"buffer bound at binding {i} was freed")
+            if b._rt is not self:
+                raise SpiradDeviceError(f"buffer bound at binding {i} belongs to another runtime")
+            if not b.bindable:
+                raise SpiradDeviceError(
+                    f"buffer of {format_bytes(b.nbytes)} bound at binding {i} exceeds the "
+                    f"Vulkan device limit maxStorageBufferRange = "
+                    f"{format_bytes(self.caps.max_storage_buffer_range)}; use smaller "
+                    "fields/ndarrays")
+        raise RuntimeError("unreachable: buffers looked fine on the slow path")
+
+    def flush(self) -> None:
+        """Submit the pending batch and wait for all submitted work."""
+        if not self._busy:
+            return
+        batch = self._batch
+        queue = self._queue
+        try:
+            if batch.cmd is not None:
+                batch.finish()
+                queue.submit(self._frame)
+            queue.wait_all()
+        finally:
+            self._busy = False
+        self._dsets.maybe_reset()
+        self._release_deferred()
+
+    sync = flush
+
+    def take_validation_messages(self) -> list[str]:
+        return take_validation_messages()
+
+    # -- teardown ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SpiradDeviceError("the Vulkan runtime is closed (was spirad re-initialised?)")
+
+    def close(self) -> None:
+        """Wait for the device, then destroy every object it owns. Idempotent."""
+        if self._device is None:
+            return
+        dev = self._device
+        self.closed = True
+        lib.vkDeviceWaitIdle(dev)
+        for name in ("_transfer", "_pipelines", "_dsets", "_queue"):
+            part = self.__dict__.pop(name, None)
+            if part is not None:
+                part.destroy()
+        for res in list(getattr(self, "_buffers", {}).values()) + getattr(self, "_deferred", []):
+            res.destroy(dev)
+        self._buffers = {}
+        self._deferred = []
+        self._busy = False
+        lib.vkDestroyDevice(dev, ffi.NULL)
+        self._device = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.caps.name
+        return f"<VulkanRuntime {state}{' +validation' if self.validation else ''}>"

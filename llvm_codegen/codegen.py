@@ -1,0 +1,77 @@
+"""spirad IR (TaskList) -> one LLVM module with one function per task.
+
+    compile_tasks(tl, abi) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo(symbol, kind), ...))
+
+Each task function is `void @sym(ptr bufs, ptr args, i32 begin, i32 end, i32 worker)` (see
+`llvm_codegen.program`). A 'range' task loops over [begin, end) inside the function, so the
+per-iteration cost is not a call; a 'serial' task runs its body once. Op lowering lives in
+tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`.
+"""
+from __future__ import annotations
+
+import re
+
+from llvmlite import ir
+
+from spirad.ir.abi import KernelABI
+from spirad.ir.dtypes import i32
+from spirad.ir.nodes import Task, TaskList
+
+from .context import CodegenError, FnContext, ModuleLib
+from .lltypes import I32, PTR, VOID
+from .lower_control import LOWER_CONTROL, emit_counted_loop
+from .lower_memory import LOWER_MEMORY
+from .lower_ops import LOWER_OPS, convert
+from .program import CpuProgram, CpuTaskInfo
+
+LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL}  # every Op (a test checks it)
+
+TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I32, I32, I32])
+
+
+def task_symbol(tl: TaskList, k: int, task: Task) -> str:
+    base = f"{tl.name}_{k}_{task.name}" if task.name else f"{tl.name}_{k}"
+    return "spirad_" + re.sub(r"[^A-Za-z0-9_]", "_", base)
+
+
+def compile_tasks(tl: TaskList, abi: KernelABI) -> CpuProgram:
+    module = ir.Module(name=tl.name)
+    lib = ModuleLib(module)
+    infos = []
+    for k, task in enumerate(tl.tasks):
+        sym = task_symbol(tl, k, task)
+        _lower_task(lib, sym, task, tl, abi)
+        infos.append(CpuTaskInfo(sym, task.kind))
+    return CpuProgram(str(module), tuple(infos))
+
+
+def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI):
+    fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
+    for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
+        a.name = name
+    fn.attributes.add("nounwind")
+    ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+    start = ctx.block("start")
+    ctx.b = ir.IRBuilder(start)
+    ret = ctx.block("ret")
+    if task.kind == "serial":
+        ctx.top_continue = ret
+        ctx.lower_block(task.body)
+        ctx.close_into(ret)
+    elif task.kind == "range":
+        dt = task.index.dtype
+        begin, end = (convert(ctx, v, i32, dt) for v in (fn.args[2], fn.args[3]))
+
+        def body(i, latch, exit_):
+            ctx.env[task.index] = i
+            ctx.top_continue = latch
+            ctx.lower_block(task.body)
+
+        emit_counted_loop(ctx, begin, end, dt, body, name="task")
+        ctx.b.branch(ret)
+    else:
+        raise CodegenError(f"LLVM codegen: unknown task kind {task.kind!r}")
+    ctx.b.position_at_end(ret)
+    ctx.b.ret_void()
+    ctx.entry_b.branch(start)
+

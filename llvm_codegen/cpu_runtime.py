@@ -1,0 +1,155 @@
+"""CPU runtime: JIT-compiles LLVM IR text and launches task functions on a thread pool.
+
+Never imports `spirad.ir`: it receives LLVM IR text and symbol names only.
+
+    rt = CpuRuntime()                       # one per process is enough; cheap after the first
+    mod = rt.load(llvm_ir, symbols)         # parse -> O3 (new pass manager, host CPU) -> OrcJIT
+    fn = mod.function(symbol)               # ctypes function (bufs, args, begin, end, worker)
+    rt.run(fn, bufs, args, begin, end, parallel=True)
+
+What the caller passes to `run` (build these once per launch, or keep them across launches):
+
+* `bufs`: a ctypes array `(ctypes.c_void_p * n)(addr0, addr1, ...)`, one base address per
+  `abi.bindings[k]` (C-contiguous, the binding's dtype; u1 as 4-byte 0/1).
+* `args`: the argument buffer; an int address (fastest), a ctypes object, or a numpy uint8 array
+  (contiguous). Its bytes must stay alive and unchanged for the call.
+* `begin`, `end`: the task range (Python ints within int32); serial tasks: 0, 1, parallel=False.
+
+Ranges of at least `parallel_min` (default `PARALLEL_MIN`) iterations are split into
+`num_workers` contiguous chunks; chunk `w` runs on worker slot `w` (the calling thread runs
+chunk 0). Smaller ranges and serial tasks run in the calling thread as worker 0. Launches are
+serialised by a lock, so worker slots are never shared between concurrent launches. The hot
+path allocates nothing but the pool futures of a split launch.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import llvmlite.binding as llvm
+
+PARALLEL_MIN = 32768
+TASK_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                           ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+
+
+class _Target:
+    """Process-wide LLVM state: target init, libm, TargetMachine, pass options, the LLJIT."""
+
+    _instance = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> "_Target":
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def __init__(self):
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        libm = ctypes.util.find_library("m")
+        if libm:
+            llvm.load_library_permanently(libm)
+        target = llvm.Target.from_default_triple()
+        self.triple = llvm.get_process_triple()
+        self.cpu = llvm.get_host_cpu_name()
+        self.features = llvm.get_host_cpu_features().flatten()
+        self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
+                                               jit=True)
+        self.jit_tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
+                                                   jit=True)
+        self.lljit = llvm.create_lljit_compiler(self.jit_tm)
+        self.compile_lock = threading.Lock()
+        self._names = itertools.count()
+
+    def optimize(self, llvm_ir: str) -> str:
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.triple = self.triple
+        mod.data_layout = str(self.tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return str(mod)
+
+    def link(self, llvm_ir: str, symbols) -> llvm.ResourceTracker:
+        builder = llvm.JITLibraryBuilder().add_ir(llvm_ir).add_current_process()
+        for s in symbols:
+            builder.export_symbol(s)
+        return builder.link(self.lljit, f"spirad_cpu_{next(self._names)}")
+
+
+class CpuModule:
+    """A JIT-compiled module; keeps its code alive as long as it (or a function of it) lives."""
+
+    def __init__(self, tracker, symbols, optimized_ir: str):
+        self._tracker = tracker
+        self.optimized_ir = optimized_ir
+        self._fns = {}
+        for s in symbols:
+            fn = TASK_FN(tracker[s])
+            fn._spirad_module = self  # a function keeps its module's code alive
+            self._fns[s] = fn
+
+    def function(self, symbol: str):
+        try:
+            return self._fns[symbol]
+        except KeyError:
+            raise KeyError(f"CpuModule: no exported symbol {symbol!r}") from None
+
+
+class CpuRuntime:
+    def __init__(self, num_workers: int | None = None, parallel_min: int = PARALLEL_MIN):
+        self._target = _Target.get()
+        self.num_workers = max(1, num_workers or os.cpu_count() or 1)
+        self.parallel_min = parallel_min
+        self._pool = (ThreadPoolExecutor(self.num_workers - 1, thread_name_prefix="spirad-cpu")
+                      if self.num_workers > 1 else None)
+        self._launch_lock = threading.Lock()
+
+    def load(self, llvm_ir: str, symbols) -> CpuModule:
+        symbols = tuple(symbols)
+        t = self._target
+        with t.compile_lock:
+            optimized = t.optimize(llvm_ir)
+            tracker = t.link(optimized, symbols)
+        return CpuModule(tracker, symbols, optimized)
+
+    def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True):
+        if type(args) is not int:
+            args = _address(args)
+        n = end - begin
+        with self._launch_lock:
+            if not parallel or n < self.parallel_min or self._pool is None:
+                fn(bufs, args, begin, end, 0)
+                return
+            w = self.num_workers
+            step = -(-n // w)
+            futures = [self._pool.submit(fn, bufs, args, begin + k * step,
+                                         min(begin + (k + 1) * step, end), k)
+                       for k in range(1, w) if begin + k * step < end]
+            fn(bufs, args, begin, min(begin + step, end), 0)
+            for f in futures:
+                f.result()
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def _address(buf) -> int | None:
+    if buf is None:
+        return None
+    if hasattr(buf, "__array_interface__"):
+        return buf.__array_interface__["data"][0]
+    return ctypes.addressof(buf)

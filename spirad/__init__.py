@@ -1,0 +1,61 @@
+"""spirad: a Python kernel language with reverse-mode autodiff, compiled to SPIR-V and LLVM.
+
+This module is the public surface only (Taichi / Quadrants names); nothing here imports a backend.
+"""
+from __future__ import annotations
+
+from . import state as _state
+from . import types
+from .errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+                     SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
+                     SpiradAdStackOverflow)
+from .field import field, i, ij, ijk, ijkl, j, k, l, root
+from .ir.dtypes import f32, f64, i32, i64, u1, u32
+from .kernel import func, kernel
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log, max,
+                   min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
+from .matrix import Matrix, Vector
+from .ndarray import ndarray
+from .types import template
+
+cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
+float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
+
+_INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
+              "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
+              "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads"}
+
+
+def init(arch=None, **kwargs):
+    """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
+    kernels of the previous one become invalid."""
+    unknown = sorted(set(kwargs) - _INIT_KEYS)
+    if unknown:
+        raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
+                               f"known: {', '.join(sorted(_INIT_KEYS - {'arch'}))}")
+    from .driver import load_backend, resolve_arch, BACKENDS
+    arch = arch or "cpu"
+    if arch not in BACKENDS and arch != "gpu":
+        raise SpiradArchError(f"unknown arch {arch!r}; use sd.cpu, sd.vulkan, sd.metal, sd.cuda, "
+                              f"sd.amdgpu or sd.gpu")
+    arch = resolve_arch(arch)
+    fp = kwargs.pop("default_fp", f32)
+    ip = kwargs.pop("default_ip", i32)
+    if fp not in (f32, f64):
+        raise SpiradTypeError(f"default_fp must be sd.f32 or sd.f64, got {fp!r}")
+    if ip not in (i32, i64):
+        raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
+    debug = bool(kwargs.pop("debug", False))
+    st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
+    st.backend = load_backend(arch, st)  # fail now, not at the first launch
+    return None
+
+
+def sync():
+    """Wait for all launched work to finish (and raise any deferred kernel error)."""
+    if _state.current().backend is not None:
+        _state.current().backend.sync()
+
+
+def reset():
+    _state.reset()

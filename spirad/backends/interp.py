@@ -1,0 +1,89 @@
+"""The reference-interpreter backend: runs kernels with `spirad.ir.interpreter`.
+
+Slow; for tests only (`init(arch="interp")`). It decodes the argument buffer through the ABI like
+a real backend, so it also checks the launch path.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..ir.interpreter import Memory, run_task
+
+_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+
+
+def is_available() -> bool:
+    return True
+
+
+def unavailable_reason() -> str:
+    return ""
+
+
+def create(state):
+    return InterpBackend()
+
+
+class InterpBackend:
+    name = "interp"
+
+    def allocate(self, nbytes):
+        return np.zeros(max(nbytes, 8), dtype=np.uint8)
+
+    def view(self, storage, np_dtype, shape):
+        n = int(np.prod(shape, dtype=np.int64))
+        return storage[: n * np.dtype(np_dtype).itemsize].view(np_dtype).reshape(shape)
+
+    def compile(self, tl, abi):
+        return (tl, abi)
+
+    def launch(self, program, storages, argbuf, ranges):
+        tl, abi = program
+        scalars = []
+        for i, a in enumerate(tl.args):
+            if a.kind == "scalar":
+                scalars.append(struct.unpack_from(_UNPACK[a.dtype.name], argbuf, abi.arg_offsets[i])[0])
+            else:
+                scalars.append(None)
+        shapes = {}
+        for a, ax, off in abi.shape_offsets:
+            shapes.setdefault(a, {})[ax] = struct.unpack_from("<i", argbuf, off)[0]
+        arrays = {}
+        for ref, st in zip(abi.bindings, storages):
+            if ref.kind == "field":
+                shape = ref.shape
+            elif ref.kind == "ndarray":
+                shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
+            else:
+                shape = (1,)
+                st = np.zeros(8, dtype=np.uint8)
+            arrays[(ref.kind, ref.key, ref.grad)] = self.view(st, ref.dtype.np, shape)
+        for a, axes in shapes.items():
+            key = ("ndarray", a, False)
+            if key not in arrays:  # shape queried but never indexed
+                arrays[key] = np.zeros(tuple(axes[k] for k in range(len(axes))), dtype=np.uint8)
+        mem = Memory(arrays, scalars)
+        for t, (b, e) in zip(tl.tasks, ranges):
+            if t.kind == "serial":
+                run_task(t, mem)
+            else:
+                _run_range(t, mem, b, e)
+
+    def sync(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _run_range(t, mem, begin, end):
+    from ..ir.interpreter import Interpreter, _Continue, cast_value
+    for i in range(begin, end):
+        it = Interpreter(mem)
+        it.env[t.index] = cast_value(i, t.index.dtype)
+        try:
+            it.run_block(t.body)
+        except _Continue:
+            pass

@@ -1,0 +1,42 @@
+"""Error types users see.
+
+`SpiradError` is the base of every error caused by user input (bad kernel code, bad arguments,
+an unavailable arch, a device limit). Internal invariant violations raise `RuntimeError` instead,
+so a user error can never be confused with a compiler bug.
+"""
+
+
+class SpiradError(Exception):
+    """Base class of every user-facing spirad error."""
+
+
+class SpiradSyntaxError(SpiradError):
+    """Kernel source uses Python syntax or a construct spirad does not support."""
+
+
+class SpiradTypeError(SpiradError):
+    """Type mismatch in kernel code or in kernel arguments."""
+
+
+class SpiradNameError(SpiradError):
+    """Kernel code reads a name that is not defined."""
+
+
+class SpiradArchError(SpiradError):
+    """An explicitly requested arch is unavailable."""
+
+
+class SpiradDeviceError(SpiradError):
+    """A device limit, a missing device capability, or device memory exhaustion."""
+
+
+class SpiradValueError(SpiradError):
+    """Bad value passed from Python (shape mismatch, out-of-range data)."""
+
+
+class SpiradAutodiffError(SpiradError):
+    """Kernel shape that reverse mode cannot differentiate, with the reason."""
+
+
+class SpiradAdStackOverflow(SpiradError):
+    """An adstack push went past its capacity; raised at the next sync or host read."""

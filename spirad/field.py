@@ -1,0 +1,211 @@
+"""Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
+
+A field's memory is one buffer owned by the backend, allocated on first use. Element layout is C
+order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
+shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
+uses it to notice changed loop bounds).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import state as _state
+from .errors import SpiradTypeError, SpiradValueError
+from .ir import dtypes as T
+from .ir.nodes import GlobalRef
+from .types import MatrixType, VectorType
+
+
+def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
+    """(scalar dtype, component shape) of a user dtype: sd.f32, float, int, vector types."""
+    st = _state.current()
+    if isinstance(dtype, (VectorType, MatrixType)):
+        base, _ = resolve_dtype(dtype.dtype)
+        return base, dtype.comp_shape
+    if isinstance(dtype, T.DType):
+        return dtype, ()
+    if dtype is float:
+        return st.default_fp, ()
+    if dtype is int:
+        return st.default_ip, ()
+    if dtype is bool:
+        return T.u1, ()
+    raise SpiradTypeError(f"unsupported dtype {dtype!r}; use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1")
+
+
+def normalize_shape(shape) -> tuple:
+    if shape is None:
+        return None
+    if isinstance(shape, numbers.Integral):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise SpiradValueError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise SpiradValueError(f"shape {shape} has a negative extent")
+    return shape
+
+
+class _HostArray:
+    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
+
+    dtype: T.DType
+    comp_shape: tuple
+
+    @property
+    def full_shape(self) -> tuple:
+        return tuple(self.shape) + tuple(self.comp_shape)
+
+    def _storage(self):
+        raise NotImplementedError
+
+    def _view(self) -> np.ndarray:
+        """A numpy view of the live memory; the backend has finished all pending work."""
+        be = _state.backend()
+        be.sync()
+        return be.view(self._storage(), self.dtype.np, self.full_shape)
+
+    def _host_written(self):
+        self.generation += 1
+
+    def to_numpy(self) -> np.ndarray:
+        out = np.array(self._view(), copy=True)
+        return out.astype(bool) if self.dtype == T.u1 else out
+
+    def from_numpy(self, arr) -> None:
+        arr = np.asarray(arr)
+        if arr.shape != self.full_shape:
+            raise SpiradValueError(f"from_numpy: array of shape {arr.shape} does not match "
+                                   f"{self._kind} shape {self.full_shape}")
+        if arr.dtype.kind not in "biuf":
+            raise SpiradValueError(f"from_numpy: unsupported array dtype {arr.dtype}")
+        if self.dtype.is_int and arr.dtype.kind in "iu" and arr.size:
+            info = np.iinfo(self.dtype.np)
+            lo, hi = arr.min(), arr.max()
+            if lo < info.min or hi > info.max:
+                raise SpiradValueError(f"from_numpy: values in [{lo}, {hi}] do not fit {self.dtype}")
+        if self.dtype.is_int and arr.dtype.kind == "f":
+            raise SpiradValueError(f"from_numpy: float array into {self.dtype} {self._kind}; "
+                                   f"convert it explicitly with arr.astype(...)")
+        self._view()[...] = arr.astype(self.dtype.np)
+        self._host_written()
+
+    def fill(self, value) -> None:
+        self._view()[...] = value
+        self._host_written()
+
+    def _index(self, key):
+        if key is None:
+            key = ()
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(self.shape):
+            raise SpiradValueError(f"{self._kind} of shape {self.shape} needs {len(self.shape)} "
+                                   f"indices, got {len(key)}")
+        for k, n in zip(key, self.shape):
+            if not isinstance(k, numbers.Integral) or not 0 <= k < n:
+                raise SpiradValueError(f"index {key} out of range for shape {self.shape}")
+        return tuple(int(k) for k in key)
+
+    def __getitem__(self, key):
+        v = self._view()[self._index(key)]
+        if self.comp_shape:
+            return np.array(v, copy=True)
+        return bool(v) if self.dtype == T.u1 else v.item()
+
+    def __setitem__(self, key, value):
+        self._view()[self._index(key)] = value
+        self._host_written()
+
+
+class Field(_HostArray):
+    _kind = "field"
+
+    def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False):
+        self.dtype, self.comp_shape = resolve_dtype(dtype)
+        st = _state.current()
+        self.id = st.new_id()
+        self.epoch = st.epoch
+        self.name = name or f"field{self.id}"
+        self.shape = normalize_shape(shape)
+        self.generation = 0
+        self._buf = None
+        self.grad = None
+        if needs_grad and not _is_grad:
+            if not self.dtype.is_float:
+                raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
+            g = Field.__new__(Field)
+            g.__dict__.update(dtype=self.dtype, comp_shape=self.comp_shape, id=st.new_id(),
+                              epoch=st.epoch, name=self.name + ".grad", shape=self.shape,
+                              generation=0, _buf=None, grad=None)
+            self.grad = g
+        st.fields.append(self)
+
+    @property
+    def needs_grad(self) -> bool:
+        return self.grad is not None
+
+    def _check_live(self):
+        if self.epoch != _state.current().epoch:
+            raise SpiradValueError(f"field {self.name} belongs to a previous sd.init(); "
+                                   f"create fields after the last init()")
+        if self.shape is None:
+            raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
+                                   f"with sd.root.dense(...).place(...)")
+
+    def _storage(self):
+        if self._buf is None:
+            self._check_live()
+            nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
+            self._buf = _state.backend().allocate(nbytes)
+        return self._buf
+
+    def ref(self) -> GlobalRef:
+        self._check_live()
+        return GlobalRef("field", self.id, self.dtype, len(self.full_shape), self.full_shape,
+                         self.name, False)
+
+    def __repr__(self):
+        return f"<spirad field {self.name} {self.dtype} shape={self.shape}>"
+
+
+def field(dtype, shape=None, needs_grad=False, name="") -> Field:
+    return Field(dtype, shape, needs_grad, name)
+
+
+class Axis:
+    def __init__(self, *dims):
+        self.dims = dims
+
+
+class SNode:
+    """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m)."""
+
+    def __init__(self, shape=()):
+        self.shape = shape
+
+    def dense(self, axes, shape) -> "SNode":
+        shape = normalize_shape(shape)
+        n = len(axes.dims) if isinstance(axes, Axis) else 1
+        if len(shape) != n:
+            raise SpiradValueError(f"dense(): {n} axes but shape {shape}")
+        return SNode(self.shape + shape)
+
+    def place(self, *fields) -> "SNode":
+        for f in fields:
+            if not isinstance(f, Field):
+                raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
+            if f.shape is not None and f.shape != self.shape:
+                raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
+            f.shape = self.shape
+            if f.grad is not None:
+                f.grad.shape = self.shape
+        return self
+
+
+root = SNode()
+i, j, k, l = Axis(0), Axis(1), Axis(2), Axis(3)
+ij, ijk, ijkl = Axis(0, 1), Axis(0, 1, 2), Axis(0, 1, 2, 3)

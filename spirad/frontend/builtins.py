@@ -1,0 +1,179 @@
+"""Calls the frontend understands: `sd.*` math, casts, atomics, Python builtins, Vector/Matrix.
+
+One table, `HANDLERS`, maps a Python function object to `handler(visitor, args, kwargs, node)`;
+the visitor's call path looks the callee up here (one place, no if/elif chain over names).
+"""
+from __future__ import annotations
+
+import builtins as py
+import math
+
+from .. import lang
+from ..errors import SpiradSyntaxError, SpiradTypeError
+from ..ir import dtypes as T
+from ..ir.dtypes import DType
+from ..ir.ops import Op
+from ..matrix import Matrix, Vector
+from .ops import is_py_scalar
+from .values import GlobalElem, VecVal
+
+
+def _unary(op, pyfn=None):
+    def h(v, args, kw, node):
+        _arity(v, args, 1, node)
+        a = v.rvalue(args[0])
+        if pyfn is not None and is_py_scalar(a):
+            return pyfn(a)
+        return v.unop(op, a)
+    return h
+
+
+def _binary(op):
+    def h(v, args, kw, node):
+        _arity(v, args, 2, node)
+        return v.binop(op, args[0], args[1])
+    return h
+
+
+def _minmax(op):
+    def h(v, args, kw, node):
+        if len(args) == 1 and isinstance(v.rvalue(args[0]), VecVal):
+            comps = v.rvalue(args[0]).comps
+        else:
+            comps = args
+        if len(comps) < 2:
+            raise v.ctx.error(SpiradTypeError, "min/max need at least two values", node)
+        acc = comps[0]
+        for c in comps[1:]:
+            acc = v.binop(op, acc, c)
+        return acc
+    return h
+
+
+def _arity(v, args, n, node):
+    if len(args) != n:
+        raise v.ctx.error(SpiradTypeError, f"expected {n} argument(s), got {len(args)}", node)
+
+
+def _cast_to(v, args, kw, node, dtype: DType):
+    _arity(v, args, 1, node)
+    a = v.rvalue(args[0])
+    if is_py_scalar(a):
+        return py.float(a) if dtype.is_float else py.int(a)
+    return v.cast(a, dtype)
+
+
+def h_cast(v, args, kw, node):
+    _arity(v, args, 2, node)
+    dtype = args[1]
+    if dtype is float:
+        dtype = v.ctx.default_fp
+    elif dtype is int:
+        dtype = v.ctx.default_ip
+    if not isinstance(dtype, DType):
+        raise v.ctx.error(SpiradTypeError, "cast(x, dtype) needs a dtype such as sd.f32", node)
+    return v.cast(args[0], dtype)
+
+
+def h_float(v, args, kw, node):
+    return _cast_to(v, args, kw, node, v.ctx.default_fp)
+
+
+def h_int(v, args, kw, node):
+    return _cast_to(v, args, kw, node, v.ctx.default_ip)
+
+
+def h_abs(v, args, kw, node):
+    _arity(v, args, 1, node)
+    a = v.rvalue(args[0])
+    return py.abs(a) if is_py_scalar(a) else v.unop(Op.ABS, a)
+
+
+def h_select(v, args, kw, node):
+    _arity(v, args, 3, node)
+    return v.select(*args)
+
+
+def h_atomic_add(v, args, kw, node):
+    _arity(v, args, 2, node)
+    if not isinstance(args[0], GlobalElem):
+        raise v.ctx.error(SpiradTypeError, "atomic_add's first argument must be a field or ndarray element", node)
+    return v.atomic_add_into(args[0], args[1])
+
+
+def h_vector(v, args, kw, node):
+    _arity(v, args, 1, node)
+    items = v.rvalue(args[0])
+    if isinstance(items, VecVal):
+        return items
+    if not isinstance(items, (list, tuple)) or not items:
+        raise v.ctx.error(SpiradTypeError, "Vector([...]) needs a non-empty list", node)
+    return _build(v, list(items), (len(items),), kw.get("dt"))
+
+
+def h_matrix(v, args, kw, node):
+    _arity(v, args, 1, node)
+    rows = v.rvalue(args[0])
+    if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, (list, tuple)) for r in rows):
+        raise v.ctx.error(SpiradTypeError, "Matrix([[...], ...]) needs a list of rows", node)
+    m = len(rows[0])
+    if any(len(r) != m for r in rows):
+        raise v.ctx.error(SpiradTypeError, "Matrix rows must have equal length", node)
+    return _build(v, [x for r in rows for x in r], (len(rows), m), kw.get("dt"))
+
+
+def _build(v, flat, shape, dt):
+    from .typing import literal_type, promote
+    ts = [x.dtype for x in flat if not is_py_scalar(x)]
+    if dt is None:
+        t = None
+        for x in ts:
+            t = x if t is None else promote(t, x)
+        if t is None:
+            t = v.ctx.default_fp if any(isinstance(x, py.float) for x in flat) else v.ctx.default_ip
+        elif any(isinstance(x, py.float) for x in flat) and t.is_int:
+            t = v.ctx.default_fp
+    else:
+        t = dt
+    return VecVal(tuple(v.to_node(x, t) for x in flat), shape)
+
+
+def h_static(v, args, kw, node):
+    raise v.ctx.error(SpiradSyntaxError, "static(...) is evaluated by the visitor", node)
+
+
+def h_range(v, args, kw, node):
+    raise v.ctx.error(SpiradSyntaxError, "range() is only allowed as a for-loop iterator", node)
+
+
+def h_len(v, args, kw, node):
+    a = v.rvalue(args[0])
+    if isinstance(a, VecVal):
+        return a.shape[0]
+    if isinstance(a, (list, tuple)):
+        return len(a)
+    raise v.ctx.error(SpiradTypeError, "len() needs a vector or a compile-time sequence", node)
+
+
+def h_ndrange(v, args, kw, node):
+    return lang.ndrange(*[v.rvalue(a) for a in args])
+
+
+def h_grouped(v, args, kw, node):
+    _arity(v, args, 1, node)
+    return lang.grouped(args[0])
+
+
+HANDLERS = {
+    lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
+    lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
+    lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),
+    lang.exp: _unary(Op.EXP, math.exp), lang.log: _unary(Op.LOG, math.log),
+    lang.sqrt: _unary(Op.SQRT, math.sqrt), lang.rsqrt: _unary(Op.RSQRT, lambda x: 1 / math.sqrt(x)),
+    lang.floor: _unary(Op.FLOOR, math.floor), lang.abs: h_abs, py.abs: h_abs,
+    lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
+    lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
+    lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
+    lang.atomic_add: h_atomic_add, Vector: h_vector, Matrix: h_matrix,
+    lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
+}

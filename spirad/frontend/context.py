@@ -1,0 +1,75 @@
+"""Compile context shared by the frontend's visitors: builder, scopes, source, type defaults."""
+from __future__ import annotations
+
+import builtins
+
+from ..errors import SpiradNameError
+from ..ir.builder import IRBuilder
+from .source import SourceInfo, user_error
+
+
+class FuncFrame:
+    """One kernel or @func being translated: its source and name lookup."""
+
+    def __init__(self, fn, src: SourceInfo, is_kernel: bool):
+        self.fn = fn
+        self.src = src
+        self.is_kernel = is_kernel
+        self.scopes: list[dict] = [{}]
+        closure = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.closure = closure
+        self.ret = None  # (Slot) for @func return values
+        self.loop_depth = 0  # serial loops entered inside this frame
+
+
+class Ctx:
+    def __init__(self, state):
+        self.b = IRBuilder()
+        self.state = state
+        self.default_fp = state.default_fp
+        self.default_ip = state.default_ip
+        self.frames: list[FuncFrame] = []
+        self.node_stack: list = []
+        self.loops: list = []  # 'parallel', 'serial', 'static' kinds of enclosing loops
+        self.call_depth = 0
+
+    @property
+    def frame(self) -> FuncFrame:
+        return self.frames[-1]
+
+    def loc(self, node=None):
+        node = node if node is not None else (self.node_stack[-1] if self.node_stack else None)
+        return self.frame.src.loc(node) if node is not None else None
+
+    def error(self, cls, msg, node=None):
+        return user_error(cls, msg, self.loc(node))
+
+    # -- names ----------------------------------------------------------------------------------
+    def lookup(self, name, node):
+        f = self.frame
+        for scope in reversed(f.scopes):
+            if name in scope:
+                return scope[name]
+        if name in f.closure:
+            return f.closure[name]
+        g = f.fn.__globals__
+        if name in g:
+            return g[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(SpiradNameError, f"name '{name}' is not defined", node)
+
+    def find_local(self, name):
+        for scope in reversed(self.frame.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def bind(self, name, value):
+        self.frame.scopes[-1][name] = value

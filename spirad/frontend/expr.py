@@ -1,0 +1,338 @@
+"""Expression visitors: `build_<ast node>` methods returning frontend values."""
+from __future__ import annotations
+
+import ast
+import numbers
+
+from ..errors import SpiradSyntaxError, SpiradTypeError
+from ..ir import dtypes as T
+from ..ir.ops import Op
+from .builtins import HANDLERS
+from .ops import is_py_scalar
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
+
+BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
+          ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
+          ast.RShift: Op.SHR, ast.BitAnd: Op.AND, ast.BitOr: Op.OR, ast.BitXor: Op.XOR}
+CMPOPS = {ast.Lt: Op.CMP_LT, ast.LtE: Op.CMP_LE, ast.Gt: Op.CMP_GT, ast.GtE: Op.CMP_GE,
+          ast.Eq: Op.CMP_EQ, ast.NotEq: Op.CMP_NE}
+VEC_ATTRS = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+class BoundMethod:
+    def __init__(self, fn, obj):
+        self.fn, self.obj = fn, obj
+
+
+class ExprVisitor:
+    def build_Constant(self, node):
+        if isinstance(node.value, (bool, int, float)) or node.value is None or isinstance(node.value, str):
+            return node.value
+        raise self.ctx.error(SpiradSyntaxError, f"unsupported constant {node.value!r}", node)
+
+    def build_Name(self, node):
+        return self.ctx.lookup(node.id, node)
+
+    def build_Tuple(self, node):
+        return tuple(self.build(e) for e in node.elts)
+
+    def build_List(self, node):
+        return [self.build(e) for e in node.elts]
+
+    def build_BinOp(self, node):
+        a, b = self.build(node.left), self.build(node.right)
+        if isinstance(node.op, ast.MatMult):
+            return self.matmul(self.rvalue(a), self.rvalue(b), node)
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}", node)
+        return self.binop(op, a, b)
+
+    def build_UnaryOp(self, node):
+        a = self.rvalue(self.build(node.operand))
+        if isinstance(node.op, ast.UAdd):
+            return a
+        if is_py_scalar(a):
+            return {ast.USub: lambda x: -x, ast.Not: lambda x: not x, ast.Invert: lambda x: ~x}[type(node.op)](a)
+        op = {ast.USub: Op.NEG, ast.Not: Op.NOT, ast.Invert: Op.BIT_NOT}[type(node.op)]
+        return self.unop(op, a)
+
+    def build_BoolOp(self, node):
+        vals = [self.rvalue(self.build(v)) for v in node.values]
+        if all(is_py_scalar(v) for v in vals):
+            r = vals[0]
+            for v in vals[1:]:
+                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
+            return r
+        op = Op.AND if isinstance(node.op, ast.And) else Op.OR
+        acc = self.to_cond(vals[0])
+        for v in vals[1:]:
+            acc = self.ctx.b.binary(op, acc, self.to_cond(v))
+        return acc
+
+    def build_Compare(self, node):
+        left = self.build(node.left)
+        result = None
+        for op, comp in zip(node.ops, node.comparators):
+            right = self.build(comp)
+            if type(op) not in CMPOPS:
+                raise self.ctx.error(SpiradSyntaxError, f"unsupported comparison {type(op).__name__}", node)
+            r = self.binop(CMPOPS[type(op)], left, right)
+            if result is None:
+                result = r
+            elif is_py_scalar(result) and is_py_scalar(r):
+                result = result and r
+            else:
+                result = self.ctx.b.binary(Op.AND, self.to_cond(result), self.to_cond(r))
+            left = right
+        return result
+
+    def build_IfExp(self, node):
+        c = self.rvalue(self.build(node.test))
+        if is_py_scalar(c):
+            return self.build(node.body if c else node.orelse)
+        return self.select(c, self.build(node.body), self.build(node.orelse))
+
+    def build_Attribute(self, node):
+        obj = self.build(node.value)
+        name = node.attr
+        if isinstance(obj, NdarrayArg):
+            if name == "shape":
+                return ShapeVal(obj)
+            if name == "grad":
+                if not obj.needs_grad:
+                    raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without needs_grad=True", node)
+                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True)
+            raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
+        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+            return self.vec_attr(obj, name, node)
+        try:
+            return getattr(obj, name)
+        except AttributeError:
+            raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
+
+    def vec_attr(self, obj, name, node):
+        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        if name in VEC_ATTRS and len(shape) == 1:
+            k = VEC_ATTRS[name]
+            if k >= shape[0]:
+                raise self.ctx.error(SpiradTypeError, f"vector of size {shape[0]} has no '.{name}'", node)
+            return self.component(obj, (k,), node)
+        method = VEC_METHODS.get(name)
+        if method is None:
+            raise self.ctx.error(SpiradSyntaxError, f"vectors have no attribute '{name}'", node)
+        return BoundMethod(method, obj)
+
+    def build_Subscript(self, node):
+        obj = self.build(node.value)
+        sl = node.slice
+        idx = self.build(sl)
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        from ..field import Field
+        if isinstance(obj, Field):
+            if idx == (None,):
+                idx = ()
+            ref = obj.ref()
+            if len(idx) != len(obj.shape):
+                raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
+                                                      f"but is indexed with {len(idx)}", node)
+            return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
+        if isinstance(obj, NdarrayArg):
+            if len(idx) != obj.ndim:
+                raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' has {obj.ndim} dimension(s) "
+                                                      f"but is indexed with {len(idx)}", node)
+            return GlobalElem(obj.ref(), self.indices(idx), obj.comp_shape, obj)
+        if isinstance(obj, ShapeVal):
+            k = self.rvalue(idx[0])
+            if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
+                raise self.ctx.error(SpiradTypeError, f"shape index must be a constant in [0, {obj.arr.ndim})", node)
+            return self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arr.arg_index, int(k)))
+        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+            return self.component(obj, idx, node)
+        if isinstance(obj, (tuple, list)):
+            k = self.rvalue(idx[0])
+            if not isinstance(k, numbers.Integral):
+                raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
+            return obj[k]
+        raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
+
+    def indices(self, idx):
+        out = []
+        for v in idx:
+            v = self.rvalue(v)
+            if isinstance(v, VecVal):
+                out.extend(self.to_node(c, T.i32) for c in v.comps)
+                continue
+            n = self.to_node(v)
+            if not (n.dtype.is_int or n.dtype == T.u1):
+                raise self.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}")
+            out.append(self.ctx.b.cast(n, T.i32))
+        return tuple(out)
+
+    def component(self, obj, idx, node):
+        """obj[idx] for a vector/matrix local, value or global element."""
+        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        if not shape:
+            raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        if isinstance(obj, GlobalElem):
+            if len(idx) != len(shape):
+                raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
+            return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
+        ks = [self.rvalue(k) for k in idx]
+        if not all(isinstance(k, numbers.Integral) for k in ks):
+            raise self.ctx.error(SpiradTypeError, "vector/matrix locals need compile-time constant indices "
+                                                  "(use sd.static or a static loop)", node)
+        if len(ks) == 1 and len(shape) == 2:  # row of a matrix
+            r = ks[0]
+            comps = self.rvalue(obj).comps
+            return VecVal(comps[r * shape[1]:(r + 1) * shape[1]], (shape[1],))
+        if len(ks) != len(shape) or any(not 0 <= k < s for k, s in zip(ks, shape)):
+            raise self.ctx.error(SpiradTypeError, f"index {tuple(ks)} out of range for shape {shape}", node)
+        flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
+        if isinstance(obj, Slot):
+            return Slot((obj.allocas[flat],), (), obj.dtype)
+        return obj.comps[flat]
+
+    def matmul(self, a, b, node):
+        if not (isinstance(a, VecVal) and isinstance(b, VecVal)):
+            raise self.ctx.error(SpiradTypeError, "@ needs matrices/vectors", node)
+        sa, sb = a.shape, b.shape
+        if len(sa) == 2 and len(sb) == 1:
+            if sa[1] != sb[0]:
+                raise self.ctx.error(SpiradTypeError, f"@ shape mismatch {sa} @ {sb}", node)
+            return VecVal(tuple(self._dot(a.comps[r * sa[1]:(r + 1) * sa[1]], b.comps) for r in range(sa[0])), (sa[0],))
+        if len(sa) == 2 and len(sb) == 2:
+            if sa[1] != sb[0]:
+                raise self.ctx.error(SpiradTypeError, f"@ shape mismatch {sa} @ {sb}", node)
+            comps = []
+            for r in range(sa[0]):
+                for c in range(sb[1]):
+                    comps.append(self._dot(a.comps[r * sa[1]:(r + 1) * sa[1]], b.comps[c::sb[1]]))
+            return VecVal(tuple(comps), (sa[0], sb[1]))
+        raise self.ctx.error(SpiradTypeError, f"@ not defined for shapes {sa} and {sb}", node)
+
+    def _dot(self, xs, ys):
+        acc = self.binop(Op.MUL, xs[0], ys[0])
+        for x, y in zip(xs[1:], ys[1:]):
+            acc = self.binop(Op.ADD, acc, self.binop(Op.MUL, x, y))
+        return acc
+
+    def build_Call(self, node):
+        fn = self.build(node.func)
+        if fn is _static_marker():
+            return self.build_static(node)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.ctx.error(SpiradSyntaxError, "*args calls are not supported in kernels", a)
+            args.append(self.build(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.ctx.error(SpiradSyntaxError, "**kwargs calls are not supported in kernels", kw)
+            kwargs[kw.arg] = self.build(kw.value)
+        if isinstance(fn, BoundMethod):
+            return fn.fn(self, fn.obj, args, node)
+        h = HANDLERS.get(fn) if _hashable(fn) else None
+        if h is not None:
+            return h(self, args, kwargs, node)
+        from ..kernel import Func, Kernel
+        if isinstance(fn, Func):
+            return self.inline_func(fn, args, kwargs, node)
+        if isinstance(fn, Kernel):
+            raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
+        if isinstance(fn, type) and fn in (T.DType,):
+            pass
+        from ..ir.dtypes import DType
+        if isinstance(fn, DType):  # sd.f32(x) casts
+            _ = args
+            return self.cast(args[0], fn)
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "
+                                                f"functions, @sd.func and math builtins are allowed", node)
+
+    def build_static(self, node):
+        vals = [self.rvalue(self.build(a)) for a in node.args]
+        for v in vals:
+            if not _is_compile_time(v):
+                raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
+        return vals[0] if len(vals) == 1 else tuple(vals)
+
+    def build_JoinedStr(self, node):
+        raise self.ctx.error(SpiradSyntaxError, "f-strings are not supported in kernels", node)
+
+
+def _hashable(x):
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _static_marker():
+    from .. import lang
+    return lang.static
+
+
+def _is_compile_time(v):
+    from ..ir.nodes import Node
+    if isinstance(v, (Node, VecVal, Slot, GlobalElem)):
+        return False
+    if isinstance(v, (list, tuple)):
+        return all(_is_compile_time(x) for x in v)
+    return True
+
+
+# -- vector methods -------------------------------------------------------------------------------
+def _m_dot(v, obj, args, node):
+    a, b = v.rvalue(obj), v.rvalue(args[0])
+    if not isinstance(b, VecVal) or a.shape != b.shape:
+        raise v.ctx.error(SpiradTypeError, "dot() needs two vectors of the same size", node)
+    return v._dot(a.comps, b.comps)
+
+
+def _m_norm_sqr(v, obj, args, node):
+    a = v.rvalue(obj)
+    return v._dot(a.comps, a.comps)
+
+
+def _m_norm(v, obj, args, node):
+    return v.unop(Op.SQRT, _m_norm_sqr(v, obj, args, node))
+
+
+def _m_normalized(v, obj, args, node):
+    a = v.rvalue(obj)
+    inv = v.binop(Op.DIV, 1.0, _m_norm(v, obj, args, node))
+    return v.binop(Op.MUL, a, inv)
+
+
+def _m_sum(v, obj, args, node):
+    a = v.rvalue(obj)
+    acc = a.comps[0]
+    for c in a.comps[1:]:
+        acc = v.binop(Op.ADD, acc, c)
+    return acc
+
+
+def _m_transpose(v, obj, args, node):
+    a = v.rvalue(obj)
+    if len(a.shape) != 2:
+        raise v.ctx.error(SpiradTypeError, "transpose() needs a matrix", node)
+    n, m = a.shape
+    return VecVal(tuple(a.comps[r * m + c] for c in range(m) for r in range(n)), (m, n))
+
+
+def _m_cross(v, obj, args, node):
+    a, b = v.rvalue(obj), v.rvalue(args[0])
+    if a.shape != (3,) or not isinstance(b, VecVal) or b.shape != (3,):
+        raise v.ctx.error(SpiradTypeError, "cross() needs two 3-vectors", node)
+    x = a.comps
+    y = b.comps
+    def c(i, j):
+        return v.binop(Op.SUB, v.binop(Op.MUL, x[i], y[j]), v.binop(Op.MUL, x[j], y[i]))
+    return VecVal((c(1, 2), c(2, 0), c(0, 1)), (3,))
+
+
+VEC_METHODS = {"dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
+               "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross}

@@ -1,0 +1,247 @@
+"""Value-level operations: turning frontend values into IR nodes, arithmetic with promotion,
+element-wise vector math, loads and stores of locals and globals."""
+from __future__ import annotations
+
+import numbers
+
+from ..errors import SpiradSyntaxError, SpiradTypeError
+from ..ir import dtypes as T
+from ..ir.nodes import Node
+from ..ir.ops import COMPARE, Op
+from .typing import literal_type, promote, true_div_type
+from .values import GlobalElem, Slot, VecVal
+
+PY_SCALAR = (bool, numbers.Integral, numbers.Real)
+
+
+def is_py_scalar(v) -> bool:
+    return isinstance(v, PY_SCALAR) and not isinstance(v, Node)
+
+
+class ValueOps:
+    """Mixin for the AST visitor (needs `self.ctx`)."""
+
+    # -- reading values -----------------------------------------------------------------------
+    def rvalue(self, v):
+        """Resolve lvalue-ish things (Slot, GlobalElem) into Nodes / VecVals; others unchanged."""
+        b = self.ctx.b
+        if isinstance(v, Slot):
+            if not v.shape:
+                return b.load(v.allocas[0])
+            return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
+        if isinstance(v, GlobalElem):
+            if not v.comp_shape:
+                return b.global_load(v.ref, v.indices)
+            comps = []
+            for k in _comp_indices(v.comp_shape):
+                idx = v.indices + tuple(b.const(c, T.i32) for c in k)
+                comps.append(b.global_load(v.ref, idx))
+            return VecVal(tuple(comps), v.comp_shape)
+        if isinstance(v, (list, tuple)) and not isinstance(v, VecVal):
+            return type(v)(self.rvalue(x) for x in v)
+        return v
+
+    def const(self, v, dtype):
+        if dtype.is_int and isinstance(v, float):
+            v = int(v)
+        return self.ctx.b.const(v, dtype)
+
+    def to_node(self, v, dtype=None) -> Node:
+        """A scalar node; Python scalars become constants (typed by `dtype` or the defaults)."""
+        v = self.rvalue(v)
+        if isinstance(v, Node):
+            return self.ctx.b.cast(v, dtype) if dtype is not None else v
+        if is_py_scalar(v):
+            t = dtype or literal_type(v, None, self.ctx.default_fp, self.ctx.default_ip)
+            return self.const(v, t)
+        if isinstance(v, VecVal):
+            raise self.ctx.error(SpiradTypeError, "expected a scalar, got a vector/matrix")
+        raise self.ctx.error(SpiradTypeError, f"expected a number, got {type(v).__name__}")
+
+    def to_cond(self, v) -> Node:
+        n = self.to_node(v)
+        if n.dtype == T.u1:
+            return n
+        return self.ctx.b.binary(Op.CMP_NE, n, self.const(0, n.dtype))
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def binop(self, op: Op, a, b):
+        a, b = self.rvalue(a), self.rvalue(b)
+        if isinstance(a, VecVal) or isinstance(b, VecVal):
+            return self._vec_binop(op, a, b)
+        if is_py_scalar(a) and is_py_scalar(b):
+            return _fold_python(op, a, b, self.ctx)
+        ta = a.dtype if isinstance(a, Node) else None
+        tb = b.dtype if isinstance(b, Node) else None
+        if ta is None and tb is None:
+            raise self.ctx.error(SpiradTypeError, f"unsupported operands {type(a).__name__}, {type(b).__name__}")
+        fp, ip = self.ctx.default_fp, self.ctx.default_ip
+        if ta is None:
+            ta = literal_type(a, tb, fp, ip)
+        if tb is None:
+            tb = literal_type(b, ta, fp, ip)
+        t = promote(ta, tb)
+        if op == Op.DIV:
+            t = true_div_type(t, fp)
+        elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
+            raise self.ctx.error(SpiradTypeError, f"bit operation {op.name.lower()} needs integers, got {t}")
+        elif op == Op.POW and is_py_scalar(b) and isinstance(b, numbers.Integral) and 0 <= b <= 8:
+            return self._int_power(self.to_node(a, t), int(b))
+        elif op in (Op.ATAN2,) and not t.is_float:
+            t = fp
+        elif op == Op.POW and t.is_int and is_py_scalar(b) and b < 0:
+            raise self.ctx.error(SpiradTypeError, "integer power with a negative exponent")
+        if op in (Op.SHL, Op.SHR) and t == T.u1:
+            t = ip
+        na, nb = self.to_node(a, t), self.to_node(b, t)
+        return self.ctx.b.binary(op, na, nb)
+
+    def _int_power(self, x: Node, k: int) -> Node:
+        b = self.ctx.b
+        if k == 0:
+            return self.const(1, x.dtype)
+        acc = x
+        for _ in range(k - 1):
+            acc = b.binary(Op.MUL, acc, x)
+        return acc
+
+    def _vec_binop(self, op, a, b):
+        shape = a.shape if isinstance(a, VecVal) else b.shape
+        if isinstance(a, VecVal) and isinstance(b, VecVal) and a.shape != b.shape:
+            raise self.ctx.error(SpiradTypeError, f"shape mismatch {a.shape} vs {b.shape}")
+        n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
+        ca = a.comps if isinstance(a, VecVal) else (a,) * n
+        cb = b.comps if isinstance(b, VecVal) else (b,) * n
+        return VecVal(tuple(self.binop(op, x, y) for x, y in zip(ca, cb)), shape)
+
+    def unop(self, op: Op, a):
+        a = self.rvalue(a)
+        if isinstance(a, VecVal):
+            return VecVal(tuple(self.unop(op, c) for c in a.comps), a.shape)
+        if is_py_scalar(a):
+            a = self.to_node(a)
+        if op in (Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG, Op.SQRT,
+                  Op.RSQRT, Op.FLOOR) and not a.dtype.is_float:
+            a = self.ctx.b.cast(a, self.ctx.default_fp)
+        if op == Op.NOT:
+            return self.ctx.b.unary(Op.NOT, self.to_cond(a))
+        if op == Op.BIT_NOT and a.dtype.is_float:
+            raise self.ctx.error(SpiradTypeError, "~ needs an integer")
+        return self.ctx.b.unary(op, a)
+
+    def select(self, c, a, b):
+        c, a, b = self.rvalue(c), self.rvalue(a), self.rvalue(b)
+        if isinstance(a, VecVal) or isinstance(b, VecVal):
+            n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
+            shape = a.shape if isinstance(a, VecVal) else b.shape
+            ca = a.comps if isinstance(a, VecVal) else (a,) * n
+            cb = b.comps if isinstance(b, VecVal) else (b,) * n
+            cc = c.comps if isinstance(c, VecVal) else (c,) * n
+            return VecVal(tuple(self.select(x, y, z) for x, y, z in zip(cc, ca, cb)), shape)
+        cond = self.to_cond(c)
+        ta = a.dtype if isinstance(a, Node) else None
+        tb = b.dtype if isinstance(b, Node) else None
+        fp, ip = self.ctx.default_fp, self.ctx.default_ip
+        ta = ta or literal_type(a, tb, fp, ip)
+        tb = tb or literal_type(b, ta, fp, ip)
+        t = promote(ta, tb)
+        return self.ctx.b.select(cond, self.to_node(a, t), self.to_node(b, t))
+
+    def cast(self, v, dtype):
+        v = self.rvalue(v)
+        if isinstance(v, VecVal):
+            return VecVal(tuple(self.cast(c, dtype) for c in v.comps), v.shape)
+        return self.to_node(v, dtype)
+
+    # -- writing ------------------------------------------------------------------------------
+    def store_into(self, target, value):
+        """Assign `value` to a Slot or GlobalElem (casting to the target's type)."""
+        b = self.ctx.b
+        value = self.rvalue(value)
+        if isinstance(target, Slot):
+            if target.shape:
+                comps = self._comps_for(value, target.shape)
+                for a, c in zip(target.allocas, comps):
+                    b.store(a, self.to_node(c, target.dtype))
+            else:
+                b.store(target.allocas[0], self.to_node(value, target.dtype))
+            return
+        if isinstance(target, GlobalElem):
+            ref = target.ref
+            if target.comp_shape:
+                comps = self._comps_for(value, target.comp_shape)
+                for k, c in zip(_comp_indices(target.comp_shape), comps):
+                    idx = target.indices + tuple(b.const(x, T.i32) for x in k)
+                    b.global_store(ref, idx, self.to_node(c, ref.dtype))
+            else:
+                b.global_store(ref, target.indices, self.to_node(value, ref.dtype))
+            return
+        raise self.ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}")
+
+    def atomic_add_into(self, target, value):
+        """`target += value` on a global: atomic. Returns the old value."""
+        b = self.ctx.b
+        value = self.rvalue(value)
+        if not isinstance(target, GlobalElem):
+            raise self.ctx.error(SpiradTypeError, "atomic_add needs a field or ndarray element")
+        ref = target.ref
+        if target.comp_shape:
+            comps = self._comps_for(value, target.comp_shape)
+            olds = []
+            for k, c in zip(_comp_indices(target.comp_shape), comps):
+                idx = target.indices + tuple(b.const(x, T.i32) for x in k)
+                olds.append(b.atomic_add(ref, idx, self.to_node(c, ref.dtype)))
+            return VecVal(tuple(olds), target.comp_shape)
+        return b.atomic_add(ref, target.indices, self.to_node(value, ref.dtype))
+
+    def _comps_for(self, value, shape):
+        n = 1
+        for s in shape:
+            n *= s
+        if isinstance(value, VecVal):
+            if value.shape != shape:
+                raise self.ctx.error(SpiradTypeError, f"cannot assign shape {value.shape} to shape {shape}")
+            return value.comps
+        return (value,) * n
+
+    def new_slot(self, value, name, dtype=None) -> Slot:
+        """A fresh local holding `value` (its type, or `dtype` when annotated)."""
+        value = self.rvalue(value)
+        b = self.ctx.b
+        if isinstance(value, VecVal):
+            t = dtype or value.dtype
+            slot = Slot(tuple(b.alloca(t, f"{name}[{k}]") for k in range(len(value.comps))), value.shape, t)
+        else:
+            n = self.to_node(value, dtype)
+            slot = Slot((b.alloca(n.dtype, name),), (), n.dtype)
+            b.store(slot.allocas[0], n)
+            return slot
+        self.store_into(slot, value)
+        return slot
+
+
+def _comp_indices(shape):
+    if len(shape) == 1:
+        return [(k,) for k in range(shape[0])]
+    return [(r, c) for r in range(shape[0]) for c in range(shape[1])]
+
+
+_PY_OPS = {
+    Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
+    Op.DIV: lambda a, b: a / b, Op.FLOORDIV: lambda a, b: a // b, Op.MOD: lambda a, b: a % b,
+    Op.POW: lambda a, b: a ** b, Op.AND: lambda a, b: a & b, Op.OR: lambda a, b: a | b,
+    Op.XOR: lambda a, b: a ^ b, Op.SHL: lambda a, b: a << b, Op.SHR: lambda a, b: a >> b,
+    Op.MIN: min, Op.MAX: max,
+    Op.CMP_LT: lambda a, b: a < b, Op.CMP_LE: lambda a, b: a <= b, Op.CMP_GT: lambda a, b: a > b,
+    Op.CMP_GE: lambda a, b: a >= b, Op.CMP_EQ: lambda a, b: a == b, Op.CMP_NE: lambda a, b: a != b,
+}
+
+
+def _fold_python(op, a, b, ctx):
+    import math
+    if op == Op.ATAN2:
+        return math.atan2(a, b)
+    try:
+        return _PY_OPS[op](a, b)
+    except ZeroDivisionError:
+        raise ctx.error(SpiradTypeError, "division by zero in a compile-time expression") from None

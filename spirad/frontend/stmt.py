@@ -1,0 +1,344 @@
+"""Statement visitors: assignment, control flow, loops (parallel / serial / static), returns."""
+from __future__ import annotations
+
+import ast
+import numbers
+
+from .. import lang
+from ..errors import SpiradSyntaxError, SpiradTypeError
+from ..ir import dtypes as T
+from ..ir.ops import Op
+from .expr import BINOPS
+from .ops import is_py_scalar
+from .values import GlobalElem, NdarrayArg, Slot, VecVal
+
+
+class _Unrolled(Exception):
+    """Raised to stop compiling a static branch after `break`/`continue` (not supported)."""
+
+
+class StmtVisitor:
+    def build_stmts(self, stmts):
+        for s in stmts:
+            self.build(s)
+
+    def build_Pass(self, node):
+        pass
+
+    def build_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.build(node.value)
+
+    # -- assignment ---------------------------------------------------------------------------
+    def build_Assign(self, node):
+        value = self.build(node.value)
+        if len(node.targets) > 1:
+            value = self.rvalue(value)
+        for t in node.targets:
+            self.assign(t, value)
+
+    def build_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name) or node.value is None:
+            raise self.ctx.error(SpiradSyntaxError, "annotated assignment needs a name and a value", node)
+        dtype = self.build(node.annotation)
+        if dtype is float:
+            dtype = self.ctx.default_fp
+        elif dtype is int:
+            dtype = self.ctx.default_ip
+        if not isinstance(dtype, T.DType):
+            raise self.ctx.error(SpiradTypeError, "annotation must be a dtype such as sd.f32", node.annotation)
+        value = self.build(node.value)
+        if self.ctx.find_local(node.target.id) is not None:
+            raise self.ctx.error(SpiradSyntaxError, f"'{node.target.id}' is already defined", node)
+        self.ctx.bind(node.target.id, self.new_slot(value, node.target.id, dtype))
+
+    def assign(self, target, value):
+        ctx = self.ctx
+        if isinstance(target, ast.Name):
+            existing = ctx.find_local(target.id)
+            if isinstance(existing, Slot):
+                if existing.shape and not isinstance(self.rvalue(value), VecVal) and not is_py_scalar(self.rvalue(value)):
+                    pass
+                self.store_into(existing, value)
+                return
+            v = self.rvalue(value)
+            from ..ir.nodes import Node
+            if isinstance(v, (Node, VecVal)) or is_py_scalar(v):
+                ctx.bind(target.id, self.new_slot(v, target.id))
+            else:
+                ctx.bind(target.id, v)  # compile-time object (field, ndarray, tuple, ...)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            v = self.rvalue(value)
+            items = v.comps if isinstance(v, VecVal) else v
+            if not isinstance(items, (tuple, list)) or len(items) != len(target.elts):
+                raise ctx.error(SpiradSyntaxError, "cannot unpack: length mismatch", target)
+            for t, x in zip(target.elts, items):
+                self.assign(t, x)
+            return
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            lhs = self.build(target)
+            if not isinstance(lhs, (Slot, GlobalElem)):
+                raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
+            self.store_into(lhs, value)
+            return
+        raise ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}", target)
+
+    def build_AugAssign(self, node):
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}=", node)
+        if isinstance(node.target, ast.Name):
+            slot = self.ctx.find_local(node.target.id)
+            if not isinstance(slot, Slot):
+                cur = self.ctx.lookup(node.target.id, node.target)
+                raise self.ctx.error(SpiradSyntaxError, f"cannot update '{node.target.id}' "
+                                                        f"({type(cur).__name__}) in place inside a kernel", node)
+            self.store_into(slot, self.binop(op, slot, self.build(node.value)))
+            return
+        lhs = self.build(node.target)
+        rhs = self.build(node.value)
+        if isinstance(lhs, GlobalElem) and op in (Op.ADD, Op.SUB):
+            if op == Op.SUB:
+                rhs = self.unop(Op.NEG, self.rvalue(rhs) if not is_py_scalar(self.rvalue(rhs)) else self.to_node(self.rvalue(rhs), lhs.ref.dtype))
+            self.atomic_add_into(lhs, rhs)
+            return
+        if not isinstance(lhs, (Slot, GlobalElem)):
+            raise self.ctx.error(SpiradSyntaxError, "this expression cannot be updated in place", node)
+        self.store_into(lhs, self.binop(op, lhs, rhs))
+
+    # -- if -----------------------------------------------------------------------------------
+    def build_If(self, node):
+        c = self.rvalue(self.build(node.test))
+        if is_py_scalar(c) or c is None:
+            self.scoped(node.body if c else node.orelse)
+            return
+        cond = self.to_cond(c)
+        with self.ctx.b.if_(cond) as (then, orelse):
+            with then:
+                self.scoped(node.body)
+            with orelse:
+                self.scoped(node.orelse)
+
+    def scoped(self, stmts):
+        self.ctx.frame.scopes.append({})
+        try:
+            self.build_stmts(stmts)
+        finally:
+            self.ctx.frame.scopes.pop()
+
+    # -- loops --------------------------------------------------------------------------------
+    def build_While(self, node):
+        if node.orelse:
+            raise self.ctx.error(SpiradSyntaxError, "while ... else is not supported", node)
+        b = self.ctx.b
+        self.ctx.loops.append("serial")
+        try:
+            with b.while_():
+                c = self.rvalue(self.build(node.test))
+                if is_py_scalar(c):
+                    if not c:
+                        b.break_()
+                else:
+                    with b.if_(self.unop(Op.NOT, self.to_cond(c))) as (then, _):
+                        with then:
+                            b.break_()
+                self.scoped(node.body)
+        finally:
+            self.ctx.loops.pop()
+
+    def build_For(self, node):
+        ctx = self.ctx
+        if node.orelse:
+            raise ctx.error(SpiradSyntaxError, "for ... else is not supported", node)
+        it = node.iter
+        if isinstance(it, ast.Call) and self._callee(it) is lang.static:
+            return self.static_for(node, self.build(it))
+        parallel = (ctx.frame.is_kernel and not ctx.loops and len(ctx.b._stack) == 1
+                    and ctx.call_depth == 0)
+        iterable = self.build(it) if not (isinstance(it, ast.Call) and self._callee(it) is range) else None
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        for t in targets:
+            if not isinstance(t, ast.Name):
+                raise ctx.error(SpiradSyntaxError, "loop targets must be names", t)
+        names = [t.id for t in targets]
+        if iterable is None:
+            begin, end = self.range_args(it)
+            if len(names) != 1:
+                raise ctx.error(SpiradSyntaxError, "range() yields one index", node.target)
+            return self.emit_loop([(begin, end)], names, node, parallel, grouped=False)
+        grouped = isinstance(iterable, lang.grouped)
+        if grouped:
+            iterable = iterable.target
+        dims = self.iteration_dims(iterable, node)
+        if not grouped and len(names) != len(dims):
+            raise ctx.error(SpiradSyntaxError, f"loop over {len(dims)} dimension(s) needs {len(dims)} "
+                                               f"index name(s), got {len(names)}", node.target)
+        if grouped and len(names) != 1:
+            raise ctx.error(SpiradSyntaxError, "grouped() yields one index vector", node.target)
+        return self.emit_loop(dims, names, node, parallel, grouped)
+
+    def _callee(self, call):
+        try:
+            return self.build(call.func)
+        except Exception:
+            return None
+
+    def range_args(self, call):
+        if call.keywords or not 1 <= len(call.args) <= 2:
+            raise self.ctx.error(SpiradSyntaxError, "range() takes 1 or 2 arguments in kernels (no step)", call)
+        args = [self.rvalue(self.build(a)) for a in call.args]
+        if len(args) == 1:
+            args = [0] + args
+        return tuple(args)
+
+    def iteration_dims(self, obj, node):
+        from ..field import Field
+        if isinstance(obj, lang.ndrange):
+            dims = []
+            for d in obj.dims:
+                d = self.rvalue(d)
+                if isinstance(d, tuple):
+                    if len(d) != 2:
+                        raise self.ctx.error(SpiradSyntaxError, "ndrange entries are n or (begin, end)", node.iter)
+                    dims.append(d)
+                else:
+                    dims.append((0, d))
+            return dims
+        if isinstance(obj, Field):
+            return [(0, s) for s in obj.shape]
+        if isinstance(obj, NdarrayArg):
+            return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
+        raise self.ctx.error(SpiradSyntaxError, "for-loops iterate over range(), ndrange(), grouped(), "
+                                                "a field, or static(...)", node.iter)
+
+    def emit_loop(self, dims, names, node, parallel, grouped):
+        ctx, b = self.ctx, self.ctx.b
+        bounds = []
+        for lo, hi in dims:
+            lo_n, hi_n = self.to_node(lo), self.to_node(hi)
+            if not (lo_n.dtype.is_int and hi_n.dtype.is_int):
+                raise ctx.error(SpiradTypeError, "loop bounds must be integers", node.iter)
+            bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
+        if parallel and len(bounds) > 1:
+            return self._parallel_nd(bounds, names, node, grouped)
+        if parallel:
+            ctx.loops.append("parallel")
+            try:
+                with b.range_for(*bounds[0], parallel=True) as i:
+                    self._bind_indices(names, [i], grouped, node)
+            finally:
+                ctx.loops.pop()
+            return
+        self._serial_nest(bounds, names, node, grouped, [])
+
+    def _serial_nest(self, bounds, names, node, grouped, idx):
+        b = self.ctx.b
+        if not bounds:
+            self._bind_indices(names, idx, grouped, node)
+            return
+        self.ctx.loops.append("serial" if len(bounds) == 1 else "nest")
+        try:
+            with b.range_for(*bounds[0]) as i:
+                self._serial_nest(bounds[1:], names, node, grouped, idx + [i])
+        finally:
+            self.ctx.loops.pop()
+
+    def _parallel_nd(self, bounds, names, node, grouped):
+        b = self.ctx.b
+        extents = [b.binary(Op.SUB, hi, lo) for lo, hi in bounds]
+        total = extents[0]
+        for e in extents[1:]:
+            total = b.binary(Op.MUL, total, e)
+        self.ctx.loops.append("parallel")
+        try:
+            with b.range_for(b.const(0, T.i32), total, parallel=True) as lin:
+                idx = []
+                rest = lin
+                for k in range(len(bounds) - 1, -1, -1):
+                    if k > 0:
+                        idx.append(b.binary(Op.ADD, bounds[k][0], b.binary(Op.MOD, rest, extents[k])))
+                        rest = b.binary(Op.FLOORDIV, rest, extents[k])
+                    else:
+                        idx.append(b.binary(Op.ADD, bounds[0][0], rest))
+                self._bind_indices(names, idx[::-1], grouped, node)
+        finally:
+            self.ctx.loops.pop()
+
+    def _bind_indices(self, names, idx, grouped, node):
+        frame = self.ctx.frame
+        frame.scopes.append({})
+        try:
+            if grouped:
+                frame.scopes[-1][names[0]] = VecVal(tuple(idx), (len(idx),))
+            else:
+                for n, i in zip(names, idx):
+                    frame.scopes[-1][n] = i
+            self.build_stmts(node.body)
+        finally:
+            frame.scopes.pop()
+
+    def static_for(self, node, values):
+        ctx = self.ctx
+        if isinstance(values, tuple) and len(values) == 1 and not isinstance(values[0], numbers.Number):
+            values = values[0]
+        if isinstance(values, lang.grouped):
+            values = [tuple(x) for x in iter(values.target)]
+            grouped = True
+        else:
+            grouped = False
+        try:
+            items = list(values)
+        except TypeError:
+            raise ctx.error(SpiradSyntaxError, "static(...) in a for-loop needs an iterable known at compile time", node.iter) from None
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        ctx.loops.append("static")
+        try:
+            for item in items:
+                ctx.frame.scopes.append({})
+                try:
+                    if grouped:
+                        ctx.bind(targets[0].id, item)
+                    elif len(targets) == 1:
+                        ctx.bind(targets[0].id, item)
+                    else:
+                        for t, x in zip(targets, item):
+                            ctx.bind(t.id, x)
+                    self.build_stmts(node.body)
+                finally:
+                    ctx.frame.scopes.pop()
+        finally:
+            ctx.loops.pop()
+
+    def build_Break(self, node):
+        self._loop_jump(node, "break")
+        self.ctx.b.break_()
+
+    def build_Continue(self, node):
+        self._loop_jump(node, "continue")
+        self.ctx.b.continue_()
+
+    def _loop_jump(self, node, what):
+        loops = self.ctx.loops
+        if not loops:
+            raise self.ctx.error(SpiradSyntaxError, f"'{what}' outside a loop", node)
+        kind = loops[-1]
+        if kind == "static":
+            raise self.ctx.error(SpiradSyntaxError, f"'{what}' is not supported in a static (unrolled) loop", node)
+        if kind == "nest":
+            raise self.ctx.error(SpiradSyntaxError, f"'{what}' inside a multi-dimensional serial loop is "
+                                                    f"ambiguous; use nested range() loops", node)
+        if kind == "parallel" and what == "break":
+            raise self.ctx.error(SpiradSyntaxError, "'break' is not allowed in the outermost (parallel) loop "
+                                                    "of a kernel; use 'continue' or an if", node)
+
+    # -- return -------------------------------------------------------------------------------
+    def build_Return(self, node):
+        frame = self.ctx.frame
+        if frame.is_kernel:
+            raise self.ctx.error(SpiradSyntaxError, "kernels cannot return values; write results "
+                                                    "into a field or ndarray", node)
+        if frame.ret is not None:
+            raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
+        frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None

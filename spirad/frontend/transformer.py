@@ -1,0 +1,141 @@
+"""Python AST -> IR. One dispatch table (`build_<NodeType>` methods), one fallback error.
+
+`compile_kernel` translates a kernel for one argument signature into a `KernelIR`; `@sd.func`
+calls become CALL regions (flattened later by the inline pass).
+"""
+from __future__ import annotations
+
+import ast
+
+from ..errors import SpiradError, SpiradSyntaxError, SpiradTypeError
+from ..ir import dtypes as T
+from ..ir.nodes import ArgSpec, CallArg, KernelIR, Node
+from ..ir.ops import Op
+from .context import Ctx, FuncFrame
+from .expr import ExprVisitor
+from .ops import ValueOps, is_py_scalar
+from .source import SourceInfo
+from .stmt import StmtVisitor
+from .values import GlobalElem, NdarrayArg, Slot, VecVal
+
+
+class Visitor(ValueOps, ExprVisitor, StmtVisitor):
+    def __init__(self, ctx: Ctx):
+        self.ctx = ctx
+
+    def build(self, node):
+        method = getattr(self, "build_" + type(node).__name__, None)
+        if method is None:
+            raise self.ctx.error(SpiradSyntaxError, f"unsupported Python syntax in a kernel: "
+                                                    f"{type(node).__name__}", node)
+        self.ctx.node_stack.append(node)
+        old = self.ctx.b.loc
+        self.ctx.b.loc = self.ctx.loc(node)
+        try:
+            return method(node)
+        finally:
+            self.ctx.b.loc = old
+            self.ctx.node_stack.pop()
+
+    # -- @func inlining -----------------------------------------------------------------------
+    def inline_func(self, func, args, kwargs, node):
+        ctx = self.ctx
+        src = func.source()
+        fdef = src.func_def
+        params = [a.arg for a in fdef.args.args]
+        if len(args) + len(kwargs) != len(params) or any(k not in params for k in kwargs):
+            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
+        bound = dict(zip(params, args))
+        bound.update(kwargs)
+        _check_returns(ctx, src, fdef)
+        if ctx.call_depth > 32:
+            raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
+        frame = FuncFrame(func.fn, src, is_kernel=False)
+        values = {}
+        b = ctx.b
+        ret_slot = None
+        with b.region() as out:
+            for p in params:
+                v = self.rvalue(bound[p])
+                if isinstance(v, (Node, VecVal)) or is_py_scalar(v):
+                    values[p] = ("slot", v)
+                else:
+                    values[p] = ("obj", bound[p])
+            ctx.frames.append(frame)
+            ctx.call_depth += 1
+            saved_loops = ctx.loops
+            ctx.loops = list(saved_loops)
+            try:
+                for p, (kind, v) in values.items():
+                    frame.scopes[0][p] = self.new_slot(v, p) if kind == "slot" else v
+                self.build_stmts(fdef.body)
+                ret = frame.ret
+                if ret is not None:
+                    ret = self.rvalue(ret)
+                    if is_py_scalar(ret):
+                        ret = self.to_node(ret)
+                    if isinstance(ret, VecVal):
+                        allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
+                        ret_slot = Slot(allocas, ret.shape, ret.dtype)
+                    elif isinstance(ret, Node):
+                        ret_slot = Slot((Node(Op.ALLOCA, ret.dtype, (), f"{func.fn.__name__}.ret"),), (), ret.dtype)
+                    else:
+                        ret_slot = ("obj", ret)
+                    if isinstance(ret_slot, Slot):
+                        self.store_into(ret_slot, ret)
+            finally:
+                ctx.loops = saved_loops
+                ctx.call_depth -= 1
+                ctx.frames.pop()
+        if isinstance(ret_slot, Slot):
+            for a in ret_slot.allocas:
+                b.append(a)
+        b.emit(Op.CALL, None, (), CallArg(func.fn.__name__), (out[0],))
+        if ret_slot is None:
+            return None
+        if isinstance(ret_slot, tuple):
+            return ret_slot[1]
+        return self.rvalue(ret_slot)
+
+
+def _check_returns(ctx, src, fdef):
+    body = fdef.body
+    for i, stmt in enumerate(body):
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Return) and not (i == len(body) - 1 and sub is stmt):
+                from .source import user_error
+                raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
+                                                    "(assign to a variable and return it at the end)",
+                                 src.loc(sub))
+
+
+def compile_kernel(kernel, arg_values_spec, state) -> KernelIR:
+    """Translate `kernel` for one signature.
+
+    `arg_values_spec`: per parameter, ('scalar', dtype) | ('ndarray', dtype, ndim, comp_shape,
+    needs_grad) | ('template', python object).
+    """
+    ctx = Ctx(state)
+    src = kernel.source()
+    frame = FuncFrame(kernel.fn, src, is_kernel=True)
+    ctx.frames.append(frame)
+    v = Visitor(ctx)
+    fdef = src.func_def
+    params = [a.arg for a in fdef.args.args]
+    args = []
+    for i, (p, spec) in enumerate(zip(params, arg_values_spec)):
+        kind = spec[0]
+        if kind == "scalar":
+            args.append(ArgSpec(p, "scalar", spec[1]))
+            ctx.b.loc = src.loc(fdef)
+            frame.scopes[0][p] = v.new_slot(ctx.b.arg(i, spec[1]), p)
+        elif kind == "ndarray":
+            _, dtype, ndim, comp_shape, needs_grad = spec
+            args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
+            frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p)
+        else:
+            args.append(ArgSpec(p, "template"))
+            frame.scopes[0][p] = spec[1]
+    ctx.b.loc = None
+    v.build_stmts(fdef.body)
+    return KernelIR(kernel.fn.__name__, tuple(args), ctx.b.finish(), src.loc(fdef))

@@ -1,0 +1,73 @@
+"""Values the frontend juggles while walking a kernel's AST.
+
+IR nodes are scalars. Around them: `Slot` (a named local: one ALLOCA per component), `VecVal`
+(a small vector/matrix, unrolled into scalar nodes), `GlobalElem` (an element of a field or
+ndarray, readable and assignable), `NdarrayArg` (an ndarray kernel argument), `ShapeVal`
+(`arr.shape`). Anything else is a plain Python object evaluated at compile time (numbers, fields,
+modules, `@func`s, results of `static(...)`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.dtypes import DType
+from ..ir.nodes import GlobalRef, Node
+
+
+@dataclass
+class Slot:
+    """A named local. `allocas` has one ALLOCA per component; `shape` is () for scalars."""
+    allocas: tuple
+    shape: tuple
+    dtype: DType
+
+
+@dataclass
+class VecVal:
+    """A vector (shape (n,)) or matrix (shape (n, m)) of scalar nodes, C order."""
+    comps: tuple
+    shape: tuple
+
+    @property
+    def dtype(self) -> DType:
+        return self.comps[0].dtype
+
+
+@dataclass
+class GlobalElem:
+    """`arr[indices]` for a field or ndarray; `comp_shape` is the element's vector shape."""
+    ref: GlobalRef
+    indices: tuple
+    comp_shape: tuple
+    owner: object = None  # Field / NdarrayArg, for diagnostics
+
+
+@dataclass
+class NdarrayArg:
+    arg_index: int
+    dtype: DType
+    ndim: int              # without component axes
+    comp_shape: tuple
+    needs_grad: bool
+    name: str
+    grad: bool = False
+
+    def ref(self) -> GlobalRef:
+        return GlobalRef("ndarray", self.arg_index, self.dtype, self.ndim + len(self.comp_shape),
+                         None, self.name, self.grad)
+
+
+@dataclass
+class ShapeVal:
+    """`arr.shape` of an ndarray argument (indexable by a static int) or of a field (a tuple)."""
+    arr: NdarrayArg
+
+
+@dataclass(frozen=True)
+class StaticRange:
+    """`static(range(...))` and friends: iterate at compile time."""
+    values: tuple
+
+
+def is_node(v) -> bool:
+    return isinstance(v, Node)

@@ -1,0 +1,77 @@
+"""The calling convention shared by every backend: how a kernel sees its buffers and arguments.
+
+`kernel_abi(task_list)` fixes, once per compiled kernel:
+
+* `bindings`: every GlobalRef the tasks touch, in a stable order. Buffer `k` of a launch holds
+  `bindings[k]`, laid out in C order with the ref's dtype (u1 as a 4-byte 0/1).
+* the argument buffer: one 8-byte slot per scalar argument at `arg_offsets[i]` (the value stored
+  with the argument's dtype at the start of its slot), followed by one 8-byte slot per
+  (ndarray argument, axis) pair in `shape_offsets` holding that axis' extent as an int32 at the
+  start of the slot. Ndarray shapes include vector/matrix component axes.
+
+Backends add their own fixed buffers (status, adstack heaps) after these; see each backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .nodes import ArgSpec, GlobalRef, TaskList, walk
+from .ops import Op
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    bindings: tuple          # GlobalRef per buffer, in order
+    arg_offsets: tuple       # per kernel argument: byte offset of its slot or -1 (not a scalar)
+    shape_offsets: tuple     # ((ndarray arg index, axis, byte offset), ...)
+    arg_buffer_size: int
+
+    def binding_index(self, ref: GlobalRef) -> int:
+        k = _key(ref)
+        for i, r in enumerate(self.bindings):
+            if _key(r) == k:
+                return i
+        raise RuntimeError(f"{ref!r} is not bound by this kernel")
+
+    def shape_offset(self, arg: int, axis: int) -> int:
+        for a, ax, off in self.shape_offsets:
+            if a == arg and ax == axis:
+                return off
+        raise RuntimeError(f"no shape slot for ndarray arg {arg} axis {axis}")
+
+
+def _key(ref: GlobalRef) -> tuple:
+    return (ref.kind, ref.key, ref.grad)
+
+
+def _sort_key(ref: GlobalRef):
+    return ({"field": 0, "ndarray": 1, "temp": 2}[ref.kind], ref.key, ref.grad)
+
+
+def kernel_abi(tl: TaskList) -> KernelABI:
+    refs = set(tl.temps)
+    for t in tl.tasks:
+        for n in walk(t.body):
+            if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+                refs.add(n.arg)
+    # ndarray refs of the same argument may differ in name only: dedupe by identity fields
+    uniq = {}
+    for r in refs:
+        uniq.setdefault(_key(r), r)
+    bindings = tuple(sorted(uniq.values(), key=_sort_key))
+    off = 0
+    arg_offsets = []
+    for a in tl.args:
+        a: ArgSpec
+        if a.kind == "scalar":
+            arg_offsets.append(off)
+            off += 8
+        else:
+            arg_offsets.append(-1)
+    shape_offsets = []
+    for i, a in enumerate(tl.args):
+        if a.kind == "ndarray":
+            for ax in range(a.ndim):
+                shape_offsets.append((i, ax, off))
+                off += 8
+    return KernelABI(bindings, tuple(arg_offsets), tuple(shape_offsets), max(off, 8))

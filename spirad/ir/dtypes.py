@@ -1,0 +1,77 @@
+"""Scalar data types of the IR.
+
+A `DType` is a frozen value: name, kind ('f' float, 'i' signed int, 'u' unsigned int, 'b' bool)
+and bit width. In memory (fields, ndarrays, buffers) a `u1` takes 4 bytes holding 0 or 1, since
+8-bit storage is not portable across Vulkan devices. Promotion rules live in `spirad.frontend.typing`, not here: the IR only states what
+each value is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    kind: str  # 'f', 'i', 'u', 'b'
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("i", "u")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def nbytes(self) -> int:
+        return 4 if self.kind == "b" else self.bits // 8
+
+    @property
+    def np(self) -> np.dtype:
+        return _TO_NUMPY[self.name]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+f32 = DType("f32", "f", 32)
+f64 = DType("f64", "f", 64)
+i32 = DType("i32", "i", 32)
+i64 = DType("i64", "i", 64)
+u32 = DType("u32", "u", 32)
+u1 = DType("u1", "b", 1)
+
+ALL = (f32, f64, i32, i64, u32, u1)
+BY_NAME = {d.name: d for d in ALL}
+
+_TO_NUMPY = {
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u32": np.dtype(np.uint32),
+    "u1": np.dtype(np.uint32),  # bools are stored as 4-byte 0/1 in memory (portable to SPIR-V)
+}
+
+
+def from_numpy(dt) -> DType:
+    """The DType matching a numpy dtype; raises KeyError for unsupported ones."""
+    dt = np.dtype(dt)
+    for d in (f32, f64, i32, i64, u32):
+        if d.np == dt:
+            return d
+    if dt == np.dtype(np.bool_):
+        return u1
+    raise KeyError(str(dt))

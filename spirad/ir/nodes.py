@@ -1,0 +1,175 @@
+"""IR nodes: one immutable node type, blocks, and the containers that hold a kernel.
+
+A `Node` is `(op, dtype, srcs, arg, blocks)`. Nodes are compared by identity (two `CONST 1` nodes
+are distinct nodes), so a node can be used as a dict key and as an SSA name. A `Block` is the
+ordered tuple of nodes of one region; its order is the execution order. A node may reference, as
+a source, any node that appears earlier in its own block or in an enclosing block (dominance of
+structured code); the verifier checks this.
+
+Locals are explicit slots (`ALLOCA`, `LOAD`, `STORE`), which serves both SPIR-V (Function
+variables) and LLVM (alloca + mem2reg). Loops are structured and list their loop-carried locals
+explicitly in `LoopArg.carried`: the slots the body stores that a later iteration (or code after
+the loop) may read.
+
+After offloading a kernel is a `TaskList`: each `Task` is either a parallel range loop whose body
+runs once per index, or a serial one-thread body.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .dtypes import DType
+from .ops import Op
+
+
+@dataclass(frozen=True)
+class SrcLoc:
+    """Where a node came from in the user's source: used for error messages."""
+    filename: str
+    lineno: int
+    col: int
+    end_col: int
+    line_text: str
+    func_name: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    op: Op
+    dtype: Optional[DType] = None
+    srcs: tuple = ()
+    arg: Any = None
+    blocks: tuple = ()
+    loc: Optional[SrcLoc] = None
+
+    def __repr__(self) -> str:  # short form; the printer gives the full form
+        return f"<{self.op.name} {self.dtype} #{id(self) % 100000}>"
+
+
+@dataclass(frozen=True)
+class Block:
+    nodes: tuple = ()
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def __len__(self):
+        return len(self.nodes)
+
+
+@dataclass(frozen=True)
+class GlobalRef:
+    """A global array a kernel reads or writes.
+
+    kind: 'field' (key = field id; shape static), 'ndarray' (key = kernel argument index; shape at
+    run time, `shape` is None) or 'temp' (key = slot; a per-kernel scratch buffer holding values
+    handed from one task to the next). `grad` selects the gradient buffer of a field/ndarray.
+    Element layout is C order over all `ndim` dimensions, vector/matrix components included.
+    """
+    kind: str
+    key: int
+    dtype: DType
+    ndim: int
+    shape: Optional[tuple] = None
+    name: str = ""
+    grad: bool = False
+
+    def __repr__(self) -> str:
+        g = ".grad" if self.grad else ""
+        return f"{self.kind}:{self.name or self.key}{g}"
+
+
+@dataclass(frozen=True, eq=False)
+class LoopArg:
+    """Payload of RANGE_FOR / WHILE: the index leaf (RANGE_FOR only) and the carried slots."""
+    index: Optional[Node]
+    carried: tuple = ()
+    static_trips: Optional[int] = None   # known trip count (RANGE_FOR with constant bounds)
+    parallel: bool = False               # the kernel's outermost loop: becomes a task
+
+
+@dataclass(frozen=True)
+class CallArg:
+    """Payload of CALL: which @func this region came from (for diagnostics)."""
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class AdStackArg:
+    """Payload of ADSTACK_* nodes: the stack (its ADSTACK_ALLOCA) and its element type."""
+    name: str
+    capacity: Any = None  # sizer SizeExpr once sizing ran
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A kernel argument: 'scalar' (dtype), 'ndarray' (dtype, ndim, needs_grad) or 'template'."""
+    name: str
+    kind: str
+    dtype: Optional[DType] = None
+    ndim: int = 0
+    needs_grad: bool = False
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    """A kernel before offloading: its arguments and its top-level body."""
+    name: str
+    args: tuple
+    body: Block
+    loc: Optional[SrcLoc] = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One launch unit. kind 'range': `body` runs for `index` in [begin, end) in parallel, with
+    `begin`/`end` host-evaluable expressions (CONST, ARG, NDARRAY_SHAPE, integer arithmetic);
+    kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
+    kind: str
+    body: Block
+    index: Optional[Node] = None
+    begin: Optional[Node] = None
+    end: Optional[Node] = None
+    name: str = ""
+    loc: Optional[SrcLoc] = None
+
+
+@dataclass(frozen=True)
+class TaskList:
+    name: str
+    args: tuple
+    tasks: tuple
+    temps: tuple = ()  # GlobalRefs of kind 'temp' (one element each) handed between tasks
+
+
+def walk(block: Block):
+    """Yield every node of `block` in execution order, descending into nested blocks."""
+    for n in block.nodes:
+        yield n
+        for b in n.blocks:
+            yield from walk(b)
+
+
+def globals_used(block: Block) -> tuple[set, set]:
+    """(read, written) sets of GlobalRef in a block."""
+    reads, writes = set(), set()
+    for n in walk(block):
+        if n.op == Op.GLOBAL_LOAD:
+            reads.add(n.arg)
+        elif n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            writes.add(n.arg)
+            if n.op == Op.ATOMIC_ADD:
+                reads.add(n.arg)
+    return reads, writes
+
+
+def carried_slots(body: Block) -> tuple:
+    """Slots stored inside `body` but allocated outside it: the loop-carried locals."""
+    inner, stored = set(), []
+    for n in walk(body):
+        if n.op == Op.ALLOCA:
+            inner.add(n)
+        elif n.op == Op.STORE and n.srcs[0] not in stored:
+            stored.append(n.srcs[0])
+    return tuple(s for s in stored if s not in inner)

@@ -1,0 +1,66 @@
+"""The op enum: every IR node is one of these.
+
+Groups (`UNARY`, `BINARY`, `COMPARE`, ...) let passes and code generators dispatch through tables
+instead of if/elif chains. The meaning of each op is defined by `spirad.ir.interpreter`.
+"""
+from __future__ import annotations
+
+from enum import Enum, auto
+
+
+class Op(Enum):
+    # leaves
+    CONST = auto()          # arg: python value
+    ARG = auto()            # arg: scalar-argument index
+    LOOP_INDEX = auto()     # arg: unique id; the value of the enclosing RANGE_FOR (or task) index
+    NDARRAY_SHAPE = auto()  # arg: (ndarray argument index, axis); dtype i32
+    # unary math (operand and result share a dtype; NOT/BIT_NOT on ints/bools)
+    NEG = auto(); NOT = auto(); BIT_NOT = auto()
+    SIN = auto(); COS = auto(); TAN = auto(); TANH = auto(); ASIN = auto(); ACOS = auto()
+    EXP = auto(); LOG = auto(); SQRT = auto(); RSQRT = auto(); ABS = auto(); FLOOR = auto()
+    CAST = auto()           # dtype: target type
+    # binary (both operands share a dtype; comparisons return u1)
+    ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); FLOORDIV = auto(); MOD = auto()
+    POW = auto(); ATAN2 = auto(); MIN = auto(); MAX = auto()
+    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
+    CMP_LT = auto(); CMP_LE = auto(); CMP_GT = auto(); CMP_GE = auto(); CMP_EQ = auto(); CMP_NE = auto()
+    SELECT = auto()         # srcs: (cond u1, a, b)
+    # locals
+    ALLOCA = auto()         # a mutable local slot, zero-initialised; arg: name
+    LOAD = auto()           # srcs: (alloca,)
+    STORE = auto()          # srcs: (alloca, value)
+    # globals: fields, ndarrays, kernel temporaries; arg: GlobalRef
+    GLOBAL_LOAD = auto()    # srcs: indices (one i32 per dimension)
+    GLOBAL_STORE = auto()   # srcs: (*indices, value)
+    ATOMIC_ADD = auto()     # srcs: (*indices, value); returns the old value
+    # structured control flow
+    IF = auto()             # srcs: (cond,); blocks: (then, else)
+    RANGE_FOR = auto()      # srcs: (begin, end); arg: LoopArg; blocks: (body,)
+    WHILE = auto()          # arg: LoopArg; blocks: (body,); runs until BREAK
+    BREAK = auto()
+    CONTINUE = auto()       # in a task's top-level body: ends this parallel iteration
+    CALL = auto()           # an inlined @func region: arg: CallArg; blocks: (body,); gone after inlining
+    # adstack (reverse mode); arg: AdStackArg
+    ADSTACK_ALLOCA = auto()
+    ADSTACK_PUSH = auto()          # srcs: (stack, value); zeroes the new entry's adjoint
+    ADSTACK_POP = auto()           # srcs: (stack,)
+    ADSTACK_LOAD_TOP = auto()      # srcs: (stack,)
+    ADSTACK_LOAD_TOP_ADJ = auto()  # srcs: (stack,)
+    ADSTACK_ACC_ADJ = auto()       # srcs: (stack, value)
+
+
+LEAVES = frozenset({Op.CONST, Op.ARG, Op.LOOP_INDEX, Op.NDARRAY_SHAPE})
+UNARY = frozenset({Op.NEG, Op.NOT, Op.BIT_NOT, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS,
+                   Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.ABS, Op.FLOOR})
+FLOAT_UNARY = frozenset({Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG,
+                         Op.SQRT, Op.RSQRT, Op.FLOOR})
+COMPARE = frozenset({Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE})
+BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.ATAN2, Op.MIN,
+                    Op.MAX, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR}) | COMPARE
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.BIT_NOT})
+PURE = LEAVES | UNARY | BINARY | {Op.CAST, Op.SELECT}
+LOOPS = frozenset({Op.RANGE_FOR, Op.WHILE})
+CONTROL = LOOPS | {Op.IF, Op.CALL}
+STATEMENTS = frozenset({Op.CALL, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.RANGE_FOR, Op.WHILE, Op.BREAK,
+                        Op.CONTINUE, Op.ADSTACK_PUSH, Op.ADSTACK_POP, Op.ADSTACK_ACC_ADJ})
+SIDE_EFFECTS = STATEMENTS | {Op.ATOMIC_ADD}

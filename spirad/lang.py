@@ -1,0 +1,65 @@
+"""Functions users call inside kernels (`sd.sin`, `sd.atomic_add`, `sd.static`, ...).
+
+Called from plain Python they compute with numpy, so the same helper code runs on both sides.
+Inside kernels the frontend never calls these: it looks each function object up in
+`spirad.frontend.builtins.HANDLERS` and emits IR instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def sin(x): return np.sin(x)
+def cos(x): return np.cos(x)
+def tan(x): return np.tan(x)
+def tanh(x): return np.tanh(x)
+def asin(x): return np.arcsin(x)
+def acos(x): return np.arccos(x)
+def atan2(y, x): return np.arctan2(y, x)
+def exp(x): return np.exp(x)
+def log(x): return np.log(x)
+def sqrt(x): return np.sqrt(x)
+def rsqrt(x): return 1.0 / np.sqrt(x)
+def pow(x, y): return np.power(x, y)  # noqa: A001 (Taichi name)
+def abs(x): return np.abs(x)  # noqa: A001
+def floor(x): return np.floor(x)
+def min(*xs): return np.minimum.reduce(xs) if len(xs) > 2 else np.minimum(*xs)  # noqa: A001
+def max(*xs): return np.maximum.reduce(xs) if len(xs) > 2 else np.maximum(*xs)  # noqa: A001
+def select(cond, a, b): return np.where(cond, a, b)
+
+
+def cast(x, dtype):
+    return np.asarray(x).astype(dtype.np)
+
+
+def atomic_add(target, value):
+    raise _python_scope("atomic_add")
+
+
+def static(x, *more):
+    """Evaluate at compile time; `static(range(n))` unrolls a loop."""
+    return (x,) + more if more else x
+
+
+class ndrange:
+    """`for i, j in ndrange(n, (a, b))`: a multi-dimensional range (parallel when outermost)."""
+
+    def __init__(self, *dims):
+        self.dims = dims
+
+    def __iter__(self):
+        import itertools
+        rs = [range(*d) if isinstance(d, tuple) else range(d) for d in self.dims]
+        return iter(itertools.product(*rs))
+
+
+class grouped:
+    """`for I in grouped(x)`: iterate a field/ndrange with the indices as one vector."""
+
+    def __init__(self, target):
+        self.target = target
+
+
+def _python_scope(name):
+    from .errors import SpiradSyntaxError
+    return SpiradSyntaxError(f"sd.{name} can only be used inside a kernel or func")

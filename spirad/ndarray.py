@@ -1,0 +1,41 @@
+"""Ndarrays: arrays passed to kernels as arguments (`types.ndarray()`), shape known at run time."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import state as _state
+from .errors import SpiradTypeError
+from .field import _HostArray, normalize_shape, resolve_dtype
+
+
+class Ndarray(_HostArray):
+    _kind = "ndarray"
+
+    def __init__(self, dtype, shape, needs_grad=False, _is_grad=False):
+        self.dtype, self.comp_shape = resolve_dtype(dtype)
+        st = _state.current()
+        self.id = st.new_id()
+        self.epoch = st.epoch
+        self.shape = normalize_shape(shape)
+        self.generation = 0
+        nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
+        self._buf = _state.backend().allocate(nbytes)
+        self.grad = None
+        if needs_grad and not _is_grad:
+            if not self.dtype.is_float:
+                raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
+            self.grad = Ndarray(dtype, shape, _is_grad=True)
+
+    @property
+    def needs_grad(self) -> bool:
+        return self.grad is not None
+
+    def _storage(self):
+        return self._buf
+
+    def __repr__(self):
+        return f"<spirad ndarray {self.dtype} shape={self.shape}>"
+
+
+def ndarray(dtype, shape, needs_grad=False) -> Ndarray:
+    return Ndarray(dtype, shape, needs_grad)

@@ -1,0 +1,153 @@
+"""Offloading: split a kernel's top level into tasks.
+
+Each top-level parallel RANGE_FOR becomes a 'range' task; the statements between them become
+'serial' one-thread tasks. Values crossing task boundaries are handled here:
+
+* a top-level local stored exactly once, at top level, with a value computed only from constants,
+  scalar arguments and ndarray shapes (`n = x.shape[0]`, `s = 2.0`) is *forwarded*: every read is
+  replaced by a copy of that expression, in whatever task reads it;
+* any other top-level local read or written by more than one task becomes a kernel temporary
+  (a one-element global, GlobalRef kind 'temp'), zeroed where the local was declared;
+* a parallel loop may not assign to a local declared outside it (a data race): compile error;
+* a parallel loop's bounds must be host-evaluable (constants, scalar arguments, ndarray shapes):
+  otherwise a compile error names the loop.
+"""
+from __future__ import annotations
+
+from ..errors import SpiradSyntaxError
+from ..frontend.source import user_error
+from ..ir.dtypes import i32
+from ..ir.nodes import Block, GlobalRef, KernelIR, Node, Task, TaskList, walk
+from ..ir.ops import LEAVES, PURE, Op
+from ..ir.rewrite import Splice, expr_nodes, keep, rebuild
+
+_HOST_LEAVES = {Op.CONST, Op.ARG, Op.NDARRAY_SHAPE}
+
+
+class _Forwarding:
+    def __init__(self, body: Block):
+        self.top_allocas = {n for n in body.nodes if n.op == Op.ALLOCA}
+        stores: dict = {}
+        top_stores = {}
+        for n in walk(body):
+            if n.op == Op.STORE:
+                stores[n.srcs[0]] = stores.get(n.srcs[0], 0) + 1
+        for n in body.nodes:
+            if n.op == Op.STORE:
+                top_stores[n.srcs[0]] = n.srcs[1]
+        self.value = {}
+        for slot in self.top_allocas:
+            if stores.get(slot) == 1 and slot in top_stores:
+                self.value[slot] = top_stores[slot]
+        self.value = {s: v for s, v in self.value.items() if self.closed(v)}
+
+    def closed(self, n: Node, depth=0) -> bool:
+        if depth > 200:
+            return False
+        if n.op in _HOST_LEAVES:
+            return True
+        if n.op == Op.LOAD:
+            v = self.value.get(n.srcs[0])
+            return v is not None and self.closed(v, depth + 1)
+        if n.op in PURE and n.op not in LEAVES:
+            return all(self.closed(s, depth + 1) for s in n.srcs)
+        return False
+
+    def clone(self, n: Node, memo) -> Node:
+        if n in memo:
+            return memo[n]
+        if n.op == Op.LOAD:
+            c = self.clone(self.value[n.srcs[0]], memo)
+        else:
+            c = Node(n.op, n.dtype, tuple(self.clone(s, memo) for s in n.srcs), n.arg, (), n.loc)
+        memo[n] = c
+        return c
+
+
+def offload(k: KernelIR) -> TaskList:
+    fw = _Forwarding(k.body)
+    segments: list = []
+    for n in k.body.nodes:
+        if n.op == Op.RANGE_FOR and n.arg.parallel:
+            segments.append(("range", [n]))
+        elif segments and segments[-1][0] == "serial":
+            segments[-1][1].append(n)
+        else:
+            segments.append(("serial", [n]))
+    seg_of = {}
+    for si, (_, nodes) in enumerate(segments):
+        for n in nodes:
+            seg_of[n] = si
+
+    # which top-level slots are touched by which segments
+    touched: dict = {}
+    for si, (kind, nodes) in enumerate(segments):
+        for n in walk(Block(tuple(nodes))):
+            if n.op in (Op.LOAD, Op.STORE) and n.srcs[0] in fw.top_allocas:
+                touched.setdefault(n.srcs[0], set()).add(si)
+            if kind == "range" and n.op == Op.STORE and n.srcs[0] in fw.top_allocas:
+                name = n.srcs[0].arg or "a local"
+                raise user_error(SpiradSyntaxError, f"the parallel loop assigns to '{name}', which is "
+                                 f"declared outside it: iterations would race. Declare it inside the "
+                                 f"loop, or accumulate into a field with atomic_add / +=", n.loc)
+    temps = {}
+    for slot, segs in touched.items():
+        if slot in fw.value:
+            continue
+        if len(segs | {seg_of[slot]}) > 1:
+            temps[slot] = GlobalRef("temp", len(temps), slot.dtype, 1, (1,), slot.arg or f"t{len(temps)}")
+
+    tasks = []
+    for si, (kind, nodes) in enumerate(segments):
+        memo: dict = {}
+        prologue: list = []
+
+        def visit(n, srcs, blocks, arg, env, si=si, memo=memo, prologue=prologue):
+            if n.op == Op.LOAD and n.srcs[0] in fw.value:
+                c = fw.clone(n, {})  # fresh copy per read: it must dominate only this use
+                return Splice(expr_nodes(c), c)
+            slot = n.srcs[0] if n.op in (Op.LOAD, Op.STORE) else (n if n.op == Op.ALLOCA else None)
+            if slot is not None and slot in temps:
+                ref = temps[slot]
+                zero = Node(Op.CONST, i32, (), 0, (), n.loc)
+                if n.op == Op.ALLOCA:
+                    z = Node(Op.CONST, slot.dtype, (), 0, (), n.loc)
+                    return Splice([zero, z, Node(Op.GLOBAL_STORE, None, (zero, z), ref, (), n.loc)])
+                if n.op == Op.LOAD:
+                    ld = Node(Op.GLOBAL_LOAD, slot.dtype, (zero,), ref, (), n.loc)
+                    return Splice([zero, ld], ld)
+                return Splice([zero, Node(Op.GLOBAL_STORE, None, (zero, srcs[1]), ref, (), n.loc)])
+            return keep(n, srcs, blocks, arg, env)
+
+        memo_seen: set = set()
+        env = {}
+        # foreign SSA references (loop-bound arithmetic emitted before a parallel loop)
+        for n in walk(Block(tuple(nodes))):
+            for s in n.srcs:
+                if s.op == Op.ALLOCA:
+                    continue  # slots: forwarded or turned into temps by `visit`
+                if s in seg_of and seg_of[s] != si and s not in env:
+                    if not fw.closed(s):
+                        raise RuntimeError(f"offload: task {si} uses a non-forwardable value {s!r} of another task")
+                    c = fw.clone(s, memo)
+                    for x in expr_nodes(c):
+                        if x not in memo_seen:
+                            memo_seen.add(x)
+                            prologue.append(x)
+                    env[s] = c
+        if kind == "range":
+            loop = nodes[0]
+            bounds = []
+            for bnd in loop.srcs:
+                if not fw.closed(bnd):
+                    raise user_error(SpiradSyntaxError, "the range of the outermost (parallel) loop must depend "
+                                     "only on constants, scalar arguments and ndarray shapes", loop.loc)
+                bounds.append(fw.clone(bnd, {}))
+            body = rebuild(loop.blocks[0], visit, env)
+            body = Block(tuple(prologue) + body.nodes)
+            tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}", loop.loc))
+        else:
+            body = rebuild(Block(tuple(nodes)), visit, env)
+            body = Block(tuple(prologue) + body.nodes)
+            tasks.append(Task("serial", body, None, None, None, f"{k.name}_t{si}", nodes[0].loc))
+    return TaskList(k.name, k.args, tuple(tasks), tuple(temps.values()))

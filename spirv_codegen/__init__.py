@@ -1,0 +1,19 @@
+"""spirad's SPIR-V code generator: IR TaskList -> SPIR-V words, one compute module per task.
+
+Public surface:
+    compile_tasks(tl, abi, caps) -> tuple[SpirvTask, ...]
+    SpirvCaps, SpirvTask, dispatch_geometry, LOCAL_SIZE
+    validate(words, target_env='vulkan1.1'), disassemble(words)
+    PUSH_CONSTANT_BYTES, STATUS_* codes, ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING
+See `spirv_codegen.lower` for the binding / push-constant / status conventions.
+"""
+from .interface import (ARGS_BINDING, FIRST_ARRAY_BINDING, PUSH_CONSTANT_BYTES,
+                        STATUS_ADSTACK_OVERFLOW, STATUS_BINDING, STATUS_LOOP_CAP, STATUS_OK,
+                        STATUS_WORDS)
+from .lower import LOCAL_SIZE, SpirvCaps, SpirvTask, compile_task, compile_tasks, dispatch_geometry
+from .validator import disassemble, validate
+
+__all__ = ["compile_tasks", "compile_task", "SpirvCaps", "SpirvTask", "dispatch_geometry",
+           "LOCAL_SIZE", "validate", "disassemble", "PUSH_CONSTANT_BYTES", "STATUS_OK",
+           "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_WORDS", "ARGS_BINDING",
+           "STATUS_BINDING", "FIRST_ARRAY_BINDING"]

@@ -1,0 +1,153 @@
+"""Typed emission helpers shared by the lowering modules.
+
+An `Emitter` pairs a `Module` with the `Function` being filled and speaks in IR dtypes: `ty(dt)`
+is the SPIR-V type of a dtype (declaring Float64 / Int64 capabilities on first use, or failing
+clearly when the device lacks them), `c(v, dt)` a deduplicated constant, `op(name, dt, ...)` an
+instruction with a result. Helper functions (f64 math, integer pow, casts) are built once per
+module through `call(key, ...)`, each in its own SPIR-V function.
+
+Value representation: f32/f64 are OpTypeFloat, i32/i64 signed OpTypeInt, u32 unsigned OpTypeInt,
+u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-and-swap).
+"""
+from __future__ import annotations
+
+import struct
+
+from spirad.ir.dtypes import DType, f32, f64, i32, u1, u32
+
+from .module import Function, Module
+
+U64 = DType("u64", "u", 64)
+I64 = DType("i64", "i", 64)
+
+SCOPE_DEVICE = 1
+SEM_RELAXED = 0
+
+
+class Emitter:
+    def __init__(self, m: Module, caps, fn: Function | None = None, helpers: dict | None = None):
+        self.m = m
+        self.caps = caps
+        self.fn = fn
+        self.helpers = {} if helpers is None else helpers
+
+    # -- types -------------------------------------------------------------------------------
+    def ty(self, dt) -> int:
+        if isinstance(dt, int):
+            return dt
+        if dt.kind == "b":
+            return self.m.t_bool()
+        if dt.bits == 64:
+            self.require64(dt)
+        if dt.kind == "f":
+            return self.m.t_float(dt.bits)
+        return self.m.t_int(dt.bits, dt.kind == "i")
+
+    def require64(self, dt) -> None:
+        if dt.kind == "f":
+            if not self.caps.has_f64:
+                raise RuntimeError("kernel uses f64 but the device has no shaderFloat64")
+            self.m.capability("Float64")
+        else:
+            if not self.caps.has_i64:
+                raise RuntimeError(f"kernel uses {dt.name} but the device has no shaderInt64")
+            self.m.capability("Int64")
+
+    def t_uvec2(self) -> int:
+        return self.m.t_vector(self.ty(u32), 2)
+
+    def t_uvec3(self) -> int:
+        return self.m.t_vector(self.ty(u32), 3)
+
+    # -- constants ---------------------------------------------------------------------------
+    def c(self, v, dt) -> int:
+        if dt.kind == "b":
+            return self.m.const_bool(bool(v))
+        self.ty(dt)
+        if dt.kind == "f":
+            return self.m.const_float(dt.bits, float(v))
+        return self.m.const_int(dt.bits, dt.kind == "i", int(v))
+
+    def c_bits(self, bits: int, dt) -> int:
+        """A float constant given by its bit pattern."""
+        self.ty(dt)
+        words = (bits,) if dt.bits == 32 else (bits & 0xFFFFFFFF, bits >> 32)
+        return self.m.const_words(self.ty(dt), words)
+
+    def nan(self, dt) -> int:
+        return self.c_bits(0x7FC00000 if dt.bits == 32 else 0x7FF8000000000000, dt)
+
+    def inf(self, dt, sign: int = 1) -> int:
+        return self.c(float("inf") * sign, dt)
+
+    # -- instructions ------------------------------------------------------------------------
+    def op(self, name: str, dt, *operands) -> int:
+        return self.fn.op(name, self.ty(dt), *operands)
+
+    def emit(self, name: str, *operands) -> None:
+        self.fn.emit(name, *operands)
+
+    def glsl(self, name: str, dt, *xs) -> int:
+        return self.fn.ext(self.ty(dt), name, *xs)
+
+    def sel(self, cond: int, a: int, b: int, dt) -> int:
+        return self.op("OpSelect", dt, cond, a, b)
+
+    def band(self, a: int, b: int) -> int:
+        return self.op("OpLogicalAnd", u1, a, b)
+
+    def bor(self, a: int, b: int) -> int:
+        return self.op("OpLogicalOr", u1, a, b)
+
+    def bnot(self, a: int) -> int:
+        return self.op("OpLogicalNot", u1, a)
+
+    def isnan(self, x: int) -> int:
+        return self.op("OpIsNan", u1, x)
+
+    def isinf(self, x: int) -> int:
+        return self.op("OpIsInf", u1, x)
+
+    def fcmp(self, name: str, a: int, b: int) -> int:
+        return self.op("OpFOrd" + name, u1, a, b)
+
+    def signbit(self, x: int, dt) -> int:
+        """True when the sign bit of float `x` is set (-0.0 and negative NaNs included)."""
+        if dt.bits == 32:
+            bits = self.op("OpBitcast", u32, x)
+        else:
+            v = self.fn.op("OpBitcast", self.t_uvec2(), x)
+            bits = self.op("OpCompositeExtract", u32, v, 1)
+        return self.op("OpINotEqual", u1, self.op("OpBitwiseAnd", u32, bits, self.c(0x80000000, u32)),
+                       self.c(0, u32))
+
+    def f64_from_words(self, lo: int, hi: int) -> int:
+        v = self.fn.op("OpCompositeConstruct", self.t_uvec2(), lo, hi)
+        return self.op("OpBitcast", f64, v)
+
+    # -- helper functions --------------------------------------------------------------------
+    def call(self, key: str, ret_dt, param_dts, build, *args) -> int:
+        """Call helper function `key`, building it with `build(emitter, *params) -> id` once."""
+        fid = self.helpers.get(key)
+        if fid is None:
+            fn = self.m.function(self.ty(ret_dt), [self.ty(p) for p in param_dts])
+            self.helpers[key] = fid = fn.id
+            self.m.name(fn.id, key)
+            sub = Emitter(self.m, self.caps, fn, self.helpers)
+            fn.emit("OpReturnValue", build(sub, *fn.param_ids))
+        return self.op("OpFunctionCall", ret_dt, fid, *args)
+
+
+def f32_bits(v: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+def float_below(v: float, dt) -> float:
+    """The largest value of dtype `dt` strictly below `v` (a power of two here)."""
+    import numpy as np
+    t = np.float32 if dt == f32 else np.float64
+    return float(np.nextafter(t(v), t(-np.inf)))
+
+
+__all__ = ["Emitter", "U64", "I64", "SCOPE_DEVICE", "SEM_RELAXED", "f32", "f64", "i32", "u1", "u32",
+           "f32_bits", "float_below"]

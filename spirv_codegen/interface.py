@@ -1,0 +1,189 @@
+"""The shader interface of a task module: descriptors, push constants, builtins, status writes.
+
+See the binding convention in `spirv_codegen/lower.py`. Descriptors are declared lazily (a task
+declares only the buffers it touches; the pipeline layout still has all `num_bindings`).
+Values loaded once per invocation (push constants, builtins, scalar arguments, ndarray shapes) go
+into the entry block's prologue so they dominate the whole body.
+"""
+from __future__ import annotations
+
+from spirad.ir.dtypes import f64, i32, u1, u32
+
+from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
+
+ARGS_BINDING = 0
+STATUS_BINDING = 1
+FIRST_ARRAY_BINDING = 2
+PUSH_CONSTANT_BYTES = 12  # i32 begin, i32 end, u32 threads_per_row
+
+STATUS_OK = 0
+STATUS_ADSTACK_OVERFLOW = 1   # reserved for the adstack
+STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
+STATUS_WORDS = 4              # the status buffer holds at least this many u32 words
+
+
+class Interface:
+    def __init__(self, E: Emitter, abi, storage: dict):
+        self.E = E
+        self.abi = abi
+        self.storage = storage  # binding index k -> 'native' | 'bool' | 'bits'
+        self._buffers: dict[int, tuple] = {}
+        self._prologue_cache: dict = {}
+        self._pc = None
+        self._in_prologue = False
+        self.builtins: list[int] = []
+
+    # -- prologue ----------------------------------------------------------------------------
+    def prologue(self, key, make):
+        """Value computed once in the entry block (before its terminator), cached by `key`."""
+        if key not in self._prologue_cache:
+            fn = self.E.fn
+            if self._in_prologue:
+                self._prologue_cache[key] = make()
+                return self._prologue_cache[key]
+            self._in_prologue = True
+            saved_block, entry = fn.current, fn.blocks[0]
+            term = entry.insts.pop()
+            entry.terminated = False
+            fn.current = entry
+            try:
+                self._prologue_cache[key] = make()
+            finally:
+                entry.insts.append(term)
+                entry.terminated = True
+                fn.current = saved_block
+                self._in_prologue = False
+        return self._prologue_cache[key]
+
+    # -- descriptors -------------------------------------------------------------------------
+    def _buffer(self, binding: int, elem_dt) -> tuple:
+        if binding not in self._buffers:
+            E, m = self.E, self.E.m
+            elem = E.ty(elem_dt)
+            size = 4 if elem_dt.kind == "b" else elem_dt.bits // 8
+            st = m.t_block_struct(m.t_runtime_array(elem, size))
+            var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
+            m.decorate(var, "DescriptorSet", 0)
+            m.decorate(var, "Binding", binding)
+            m.name(var, {ARGS_BINDING: "args", STATUS_BINDING: "status"}.get(
+                binding, f"buf{binding - FIRST_ARRAY_BINDING}"))
+            self._buffers[binding] = (var, m.t_pointer("StorageBuffer", elem))
+        return self._buffers[binding]
+
+    def element_ptr(self, binding: int, elem_dt, index: int) -> int:
+        var, ptr = self._buffer(binding, elem_dt)
+        E = self.E
+        return E.fn.op("OpAccessChain", ptr, var, E.c(0, i32), index)
+
+    def storage_dtype(self, k: int, dt):
+        kind = self.storage.get(k, "native")
+        if dt.kind == "b":
+            return u32, "bool"
+        if kind == "bits":
+            return (u32 if dt.bits == 32 else U64), "bits"
+        return dt, "native"
+
+    def array_ptr(self, k: int, dt, index: int) -> tuple[int, object, str]:
+        sdt, kind = self.storage_dtype(k, dt)
+        return self.element_ptr(FIRST_ARRAY_BINDING + k, sdt, index), sdt, kind
+
+    def load_elem(self, k: int, dt, index: int) -> int:
+        E = self.E
+        ptr, sdt, kind = self.array_ptr(k, dt, index)
+        v = E.op("OpLoad", sdt, ptr)
+        if kind == "bool":
+            return E.op("OpINotEqual", u1, v, E.c(0, u32))
+        if kind == "bits":
+            return E.op("OpBitcast", dt, v)
+        return v
+
+    def store_elem(self, k: int, dt, index: int, v: int) -> None:
+        E = self.E
+        ptr, sdt, kind = self.array_ptr(k, dt, index)
+        if kind == "bool":
+            v = E.sel(v, E.c(1, u32), E.c(0, u32), u32)
+        elif kind == "bits":
+            v = E.op("OpBitcast", sdt, v)
+        E.emit("OpStore", ptr, v)
+
+    # -- argument buffer ---------------------------------------------------------------------
+    def arg_word(self, word: int) -> int:
+        E = self.E
+        return self.prologue(("argw", word), lambda: E.op(
+            "OpLoad", u32, self.element_ptr(ARGS_BINDING, u32, E.c(word, i32))))
+
+    def scalar_arg(self, byte_offset: int, dt) -> int:
+        def make():
+            E = self.E
+            w = byte_offset // 4
+            lo = self.arg_word(w)
+            if dt.kind == "b":
+                return E.op("OpINotEqual", u1, lo, E.c(0, u32))
+            if dt.bits == 32:
+                return lo if dt == u32 else E.op("OpBitcast", dt, lo)
+            hi = self.arg_word(w + 1)
+            if dt == f64:
+                return E.f64_from_words(lo, hi)
+            return E.op("OpBitcast", dt, E.fn.op("OpCompositeConstruct", E.t_uvec2(), lo, hi))
+        return self.prologue(("arg", byte_offset, dt), make)
+
+    def ndarray_shape(self, arg: int, axis: int) -> int:
+        return self.scalar_arg(self.abi.shape_offset(arg, axis), i32)
+
+    # -- push constants and builtins ---------------------------------------------------------
+    def push_constant(self, member: int) -> int:
+        E, m = self.E, self.E.m
+        if self._pc is None:
+            it, ut = E.ty(i32), E.ty(u32)
+            st = m.t_push_struct((it, it, ut), (0, 4, 8))
+            self._pc = m.global_variable(m.t_pointer("PushConstant", st), "PushConstant")
+            m.name(self._pc, "launch")
+        dt = u32 if member == 2 else i32
+        def make():
+            p = E.fn.op("OpAccessChain", m.t_pointer("PushConstant", E.ty(dt)), self._pc,
+                        E.c(member, i32))
+            return E.op("OpLoad", dt, p)
+        return self.prologue(("pc", member), make)
+
+    def builtin(self, name: str) -> int:
+        E, m = self.E, self.E.m
+        def make():
+            v3 = E.t_uvec3()
+            var = m.global_variable(m.t_pointer("Input", v3), "Input")
+            m.decorate(var, "BuiltIn", _BUILTIN[name])
+            self.builtins.append(var)
+            return E.fn.op("OpLoad", v3, var)
+        return self.prologue(("builtin", name), make)
+
+    def linear_id(self) -> int:
+        """x + threads_per_row * (y + num_groups_y * z) over the global invocation id."""
+        E = self.E
+        def make():
+            gid = self.builtin("GlobalInvocationId")
+            ngr = self.builtin("NumWorkgroups")
+            x, y, z = (E.op("OpCompositeExtract", u32, gid, i) for i in range(3))
+            ny = E.op("OpCompositeExtract", u32, ngr, 1)
+            row = E.op("OpIAdd", u32, y, E.op("OpIMul", u32, ny, z))
+            return E.op("OpIAdd", u32, x, E.op("OpIMul", u32, self.push_constant(2), row))
+        return self.prologue("linear", make)
+
+    # -- status ------------------------------------------------------------------------------
+    def write_error_and_return(self, code: int, aux: int) -> None:
+        """First error wins word 0 (compare-exchange from 0); the winner writes `aux` to word 1.
+        Ends the current block with OpReturn."""
+        E, fn = self.E, self.E.fn
+        scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
+        p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
+        old = E.op("OpAtomicCompareExchange", u32, p0, scope, sem, sem, E.c(code, u32), E.c(0, u32))
+        won, merge = fn.label(), fn.label()
+        first = E.op("OpIEqual", u1, old, E.c(0, u32))
+        fn.selection_merge(merge)
+        fn.branch_cond(first, won, merge)
+        fn.begin(won)
+        E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(1, i32)), E.c(aux, u32))
+        fn.branch(merge)
+        fn.begin(merge)
+        fn.emit("OpReturn")
+
+
+from ._tables import BUILTIN as _BUILTIN  # noqa: E402

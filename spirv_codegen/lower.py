@@ -1,0 +1,421 @@
+"""IR TaskList -> one SPIR-V compute module per task.
+
+    compile_tasks(tl, abi, caps) -> tuple[SpirvTask, ...]
+
+Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"):
+
+Descriptors (all in set 0, all storage buffers):
+  binding 0      argument buffer, a runtime array of u32. The KernelABI layout: scalar argument i
+                 at byte `abi.arg_offsets[i]` (32-bit values in one word, 64-bit values in two
+                 little-endian words, u1 as a u32 0/1), ndarray extents (i32) at
+                 `abi.shape_offsets`.
+  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 4 words, zeroed by
+                 the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
+                 error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
+                   0 STATUS_OK                nothing happened
+                   1 STATUS_ADSTACK_OVERFLOW  reserved for the adstack
+                   2 STATUS_LOOP_CAP          a loop would have run past `caps.loop_iteration_cap`
+                                              (lavapipe: 65,535 iterations per invocation in
+                                              total); word 1 = index of the task in the TaskList.
+                                              The invocation stops; the host must raise.
+  binding 2+k    `abi.bindings[k]`: a runtime array of the ref's dtype, ArrayStride = element size,
+                 C order. u1 is a u32 0/1. A float buffer that a task updates with a CAS-loop
+                 atomic add is declared as same-width unsigned ints in that task (same bytes).
+                 i64/f64 need the Int64/Float64 capabilities, requested only when used.
+  `SpirvTask.num_bindings` = 2 + len(abi.bindings) for every task of a kernel.
+
+Push constants (12 bytes, `PUSH_CONSTANT_BYTES`): offset 0 i32 begin, offset 4 i32 end,
+offset 8 u32 threads_per_row. For a 'range' task the host evaluates begin/end and dispatches
+`dispatch_geometry(end - begin)`; invocation `linear = gid.x + threads_per_row * (gid.y +
+num_workgroups.y * gid.z)` runs exactly the one index `begin + linear` if `linear < end - begin`
+(no grid-stride loop: lavapipe caps loop iterations per invocation). A 'serial' task has
+local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
+
+Control flow is structured (OpSelectionMerge / OpLoopMerge with dedicated continue blocks);
+BREAK/CONTINUE target the innermost loop; a CONTINUE outside any loop returns (ends this parallel
+iteration). ALLOCA slots are Function variables zeroed where the ALLOCA executes. With
+`caps.loop_iteration_cap` set, a per-invocation counter counts loop *header visits* (user loops
+and CAS loops alike): +1 on entering a loop, +1 on every path to its continue target. A back-edge
+taken when the visits so far already reach the cap, while the loop would go on (RANGE_FOR: next
+index < end; WHILE and CAS: always), writes STATUS_LOOP_CAP and returns instead. This mirrors
+llvmpipe: its limiter drops by one at the end of every pass through a loop body (the final,
+exiting pass included) and the loop ends once it reaches 0, so visit number `cap` is the last
+one that may be followed by another (measured here: a 300 x 300 nested loop stops after 65,101
+inner trips = 217 outer trips of 302 visits each). The check sits before the branch to the
+continue target because a continue construct may not return. Limitation: llvmpipe runs
+invocations in SIMD lanes, so lanes that diverge into *different* loops share one limiter; the
+per-invocation count cannot see that (keep heavy loops uniform across a workgroup).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spirad.ir.dtypes import i32, u1, u32
+from spirad.ir.interpreter import cast_value
+from spirad.ir.nodes import Block, Node, Task, TaskList, walk
+from spirad.ir.ops import BINARY, UNARY, Op
+
+from . import atomics
+from .emitter import Emitter
+from .interface import (PUSH_CONSTANT_BYTES, STATUS_LOOP_CAP, Interface)
+from .lower_math import lower_binary, lower_cast, lower_unary
+from .module import Module
+
+LOCAL_SIZE = 64
+
+
+@dataclass(frozen=True)
+class SpirvCaps:
+    has_f64: bool = False
+    has_i64: bool = False
+    has_int64_atomics: bool = False
+    has_atomic_float32_add: bool = False
+    has_atomic_float64_add: bool = False
+    loop_iteration_cap: int | None = None
+
+    @classmethod
+    def from_device(cls, dc) -> "SpirvCaps":
+        """From a runtime's caps object (attributes of the same names; missing ones False)."""
+        g = lambda n, d=False: getattr(dc, n, d)  # noqa: E731
+        return cls(g("has_f64"), g("has_i64"), g("has_int64_atomics"),
+                   g("has_atomic_float32_add"), g("has_atomic_float64_add"),
+                   g("loop_iteration_cap", None))
+
+
+@dataclass(frozen=True)
+class SpirvTask:
+    name: str
+    kind: str           # 'range' | 'serial'
+    words: bytes        # the SPIR-V binary
+    num_bindings: int
+    push_constant_bytes: int
+    local_size: int
+
+
+def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
+                      local_size: int = LOCAL_SIZE) -> tuple[tuple[int, int, int], int]:
+    """Workgroup counts covering `n_threads` invocations, and the threads_per_row push constant."""
+    if n_threads <= 0:
+        return (0, 1, 1), 0
+    g = -(-n_threads // local_size)
+    gx = min(g, max_groups[0])
+    gy = -(-g // gx)
+    gz = 1
+    if gy > max_groups[1]:
+        gz = -(-gy // max_groups[1])
+        gy = max_groups[1]
+        if gz > max_groups[2]:
+            raise RuntimeError(f"{n_threads} threads exceed the dispatch limits {max_groups}")
+    return (gx, gy, gz), gx * local_size
+
+
+def compile_tasks(tl: TaskList, abi, caps: SpirvCaps) -> tuple[SpirvTask, ...]:
+    return tuple(compile_task(tl, i, abi, caps) for i in range(len(tl.tasks)))
+
+
+def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps) -> SpirvTask:
+    t: Task = tl.tasks[task_index]
+    name = t.name or f"{tl.name}_t{task_index}"
+    words = TaskLowerer(t, task_index, abi, caps).run()
+    local = 1 if t.kind == "serial" else LOCAL_SIZE
+    return SpirvTask(name, t.kind, words, 2 + len(abi.bindings), PUSH_CONSTANT_BYTES, local)
+
+
+def _storage_kinds(t: Task, abi, caps) -> dict:
+    """Per binding: 'bits' where a float atomic add needs the CAS loop, else 'native'."""
+    out = {}
+    for n in walk(t.body):
+        if n.op == Op.ATOMIC_ADD and atomics.needs_cas(n.arg.dtype, caps):
+            out[abi.binding_index(n.arg)] = "bits"
+    return out
+
+
+class TaskLowerer:
+    def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps):
+        self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
+        self.m = Module((1, 3))
+        self.m.capability("Shader")
+        self.m.memory_model()
+        self.E = Emitter(self.m, caps)
+        self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps))
+        self.values: dict[Node, int] = {}
+        self.slots: dict[Node, int] = {}
+        self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
+        self.counter = None
+
+    # -- module ------------------------------------------------------------------------------
+    def run(self) -> bytes:
+        m, E, t = self.m, self.E, self.task
+        fn = m.function(m.t_void())
+        E.fn = fn
+        m.name(fn.id, "main")
+        start = fn.label()
+        fn.branch(start)  # entry block: variables + prologue, then this branch
+        fn.begin(start)
+        if self.caps.loop_iteration_cap is not None:
+            self.counter = fn.variable(E.ty(u32), E.c(0, u32))
+            m.name(self.counter, "loop_visits")
+        linear = self.io.linear_id()
+        body, done = fn.label(), fn.label()
+        if t.kind == "serial":
+            ok = E.op("OpIEqual", u1, linear, E.c(0, u32))
+        else:
+            begin, end = self.io.push_constant(0), self.io.push_constant(1)
+            n = E.op("OpBitcast", u32, E.op("OpISub", i32, end, begin))
+            ok = E.band(E.op("OpSLessThan", u1, begin, end), E.op("OpULessThan", u1, linear, n))
+        fn.selection_merge(done)
+        fn.branch_cond(ok, body, done)
+        fn.begin(body)
+        if t.kind == "range":
+            idx = E.op("OpIAdd", i32, self.io.push_constant(0), E.op("OpBitcast", i32, linear))
+            self.values[t.index] = lower_cast(E, idx, i32, t.index.dtype)
+        self.block(t.body)
+        if not fn.terminated:
+            fn.branch(done)
+        fn.begin(done)
+        fn.emit("OpReturn")
+        m.entry_point("GLCompute", fn.id, "main", self.io.builtins)
+        m.execution_mode(fn.id, "LocalSize", 1 if t.kind == "serial" else LOCAL_SIZE, 1, 1)
+        return m.to_bytes()
+
+    # -- blocks and dispatch -----------------------------------------------------------------
+    def block(self, b: Block) -> None:
+        for n in b.nodes:
+            if self.E.fn.terminated:  # code after break/continue/return is dead
+                return
+            op = n.op
+            if op in BINARY:
+                a, c = self.v(n.srcs[0]), self.v(n.srcs[1])
+                self.values[n] = lower_binary(self.E, op, n.srcs[0].dtype, a, c)
+            elif op in UNARY:
+                self.values[n] = lower_unary(self.E, op, n.dtype, self.v(n.srcs[0]))
+            else:
+                _HANDLERS[op](self, n)
+
+    def v(self, n: Node) -> int:
+        try:
+            return self.values[n]
+        except KeyError:
+            raise RuntimeError(f"spirv_codegen: {n!r} used before it is defined") from None
+
+    # -- leaves ------------------------------------------------------------------------------
+    def _const(self, n):
+        self.values[n] = self.E.c(cast_value(n.arg, n.dtype), n.dtype)
+
+    def _arg(self, n):
+        off = self.abi.arg_offsets[n.arg]
+        if off < 0:
+            raise RuntimeError(f"spirv_codegen: argument {n.arg} is not a scalar")
+        self.values[n] = self.io.scalar_arg(off, n.dtype)
+
+    def _loop_index(self, n):
+        self.v(n)
+
+    def _ndarray_shape(self, n):
+        arg, axis = n.arg
+        self.values[n] = lower_cast(self.E, self.io.ndarray_shape(arg, axis), i32, n.dtype)
+
+    def _cast(self, n):
+        s = n.srcs[0]
+        self.values[n] = lower_cast(self.E, self.v(s), s.dtype, n.dtype)
+
+    def _select(self, n):
+        c, a, b = (self.v(s) for s in n.srcs)
+        self.values[n] = self.E.sel(c, a, b, n.dtype)
+
+    # -- locals ------------------------------------------------------------------------------
+    def _alloca(self, n):
+        E = self.E
+        if n not in self.slots:
+            self.slots[n] = E.fn.variable(E.ty(n.dtype))
+            if n.arg:
+                self.m.name(self.slots[n], str(n.arg))
+        E.emit("OpStore", self.slots[n], E.c(0, n.dtype))
+
+    def _slot(self, n):
+        try:
+            return self.slots[n]
+        except KeyError:
+            raise RuntimeError(f"spirv_codegen: {n!r} is not an ALLOCA in scope") from None
+
+    def _load(self, n):
+        self.values[n] = self.E.op("OpLoad", n.dtype, self._slot(n.srcs[0]))
+
+    def _store(self, n):
+        self.E.emit("OpStore", self._slot(n.srcs[0]), self.v(n.srcs[1]))
+
+    # -- globals -----------------------------------------------------------------------------
+    def _dims(self, ref) -> list:
+        """Extents of every axis; axis 0 is never needed for C-order linearisation (None)."""
+        E = self.E
+        if ref.kind == "ndarray":
+            return [None] + [self.io.ndarray_shape(ref.key, ax) for ax in range(1, ref.ndim)]
+        if ref.shape is None:
+            if ref.ndim:
+                raise RuntimeError(f"spirv_codegen: {ref!r} has no static shape")
+            return []
+        return [E.c(int(d), i32) for d in ref.shape]
+
+    def _linear(self, ref, idx_nodes) -> int:
+        E = self.E
+        dims = self._dims(ref)
+        if len(idx_nodes) != len(dims):
+            raise RuntimeError(f"spirv_codegen: {ref!r} indexed with {len(idx_nodes)} indices")
+        if not idx_nodes:
+            return E.c(0, i32)
+        lin = None
+        for d, s in zip(dims, idx_nodes):
+            x = lower_cast(E, self.v(s), s.dtype, i32)
+            lin = x if lin is None else E.op("OpIAdd", i32, E.op("OpIMul", i32, lin, d), x)
+        return lin
+
+    def _global_load(self, n):
+        k = self.abi.binding_index(n.arg)
+        self.values[n] = self.io.load_elem(k, n.arg.dtype, self._linear(n.arg, n.srcs))
+
+    def _global_store(self, n):
+        k = self.abi.binding_index(n.arg)
+        lin = self._linear(n.arg, n.srcs[:-1])
+        self.io.store_elem(k, n.arg.dtype, lin, self.v(n.srcs[-1]))
+
+    def _atomic_add(self, n):
+        k, dt = self.abi.binding_index(n.arg), n.arg.dtype
+        lin = self._linear(n.arg, n.srcs[:-1])
+        ptr, _, _ = self.io.array_ptr(k, dt, lin)
+        self.values[n] = atomics.atomic_add(self, ptr, self.v(n.srcs[-1]), dt)
+
+    # -- control flow ------------------------------------------------------------------------
+    def _if(self, n):
+        E, fn = self.E, self.E.fn
+        then_b, else_b = n.blocks
+        then_l, else_l, merge = fn.label(), fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(self.v(n.srcs[0]), then_l, else_l if len(else_b) else merge)
+        dead = True
+        for label, b in ((then_l, then_b), (else_l, else_b)):
+            if label == else_l and not len(else_b):
+                dead = False
+                continue
+            fn.begin(label)
+            self.block(b)
+            if not fn.terminated:
+                fn.branch(merge)
+                dead = False
+        fn.begin(merge)
+        if dead:
+            fn.emit("OpUnreachable")
+        del E
+
+    def goto_continue(self) -> None:
+        """Branch to the innermost loop's continue target (a back-edge follows)."""
+        _, cont, would_continue = self.loops[-1]
+        self.count_back_edge(would_continue)
+        self.E.fn.branch(cont)
+
+    def _bump(self) -> int | None:
+        if self.counter is None:
+            return None
+        E = self.E
+        cnt = E.op("OpIAdd", u32, E.op("OpLoad", u32, self.counter), E.c(1, u32))
+        E.emit("OpStore", self.counter, cnt)
+        return cnt
+
+    def count_loop_entry(self) -> None:
+        """With a loop cap: count the first header visit of a loop (always allowed)."""
+        self._bump()
+
+    def count_back_edge(self, would_continue) -> None:
+        """With a loop cap: count the header visit this back-edge leads to; if the visits so far
+        already reach the cap while the loop would go on (`would_continue()` -> bool id, None =
+        always), write STATUS_LOOP_CAP and return. Emitted before the branch to the continue
+        target (a continue construct may not return), so each path to it counts exactly once."""
+        if self.counter is None:
+            return
+        E, fn = self.E, self.E.fn
+        cnt = E.op("OpLoad", u32, self.counter)
+        over = E.op("OpUGreaterThanEqual", u1, cnt, E.c(self.caps.loop_iteration_cap, u32))
+        if would_continue is not None:
+            over = E.band(over, would_continue())
+        err, ok = fn.label(), fn.label()
+        fn.selection_merge(ok)
+        fn.branch_cond(over, err, ok)
+        fn.begin(err)
+        self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
+        fn.begin(ok)
+        self._bump()
+
+    def _range_for(self, n):
+        E, fn = self.E, self.E.fn
+        idx = n.arg.index
+        dt = idx.dtype
+        begin = lower_cast(E, self.v(n.srcs[0]), n.srcs[0].dtype, dt)
+        end = lower_cast(E, self.v(n.srcs[1]), n.srcs[1].dtype, dt)
+        header, body, cont, merge = fn.label(), fn.label(), fn.label(), fn.label()
+        self.count_loop_entry()
+        pre = fn.current.label
+        nxt = self.m.id()
+        fn.branch(header)
+        fn.begin(header)
+        i = E.op("OpPhi", dt, begin, pre, nxt, cont)
+        lt = "OpSLessThan" if dt.kind == "i" else "OpULessThan"
+        cond = E.op(lt, u1, i, end)
+        fn.loop_merge(merge, cont)
+        fn.branch_cond(cond, body, merge)
+        fn.begin(body)
+        self.values[idx] = i
+        one = E.c(1, dt)
+        self.loops.append((merge, cont, lambda: E.op(lt, u1, E.op("OpIAdd", dt, i, one), end)))
+        self.block(n.blocks[0])
+        if not fn.terminated:
+            self.goto_continue()
+        self.loops.pop()
+        fn.begin(cont)
+        fn.emit("OpIAdd", E.ty(dt), nxt, i, one)
+        fn.branch(header)
+        fn.begin(merge)
+
+    def _while(self, n):
+        fn = self.E.fn
+        header, body, cont, merge = fn.label(), fn.label(), fn.label(), fn.label()
+        self.count_loop_entry()
+        fn.branch(header)
+        fn.begin(header)
+        fn.loop_merge(merge, cont)
+        fn.branch(body)
+        fn.begin(body)
+        self.loops.append((merge, cont, None))
+        self.block(n.blocks[0])
+        if not fn.terminated:
+            self.goto_continue()
+        self.loops.pop()
+        fn.begin(cont)
+        fn.branch(header)
+        fn.begin(merge)
+
+    def _break(self, n):
+        if not self.loops:
+            raise RuntimeError("spirv_codegen: BREAK outside a loop")
+        self.E.fn.branch(self.loops[-1][0])
+
+    def _continue(self, n):
+        if self.loops:
+            self.goto_continue()
+        else:
+            self.E.fn.emit("OpReturn")
+
+    def _adstack(self, n):
+        raise RuntimeError("adstack ops not supported yet")
+
+
+_HANDLERS = {
+    Op.CONST: TaskLowerer._const, Op.ARG: TaskLowerer._arg, Op.LOOP_INDEX: TaskLowerer._loop_index,
+    Op.NDARRAY_SHAPE: TaskLowerer._ndarray_shape, Op.CAST: TaskLowerer._cast,
+    Op.SELECT: TaskLowerer._select, Op.ALLOCA: TaskLowerer._alloca, Op.LOAD: TaskLowerer._load,
+    Op.STORE: TaskLowerer._store, Op.GLOBAL_LOAD: TaskLowerer._global_load,
+    Op.GLOBAL_STORE: TaskLowerer._global_store, Op.ATOMIC_ADD: TaskLowerer._atomic_add,
+    Op.IF: TaskLowerer._if, Op.RANGE_FOR: TaskLowerer._range_for, Op.WHILE: TaskLowerer._while,
+    Op.BREAK: TaskLowerer._break, Op.CONTINUE: TaskLowerer._continue,
+}
+for _op in Op:
+    if _op.name.startswith("ADSTACK_"):
+        _HANDLERS[_op] = TaskLowerer._adstack

@@ -1,0 +1,333 @@
+"""Vulkan runtime: buffers, pipelines, dispatch, batching and device limits (on lavapipe in CI)."""
+
+from __future__ import annotations
+
+import gc
+import struct
+
+import numpy as np
+import pytest
+
+from gfx_runtime.vulkan import is_available
+from spirad.errors import SpiradDeviceError
+
+if not is_available():
+    pytest.skip("no Vulkan device (install mesa-vulkan-drivers for lavapipe)",
+                allow_module_level=True)
+
+
+def groups(n: int) -> tuple[int, int, int]:
+    return ((n + 63) // 64, 1, 1)
+
+
+def u32(*values: int) -> bytes:
+    return struct.pack(f"<{len(values)}I", *values)
+
+
+def test_caps_are_sane(rt):
+    caps = rt.caps
+    assert caps.api_version >= (1, 1, 0)
+    assert caps.max_storage_buffer_range > 0
+    assert caps.max_per_stage_storage_buffers >= 4
+    assert len(caps.max_compute_work_group_count) == 3
+    assert caps.max_push_constants_size >= 128
+    if caps.is_lavapipe:
+        assert caps.loop_iteration_cap == 65535
+        assert caps.has_f64 and caps.has_i64
+    with pytest.raises(Exception):
+        caps.name = "other"  # frozen
+
+
+def test_fill(rt, spirv):
+    n = 1000
+    buf = rt.alloc(n * 4)
+    fill = rt.pipeline(spirv("fill"), num_bindings=1, push_constant_bytes=8)
+    rt.dispatch(fill, [buf], groups(n), u32(7, n))
+    rt.flush()
+    np.testing.assert_array_equal(buf.view(np.uint32), np.full(n, 7, np.uint32))
+
+
+def test_axpy(rt, spirv):
+    n = 777
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    bx, by = rt.alloc(x.nbytes), rt.alloc(y.nbytes)
+    bx.write(x)
+    by.write(y)
+    axpy = rt.pipeline(spirv("axpy"), 2, 8)
+    rt.dispatch(axpy, [bx, by], groups(n), struct.pack("<fI", 2.5, n))
+    np.testing.assert_allclose(by.read().view(np.float32), 2.5 * x + y, rtol=1e-6)
+
+
+def test_batch_of_1000_launches(rt, spirv):
+    n = 300
+    buf = rt.alloc(n * 4)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    for _ in range(1000):
+        rt.dispatch(add, [buf], groups(n), u32(n))
+    rt.flush()
+    np.testing.assert_array_equal(buf.view(np.uint32), np.full(n, 1000, np.uint32))
+
+
+def test_batch_split_across_frames(rt, spirv):
+    rt.max_batch = 16  # submit every 16 launches without waiting; the frames ring takes over
+    n = 100
+    buf = rt.alloc(n * 4)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    for _ in range(1000):
+        rt.dispatch(add, [buf], groups(n), u32(n))
+    np.testing.assert_array_equal(buf.read().view(np.uint32), np.full(n, 1000, np.uint32))
+
+
+def test_dependent_kernels_in_one_batch(rt, spirv):
+    # fill -> copy_add -> add_one: each reads what the previous wrote (barriers between them).
+    n = 256
+    a, b = rt.alloc(n * 4), rt.alloc(n * 4)
+    fill = rt.pipeline(spirv("fill"), 1, 8)
+    copy_add = rt.pipeline(spirv("copy_add"), 2)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    for step in range(10):
+        rt.dispatch(fill, [a], groups(n), u32(step, n))
+        rt.dispatch(copy_add, [a, b], groups(n))
+        rt.dispatch(add, [b], groups(n), u32(n))
+        rt.dispatch(copy_add, [b, a], groups(n))
+    np.testing.assert_array_equal(a.view(np.uint32), np.full(n, 9 + 3, np.uint32))
+
+
+def test_host_access_flushes_pending_work(rt, spirv):
+    n = 64
+    buf = rt.alloc(n * 4)
+    fill = rt.pipeline(spirv("fill"), 1, 8)
+    rt.dispatch(fill, [buf], groups(n), u32(5, n))
+    assert buf.read(0, 4).view(np.uint32)[0] == 5  # no explicit flush
+    rt.dispatch(fill, [buf], groups(n), u32(6, n))
+    buf.write(u32(1), offset=4)  # write waits for the fill first, then overwrites element 1
+    np.testing.assert_array_equal(buf.view(np.uint32, 3), [6, 1, 6])
+
+
+def test_pipeline_cache_hit(rt, spirv):
+    code = spirv("add_one")
+    p1 = rt.pipeline(code, 1, 4)
+    assert rt.pipeline(code, 1, 4) is p1
+    assert rt.pipeline(bytes(code), 1, 4) is p1  # keyed by content, not identity
+    assert rt.pipeline(code, 1, 4, key="add_one") is rt.pipeline(code, 1, 4, key="add_one")
+    assert rt.pipeline(code, 1, 4, key="add_one") is not p1
+
+
+def test_layouts_shared_between_pipelines(rt, spirv):
+    fill = rt.pipeline(spirv("fill"), 1, 8)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    assert fill.set_layout == add.set_layout
+
+
+def test_binding_limit(rt, spirv):
+    limit = rt.caps.max_per_stage_storage_buffers
+    pattern = rf"at most {limit}.*maxPerStageDescriptorStorageBuffers"
+    with pytest.raises(SpiradDeviceError, match=pattern):
+        rt.pipeline(spirv("add_one"), limit + 1, 4)
+
+
+def test_push_constant_limit(rt, spirv):
+    limit = rt.caps.max_push_constants_size
+    with pytest.raises(SpiradDeviceError, match="maxPushConstantsSize"):
+        rt.pipeline(spirv("add_one"), 1, limit + 4)
+
+
+def test_work_group_count_limit(rt, spirv):
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    buf = rt.alloc(64)
+    limit = rt.caps.max_compute_work_group_count
+    with pytest.raises(SpiradDeviceError, match="maxComputeWorkGroupCount"):
+        rt.dispatch(add, [buf], (limit[0] + 1, 1, 1), u32(16))
+    with pytest.raises(SpiradDeviceError, match="maxComputeWorkGroupCount"):
+        rt.dispatch(add, [buf], (1, 1, limit[2] + 1), u32(16))
+    rt.dispatch(add, [buf], (1, 1, 1), u32(16))  # still usable
+    assert buf.view(np.uint32)[0] == 1
+
+
+def test_zero_groups_is_a_no_op(rt, spirv):
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    buf = rt.alloc(64)
+    rt.dispatch(add, [buf], (0, 1, 1), u32(16))
+    rt.flush()
+    assert buf.view(np.uint32)[0] == 0
+
+
+def test_argument_mismatch(rt, spirv):
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    buf = rt.alloc(64)
+    with pytest.raises(ValueError, match="1 bindings"):
+        rt.dispatch(add, [buf, buf], (1, 1, 1), u32(16))
+    with pytest.raises(ValueError, match="push-constant"):
+        rt.dispatch(add, [buf], (1, 1, 1), b"")
+    with pytest.raises(ValueError, match="SPIR-V"):
+        rt.pipeline(b"\x00" * 24, 1)
+
+
+def test_buffer_beyond_storage_buffer_range(rt, spirv):
+    limit = rt.caps.max_storage_buffer_range
+    if limit >= rt.caps.max_memory_allocation_size:
+        pytest.skip("device can allocate no buffer larger than maxStorageBufferRange")
+    big = rt.alloc(limit + 16, zero=False)
+    assert not big.bindable
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    with pytest.raises(SpiradDeviceError, match=rf"maxStorageBufferRange = {limit} bytes"):
+        rt.dispatch(add, [big], (1, 1, 1), u32(16))
+    big.write(u32(41), offset=limit)  # host access still works
+    assert big.read(limit, 4).view(np.uint32)[0] == 41
+    big.free()
+
+
+def test_out_of_memory_then_usable(rt, spirv):
+    with pytest.raises(SpiradDeviceError, match=r"1099511627776 bytes"):
+        rt.alloc(1 << 40)
+    heap = max(rt._types.heap_sizes)
+    if heap < rt.caps.max_memory_allocation_size:  # past the heap, but under the other limits
+        with pytest.raises(SpiradDeviceError, match="out of Vulkan device memory"):
+            rt.alloc(heap + 16, zero=False)
+    n = 64
+    buf = rt.alloc(n * 4)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    rt.dispatch(add, [buf], groups(n), u32(n))
+    np.testing.assert_array_equal(buf.view(np.uint32), np.ones(n, np.uint32))
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 3, 16, 17])
+def test_tiny_buffers(rt, nbytes):
+    buf = rt.alloc(nbytes)
+    assert buf.nbytes == nbytes
+    assert buf.read().nbytes == nbytes
+    data = bytes(range(1, nbytes + 1))
+    buf.write(data)
+    assert buf.read().tobytes() == data
+
+
+def test_read_write_offsets_and_dtypes(rt):
+    buf = rt.alloc(64)
+    buf.write(np.arange(4, dtype=np.float64), offset=8)
+    np.testing.assert_array_equal(buf.view(np.float64, 4, offset=8), np.arange(4))
+    assert buf.read(0, 8).tobytes() == bytes(8)
+    with pytest.raises(ValueError, match="outside"):
+        buf.write(bytes(8), offset=60)
+    with pytest.raises(ValueError, match="outside"):
+        buf.read(60, 8)
+
+
+def test_view_is_zero_copy(rt, spirv):
+    n = 128
+    buf = rt.alloc(n * 4)
+    assert buf.host_visible
+    view = buf.view(np.uint32)
+    view[:] = np.arange(n, dtype=np.uint32)  # writes the device memory directly
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    rt.dispatch(add, [buf], groups(n), u32(n))
+    rt.flush()
+    np.testing.assert_array_equal(view, np.arange(1, n + 1))
+
+
+def test_staging_path(rt, spirv):
+    n = 1000
+    buf = rt.alloc(n * 4, host_visible=False)
+    assert not buf.host_visible
+    np.testing.assert_array_equal(buf.read().view(np.uint32), np.zeros(n, np.uint32))
+    buf.write(np.arange(n, dtype=np.uint32))
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    for _ in range(3):
+        rt.dispatch(add, [buf], groups(n), u32(n))
+    np.testing.assert_array_equal(buf.read().view(np.uint32), np.arange(n) + 3)
+    np.testing.assert_array_equal(buf.read(8, 8).view(np.uint32), [5, 6])
+    with pytest.raises(SpiradDeviceError, match="read\\(\\)/write\\(\\)"):
+        buf.view(np.uint32)
+    buf.fill_zero()
+    assert not buf.read().any()
+
+
+def test_staging_transfer_in_chunks(rt, monkeypatch):
+    from gfx_runtime.vulkan import transfer
+    monkeypatch.setattr(transfer, "STAGING_MIN", 4096)
+    monkeypatch.setattr(transfer, "STAGING_CAP", 4096)
+    data = np.random.default_rng(1).integers(0, 255, 10_000, dtype=np.uint8)
+    buf = rt.alloc(data.nbytes, host_visible=False)
+    buf.write(data)
+    np.testing.assert_array_equal(buf.read(), data)
+
+
+def test_free_then_reuse(rt, spirv):
+    n = 64
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    for round_ in range(20):  # freed handles are recycled: descriptor sets must not go stale
+        buf = rt.alloc(n * 4)
+        rt.dispatch(add, [buf], groups(n), u32(n))
+        rt.dispatch(add, [buf], groups(n), u32(n))
+        np.testing.assert_array_equal(buf.view(np.uint32), np.full(n, 2, np.uint32))
+        buf.free()
+        buf.free()  # idempotent
+    with pytest.raises(SpiradDeviceError, match="freed"):
+        rt.dispatch(add, [buf], groups(n), u32(n))
+    with pytest.raises(SpiradDeviceError, match="freed"):
+        buf.read()
+
+
+def test_free_waits_for_pending_work(rt, spirv):
+    n = 64
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    buf = rt.alloc(n * 4)
+    keep = rt.alloc(n * 4)
+    rt.dispatch(add, [buf], groups(n), u32(n))
+    rt.dispatch(add, [keep], groups(n), u32(n))
+    buf.free()  # must not destroy a buffer the pending batch uses
+    assert keep.view(np.uint32)[0] == 1
+
+
+def test_garbage_collected_buffers_are_released(rt):
+    before = len(rt._buffers)
+    buf = rt.alloc(1024)
+    view = buf.view(np.uint8)
+    del buf
+    gc.collect()
+    rt.flush()
+    rt.alloc(16).free()
+    assert len(rt._buffers) == before + 1  # the view keeps the mapping alive
+    view[:] = 3
+    del view
+    gc.collect()
+    rt.alloc(16).free()  # an idle alloc releases what was collected
+    assert len(rt._buffers) == before
+
+
+def test_many_distinct_descriptor_sets(rt, spirv, monkeypatch):
+    from gfx_runtime.vulkan import descriptors
+    monkeypatch.setattr(descriptors, "RESET_AFTER_SETS", 64)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    bufs = [rt.alloc(64) for _ in range(200)]
+    for rep in range(3):
+        for b in bufs:
+            rt.dispatch(add, [b], (1, 1, 1), u32(16))
+        rt.flush()
+    for b in bufs:
+        assert b.view(np.uint32)[0] == 3
+
+
+def test_loose_argument_types(rt, spirv):
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    buf = rt.alloc(64)
+    rt.dispatch(add, [buf], (np.int64(1), np.uint32(1), 1), bytearray(u32(16)))
+    rt.dispatch(add, [buf], [1, 1, 1], memoryview(u32(16)))
+    rt.dispatch(add, (buf,), np.array([1, 1, 1]), np.array([16], np.uint32).tobytes())
+    assert buf.view(np.uint32)[0] == 3
+
+
+@pytest.mark.parametrize("host_visible", [None, False])
+def test_alloc_does_not_flush(rt, spirv, host_visible):
+    n = 64
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    a = rt.alloc(n * 4, host_visible=host_visible)
+    rt.dispatch(add, [a], groups(n), u32(n))
+    assert rt._busy
+    b = rt.alloc(n * 4, host_visible=host_visible)  # zeroing a new buffer needs no sync
+    assert rt._busy
+    rt.dispatch(add, [b], groups(n), u32(n))
+    rt.dispatch(add, [a], groups(n), u32(n))
+    np.testing.assert_array_equal(a.read().view(np.uint32), np.full(n, 2))
+    np.testing.assert_array_equal(b.read().view(np.uint32), np.full(n, 1))

@@ -1,0 +1,77 @@
+"""CpuRuntime on hand-written LLVM IR: chunking, worker slots, isolation from the IR package."""
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.llvm_codegen.harness import runtime
+from llvm_codegen.cpu_runtime import PARALLEL_MIN
+
+# out[i] = worker * 2**20 + i  (bufs[0] is an i32 array)
+WORKER_IR = """
+define void @mark(ptr %bufs, ptr %args, i32 %begin, i32 %end, i32 %worker) {
+entry:
+  %out = load ptr, ptr %bufs
+  %tag = shl i32 %worker, 20
+  br label %head
+head:
+  %i = phi i32 [%begin, %entry], [%next, %body]
+  %c = icmp slt i32 %i, %end
+  br i1 %c, label %body, label %done
+body:
+  %v = add i32 %tag, %i
+  %i64 = sext i32 %i to i64
+  %p = getelementptr i32, ptr %out, i64 %i64
+  store i32 %v, ptr %p
+  %next = add i32 %i, 1
+  br label %head
+done:
+  ret void
+}
+"""
+
+
+def _mark(n, parallel, begin=0):
+    rt = runtime()
+    fn = rt.load(WORKER_IR, ["mark"]).function("mark")
+    out = np.full(n, -1, np.int32)
+    bufs = (ctypes.c_void_p * 1)(out.ctypes.data)
+    args = np.zeros(8, np.uint8)
+    rt.run(fn, bufs, args, begin, n, parallel)
+    return out, rt
+
+
+def test_small_ranges_run_in_the_calling_thread():
+    out, _ = _mark(1000, True)
+    assert (out == np.arange(1000)).all()  # worker 0 everywhere
+
+
+def test_large_ranges_split_into_contiguous_chunks():
+    n = PARALLEL_MIN * 3 + 17
+    out, rt = _mark(n, True, begin=5)
+    assert (out[:5] == -1).all()
+    idx = np.arange(n)
+    workers = (out[5:] >> 20)
+    assert ((out[5:] & 0xFFFFF) == idx[5:]).all()
+    assert set(workers.tolist()) == set(range(rt.num_workers))
+    assert (np.diff(workers) >= 0).all()  # contiguous, in worker order
+
+
+def test_serial_launch_ignores_parallel_split():
+    n = PARALLEL_MIN * 2
+    out, _ = _mark(n, False)
+    assert (out == np.arange(n)).all()
+
+
+def test_runtime_does_not_import_the_ir():
+    code = ("import sys; import llvm_codegen.cpu_runtime as r; r.CpuRuntime(); "
+            "bad = [m for m in sys.modules if m.startswith('spirad')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=_root())
+
+
+def _root():
+    import os
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,71 @@
+"""compile_tasks' contract: one function per task with the C signature, table coverage, errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.llvm_codegen.kit import field, kernel, range_task, serial_task
+from llvm_codegen.codegen import LOWER, compile_tasks
+from llvm_codegen.program import CpuProgram, CpuTaskInfo
+from spirad.ir.abi import kernel_abi
+from spirad.ir.dtypes import f32, i32
+from spirad.ir.nodes import AdStackArg
+from spirad.ir.ops import Op
+
+
+def test_every_op_has_a_lowering_rule():
+    assert [op.name for op in Op if op not in LOWER] == []
+
+
+def _simple():
+    OUT = field(0, f32, (4,))
+    return kernel("my kernel!", range_task(lambda b, i: b.global_store(OUT, [i], b.cast(i, f32)),
+                                           0, 4, name="loop"),
+                  serial_task(lambda b: None))
+
+
+def test_program_shape_and_signature():
+    tl = _simple()
+    prog = compile_tasks(tl, kernel_abi(tl))
+    assert isinstance(prog, CpuProgram)
+    assert prog.tasks == (CpuTaskInfo("spirad_my_kernel__0_loop", "range"),
+                          CpuTaskInfo("spirad_my_kernel__1_s", "serial"))
+    for t in prog.tasks:
+        assert f'define void @"{t.symbol}"(ptr %"bufs", ptr %"args", i32 %"begin", i32 %"end", ' \
+               f'i32 %"worker")' in prog.llvm_ir
+    assert "fast" not in prog.llvm_ir and "contract" not in prog.llvm_ir
+
+
+def test_same_kernel_loads_twice():
+    """Two modules exporting the same symbols live side by side in the JIT."""
+    from tests.llvm_codegen.harness import run_llvm
+    tl = _simple()
+    for _ in range(2):
+        got = run_llvm(tl, {("field", 0, False): np.zeros(4, np.float32)})
+        assert got[("field", 0, False)].tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("op", [op for op in Op if op.name.startswith("ADSTACK_")],
+                         ids=lambda o: o.name)
+def test_adstack_ops_are_rejected(op):
+    def body(b):
+        b.emit(op, f32, (), AdStackArg("s"))
+
+    tl = kernel("ad", serial_task(body))
+    with pytest.raises(RuntimeError, match="adstack ops not supported yet"):
+        compile_tasks(tl, kernel_abi(tl))
+
+
+def test_unsupported_op_dtype_names_the_op():
+    def body(b):
+        b.unary(Op.SIN, b.const(1, i32))
+
+    tl = kernel("bad", serial_task(body))
+    with pytest.raises(RuntimeError, match="SIN on i32"):
+        compile_tasks(tl, kernel_abi(tl))
+
+
+def test_break_outside_loop_is_an_error():
+    tl = kernel("brk", serial_task(lambda b: b.break_()))
+    with pytest.raises(RuntimeError, match="BREAK outside a loop"):
+        compile_tasks(tl, kernel_abi(tl))

@@ -1,0 +1,51 @@
+import pytest
+
+from sizer import SizerError, compute_layout
+
+
+def test_mixed_layout():
+    lay = compute_layout([3, 5, 2], [4, 8, 4], ["float", "int", "float"])
+    # counters: 3 x 8 bytes at the start of the int heap
+    assert lay.counter_offsets == (0, 8, 16)
+    # float stack 0: primal 12 -> 16 bytes, adjoint 16 bytes; stack 2 follows
+    assert lay.offsets == (0, 24, 32)
+    assert lay.adjoint_offsets == (16, -1, 40)
+    assert lay.stride_float == 48
+    assert lay.stride_int == 24 + 40
+    assert lay.metadata() == [48, 64, 0, 3, 24, 5, 32, 2]
+    assert lay.heap_bytes(10) == (480, 640)
+
+
+def test_empty_and_zero_capacity():
+    lay = compute_layout([], [], [])
+    assert (lay.stride_float, lay.stride_int) == (0, 0)
+    lay = compute_layout([0], [8], ["float"])
+    assert (lay.stride_float, lay.stride_int, lay.offsets) == (0, 8, (0,))
+
+
+def test_alignment_and_disjointness():
+    caps, sizes = [1, 7, 3, 0, 5], [4, 4, 8, 4, 1]
+    kinds = ["float", "int", "float", "int", "int"]
+    lay = compute_layout(caps, sizes, kinds)
+    assert lay.stride_float % 8 == 0 and lay.stride_int % 8 == 0
+    regions = {"float": [], "int": [(0, 8 * len(caps))]}
+    for k in range(len(caps)):
+        assert lay.offsets[k] % 8 == 0
+        n = caps[k] * sizes[k]
+        regions[kinds[k]].append((lay.offsets[k], lay.offsets[k] + n))
+        if kinds[k] == "float":
+            regions["float"].append((lay.adjoint_offsets[k], lay.adjoint_offsets[k] + n))
+    for kind, stride in (("float", lay.stride_float), ("int", lay.stride_int)):
+        rs = sorted(regions[kind])
+        for (a0, a1), (b0, _) in zip(rs, rs[1:]):
+            assert a1 <= b0
+        assert all(hi <= stride for _, hi in rs)
+
+
+@pytest.mark.parametrize("args", [
+    ([1], [4], ["double"]), ([-1], [4], ["int"]), ([1], [0], ["int"]),
+    ([1, 2], [4], ["int"]), ([1.5], [4], ["int"]),
+])
+def test_bad_layout_input(args):
+    with pytest.raises(SizerError):
+        compute_layout(*args)
