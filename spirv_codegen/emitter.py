@@ -11,14 +11,11 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-import struct
-
-from spirad.ir.dtypes import DType, f32, f64, i32, u1, u32
+from spirad.ir.dtypes import DType, f32, f64, u1, u32
 
 from .module import Function, Module
 
 U64 = DType("u64", "u", 64)
-I64 = DType("i64", "i", 64)
 
 SCOPE_DEVICE = 1
 SEM_RELAXED = 0
@@ -138,16 +135,9 @@ class Emitter:
         return self.op("OpFunctionCall", ret_dt, fid, *args)
 
 
-def f32_bits(v: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", v))[0]
-
-
 def float_below(v: float, dt) -> float:
     """The largest value of dtype `dt` strictly below `v` (a power of two here)."""
     import numpy as np
     t = np.float32 if dt == f32 else np.float64
     return float(np.nextafter(t(v), t(-np.inf)))
 
-
-__all__ = ["Emitter", "U64", "I64", "SCOPE_DEVICE", "SEM_RELAXED", "f32", "f64", "i32", "u1", "u32",
-           "f32_bits", "float_below"]

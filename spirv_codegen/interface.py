@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from spirad.ir.dtypes import f64, i32, u1, u32
 
+from ._tables import BUILTIN as _BUILTIN
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
 
 ARGS_BINDING = 0
@@ -185,5 +186,3 @@ class Interface:
         fn.begin(merge)
         fn.emit("OpReturn")
 
-
-from ._tables import BUILTIN as _BUILTIN  # noqa: E402

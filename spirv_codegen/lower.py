@@ -57,7 +57,7 @@ from spirad.ir.ops import BINARY, UNARY, Op
 
 from . import atomics
 from .emitter import Emitter
-from .interface import (PUSH_CONSTANT_BYTES, STATUS_LOOP_CAP, Interface)
+from .interface import PUSH_CONSTANT_BYTES, STATUS_LOOP_CAP, Interface
 from .lower_math import lower_binary, lower_cast, lower_unary
 from .module import Module
 

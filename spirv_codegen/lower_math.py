@@ -16,15 +16,11 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
 """
 from __future__ import annotations
 
-from spirad.ir.dtypes import f32, f64, u1, u32
+from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
 from spirad.ir.ops import Op
 
 from . import f64_math
-from .emitter import Emitter, float_below
-
-
-def _k(dt) -> str:
-    return dt.kind
+from .emitter import U64, Emitter, float_below
 
 
 # -- integer division family ---------------------------------------------------------------
@@ -82,15 +78,10 @@ def _fmod(E, dt, a, b):
 # -- shifts --------------------------------------------------------------------------------
 def _shift_parts(E, dt, b):
     """(amount clamped to bits-1, amount < bits), treating the amount as unsigned."""
-    ut = u32 if dt.bits == 32 else _u64()
+    ut = u32 if dt.bits == 32 else U64
     bu = b if dt.kind == "u" else E.op("OpBitcast", ut, b)
     ok = E.op("OpULessThan", u1, bu, E.c(dt.bits, ut))
     return E.sel(ok, b, E.c(dt.bits - 1, dt), dt), ok
-
-
-def _u64():
-    from .emitter import U64
-    return U64
 
 
 def _shl(E, dt, a, b):
@@ -306,8 +297,6 @@ def lower_unary(E: Emitter, op: Op, dt, x: int) -> int:
 
 # -- casts ---------------------------------------------------------------------------------
 def _int_type(bits: int, signed: bool):
-    from spirad.ir.dtypes import i32, i64
-    from .emitter import U64
     return {(32, True): i32, (64, True): i64, (32, False): u32, (64, False): U64}[(bits, signed)]
 
 
@@ -357,5 +346,3 @@ def lower_cast(E: Emitter, x: int, src, dst) -> int:
     r = E.op("OpUConvert", _int_type(dst.bits, False), x)
     return r if dst.kind == "u" else E.op("OpBitcast", dst, r)
 
-
-__all__ = ["lower_binary", "lower_unary", "lower_cast", "BINARY", "UNARY", "f32"]

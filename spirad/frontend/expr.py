@@ -128,7 +128,14 @@ class ExprVisitor:
         sl = node.slice
         idx = self.build(sl)
         idx = idx if isinstance(idx, tuple) else (idx,)
+        flat = []
+        for x in idx:  # an index vector (grouped loops) spreads over several axes
+            x = self.rvalue(x) if isinstance(x, Slot) else x
+            flat.extend(x.comps if isinstance(x, VecVal) else (x,))
+        idx = tuple(flat)
         from ..field import Field
+        if isinstance(obj, (Field, NdarrayArg)):
+            idx = self.expand_index_vectors(idx)
         if isinstance(obj, Field):
             if idx == (None,):
                 idx = ()
@@ -155,6 +162,14 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
             return obj[k]
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
+
+    def expand_index_vectors(self, idx):
+        """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""
+        out = []
+        for v in idx:
+            r = self.rvalue(v)
+            out.extend(r.comps if isinstance(r, VecVal) else (v,))
+        return tuple(out)
 
     def indices(self, idx):
         out = []

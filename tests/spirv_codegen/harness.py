@@ -6,8 +6,6 @@ binding 0 = argument buffer filled from the KernelABI, binding 1 = status, bindi
 """
 from __future__ import annotations
 
-import copy
-import os
 import struct
 from dataclasses import dataclass
 
@@ -133,16 +131,3 @@ def assert_close(got: dict, want: dict, rtol=1e-5, atol=1e-6, f64_rtol=1e-12, f6
                                        err_msg=f"{what} array {k}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{what} array {k}")
-
-
-def dump_on_failure(tasks, path_prefix):
-    """Write each task's SPIR-V next to `path_prefix` (debugging aid; env SPIRAD_DUMP_SPIRV)."""
-    if not os.environ.get("SPIRAD_DUMP_SPIRV"):
-        return
-    for i, t in enumerate(tasks):
-        with open(f"{path_prefix}_{i}.spv", "wb") as f:
-            f.write(t.words)
-
-
-__all__ = ["run_vulkan", "run_reference", "assert_close", "device_caps", "runtime_available",
-           "arg_bytes", "Result", "copy"]

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Install everything spirad needs on a fresh Debian/Ubuntu machine: lavapipe (Mesa's software
+# Vulkan), the Khronos validation layer, SPIR-V tools, and the Python package with its extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers >/dev/null
+python3 -m pip install -q -e '.[vulkan,test]'

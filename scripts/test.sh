@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install everything, then run the whole test suite on the CPU and on lavapipe (Vulkan) with the
+# Khronos validation layer on. A missing arch is a failure here, never a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan}"
+export SPIRAD_VALIDATION=1
+python3 -m pytest -n 2 -q -p no:cacheprovider tests "$@"

@@ -1,0 +1,24 @@
+"""Project-wide test setup: Vulkan validation on, and any validation message fails the test."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+os.environ.setdefault("SPIRAD_VALIDATION", "1")
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_validation_messages():
+    yield
+    import spirad.state as st
+    be = st.current().backend
+    take = getattr(be, "take_validation_messages", None)
+    if take is not None:
+        msgs = take()
+        if msgs:
+            pytest.fail("Vulkan validation messages:\n" + "\n".join(msgs))
