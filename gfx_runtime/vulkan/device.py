@@ -9,8 +9,12 @@ case-insensitive substring of the device name. Without it, the first device with
 and Vulkan >= 1.1 wins, preferring discrete GPU > integrated GPU > virtual GPU > CPU (lavapipe)
 so a machine with a real GPU never silently runs on the software rasterizer.
 
-Features enabled when present: shaderFloat64, shaderInt64 and, through VK_EXT_shader_atomic_float,
-shaderBufferFloat32Atomics/AtomicAdd and shaderBufferFloat64Atomics/AtomicAdd.
+Features enabled when present: shaderFloat64, shaderInt64; through VK_EXT_shader_atomic_float,
+shaderBufferFloat32Atomics/AtomicAdd and shaderBufferFloat64Atomics/AtomicAdd; and
+shaderBufferInt64Atomics (core in Vulkan 1.2, else VK_KHR_shader_atomic_int64), which 64-bit
+integer atomics and the compare-and-swap loops of 64-bit float atomics need. A feature is only
+usable once enabled at device creation: the validation layer flags a shader that uses
+Int64Atomics on a device that did not enable it, even where the driver would run it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class DeviceCaps:
     has_i64: bool
     has_atomic_float32_add: bool
     has_atomic_float64_add: bool
+    has_int64_atomics: bool  # shaderBufferInt64Atomics: OpAtomic* on 64-bit storage-buffer ints
     max_storage_buffer_range: int
     max_per_stage_storage_buffers: int
     max_compute_work_group_count: tuple[int, int, int]
@@ -70,6 +75,9 @@ class PhysicalDevice:
     extensions: frozenset
     has_f32_atomics: bool
     has_f64_atomics: bool
+    # How shaderBufferInt64Atomics is enabled: None (absent), "core" (1.2 feature) or the name of
+    # the extension to enable (VK_KHR_shader_atomic_int64 on a 1.1 device).
+    int64_atomics_via: str | None = None
 
     @property
     def suitable(self) -> bool:
@@ -133,7 +141,16 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
     atomic = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*")
     atomic.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT
     has_atomic_ext = C.EXT_SHADER_ATOMIC_FLOAT in extensions
-    _link(feats2, [atomic] if has_atomic_ext else [])
+    # Int64 atomics: core in 1.2; on a 1.1 device only through VK_KHR_shader_atomic_int64 (same
+    # struct, same sType). Querying the struct on a device with neither is invalid usage.
+    int64_core = dev_api >= C.VK_API_VERSION_1_2
+    int64_ext = not int64_core and C.KHR_SHADER_ATOMIC_INT64 in extensions
+    int64 = ffi.new("VkPhysicalDeviceShaderAtomicInt64Features*")
+    int64.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES
+    feature_chain = [atomic] if has_atomic_ext else []
+    if int64_core or int64_ext:
+        feature_chain.append(int64)
+    _link(feats2, feature_chain)
     if dev_api >= C.VK_API_VERSION_1_1:
         lib.vkGetPhysicalDeviceFeatures2(phys, feats2)
     else:
@@ -147,6 +164,10 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                    and driver.driverID == C.VK_DRIVER_ID_MESA_LLVMPIPE) or "llvmpipe" in name
     f32_atomics = has_atomic_ext and bool(atomic.shaderBufferFloat32Atomics)
     f64_atomics = has_atomic_ext and bool(atomic.shaderBufferFloat64Atomics)
+    has_int64_atomics = (int64_core or int64_ext) and dev_api >= C.VK_API_VERSION_1_1 \
+        and bool(int64.shaderBufferInt64Atomics)
+    int64_via = None if not has_int64_atomics else ("core" if int64_core
+                                                    else C.KHR_SHADER_ATOMIC_INT64)
     caps = DeviceCaps(
         name=name,
         api_version=C.split_api_version(dev_api),
@@ -156,6 +177,7 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
         has_i64=bool(features.shaderInt64),
         has_atomic_float32_add=has_atomic_ext and bool(atomic.shaderBufferFloat32AtomicAdd),
         has_atomic_float64_add=has_atomic_ext and bool(atomic.shaderBufferFloat64AtomicAdd),
+        has_int64_atomics=has_int64_atomics,
         max_storage_buffer_range=int(limits.maxStorageBufferRange),
         max_per_stage_storage_buffers=int(limits.maxPerStageDescriptorStorageBuffers),
         max_compute_work_group_count=tuple(int(limits.maxComputeWorkGroupCount[i])
@@ -172,7 +194,8 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
     )
     return PhysicalDevice(index=index, handle=phys, caps=caps,
                           queue_family=_compute_queue_family(phys), extensions=extensions,
-                          has_f32_atomics=f32_atomics, has_f64_atomics=f64_atomics)
+                          has_f32_atomics=f32_atomics, has_f64_atomics=f64_atomics,
+                          int64_atomics_via=int64_via)
 
 
 def _link(head, chain: list) -> None:
@@ -248,6 +271,7 @@ def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
     feats2.features.shaderFloat64 = int(phys.caps.has_f64)
     feats2.features.shaderInt64 = int(phys.caps.has_i64)
     extensions: list[str] = []
+    chain: list = []
     if phys.has_f32_atomics or phys.has_f64_atomics:
         atomic = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*")
         atomic.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT
@@ -255,9 +279,17 @@ def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
         atomic.shaderBufferFloat32AtomicAdd = int(phys.caps.has_atomic_float32_add)
         atomic.shaderBufferFloat64Atomics = int(phys.has_f64_atomics)
         atomic.shaderBufferFloat64AtomicAdd = int(phys.caps.has_atomic_float64_add)
-        feats2.pNext = atomic
-        keep.append(atomic)
+        chain.append(atomic)
         extensions.append(C.EXT_SHADER_ATOMIC_FLOAT)
+    if phys.caps.has_int64_atomics:
+        int64 = ffi.new("VkPhysicalDeviceShaderAtomicInt64Features*")
+        int64.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES
+        int64.shaderBufferInt64Atomics = 1
+        chain.append(int64)
+        if phys.int64_atomics_via not in (None, "core"):  # a 1.1 device: the KHR extension
+            extensions.append(phys.int64_atomics_via)
+    _link(feats2, chain)
+    keep.extend(chain)
     if C.KHR_PORTABILITY_SUBSET in phys.extensions:  # required when present (MoltenVK)
         extensions.append(C.KHR_PORTABILITY_SUBSET)
     names = [ffi.new("char[]", e.encode()) for e in extensions]

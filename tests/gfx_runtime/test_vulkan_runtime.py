@@ -38,6 +38,27 @@ def test_caps_are_sane(rt):
         caps.name = "other"  # frozen
 
 
+def test_caps_int64_atomics(rt):
+    caps = rt.caps
+    assert isinstance(caps.has_int64_atomics, bool)
+    if caps.is_lavapipe:  # lavapipe implements shaderBufferInt64Atomics
+        assert caps.has_int64_atomics, f"device reports no shaderBufferInt64Atomics: {caps}"
+
+
+def test_int64_atomic_add(rt, spirv):
+    """OpAtomicIAdd on a uint64 storage buffer; the `rt` fixture fails on any validation message
+    (which it would give if the device had not enabled shaderBufferInt64Atomics)."""
+    if not (rt.caps.has_i64 and rt.caps.has_int64_atomics):
+        pytest.skip(f"device lacks shaderInt64 / shaderBufferInt64Atomics: {rt.caps}")
+    n = 1000
+    buf = rt.alloc(8)
+    buf.write(np.array([5], np.uint64))
+    add = rt.pipeline(spirv("atomic_add_i64"), num_bindings=1, push_constant_bytes=4)
+    rt.dispatch(add, [buf], groups(n), u32(n))
+    rt.flush()
+    assert int(buf.read().view(np.uint64)[0]) == 5 + n * (n - 1) // 2 + n * 2**32
+
+
 def test_fill(rt, spirv):
     n = 1000
     buf = rt.alloc(n * 4)

@@ -148,7 +148,70 @@ def _copy_add() -> str:
     return _HEADER.format(decorations=dec, types=types, body=body)
 
 
-SOURCES = {"fill": _fill, "axpy": _axpy, "add_one": _add_one, "copy_add": _copy_add}
+def _atomic_add_i64() -> str:
+    # atomicAdd(buf[0], uint64(i) + 2**32) for every i < n   (bindings: buf:uint64[];
+    # push constants: {uint n}). Needs shaderInt64 and shaderBufferInt64Atomics; the addend
+    # crosses 32 bits so a 32-bit atomic would give a different sum.
+    return """
+               OpCapability Shader
+               OpCapability Int64
+               OpCapability Int64Atomics
+               OpMemoryModel Logical GLSL450
+               OpEntryPoint GLCompute %main "main" %gid
+               OpExecutionMode %main LocalSize 64 1 1
+               OpDecorate %gid BuiltIn GlobalInvocationId
+               OpDecorate %arr_l ArrayStride 8
+               OpMemberDecorate %BufL 0 Offset 0
+               OpDecorate %BufL Block
+               OpDecorate %buf DescriptorSet 0
+               OpDecorate %buf Binding 0
+               OpMemberDecorate %PC 0 Offset 0
+               OpDecorate %PC Block
+       %void = OpTypeVoid
+         %fn = OpTypeFunction %void
+       %bool = OpTypeBool
+       %uint = OpTypeInt 32 0
+      %ulong = OpTypeInt 64 0
+     %v3uint = OpTypeVector %uint 3
+  %ptr_in_v3 = OpTypePointer Input %v3uint
+   %ptr_in_u = OpTypePointer Input %uint
+        %gid = OpVariable %ptr_in_v3 Input
+      %arr_l = OpTypeRuntimeArray %ulong
+       %BufL = OpTypeStruct %arr_l
+  %ptr_buf_l = OpTypePointer StorageBuffer %BufL
+   %ptr_sb_l = OpTypePointer StorageBuffer %ulong
+        %buf = OpVariable %ptr_buf_l StorageBuffer
+         %PC = OpTypeStruct %uint
+     %ptr_pc = OpTypePointer PushConstant %PC
+   %ptr_pc_u = OpTypePointer PushConstant %uint
+         %pc = OpVariable %ptr_pc PushConstant
+     %uint_0 = OpConstant %uint 0
+     %device = OpConstant %uint 1
+    %relaxed = OpConstant %uint 0
+   %ulong_hi = OpConstant %ulong 4294967296
+       %main = OpFunction %void None %fn
+      %entry = OpLabel
+       %gx_p = OpAccessChain %ptr_in_u %gid %uint_0
+          %i = OpLoad %uint %gx_p
+        %n_p = OpAccessChain %ptr_pc_u %pc %uint_0
+          %n = OpLoad %uint %n_p
+         %ok = OpULessThan %bool %i %n
+               OpSelectionMerge %end None
+               OpBranchConditional %ok %work %end
+       %work = OpLabel
+         %il = OpUConvert %ulong %i
+        %val = OpIAdd %ulong %il %ulong_hi
+          %p = OpAccessChain %ptr_sb_l %buf %uint_0 %uint_0
+        %old = OpAtomicIAdd %ulong %p %device %relaxed %val
+               OpBranch %end
+        %end = OpLabel
+               OpReturn
+               OpFunctionEnd
+"""
+
+
+SOURCES = {"fill": _fill, "axpy": _axpy, "add_one": _add_one, "copy_add": _copy_add,
+           "atomic_add_i64": _atomic_add_i64}
 LOCAL_SIZE = 64
 
 

@@ -80,13 +80,13 @@ def vk():
 def vk_int64_atomics(vk):
     """(runtime, caps) able to run 64-bit atomics, or skip.
 
-    gfx_runtime does not (yet) enable shaderBufferInt64Atomics. lavapipe implements it, so on
-    lavapipe these kernels run on a second runtime *without* the validation layer (which would
-    rightly flag the missing feature) and with `has_int64_atomics=True` forced."""
+    gfx_runtime enables shaderBufferInt64Atomics wherever the device has it, so normally this is
+    the validation-checked session runtime. Fallback for a lavapipe runtime that reports no such
+    feature (lavapipe implements it): a second runtime *without* the validation layer (which
+    would rightly flag the missing feature) and with `has_int64_atomics=True` forced."""
     import spv_harness as H
-    caps = H.device_caps(vk)
-    if caps.has_int64_atomics:
-        return vk, caps
+    if getattr(vk.caps, "has_int64_atomics", False):
+        return vk, H.device_caps(vk)
     if not getattr(vk.caps, "is_lavapipe", False):
         pytest.skip("device lacks shaderBufferInt64Atomics")
     if "raw" not in _VK:
