@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from . import state as _state
 from . import types
+from . import autodiff as ad
 from .errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
@@ -33,12 +34,19 @@ def init(arch=None, **kwargs):
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
                                f"known: {', '.join(sorted(_INIT_KEYS - {'arch'}))}")
-    from .driver import load_backend, resolve_arch, BACKENDS
+    from .driver import BACKENDS, arch_available, backend_module, load_backend, resolve_arch
     arch = arch or "cpu"
     if arch not in BACKENDS and arch != "gpu":
         raise SpiradArchError(f"unknown arch {arch!r}; use sd.cpu, sd.vulkan, sd.metal, sd.cuda, "
                               f"sd.amdgpu or sd.gpu")
     arch = resolve_arch(arch)
+    if not arch_available(arch):  # check before resetting: a failed init keeps the old state
+        try:
+            reason = backend_module(arch).unavailable_reason()
+        except ImportError as e:  # the backend module is missing from this installation
+            reason = str(e)
+        raise SpiradArchError(f"arch={arch} is not available on this machine: {reason}; "
+                              f"use an available arch (sd.cpu, or sd.gpu to pick any GPU)")
     fp = kwargs.pop("default_fp", f32)
     ip = kwargs.pop("default_ip", i32)
     if fp not in (f32, f64):

@@ -29,6 +29,9 @@ def create(state):
 class InterpBackend:
     name = "interp"
 
+    def __init__(self):
+        self.temps = {}
+
     def allocate(self, nbytes):
         return np.zeros(max(nbytes, 8), dtype=np.uint8)
 
@@ -39,7 +42,7 @@ class InterpBackend:
     def compile(self, tl, abi):
         return (tl, abi)
 
-    def launch(self, program, storages, argbuf, ranges):
+    def launch(self, program, storages, argbuf, ranges, adstack=None):
         tl, abi = program
         scalars = []
         for i, a in enumerate(tl.args):
@@ -58,13 +61,19 @@ class InterpBackend:
                 shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
             else:
                 shape = (1,)
-                st = np.zeros(8, dtype=np.uint8)
+                st = self.temps.setdefault((id(program), ref.key, ref.grad), np.zeros(8, dtype=np.uint8))
             arrays[(ref.kind, ref.key, ref.grad)] = self.view(st, ref.dtype.np, shape)
         for a, axes in shapes.items():
             key = ("ndarray", a, False)
             if key not in arrays:  # shape queried but never indexed
                 arrays[key] = np.zeros(tuple(axes[k] for k in range(len(axes))), dtype=np.uint8)
-        mem = Memory(arrays, scalars)
+        caps = {}
+        if adstack is not None:
+            from ..ir.abi import adstack_allocas
+            for t, tcaps in zip(tl.tasks, adstack):
+                if tcaps:
+                    caps.update(zip(adstack_allocas(t), tcaps))
+        mem = Memory(arrays, scalars, caps)
         for t, (b, e) in zip(tl.tasks, ranges):
             if t.kind == "serial":
                 run_task(t, mem)

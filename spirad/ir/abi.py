@@ -10,6 +10,33 @@
   start of the slot. Ndarray shapes include vector/matrix component axes.
 
 Backends add their own fixed buffers (status, adstack heaps) after these; see each backend.
+
+Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
+------------------------------------------------------------
+* Stacks of a task are numbered k = 0..S-1 in the order their ADSTACK_ALLOCA nodes appear in
+  `walk(task.body)` (`adstack_allocas(task)`). Stack k holds elements of its ALLOCA's dtype;
+  it is a *float* stack if the dtype is a float, else an *int* stack (u1 entries take 4 bytes).
+  Entry size = dtype.nbytes.
+* Three extra buffers, per launch of such a task, appended after the kernel's own buffers (LLVM:
+  `bufs[n]`, `bufs[n+1]`, `bufs[n+2]`, `bufs[n+3]` with n = len(abi.bindings); SPIR-V: bindings
+  2+n, 3+n, 4+n — SPIR-V's status buffer stays at binding 1):
+    meta       u32 words: [stride_float, stride_int, off_0, cap_0, off_1, cap_1, ...]
+               (sizer.layout.Layout.metadata()): strides in bytes of one row of each heap;
+               off_k = byte offset of stack k's entries inside its heap's row; cap_k = capacity
+               in entries.
+    heap_float rows x stride_float bytes. Stack k (float) primal entry i at
+               row*stride_float + off_k + i*esize; its adjoint entry i at
+               row*stride_float + off_k + align8(cap_k*esize) + i*esize.
+    heap_int   rows x stride_int bytes. The entry count of *every* stack k is an int64 at
+               row*stride_int + 8*k; int stack k's entry i at row*stride_int + off_k + i*esize.
+    status     (LLVM only) u32 words [code, task index, stack index, 0]; first error wins.
+  `row`: LLVM = the `worker` argument of the task function; SPIR-V = the invocation's linear id
+  within the dispatch (the runtime splits a range into dispatches of at most `rows` threads).
+* Semantics: ADSTACK_ALLOCA sets the count to 0. PUSH at count == cap records
+  (code 1 = ADSTACK_OVERFLOW, task index, k) in the status buffer and writes nothing (count stays);
+  otherwise writes the primal, zeroes the adjoint and increments the count. POP decrements a
+  non-zero count. LOAD_TOP / LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0) (never out of
+  bounds, even after an overflow); with cap == 0 they read 0 and write nothing.
 """
 from __future__ import annotations
 
@@ -75,3 +102,8 @@ def kernel_abi(tl: TaskList) -> KernelABI:
                 shape_offsets.append((i, ax, off))
                 off += 8
     return KernelABI(bindings, tuple(arg_offsets), tuple(shape_offsets), max(off, 8))
+
+
+def adstack_allocas(task) -> list:
+    """The ADSTACK_ALLOCA nodes of a task, in stack-number order."""
+    return [n for n in walk(task.body) if n.op == Op.ADSTACK_ALLOCA]

@@ -139,7 +139,7 @@ class Memory:
     def __init__(self, arrays=None, scalars=(), capacities=None):
         self.arrays = dict(arrays or {})  # (kind, key, grad) -> numpy array (ndim = ref.ndim)
         self.scalars = list(scalars)
-        self.capacities = capacities or {}  # adstack name -> int capacity
+        self.capacities = capacities or {}  # ADSTACK_ALLOCA node -> int capacity (None: unbounded)
 
     def array(self, ref):
         try:
@@ -264,7 +264,7 @@ class Interpreter:
 
     # -- adstack -----------------------------------------------------------------------------
     def op_adstack_alloca(self, n):
-        cap = self.mem.capacities.get(n.arg.name)
+        cap = self.mem.capacities.get(n)
         self.env[n] = {"cap": cap, "entries": []}
 
     def op_adstack_push(self, n):

@@ -87,6 +87,7 @@ class LoopArg:
     carried: tuple = ()
     static_trips: Optional[int] = None   # known trip count (RANGE_FOR with constant bounds)
     parallel: bool = False               # the kernel's outermost loop: becomes a task
+    trips: Optional[Node] = None         # reverse mode: slot counting executed iterations
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ def remap_arg(arg, env):
     if isinstance(arg, LoopArg):
         carried = tuple(env.get(c, c) for c in arg.carried)
         idx = env.get(arg.index, arg.index) if arg.index is not None else None
-        if carried != arg.carried or idx is not arg.index:
-            return replace(arg, carried=carried, index=idx)
+        trips = env.get(arg.trips, arg.trips) if arg.trips is not None else None
+        if carried != arg.carried or idx is not arg.index or trips is not arg.trips:
+            return replace(arg, carried=carried, index=idx, trips=trips)
     return arg
 
 

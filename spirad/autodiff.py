@@ -1,0 +1,153 @@
+"""Reverse mode at the API level: `kernel.grad(*args)` and `ad.Tape`.
+
+`kernel.grad(*args)` compiles (once per signature) the adjoint kernel with the passes of
+`spirad.passes.autodiff`, evaluates every adstack's capacity for this launch from the current
+arguments, fields and ndarrays (`sizer`), and launches it. Gradients accumulate into `.grad`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import sizer as sz
+
+from . import state as _state
+from .errors import SpiradAutodiffError
+from .ir.abi import adstack_allocas
+from .ir.nodes import GlobalRef
+
+
+def _grad_of_factory(args):
+    st = _state.current()
+    fields = {f.id: f for f in st.fields}
+
+    def grad_of(ref: GlobalRef):
+        if ref.kind == "field":
+            f = fields.get(ref.key)
+            if f is None or f.grad is None:
+                return None
+            g = f.grad
+            return GlobalRef("field", g.id, g.dtype, ref.ndim, ref.shape, g.name, False)
+        if ref.kind == "ndarray":
+            if ref.grad or not args[ref.key].needs_grad:
+                return None
+            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".grad", True)
+        if ref.kind == "temp" and ref.dtype.is_float and not ref.grad:
+            return GlobalRef("temp", ref.key, ref.dtype, 1, (1,), ref.name + ".grad", True)
+        return None
+    return grad_of
+
+
+class GradCompiled:
+    def __init__(self, compiled, stacks):
+        self.c = compiled
+        self.stacks = stacks  # per task: list of (SizeExpr, dtype) or None
+
+
+def compile_grad(kernel, args):
+    from .driver import debug_enabled
+    from .kernel import _finish_compiled
+    from .passes.autodiff.pipeline import reverse_mode
+    from .passes.dce import dce_tasks
+    from .passes.simplify import simplify_tasks
+    st = _state.current()
+    fwd = kernel.compile(args)
+    key = ("grad", id(fwd))
+    g = kernel._cache.get(key)
+    if g is not None:
+        return g
+    if not st.options.get("ad_stack_experimental_enabled", True):
+        pass  # diagnostics for disabled adstacks come with the diagnostics pass
+    tl = reverse_mode(fwd.tl, _grad_of_factory(args), st.options.get("default_ad_stack_size"),
+                      st.options.get("ad_stack_size"), verify=debug_enabled(st))
+    tl = dce_tasks(simplify_tasks(tl))
+    c = _finish_compiled(kernel, tl, args, _state.backend())
+    stacks = []
+    for t in tl.tasks:
+        allocas = adstack_allocas(t)
+        stacks.append([(a.arg.capacity, a.dtype) for a in allocas] if allocas else None)
+    g = GradCompiled(c, stacks)
+    kernel._cache[key] = g
+    return g
+
+
+class LaunchContext:
+    """What the sizer reads at launch: scalar args, ndarray shapes and data, field data."""
+
+    def __init__(self, args):
+        self.args = args
+        self.fields = {f.id: f for f in _state.current().fields}
+
+    def scalar_arg(self, i):
+        return self.args[i]
+
+    def ndarray_shape(self, i, axis):
+        return self.args[i].full_shape[axis]
+
+    def ndarray_read(self, i, indices):
+        return self.args[i]._view()[tuple(indices)]
+
+    def field_read(self, fid, indices):
+        return self.fields[fid]._view()[tuple(indices)]
+
+
+def evaluate_capacities(g: GradCompiled, args):
+    ctx = LaunchContext(args)
+    out = []
+    for stacks in g.stacks:
+        if stacks is None:
+            out.append(None)
+            continue
+        caps = []
+        for expr, _ in stacks:
+            try:
+                v = sz.eval_fast(expr, ctx)
+            except sz.SizerError as e:
+                raise SpiradAutodiffError(f"sizing the autodiff stacks failed: {e}") from None
+            caps.append(max(int(v), 0))
+        out.append(caps)
+    return out
+
+
+def launch_grad(kernel, args):
+    from .kernel import launch
+    g = compile_grad(kernel, args)
+    caps = evaluate_capacities(g, args)
+    launch(g.c, args, adstack=caps)
+
+
+class Tape:
+    """`with sd.ad.Tape(loss=loss): ...` records kernel launches; on exit sets loss.grad = 1 and
+    runs their adjoints in reverse order. Gradients of all needs_grad fields are cleared at entry
+    (clear_gradients=True, as in Taichi)."""
+
+    active = None
+
+    def __init__(self, loss=None, clear_gradients=True):
+        self.loss = loss
+        self.clear = clear_gradients
+        self.calls = []
+
+    def __enter__(self):
+        if Tape.active is not None:
+            raise SpiradAutodiffError("ad.Tape cannot be nested")
+        if self.clear:
+            for f in _state.current().fields:
+                if f.grad is not None and f.shape is not None:
+                    f.grad.fill(0)
+        Tape.active = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        Tape.active = None
+        if exc_type is not None:
+            return False
+        if self.loss is not None:
+            if self.loss.grad is None:
+                raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True")
+            self.loss.grad.fill(1)
+        for kernel, args in reversed(self.calls):
+            kernel.grad(*args)
+        return False
+
+    def record(self, kernel, args):
+        self.calls.append((kernel, args))

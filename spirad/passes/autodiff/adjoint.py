@@ -1,0 +1,235 @@
+"""Build the adjoint of one task: forward replay onto adstacks, then the body walked backwards.
+
+Every local slot of the (normalized) task becomes an adstack: ALLOCA pushes a zero, STORE pushes
+the value, LOAD reads the top. The replay drops global writes (the forward kernel already made
+them; `kernel.grad` does not modify primal fields, as in Taichi). The reverse walk visits the
+statements in reverse order:
+
+* STORE s = v:       a = top adjoint of s; pop s; propagate a into v's expression
+* ALLOCA s:          pop s (its initial zero)
+* x[i] = v, x[i] += v: a = x.grad[i] (a temporary's adjoint is consumed: reset to 0); propagate a
+* IF c:              the reversed branch chosen by c's stacked value
+* RANGE_FOR / WHILE: a loop over the executed trip count, indices in reverse order
+
+"Propagate a into v" recomputes the primal values v's expression needs at that point (loads
+read stack tops, which hold exactly the values the forward pass saw there) and applies
+`VJP_RULES` per op; a load of a local accumulates into its stack top's adjoint, a load of a global
+that has a gradient atomically adds into it.
+"""
+from __future__ import annotations
+
+from ...errors import SpiradAutodiffError
+from ...frontend.source import user_error
+from ...ir.builder import IRBuilder
+from ...ir.dtypes import i32
+from ...ir.nodes import AdStackArg, Block, Node, Task, walk
+from ...ir.ops import LEAVES, PURE, Op
+from ...ir.rewrite import Splice, keep, rebuild
+from .normalize import _is_exit_check
+from .rules import VJP_RULES
+
+
+class Emit:
+    """Typed helpers over an IRBuilder for writing derivative rules."""
+
+    def __init__(self, b: IRBuilder):
+        self.b = b
+
+    def const(self, v, dt):
+        return self.b.const(v, dt)
+
+    def op(self, op, *srcs):
+        if len(srcs) == 1:
+            return self.b.unary(op, srcs[0])
+        return self.b.binary(op, *srcs)
+
+    def add(self, x, y):
+        return self.b.binary(Op.ADD, x, y)
+
+    def sub(self, x, y):
+        return self.b.binary(Op.SUB, x, y)
+
+    def mul(self, x, y):
+        return self.b.binary(Op.MUL, x, y)
+
+    def div(self, x, y):
+        return self.b.binary(Op.DIV, x, y)
+
+    def neg(self, x):
+        return self.b.unary(Op.NEG, x)
+
+    def cmp(self, op, x, y):
+        return self.b.binary(op, x, y)
+
+    def select(self, c, x, y):
+        return self.b.select(c, x, y)
+
+    def cast(self, x, dt):
+        return self.b.cast(x, dt)
+
+
+class AdjointBuilder:
+    def __init__(self, body: Block, grad_of, kernel_name: str):
+        self.body = body
+        self.grad_of = grad_of
+        self.kernel_name = kernel_name
+        self.b = IRBuilder()
+        self.e = Emit(self.b)
+        self.pos = {n: k for k, n in enumerate(walk(body))}
+        self.stacks = {}
+        self.idx_env = {}
+        self.capacities = None  # SizeExpr per slot (walk order), stored on each AdStackArg
+
+    # -- forward replay --------------------------------------------------------------------------
+    def build(self, index) -> Block:
+        b = self.b
+        slots = [n for n in walk(self.body) if n.op == Op.ALLOCA]
+        caps = self.capacities or [None] * len(slots)
+        for n, cap in zip(slots, caps):
+            self.stacks[n] = b.emit(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap))
+        replay = rebuild(self.body, self._replay)
+        for n in replay.nodes:
+            b.append(n)
+        if index is not None:
+            self.idx_env[index] = index
+        self.rev_block(self.body.nodes)
+        return b.finish()
+
+    def _replay(self, n, srcs, blocks, arg, env):
+        st = self.stacks
+        if n.op == Op.ALLOCA:
+            z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
+            return Splice([z, Node(Op.ADSTACK_PUSH, None, (st[n], z), None, (), n.loc)])
+        if n.op == Op.STORE:
+            return Node(Op.ADSTACK_PUSH, None, (st[n.srcs[0]], srcs[1]), None, (), n.loc)
+        if n.op == Op.LOAD:
+            return Node(Op.ADSTACK_LOAD_TOP, n.dtype, (st[n.srcs[0]],), None, (), n.loc)
+        if n.op == Op.GLOBAL_STORE:
+            return None
+        if n.op == Op.ATOMIC_ADD:
+            return Splice([], Node(Op.CONST, n.dtype, (), 0, (), n.loc))
+        return keep(n, srcs, blocks, arg, env)
+
+    # -- recomputation ---------------------------------------------------------------------------
+    def rc(self, n: Node, memo: dict) -> Node:
+        if n in memo:
+            return memo[n]
+        b = self.b
+        if n in self.idx_env:
+            r = self.idx_env[n]
+        elif n.op == Op.LOAD:
+            r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (self.stacks[n.srcs[0]],))
+        elif n.op == Op.GLOBAL_LOAD:
+            r = b.global_load(n.arg, [self.rc(s, memo) for s in n.srcs])
+        elif n.op == Op.ATOMIC_ADD:
+            raise user_error(SpiradAutodiffError, "the value returned by atomic_add cannot be "
+                             "differentiated; use the updated field instead", n.loc)
+        elif n.op in PURE:
+            r = b.emit(n.op, n.dtype, tuple(self.rc(s, memo) for s in n.srcs), n.arg)
+        else:
+            raise RuntimeError(f"adjoint: cannot recompute {n!r}")
+        memo[n] = r
+        return r
+
+    # -- adjoint propagation ---------------------------------------------------------------------
+    def propagate(self, root: Node, adj: Node, memo: dict):
+        if not root.dtype.is_float:
+            return
+        order, seen = [], set()
+
+        def collect(x):
+            if x in seen:
+                return
+            seen.add(x)
+            if x.op in PURE and x.op not in LEAVES and x not in self.idx_env:
+                for s in x.srcs:
+                    collect(s)
+            order.append(x)
+
+        collect(root)
+        order.sort(key=lambda x: self.pos.get(x, -1))
+        adjs = {root: adj}
+        b = self.b
+        for x in reversed(order):
+            a = adjs.get(x)
+            if a is None or x.dtype is None or not x.dtype.is_float:
+                continue
+            if x.op == Op.LOAD:
+                b.emit(Op.ADSTACK_ACC_ADJ, None, (self.stacks[x.srcs[0]], a))
+            elif x.op == Op.GLOBAL_LOAD:
+                g = self.grad_of(x.arg)
+                if g is not None:
+                    b.atomic_add(g, [self.rc(s, memo) for s in x.srcs], a)
+            elif x.op in LEAVES or x in self.idx_env:
+                continue
+            else:
+                rule = VJP_RULES.get(x.op)
+                if rule is None:
+                    raise user_error(SpiradAutodiffError, f"operation {x.op.name.lower()} is not "
+                                     f"differentiable (no derivative rule)", x.loc)
+                xs = [self.rc(s, memo) for s in x.srcs]
+                out = self.rc(x, memo)
+                for s, g in zip(x.srcs, rule(self.e, a, xs, out)):
+                    if g is None or s.dtype is None or not s.dtype.is_float:
+                        continue
+                    adjs[s] = b.binary(Op.ADD, adjs[s], g) if s in adjs else g
+
+    # -- reverse walk ----------------------------------------------------------------------------
+    def rev_block(self, nodes):
+        for n in reversed(nodes):
+            self.rev_node(n)
+
+    def rev_node(self, n: Node):
+        b, st, op = self.b, self.stacks, n.op
+        memo: dict = {}
+        if op == Op.ALLOCA:
+            b.emit(Op.ADSTACK_POP, None, (st[n],))
+        elif op == Op.STORE:
+            slot, v = n.srcs
+            a = b.emit(Op.ADSTACK_LOAD_TOP_ADJ, slot.dtype, (st[slot],))
+            b.emit(Op.ADSTACK_POP, None, (st[slot],))
+            self.propagate(v, a, memo)
+        elif op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            v = n.srcs[-1]
+            g = self.grad_of(n.arg) if v.dtype.is_float else None
+            if g is None:
+                return
+            idx = [self.rc(s, memo) for s in n.srcs[:-1]]
+            a = b.global_load(g, idx)
+            if n.arg.kind == "temp" and op == Op.GLOBAL_STORE:
+                b.global_store(g, idx, b.const(0.0, g.dtype))
+            self.propagate(v, a, memo)
+        elif op == Op.IF:
+            if _is_exit_check(n):
+                return
+            c = self.rc(n.srcs[0], memo)
+            with b.if_(c) as (then, other):
+                with then:
+                    self.rev_block(n.blocks[0].nodes)
+                with other:
+                    self.rev_block(n.blocks[1].nodes)
+        elif op in (Op.RANGE_FOR, Op.WHILE):
+            self.rev_loop(n, memo)
+        elif op in (Op.BREAK, Op.CONTINUE):
+            raise RuntimeError("adjoint: jumps must be lowered before reverse mode")
+
+    def rev_loop(self, n: Node, memo):
+        b = self.b
+        arg = n.arg
+        if arg.trips is not None:
+            trips = b.emit(Op.ADSTACK_LOAD_TOP, i32, (self.stacks[arg.trips],))
+        if n.op == Op.RANGE_FOR:
+            begin, end = self.rc(n.srcs[0], memo), self.rc(n.srcs[1], memo)
+            if arg.trips is None:
+                trips = b.binary(Op.MAX, b.binary(Op.SUB, end, begin), b.const(0, end.dtype))
+        zero = b.const(0, trips.dtype)
+        with b.range_for(zero, trips, carried=()) as j:
+            if n.op == Op.RANGE_FOR:
+                one = b.const(1, trips.dtype)
+                last = b.binary(Op.SUB, b.binary(Op.ADD, begin, trips), one)
+                self.idx_env[arg.index] = b.binary(Op.SUB, last, j)
+            self.rev_block(n.blocks[0].nodes)
+
+
+def adjoint_body(body: Block, index, grad_of, kernel_name: str) -> Block:
+    return AdjointBuilder(body, grad_of, kernel_name).build(index)

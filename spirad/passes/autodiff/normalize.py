@@ -1,0 +1,261 @@
+"""Shape a task body for reverse mode (IR -> IR, forward semantics unchanged).
+
+1. `lower_jumps`: `break` / `continue` become flags. Each loop with a jump gets a `skip` slot
+   (zeroed at the start of every iteration) and, for `break`, a `brk` slot declared before the loop;
+   the statements after a possible jump are wrapped in `if not skip`. The loop then has only *head
+   exit checks* (`if c: break` before anything with an effect), including `if brk: break`. Loops
+   that can exit early (WHILE, or a head exit check) count their iterations in a `trips` slot
+   (`LoopArg.trips`), which the reverse pass replays. A `continue` at a task's top level
+   (ending the parallel iteration) gets a skip flag too.
+2. `materialize`: every IF condition (except head exit checks) and every loop bound that is not
+   host-evaluable is stored into a fresh slot first, so the reverse pass reads the value it had
+   *then* (from its stack), not a recomputation after later stores.
+3. `snapshot_loads`: a LOAD whose value is used after an intervening store to the same slot (or
+   in a nested block) is copied into a fresh slot right away; uses read the copy.
+"""
+from __future__ import annotations
+
+from ...ir.dtypes import i32, u1
+from ...ir.nodes import Block, LoopArg, Node, walk
+from ...ir.ops import LEAVES, PURE, Op
+from ...ir.rewrite import keep, rebuild, Splice, remap_arg
+
+_HOST = {Op.CONST, Op.ARG, Op.NDARRAY_SHAPE}
+
+
+def _n(op, dtype=None, srcs=(), arg=None, blocks=(), loc=None):
+    return Node(op, dtype, tuple(srcs), arg, tuple(blocks), loc)
+
+
+def _const(v, dt, loc=None):
+    return _n(Op.CONST, dt, (), v, (), loc)
+
+
+def _is_exit_check(n: Node) -> bool:
+    return (n.op == Op.IF and len(n.blocks[0]) == 1 and n.blocks[0].nodes[0].op == Op.BREAK
+            and not n.blocks[1].nodes)
+
+
+def _split_head(nodes):
+    """Leading pure nodes and exit checks of a loop body (kept as real BREAKs)."""
+    k = 0
+    last_check = -1
+    while k < len(nodes):
+        n = nodes[k]
+        if _is_exit_check(n):
+            last_check = k
+        elif not (n.op in PURE or n.op in (Op.LOAD, Op.GLOBAL_LOAD)):
+            break
+        k += 1
+    return list(nodes[:last_check + 1]), list(nodes[last_check + 1:])
+
+
+def _has_jump(block: Block) -> bool:
+    """True if `block` holds a BREAK/CONTINUE that targets the *enclosing* loop."""
+    for n in block.nodes:
+        if n.op in (Op.BREAK, Op.CONTINUE):
+            return True
+        if n.op == Op.IF and (_has_jump(n.blocks[0]) or _has_jump(n.blocks[1])):
+            return True
+    return False
+
+
+class _Jumps:
+    def __init__(self):
+        self.env = {}
+
+    def block(self, nodes, flags):
+        """Rebuild `nodes`; `flags` = (skip, brk) slots of the innermost loop (or None)."""
+        out = []
+        nodes = list(nodes)
+        for k, n in enumerate(nodes):
+            jumped = self.node(n, flags, out)
+            if jumped and k + 1 < len(nodes):
+                rest = self.block(nodes[k + 1:], flags)
+                skip = flags[0]
+                ld = _n(Op.LOAD, u1, (skip,), loc=n.loc)
+                c = _n(Op.NOT, u1, (ld,), loc=n.loc)
+                out += [ld, c, _n(Op.IF, None, (c,), None, (Block(tuple(rest)), Block(())), n.loc)]
+                break
+        return out
+
+    def node(self, n, flags, out) -> bool:
+        env = self.env
+        srcs = tuple(env.get(s, s) for s in n.srcs)
+        if n.op in (Op.BREAK, Op.CONTINUE):
+            if flags is None:
+                raise RuntimeError("lower_jumps: jump without flags")
+            skip, brk = flags
+            t = _const(True, u1, n.loc)
+            out.append(t)
+            if n.op == Op.BREAK:
+                out.append(_n(Op.STORE, None, (brk, t), loc=n.loc))
+            out.append(_n(Op.STORE, None, (skip, t), loc=n.loc))
+            return True
+        if n.op == Op.IF:
+            then = Block(tuple(self.block(n.blocks[0].nodes, flags)))
+            other = Block(tuple(self.block(n.blocks[1].nodes, flags)))
+            new = _n(Op.IF, None, srcs, None, (then, other), n.loc)
+            env[n] = new
+            out.append(new)
+            return _has_jump(n.blocks[0]) or _has_jump(n.blocks[1])
+        if n.op in (Op.RANGE_FOR, Op.WHILE):
+            self.loop(n, srcs, out)
+            return False
+        new = keep(n, srcs, (), remap_arg(n.arg, env), env)
+        if new is not n:
+            env[n] = new
+        out.append(new)
+        return False
+
+    def loop(self, n, srcs, out):
+        env = self.env
+        body = list(n.blocks[0].nodes)
+        head, rest = _split_head(body)
+        needs_flags = _has_jump(Block(tuple(rest)))
+        has_break = any(x.op == Op.BREAK for x in _direct_jumps(Block(tuple(rest))))
+        brk = skip = None
+        if has_break:
+            brk = _n(Op.ALLOCA, u1, (), "brk", loc=n.loc)
+            out.append(brk)
+        early_exit = n.op == Op.WHILE or bool(head) or has_break
+        trips = None
+        if early_exit:
+            trips = _n(Op.ALLOCA, i32, (), "trips", loc=n.loc)
+            out.append(trips)
+        new_body = []
+        if has_break:
+            ld = _n(Op.LOAD, u1, (brk,), loc=n.loc)
+            new_body += [ld, _n(Op.IF, None, (ld,), None, (Block((_n(Op.BREAK, loc=n.loc),)), Block(())), n.loc)]
+        new_body += list(rebuild(Block(tuple(head)), keep, env).nodes)  # real exit checks stay
+        if trips is not None:
+            ld = _n(Op.LOAD, i32, (trips,), loc=n.loc)
+            one = _const(1, i32, n.loc)
+            add = _n(Op.ADD, i32, (ld, one), loc=n.loc)
+            new_body += [ld, one, add, _n(Op.STORE, None, (trips, add), loc=n.loc)]
+        if needs_flags:
+            skip = _n(Op.ALLOCA, u1, (), "skip", loc=n.loc)
+            new_body.append(skip)
+        new_body += self.block(rest, (skip, brk) if needs_flags else None)
+        arg = remap_arg(n.arg, env)
+        arg = LoopArg(arg.index, arg.carried, arg.static_trips, arg.parallel, trips)
+        new = _n(n.op, None, srcs, arg, (Block(tuple(new_body)),), n.loc)
+        env[n] = new
+        out.append(new)
+
+
+def _direct_jumps(block: Block):
+    for n in block.nodes:
+        if n.op in (Op.BREAK, Op.CONTINUE):
+            yield n
+        elif n.op == Op.IF:
+            yield from _direct_jumps(n.blocks[0])
+            yield from _direct_jumps(n.blocks[1])
+
+
+def lower_jumps(body: Block) -> Block:
+    j = _Jumps()
+    nodes = list(body.nodes)
+    if _has_jump(body):  # CONTINUE at task top level
+        skip = _n(Op.ALLOCA, u1, (), "skip")
+        return Block((skip,) + tuple(j.block(nodes, (skip, None))))
+    return Block(tuple(j.block(nodes, None)))
+
+
+def _host_pure(n: Node) -> bool:
+    if n.op in _HOST:
+        return True
+    if n.op in PURE and n.op not in LEAVES:
+        return all(_host_pure(s) for s in n.srcs)
+    return False
+
+
+def materialize(body: Block) -> Block:
+    def visit(n, srcs, blocks, arg, env):
+        if n.op == Op.IF and not _is_exit_check(n):
+            c = srcs[0]
+            t = _n(Op.ALLOCA, u1, (), "cond", loc=n.loc)
+            ld = _n(Op.LOAD, u1, (t,), loc=n.loc)
+            new = _n(Op.IF, None, (ld,), None, blocks, n.loc)
+            return Splice([t, _n(Op.STORE, None, (t, c), loc=n.loc), ld, new], new)
+        if n.op == Op.RANGE_FOR:
+            pre, new_srcs = [], []
+            for which, b in zip(("begin", "end"), srcs):
+                if _host_pure(b):
+                    new_srcs.append(b)
+                    continue
+                t = _n(Op.ALLOCA, b.dtype, (), which, loc=n.loc)
+                ld = _n(Op.LOAD, b.dtype, (t,), loc=n.loc)
+                pre += [t, _n(Op.STORE, None, (t, b), loc=n.loc), ld]
+                new_srcs.append(ld)
+            if pre:
+                new = _n(Op.RANGE_FOR, None, new_srcs, arg, blocks, n.loc)
+                return Splice(pre + [new], new)
+        return keep(n, srcs, blocks, arg, env)
+
+    return rebuild(body, visit)
+
+
+def _inner(n: Node) -> list:
+    return [x for b in n.blocks for x in walk(b)]
+
+
+def snapshot_loads(body: Block) -> Block:
+    """Copy LOAD values that outlive a store to their slot (or cross into a nested block)."""
+    unsafe = set()
+
+    def scan(block: Block):
+        pos_of = {n: k for k, n in enumerate(block.nodes)}
+        stores_at = {}
+        for k, n in enumerate(block.nodes):
+            for x in [n] + _inner(n):
+                if x.op in (Op.STORE, Op.ALLOCA):
+                    slot = x.srcs[0] if x.op == Op.STORE else x
+                    stores_at.setdefault(slot, []).append(k)
+        for k, n in enumerate(block.nodes):
+            inner = _inner(n)
+            for s in n.srcs:
+                _check(s, k, pos_of, stores_at)
+            for x in inner:
+                for s in x.srcs:
+                    if s.op == Op.LOAD and s in pos_of:
+                        unsafe.add(s)  # a load of this block used inside a nested block
+            for b in n.blocks:
+                scan(b)
+
+    def _check(s, k, pos_of, stores_at):
+        if s.op != Op.LOAD or s not in pos_of:
+            return
+        p = pos_of[s]
+        if any(p < q < k for q in stores_at.get(s.srcs[0], ())):
+            unsafe.add(s)
+
+    scan(body)
+    if not unsafe:
+        return body
+    copies = {}
+
+    def visit(n, srcs, blocks, arg, env):
+        pre = []
+        new_srcs = []
+        for old, s in zip(n.srcs, srcs):
+            if old in copies:
+                ld = _n(Op.LOAD, old.dtype, (copies[old],), loc=n.loc)
+                pre.append(ld)
+                new_srcs.append(ld)
+            else:
+                new_srcs.append(s)
+        new = keep(n, tuple(new_srcs), blocks, arg, env)
+        if n in unsafe:
+            t = _n(Op.ALLOCA, n.dtype, (), "snap", loc=n.loc)
+            copies[n] = t
+            return Splice(pre + [new, t, _n(Op.STORE, None, (t, new), loc=n.loc)], new)
+        if pre:
+            return Splice(pre + [new], new)
+        return new
+
+    return rebuild(body, visit)
+
+
+def normalize(body: Block) -> Block:
+    return snapshot_loads(materialize(lower_jumps(body)))

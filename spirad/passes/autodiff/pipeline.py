@@ -1,0 +1,49 @@
+"""Reverse mode as a short list of named passes (verifier between them in debug mode):
+
+    for each task, last to first:
+        normalize   (lower_jumps -> materialize -> snapshot_loads)
+        capacities  (adstack size expressions)
+        adjoint     (forward replay onto adstacks + reverse walk)
+
+A kernel whose tasks hand values through temporaries first replays those tasks (global writes
+dropped, temporaries kept) so every adjoint task sees the values it saw in the forward run.
+"""
+from __future__ import annotations
+
+from ...ir import verifier
+from ...ir.nodes import Task, TaskList
+from ...ir.ops import Op
+from ...ir.rewrite import keep, rebuild
+from .adjoint import AdjointBuilder
+from .normalize import normalize
+from .sizing import capacities
+
+
+def _replay_only(t: Task) -> Task:
+    def visit(n, srcs, blocks, arg, env):
+        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and n.arg.kind != "temp":
+            if n.op == Op.ATOMIC_ADD:
+                return None
+            return None
+        return keep(n, srcs, blocks, arg, env)
+    return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
+
+
+def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False) -> TaskList:
+    tasks = []
+    if tl.temps:
+        tasks += [_replay_only(t) for t in tl.tasks]
+    for t in reversed(tl.tasks):
+        body = normalize(t.body)
+        if verify:
+            verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
+        caps = capacities(body, t, default_size, forced_size)
+        ab = AdjointBuilder(body, grad_of, tl.name)
+        ab.capacities = caps
+        adj = ab.build(t.index)
+        tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))
+    out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
+        g for g in (grad_of(r) for r in tl.temps) if g is not None))
+    if verify:
+        verifier.verify_tasks(out)
+    return out

@@ -1,0 +1,144 @@
+"""Adstack capacities as size expressions (sizer grammar), one per stack of an adjoint task.
+
+A stack receives one push per execution of its slot's ALLOCA or STORE in the forward replay, and
+pops only in the reverse walk, so its capacity is the number of those executions in one parallel
+iteration, maximised over the iterations:
+
+    count(block)      = sum of 1 per ALLOCA/STORE of the slot
+    count(IF)         = Max(count(then), count(else))
+    count(RANGE_FOR)  = trips * count(body)              (body independent of the index)
+                      = trips * MaxOverRange(i, begin, end, count(body))   (otherwise)
+    task capacity     = MaxOverRange(task index, begin, end, count(body))  (if it depends on it)
+
+with trips = Sub(end, begin) (clamped at 0). Loop bounds translate into the grammar: constants,
+scalar arguments, ndarray shapes, field and ndarray reads, enclosing loop indices, + - * max.
+A bound outside it (a WHILE loop, `range(int(sqrt(n)))`) is a compile error at its source line,
+unless `default` (init(default_ad_stack_size=N)) gives such stacks capacity N.
+"""
+from __future__ import annotations
+
+import itertools
+
+import sizer as sz
+
+from ...errors import SpiradAutodiffError
+from ...frontend.source import user_error
+from ...ir.nodes import Block, Node, Task, walk
+from ...ir.ops import Op
+
+_BIN = {Op.ADD: sz.Add, Op.SUB: sz.Sub, Op.MUL: sz.Mul, Op.MAX: sz.Max}
+
+
+class _Unbounded(Exception):
+    def __init__(self, loc, why):
+        self.loc, self.why = loc, why
+
+
+class Sizing:
+    def __init__(self, body: Block, task: Task):
+        self.body, self.task = body, task
+        self.vars = {}
+        self.ids = itertools.count()
+        self.single = {}
+        counts = {}
+        for n in walk(body):
+            if n.op == Op.STORE:
+                counts[n.srcs[0]] = counts.get(n.srcs[0], 0) + 1
+                self.single[n.srcs[0]] = n.srcs[1]
+        self.single = {s: v for s, v in self.single.items() if counts[s] == 1}
+
+    def var(self, idx: Node) -> int:
+        if idx not in self.vars:
+            self.vars[idx] = next(self.ids)
+        return self.vars[idx]
+
+    def expr(self, n: Node, loc, depth=0):
+        """IR value -> SizeExpr, or _Unbounded."""
+        if depth > 64:
+            raise _Unbounded(loc, "the bound is too deeply nested")
+        op = n.op
+        if op == Op.CONST:
+            return sz.Const(int(n.arg))
+        if op == Op.ARG:
+            if not n.dtype.is_int:
+                raise _Unbounded(loc, "a float argument bounds the loop")
+            return sz.ScalarArg(n.arg)
+        if op == Op.NDARRAY_SHAPE:
+            return sz.NdarrayShape(*n.arg)
+        if op == Op.LOOP_INDEX:
+            return sz.BoundVariable(self.var(n))
+        if op == Op.CAST and n.srcs[0].dtype.is_int and n.dtype.is_int:
+            return self.expr(n.srcs[0], loc, depth + 1)
+        if op in _BIN:
+            return _BIN[op](self.expr(n.srcs[0], loc, depth + 1), self.expr(n.srcs[1], loc, depth + 1))
+        if op == Op.LOAD and n.srcs[0] in self.single:
+            return self.expr(self.single[n.srcs[0]], loc, depth + 1)
+        if op == Op.GLOBAL_LOAD and n.dtype.is_int:
+            idx = tuple(self.expr(s, loc, depth + 1) for s in n.srcs)
+            ref = n.arg
+            if ref.kind == "field":
+                return sz.FieldLoad(ref.key, idx)
+            if ref.kind == "ndarray" and not ref.grad:
+                return sz.NdarrayRead(ref.key, idx)
+        raise _Unbounded(loc, f"the loop bound uses {op.name.lower()}, which the adstack sizer "
+                              f"cannot bound")
+
+    def count(self, block: Block, slot) -> object:
+        total = sz.Const(0)
+        for n in block.nodes:
+            if (n.op == Op.ALLOCA and n is slot) or (n.op == Op.STORE and n.srcs[0] is slot):
+                c = sz.Const(1)
+            elif n.op == Op.IF:
+                c = sz.Max(self.count(n.blocks[0], slot), self.count(n.blocks[1], slot))
+            elif n.op == Op.RANGE_FOR:
+                inner = self.count(n.blocks[0], slot)
+                if inner == sz.Const(0):
+                    continue
+                b, e = self.expr(n.srcs[0], n.loc), self.expr(n.srcs[1], n.loc)
+                trips = sz.Sub(e, b)
+                v = self.var(n.arg.index)
+                if v in sz.free_vars(inner):
+                    inner = sz.MaxOverRange(v, b, e, inner)
+                c = sz.Mul(trips, inner)
+            elif n.op == Op.WHILE:
+                inner = self.count(n.blocks[0], slot)
+                if inner == sz.Const(0):
+                    continue
+                raise _Unbounded(n.loc, "a while loop has no trip count the adstack sizer can bound")
+            else:
+                continue
+            total = sz.Add(total, c)
+        return sz.simplify(total)
+
+    def capacity(self, slot):
+        c = self.count(self.body, slot)
+        t = self.task
+        if t.index is not None and t.index in self.vars and self.vars[t.index] in sz.free_vars(c):
+            c = sz.MaxOverRange(self.vars[t.index], self.expr(t.begin, t.loc), self.expr(t.end, t.loc), c)
+        if sz.free_vars(c):
+            raise _Unbounded(slot.loc, "a loop bound depends on a value the sizer cannot see")
+        return sz.simplify(c)
+
+
+def capacities(body: Block, task: Task, default=None, forced=None) -> list:
+    """SizeExpr per ALLOCA slot of the normalized body, in walk order."""
+    s = Sizing(body, task)
+    out = []
+    for n in walk(body):
+        if n.op != Op.ALLOCA:
+            continue
+        if forced:
+            out.append(sz.Const(int(forced)))
+            continue
+        try:
+            out.append(s.capacity(n))
+        except _Unbounded as u:
+            if default:
+                out.append(sz.Const(int(default)))
+                continue
+            raise user_error(SpiradAutodiffError, f"reverse mode cannot size the autodiff stack of "
+                             f"'{n.arg or 'a local'}': {u.why}. Write the loop as range() over "
+                             f"integers, arguments, ndarray shapes or field values, or set "
+                             f"sd.init(default_ad_stack_size=N) to give such stacks N entries "
+                             f"(overflow is still detected)", u.loc) from None
+    return out
