@@ -38,9 +38,10 @@ def _grad_of_factory(args):
 
 
 class GradCompiled:
-    def __init__(self, compiled, stacks):
+    def __init__(self, compiled, stacks, required):
         self.c = compiled
         self.stacks = stacks  # per task: list of (SizeExpr, dtype) or None
+        self.required = required  # per task: list of the natural SizeExpr (or None) or None
 
 
 def compile_grad(kernel, args):
@@ -55,17 +56,17 @@ def compile_grad(kernel, args):
     g = kernel._cache.get(key)
     if g is not None:
         return g
-    if not st.options.get("ad_stack_experimental_enabled", True):
-        pass  # diagnostics for disabled adstacks come with the diagnostics pass
     tl = reverse_mode(fwd.tl, _grad_of_factory(args), st.options.get("default_ad_stack_size"),
-                      st.options.get("ad_stack_size"), verify=debug_enabled(st))
+                      st.options.get("ad_stack_size"), verify=debug_enabled(st),
+                      adstack_enabled=st.options.get("ad_stack_experimental_enabled", True))
     tl = dce_tasks(simplify_tasks(tl))
     c = _finish_compiled(kernel, tl, args, _state.backend())
-    stacks = []
+    stacks, required = [], []
     for t in tl.tasks:
         allocas = adstack_allocas(t)
         stacks.append([(a.arg.capacity, a.dtype) for a in allocas] if allocas else None)
-    g = GradCompiled(c, stacks)
+        required.append([a.arg.required for a in allocas] if allocas else None)
+    g = GradCompiled(c, stacks, required)
     kernel._cache[key] = g
     return g
 
@@ -108,11 +109,28 @@ def evaluate_capacities(g: GradCompiled, args):
     return out
 
 
+class AdstackLaunch:
+    """What a backend needs to run adjoint tasks: capacities per task (None: no stacks) and a
+    way to name the size a stack would have needed (for overflow errors)."""
+
+    def __init__(self, g: GradCompiled, caps, args):
+        self.g, self.caps, self.args = g, caps, args
+
+    def required(self, task: int, stack: int):
+        expr = self.g.required[task][stack] if self.g.required[task] else None
+        if expr is None:
+            return None
+        try:
+            return int(sz.eval_fast(expr, LaunchContext(self.args)))
+        except sz.SizerError:
+            return None
+
+
 def launch_grad(kernel, args):
     from .kernel import launch
     g = compile_grad(kernel, args)
     caps = evaluate_capacities(g, args)
-    launch(g.c, args, adstack=caps)
+    launch(g.c, args, adstack=AdstackLaunch(g, caps, args))
 
 
 class Tape:

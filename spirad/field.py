@@ -42,7 +42,7 @@ def normalize_shape(shape) -> tuple:
         shape = (int(shape),)
     try:
         shape = tuple(int(s) for s in shape)
-    except TypeError:
+    except (TypeError, ValueError):
         raise SpiradValueError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise SpiradValueError(f"shape {shape} has a negative extent")
@@ -62,8 +62,17 @@ class _HostArray:
     def _storage(self):
         raise NotImplementedError
 
+    def _check_live(self):
+        if self.epoch != _state.current().epoch:
+            raise SpiradValueError(f"{self._kind} {self._label()} belongs to a previous sd.init(); "
+                                   f"create it again after the last init()")
+
+    def _label(self) -> str:
+        return getattr(self, "name", "") or f"of shape {self.shape}"
+
     def _view(self) -> np.ndarray:
         """A numpy view of the live memory; the backend has finished all pending work."""
+        self._check_live()  # the memory of a previous init() may be gone with its backend
         be = _state.backend()
         be.sync()
         return be.view(self._storage(), self.dtype.np, self.full_shape)
@@ -90,11 +99,26 @@ class _HostArray:
         if self.dtype.is_int and arr.dtype.kind == "f":
             raise SpiradValueError(f"from_numpy: float array into {self.dtype} {self._kind}; "
                                    f"convert it explicitly with arr.astype(...)")
-        self._view()[...] = arr.astype(self.dtype.np)
+        self._view()[...] = self._to_storage(arr)
         self._host_written()
 
+    def _to_storage(self, value):
+        """`value` (scalar or array) converted to this array's element type; u1 becomes 0/1 and
+        integers out of the dtype's range are an error (numpy would wrap them or overflow)."""
+        if self.dtype == T.u1:
+            return (np.asarray(value) != 0).astype(self.dtype.np)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise SpiradValueError(f"cannot store {value!r} in a {self.dtype} {self._kind}")
+        if self.dtype.is_int and arr.size:
+            info = np.iinfo(self.dtype.np)
+            lo, hi = arr.min(), arr.max()
+            if not (np.isfinite(lo) and np.isfinite(hi)) or lo < info.min or hi > info.max:
+                raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
+        return arr.astype(self.dtype.np)
+
     def fill(self, value) -> None:
-        self._view()[...] = value
+        self._view()[...] = self._to_storage(value)
         self._host_written()
 
     def _index(self, key):
@@ -117,7 +141,7 @@ class _HostArray:
         return bool(v) if self.dtype == T.u1 else v.item()
 
     def __setitem__(self, key, value):
-        self._view()[self._index(key)] = value
+        self._view()[self._index(key)] = self._to_storage(value)
         self._host_written()
 
 
@@ -149,9 +173,7 @@ class Field(_HostArray):
         return self.grad is not None
 
     def _check_live(self):
-        if self.epoch != _state.current().epoch:
-            raise SpiradValueError(f"field {self.name} belongs to a previous sd.init(); "
-                                   f"create fields after the last init()")
+        super()._check_live()
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")

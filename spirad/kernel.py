@@ -75,40 +75,64 @@ class Kernel:
             self.params = [(p.name, p.annotation) for p in sig.parameters.values()]
         return self.params
 
+    def _arg_error(self, cls, msg, index=None):
+        """A user error about the arguments, quoting the kernel's parameter (or its def line)."""
+        from .frontend.source import user_error
+        try:
+            src = self.source()
+        except Exception:  # no source to quote (interactive definition): plain message
+            return cls(msg)
+        fdef = src.func_def
+        node = fdef.args.args[index] if index is not None and index < len(fdef.args.args) else fdef
+        return user_error(cls, msg, src.loc(node))
+
     def _signature(self, args, st):
         params = self._annotations()
+        kname = self.fn.__name__
         if len(args) != len(params):
-            raise SpiradTypeError(f"kernel {self.fn.__name__} takes {len(params)} argument(s) "
+            raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
         key, specs = [], []
-        for (name, ann), a in zip(params, args):
+        for i, ((name, ann), a) in enumerate(zip(params, args)):
             if isinstance(ann, NdarrayType):
                 if not isinstance(a, Ndarray):
-                    raise SpiradTypeError(f"argument '{name}' of {self.fn.__name__} must be an sd.ndarray, "
-                                          f"got {type(a).__name__}")
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be an "
+                                          f"sd.ndarray, got {type(a).__name__}; create it with "
+                                          f"sd.ndarray(dtype, shape) (fields go to sd.template() "
+                                          f"parameters)", i)
                 if a.epoch != st.epoch:
-                    raise SpiradValueError(f"ndarray argument '{name}' belongs to a previous sd.init()")
+                    raise self._arg_error(SpiradValueError, f"ndarray argument '{name}' belongs to a "
+                                          f"previous sd.init(); create it again after the last init()", i)
                 if ann.dtype is not None:
                     from .field import resolve_dtype
                     want, comp = resolve_dtype(ann.dtype)
                     if want != a.dtype or comp != a.comp_shape:
-                        raise SpiradTypeError(f"argument '{name}' must have dtype {ann.dtype}, got {a.dtype}")
+                        raise self._arg_error(SpiradTypeError, f"argument '{name}' must have dtype "
+                                              f"{ann.dtype}, got {a.dtype}; convert it or change the "
+                                              f"annotation", i)
                 if ann.ndim is not None and ann.ndim != len(a.shape):
-                    raise SpiradTypeError(f"argument '{name}' must have {ann.ndim} dimension(s), got {len(a.shape)}")
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' must have {ann.ndim} "
+                                          f"dimension(s), got {len(a.shape)} (shape {a.shape})", i)
                 spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
-                key.append(("template", id(a)))
+                key.append(("template", _template_key(a)))
             else:
-                dtype = _scalar_annotation(ann, st, name, self.fn.__name__)
+                try:
+                    dtype = _scalar_annotation(ann, st, name, kname)
+                except SpiradTypeError as e:
+                    raise self._arg_error(SpiradTypeError, str(e), i) from None
                 if not isinstance(a, (numbers.Number, np.generic)) or isinstance(a, complex):
-                    raise SpiradTypeError(f"argument '{name}' of {self.fn.__name__} must be a number "
-                                          f"({dtype}), got {type(a).__name__}")
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
+                                          f"number ({dtype}), got {type(a).__name__}", i)
                 if dtype.is_int and isinstance(a, (float, np.floating)):
-                    raise SpiradTypeError(f"argument '{name}' of {self.fn.__name__} is {dtype} but got "
-                                          f"the float {a!r}; pass an int")
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} is {dtype} but "
+                                          f"got the float {a!r}; pass an int", i)
+                if dtype.is_int and not np.iinfo(dtype.np).min <= int(a) <= np.iinfo(dtype.np).max:
+                    raise self._arg_error(SpiradValueError, f"argument '{name}' = {a} does not fit "
+                                          f"{dtype}; annotate it with a wider type (sd.i64)", i)
                 specs.append(("scalar", dtype))
                 key.append(("scalar", dtype))
         return tuple(key), specs
@@ -117,9 +141,13 @@ class Kernel:
     def compile(self, args):
         st = _state.current()
         key, specs = self._signature(args, st)
+        if any(k[0] != st.epoch for k in self._cache):  # programs of a previous init() are dead
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == st.epoch}
         c = self._cache.get((st.epoch, st.arch, key))
         if c is None:
             c = self._compile(specs, args, st)
+            # keep identity-keyed template objects alive, so their ids cannot be reused
+            c.template_refs = [sp[1] for sp in specs if sp[0] == "template"]
             self._cache[(st.epoch, st.arch, key)] = c
         return c
 
@@ -160,13 +188,21 @@ class Kernel:
     def __call__(self, *args):
         c = self.compile(args)
         launch(c, args)
+        from .autodiff import Tape
+        if Tape.active is not None:
+            Tape.active.record(self, args)
 
     def grad(self, *args):
-        from .errors import SpiradAutodiffError
-        raise SpiradAutodiffError("reverse mode (kernel.grad) is not implemented yet")
+        """Run the adjoint kernel: gradients accumulate into `.grad` of fields and ndarrays."""
+        from .autodiff import launch_grad
+        launch_grad(self, args)
 
 
-def launch(c: Compiled, args):
+def _finish_compiled(kernel, tl, args, be):
+    return kernel._finish(tl, args, be)
+
+
+def launch(c: Compiled, args, adstack=None):
     be = _state.backend()
     abi = c.abi
     argbuf = bytearray(abi.arg_buffer_size)
@@ -205,7 +241,10 @@ def launch(c: Compiled, args):
             ranges.append((0, 1))
         else:
             ranges.append((b[0](scalars, shapes), b[1](scalars, shapes)))
-    be.launch(c.program, storages, bytes(argbuf), ranges)
+    if adstack is None:
+        be.launch(c.program, storages, bytes(argbuf), ranges)
+    else:
+        be.launch(c.program, storages, bytes(argbuf), ranges, adstack=adstack)
     for w in c.writes:
         if w[0] == "field":
             w[1].generation += 1
@@ -255,6 +294,16 @@ def _host_fn(expr):
     if op == Op.SELECT:
         return lambda s, sh: subs[1](s, sh) if subs[0](s, sh) else subs[2](s, sh)
     raise RuntimeError(f"bound expression op {op} is not host-evaluable")
+
+
+def _template_key(a):
+    """Cache key of a template argument: plain values by value (a new float may reuse a dead
+    one's id), everything else (fields, modules, functions) by identity."""
+    if isinstance(a, (bool, numbers.Number, str, T.DType)) or a is None:
+        return ("value", type(a), a)
+    if isinstance(a, tuple):
+        return ("tuple",) + tuple(_template_key(x) for x in a)
+    return ("id", id(a))
 
 
 def kernel(fn) -> Kernel:

@@ -1,13 +1,17 @@
 """CPU backend: LLVM code from `llvm_codegen`, run by its JIT runtime over a thread pool.
 
 Fields and ndarrays are numpy-owned byte arrays passed to task functions by pointer; kernel
-temporaries are small arrays owned by the compiled program.
+temporaries are small arrays owned by the compiled program. Tasks with adstacks get the four
+extra buffers of the Adstack ABI (`spirad.ir.abi`): metadata, float heap, int heap, status; a heap
+row per worker thread, grown by amortised doubling and reused across launches.
 """
 from __future__ import annotations
 
 import ctypes
 
 import numpy as np
+
+from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
 
 
 def is_available() -> bool:
@@ -27,9 +31,12 @@ def create(state):
 
 
 class CpuProgram:
-    def __init__(self, fns, kinds, temps, nbind):
-        self.fns, self.kinds, self.temps = fns, kinds, temps
-        self.bufs = (ctypes.c_void_p * max(nbind, 1))()
+    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names):
+        self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
+        self.stacks, self.task_names = stacks, task_names
+        self.nbind = nbind
+        self.bufs = (ctypes.c_void_p * max(nbind + (4 if any(stacks) else 0), 1))()
+        self.status = np.zeros(4, np.uint32)
 
 
 class CpuBackend:
@@ -39,6 +46,12 @@ class CpuBackend:
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
         self.rt = CpuRuntime(num_workers=n)
+        self.heap_float = np.zeros(8, np.uint8)
+        self.heap_int = np.zeros(8, np.uint8)
+        self.pending = None  # deferred adstack overflow error, raised at sync()
+
+    def capabilities(self) -> dict:
+        return {"f64": True, "i64": True}
 
     def allocate(self, nbytes):
         return np.zeros(max(int(nbytes), 8), dtype=np.uint8)
@@ -53,23 +66,56 @@ class CpuBackend:
         mod = self.rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])
         fns = [mod.function(t.symbol) for t in prog.tasks]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        p = CpuProgram(fns, [t.kind for t in prog.tasks], temps, len(abi.bindings))
+        stacks = [task_stacks(t) or None for t in tl.tasks]
+        p = CpuProgram(tl.name, fns, [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
+                       [t.name for t in tl.tasks])
         p.module = mod  # keep the JIT code alive
         return p
 
-    def launch(self, program, storages, argbuf, ranges):
+    def heap_bytes(self) -> tuple:
+        return self.heap_float.nbytes, self.heap_int.nbytes
+
+    def _heaps(self, nf, ni):
+        if nf > self.heap_float.nbytes:
+            self.heap_float = np.zeros(grown(self.heap_float.nbytes, nf), np.uint8)
+        if ni > self.heap_int.nbytes:
+            self.heap_int = np.zeros(grown(self.heap_int.nbytes, ni), np.uint8)
+
+    def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
         for k, st in enumerate(storages):
             bufs[k] = (st if st is not None else program.temps[k]).ctypes.data
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run
-        for fn, kind, (b, e) in zip(program.fns, program.kinds, ranges):
-            if e > b:
-                run(fn, bufs, addr, b, e, kind == "range")
+        n = program.nbind
+        for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
+            if e <= b:
+                continue
+            stacks = program.stacks[ti]
+            if stacks:
+                caps = adstack.caps[ti]
+                layout = layout_for(stacks, caps)
+                meta = meta_words(layout)
+                self._heaps(*layout.heap_bytes(self.rt.num_workers))
+                bufs[n] = meta.ctypes.data
+                bufs[n + 1] = self.heap_float.ctypes.data
+                bufs[n + 2] = self.heap_int.ctypes.data
+                bufs[n + 3] = program.status.ctypes.data
+            run(fn, bufs, addr, b, e, kind == "range")
+            if stacks and program.status[0]:
+                code, task, stack = (int(x) for x in program.status[:3])
+                program.status[:] = 0
+                if self.pending is None:
+                    self.pending = overflow_error(program.name, program.task_names[task],
+                                                  program.stacks[task][stack], stack,
+                                                  adstack.caps[task][stack],
+                                                  adstack.required(task, stack))
 
     def sync(self):
-        pass
+        if self.pending is not None:
+            err, self.pending = self.pending, None
+            raise err
 
     def close(self):
         self.rt.close()

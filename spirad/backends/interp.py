@@ -70,7 +70,7 @@ class InterpBackend:
         caps = {}
         if adstack is not None:
             from ..ir.abi import adstack_allocas
-            for t, tcaps in zip(tl.tasks, adstack):
+            for t, tcaps in zip(tl.tasks, adstack.caps):
                 if tcaps:
                     caps.update(zip(adstack_allocas(t), tcaps))
         mem = Memory(arrays, scalars, caps)

@@ -14,8 +14,10 @@ import struct
 import numpy as np
 
 from ..errors import SpiradDeviceError
+from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
 
 _ARG_CACHE_MAX = 256
+ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
 
 
 def is_available() -> bool:
@@ -39,11 +41,13 @@ def create(state):
 
 
 class VkProgram:
-    def __init__(self, name, tasks, pipelines, status, temps, task_names):
+    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks):
         self.name, self.tasks, self.pipelines = name, tasks, pipelines
         self.status, self.temps, self.task_names = status, temps, task_names
+        self.stacks = stacks  # per task: [StackInfo] or None
         self.arg_bufs: dict = {}
         self.spare: list = []
+        self.adstack = None  # the AdstackLaunch of the last launch (for overflow messages)
 
 
 class VulkanBackend:
@@ -84,37 +88,77 @@ class VulkanBackend:
             pipes.append(self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes))
         status = self.rt.alloc(4 * STATUS_WORDS)
         temps = {k: self.rt.alloc(16) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks])
+        stacks = [task_stacks(t) or None for t in tl.tasks]
+        return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks)
 
-    def _arg_buffer(self, p: VkProgram, argbuf: bytes):
-        buf = p.arg_bufs.get(argbuf)
+    def _small_buffer(self, p: VkProgram, data: bytes):
+        """A device buffer holding `data`, reused while its contents are unchanged."""
+        buf = p.arg_bufs.get(data)
         if buf is not None:
             return buf
         if len(p.arg_bufs) >= _ARG_CACHE_MAX:
             self.sync()  # all recorded launches done: their argument buffers are free again
             p.spare.extend(p.arg_bufs.values())
             p.arg_bufs.clear()
-        buf = p.spare.pop() if p.spare else self.rt.alloc(max(len(argbuf), 16), zero=False)
-        buf.write(argbuf)
-        p.arg_bufs[argbuf] = buf
+        buf = p.spare.pop() if p.spare else self.rt.alloc(256, zero=False)
+        if len(data) > buf.nbytes:
+            buf = self.rt.alloc(len(data), zero=False)
+        buf.write(data)
+        p.arg_bufs[data] = buf
         return buf
 
-    def launch(self, p: VkProgram, storages, argbuf, ranges):
+    def _heap(self, which: str, nbytes: int):
+        cur = getattr(self, which, None)
+        size = cur.nbytes if cur is not None else 0
+        if nbytes > size or cur is None:
+            limit = self.caps.max_storage_buffer_range
+            new = min(grown(size, max(nbytes, 16)), max(limit, nbytes))
+            setattr(self, which, self.rt.alloc(new, zero=False))  # old buffer freed after its last use
+        return getattr(self, which)
+
+    def heap_bytes(self) -> tuple:
+        return tuple(getattr(self, w).nbytes if getattr(self, w, None) is not None else 0
+                     for w in ("heap_float", "heap_int"))
+
+    def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
         from spirv_codegen import dispatch_geometry
-        args = self._arg_buffer(p, argbuf)
+        args = self._small_buffer(p, argbuf)
         bufs = [args, p.status]
         for k, st in enumerate(storages):
             bufs.append(st if st is not None else p.temps[k])
         maxg = self.caps.max_compute_work_group_count
-        for t, pipe, (b, e) in zip(p.tasks, p.pipelines, ranges):
+        if adstack is not None:
+            p.adstack = adstack
+        for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
             n = e - b
             if n <= 0:
                 continue
-            if t.kind == "serial":
-                groups, tpr = (1, 1, 1), 1
-            else:
-                groups, tpr = dispatch_geometry(n, maxg, t.local_size)
-            self.rt.dispatch(pipe, bufs, groups, struct.pack("<iiI", b, e, tpr))
+            stacks = p.stacks[ti]
+            tbufs = bufs
+            chunk = n
+            if stacks:
+                layout = layout_for(stacks, adstack.caps[ti])
+                limit = self.caps.max_storage_buffer_range
+                per_row = max(layout.stride_float, layout.stride_int, 1)
+                rows = max(1, min(ROWS_CAP, n, limit // per_row))
+                if per_row > limit:
+                    raise SpiradDeviceError(
+                        f"kernel {p.name}: one thread's autodiff stacks take {per_row} bytes, more than "
+                        f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
+                chunk = n if t.kind == "serial" else rows
+                meta = self._small_buffer(p, meta_words(layout).tobytes())
+                hf = self._heap("heap_float", layout.stride_float * rows)
+                hi = self._heap("heap_int", layout.stride_int * rows)
+                tbufs = bufs + [meta, hf, hi]
+            if len(tbufs) < t.num_bindings:
+                tbufs = tbufs + [p.status] * (t.num_bindings - len(tbufs))
+            for c in range(b, e, chunk):
+                ce = min(c + chunk, e)
+                if t.kind == "serial":
+                    groups, tpr = (1, 1, 1), 1
+                else:
+                    groups, tpr = dispatch_geometry(ce - c, maxg, t.local_size)
+                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups, struct.pack("<iiI", c, ce, tpr))
         if not self.launched or self.launched[-1] is not p:
             if p not in self.launched:
                 self.launched.append(p)
@@ -128,8 +172,11 @@ class VulkanBackend:
             words = p.status.view(np.uint32, 4)
             code = int(words[0])
             if code:
-                aux = int(words[1])
+                aux, stack = int(words[1]), int(words[2])
                 words[:] = 0
+                if code == 1 and p.adstack is not None and p.stacks[aux]:
+                    raise overflow_error(p.name, p.task_names[aux], p.stacks[aux][stack], stack,
+                                         p.adstack.caps[aux][stack], p.adstack.required(aux, stack))
                 raise _status_error(p, code, aux, self.caps)
 
     def take_validation_messages(self):

@@ -143,7 +143,13 @@ def h_static(v, args, kw, node):
 
 
 def h_range(v, args, kw, node):
-    raise v.ctx.error(SpiradSyntaxError, "range() is only allowed as a for-loop iterator", node)
+    """`range` with compile-time bounds is a Python range (for `static(range(n))`); with run-time
+    bounds it only makes sense as a for-loop iterator, which `build_For` handles itself."""
+    vals = [v.rvalue(a) for a in args]
+    if kw or not all(isinstance(a, int) and not isinstance(a, bool) for a in vals):
+        raise v.ctx.error(SpiradSyntaxError, "range() with run-time bounds is only allowed as a "
+                                             "for-loop iterator", node)
+    return py.range(*vals)
 
 
 def h_len(v, args, kw, node):

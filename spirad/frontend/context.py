@@ -63,7 +63,9 @@ class Ctx:
             return g[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise self.error(SpiradNameError, f"name '{name}' is not defined", node)
+        raise self.error(SpiradNameError, f"name '{name}' is not defined; assign it before this "
+                                          f"line (a variable first assigned inside an if / for / "
+                                          f"while body exists only in that body)", node)
 
     def find_local(self, name):
         for scope in reversed(self.frame.scopes):

@@ -14,9 +14,24 @@ from ..ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
 from .ops import ValueOps, is_py_scalar
-from .source import SourceInfo
+from .source import SourceInfo, user_error
 from .stmt import StmtVisitor
 from .values import GlobalElem, NdarrayArg, Slot, VecVal
+
+
+UNSUPPORTED_HINTS = {
+    "ListComp": "write a loop, or build an sd.Vector from a list of values",
+    "GeneratorExp": "write a loop", "SetComp": "write a loop", "DictComp": "write a loop",
+    "Lambda": "define an @sd.func at module level and call it",
+    "FunctionDef": "define an @sd.func at module level and call it",
+    "With": "remove the with-block; kernels have no context managers",
+    "Try": "remove the try-block; kernels cannot raise or catch exceptions",
+    "Raise": "kernels cannot raise exceptions; write a status into a field instead",
+    "Global": "fields are visible without 'global'; remove the statement",
+    "Nonlocal": "remove the statement", "Delete": "remove the del statement",
+    "Dict": "use separate variables or an sd.Vector", "Set": "use separate variables",
+    "Yield": "kernels cannot yield", "Await": "kernels cannot await",
+}
 
 
 class Visitor(ValueOps, ExprVisitor, StmtVisitor):
@@ -26,13 +41,20 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
     def build(self, node):
         method = getattr(self, "build_" + type(node).__name__, None)
         if method is None:
+            kind = type(node).__name__
+            hint = UNSUPPORTED_HINTS.get(kind, "rewrite it with assignments, if, for and while")
             raise self.ctx.error(SpiradSyntaxError, f"unsupported Python syntax in a kernel: "
-                                                    f"{type(node).__name__}", node)
+                                                    f"{kind}; {hint}", node)
         self.ctx.node_stack.append(node)
         old = self.ctx.b.loc
         self.ctx.b.loc = self.ctx.loc(node)
         try:
             return method(node)
+        except SpiradError as e:
+            if getattr(e, "loc", None) is not None:
+                raise
+            # a user error raised below the frontend (e.g. a stale field): point at this node
+            raise user_error(type(e), str(e), self.ctx.loc(node)) from None
         finally:
             self.ctx.b.loc = old
             self.ctx.node_stack.pop()

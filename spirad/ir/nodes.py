@@ -101,6 +101,7 @@ class AdStackArg:
     """Payload of ADSTACK_* nodes: the stack (its ADSTACK_ALLOCA) and its element type."""
     name: str
     capacity: Any = None  # sizer SizeExpr once sizing ran
+    required: Any = None  # the automatic size (differs from `capacity` when a size is forced)
 
 
 @dataclass(frozen=True)

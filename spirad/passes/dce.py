@@ -1,46 +1,55 @@
-"""Dead-code elimination: drop pure nodes nobody uses, and locals that are never read.
+"""Dead-code elimination: drop pure nodes nobody uses, and locals whose value never matters.
 
-Iterates to a fixed point: removing a dead store can make its value dead, and so on. Side
-effects (global stores, atomics, control flow with effects) are always kept; a loop or IF whose
-blocks become empty is removed.
+Liveness is a mark phase from the roots (every node with an effect: global stores, atomics,
+control flow) through sources; a live LOAD of a slot makes every STORE into that slot live. So a
+local that is only read to update itself (`n += 1`, never used otherwise) is dead. Iterates to a
+fixed point: removing a loop or IF whose blocks became empty can make its operands dead, and so
+on. Side effects (global stores, atomics, control flow with effects) are always kept.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Block, KernelIR, Task, TaskList, walk
+from dataclasses import replace
+
+from ..ir.nodes import KernelIR, LoopArg, Task, TaskList, walk
 from ..ir.ops import PURE, Op
 from ..ir.rewrite import keep, rebuild
 
 _REMOVABLE = PURE | {Op.LOAD, Op.GLOBAL_LOAD, Op.ALLOCA}
 
 
-def _uses(blocks):
-    used, loaded = set(), set()
-    for b in blocks:
-        for n in walk(b):
-            for s in n.srcs:
-                used.add(s)
-            if n.op == Op.LOAD:
-                loaded.add(n.srcs[0])
-            if n.arg is not None and hasattr(n.arg, "index") and getattr(n.arg, "index", None) is not None:
-                used.add(n.arg.index)
-    return used, loaded
+def _live(blocks, extra_used=()):
+    nodes = [n for b in blocks for n in walk(b)]
+    stores: dict = {}
+    for n in nodes:
+        if n.op == Op.STORE:
+            stores.setdefault(n.srcs[0], []).append(n)
+    live: set = set()
+    work = [n for n in nodes if n.op not in _REMOVABLE and n.op != Op.STORE] + list(extra_used)
+    while work:
+        n = work.pop()
+        if n in live:
+            continue
+        live.add(n)
+        work.extend(n.srcs)
+        if isinstance(n.arg, LoopArg) and n.arg.index is not None:
+            work.append(n.arg.index)
+        if n.op == Op.LOAD:
+            work.extend(stores.get(n.srcs[0], ()))
+    return live
 
 
 def _sweep(blocks, extra_used=()):
-    used, loaded = _uses(blocks)
-    used |= set(extra_used)
+    live = _live(blocks, extra_used)
 
     def visit(n, srcs, blks, arg, env):
-        if n.op == Op.STORE and n.srcs[0] not in loaded:
-            return None
-        if n.op == Op.ALLOCA and n not in loaded:
-            return None
-        if n.op in _REMOVABLE and n not in used:
+        if (n.op in _REMOVABLE or n.op == Op.STORE) and n not in live:
             return None
         if n.op == Op.IF and not blks[0].nodes and not blks[1].nodes:
             return None
         if n.op == Op.RANGE_FOR and not blks[0].nodes:
             return None
+        if isinstance(arg, LoopArg) and any(c not in live for c in n.arg.carried):
+            arg = replace(arg, carried=tuple(env.get(c, c) for c in n.arg.carried if c in live))
         return keep(n, srcs, blks, arg, env)
 
     return [rebuild(b, visit) for b in blocks]

@@ -119,6 +119,13 @@ def offload(k: KernelIR) -> TaskList:
                 return Splice([zero, Node(Op.GLOBAL_STORE, None, (zero, srcs[1]), ref, (), n.loc)])
             return keep(n, srcs, blocks, arg, env)
 
+        if kind == "range":  # user error first: a bound that is not host-evaluable
+            for bnd in nodes[0].srcs:
+                if not fw.closed(bnd):
+                    raise user_error(SpiradSyntaxError, "the range of the outermost (parallel) loop must "
+                                     "depend only on constants, scalar arguments and ndarray shapes; "
+                                     "read the bound into a scalar kernel argument, or make this loop "
+                                     "serial by nesting it in `for _ in range(1):`", nodes[0].loc)
         memo_seen: set = set()
         env = {}
         # foreign SSA references (loop-bound arithmetic emitted before a parallel loop)
@@ -139,9 +146,6 @@ def offload(k: KernelIR) -> TaskList:
             loop = nodes[0]
             bounds = []
             for bnd in loop.srcs:
-                if not fw.closed(bnd):
-                    raise user_error(SpiradSyntaxError, "the range of the outermost (parallel) loop must depend "
-                                     "only on constants, scalar arguments and ndarray shapes", loop.loc)
                 bounds.append(fw.clone(bnd, {}))
             body = rebuild(loop.blocks[0], visit, env)
             body = Block(tuple(prologue) + body.nodes)

@@ -84,9 +84,11 @@ class AdjointBuilder:
     def build(self, index) -> Block:
         b = self.b
         slots = [n for n in walk(self.body) if n.op == Op.ALLOCA]
-        caps = self.capacities or [None] * len(slots)
-        for n, cap in zip(slots, caps):
-            self.stacks[n] = b.emit(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap))
+        caps = self.capacities or [(None, None)] * len(slots)
+        for n, (cap, req) in zip(slots, caps):
+            a = b.emit(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap, req))
+            self.stacks[n] = Node(a.op, a.dtype, a.srcs, a.arg, a.blocks, n.loc)
+            b._stack[-1][-1] = self.stacks[n]  # carry the local's source line for diagnostics
         replay = rebuild(self.body, self._replay)
         for n in replay.nodes:
             b.append(n)

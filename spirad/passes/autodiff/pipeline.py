@@ -11,10 +11,11 @@ dropped, temporaries kept) so every adjoint task sees the values it saw in the f
 from __future__ import annotations
 
 from ...ir import verifier
-from ...ir.nodes import Task, TaskList
+from ...ir.nodes import Task, TaskList, globals_used
 from ...ir.ops import Op
 from ...ir.rewrite import keep, rebuild
 from .adjoint import AdjointBuilder
+from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
 from .normalize import normalize
 from .sizing import capacities
 
@@ -29,15 +30,22 @@ def _replay_only(t: Task) -> Task:
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
 
 
-def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False) -> TaskList:
+def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False,
+                 adstack_enabled=True) -> TaskList:
     tasks = []
+    written = set()
+    for t in tl.tasks:
+        check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
+        if not adstack_enabled:
+            check_dynamic_nesting(t)
+        written |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
     if tl.temps:
         tasks += [_replay_only(t) for t in tl.tasks]
     for t in reversed(tl.tasks):
         body = normalize(t.body)
         if verify:
             verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
-        caps = capacities(body, t, default_size, forced_size)
+        caps = capacities(body, t, default_size, forced_size, written)
         ab = AdjointBuilder(body, grad_of, tl.name)
         ab.capacities = caps
         adj = ab.build(t.index)

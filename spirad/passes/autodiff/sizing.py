@@ -46,6 +46,7 @@ class Sizing:
                 counts[n.srcs[0]] = counts.get(n.srcs[0], 0) + 1
                 self.single[n.srcs[0]] = n.srcs[1]
         self.single = {s: v for s, v in self.single.items() if counts[s] == 1}
+        self.written = frozenset()
 
     def var(self, idx: Node) -> int:
         if idx not in self.vars:
@@ -76,6 +77,10 @@ class Sizing:
         if op == Op.GLOBAL_LOAD and n.dtype.is_int:
             idx = tuple(self.expr(s, loc, depth + 1) for s in n.srcs)
             ref = n.arg
+            if (ref.kind, ref.key, ref.grad) in self.written:
+                raise user_error(SpiradAutodiffError, f"this loop's trip count reads '{ref.name}', which "
+                                 f"the same kernel writes: reverse mode sizes its stacks before the launch "
+                                 f"and would use stale bounds. Compute the bounds in a separate kernel", loc)
             if ref.kind == "field":
                 return sz.FieldLoad(ref.key, idx)
             if ref.kind == "ndarray" and not ref.grad:
@@ -120,25 +125,30 @@ class Sizing:
         return sz.simplify(c)
 
 
-def capacities(body: Block, task: Task, default=None, forced=None) -> list:
-    """SizeExpr per ALLOCA slot of the normalized body, in walk order."""
+def capacities(body: Block, task: Task, default=None, forced=None, written=frozenset()) -> list:
+    """(capacity, automatic size or None) per ALLOCA slot of the normalized body, in walk
+    order. `written`: (kind, key,
+    grad) of every global the kernel writes; a loop bound read from one of them is an error (the
+    stacks are sized before the launch, from the values the kernel is about to overwrite)."""
     s = Sizing(body, task)
+    s.written = written
     out = []
     for n in walk(body):
         if n.op != Op.ALLOCA:
             continue
-        if forced:
-            out.append(sz.Const(int(forced)))
-            continue
         try:
-            out.append(s.capacity(n))
+            natural = s.capacity(n)
         except _Unbounded as u:
-            if default:
-                out.append(sz.Const(int(default)))
+            natural = None
+            if forced:
+                pass
+            elif default:
+                out.append((sz.Const(int(default)), None))
                 continue
             raise user_error(SpiradAutodiffError, f"reverse mode cannot size the autodiff stack of "
                              f"'{n.arg or 'a local'}': {u.why}. Write the loop as range() over "
                              f"integers, arguments, ndarray shapes or field values, or set "
                              f"sd.init(default_ad_stack_size=N) to give such stacks N entries "
                              f"(overflow is still detected)", u.loc) from None
+        out.append((sz.Const(int(forced)) if forced else natural, natural))
     return out

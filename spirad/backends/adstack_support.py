@@ -1,0 +1,56 @@
+"""Backend-side adstack bookkeeping shared by the CPU and Vulkan backends.
+
+Per compiled task: the stacks' entry sizes / kinds / names / source lines (from the ADSTACK_ALLOCA
+nodes, in stack order — see the Adstack ABI in `spirad.ir.abi`). Per launch: the layout of the
+evaluated capacities (`sizer.compute_layout`) and its metadata words. Heaps grow by amortised
+doubling (`max(needed, 2 * current)`) and never shrink.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import sizer as sz
+
+from ..errors import SpiradAdStackOverflow
+from ..ir.abi import adstack_allocas
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    name: str
+    dtype: object
+    loc: object
+
+
+def task_stacks(task) -> list:
+    return [StackInfo(a.arg.name, a.dtype, a.loc) for a in adstack_allocas(task)]
+
+
+def layout_for(stacks, caps) -> sz.Layout:
+    return sz.compute_layout(caps, [s.dtype.nbytes for s in stacks],
+                             ["float" if s.dtype.is_float else "int" for s in stacks])
+
+
+def meta_words(layout: sz.Layout) -> np.ndarray:
+    words = layout.metadata()
+    if max(words, default=0) >= 2**32:
+        from ..errors import SpiradDeviceError
+        raise SpiradDeviceError(f"adstack row of {max(words)} bytes does not fit 32-bit offsets")
+    return np.array(words or [0, 0], dtype=np.uint32)
+
+
+def grown(current: int, needed: int) -> int:
+    return current if needed <= current else max(needed, 2 * current)
+
+
+def overflow_error(kernel_name, task_name, stack: StackInfo, stack_index, capacity, required):
+    from ..frontend.source import format_loc
+    where = format_loc(stack.loc)
+    need = f"; this launch needs {required}" if required is not None else ""
+    return SpiradAdStackOverflow(
+        f"{where}adstack overflow in kernel {kernel_name} (task {task_name}): the autodiff stack of "
+        f"'{stack.name}' (stack {stack_index}) holds {capacity} entries{need}. The gradients "
+        f"this launch accumulated are wrong. Raise sd.init(ad_stack_size=...) or leave it at 0 for "
+        f"automatic sizing")

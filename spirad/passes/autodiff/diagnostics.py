@@ -1,0 +1,90 @@
+"""Reverse-mode shapes that cannot be differentiated correctly, reported as compile errors with
+the user's source line (seed "Improve diagnosis of unsupported reverse-mode AD patterns"):
+
+* `check_dynamic_nesting`: with the adstack disabled (`init(ad_stack_experimental_enabled=False)`),
+  a non-static loop nested in another loop (the parallel loop counts) cannot carry its locals to
+  the reverse pass. Loops reached through `@func` calls are found too: they are inlined before
+  this check runs, so the call boundary cannot hide them.
+* `check_cross_iteration_raw`: in the parallel loop, reading a `needs_grad` global at an index
+  that *another* iteration writes (`out[i] = out[i - 1] + x`) chains adjoints across iterations
+  that run concurrently. In-place updates (`out[i] = out[i] + x`), sibling components
+  (`out[i, 0] = out[i, 1] * 2`) and slots the loop never writes stay allowed.
+"""
+from __future__ import annotations
+
+from ...errors import SpiradAutodiffError
+from ...frontend.source import user_error
+from ...ir.nodes import Block, Node, Task, walk
+from ...ir.ops import Op
+
+
+def check_dynamic_nesting(task: Task):
+    def visit(block: Block, depth: int):
+        for n in block.nodes:
+            if n.op in (Op.RANGE_FOR, Op.WHILE):
+                dynamic = n.op == Op.WHILE or n.arg.static_trips is None
+                if dynamic and depth > 0:
+                    raise user_error(SpiradAutodiffError,
+                                     "this loop has a run-time trip count and is nested in another loop; "
+                                     "reverse mode needs the adstack to carry its values, but it is disabled "
+                                     "(init(ad_stack_experimental_enabled=False)). Enable the adstack, or make "
+                                     "the trip count static with sd.static(range(N))", n.loc)
+                visit(n.blocks[0], depth + 1)
+            elif n.blocks:
+                for b in n.blocks:
+                    visit(b, depth)
+    visit(task.body, 1 if task.kind == "range" else 0)
+
+
+def _same(a: Node, b: Node) -> bool:
+    if a is b:
+        return True
+    if a.op != b.op or a.dtype != b.dtype or len(a.srcs) != len(b.srcs):
+        return False
+    if a.op == Op.CONST:
+        return a.arg == b.arg
+    if a.op in (Op.ARG, Op.NDARRAY_SHAPE, Op.LOOP_INDEX):
+        return a.arg == b.arg if a.op != Op.LOOP_INDEX else a is b
+    if a.op == Op.GLOBAL_LOAD and a.arg != b.arg:
+        return False
+    return all(_same(x, y) for x, y in zip(a.srcs, b.srcs))
+
+
+def check_cross_iteration_raw(task: Task, has_grad):
+    if task.kind != "range":
+        return
+    writes, reads = {}, []
+    for n in walk(task.body):
+        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and has_grad(n.arg):
+            writes.setdefault(_key(n.arg), []).append(n.srcs[:-1])
+        elif n.op == Op.GLOBAL_LOAD and has_grad(n.arg):
+            reads.append(n)
+    for r in reads:
+        ws = writes.get(_key(r.arg))
+        if not ws:
+            continue
+        for w in ws:
+            if _may_alias_elsewhere(r.srcs, w):
+                raise user_error(SpiradAutodiffError,
+                                 f"'{r.arg.name}' is read here at an index that another iteration of the "
+                                 f"parallel loop writes (a cross-iteration read-after-write on a field with "
+                                 f"a gradient): its adjoint cannot be chained across concurrent iterations. "
+                                 f"Read and write the same element (x[i] = x[i] + ...), move the recurrence "
+                                 f"into a serial inner loop, or split it over separate kernel launches", r.loc)
+
+
+def _key(ref):
+    return (ref.kind, ref.key, ref.grad)
+
+
+def _may_alias_elsewhere(read_idx, write_idx) -> bool:
+    """True when the read may hit an element a *different* iteration writes."""
+    same_dynamic = True
+    for a, b in zip(read_idx, write_idx):
+        if a.op == Op.CONST and b.op == Op.CONST:
+            if a.arg != b.arg:
+                return False  # a sibling component the write never touches
+            continue
+        if not _same(a, b):
+            same_dynamic = False
+    return not same_dynamic

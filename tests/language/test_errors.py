@@ -1,0 +1,363 @@
+"""User errors: each is a SpiradError subclass (never RuntimeError), quotes the kernel's source
+line with a `^` caret under the offending code, and says what to do instead."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+x = sd.field(sd.f32, shape=4)  # placeholder; each test re-creates fields after init
+xi = x
+v3 = x
+
+
+def _fields():
+    global x, xi, v3
+    x = sd.field(sd.f32, shape=4)
+    xi = sd.field(sd.i32, shape=4)
+    v3 = sd.Vector.field(3, sd.f32, shape=4)
+
+
+@sd.kernel
+def undefined_name():
+    for i in x:
+        x[i] = not_defined_anywhere + 1
+
+
+@sd.kernel
+def with_block():
+    for i in x:
+        with open("f"):
+            pass
+
+
+@sd.kernel
+def list_comp():
+    for i in x:
+        x[i] = [j for j in range(3)][0]
+
+
+@sd.kernel
+def lambda_expr():
+    for i in x:
+        f = lambda q: q  # noqa: E731
+        x[i] = f(1)
+
+
+@sd.kernel
+def try_block():
+    for i in x:
+        try:
+            x[i] = 1
+        except Exception:
+            pass
+
+
+@sd.kernel
+def calls_print():
+    for i in x:
+        print(i)
+
+
+@sd.kernel
+def vector_into_scalar():
+    for i in x:
+        x[i] = v3[i]
+
+
+@sd.kernel
+def bitop_on_float():
+    for i in x:
+        xi[i] = xi[i] & 1.5
+
+
+@sd.kernel
+def wrong_index_count():
+    for i in x:
+        x[i, 0] = 1
+
+
+@sd.kernel
+def float_index():
+    for i in x:
+        x[i] = x[0.5]
+
+
+@sd.kernel
+def unknown_attribute():
+    for i in x:
+        x[i] = x.no_such_attribute
+
+
+@sd.kernel
+def string_value():
+    for i in x:
+        x[i] = "abc"
+
+
+@sd.kernel
+def break_in_parallel():
+    for i in x:
+        if i > 2:
+            break
+
+
+@sd.kernel
+def kernel_returns():
+    for i in x:
+        x[i] = 1
+    return 1
+
+
+@sd.kernel
+def parallel_race():
+    s = 0.0
+    for i in x:
+        s += x[i]
+    x[0] = s
+
+
+@sd.kernel
+def data_dependent_parallel_bound():
+    for i in range(xi[0]):
+        x[i] = 1
+
+
+@sd.kernel
+def for_else():
+    for i in x:
+        for j in range(2):
+            pass
+        else:
+            pass
+
+
+@sd.kernel
+def is_compare():
+    for i in x:
+        x[i] = x[i] is None
+
+
+@sd.kernel
+def invert_float():
+    for i in x:
+        x[i] = ~x[i]
+
+
+@sd.kernel
+def bad_cast():
+    for i in x:
+        x[i] = sd.cast(x[i], "float")
+
+
+@sd.kernel
+def redefine_annotated():
+    for i in x:
+        q: sd.f32 = 1.0
+        q: sd.f32 = 2.0
+
+
+@sd.kernel
+def iterate_scalar():
+    for i in 3:
+        pass
+
+
+@sd.kernel
+def starred_call():
+    for i in x:
+        x[i] = sd.max(*[1.0, 2.0])
+
+
+@sd.kernel
+def fstring():
+    for i in x:
+        x[i] = len(f"{i}")
+
+
+@sd.kernel
+def block_scoped_name():
+    for i in x:
+        if i > 0:
+            inner = 1.0
+        x[i] = inner
+
+
+CASES = [  # kernel, error class, text of the quoted source line, what the message must say
+    (undefined_name, sd.SpiradNameError, "x[i] = not_defined_anywhere + 1", "not defined"),
+    (block_scoped_name, sd.SpiradNameError, "x[i] = inner", "assign it before this line"),
+    (with_block, sd.SpiradSyntaxError, 'with open("f"):', "With"),
+    (list_comp, sd.SpiradSyntaxError, "[j for j in range(3)]", "write a loop"),
+    (lambda_expr, sd.SpiradSyntaxError, "f = lambda q: q", "@sd.func"),
+    (try_block, sd.SpiradSyntaxError, "try:", "cannot raise or catch"),
+    (calls_print, sd.SpiradSyntaxError, "print(i)", "cannot call 'print'"),
+    (vector_into_scalar, sd.SpiradTypeError, "x[i] = v3[i]", "vector"),
+    (bitop_on_float, sd.SpiradTypeError, "xi[i] & 1.5", "needs integers"),
+    (wrong_index_count, sd.SpiradTypeError, "x[i, 0] = 1", "indexed with 2"),
+    (float_index, sd.SpiradTypeError, "x[0.5]", "index must be an integer"),
+    (unknown_attribute, sd.SpiradSyntaxError, "x.no_such_attribute", "no attribute"),
+    (string_value, sd.SpiradTypeError, 'x[i] = "abc"', "expected a number"),
+    (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),
+    (kernel_returns, sd.SpiradSyntaxError, "return 1", "write results into a field"),
+    (parallel_race, sd.SpiradSyntaxError, "s += x[i]", "atomic_add"),
+    (data_dependent_parallel_bound, sd.SpiradSyntaxError, "for i in range(xi[0]):",
+     "constants, scalar arguments and ndarray shapes"),
+    (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
+    (is_compare, sd.SpiradSyntaxError, "x[i] is None", "Is"),
+    (invert_float, sd.SpiradTypeError, "~x[i]", "integer"),
+    (bad_cast, sd.SpiradTypeError, 'sd.cast(x[i], "float")', "sd.f32"),
+    (redefine_annotated, sd.SpiradSyntaxError, "q: sd.f32 = 2.0", "already defined"),
+    (iterate_scalar, sd.SpiradSyntaxError, "for i in 3:", "range()"),
+    (starred_call, sd.SpiradSyntaxError, "*[1.0, 2.0]", "*args"),
+    (fstring, sd.SpiradSyntaxError, 'f"{i}"', "f-strings"),
+]
+
+
+def _assert_quotes(err, line_text):
+    msg = str(err)
+    assert isinstance(err, sd.SpiradError) and not isinstance(err, RuntimeError)
+    assert line_text in msg, msg
+    lines = msg.splitlines()
+    k = next(n for n, ln in enumerate(lines) if n > 0 and line_text in ln)
+    caret = lines[k + 1]
+    assert set(caret.strip()) == {"^"}, msg
+    # the caret sits under the quoted line's text
+    start = caret.index("^")
+    assert lines[k][start:start + len(caret.strip())].strip(), msg
+    assert "test_errors.py" in msg
+
+
+@test_archs()
+@pytest.mark.parametrize("kernel,cls,line,says", CASES, ids=[c[0].fn.__name__ for c in CASES])
+def test_compile_errors_quote_source(arch, kernel, cls, line, says):
+    _fields()
+    with pytest.raises(cls) as ei:
+        kernel()
+    _assert_quotes(ei.value, line)
+    assert says in str(ei.value)
+
+
+@test_archs()
+def test_caret_underlines_the_expression(arch):
+    _fields()
+    with pytest.raises(sd.SpiradNameError) as ei:
+        undefined_name()
+    lines = str(ei.value).splitlines()
+    src, caret = lines[1], lines[2]
+    start = caret.index("^")
+    assert src[start:start + caret.count("^")] == "not_defined_anywhere"
+
+
+@sd.kernel
+def typed_args(n: sd.i32, a: sd.types.ndarray(dtype=sd.f32, ndim=1)):
+    for i in a:
+        a[i] = n
+
+
+@test_archs()
+def test_argument_errors_quote_the_parameter(arch):
+    a = sd.ndarray(sd.f32, 3)
+    for args, cls, param, says in [
+        ((1.5, a), sd.SpiradTypeError, "n: sd.i32", "pass an int"),
+        (("1", a), sd.SpiradTypeError, "n: sd.i32", "must be a number"),
+        ((2 ** 40, a), sd.SpiradValueError, "n: sd.i32", "sd.i64"),
+        ((1, np.zeros(3, np.float32)), sd.SpiradTypeError, "a: sd.types.ndarray", "sd.ndarray(dtype, shape)"),
+        ((1, sd.ndarray(sd.f64, 3)), sd.SpiradTypeError, "a: sd.types.ndarray", "dtype"),
+        ((1, sd.ndarray(sd.f32, (3, 1))), sd.SpiradTypeError, "a: sd.types.ndarray", "dimension"),
+        ((1,), sd.SpiradTypeError, "def typed_args", "takes 2 argument"),
+    ]:
+        with pytest.raises(cls) as ei:
+            typed_args(*args)
+        _assert_quotes(ei.value, param)
+        assert says in str(ei.value)
+
+
+@test_archs()
+def test_host_side_value_errors(arch):
+    _fields()
+    for fn, says in [
+        (lambda: x.from_numpy(np.zeros(5, np.float32)), "does not match"),
+        (lambda: xi.from_numpy(np.array([0, 1, 2, 2 ** 40])), "do not fit"),
+        (lambda: xi.from_numpy(np.zeros(4)), "astype"),
+        (lambda: x[7], "out of range"),
+        (lambda: xi.fill(2 ** 40), "do not fit"),
+        (lambda: sd.field(sd.f32, shape="abc"), "shape"),
+    ]:
+        with pytest.raises(sd.SpiradError, match=says):
+            fn()
+
+
+@test_archs()
+def test_stale_field_in_kernel_quotes_source(arch):
+    _fields()
+    old = x
+    sd.init(arch=arch, debug=True)
+
+    @sd.kernel
+    def uses_old():
+        old[0] = 1
+
+    with pytest.raises(sd.SpiradValueError) as ei:
+        uses_old()
+    _assert_quotes(ei.value, "old[0] = 1")
+    assert "previous sd.init" in str(ei.value)
+
+
+@test_archs()
+def test_internal_errors_are_runtime_errors(arch):
+    """An IR invariant violation is a compiler bug: RuntimeError, not a user error."""
+    from spirad.ir import dtypes as T
+    from spirad.ir.builder import IRBuilder
+    from spirad.ir.ops import Op
+    b = IRBuilder()
+    with pytest.raises(RuntimeError) as ei:
+        b.binary(Op.ADD, b.const(1, T.i32), b.const(1.0, T.f32))
+    assert not isinstance(ei.value, sd.SpiradError)
+
+
+@test_archs()
+def test_data_dependent_bound_workaround(arch):
+    """The hint of the parallel-bound error works: a loop nested in `range(1)` is serial."""
+    _fields()
+    xi[0] = 3
+
+    @sd.kernel
+    def k():
+        for _ in range(1):
+            for i in range(xi[0]):
+                x[i] = i + 1
+
+    k()
+    np.testing.assert_array_equal(x.to_numpy(), [1, 2, 3, 0])
+
+
+@pytest.mark.xfail(reason="backend bug: the cpu backend has no bounds checks, even with debug=True; "
+                          "an out-of-range index inside a kernel segfaults", strict=False)
+@pytest.mark.parametrize("arch", ["cpu"])
+def test_out_of_range_index_in_kernel_does_not_crash(arch, tmp_path):
+    """Run in a child process: the failure mode is a segfault."""
+    code = textwrap.dedent(f"""
+        import spirad as sd
+        sd.init(arch="{arch}", debug=True)
+        x = sd.field(sd.f32, shape=4)
+
+        @sd.kernel
+        def k(o: sd.i32):
+            for i in x:
+                x[i + o] = 1
+
+        try:
+            k(10_000_000)
+            x.to_numpy()
+        except sd.SpiradError as e:
+            print("SpiradError", e)
+    """)
+    child = tmp_path / "oob_child.py"  # kernels need a real source file
+    child.write_text(code)
+    r = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"child exited with {r.returncode}"
+    assert "SpiradError" in r.stdout

@@ -1,0 +1,271 @@
+"""Math builtins, table-driven: (op, numpy reference, input domain, tolerance), in f32 and f64.
+
+Inputs are drawn from each op's domain; the reference is numpy in float64 on the same (rounded)
+inputs, so f32 results are held to a few ulps of f32 and f64 results to a few ulps of f64.
+"""
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+N = 64
+TOL = {"f32": (2e-6, 1e-6), "f64": (1e-13, 1e-14)}  # (rtol, atol)
+
+
+# Operators as @sd.func, so a table entry can hand them to a kernel as a template argument.
+@sd.func
+def f_neg(x):
+    return -x
+
+
+@sd.func
+def f_pow(a, b):
+    return a ** b
+
+
+@sd.func
+def f_add(a, b):
+    return a + b
+
+
+@sd.func
+def f_sub(a, b):
+    return a - b
+
+
+@sd.func
+def f_mul(a, b):
+    return a * b
+
+
+@sd.func
+def f_div(a, b):
+    return a / b
+
+
+@sd.func
+def f_floordiv(a, b):
+    return a // b
+
+
+@sd.func
+def f_mod(a, b):
+    return a % b
+
+
+@sd.func
+def f_and(a, b):
+    return a & b
+
+
+@sd.func
+def f_xor(a, b):
+    return a ^ b
+
+
+UNARY = [  # name, spirad fn, numpy fn, domain, tolerance scale
+    ("sin", sd.sin, np.sin, (-6.0, 6.0), 2),
+    ("cos", sd.cos, np.cos, (-6.0, 6.0), 2),
+    ("tan", sd.tan, np.tan, (-1.3, 1.3), 4),
+    ("tanh", sd.tanh, np.tanh, (-5.0, 5.0), 2),
+    ("asin", sd.asin, np.arcsin, (-0.99, 0.99), 2),
+    ("acos", sd.acos, np.arccos, (-0.99, 0.99), 2),
+    ("exp", sd.exp, np.exp, (-10.0, 10.0), 2),
+    ("log", sd.log, np.log, (0.01, 100.0), 2),
+    ("sqrt", sd.sqrt, np.sqrt, (0.0, 100.0), 1),
+    ("rsqrt", sd.rsqrt, lambda x: 1 / np.sqrt(x), (0.01, 100.0), 2),
+    ("abs", sd.abs, np.abs, (-10.0, 10.0), 1),
+    ("builtin_abs", abs, np.abs, (-10.0, 10.0), 1),
+    ("floor", sd.floor, np.floor, (-10.0, 10.0), 1),
+    ("neg", f_neg, np.negative, (-10.0, 10.0), 1),
+]
+
+BINARY = [
+    ("atan2", sd.atan2, np.arctan2, (-3.0, 3.0), (-3.0, 3.0), 2),
+    ("pow", sd.pow, np.power, (0.1, 4.0), (-3.0, 3.0), 4),
+    ("pow_op", f_pow, np.power, (0.1, 4.0), (-3.0, 3.0), 4),
+    ("min", sd.min, np.minimum, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("max", sd.max, np.maximum, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("builtin_min", min, np.minimum, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("add", f_add, np.add, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("sub", f_sub, np.subtract, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("mul", f_mul, np.multiply, (-5.0, 5.0), (-5.0, 5.0), 1),
+    ("div", f_div, np.divide, (-5.0, 5.0), (0.5, 5.0), 1),
+    ("floordiv", f_floordiv, np.floor_divide, (-5.0, 5.0), (0.5, 5.0), 1),
+    ("mod", f_mod, np.mod, (-5.0, 5.0), (0.5, 5.0), 4),
+]
+
+
+@sd.kernel
+def unary_kernel(op: sd.template(), x: sd.types.ndarray(), y: sd.types.ndarray()):
+    for i in x:
+        y[i] = op(x[i])
+
+
+@sd.kernel
+def binary_kernel(op: sd.template(), a: sd.types.ndarray(), b: sd.types.ndarray(),
+                  y: sd.types.ndarray()):
+    for i in a:
+        y[i] = op(a[i], b[i])
+
+
+def _inputs(dt, lo, hi, seed):
+    x = np.random.default_rng(seed).uniform(lo, hi, N).astype(dt.np)
+    arr = sd.ndarray(dt, N)
+    arr.from_numpy(x)
+    return x, arr
+
+
+def _check(dt, got, want, scale):
+    rtol, atol = TOL[dt.name]
+    np.testing.assert_allclose(got, want, rtol=rtol * scale, atol=atol * scale)
+
+
+@test_archs(require=("f64",))
+@pytest.mark.parametrize("dt", [sd.f32, sd.f64], ids=str)
+@pytest.mark.parametrize("name,fn,ref,dom,scale", UNARY, ids=[u[0] for u in UNARY])
+def test_unary(arch, dt, name, fn, ref, dom, scale):
+    x, xa = _inputs(dt, *dom, seed=hash(name) % 1000)
+    y = sd.ndarray(dt, N)
+    unary_kernel(fn, xa, y)
+    out = y.to_numpy()
+    assert out.dtype == dt.np
+    want = ref(x.astype(np.float64))
+    if name == "floor":
+        np.testing.assert_array_equal(out, want)
+    else:
+        _check(dt, out, want, scale)
+
+
+@test_archs(require=("f64",))
+@pytest.mark.parametrize("dt", [sd.f32, sd.f64], ids=str)
+@pytest.mark.parametrize("name,fn,ref,da,db,scale", BINARY, ids=[b[0] for b in BINARY])
+def test_binary(arch, dt, name, fn, ref, da, db, scale):
+    a, aa = _inputs(dt, *da, seed=1)
+    b, ba = _inputs(dt, *db, seed=2)
+    y = sd.ndarray(dt, N)
+    binary_kernel(fn, aa, ba, y)
+    want = ref(a.astype(np.float64), b.astype(np.float64))
+    if name in ("floordiv", "mod"):
+        # an f32 quotient can round across an integer; compare where the f64 reference is clear
+        q = a.astype(np.float64) / b
+        clear = np.abs(q - np.round(q)) > 1e-4
+        _check(dt, y.to_numpy()[clear], want[clear], scale)
+    else:
+        _check(dt, y.to_numpy(), want, scale)
+
+
+INT_BINARY = [
+    ("min", sd.min, np.minimum), ("max", sd.max, np.maximum),
+    ("add", f_add, np.add), ("mul", f_mul, np.multiply),
+    ("floordiv", f_floordiv, np.floor_divide), ("mod", f_mod, np.mod),
+    ("and", f_and, np.bitwise_and), ("xor", f_xor, np.bitwise_xor),
+]
+
+
+@test_archs(require=("i64",))
+@pytest.mark.parametrize("dt", [sd.i32, sd.i64, sd.u32], ids=str)
+@pytest.mark.parametrize("name,fn,ref", INT_BINARY, ids=[b[0] for b in INT_BINARY])
+def test_int_binary(arch, dt, name, fn, ref):
+    rng = np.random.default_rng(5)
+    lo = 0 if dt == sd.u32 else -1000
+    a = rng.integers(lo, 1000, N).astype(dt.np)
+    b = rng.integers(1, 50, N).astype(dt.np)
+    if dt != sd.u32:
+        b[::2] *= -1
+    aa, ba, y = sd.ndarray(dt, N), sd.ndarray(dt, N), sd.ndarray(dt, N)
+    aa.from_numpy(a)
+    ba.from_numpy(b)
+    binary_kernel(fn, aa, ba, y)
+    np.testing.assert_array_equal(y.to_numpy(), ref(a, b))
+
+
+@test_archs()
+def test_int_abs_neg_pow(arch):
+    @sd.kernel
+    def k(x: sd.types.ndarray(), out: sd.types.ndarray()):
+        for i in x:
+            out[i, 0] = abs(x[i])
+            out[i, 1] = -x[i]
+            out[i, 2] = x[i] ** 3
+            out[i, 3] = sd.pow(x[i], 2)
+            out[i, 4] = ~x[i]
+
+    xs = np.array([-5, -1, 0, 2, 7], np.int32)
+    x, out = sd.ndarray(sd.i32, 5), sd.ndarray(sd.i32, (5, 5))
+    x.from_numpy(xs)
+    k(x, out)
+    np.testing.assert_array_equal(out.to_numpy(), np.stack([np.abs(xs), -xs, xs ** 3, xs ** 2, ~xs], 1))
+
+
+@test_archs()
+def test_select_and_cast(arch):
+    @sd.kernel
+    def k(x: sd.types.ndarray(), out: sd.types.ndarray(), outi: sd.types.ndarray()):
+        for i in x:
+            v = x[i]
+            out[i, 0] = sd.select(v > 0, v, -2 * v)
+            out[i, 1] = sd.select(v > 0, 1, 0.5)
+            outi[i, 0] = sd.cast(v, sd.i32)            # truncation toward zero
+            outi[i, 1] = sd.cast(sd.floor(v), sd.i32)
+            outi[i, 2] = int(v)
+            outi[i, 3] = sd.i32(v * 2)
+            out[i, 2] = float(sd.cast(v, sd.i32))
+            out[i, 3] = sd.cast(sd.cast(v, sd.i64), sd.f64) + sd.cast(v > 0, sd.f32)
+            outi[i, 4] = sd.cast(v, sd.u1)
+
+    xs = np.array([-2.5, -0.5, 0.0, 0.75, 3.5], np.float32)
+    x, out, outi = sd.ndarray(sd.f32, 5), sd.ndarray(sd.f32, (5, 4)), sd.ndarray(sd.i32, (5, 5))
+    x.from_numpy(xs)
+    k(x, out, outi)
+    tr = np.trunc(xs)
+    np.testing.assert_array_equal(out.to_numpy(), np.stack([np.where(xs > 0, xs, -2 * xs),
+                                                            np.where(xs > 0, 1, 0.5), tr,
+                                                            tr + (xs > 0)], 1))
+    np.testing.assert_array_equal(outi.to_numpy(), np.stack([tr, np.floor(xs), tr, np.trunc(xs * 2),
+                                                             xs != 0], 1).astype(np.int32))
+
+
+@test_archs()
+def test_int_args_promote_to_float_in_math(arch):
+    @sd.kernel
+    def k(out: sd.types.ndarray()):
+        for i in out:
+            out[i] = sd.sqrt(i) + sd.atan2(i, 2)
+
+    out = sd.ndarray(sd.f32, 5)
+    k(out)
+    r = np.arange(5.0)
+    np.testing.assert_allclose(out.to_numpy(), np.sqrt(r) + np.arctan2(r, 2), rtol=1e-6)
+
+
+@test_archs()
+def test_min_max_many_and_vectors(arch):
+    @sd.kernel
+    def k(out: sd.types.ndarray()):
+        for i in range(1):
+            out[0] = sd.min(3.0, 1.0, 2.0)
+            out[1] = sd.max(1, 5, 2, 4)
+            v = sd.Vector([4.0, -1.0, 2.0])
+            out[2] = sd.max(v)
+            out[3] = sd.min(v, 0.0)[2]
+            out[4] = sd.sqrt(sd.Vector([4.0, 9.0]))[1]
+
+    out = sd.ndarray(sd.f32, 5)
+    k(out)
+    np.testing.assert_array_equal(out.to_numpy(), [1, 5, 4, 0, 3])
+
+
+@test_archs()
+def test_compile_time_math_folds(arch):
+    out = sd.field(sd.f64, shape=3)
+
+    @sd.kernel
+    def k():
+        out[0] = sd.sin(1.0)     # evaluated by Python at compile time
+        out[1] = sd.sqrt(2.0) * 2
+        out[2] = abs(-3)
+
+    k()
+    np.testing.assert_allclose(out.to_numpy(), [np.sin(1.0), 2 * np.sqrt(2.0), 3], rtol=1e-15)

@@ -1,0 +1,158 @@
+"""Ndarrays: `sd.ndarray` + `types.ndarray()` arguments, run-time shapes, vector elements."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+
+@sd.kernel
+def saxpy(a: sd.f32, x: sd.types.ndarray(), y: sd.types.ndarray()):
+    for i in x:
+        y[i] = a * x[i] + y[i]
+
+
+@test_archs()
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_saxpy_runtime_shapes(arch, n):
+    rng = np.random.default_rng(n)
+    xs, ys = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = sd.ndarray(sd.f32, n), sd.ndarray(sd.f32, n)
+    x.from_numpy(xs)
+    y.from_numpy(ys)
+    saxpy(1.5, x, y)
+    np.testing.assert_allclose(y.to_numpy(), 1.5 * xs + ys, rtol=1e-6, atol=1e-6)
+
+
+@test_archs()
+def test_one_compile_for_all_lengths(arch):
+    for n in (3, 5, 9):
+        x, y = sd.ndarray(sd.f32, n), sd.ndarray(sd.f32, n)
+        x.fill(1.0)
+        saxpy(2.0, x, y)
+        np.testing.assert_array_equal(y.to_numpy(), np.full(n, 2.0))
+    keys = [k for k in saxpy._cache if k[0] == sd._state.current().epoch]
+    assert len(keys) == 1  # shape is a run-time value: one program
+
+
+@sd.kernel
+def shape_query(a: sd.types.ndarray(), out: sd.types.ndarray()):
+    n = a.shape[0]
+    m = a.shape[1]
+    for i, j in sd.ndrange(n, m):
+        a[i, j] = i * m + j
+    out[0] = n
+    out[1] = m
+
+
+@test_archs()
+@pytest.mark.parametrize("shape", [(2, 3), (5, 1), (4, 4)], ids=str)
+def test_shape_and_ndrange(arch, shape):
+    a = sd.ndarray(sd.i32, shape)
+    out = sd.ndarray(sd.i32, 2)
+    shape_query(a, out)
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(np.prod(shape)).reshape(shape))
+    np.testing.assert_array_equal(out.to_numpy(), shape)
+
+
+@test_archs()
+def test_2d_loop_and_grouped(arch):
+    @sd.kernel
+    def k(a: sd.types.ndarray(ndim=2), b: sd.types.ndarray(ndim=2)):
+        for i, j in a:
+            a[i, j] = i - j
+        for I in sd.grouped(b):
+            b[I] = I[0] * 10 + I[1]
+
+    a, b = sd.ndarray(sd.f64, (3, 4)), sd.ndarray(sd.i64, (2, 5))
+    k(a, b)
+    np.testing.assert_array_equal(a.to_numpy(), np.subtract.outer(np.arange(3), np.arange(4)))
+    np.testing.assert_array_equal(b.to_numpy(), np.add.outer(10 * np.arange(2), np.arange(5)))
+
+
+@test_archs()
+def test_vector_ndarray(arch):
+    @sd.kernel
+    def k(p: sd.types.ndarray(), out: sd.types.ndarray()):
+        for i in p:
+            v = p[i]
+            out[i] = v.norm()
+            p[i] = v * 2.0
+
+    data = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
+    p = sd.Vector.ndarray(3, sd.f32, 6)
+    out = sd.ndarray(sd.f32, 6)
+    p.from_numpy(data)
+    k(p, out)
+    np.testing.assert_allclose(out.to_numpy(), np.linalg.norm(data, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(p.to_numpy(), data * 2, rtol=1e-6)
+
+
+@test_archs()
+def test_matrix_ndarray(arch):
+    @sd.kernel
+    def k(m: sd.types.ndarray(), v: sd.types.ndarray()):
+        for i in m:
+            v[i] = m[i] @ v[i]
+
+    ms = np.random.default_rng(2).standard_normal((4, 2, 2)).astype(np.float32)
+    vs = np.random.default_rng(3).standard_normal((4, 2)).astype(np.float32)
+    m, v = sd.Matrix.ndarray(2, 2, sd.f32, 4), sd.Vector.ndarray(2, sd.f32, 4)
+    m.from_numpy(ms)
+    v.from_numpy(vs)
+    k(m, v)
+    np.testing.assert_allclose(v.to_numpy(), np.einsum("nij,nj->ni", ms, vs), rtol=1e-5, atol=1e-6)
+
+
+@test_archs()
+def test_ndarray_grad(arch):
+    a = sd.ndarray(sd.f32, 3, needs_grad=True)
+    assert a.grad is not None and a.grad.shape == (3,)
+
+    @sd.kernel
+    def k(x: sd.types.ndarray()):
+        for i in x:
+            x.grad[i] = i + 0.5
+
+    k(a)
+    np.testing.assert_array_equal(a.grad.to_numpy(), [0.5, 1.5, 2.5])
+    np.testing.assert_array_equal(a.to_numpy(), [0, 0, 0])
+
+
+@test_archs()
+def test_ndarray_host_access(arch):
+    a = sd.ndarray(sd.i32, (2, 2))
+    a[1, 0] = 5
+    a.fill(0)
+    a[0, 1] = 3
+    assert a[0, 1] == 3
+    np.testing.assert_array_equal(a.to_numpy(), [[0, 3], [0, 0]])
+    with pytest.raises(sd.SpiradValueError):
+        a.from_numpy(np.zeros((2, 3), np.int32))
+    with pytest.raises(sd.SpiradValueError):
+        a[2, 0]
+
+
+@test_archs()
+def test_ndarray_argument_checks(arch):
+    @sd.kernel
+    def k(a: sd.types.ndarray(dtype=sd.f32, ndim=1)):
+        for i in a:
+            a[i] = 1.0
+
+    k(sd.ndarray(sd.f32, 4))
+    with pytest.raises(sd.SpiradTypeError, match="dtype"):
+        k(sd.ndarray(sd.f64, 4))
+    with pytest.raises(sd.SpiradTypeError, match="dimension"):
+        k(sd.ndarray(sd.f32, (4, 1)))
+    with pytest.raises(sd.SpiradTypeError, match="sd.ndarray"):
+        k(np.zeros(4, np.float32))
+    with pytest.raises(sd.SpiradTypeError, match="sd.ndarray"):
+        k(sd.field(sd.f32, shape=4))
+
+
+@test_archs()
+def test_empty_ndarray_launch(arch):
+    x, y = sd.ndarray(sd.f32, 0), sd.ndarray(sd.f32, 0)
+    saxpy(1.0, x, y)  # zero iterations: nothing runs, nothing crashes
+    assert y.to_numpy().shape == (0,)
