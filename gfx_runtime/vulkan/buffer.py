@@ -110,7 +110,8 @@ class Buffer:
         # The token releases the buffer once the Buffer *and* all numpy views of it are gone:
         # views are built on ffi.buffer(token), which keeps the token alive.
         ptr = res.allocation.ptr if self.host_visible else ffi.cast("char*", 0)
-        self._token = ffi.gc(ptr, lambda _p, r=weakref.ref(runtime), s=res: _release_later(r, s))
+        # `rel` is bound now: at interpreter exit module globals may already be None.
+        self._token = ffi.gc(ptr, lambda _p, r=weakref.ref(runtime), s=res, rel=_release_later: rel(r, s))
         self._mapbuf = ffi.buffer(self._token, res.size) if self.host_visible else None
 
     # -- host access ---------------------------------------------------------------------------
