@@ -5,7 +5,9 @@
 Each task function is `void @sym(ptr bufs, ptr args, i32 begin, i32 end, i32 worker)` (see
 `llvm_codegen.program`). A 'range' task loops over [begin, end) inside the function, so the
 per-iteration cost is not a call; a 'serial' task runs its body once. Op lowering lives in
-tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`.
+tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`,
+`lower_adstack` (ADSTACK_*: heap-backed stacks; a task with adstacks also reads
+`bufs[n..n+3]` = meta, heap_float, heap_int, status with n = len(abi.bindings), see there).
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ from spirad.ir.nodes import Task, TaskList
 
 from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID
+from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
 from .lower_memory import LOWER_MEMORY
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
 
-LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL}  # every Op (a test checks it)
+LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
 TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I32, I32, I32])
 
@@ -40,17 +43,19 @@ def compile_tasks(tl: TaskList, abi: KernelABI) -> CpuProgram:
     infos = []
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
-        _lower_task(lib, sym, task, tl, abi)
-        infos.append(CpuTaskInfo(sym, task.kind))
+        nstacks = _lower_task(lib, sym, task, tl, abi, k)
+        infos.append(CpuTaskInfo(sym, task.kind, nstacks))
     return CpuProgram(str(module), tuple(infos))
 
 
-def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI):
+def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
+                task_index: int):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
     ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+    nstacks = setup_adstacks(ctx, task, task_index)  # without adstacks: nothing emitted
     start = ctx.block("start")
     ctx.b = ir.IRBuilder(start)
     ret = ctx.block("ret")
@@ -74,4 +79,5 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     ctx.b.position_at_end(ret)
     ctx.b.ret_void()
     ctx.entry_b.branch(start)
+    return nstacks
 

@@ -54,6 +54,7 @@ class FnContext:
         self.env: dict[Node, ir.Value] = {}
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.top_continue: ir.Block = None  # CONTINUE at task top level
+        self.adstack = None  # lower_adstack.AdstackState of a task with adstacks
         self._bufs: dict[int, ir.Value] = {}
         self._shapes: dict[tuple, ir.Value] = {}
         self._args: dict[tuple, ir.Value] = {}

@@ -111,13 +111,8 @@ def _atomic_add(ctx: FnContext, n):
     return convert(ctx, old, dt, n.dtype)
 
 
-def _adstack(ctx, n):
-    raise RuntimeError("adstack ops not supported yet")
-
-
 LOWER_MEMORY = {
     Op.ARG: _arg, Op.NDARRAY_SHAPE: _ndarray_shape, Op.LOOP_INDEX: _loop_index,
     Op.ALLOCA: _alloca, Op.LOAD: _load, Op.STORE: _store,
     Op.GLOBAL_LOAD: _global_load, Op.GLOBAL_STORE: _global_store, Op.ATOMIC_ADD: _atomic_add,
 }
-LOWER_MEMORY.update({op: _adstack for op in Op if op.name.startswith("ADSTACK_")})

@@ -8,17 +8,36 @@ has the C signature
 and runs its body for every index in [begin, end) ('range' tasks) or once ('serial' tasks, which
 the driver calls with begin=0, end=1). `bufs[k]` is the base address of `abi.bindings[k]`; `args`
 is the argument buffer laid out by `spirad.ir.abi`. `worker` is the caller's slot in
-[0, num_workers) (reserved for per-thread adstack heap rows).
+[0, num_workers): the row of the adstack heaps the call uses.
+
+A task whose body has ADSTACK_ALLOCA nodes (`CpuTaskInfo.num_adstacks > 0`) also reads, with
+n = len(abi.bindings) (the Adstack ABI in `spirad.ir.abi`):
+
+    bufs[n]     meta        u32 words sizer.Layout.metadata(): [stride_float, stride_int,
+                            off_0, cap_0, off_1, cap_1, ...] (2 + 2*num_adstacks words)
+    bufs[n+1]   heap_float  rows x stride_float bytes, 8-byte aligned
+    bufs[n+2]   heap_int    rows x stride_int bytes, 8-byte aligned
+    bufs[n+3]   status      4 u32 words, zeroed by the caller; an overflowing PUSH sets
+                            [STATUS_ADSTACK_OVERFLOW, task index, stack index, 0] (first error wins)
+
+with rows >= the number of worker slots a launch uses (`CpuRuntime.num_workers`; 1 for serial
+tasks and non-parallel launches). Heap contents need no initialisation and are not needed after
+the launch, so one pair of heaps sized for the largest task can serve every task. Tasks without
+adstacks never read bufs[n..n+3].
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+ADSTACK_EXTRA_BUFFERS = 4     # meta, heap_float, heap_int, status
+STATUS_ADSTACK_OVERFLOW = 1   # status word 0
 
 
 @dataclass(frozen=True)
 class CpuTaskInfo:
     symbol: str
     kind: str  # 'range' | 'serial'
+    num_adstacks: int = 0  # > 0: the task reads the adstack buffers bufs[n..n+3]
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,7 @@ def compile_grad(kernel, args):
     from .passes.simplify import simplify_tasks
     st = _state.current()
     fwd = kernel.compile(args)
-    key = ("grad", id(fwd))
-    g = kernel._cache.get(key)
+    g = getattr(fwd, "grad_compiled", None)  # one adjoint per compiled forward signature
     if g is not None:
         return g
     tl = reverse_mode(fwd.tl, _grad_of_factory(args), st.options.get("default_ad_stack_size"),
@@ -67,7 +66,7 @@ def compile_grad(kernel, args):
         stacks.append([(a.arg.capacity, a.dtype) for a in allocas] if allocas else None)
         required.append([a.arg.required for a in allocas] if allocas else None)
     g = GradCompiled(c, stacks, required)
-    kernel._cache[key] = g
+    fwd.grad_compiled = g
     return g
 
 

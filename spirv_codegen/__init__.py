@@ -5,8 +5,11 @@ Public surface:
     SpirvCaps, SpirvTask, dispatch_geometry, LOCAL_SIZE
     validate(words, target_env='vulkan1.1'), disassemble(words)
     PUSH_CONSTANT_BYTES, STATUS_* codes, ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING
-See `spirv_codegen.lower` for the binding / push-constant / status conventions.
+    adstack_bindings(n), META_NAME, HEAP_FLOAT_NAME, HEAP_INT_NAME
+See `spirv_codegen.lower` for the binding / push-constant / status conventions and
+`spirv_codegen.adstack` for the adstack buffers.
 """
+from .adstack import HEAP_FLOAT_NAME, HEAP_INT_NAME, META_NAME, adstack_bindings
 from .interface import (ARGS_BINDING, FIRST_ARRAY_BINDING, PUSH_CONSTANT_BYTES,
                         STATUS_ADSTACK_OVERFLOW, STATUS_BINDING, STATUS_LOOP_CAP, STATUS_OK,
                         STATUS_WORDS)
@@ -16,4 +19,5 @@ from .validator import disassemble, validate
 __all__ = ["compile_tasks", "compile_task", "SpirvCaps", "SpirvTask", "dispatch_geometry",
            "LOCAL_SIZE", "validate", "disassemble", "PUSH_CONSTANT_BYTES", "STATUS_OK",
            "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_WORDS", "ARGS_BINDING",
-           "STATUS_BINDING", "FIRST_ARRAY_BINDING"]
+           "STATUS_BINDING", "FIRST_ARRAY_BINDING", "adstack_bindings", "META_NAME",
+           "HEAP_FLOAT_NAME", "HEAP_INT_NAME"]

@@ -18,7 +18,7 @@ FIRST_ARRAY_BINDING = 2
 PUSH_CONSTANT_BYTES = 12  # i32 begin, i32 end, u32 threads_per_row
 
 STATUS_OK = 0
-STATUS_ADSTACK_OVERFLOW = 1   # reserved for the adstack
+STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full (see adstack.py)
 STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
 STATUS_WORDS = 4              # the status buffer holds at least this many u32 words
 
@@ -33,6 +33,7 @@ class Interface:
         self._pc = None
         self._in_prologue = False
         self.builtins: list[int] = []
+        self.buffer_names: dict[int, str] = {}  # OpName of extra bindings (adstack buffers)
 
     # -- prologue ----------------------------------------------------------------------------
     def prologue(self, key, make):
@@ -66,8 +67,8 @@ class Interface:
             var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
             m.decorate(var, "DescriptorSet", 0)
             m.decorate(var, "Binding", binding)
-            m.name(var, {ARGS_BINDING: "args", STATUS_BINDING: "status"}.get(
-                binding, f"buf{binding - FIRST_ARRAY_BINDING}"))
+            name = {ARGS_BINDING: "args", STATUS_BINDING: "status", **self.buffer_names}
+            m.name(var, name.get(binding, f"buf{binding - FIRST_ARRAY_BINDING}"))
             self._buffers[binding] = (var, m.t_pointer("StorageBuffer", elem))
         return self._buffers[binding]
 
@@ -169,9 +170,9 @@ class Interface:
         return self.prologue("linear", make)
 
     # -- status ------------------------------------------------------------------------------
-    def write_error_and_return(self, code: int, aux: int) -> None:
-        """First error wins word 0 (compare-exchange from 0); the winner writes `aux` to word 1.
-        Ends the current block with OpReturn."""
+    def write_error(self, code: int, aux: int, aux2: int | None = None) -> None:
+        """First error wins word 0 (compare-exchange from 0); the winner writes `aux` to word 1
+        (and `aux2` to word 2 when given). Control continues after it in a new block."""
         E, fn = self.E, self.E.fn
         scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
         p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
@@ -182,7 +183,12 @@ class Interface:
         fn.branch_cond(first, won, merge)
         fn.begin(won)
         E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(1, i32)), E.c(aux, u32))
+        if aux2 is not None:
+            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(2, i32)), E.c(aux2, u32))
         fn.branch(merge)
         fn.begin(merge)
-        fn.emit("OpReturn")
 
+    def write_error_and_return(self, code: int, aux: int) -> None:
+        """`write_error`, then end the current block with OpReturn."""
+        self.write_error(code, aux)
+        self.E.fn.emit("OpReturn")

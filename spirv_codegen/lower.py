@@ -13,7 +13,10 @@ Descriptors (all in set 0, all storage buffers):
                  the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
                  error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
                    0 STATUS_OK                nothing happened
-                   1 STATUS_ADSTACK_OVERFLOW  reserved for the adstack
+                   1 STATUS_ADSTACK_OVERFLOW  an ADSTACK_PUSH found its stack full; word 1 =
+                                              task index, word 2 = stack index k. The
+                                              invocation goes on (the push wrote nothing); the
+                                              host must raise.
                    2 STATUS_LOOP_CAP          a loop would have run past `caps.loop_iteration_cap`
                                               (lavapipe: 65,535 iterations per invocation in
                                               total); word 1 = index of the task in the TaskList.
@@ -22,7 +25,13 @@ Descriptors (all in set 0, all storage buffers):
                  C order. u1 is a u32 0/1. A float buffer that a task updates with a CAS-loop
                  atomic add is declared as same-width unsigned ints in that task (same bytes).
                  i64/f64 need the Int64/Float64 capabilities, requested only when used.
-  `SpirvTask.num_bindings` = 2 + len(abi.bindings) for every task of a kernel.
+  binding 2+n    (n = len(abi.bindings)) only in tasks with ADSTACK_* nodes: AdStackMeta,
+  3+n, 4+n       AdStackHeapFloat, AdStackHeapInt; see `spirv_codegen/adstack.py` and the Adstack
+                 ABI in `spirad/ir/abi.py`.
+  `SpirvTask.num_bindings` = 2 + n for a task without adstacks, 2 + n + 3 for a task with them
+  (`SpirvTask.adstacks` non-empty: the stacks' dtypes in ABI order); the runtime binds exactly
+  that many buffers per dispatch. A range task with adstacks is dispatched in chunks of at most
+  `rows` threads (the heaps' row count): push constants (chunk_begin, chunk_end, ...) per chunk.
 
 Push constants (12 bytes, `PUSH_CONSTANT_BYTES`): offset 0 i32 begin, offset 4 i32 end,
 offset 8 u32 threads_per_row. For a 'range' task the host evaluates begin/end and dispatches
@@ -50,12 +59,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spirad.ir.abi import adstack_allocas
 from spirad.ir.dtypes import i32, u1, u32
 from spirad.ir.interpreter import cast_value
 from spirad.ir.nodes import Block, Node, Task, TaskList, walk
 from spirad.ir.ops import BINARY, UNARY, Op
 
 from . import atomics
+from .adstack import AdStacks
 from .emitter import Emitter
 from .interface import PUSH_CONSTANT_BYTES, STATUS_LOOP_CAP, Interface
 from .lower_math import lower_binary, lower_cast, lower_unary
@@ -90,6 +101,7 @@ class SpirvTask:
     num_bindings: int
     push_constant_bytes: int
     local_size: int
+    adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -118,7 +130,9 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps) -> SpirvTa
     name = t.name or f"{tl.name}_t{task_index}"
     words = TaskLowerer(t, task_index, abi, caps).run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
-    return SpirvTask(name, t.kind, words, 2 + len(abi.bindings), PUSH_CONSTANT_BYTES, local)
+    stacks = tuple(n.dtype for n in adstack_allocas(t))
+    nb = 2 + len(abi.bindings) + (3 if stacks else 0)
+    return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks)
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
@@ -142,6 +156,7 @@ class TaskLowerer:
         self.slots: dict[Node, int] = {}
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
         self.counter = None
+        self._adstacks = None
 
     # -- module ------------------------------------------------------------------------------
     def run(self) -> bytes:
@@ -403,8 +418,30 @@ class TaskLowerer:
         else:
             self.E.fn.emit("OpReturn")
 
-    def _adstack(self, n):
-        raise RuntimeError("adstack ops not supported yet")
+    # -- adstack (see adstack.py) ------------------------------------------------------------
+    @property
+    def adstacks(self) -> AdStacks:
+        if self._adstacks is None:
+            self._adstacks = AdStacks(self)
+        return self._adstacks
+
+    def _adstack_alloca(self, n):
+        self.adstacks.alloca(n)
+
+    def _adstack_push(self, n):
+        self.adstacks.push(n)
+
+    def _adstack_pop(self, n):
+        self.adstacks.pop(n)
+
+    def _adstack_load_top(self, n):
+        self.values[n] = self.adstacks.load_top(n)
+
+    def _adstack_load_top_adj(self, n):
+        self.values[n] = self.adstacks.load_top_adj(n)
+
+    def _adstack_acc_adj(self, n):
+        self.adstacks.acc_adj(n)
 
 
 _HANDLERS = {
@@ -418,4 +455,4 @@ _HANDLERS = {
 }
 for _op in Op:
     if _op.name.startswith("ADSTACK_"):
-        _HANDLERS[_op] = TaskLowerer._adstack
+        _HANDLERS[_op] = getattr(TaskLowerer, "_" + _op.name.lower())

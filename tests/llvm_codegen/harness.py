@@ -12,7 +12,8 @@ import numpy as np
 
 from llvm_codegen.codegen import compile_tasks
 from llvm_codegen.cpu_runtime import CpuRuntime
-from spirad.ir.abi import kernel_abi
+from sizer import compute_layout
+from spirad.ir.abi import adstack_allocas, kernel_abi
 from spirad.ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 
 _RUNTIME = None
@@ -79,4 +80,106 @@ def run_llvm(tl, arrays, scalars=(), loaded=None, parallel=True):
 def run_interp(tl, arrays, scalars=()):
     arrays = with_temps(tl, arrays)
     run_tasks(tl, Memory(arrays, scalars))
+    return arrays
+
+
+# -- adstacks ---------------------------------------------------------------------------------
+GUARD = 64          # guard bytes on each side of every adstack buffer (keeps 8-byte alignment)
+GUARD_BYTE = 0xA5   # guard fill
+HEAP_FILL = 0xEE    # heap fill: the code must not rely on zeroed heaps
+
+
+class Guarded:
+    """A uint8 buffer of `nbytes` with GUARD bytes of GUARD_BYTE on each side."""
+
+    def __init__(self, nbytes: int, fill: int = 0):
+        self.raw = np.full(GUARD + nbytes + GUARD, GUARD_BYTE, np.uint8)
+        self.data = self.raw[GUARD:GUARD + nbytes]
+        self.data[:] = fill
+        self.addr = self.raw.ctypes.data + GUARD
+
+    def guards_intact(self) -> bool:
+        return bool((self.raw[:GUARD] == GUARD_BYTE).all() and
+                    (self.raw[GUARD + self.data.size:] == GUARD_BYTE).all())
+
+
+def task_capacities(tl, capacities) -> list:
+    """Per task, the capacity of each stack in `adstack_allocas` order. `capacities`: a dict
+    {ADSTACK_ALLOCA node: cap} (as the interpreter's Memory takes) or a sequence per task of
+    sequences per stack."""
+    if isinstance(capacities, dict):
+        return [[int(capacities[a]) for a in adstack_allocas(t)] for t in tl.tasks]
+    out = [list(map(int, c)) for c in capacities]
+    for t, c in zip(tl.tasks, out):
+        assert len(c) == len(adstack_allocas(t)), "one capacity per stack of each task"
+    return out
+
+
+class AdstackLaunch:
+    """The three per-task adstack buffers (meta, heap_float, heap_int) of one task launch."""
+
+    def __init__(self, task, caps, rows: int):
+        allocas = adstack_allocas(task)
+        self.layout = compute_layout(caps, [a.dtype.nbytes for a in allocas],
+                                     ["float" if a.dtype.is_float else "int" for a in allocas])
+        words = self.layout.metadata()
+        self.meta = Guarded(4 * len(words))
+        self.meta.data.view(np.uint32)[:] = words
+        fb, ib = self.layout.heap_bytes(rows)
+        self.heap_float = Guarded(fb, HEAP_FILL)
+        self.heap_int = Guarded(ib, HEAP_FILL)
+
+    def buffers(self):
+        return (self.meta, self.heap_float, self.heap_int)
+
+
+def run_llvm_adstack(tl, arrays, scalars=(), capacities=(), loaded=None, parallel=True,
+                     rows=None, rt=None):
+    """`run_llvm` for kernels with adstacks. Returns (arrays, status, launches).
+
+    Per task with adstacks the task function receives `n + 4` buffers: the kernel's `n`
+    bindings, then meta (Layout.metadata() as u32), heap_float (rows x stride_float bytes),
+    heap_int (rows x stride_int bytes) and status (4 u32 words, zeroed once per kernel run here;
+    the first error of any task wins). `rows` defaults to the runtime's num_workers (the range of
+    the `worker` argument). Tasks without adstacks get only the `n` bindings. `status` is the
+    4-word array; `launches[k]` is the AdstackLaunch of task k (None without stacks). Every
+    guard byte around meta, the heaps and status is checked after the run. `rt`: a CpuRuntime
+    (default: the shared one), e.g. one with more workers than cores.
+    """
+    arrays = with_temps(tl, arrays)
+    abi, prog, mod = loaded or compile_and_load(tl)
+    rt = rt or runtime()
+    rows = rt.num_workers if rows is None else rows
+    caps = task_capacities(tl, capacities) if capacities else [[] for _ in tl.tasks]
+    base = [arrays[(r.kind, r.key, r.grad)].ctypes.data for r in abi.bindings]
+    status = Guarded(16)
+    args = build_args(tl, abi, arrays, scalars)
+    mem = Memory(arrays, scalars)
+    launches = []
+    for task, info, c in zip(tl.tasks, prog.tasks, caps):
+        if adstack_allocas(task):
+            launch = AdstackLaunch(task, c, rows)
+            extra = [b.addr for b in launch.buffers()] + [status.addr]
+        else:
+            launch, extra = None, []
+        launches.append(launch)
+        addrs = base + extra
+        bufs = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
+        fn = mod.function(info.symbol)
+        if task.kind == "serial":
+            rt.run(fn, bufs, args, 0, 1, parallel=False)
+        else:
+            begin, end = int(eval_expr(task.begin, mem)), int(eval_expr(task.end, mem))
+            if parallel and rows < rt.num_workers:
+                raise ValueError("rows must cover every worker slot of a parallel launch")
+            rt.run(fn, bufs, args, begin, end, parallel=parallel)
+    launches_ok = all(l is None or all(b.guards_intact() for b in l.buffers()) for l in launches)
+    assert launches_ok and status.guards_intact(), "adstack buffer guards overwritten"
+    return arrays, status.data.view(np.uint32).copy(), launches
+
+
+def run_interp_adstack(tl, arrays, scalars=(), capacities=None):
+    """The interpreter with adstack capacities {ADSTACK_ALLOCA node: cap}."""
+    arrays = with_temps(tl, arrays)
+    run_tasks(tl, Memory(arrays, scalars, capacities))
     return arrays

@@ -3,6 +3,10 @@
 Not production glue (the driver owns that); it follows the conventions of `spirv_codegen.lower`:
 binding 0 = argument buffer filled from the KernelABI, binding 1 = status, binding 2+k =
 `abi.bindings[k]`, push constants (begin, end, threads_per_row), `dispatch_geometry`.
+
+Tasks with adstacks (`SpirvTask.adstacks` non-empty) additionally get the three buffers of the
+Adstack ABI (`AdStackHeaps`, the runtime-side helper the production backend mirrors) and are
+dispatched in chunks of at most `rows` threads (`adstack_dispatches`).
 """
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spirad.ir.abi import kernel_abi
+from sizer.layout import Layout, compute_layout
+from spirad.ir.abi import adstack_allocas, kernel_abi
 from spirad.ir.dtypes import u1
 from spirad.ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 from spirv_codegen import (STATUS_WORDS, SpirvCaps, compile_tasks, dispatch_geometry, validate)
@@ -34,6 +39,97 @@ def device_caps(rt, **override) -> SpirvCaps:
 class Result:
     arrays: dict
     status: np.ndarray
+    adstack: dict = None  # task index -> AdStackSnapshot (tasks with adstacks only)
+
+
+# -- adstack: the runtime side of the Adstack ABI (spirad/ir/abi.py, spirv_codegen/adstack.py) --
+def adstack_layout(stack_dtypes, capacities) -> Layout:
+    """`sizer.compute_layout` for stacks of these dtypes (`SpirvTask.adstacks`) and capacities."""
+    caps = [int(c) for c in capacities]
+    if len(caps) != len(stack_dtypes):
+        raise ValueError(f"{len(stack_dtypes)} adstacks but {len(caps)} capacities")
+    return compute_layout(caps, [dt.nbytes for dt in stack_dtypes],
+                          ["float" if dt.is_float else "int" for dt in stack_dtypes])
+
+
+@dataclass
+class AdStackSnapshot:
+    layout: Layout
+    rows: int
+    meta: np.ndarray        # u32 words as bound
+    heap_float: np.ndarray  # u32 words of the whole buffer (rows * stride + guard)
+    heap_int: np.ndarray
+
+
+class AdStackHeaps:
+    """The three extra buffers of one launch of a task with adstacks, in binding order
+    (2+n meta, 3+n AdStackHeapFloat, 4+n AdStackHeapInt).
+
+    meta = `layout.metadata()` as u32; each heap = rows x stride bytes (+ `guard_words` words),
+    at least 4 bytes (a Vulkan buffer cannot be empty; a heap with stride 0 is never touched).
+    The heaps need no initialisation (ADSTACK_ALLOCA resets the counters); here they are filled
+    with `fill` so tests can see which words the shader wrote."""
+
+    def __init__(self, rt, stack_dtypes, capacities, rows: int, guard_words: int = 0,
+                 fill: int = 0):
+        if rows < 1:
+            raise ValueError("adstack heaps need rows >= 1")
+        self.layout = adstack_layout(stack_dtypes, capacities)
+        self.rows = rows
+        meta = np.asarray(self.layout.metadata(), dtype=np.int64)
+        if meta.size and (meta.min() < 0 or meta.max() >= 1 << 32):
+            raise ValueError(f"adstack metadata does not fit u32: {meta.tolist()}")
+        fb, ib = self.layout.heap_bytes(rows)
+        self.meta = rt.alloc(4 * meta.size)
+        self.meta.write(meta.astype(np.uint32).tobytes())
+        self.heaps = []
+        for nbytes in (fb, ib):
+            nbytes = max(nbytes + 4 * guard_words, 4)
+            h = rt.alloc(nbytes, zero=fill == 0)
+            if fill:
+                h.write(np.full(nbytes // 4, fill, dtype=np.uint32).tobytes())
+            self.heaps.append(h)
+
+    def buffers(self) -> list:
+        return [self.meta, *self.heaps]
+
+    def snapshot(self) -> AdStackSnapshot:
+        words = [np.frombuffer(b.read().tobytes(), dtype=np.uint32).copy()
+                 for b in self.buffers()]
+        return AdStackSnapshot(self.layout, self.rows, *words)
+
+    def free(self) -> None:
+        for b in self.buffers():
+            b.free()
+
+
+def adstack_dispatches(begin: int, end: int, rows: int, max_groups, local_size: int):
+    """(groups, push-constant bytes) per dispatch of a range task with adstacks: chunks of at most
+    `rows` threads, so an invocation's row (its linear id in the dispatch) is < rows."""
+    out = []
+    for lo in range(begin, end, rows):
+        hi = min(lo + rows, end)
+        groups, tpr = dispatch_geometry(hi - lo, max_groups, local_size)
+        out.append((groups, struct.pack("<iiI", lo, hi, tpr)))
+    return out
+
+
+def _capacity_list(capacities, task_index: int):
+    if capacities is None:
+        raise ValueError(f"task {task_index} has adstacks: pass capacities")
+    if isinstance(capacities, dict):
+        return capacities[task_index]
+    return capacities
+
+
+def interpreter_capacities(tl, capacities) -> dict:
+    """{ADSTACK_ALLOCA node: capacity} for `Memory(capacities=...)`."""
+    out = {}
+    for ti, t in enumerate(tl.tasks):
+        nodes = adstack_allocas(t)
+        if nodes:
+            out.update(zip(nodes, _capacity_list(capacities, ti)))
+    return out
 
 
 def _mem_key(ref):
@@ -63,8 +159,13 @@ def arg_bytes(tl, abi, scalars, arrays) -> bytes:
 
 
 def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
-               check_valid: bool = True, max_groups=None) -> Result:
-    """Compile and run every task of `tl`; returns the arrays (copies) and the status words."""
+               check_valid: bool = True, max_groups=None, *, capacities=None,
+               rows: int | None = None, guard_words: int = 0, heap_fill: int = 0) -> Result:
+    """Compile and run every task of `tl`; returns the arrays (copies) and the status words.
+
+    Tasks with adstacks: `capacities` = per-stack capacities (a list for every such task, or
+    {task index: list}); `rows` = heap rows (default: the task's thread count, 1 for serial);
+    `guard_words` extra words after each heap, everything filled with `heap_fill`."""
     abi = kernel_abi(tl)
     caps = caps or device_caps(rt)
     tasks = compile_tasks(tl, abi, caps)
@@ -87,16 +188,28 @@ def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
         bufs.append(b)
     max_groups = max_groups or tuple(getattr(rt.caps, "max_compute_work_group_count",
                                              (65535,) * 3))
-    for t, st in zip(tl.tasks, tasks):
+    heaps = {}
+    for ti, (t, st) in enumerate(zip(tl.tasks, tasks)):
         pipe = rt.pipeline(st.words, st.num_bindings, st.push_constant_bytes)
         if t.kind == "serial":
-            begin = end = 0
-            groups, tpr = (1, 1, 1), 1
+            launches = [((1, 1, 1), struct.pack("<iiI", 0, 0, 1))]
+            n_rows = 1
         else:
             begin, end = int(eval_expr(t.begin, mem)), int(eval_expr(t.end, mem))
-            groups, tpr = dispatch_geometry(end - begin, max_groups, st.local_size)
-        pc = struct.pack("<iiI", begin, end, tpr)
-        rt.dispatch(pipe, [args, status] + bufs, groups, pc)
+            n_rows = rows or max(end - begin, 1)
+            if st.adstacks:
+                launches = adstack_dispatches(begin, end, n_rows, max_groups, st.local_size)
+            else:
+                groups, tpr = dispatch_geometry(end - begin, max_groups, st.local_size)
+                launches = [(groups, struct.pack("<iiI", begin, end, tpr))]
+        extra = []
+        if st.adstacks:
+            heaps[ti] = AdStackHeaps(rt, st.adstacks, _capacity_list(capacities, ti), n_rows,
+                                     guard_words, heap_fill)
+            extra = heaps[ti].buffers()
+        assert st.num_bindings == 2 + len(bufs) + len(extra)
+        for groups, pc in launches:
+            rt.dispatch(pipe, [args, status] + bufs + extra, groups, pc)
     rt.flush()
     out = {}
     for ref, b in zip(abi.bindings, bufs):
@@ -108,16 +221,20 @@ def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
     for k, v in arrays.items():
         out.setdefault(k, v)
     st_words = np.frombuffer(status.read().tobytes(), dtype=np.uint32).copy()
+    snaps = {ti: h.snapshot() for ti, h in heaps.items()}
     for b in [args, status] + bufs:
         b.free()
-    return Result(out, st_words)
+    for h in heaps.values():
+        h.free()
+    return Result(out, st_words, snaps)
 
 
-def run_reference(tl, arrays: dict, scalars) -> dict:
+def run_reference(tl, arrays: dict, scalars, capacities=None) -> dict:
     arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
     for ref in tl.temps:
         arrays.setdefault(_mem_key(ref), np.zeros(ref.shape or (), dtype=ref.dtype.np))
-    run_tasks(tl, Memory(arrays, scalars))
+    caps = interpreter_capacities(tl, capacities) if capacities is not None else None
+    run_tasks(tl, Memory(arrays, scalars, caps))
     return arrays
 
 

@@ -49,9 +49,15 @@ def atomic_f32():
     return atomic_kernel(K.f32)[0]
 
 
+def adstack_small():
+    from test_spirv_adstack import golden_kernel
+    return golden_kernel()
+
+
 CASES = {"axpy": (axpy, FULL), "loop_break_continue": (loop_break_continue, LAVAPIPE),
          "f64_sin": (f64_sin, FULL), "atomic_add_f32": (atomic_f32, FULL),
-         "atomic_add_f32_cas": (atomic_f32, SpirvCaps(True, True, False, False, False, 65535))}
+         "atomic_add_f32_cas": (atomic_f32, SpirvCaps(True, True, False, False, False, 65535)),
+         "adstack_small": (adstack_small, LAVAPIPE)}
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -23,6 +23,7 @@ import os
 import pytest
 
 ALL_ARCHS = ("cpu", "vulkan")
+# `interp` (the reference interpreter) is always available; tests opt into it explicitly.
 
 
 def required_archs() -> set:

@@ -188,6 +188,9 @@ class AdjointBuilder:
             b.emit(Op.ADSTACK_POP, None, (st[n],))
         elif op == Op.STORE:
             slot, v = n.srcs
+            if not slot.dtype.is_float:  # int stacks carry no adjoint
+                b.emit(Op.ADSTACK_POP, None, (st[slot],))
+                return
             a = b.emit(Op.ADSTACK_LOAD_TOP_ADJ, slot.dtype, (st[slot],))
             b.emit(Op.ADSTACK_POP, None, (st[slot],))
             self.propagate(v, a, memo)

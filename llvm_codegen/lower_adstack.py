@@ -1,0 +1,252 @@
+"""Adstacks (reverse mode): heap-backed per-worker stacks, per the Adstack ABI of `spirad.ir.abi`.
+
+A task with ADSTACK_ALLOCA nodes reads four extra launch buffers after the kernel's own
+`n = len(abi.bindings)` buffers:
+
+    bufs[n]     meta        u32 words [stride_float, stride_int, off_0, cap_0, off_1, cap_1, ...]
+    bufs[n+1]   heap_float  rows x stride_float bytes
+    bufs[n+2]   heap_int    rows x stride_int bytes (the int64 entry count of stack k at 8*k)
+    bufs[n+3]   status      u32 words [code, task index, stack index, 0]; first error wins
+
+`setup_adstacks` runs once per task function: it numbers the stacks (`adstack_allocas`), and in
+the entry block loads meta and computes the worker's row bases (`heap + worker*stride`, in i64)
+and, per stack, the pointer to its count, entries, adjoints and its capacity. The ops then only
+load/store the count and one entry. No stack memory is used for the stacks themselves.
+
+Semantics (the ABI): ALLOCA sets the count to 0; PUSH at count >= cap records
+(1 = ADSTACK_OVERFLOW, task index, stack index) through a cold helper (cmpxchg on status word 0,
+so the first error wins) and writes nothing; otherwise it stores the primal, zeroes the adjoint
+(float stacks) and increments the count. POP decrements a non-zero count. LOAD_TOP /
+LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0); with cap == 0 they read 0 (the load goes
+to the stack's always-valid 8-byte count slot and the result is replaced by 0) and ACC_ADJ writes
+nothing. Float adjoint arithmetic is in the stack's dtype; int stacks have no adjoints:
+LOAD_TOP_ADJ on one gives 0 (no memory access), ACC_ADJ on one is a CodegenError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from spirad.ir.abi import adstack_allocas
+from spirad.ir.dtypes import DType
+from spirad.ir.nodes import Task
+from spirad.ir.ops import Op
+
+from .context import CodegenError, FnContext
+from .lltypes import I8, I32, I64, PTR, VOID, const, mem_type, reg_type
+from .lower_ops import convert
+from .program import STATUS_ADSTACK_OVERFLOW as ADSTACK_OVERFLOW
+
+OVERFLOW_HELPER = "spirad.adstack.overflow"
+
+
+@dataclass
+class _Stack:
+    index: int
+    dtype: DType
+    count: ir.Value      # ptr to the int64 count
+    entries: ir.Value    # ptr to entry 0 (primal)
+    adjoints: ir.Value   # ptr to adjoint entry 0 (float stacks) or None
+    cap: ir.Value        # i64 capacity
+    empty_cap: ir.Value  # i1: cap == 0
+
+
+@dataclass
+class AdstackState:
+    task_index: int
+    status: ir.Value
+    stacks: dict  # ADSTACK_ALLOCA node -> _Stack
+
+
+def _buf(eb: ir.IRBuilder, bufs: ir.Value, k: int, name: str) -> ir.Value:
+    slot = eb.gep(bufs, [ir.Constant(I64, k)], inbounds=True, source_etype=PTR)
+    return eb.load(slot, name=name, typ=PTR)
+
+
+def _byte_gep(eb: ir.IRBuilder, base, off, name="") -> ir.Value:
+    return eb.gep(base, [off], inbounds=True, source_etype=I8, name=name)
+
+
+def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
+    """Pre-scan `task` and hoist the adstack bases into the entry block; no-op without stacks.
+    Returns the number of stacks."""
+    allocas = adstack_allocas(task)
+    ctx.adstack = None
+    if not allocas:
+        return 0
+    eb = ctx.entry_b
+    n = len(ctx.abi.bindings)
+    meta = _buf(eb, ctx.bufs_arg, n, "ad.meta")
+    heap_f = _buf(eb, ctx.bufs_arg, n + 1, "ad.heapf")
+    heap_i = _buf(eb, ctx.bufs_arg, n + 2, "ad.heapi")
+    status = _buf(eb, ctx.bufs_arg, n + 3, "ad.status")
+
+    def word(i, name):
+        p = eb.gep(meta, [ir.Constant(I64, i)], inbounds=True, source_etype=I32)
+        return eb.zext(eb.load(p, typ=I32, name=name), I64)
+
+    worker = eb.zext(ctx.fn.args[4], I64, name="ad.worker")
+    row_f = _byte_gep(eb, heap_f, eb.mul(worker, word(0, "ad.stridef")), "ad.rowf")
+    row_i = _byte_gep(eb, heap_i, eb.mul(worker, word(1, "ad.stridei")), "ad.rowi")
+    stacks = {}
+    for k, a in enumerate(allocas):
+        dt = a.dtype
+        if dt is None:
+            raise CodegenError(f"LLVM codegen: ADSTACK_ALLOCA {a.arg!r} has no dtype")
+        off, cap = word(2 + 2 * k, f"ad.off{k}"), word(3 + 2 * k, f"ad.cap{k}")
+        count = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.count{k}")
+        if dt.is_float:
+            entries = _byte_gep(eb, row_f, off, f"ad.primal{k}")
+            region = eb.and_(eb.add(eb.mul(cap, ir.Constant(I64, dt.nbytes)), ir.Constant(I64, 7)),
+                             ir.Constant(I64, ~7))
+            adjoints = _byte_gep(eb, entries, region, f"ad.adj{k}")
+        else:
+            entries, adjoints = _byte_gep(eb, row_i, off, f"ad.entries{k}"), None
+        empty = eb.icmp_unsigned("==", cap, ir.Constant(I64, 0), name=f"ad.nocap{k}")
+        stacks[a] = _Stack(k, dt, count, entries, adjoints, cap, empty)
+    ctx.adstack = AdstackState(task_index, status, stacks)
+    return len(allocas)
+
+
+def _stack(ctx: FnContext, n) -> _Stack:
+    st = ctx.adstack
+    s = n if n.op == Op.ADSTACK_ALLOCA else (n.srcs[0] if n.srcs else None)
+    if st is None or s not in st.stacks:
+        raise CodegenError(f"LLVM codegen: {n.op.name} does not address an ADSTACK_ALLOCA of "
+                           f"this task")
+    return st.stacks[s]
+
+
+def _overflow_helper(ctx: FnContext) -> ir.Function:
+    """`void spirad.adstack.overflow(ptr status, i32 task, i32 stack)`: first error wins."""
+    lib = ctx.lib
+    if lib.has(OVERFLOW_HELPER):
+        return lib.declare(OVERFLOW_HELPER, VOID, [PTR, I32, I32])
+    fn = lib.declare(OVERFLOW_HELPER, VOID, [PTR, I32, I32])
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    fn.attributes.add("nounwind")
+    status, task, stack = fn.args
+    entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
+    b = ir.IRBuilder(entry)
+    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, ADSTACK_OVERFLOW), "monotonic",
+                    "monotonic")
+    b.cbranch(b.extract_value(res, 1), won, done)
+    b.position_at_end(won)
+    for i, v in ((1, task), (2, stack)):
+        b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _entry_ptr(ctx, base, idx, dt):
+    return ctx.b.gep(base, [idx], inbounds=True, source_etype=mem_type(dt))
+
+
+def _top_index(ctx, s: _Stack):
+    """max(count - 1, 0) as i64."""
+    cnt = ctx.b.load(s.count, typ=I64)
+    return ctx.b.call(ctx.lib.declare("llvm.usub.sat.i64", I64, [I64, I64]),
+                      [cnt, ir.Constant(I64, 1)])
+
+
+def _to_mem(ctx, v, dt):
+    return ctx.b.zext(v, I32) if dt.is_bool else v
+
+
+def _from_mem(ctx, v, dt):
+    return ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0)) if dt.is_bool else v
+
+
+def _value_as(ctx, node, dt):
+    return convert(ctx, ctx.value(node), node.dtype, dt)
+
+
+# -- op rules ---------------------------------------------------------------------------------
+def _alloca(ctx: FnContext, n):
+    ctx.b.store(ir.Constant(I64, 0), _stack(ctx, n).count)
+    return None  # ops address the stack through ctx.adstack, not through env
+
+
+def _push(ctx: FnContext, n):
+    s, b = _stack(ctx, n), ctx.b
+    cnt = b.load(s.count, typ=I64)
+    full = b.icmp_unsigned(">=", cnt, s.cap)
+    ovf, ok, merge = ctx.block("ad.overflow"), ctx.block("ad.push"), ctx.block("ad.pushed")
+    br = b.cbranch(full, ovf, ok)
+    br.set_weights([1, 1 << 20])
+    b.position_at_end(ovf)
+    st = ctx.adstack
+    b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
+                                   ir.Constant(I32, s.index)])
+    b.branch(merge)
+    b.position_at_end(ok)
+    v = _value_as(ctx, n.srcs[1], s.dtype)
+    b.store(_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype))
+    if s.adjoints is not None:
+        b.store(const(s.dtype, 0), _entry_ptr(ctx, s.adjoints, cnt, s.dtype))
+    b.store(b.add(cnt, ir.Constant(I64, 1), flags=["nuw"]), s.count)
+    b.branch(merge)
+    b.position_at_end(merge)
+
+
+def _pop(ctx: FnContext, n):
+    s, b = _stack(ctx, n), ctx.b
+    cnt = b.load(s.count, typ=I64)
+    nz = b.icmp_unsigned("!=", cnt, ir.Constant(I64, 0))
+    b.store(b.sub(cnt, b.zext(nz, I64)), s.count)
+
+
+def _read_top(ctx, s: _Stack, base, node_dtype):
+    """Entry max(count-1, 0) of `base`; 0 when cap == 0 (the load then reads the count slot,
+    which is 8 bytes and always in bounds, and the result is discarded)."""
+    b = ctx.b
+    p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype)
+    p = b.select(s.empty_cap, s.count, p)
+    v = _from_mem(ctx, b.load(p, typ=mem_type(s.dtype)), s.dtype)
+    v = b.select(s.empty_cap, const(s.dtype, 0), v)
+    return convert(ctx, v, s.dtype, node_dtype or s.dtype)
+
+
+def _float_stack(s: _Stack, n):
+    if s.adjoints is None:
+        raise CodegenError(f"LLVM codegen: {n.op.name} on int adstack {n.srcs[0].arg.name!r} "
+                           f"({s.dtype}): int stacks have no adjoints")
+
+
+def _load_top(ctx: FnContext, n):
+    s = _stack(ctx, n)
+    return _read_top(ctx, s, s.entries, n.dtype)
+
+
+def _load_top_adj(ctx: FnContext, n):
+    s = _stack(ctx, n)
+    if s.adjoints is None:
+        # int stacks have no adjoints; reverse mode asks for them anyway when it undoes a STORE
+        # to an int/bool local (the value is never used): they read as 0, like a fresh entry's
+        return const(n.dtype or s.dtype, 0)
+    return _read_top(ctx, s, s.adjoints, n.dtype)
+
+
+def _acc_adj(ctx: FnContext, n):
+    s, b = _stack(ctx, n), ctx.b
+    _float_stack(s, n)
+    write, merge = ctx.block("ad.acc"), ctx.block("ad.accd")
+    b.cbranch(s.empty_cap, merge, write)
+    b.position_at_end(write)
+    p = _entry_ptr(ctx, s.adjoints, _top_index(ctx, s), s.dtype)
+    old = b.load(p, typ=reg_type(s.dtype))
+    b.store(b.fadd(old, _value_as(ctx, n.srcs[1], s.dtype)), p)
+    b.branch(merge)
+    b.position_at_end(merge)
+
+
+LOWER_ADSTACK = {
+    Op.ADSTACK_ALLOCA: _alloca, Op.ADSTACK_PUSH: _push, Op.ADSTACK_POP: _pop,
+    Op.ADSTACK_LOAD_TOP: _load_top, Op.ADSTACK_LOAD_TOP_ADJ: _load_top_adj,
+    Op.ADSTACK_ACC_ADJ: _acc_adj,
+}

@@ -1,0 +1,284 @@
+"""ADSTACK_* lowering: reverse-mode stacks in per-invocation heap rows.
+
+Implements the "Adstack ABI" of `spirad/ir/abi.py` (the contract; read it first) in the portable
+Vulkan subset: plain storage buffers through descriptors, no buffer device addresses, no variable
+pointers, no Int64 unless a stack itself holds i64.
+
+Bindings of a task that contains ADSTACK_* nodes (n = len(abi.bindings)), all in set 0, all
+storage buffers declared as runtime arrays of u32 words (ArrayStride 4):
+
+  2+n  AdStackMeta       [stride_float, stride_int, off_0, cap_0, off_1, cap_1, ...]
+                         = `sizer.layout.Layout.metadata()` of this task's stacks, as u32.
+  3+n  AdStackHeapFloat  rows x stride_float bytes (f32 entry = 1 word, f64 entry = 2 words,
+                         little-endian, bitcast).
+  4+n  AdStackHeapInt    rows x stride_int bytes: the S counters, then the int stacks' entries
+                         (i32/u32 = 1 word bitcast, i64 = 2 words, u1 = one word 0/1).
+
+A module declares only the buffers it touches (e.g. no AdStackHeapFloat without float stacks),
+but its pipeline layout has all `SpirvTask.num_bindings` = 2 + n + 3 bindings, and the runtime
+must bind a buffer (at least 4 bytes) to each of them. Tasks without adstacks keep
+`num_bindings` = 2 + n. `SpirvTask.adstacks` lists the stacks' dtypes in ABI order (what
+`sizer.compute_layout` needs besides the capacities).
+
+`row` = the invocation's linear id within the dispatch (`Interface.linear_id`); the runtime splits
+a range task into dispatches of at most `rows` threads (push constants begin/end per chunk), so
+row < rows. A serial task uses row 0. The shader does not check row < rows.
+
+Addressing: every byte offset/stride of the layout is a multiple of 8 and entry sizes are 4 or 8,
+so everything is done in u32 word indices: word(row, byte) = row * (stride >> 2) + (byte >> 2).
+The heaps must therefore stay below 16 GiB (word indices are u32); Vulkan's
+maxStorageBufferRange keeps them far below that.
+
+Counters: the ABI's count is an int64 at byte 8*k of the int row. This lowering keeps it in 32
+bits: ADSTACK_ALLOCA stores 0 to both words; PUSH/POP read and write only the low word (counts
+never exceed cap_k, a u32), so the int64 seen by any other reader stays exact. Hence no Int64.
+
+Semantics (exactly the ABI):
+  ALLOCA        count := 0 (both words).
+  PUSH v        if count < cap: entry[count] := v, adjoint[count] := 0 (float stacks),
+                count := count + 1; else status (binding 1) words [1 = STATUS_ADSTACK_OVERFLOW,
+                task index, k] if word 0 was still 0 (compare-exchange), nothing else written,
+                and execution continues.
+  POP           count := count - 1 if count != 0.
+  LOAD_TOP, LOAD_TOP_ADJ, ACC_ADJ
+                address entry t = min(max(count, 1) - 1, cap - 1) (the min only matters for a
+                corrupted count); cap == 0: the loads give 0 and ACC_ADJ writes nothing (the
+                entry access sits in a branch, so no out-of-bounds access is even executed).
+Int stacks have no adjoints: LOAD_TOP_ADJ on one is the constant 0 (no memory access; reverse mode
+emits it when it undoes a STORE to an int/bool local and never uses the value — as in the LLVM
+backend and the interpreter, whose int entries keep a zero adjoint), ACC_ADJ on one is a compile
+error. A load whose node dtype differs from the stack's is converted like a CAST.
+"""
+from __future__ import annotations
+
+from spirad.ir.abi import adstack_allocas
+from spirad.ir.dtypes import f64, u1, u32
+
+from .interface import FIRST_ARRAY_BINDING, STATUS_ADSTACK_OVERFLOW
+from .lower_math import lower_cast
+
+META_NAME = "AdStackMeta"
+HEAP_FLOAT_NAME = "AdStackHeapFloat"
+HEAP_INT_NAME = "AdStackHeapInt"
+
+
+def adstack_bindings(num_arrays: int) -> tuple[int, int, int]:
+    """(meta, heap_float, heap_int) binding numbers for a kernel with `num_arrays` arrays."""
+    b = FIRST_ARRAY_BINDING + num_arrays
+    return b, b + 1, b + 2
+
+
+class AdStacks:
+    """Per-task lowering state of the ADSTACK_* ops (created by TaskLowerer when needed)."""
+
+    def __init__(self, L):
+        self.L, self.E, self.io = L, L.E, L.io
+        self.allocas = adstack_allocas(L.task)
+        self.index = {n: k for k, n in enumerate(self.allocas)}
+        self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings))
+        self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
+                                     self.b_int: HEAP_INT_NAME})
+
+    # -- addressing --------------------------------------------------------------------------
+    def _ptr(self, binding: int, word: int) -> int:
+        return self.io.element_ptr(binding, u32, word)
+
+    def _word(self, binding: int, word: int) -> int:
+        return self.E.op("OpLoad", u32, self._ptr(binding, word))
+
+    def _meta(self, w: int) -> int:
+        E = self.E
+        return self.io.prologue(("adstack_meta", w), lambda: self._word(self.b_meta, E.c(w, u32)))
+
+    def _row_base(self, is_float: bool) -> int:
+        """First word of this invocation's row in the float / int heap."""
+        E = self.E
+
+        def make():
+            stride_w = E.op("OpShiftRightLogical", u32, self._meta(0 if is_float else 1),
+                            E.c(2, u32))
+            return E.op("OpIMul", u32, self.io.linear_id(), stride_w)
+        return self.io.prologue(("adstack_row", is_float), make)
+
+    def _stack(self, node):
+        """(k, dtype, is_float) of the stack whose ADSTACK_ALLOCA is `node`."""
+        try:
+            k = self.index[node]
+        except KeyError:
+            raise RuntimeError(f"spirv_codegen: {node!r} is not an ADSTACK_ALLOCA of this task") \
+                from None
+        return k, node.dtype, node.dtype.is_float
+
+    def _cap(self, k: int) -> int:
+        return self._meta(3 + 2 * k)
+
+    def _count_word(self, k: int) -> int:
+        E = self.E
+        if k == 0:
+            return self._row_base(False)
+        return self.io.prologue(("adstack_cnt", k), lambda: E.op(
+            "OpIAdd", u32, self._row_base(False), E.c(2 * k, u32)))
+
+    def _entries_word(self, k: int, is_float: bool) -> int:
+        """Word index of entry 0 of stack k in its heap row."""
+        E = self.E
+        return self.io.prologue(("adstack_base", k), lambda: E.op(
+            "OpIAdd", u32, self._row_base(is_float),
+            E.op("OpShiftRightLogical", u32, self._meta(2 + 2 * k), E.c(2, u32))))
+
+    def _adjoint_word(self, k: int, dt) -> int:
+        """Word index of adjoint entry 0: entries + align8(cap * esize) / 4."""
+        E = self.E
+
+        def make():
+            nbytes = E.op("OpIMul", u32, self._cap(k), E.c(dt.nbytes, u32))
+            region = E.op("OpBitwiseAnd", u32, E.op("OpIAdd", u32, nbytes, E.c(7, u32)),
+                          E.c(0xFFFFFFF8, u32))
+            return E.op("OpIAdd", u32, self._entries_word(k, True),
+                        E.op("OpShiftRightLogical", u32, region, E.c(2, u32)))
+        return self.io.prologue(("adstack_adj", k), make)
+
+    def _elem_word(self, base: int, i: int, dt) -> int:
+        E = self.E
+        if dt.nbytes == 8:
+            i = E.op("OpShiftLeftLogical", u32, i, E.c(1, u32))
+        return E.op("OpIAdd", u32, base, i)
+
+    # -- typed entry access ------------------------------------------------------------------
+    def _load(self, binding: int, word: int, dt) -> int:
+        E = self.E
+        lo = self._word(binding, word)
+        if dt.nbytes == 4:
+            if dt == u1:
+                return E.op("OpINotEqual", u1, lo, E.c(0, u32))
+            return lo if dt == u32 else E.op("OpBitcast", dt, lo)
+        hi = self._word(binding, E.op("OpIAdd", u32, word, E.c(1, u32)))
+        if dt == f64:
+            return E.f64_from_words(lo, hi)
+        return E.op("OpBitcast", dt, E.fn.op("OpCompositeConstruct", E.t_uvec2(), lo, hi))
+
+    def _store(self, binding: int, word: int, dt, v: int) -> None:
+        E = self.E
+        if dt.nbytes == 4:
+            if dt == u1:
+                v = E.sel(v, E.c(1, u32), E.c(0, u32), u32)
+            elif dt != u32:
+                v = E.op("OpBitcast", u32, v)
+            E.emit("OpStore", self._ptr(binding, word), v)
+            return
+        pair = E.fn.op("OpBitcast", E.t_uvec2(), v)
+        E.emit("OpStore", self._ptr(binding, word), E.op("OpCompositeExtract", u32, pair, 0))
+        E.emit("OpStore", self._ptr(binding, E.op("OpIAdd", u32, word, E.c(1, u32))),
+               E.op("OpCompositeExtract", u32, pair, 1))
+
+    def _heap(self, is_float: bool) -> int:
+        return self.b_float if is_float else self.b_int
+
+    # -- structured helpers ------------------------------------------------------------------
+    def _if_then(self, cond: int, then):
+        """`if cond: then()`; returns (then's result, label ending the then arm, label before)."""
+        fn = self.E.fn
+        arm, merge = fn.label(), fn.label()
+        before = fn.current.label
+        fn.selection_merge(merge)
+        fn.branch_cond(cond, arm, merge)
+        fn.begin(arm)
+        v = then()
+        end = fn.current.label
+        fn.branch(merge)
+        fn.begin(merge)
+        return v, end, before
+
+    def _top(self, k: int) -> int:
+        """min(max(count, 1) - 1, cap - 1); only used when cap != 0."""
+        E = self.E
+        cnt = self._word(self.b_int, self._count_word(k))
+        one = E.c(1, u32)
+        t = E.op("OpISub", u32, E.sel(E.op("OpIEqual", u1, cnt, E.c(0, u32)), one, cnt, u32), one)
+        last = E.op("OpISub", u32, self._cap(k), one)
+        return E.sel(E.op("OpULessThan", u1, t, last), t, last, u32)
+
+    def _nonempty_cap(self, k: int) -> int:
+        E = self.E
+        return E.op("OpINotEqual", u1, self._cap(k), E.c(0, u32))
+
+    def _read_top(self, k: int, dt, base: int, heap: int) -> int:
+        E = self.E
+        v, end, before = self._if_then(
+            self._nonempty_cap(k), lambda: self._load(heap, self._elem_word(base, self._top(k), dt),
+                                                      dt))
+        return E.op("OpPhi", dt, v, end, E.c(0, dt), before)
+
+    # -- ops ---------------------------------------------------------------------------------
+    def alloca(self, n) -> None:
+        E = self.E
+        k, _, _ = self._stack(n)
+        w = self._count_word(k)
+        E.emit("OpStore", self._ptr(self.b_int, w), E.c(0, u32))
+        E.emit("OpStore", self._ptr(self.b_int, E.op("OpIAdd", u32, w, E.c(1, u32))), E.c(0, u32))
+
+    def push(self, n) -> None:
+        E, fn = self.E, self.E.fn
+        k, dt, is_float = self._stack(n.srcs[0])
+        v = self.L.v(n.srcs[1])
+        cw = self._count_word(k)
+        cnt = self._word(self.b_int, cw)
+        ok = E.op("OpULessThan", u1, cnt, self._cap(k))
+        yes, no, merge = fn.label(), fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(ok, yes, no)
+        fn.begin(yes)
+        self._store(self._heap(is_float), self._elem_word(self._entries_word(k, is_float), cnt, dt),
+                    dt, v)
+        if is_float:
+            self._store(self.b_float, self._elem_word(self._adjoint_word(k, dt), cnt, dt), dt,
+                        E.c(0, dt))
+        E.emit("OpStore", self._ptr(self.b_int, cw), E.op("OpIAdd", u32, cnt, E.c(1, u32)))
+        fn.branch(merge)
+        fn.begin(no)
+        self.io.write_error(STATUS_ADSTACK_OVERFLOW, self.L.task_index, k)
+        fn.branch(merge)
+        fn.begin(merge)
+
+    def pop(self, n) -> None:
+        E = self.E
+        k, _, _ = self._stack(n.srcs[0])
+        cw = self._count_word(k)
+        cnt = self._word(self.b_int, cw)
+        nz = E.op("OpINotEqual", u1, cnt, E.c(0, u32))
+        E.emit("OpStore", self._ptr(self.b_int, cw),
+               E.sel(nz, E.op("OpISub", u32, cnt, E.c(1, u32)), cnt, u32))
+
+    def _as_node_dtype(self, n, v: int, dt) -> int:
+        want = n.dtype or dt
+        return v if want == dt else lower_cast(self.E, v, dt, want)
+
+    def load_top(self, n) -> int:
+        k, dt, is_float = self._stack(n.srcs[0])
+        v = self._read_top(k, dt, self._entries_word(k, is_float), self._heap(is_float))
+        return self._as_node_dtype(n, v, dt)
+
+    def _float_stack(self, n, what):
+        k, dt, is_float = self._stack(n.srcs[0])
+        if not is_float:
+            raise RuntimeError(f"spirv_codegen: {what} on int stack {n.srcs[0].arg.name!r} "
+                               f"({dt}); only float stacks have adjoints")
+        return k, dt
+
+    def load_top_adj(self, n) -> int:
+        k, dt, is_float = self._stack(n.srcs[0])
+        if not is_float:
+            return self.E.c(0, n.dtype or dt)
+        v = self._read_top(k, dt, self._adjoint_word(k, dt), self.b_float)
+        return self._as_node_dtype(n, v, dt)
+
+    def acc_adj(self, n) -> None:
+        E = self.E
+        k, dt = self._float_stack(n, "ADSTACK_ACC_ADJ")
+        v = self.L.v(n.srcs[1])
+
+        def then():
+            w = self._elem_word(self._adjoint_word(k, dt), self._top(k), dt)
+            self._store(self.b_float, w, dt,
+                        E.op("OpFAdd", dt, self._load(self.b_float, w, dt), v))
+        self._if_then(self._nonempty_cap(k), then)
