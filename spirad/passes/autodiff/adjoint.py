@@ -1,7 +1,12 @@
 """Build the adjoint of one task: forward replay onto adstacks, then the body walked backwards.
 
-Every local slot of the (normalized) task becomes an adstack: ALLOCA pushes a zero, STORE pushes
-the value, LOAD reads the top. The replay drops global writes (the forward kernel already made
+A local goes on an adstack only when the reverse walk needs its primal values (`stack_slots`):
+when a load of it feeds — directly or through pure ops — a non-linear op, an IF condition, a loop
+bound or trip count, or the index of a global with a gradient. Those slots replay onto stacks
+(ALLOCA pushes a zero, STORE pushes the value, LOAD reads the top). Every other local stays a
+plain local in the replay and, if it is a float, gets one adjoint local in the reverse walk
+(a loop that only reads it accumulates every iteration's adjoint there; a STORE consumes it).
+The replay drops global writes (the forward kernel already made
 them; `kernel.grad` does not modify primal fields, as in Taichi). The reverse walk visits the
 statements in reverse order:
 
@@ -27,6 +32,92 @@ from ...ir.ops import LEAVES, PURE, Op
 from ...ir.rewrite import Splice, keep, rebuild
 from .normalize import _is_exit_check
 from .rules import VJP_RULES
+
+
+LINEAR = {Op.ADD, Op.SUB, Op.NEG, Op.CAST}
+
+
+def stack_slots(body: Block, has_grad) -> set:
+    """The slots whose primal values the reverse walk reads (see the module docstring)."""
+    needed = set()
+    work = []
+
+    def need(x):
+        if x not in needed:
+            needed.add(x)
+            work.append(x)
+
+    for n in walk(body):
+        op = n.op
+        if op == Op.IF and not _is_exit_check(n):
+            need(n.srcs[0])
+        elif op == Op.RANGE_FOR:
+            for x in n.srcs:
+                need(x)
+        elif op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            if has_grad(n.arg):
+                k = len(n.srcs) - (0 if op == Op.GLOBAL_LOAD else 1)
+                for x in n.srcs[:k]:
+                    need(x)
+        elif op == Op.SELECT:
+            need(n.srcs[0])
+        elif op in PURE and op not in LEAVES and op not in LINEAR and n.dtype is not None \
+                and n.dtype.is_float:
+            for k, x in enumerate(n.srcs):
+                if _needs_src(op, k, n.srcs):
+                    need(x)
+    while work:
+        x = work.pop()
+        if x.op in PURE and x.op not in LEAVES:
+            for y in x.srcs:
+                need(y)
+        elif x.op == Op.GLOBAL_LOAD:
+            for y in x.srcs:
+                need(y)
+    slots = {x.srcs[0] for x in needed if x.op == Op.LOAD}
+    for n in walk(body):
+        if n.op in (Op.RANGE_FOR, Op.WHILE) and n.arg.trips is not None:
+            slots.add(n.arg.trips)
+    return slots
+
+
+class _Typed:
+    """Stands in for a primal a derivative rule does not read (only its dtype is known)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+_USES_OUT = {Op.DIV, Op.POW, Op.TAN, Op.TANH, Op.EXP, Op.SQRT, Op.RSQRT}
+
+
+def _varying(n: Node, memo={}) -> bool:
+    """Can an adjoint flow out of `n`? (It reads a local or a global through pure ops.)"""
+    r = memo.get(n)
+    if r is None:
+        if n.op in (Op.LOAD, Op.GLOBAL_LOAD):
+            r = True
+        elif n.op in PURE and n.op not in LEAVES:
+            r = any(_varying(x) for x in n.srcs)
+        else:
+            r = False
+        if len(memo) > 100000:
+            memo.clear()
+        memo[n] = r
+    return r
+
+
+def _needs_src(op, k, srcs) -> bool:
+    """Does the derivative rule of `op` read the primal of source `k`?"""
+    if op in LINEAR:
+        return False
+    if op == Op.SELECT:
+        return k == 0
+    if op == Op.MUL:  # d/dx0 = x1, d/dx1 = x0: x_k matters only if the other one varies
+        return _varying(srcs[1 - k])
+    if op == Op.DIV:  # d/dx0 = 1/x1, d/dx1 = -out/x1
+        return k == 1 or _varying(srcs[1])
+    return True
 
 
 class Emit:
@@ -78,17 +169,20 @@ class AdjointBuilder:
         self.pos = {n: k for k, n in enumerate(walk(body))}
         self.stacks = {}
         self.idx_env = {}
-        self.capacities = None  # SizeExpr per slot (walk order), stored on each AdStackArg
-
+        self.capacities = None  # SizeExpr per stack slot (walk order), stored on each AdStackArg
+        self.on_stack = set()   # slots replayed onto adstacks (`stack_slots`)
+        self.adj = {}           # plain float slot -> its adjoint local
     # -- forward replay --------------------------------------------------------------------------
     def build(self, index) -> Block:
         b = self.b
-        slots = [n for n in walk(self.body) if n.op == Op.ALLOCA]
+        slots = [n for n in walk(self.body) if n.op == Op.ALLOCA and n in self.on_stack]
         caps = self.capacities or [(None, None)] * len(slots)
         for n, (cap, req) in zip(slots, caps):
-            a = b.emit(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap, req))
-            self.stacks[n] = Node(a.op, a.dtype, a.srcs, a.arg, a.blocks, n.loc)
-            b._stack[-1][-1] = self.stacks[n]  # carry the local's source line for diagnostics
+            a = Node(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap, req), (), n.loc)
+            self.stacks[n] = b.append(a)  # carries the local's source line for diagnostics
+        for n in walk(self.body):
+            if n.op == Op.ALLOCA and n not in self.on_stack and n.dtype.is_float:
+                self.adj[n] = b.alloca(n.dtype, (n.arg or "v") + ".adj")
         replay = rebuild(self.body, self._replay)
         for n in replay.nodes:
             b.append(n)
@@ -99,6 +193,9 @@ class AdjointBuilder:
 
     def _replay(self, n, srcs, blocks, arg, env):
         st = self.stacks
+        slot = n if n.op == Op.ALLOCA else (n.srcs[0] if n.op in (Op.LOAD, Op.STORE) else None)
+        if slot is not None and slot not in st:
+            return keep(n, srcs, blocks, arg, env)  # a plain local
         if n.op == Op.ALLOCA:
             z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
             return Splice([z, Node(Op.ADSTACK_PUSH, None, (st[n], z), None, (), n.loc)])
@@ -120,7 +217,10 @@ class AdjointBuilder:
         if n in self.idx_env:
             r = self.idx_env[n]
         elif n.op == Op.LOAD:
-            r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (self.stacks[n.srcs[0]],))
+            stack = self.stacks.get(n.srcs[0])
+            if stack is None:
+                raise RuntimeError(f"adjoint: primal of plain local {n.srcs[0].arg!r} needed in reverse")
+            r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (stack,))
         elif n.op == Op.GLOBAL_LOAD:
             r = b.global_load(n.arg, [self.rc(s, memo) for s in n.srcs])
         elif n.op == Op.ATOMIC_ADD:
@@ -157,7 +257,12 @@ class AdjointBuilder:
             if a is None or x.dtype is None or not x.dtype.is_float:
                 continue
             if x.op == Op.LOAD:
-                b.emit(Op.ADSTACK_ACC_ADJ, None, (self.stacks[x.srcs[0]], a))
+                slot = x.srcs[0]
+                if slot in self.stacks:
+                    b.emit(Op.ADSTACK_ACC_ADJ, None, (self.stacks[slot], a))
+                elif slot in self.adj:
+                    acc = self.adj[slot]
+                    b.store(acc, b.binary(Op.ADD, b.load(acc), a))
             elif x.op == Op.GLOBAL_LOAD:
                 g = self.grad_of(x.arg)
                 if g is not None:
@@ -169,8 +274,10 @@ class AdjointBuilder:
                 if rule is None:
                     raise user_error(SpiradAutodiffError, f"operation {x.op.name.lower()} is not "
                                      f"differentiable (no derivative rule)", x.loc)
-                xs = [self.rc(s, memo) for s in x.srcs]
-                out = self.rc(x, memo)
+                xs = [self.rc(s, memo) if _needs_src(x.op, k, x.srcs) else _Typed(s.dtype)
+                      for k, s in enumerate(x.srcs)]
+                uses_out = x.op in _USES_OUT and not (x.op == Op.DIV and not _varying(x.srcs[1]))
+                out = self.rc(x, memo) if uses_out else _Typed(x.dtype)
                 for s, g in zip(x.srcs, rule(self.e, a, xs, out)):
                     if g is None or s.dtype is None or not s.dtype.is_float:
                         continue
@@ -185,14 +292,23 @@ class AdjointBuilder:
         b, st, op = self.b, self.stacks, n.op
         memo: dict = {}
         if op == Op.ALLOCA:
-            b.emit(Op.ADSTACK_POP, None, (st[n],))
+            if n in st:
+                b.emit(Op.ADSTACK_POP, None, (st[n],))
+            elif n in self.adj:  # the zero it held has no inputs: its adjoint is dropped
+                b.store(self.adj[n], b.const(0.0, n.dtype))
         elif op == Op.STORE:
             slot, v = n.srcs
-            if not slot.dtype.is_float:  # int stacks carry no adjoint
+            if slot in st:
+                if not slot.dtype.is_float:  # int stacks carry no adjoint
+                    b.emit(Op.ADSTACK_POP, None, (st[slot],))
+                    return
+                a = b.emit(Op.ADSTACK_LOAD_TOP_ADJ, slot.dtype, (st[slot],))
                 b.emit(Op.ADSTACK_POP, None, (st[slot],))
+            elif slot in self.adj:  # a store consumes the adjoint of the value it overwrites
+                a = b.load(self.adj[slot])
+                b.store(self.adj[slot], b.const(0.0, slot.dtype))
+            else:
                 return
-            a = b.emit(Op.ADSTACK_LOAD_TOP_ADJ, slot.dtype, (st[slot],))
-            b.emit(Op.ADSTACK_POP, None, (st[slot],))
             self.propagate(v, a, memo)
         elif op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
             v = n.srcs[-1]

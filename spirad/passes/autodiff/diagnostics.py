@@ -64,7 +64,7 @@ def check_cross_iteration_raw(task: Task, has_grad):
         if not ws:
             continue
         for w in ws:
-            if _may_alias_elsewhere(r.srcs, w):
+            if _may_alias_elsewhere(r.srcs, w, task.index):
                 raise user_error(SpiradAutodiffError,
                                  f"'{r.arg.name}' is read here at an index that another iteration of the "
                                  f"parallel loop writes (a cross-iteration read-after-write on a field with "
@@ -77,14 +77,24 @@ def _key(ref):
     return (ref.kind, ref.key, ref.grad)
 
 
-def _may_alias_elsewhere(read_idx, write_idx) -> bool:
-    """True when the read may hit an element a *different* iteration writes."""
-    same_dynamic = True
+def _depends_on(n: Node, index: Node) -> bool:
+    if n is index:
+        return True
+    return any(_depends_on(s, index) for s in n.srcs)
+
+
+def _may_alias_elsewhere(read_idx, write_idx, index) -> bool:
+    """True when the read may hit an element a *different* iteration writes: no axis where
+    both sides are different constants (a sibling component), no axis where both are the same
+    expression of the parallel index (each iteration keeps to its own slice), and not the
+    same element altogether."""
+    same = True
     for a, b in zip(read_idx, write_idx):
-        if a.op == Op.CONST and b.op == Op.CONST:
-            if a.arg != b.arg:
-                return False  # a sibling component the write never touches
-            continue
-        if not _same(a, b):
-            same_dynamic = False
-    return not same_dynamic
+        if a.op == Op.CONST and b.op == Op.CONST and a.arg != b.arg:
+            return False
+        if _same(a, b):
+            if index is not None and _depends_on(a, index):
+                return False
+        else:
+            same = False
+    return not same

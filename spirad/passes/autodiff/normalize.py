@@ -196,6 +196,21 @@ def materialize(body: Block) -> Block:
     return rebuild(body, visit)
 
 
+def _loads_through_pure(srcs) -> list:
+    """LOAD nodes reachable from `srcs` through pure ops (what the user really reads)."""
+    out, seen, work = [], set(), list(srcs)
+    while work:
+        x = work.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op == Op.LOAD:
+            out.append(x)
+        elif x.op in PURE and x.op not in LEAVES:
+            work.extend(x.srcs)
+    return out
+
+
 def _inner(n: Node) -> list:
     return [x for b in n.blocks for x in walk(b)]
 
@@ -214,7 +229,7 @@ def snapshot_loads(body: Block) -> Block:
                     stores_at.setdefault(slot, []).append(k)
         for k, n in enumerate(block.nodes):
             inner = _inner(n)
-            for s in n.srcs:
+            for s in _loads_through_pure(n.srcs):
                 _check(s, k, pos_of, stores_at)
             for x in inner:
                 for s in x.srcs:

@@ -14,7 +14,7 @@ from ...ir import verifier
 from ...ir.nodes import Task, TaskList, globals_used
 from ...ir.ops import Op
 from ...ir.rewrite import keep, rebuild
-from .adjoint import AdjointBuilder
+from .adjoint import AdjointBuilder, stack_slots
 from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
 from .normalize import normalize
 from .sizing import capacities
@@ -45,8 +45,10 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         body = normalize(t.body)
         if verify:
             verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
-        caps = capacities(body, t, default_size, forced_size, written)
+        on_stack = stack_slots(body, lambda ref: grad_of(ref) is not None)
+        caps = capacities(body, t, default_size, forced_size, written, on_stack)
         ab = AdjointBuilder(body, grad_of, tl.name)
+        ab.on_stack = on_stack
         ab.capacities = caps
         adj = ab.build(t.index)
         tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))

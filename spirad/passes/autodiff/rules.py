@@ -19,13 +19,18 @@ def _lin(*signs):
     return rule
 
 
+def _known(v) -> bool:
+    """False for a primal the adjoint pass did not recompute (its partner cannot vary)."""
+    return hasattr(v, "op")
+
+
 def _mul(e, a, x, out):
-    return [e.mul(a, x[1]), e.mul(a, x[0])]
+    return [e.mul(a, x[1]) if _known(x[1]) else None, e.mul(a, x[0]) if _known(x[0]) else None]
 
 
 def _div(e, a, x, out):
     # out = x0 / x1: d/dx0 = 1/x1, d/dx1 = -out/x1
-    return [e.div(a, x[1]), e.neg(e.div(e.mul(a, out), x[1]))]
+    return [e.div(a, x[1]), e.neg(e.div(e.mul(a, out), x[1])) if _known(out) else None]
 
 
 def _pow(e, a, x, out):

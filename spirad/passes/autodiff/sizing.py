@@ -125,7 +125,8 @@ class Sizing:
         return sz.simplify(c)
 
 
-def capacities(body: Block, task: Task, default=None, forced=None, written=frozenset()) -> list:
+def capacities(body: Block, task: Task, default=None, forced=None, written=frozenset(),
+               on_stack=None) -> list:
     """(capacity, automatic size or None) per ALLOCA slot of the normalized body, in walk
     order. `written`: (kind, key,
     grad) of every global the kernel writes; a loop bound read from one of them is an error (the
@@ -134,7 +135,7 @@ def capacities(body: Block, task: Task, default=None, forced=None, written=froze
     s.written = written
     out = []
     for n in walk(body):
-        if n.op != Op.ALLOCA:
+        if n.op != Op.ALLOCA or (on_stack is not None and n not in on_stack):
             continue
         try:
             natural = s.capacity(n)
