@@ -1,5 +1,6 @@
 """Reverse mode at the API level: `kernel.grad(*args)` and `ad.Tape`.
 
+
 `kernel.grad(*args)` compiles (once per signature) the adjoint kernel with the passes of
 `spirad.passes.autodiff`, evaluates every adstack's capacity for this launch from the current
 arguments, fields and ndarrays (`sizer`), and launches it. Gradients accumulate into `.grad`.
@@ -39,9 +40,11 @@ def _grad_of_factory(args):
 
 class GradCompiled:
     def __init__(self, compiled, stacks, required):
+        from .adstack_sizing import TaskSizing
         self.c = compiled
         self.stacks = stacks  # per task: list of (SizeExpr, dtype) or None
         self.required = required  # per task: list of the natural SizeExpr (or None) or None
+        self.sizing = [TaskSizing.of([e for e, _ in st]) if st else None for st in stacks]
 
 
 def compile_grad(kernel, args):
@@ -70,44 +73,6 @@ def compile_grad(kernel, args):
     return g
 
 
-class LaunchContext:
-    """What the sizer reads at launch: scalar args, ndarray shapes and data, field data."""
-
-    def __init__(self, args):
-        self.args = args
-        self.fields = {f.id: f for f in _state.current().fields}
-
-    def scalar_arg(self, i):
-        return self.args[i]
-
-    def ndarray_shape(self, i, axis):
-        return self.args[i].full_shape[axis]
-
-    def ndarray_read(self, i, indices):
-        return self.args[i]._view()[tuple(indices)]
-
-    def field_read(self, fid, indices):
-        return self.fields[fid]._view()[tuple(indices)]
-
-
-def evaluate_capacities(g: GradCompiled, args):
-    ctx = LaunchContext(args)
-    out = []
-    for stacks in g.stacks:
-        if stacks is None:
-            out.append(None)
-            continue
-        caps = []
-        for expr, _ in stacks:
-            try:
-                v = sz.eval_fast(expr, ctx)
-            except sz.SizerError as e:
-                raise SpiradAutodiffError(f"sizing the autodiff stacks failed: {e}") from None
-            caps.append(max(int(v), 0))
-        out.append(caps)
-    return out
-
-
 class AdstackLaunch:
     """What a backend needs to run adjoint tasks: capacities per task (None: no stacks) and a
     way to name the size a stack would have needed (for overflow errors)."""
@@ -120,16 +85,24 @@ class AdstackLaunch:
         if expr is None:
             return None
         try:
+            from .adstack_sizing import LaunchContext
             return int(sz.eval_fast(expr, LaunchContext(self.args)))
         except sz.SizerError:
             return None
 
 
 def launch_grad(kernel, args):
+    from . import adstack_sizing
     from .kernel import launch
     g = compile_grad(kernel, args)
-    caps = evaluate_capacities(g, args)
+    caps = adstack_sizing.evaluate(g.sizing, args, cache=_state.current().options.get("adstack_cache", True))
     launch(g.c, args, adstack=AdstackLaunch(g, caps, args))
+    if adstack_sizing.debug_enabled():
+        from .backends.adstack_support import layout_for, task_stacks
+        layouts = [layout_for(task_stacks(t), c) if c else None for t, c in zip(g.c.tl.tasks, caps)]
+        be = _state.backend()
+        heaps = be.heap_bytes() if hasattr(be, "heap_bytes") else (0, 0)
+        adstack_sizing.debug_print(g.c.tl.name, g.sizing, caps, layouts, heaps)
 
 
 class Tape:
@@ -168,3 +141,9 @@ class Tape:
 
     def record(self, kernel, args):
         self.calls.append((kernel, args))
+
+
+def evaluate_capacities(g: GradCompiled, args):
+    """Capacities per task for this launch, evaluated afresh (no cache)."""
+    from . import adstack_sizing
+    return adstack_sizing.evaluate(g.sizing, args, cache=False)

@@ -1,0 +1,136 @@
+"""Launch-time adstack sizing: evaluate each task's size expressions, with a per-task cache.
+
+Per task the cache keeps the last evaluated capacities, keyed by everything the expressions read:
+the scalar arguments and ndarray shapes they use, and a snapshot of the *write generation* of
+every field / ndarray whose data they read (`Field.generation`, bumped by every host write —
+`x[i] = v`, `fill`, `from_numpy` — and by every kernel launch that may write it). A hit skips
+evaluation entirely (on Vulkan: no bytecode upload, no sizer dispatch, no read-back).
+
+Evaluation: expressions that read device-resident data (field / ndarray values) go to the GPU
+sizer kernel when the backend provides one (`backend.gpu_sizer`); everything else is evaluated
+on the host by `sizer.eval_fast`. `SPIRAD_DEBUG_ADSTACK=1` prints, per launch, the bytecode,
+the evaluated sizes, the strides and the heap sizes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import sizer as sz
+
+from . import state as _state
+from .errors import SpiradAutodiffError
+
+
+@dataclass
+class SizerStats:
+    """Counters the tests read: how often sizing really ran."""
+    host_evaluations: int = 0
+    gpu_dispatches: int = 0
+    cache_hits: int = 0
+
+    def reset(self):
+        self.host_evaluations = self.gpu_dispatches = self.cache_hits = 0
+
+
+stats = SizerStats()
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"
+
+
+class LaunchContext:
+    """What the host sizer reads at launch: scalar args, ndarray shapes and data, field data."""
+
+    def __init__(self, args):
+        self.args = args
+        self.fields = None
+
+    def scalar_arg(self, i):
+        return self.args[i]
+
+    def ndarray_shape(self, i, axis):
+        return self.args[i].full_shape[axis]
+
+    def ndarray_read(self, i, indices):
+        return self.args[i]._view()[tuple(indices)]
+
+    def field_read(self, fid, indices):
+        if self.fields is None:
+            fs = {}
+            for f in _state.current().fields:
+                fs[f.id] = f
+            self.fields = fs
+        return self.fields[fid]._view()[tuple(indices)]
+
+
+@dataclass
+class TaskSizing:
+    """Sizing of one adjoint task: its expressions, what they read, and the cache entry."""
+    exprs: list
+    leaves: sz.Leaves
+    device: bool                      # some expression reads field / ndarray data
+    key: tuple = None
+    caps: list = None
+    code: object = field(default=None, repr=False)
+
+    @staticmethod
+    def of(exprs):
+        lv = sz.leaves(*exprs)
+        return TaskSizing(list(exprs), lv, bool(lv.fields or lv.ndarrays))
+
+    def cache_key(self, args):
+        lv = self.leaves
+        fields = {f.id: f for f in _state.current().fields} if lv.fields else {}
+        parts = [("s", i, args[i]) for i in sorted(lv.scalars)]
+        parts += [("sh", i, args[i].full_shape) for i in sorted(lv.shapes)]
+        parts += [("nd", i, id(args[i]), args[i].generation) for i in sorted(lv.ndarrays)]
+        parts += [("f", f, fields[f].generation) for f in sorted(lv.fields)]
+        return tuple(parts)
+
+
+def evaluate(tasks, args, cache=True):
+    """Capacities per task (None for tasks without stacks) for this launch."""
+    be = _state.backend()
+    out = []
+    for ts in tasks:
+        if ts is None:
+            out.append(None)
+            continue
+        key = ts.cache_key(args) if cache else None
+        if cache and ts.key == key and ts.caps is not None:
+            stats.cache_hits += 1
+            out.append(ts.caps)
+            continue
+        gpu = getattr(be, "gpu_sizer", None)
+        try:
+            if ts.device and gpu is not None:
+                caps = gpu(ts, args)
+                stats.gpu_dispatches += 1
+            else:
+                ctx = LaunchContext(args)
+                caps = [max(int(sz.eval_fast(e, ctx)), 0) for e in ts.exprs]
+                stats.host_evaluations += 1
+        except sz.SizerError as e:
+            raise SpiradAutodiffError(f"sizing the autodiff stacks failed: {e}") from None
+        if cache:
+            ts.key, ts.caps = key, caps
+        out.append(caps)
+    return out
+
+
+def debug_print(kernel_name, tasks, caps, layouts, heaps):
+    w = sys.stderr.write
+    w(f"[spirad adstack] launch of {kernel_name}_grad\n")
+    for k, (ts, c, lay) in enumerate(zip(tasks, caps, layouts)):
+        if ts is None:
+            continue
+        if ts.code is None:
+            ts.code = sz.encode(ts.exprs, fold=False)
+        w(f"  task {k}: bytecode ({len(ts.code)} words):\n")
+        for line in sz.disassemble(ts.code).splitlines():
+            w(f"    {line}\n")
+        w(f"  task {k}: sizes {c}  stride_float {lay.stride_float} B  stride_int {lay.stride_int} B\n")
+    w(f"  heaps: float {heaps[0]} B, int {heaps[1]} B\n")
