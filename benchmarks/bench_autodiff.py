@@ -106,10 +106,17 @@ def main():
             print(f"{arch}: not available in spirad, skipped")
             continue
         ours = run(sd, arch, args.n, args.reps)
-        theirs = run(qd, arch, args.n, args.reps) if qd is not None else None
+        theirs, failure = None, None
+        if qd is not None:
+            try:
+                theirs = run(qd, arch, args.n, args.reps)
+            except Exception as e:  # Quadrants' own limits (e.g. its Vulkan sizer at large N)
+                failure = str(e).strip().splitlines()[0][:160]
         for name, _ in WORKLOADS:
             f, g, gv = ours[name]
             line = f"[{arch:6s} {name:5s}] spirad fwd {f:8.1f} ms  grad {g:8.1f} ms"
+            if failure is not None:
+                line += f" | quadrants failed: {failure}"
             if theirs is not None:
                 qf, qg, qgv = theirs[name]
                 agree = np.allclose(gv, qgv, rtol=1e-3, atol=1e-4)

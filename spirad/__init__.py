@@ -57,6 +57,8 @@ def init(arch=None, **kwargs):
     debug = bool(kwargs.pop("debug", False))
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
+    from .adstack_sizing import refresh_debug_flag
+    refresh_debug_flag()
     return None
 
 

@@ -37,8 +37,16 @@ class SizerStats:
 stats = SizerStats()
 
 
+_DEBUG = [os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"]
+
+
 def debug_enabled() -> bool:
-    return os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"
+    return _DEBUG[0]
+
+
+def refresh_debug_flag():
+    """Re-read SPIRAD_DEBUG_ADSTACK (called by `init`)."""
+    _DEBUG[0] = os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"
 
 
 class LaunchContext:
@@ -58,12 +66,7 @@ class LaunchContext:
         return self.args[i]._view()[tuple(indices)]
 
     def field_read(self, fid, indices):
-        if self.fields is None:
-            fs = {}
-            for f in _state.current().fields:
-                fs[f.id] = f
-            self.fields = fs
-        return self.fields[fid]._view()[tuple(indices)]
+        return _state.current().field_map()[fid]._view()[tuple(indices)]
 
 
 @dataclass
@@ -79,16 +82,19 @@ class TaskSizing:
     @staticmethod
     def of(exprs):
         lv = sz.leaves(*exprs)
-        return TaskSizing(list(exprs), lv, bool(lv.fields or lv.ndarrays))
+        ts = TaskSizing(list(exprs), lv, bool(lv.fields or lv.ndarrays))
+        ts.order = (sorted(lv.scalars), sorted(lv.shapes), sorted(lv.ndarrays), sorted(lv.fields))
+        return ts
 
     def cache_key(self, args):
-        lv = self.leaves
-        fields = {f.id: f for f in _state.current().fields} if lv.fields else {}
-        parts = [("s", i, args[i]) for i in sorted(lv.scalars)]
-        parts += [("sh", i, args[i].full_shape) for i in sorted(lv.shapes)]
-        parts += [("nd", i, id(args[i]), args[i].generation) for i in sorted(lv.ndarrays)]
-        parts += [("f", f, fields[f].generation) for f in sorted(lv.fields)]
-        return tuple(parts)
+        scalars, shapes, nds, fids = self.order
+        key = [args[i] for i in scalars]
+        key += [args[i].full_shape for i in shapes]
+        key += [(id(args[i]), args[i].generation) for i in nds]
+        if fids:
+            fields = _state.current().field_map()
+            key += [fields[f].generation for f in fids]
+        return tuple(key)
 
 
 def evaluate(tasks, args, cache=True):

@@ -45,19 +45,21 @@ class GradCompiled:
         self.stacks = stacks  # per task: list of (SizeExpr, dtype) or None
         self.required = required  # per task: list of the natural SizeExpr (or None) or None
         self.sizing = [TaskSizing.of([e for e, _ in st]) if st else None for st in stacks]
+        self.sizing_needed = any(st for st in stacks)
+        self.no_caps = [None] * len(stacks)
 
 
 def compile_grad(kernel, args):
+    fwd = kernel.compile(args)
+    g = getattr(fwd, "grad_compiled", None)  # one adjoint per compiled forward signature
+    if g is not None:
+        return g
     from .driver import debug_enabled
     from .kernel import _finish_compiled
     from .passes.autodiff.pipeline import reverse_mode
     from .passes.dce import dce_tasks
     from .passes.simplify import simplify_tasks
     st = _state.current()
-    fwd = kernel.compile(args)
-    g = getattr(fwd, "grad_compiled", None)  # one adjoint per compiled forward signature
-    if g is not None:
-        return g
     tl = reverse_mode(fwd.tl, _grad_of_factory(args), st.options.get("default_ad_stack_size"),
                       st.options.get("ad_stack_size"), verify=debug_enabled(st),
                       adstack_enabled=st.options.get("ad_stack_experimental_enabled", True))
@@ -95,9 +97,12 @@ def launch_grad(kernel, args):
     from . import adstack_sizing
     from .kernel import launch
     g = compile_grad(kernel, args)
-    caps = adstack_sizing.evaluate(g.sizing, args, cache=_state.current().options.get("adstack_cache", True))
-    launch(g.c, args, adstack=AdstackLaunch(g, caps, args))
-    if adstack_sizing.debug_enabled():
+    if g.sizing_needed:
+        caps = adstack_sizing.evaluate(g.sizing, args, cache=_state.current().options.get("adstack_cache", True))
+    else:
+        caps = g.no_caps
+    launch(g.c, args, adstack=AdstackLaunch(g, caps, args) if g.sizing_needed else None)
+    if adstack_sizing.debug_enabled() and g.sizing_needed:
         from .backends.adstack_support import layout_for, task_stacks
         layouts = [layout_for(task_stacks(t), c) if c else None for t, c in zip(g.c.tl.tasks, caps)]
         be = _state.backend()

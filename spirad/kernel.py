@@ -13,6 +13,7 @@ import struct
 
 import numpy as np
 
+from . import autodiff as _autodiff
 from . import state as _state
 from .driver import debug_enabled, lower
 from .errors import SpiradTypeError, SpiradValueError
@@ -188,14 +189,12 @@ class Kernel:
     def __call__(self, *args):
         c = self.compile(args)
         launch(c, args)
-        from .autodiff import Tape
-        if Tape.active is not None:
-            Tape.active.record(self, args)
+        if _autodiff.Tape.active is not None:
+            _autodiff.Tape.active.record(self, args)
 
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into `.grad` of fields and ndarrays."""
-        from .autodiff import launch_grad
-        launch_grad(self, args)
+        _autodiff.launch_grad(self, args)
 
 
 def _finish_compiled(kernel, tl, args, be):

@@ -26,6 +26,19 @@ class State:
     def new_id(self) -> int:
         return next(self._ids)
 
+    def field_map(self) -> dict:
+        """Field id -> Field (gradient fields included), rebuilt when fields were added."""
+        cache = self.__dict__.get("_field_map")
+        if cache is None or cache[0] != len(self.fields):
+            m = {}
+            for f in self.fields:
+                m[f.id] = f
+                if f.grad is not None:
+                    m[f.grad.id] = f.grad
+            cache = (len(self.fields), m)
+            self.__dict__["_field_map"] = cache
+        return cache[1]
+
 
 _epoch = itertools.count(1)
 state = State(epoch=next(_epoch))

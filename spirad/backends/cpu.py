@@ -37,6 +37,9 @@ class CpuProgram:
         self.nbind = nbind
         self.bufs = (ctypes.c_void_p * max(nbind + (4 if any(stacks) else 0), 1))()
         self.status = np.zeros(4, np.uint32)
+        self.status_addr = self.status.__array_interface__["data"][0]
+        self.last_storages = None
+        self.layouts = {}
 
 
 class CpuBackend:
@@ -81,10 +84,25 @@ class CpuBackend:
         if ni > self.heap_int.nbytes:
             self.heap_int = np.zeros(grown(self.heap_int.nbytes, ni), np.uint8)
 
+    def _task_adstack(self, program, ti, caps):
+        """(meta words, heap bytes) for these capacities, memoised per task."""
+        key = (ti, tuple(caps))
+        hit = program.layouts.get(key)
+        if hit is None:
+            layout = layout_for(program.stacks[ti], caps)
+            hit = (meta_words(layout), layout.heap_bytes(self.rt.num_workers))
+            if len(program.layouts) > 64:
+                program.layouts.clear()
+            program.layouts[key] = hit
+        return hit
+
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
-        for k, st in enumerate(storages):
-            bufs[k] = (st if st is not None else program.temps[k]).ctypes.data
+        last = program.last_storages
+        if last is None or len(last) != len(storages) or any(a is not b for a, b in zip(storages, last)):
+            for k, st in enumerate(storages):
+                bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
+            program.last_storages = list(storages)
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run
@@ -94,14 +112,12 @@ class CpuBackend:
                 continue
             stacks = program.stacks[ti]
             if stacks:
-                caps = adstack.caps[ti]
-                layout = layout_for(stacks, caps)
-                meta = meta_words(layout)
-                self._heaps(*layout.heap_bytes(self.rt.num_workers))
-                bufs[n] = meta.ctypes.data
-                bufs[n + 1] = self.heap_float.ctypes.data
-                bufs[n + 2] = self.heap_int.ctypes.data
-                bufs[n + 3] = program.status.ctypes.data
+                meta, heap = self._task_adstack(program, ti, adstack.caps[ti])
+                self._heaps(*heap)
+                bufs[n] = meta.__array_interface__["data"][0]
+                bufs[n + 1] = self.heap_float.__array_interface__["data"][0]
+                bufs[n + 2] = self.heap_int.__array_interface__["data"][0]
+                bufs[n + 3] = program.status_addr
             run(fn, bufs, addr, b, e, kind == "range")
             if stacks and program.status[0]:
                 code, task, stack = (int(x) for x in program.status[:3])
