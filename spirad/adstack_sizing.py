@@ -90,7 +90,7 @@ class TaskSizing:
         scalars, shapes, nds, fids = self.order
         key = [args[i] for i in scalars]
         key += [args[i].full_shape for i in shapes]
-        key += [(id(args[i]), args[i].generation) for i in nds]
+        key += [(args[i].id, args[i].generation) for i in nds]  # ids are never reused
         if fids:
             fields = _state.current().field_map()
             key += [fields[f].generation for f in fids]

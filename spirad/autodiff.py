@@ -46,6 +46,9 @@ class GradCompiled:
         self.required = required  # per task: list of the natural SizeExpr (or None) or None
         self.sizing = [TaskSizing.of([e for e, _ in st]) if st else None for st in stacks]
         self.sizing_needed = any(st for st in stacks)
+        # a forced size (ad_stack_size / default_ad_stack_size) can overflow; automatic ones cannot
+        self.forced = any(st and any(e != r for (e, _), r in zip(st, req))
+                          for st, req in zip(stacks, required))
         self.no_caps = [None] * len(stacks)
 
 
@@ -81,6 +84,7 @@ class AdstackLaunch:
 
     def __init__(self, g: GradCompiled, caps, args):
         self.g, self.caps, self.args = g, caps, args
+        self.forced = g.forced
 
     def required(self, task: int, stack: int):
         expr = self.g.required[task][stack] if self.g.required[task] else None

@@ -73,8 +73,26 @@ class Kernel:
         if self.params is None:
             import inspect
             sig = inspect.signature(self.fn)
-            self.params = [(p.name, p.annotation) for p in sig.parameters.values()]
+            self.params = [(p.name, self._resolve_annotation(p.annotation)) for p in sig.parameters.values()]
         return self.params
+
+    def _resolve_annotation(self, ann):
+        """String annotations (`from __future__ import annotations`) are evaluated in the
+        kernel's module and closure, as Python would evaluate them."""
+        if not isinstance(ann, str):
+            return ann
+        scope = dict(self.fn.__globals__)
+        if self.fn.__closure__:
+            for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__):
+                try:
+                    scope[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        try:
+            return eval(ann, scope)  # noqa: S307 - the user's own annotation expression
+        except Exception as e:
+            raise SpiradTypeError(f"cannot evaluate the annotation {ann!r} of kernel "
+                                  f"{self.fn.__name__}: {e}") from None
 
     def _arg_error(self, cls, msg, index=None):
         """A user error about the arguments, quoting the kernel's parameter (or its def line)."""

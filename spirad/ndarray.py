@@ -26,6 +26,22 @@ class Ndarray(_HostArray):
                 raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
             self.grad = Ndarray(dtype, shape, _is_grad=True)
 
+    @classmethod
+    def _alias(cls, storage, dtype, shape) -> "Ndarray":
+        """Internal: an ndarray over existing backend memory `storage` (no allocation, no grad),
+        e.g. a field's buffer read as int32 words by the GPU sizer kernel. `shape` must fit in
+        the storage; the alias never owns or frees it."""
+        self = cls.__new__(cls)
+        self.dtype, self.comp_shape = resolve_dtype(dtype)
+        st = _state.current()
+        self.id = st.new_id()
+        self.epoch = st.epoch
+        self.shape = normalize_shape(shape)
+        self.generation = 0
+        self._buf = storage
+        self.grad = None
+        return self
+
     @property
     def needs_grad(self) -> bool:
         return self.grad is not None

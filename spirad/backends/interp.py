@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from ..ir.interpreter import Memory, run_task
+from ..ir.interpreter import AdStackOverflowError, Memory, run_task
 
 _UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
@@ -74,11 +74,18 @@ class InterpBackend:
                 if tcaps:
                     caps.update(zip(adstack_allocas(t), tcaps))
         mem = Memory(arrays, scalars, caps)
-        for t, (b, e) in zip(tl.tasks, ranges):
-            if t.kind == "serial":
-                run_task(t, mem)
-            else:
-                _run_range(t, mem, b, e)
+        for ti, (t, (b, e)) in enumerate(zip(tl.tasks, ranges)):
+            try:
+                if t.kind == "serial":
+                    run_task(t, mem)
+                else:
+                    _run_range(t, mem, b, e)
+            except AdStackOverflowError as err:
+                from ..ir.abi import adstack_allocas
+                from .adstack_support import overflow_error, task_stacks
+                k = adstack_allocas(t).index(err.node)
+                raise overflow_error(tl.name, t.name, task_stacks(t)[k], k, err.capacity,
+                                     adstack.required(ti, k)) from None
 
     def sync(self):
         pass

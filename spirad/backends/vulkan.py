@@ -13,8 +13,9 @@ import struct
 
 import numpy as np
 
-from ..errors import SpiradDeviceError
+from ..errors import SpiradDeviceError, SpiradError
 from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
+from .gpu_sizer import gpu_sizer as _run_gpu_sizer
 
 _ARG_CACHE_MAX = 256
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
@@ -47,7 +48,7 @@ class VkProgram:
         self.stacks = stacks  # per task: [StackInfo] or None
         self.arg_bufs: dict = {}
         self.spare: list = []
-        self.adstack = None  # the AdstackLaunch of the last launch (for overflow messages)
+        self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
 
 
 class VulkanBackend:
@@ -61,6 +62,7 @@ class VulkanBackend:
         self.spirv_caps = SpirvCaps.from_device(self.caps)
         self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
         self.launched: list = []  # programs with work since the last status check
+        self.pending = None       # an error found early, raised at the next sync
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
@@ -116,6 +118,11 @@ class VulkanBackend:
             setattr(self, which, self.rt.alloc(new, zero=False))  # old buffer freed after its last use
         return getattr(self, which)
 
+    def gpu_sizer(self, ts, args) -> list:
+        """Capacities of one task's stacks for this launch, evaluated on the device by the GPU
+        sizer kernel (`shaders/sizer_kernel.py`, driven by `spirad.backends.gpu_sizer`)."""
+        return _run_gpu_sizer(self, ts, args)
+
     def heap_bytes(self) -> tuple:
         return tuple(getattr(self, w).nbytes if getattr(self, w, None) is not None else 0
                      for w in ("heap_float", "heap_int"))
@@ -127,8 +134,8 @@ class VulkanBackend:
         for k, st in enumerate(storages):
             bufs.append(st if st is not None else p.temps[k])
         maxg = self.caps.max_compute_work_group_count
-        if adstack is not None:
-            p.adstack = adstack
+        if adstack is not None and len(p.adstack_launches) < 64:
+            p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
             n = e - b
             if n <= 0:
@@ -162,22 +169,45 @@ class VulkanBackend:
         if not self.launched or self.launched[-1] is not p:
             if p not in self.launched:
                 self.launched.append(p)
+        if adstack is not None and adstack.forced:
+            # forced stack sizes can overflow: check this launch now, so the error names the
+            # size *this* launch needed; it is raised at the next sync / host read
+            try:
+                self._check_status([p])
+            except SpiradError as e:
+                if self.pending is None:
+                    self.pending = e
 
     def sync(self):
-        self.rt.flush()
+        if self.pending is not None:
+            self.rt.flush()
+            err, self.pending = self.pending, None
+            self.launched = []
+            raise err
         if not self.launched:
+            self.rt.flush()
             return
         launched, self.launched = self.launched, []
+        self._check_status(launched)
+
+    def _check_status(self, launched):
+        self.rt.flush()
         for p in launched:
             words = p.status.view(np.uint32, 4)
             code = int(words[0])
             if code:
                 aux, stack = int(words[1]), int(words[2])
                 words[:] = 0
-                if code == 1 and p.adstack is not None and p.stacks[aux]:
-                    raise overflow_error(p.name, p.task_names[aux], p.stacks[aux][stack], stack,
-                                         p.adstack.caps[aux][stack], p.adstack.required(aux, stack))
+                launches, p.adstack_launches = p.adstack_launches, []
+                if code == 1 and launches and p.stacks[aux]:
+                    # the status word does not say which launch overflowed: name the largest
+                    # capacity given and the largest size needed among them
+                    cap = max(a.caps[aux][stack] for a in launches)
+                    req = [a.required(aux, stack) for a in launches]
+                    req = max((r for r in req if r is not None), default=None)
+                    raise overflow_error(p.name, p.task_names[aux], p.stacks[aux][stack], stack, cap, req)
                 raise _status_error(p, code, aux, self.caps)
+            p.adstack_launches = []
 
     def take_validation_messages(self):
         return self.rt.take_validation_messages()

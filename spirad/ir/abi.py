@@ -27,16 +27,22 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
     heap_float rows x stride_float bytes. Stack k (float) primal entry i at
                row*stride_float + off_k + i*esize; its adjoint entry i at
                row*stride_float + off_k + align8(cap_k*esize) + i*esize.
-    heap_int   rows x stride_int bytes. The entry count of *every* stack k is an int64 at
-               row*stride_int + 8*k; int stack k's entry i at row*stride_int + off_k + i*esize.
-    status     (LLVM only) u32 words [code, task index, stack index, 0]; first error wins.
+    heap_int   rows x stride_int bytes. The layout reserves an 8-byte slot per stack k at
+               row*stride_int + 8*k that no backend writes: a stack's entry count is
+               private to its thread / invocation and lives in a function-local variable (LLVM:
+               an entry-block alloca; SPIR-V: a Function-storage variable), which ADSTACK_ALLOCA
+               sets to 0. Int stack k's entry i at row*stride_int + off_k + i*esize.
+    status     u32 words [code, task index, stack index, 0] on both backends (LLVM: bufs[n+3];
+               SPIR-V: binding 1); first error wins.
   `row`: LLVM = the `worker` argument of the task function; SPIR-V = the invocation's linear id
   within the dispatch (the runtime splits a range into dispatches of at most `rows` threads).
 * Semantics: ADSTACK_ALLOCA sets the count to 0. PUSH at count == cap records
   (code 1 = ADSTACK_OVERFLOW, task index, k) in the status buffer and writes nothing (count stays);
   otherwise writes the primal, zeroes the adjoint and increments the count. POP decrements a
   non-zero count. LOAD_TOP / LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0) (never out of
-  bounds, even after an overflow); with cap == 0 they read 0 and write nothing.
+  bounds, even after an overflow); with cap == 0 they read 0 and write nothing. Int stacks have
+  no adjoints: LOAD_TOP_ADJ on an int stack reads 0 (no memory access); ACC_ADJ on an int stack is
+  invalid (a compile error).
 """
 from __future__ import annotations
 

@@ -59,12 +59,15 @@ def check_cross_iteration_raw(task: Task, has_grad):
             writes.setdefault(_key(n.arg), []).append(n.srcs[:-1])
         elif n.op == Op.GLOBAL_LOAD and has_grad(n.arg):
             reads.append(n)
+    rng = None
+    if task.begin is not None and task.begin.op == Op.CONST and task.end.op == Op.CONST:
+        rng = (int(task.begin.arg), int(task.end.arg))
     for r in reads:
         ws = writes.get(_key(r.arg))
         if not ws:
             continue
         for w in ws:
-            if _may_alias_elsewhere(r.srcs, w, task.index):
+            if _may_alias_elsewhere(r.srcs, w, task.index, rng):
                 raise user_error(SpiradAutodiffError,
                                  f"'{r.arg.name}' is read here at an index that another iteration of the "
                                  f"parallel loop writes (a cross-iteration read-after-write on a field with "
@@ -83,18 +86,37 @@ def _depends_on(n: Node, index: Node) -> bool:
     return any(_depends_on(s, index) for s in n.srcs)
 
 
-def _may_alias_elsewhere(read_idx, write_idx, index) -> bool:
-    """True when the read may hit an element a *different* iteration writes: no axis where
-    both sides are different constants (a sibling component), no axis where both are the same
-    expression of the parallel index (each iteration keeps to its own slice), and not the
-    same element altogether."""
+def _offset_of_index(n: Node, index: Node):
+    """k when `n` is `index + k` / `index - k` / `index` (an injective function of the parallel
+    index), else None."""
+    if n is index:
+        return 0
+    if n.op in (Op.ADD, Op.SUB) and n.srcs[1].op == Op.CONST and n.srcs[0] is index:
+        k = int(n.srcs[1].arg)
+        return k if n.op == Op.ADD else -k
+    if n.op == Op.ADD and n.srcs[0].op == Op.CONST and n.srcs[1] is index:
+        return int(n.srcs[0].arg)
+    return None
+
+
+def _may_alias_elsewhere(read_idx, write_idx, index, rng=None) -> bool:
+    """True when the read may hit an element a *different* iteration writes. It cannot when
+    some axis holds two different constants (a sibling component), or the same injective
+    expression of the parallel index (each iteration keeps to its own slice), or a constant
+    the write's `index + k` never reaches over the loop's range, or when every axis is the same
+    (the same element: an in-place update)."""
     same = True
     for a, b in zip(read_idx, write_idx):
         if a.op == Op.CONST and b.op == Op.CONST and a.arg != b.arg:
             return False
         if _same(a, b):
-            if index is not None and _depends_on(a, index):
+            if index is not None and _offset_of_index(a, index) is not None:
                 return False
-        else:
-            same = False
+            continue
+        same = False
+        k = _offset_of_index(b, index) if index is not None else None
+        if a.op == Op.CONST and k is not None and rng is not None:
+            lo, hi = rng[0] + k, rng[1] + k
+            if not lo <= int(a.arg) < hi:
+                return False  # a slot the loop never writes
     return not same

@@ -1,0 +1,170 @@
+"""Adstack overflow (DESIGN §4 "Overflow"): with init(ad_stack_size=4) a loop that needs more
+entries raises sd.SpiradAdStackOverflow at the next sync() / host read, naming the kernel, the
+task, the stack's variable, its source line, the capacity and the size the launch needed; nothing
+outside the heap is written, and the runtime keeps working afterwards."""
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs as on_archs
+
+N = 8
+
+
+def _line_of(fn, text):
+    src, first = inspect.getsourcelines(fn)
+    for k, line in enumerate(src):
+        if text in line:
+            return first + k
+    raise AssertionError(text)
+
+
+@sd.kernel
+def overflowing(x: sd.template(), y: sd.template(), n: sd.i32):
+    for i in x:
+        carried = x[i]
+        for j in range(n):
+            carried = sd.sin(carried) * 0.9 + 0.1
+        y[i] = carried
+
+
+def _ref_grad(xs, n):
+    v, g = xs.copy(), np.ones_like(xs)
+    for j in range(n):
+        g = g * np.cos(v) * 0.9
+        v = np.sin(v) * 0.9 + 0.1
+    return g
+
+
+def _setup(dt=sd.f64):
+    before = sd.field(dt, shape=N)                 # allocated just before ...
+    x = sd.field(dt, shape=N, needs_grad=True)
+    y = sd.field(dt, shape=N, needs_grad=True)
+    after = sd.field(dt, shape=N)                  # ... and just after the kernel's fields
+    after_i = sd.field(sd.i32, shape=N)
+    before.fill(11.0)
+    after.fill(-5.0)
+    after_i.fill(1234567)
+    xs = np.linspace(0.1, 0.8, N)
+    x.from_numpy(xs.astype(dt.np))
+    return before, x, y, after, after_i, xs
+
+
+def _check_message(msg, n):
+    assert "overflowing_grad" in msg or "overflowing" in msg, msg      # the kernel
+    assert re.search(r"task \w+", msg), msg                            # the task
+    assert "'carried'" in msg, msg                                     # the stack's variable
+    line = _line_of(overflowing, "carried = x[i]")
+    assert f"line {line}" in msg, msg                                  # its source line ...
+    assert "carried = x[i]" in msg and "^" in msg, msg                 # ... quoted, with a caret
+    assert "holds 4 entries" in msg, msg                               # the capacity
+    assert f"needs {n + 2}" in msg, msg                                # the size this launch needed
+
+
+@pytest.mark.parametrize("read", ["sync", "to_numpy", "getitem"])
+@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+def test_overflow_raised_at_next_sync(arch, read):
+    before, x, y, after, after_i, xs = _setup()
+    n = 9                                          # needs n + 2 = 11 entries > 4
+    overflowing(x, y, n)
+    y_fwd = y.to_numpy()
+    y.grad.fill(1.0)
+    overflowing.grad(x, y, n)                      # deferred: the error comes at the next sync
+    with pytest.raises(sd.SpiradAdStackOverflow) as e:
+        if read == "sync":
+            sd.sync()
+        elif read == "to_numpy":
+            x.grad.to_numpy()
+        else:
+            x.grad[0]
+    _check_message(str(e.value), n)
+    # the error is reported once; the runtime keeps working
+    sd.sync()
+    # nothing outside the heap was written
+    np.testing.assert_array_equal(before.to_numpy(), 11.0)
+    np.testing.assert_array_equal(after.to_numpy(), -5.0)
+    np.testing.assert_array_equal(after_i.to_numpy(), 1234567)
+    np.testing.assert_array_equal(y.to_numpy(), y_fwd)
+    np.testing.assert_array_equal(y.grad.to_numpy(), 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), xs)
+    # a following launch that fits (n + 2 <= 4) gives the right gradients
+    x.grad.fill(0.0)
+    overflowing(x, y, 2)
+    overflowing.grad(x, y, 2)
+    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, 2), rtol=1e-12)
+    np.testing.assert_array_equal(after.to_numpy(), -5.0)
+
+
+@on_archs(archs=("cpu", "vulkan"), ad_stack_size=4)
+def test_overflow_f32_and_exact_fit(arch):
+    before, x, y, after, after_i, xs = _setup(sd.f32)
+    y.grad.fill(1.0)
+    overflowing.grad(x, y, 2)                      # exactly 4 entries: fits
+    sd.sync()
+    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs.astype(np.float32).astype(np.float64), 2),
+                               rtol=1e-5)
+    overflowing.grad(x, y, 3)                      # 5 entries: one too many
+    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 5"):
+        sd.sync()
+    np.testing.assert_array_equal(after.to_numpy(), -5.0)
+
+
+@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+def test_overflow_first_error_wins_and_clears(arch, request):
+    """Two overflowing launches before a sync: one error, about the first; the next sync is
+    clean."""
+    before, x, y, after, after_i, xs = _setup()
+    y.grad.fill(1.0)
+    overflowing.grad(x, y, 5)
+    overflowing.grad(x, y, 20)
+    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 7"):
+        sd.sync()
+    sd.sync()
+    x.grad.fill(0.0)
+    overflowing.grad(x, y, 1)
+    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, 1), rtol=1e-12)
+
+
+@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+def test_overflow_many_threads_deep(arch):
+    """Many threads all overflowing by a lot: no write past any thread's slice of the heap."""
+    M = 1000
+    before = sd.field(sd.f64, shape=M)
+    x = sd.field(sd.f64, shape=M, needs_grad=True)
+    y = sd.field(sd.f64, shape=M, needs_grad=True)
+    after = sd.field(sd.f64, shape=M)
+    before.fill(3.0)
+    after.fill(4.0)
+    x.fill(0.5)
+    y.grad.fill(1.0)
+    overflowing.grad(x, y, 200)
+    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 202"):
+        sd.sync()
+    np.testing.assert_array_equal(before.to_numpy(), 3.0)
+    np.testing.assert_array_equal(after.to_numpy(), 4.0)
+    np.testing.assert_array_equal(y.grad.to_numpy(), 1.0)
+
+
+@on_archs(archs=("interp",), default_fp=sd.f64, ad_stack_size=4)
+def test_overflow_interp(arch):
+    """The reference interpreter reports overflow with the same user-facing exception."""
+    before, x, y, after, after_i, xs = _setup()
+    y.grad.fill(1.0)
+    with pytest.raises(sd.SpiradAdStackOverflow) as e:
+        overflowing.grad(x, y, 9)
+        sd.sync()
+    _check_message(str(e.value), 9)
+
+
+@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+def test_no_overflow_with_automatic_sizing(arch):
+    """ad_stack_size=0 (the default): the same launches never overflow."""
+    before, x, y, after, after_i, xs = _setup()
+    y.grad.fill(1.0)
+    for n in (9, 20, 3):
+        x.grad.fill(0.0)
+        overflowing.grad(x, y, n)
+        np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, n), rtol=1e-12)
