@@ -5,22 +5,26 @@ A task with ADSTACK_ALLOCA nodes reads four extra launch buffers after the kerne
 
     bufs[n]     meta        u32 words [stride_float, stride_int, off_0, cap_0, off_1, cap_1, ...]
     bufs[n+1]   heap_float  rows x stride_float bytes
-    bufs[n+2]   heap_int    rows x stride_int bytes (the int64 entry count of stack k at 8*k)
+    bufs[n+2]   heap_int    rows x stride_int bytes (8*k: stack k's count slot, unused here)
     bufs[n+3]   status      u32 words [code, task index, stack index, 0]; first error wins
 
 `setup_adstacks` runs once per task function: it numbers the stacks (`adstack_allocas`), and in
 the entry block loads meta and computes the worker's row bases (`heap + worker*stride`, in i64)
-and, per stack, the pointer to its count, entries, adjoints and its capacity. The ops then only
-load/store the count and one entry. No stack memory is used for the stacks themselves.
+and, per stack, the pointer to its entries, adjoints and its capacity; so no op reads meta.
+
+Entry counts are private to the call, so each stack's count is an i64 `alloca` in the entry block
+(zeroed there, re-zeroed by ADSTACK_ALLOCA); mem2reg turns it into SSA values, and the ops only
+touch memory for the entries themselves. The heap_int counter slots of the layout stay in place
+and are never written (the cap == 0 reads below use them as an always-valid 8-byte dummy).
 
 Semantics (the ABI): ALLOCA sets the count to 0; PUSH at count >= cap records
 (1 = ADSTACK_OVERFLOW, task index, stack index) through a cold helper (cmpxchg on status word 0,
 so the first error wins) and writes nothing; otherwise it stores the primal, zeroes the adjoint
 (float stacks) and increments the count. POP decrements a non-zero count. LOAD_TOP /
 LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0); with cap == 0 they read 0 (the load goes
-to the stack's always-valid 8-byte count slot and the result is replaced by 0) and ACC_ADJ writes
-nothing. Float adjoint arithmetic is in the stack's dtype; int stacks have no adjoints:
-LOAD_TOP_ADJ on one gives 0 (no memory access), ACC_ADJ on one is a CodegenError.
+to the stack's always-valid 8-byte heap_int counter slot and the result is replaced by 0) and
+ACC_ADJ writes nothing. Float adjoint arithmetic is in the stack's dtype; int stacks have no
+adjoints: LOAD_TOP_ADJ on one gives 0 (no memory access), ACC_ADJ on one is a CodegenError.
 """
 from __future__ import annotations
 
@@ -45,7 +49,8 @@ OVERFLOW_HELPER = "spirad.adstack.overflow"
 class _Stack:
     index: int
     dtype: DType
-    count: ir.Value      # ptr to the int64 count
+    count: ir.Value      # ptr to the i64 count: an entry-block alloca (promoted to registers)
+    dummy: ir.Value      # ptr to 8 always-valid heap bytes (the unused counter slot)
     entries: ir.Value    # ptr to entry 0 (primal)
     adjoints: ir.Value   # ptr to adjoint entry 0 (float stacks) or None
     cap: ir.Value        # i64 capacity
@@ -95,7 +100,9 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         if dt is None:
             raise CodegenError(f"LLVM codegen: ADSTACK_ALLOCA {a.arg!r} has no dtype")
         off, cap = word(2 + 2 * k, f"ad.off{k}"), word(3 + 2 * k, f"ad.cap{k}")
-        count = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.count{k}")
+        dummy = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.slot{k}")
+        count = eb.alloca(I64, name=f"ad.count{k}")
+        eb.store(ir.Constant(I64, 0), count)
         if dt.is_float:
             entries = _byte_gep(eb, row_f, off, f"ad.primal{k}")
             region = eb.and_(eb.add(eb.mul(cap, ir.Constant(I64, dt.nbytes)), ir.Constant(I64, 7)),
@@ -104,7 +111,7 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         else:
             entries, adjoints = _byte_gep(eb, row_i, off, f"ad.entries{k}"), None
         empty = eb.icmp_unsigned("==", cap, ir.Constant(I64, 0), name=f"ad.nocap{k}")
-        stacks[a] = _Stack(k, dt, count, entries, adjoints, cap, empty)
+        stacks[a] = _Stack(k, dt, count, dummy, entries, adjoints, cap, empty)
     ctx.adstack = AdstackState(task_index, status, stacks)
     return len(allocas)
 
@@ -202,11 +209,11 @@ def _pop(ctx: FnContext, n):
 
 
 def _read_top(ctx, s: _Stack, base, node_dtype):
-    """Entry max(count-1, 0) of `base`; 0 when cap == 0 (the load then reads the count slot,
-    which is 8 bytes and always in bounds, and the result is discarded)."""
+    """Entry max(count-1, 0) of `base`; 0 when cap == 0 (the load then reads the stack's unused
+    heap_int counter slot, which is 8 bytes and always in bounds, and the result is discarded)."""
     b = ctx.b
     p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype)
-    p = b.select(s.empty_cap, s.count, p)
+    p = b.select(s.empty_cap, s.dummy, p)
     v = _from_mem(ctx, b.load(p, typ=mem_type(s.dtype)), s.dtype)
     v = b.select(s.empty_cap, const(s.dtype, 0), v)
     return convert(ctx, v, s.dtype, node_dtype or s.dtype)

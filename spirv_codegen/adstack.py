@@ -11,8 +11,9 @@ storage buffers declared as runtime arrays of u32 words (ArrayStride 4):
                          = `sizer.layout.Layout.metadata()` of this task's stacks, as u32.
   3+n  AdStackHeapFloat  rows x stride_float bytes (f32 entry = 1 word, f64 entry = 2 words,
                          little-endian, bitcast).
-  4+n  AdStackHeapInt    rows x stride_int bytes: the S counters, then the int stacks' entries
-                         (i32/u32 = 1 word bitcast, i64 = 2 words, u1 = one word 0/1).
+  4+n  AdStackHeapInt    rows x stride_int bytes: the S counter slots (unused here, see
+                         Counters), then the int stacks' entries (i32/u32 = 1 word bitcast,
+                         i64 = 2 words, u1 = one word 0/1).
 
 A module declares only the buffers it touches (e.g. no AdStackHeapFloat without float stacks),
 but its pipeline layout has all `SpirvTask.num_bindings` = 2 + n + 3 bindings, and the runtime
@@ -29,9 +30,12 @@ so everything is done in u32 word indices: word(row, byte) = row * (stride >> 2)
 The heaps must therefore stay below 16 GiB (word indices are u32); Vulkan's
 maxStorageBufferRange keeps them far below that.
 
-Counters: the ABI's count is an int64 at byte 8*k of the int row. This lowering keeps it in 32
-bits: ADSTACK_ALLOCA stores 0 to both words; PUSH/POP read and write only the low word (counts
-never exceed cap_k, a u32), so the int64 seen by any other reader stays exact. Hence no Int64.
+Counters: a stack's entry count is private to the invocation, so it lives in a u32 Function-
+storage variable (zero-initialised, set to 0 by ADSTACK_ALLOCA; drivers promote it to a register),
+not in the heap: the ops touch heap memory only for the entries. The layout's 8-byte counter slots
+at byte 8*k of each int row stay in place and are never read or written. Counts never exceed
+cap_k (a u32), hence no Int64. Every meta word, row base and per-stack base/capacity is computed
+once in the entry block's prologue (`Interface.prologue`), not per op.
 
 Semantics (exactly the ABI):
   ALLOCA        count := 0 (both words).
@@ -41,9 +45,9 @@ Semantics (exactly the ABI):
                 and execution continues.
   POP           count := count - 1 if count != 0.
   LOAD_TOP, LOAD_TOP_ADJ, ACC_ADJ
-                address entry t = min(max(count, 1) - 1, cap - 1) (the min only matters for a
-                corrupted count); cap == 0: the loads give 0 and ACC_ADJ writes nothing (the
-                entry access sits in a branch, so no out-of-bounds access is even executed).
+                address entry t = max(count, 1) - 1 (< cap: only PUSH raises the count, and only
+                below cap); cap == 0: the loads give 0 and ACC_ADJ writes nothing (the entry
+                access sits in a branch, so no out-of-bounds access is even executed).
 Int stacks have no adjoints: LOAD_TOP_ADJ on one is the constant 0 (no memory access; reverse mode
 emits it when it undoes a STORE to an int/bool local and never uses the value — as in the LLVM
 backend and the interpreter, whose int entries keep a zero adjoint), ACC_ADJ on one is a compile
@@ -78,6 +82,7 @@ class AdStacks:
         self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings))
         self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
                                      self.b_int: HEAP_INT_NAME})
+        self._counts: dict[int, int] = {}  # stack k -> its Function-storage u32 count variable
 
     # -- addressing --------------------------------------------------------------------------
     def _ptr(self, binding: int, word: int) -> int:
@@ -112,12 +117,20 @@ class AdStacks:
     def _cap(self, k: int) -> int:
         return self._meta(3 + 2 * k)
 
-    def _count_word(self, k: int) -> int:
-        E = self.E
-        if k == 0:
-            return self._row_base(False)
-        return self.io.prologue(("adstack_cnt", k), lambda: E.op(
-            "OpIAdd", u32, self._row_base(False), E.c(2 * k, u32)))
+    def _count_var(self, k: int) -> int:
+        """Pointer to stack k's count: a zero-initialised Function variable (entry block)."""
+        if k not in self._counts:
+            E = self.E
+            v = self._counts[k] = E.fn.variable(E.ty(u32), E.c(0, u32))
+            self.E.m.name(v, f"{self.allocas[k].arg.name}_count" if self.allocas[k].arg else
+                          f"adstack{k}_count")
+        return self._counts[k]
+
+    def _count(self, k: int) -> int:
+        return self.E.op("OpLoad", u32, self._count_var(k))
+
+    def _set_count(self, k: int, v: int) -> None:
+        self.E.emit("OpStore", self._count_var(k), v)
 
     def _entries_word(self, k: int, is_float: bool) -> int:
         """Word index of entry 0 of stack k in its heap row."""
@@ -190,17 +203,17 @@ class AdStacks:
         return v, end, before
 
     def _top(self, k: int) -> int:
-        """min(max(count, 1) - 1, cap - 1); only used when cap != 0."""
+        """max(count, 1) - 1, which is < cap whenever cap != 0 (the only case it is used)."""
         E = self.E
-        cnt = self._word(self.b_int, self._count_word(k))
+        cnt = self._count(k)
         one = E.c(1, u32)
-        t = E.op("OpISub", u32, E.sel(E.op("OpIEqual", u1, cnt, E.c(0, u32)), one, cnt, u32), one)
-        last = E.op("OpISub", u32, self._cap(k), one)
-        return E.sel(E.op("OpULessThan", u1, t, last), t, last, u32)
+        return E.op("OpISub", u32, E.sel(E.op("OpIEqual", u1, cnt, E.c(0, u32)), one, cnt, u32),
+                    one)
 
     def _nonempty_cap(self, k: int) -> int:
         E = self.E
-        return E.op("OpINotEqual", u1, self._cap(k), E.c(0, u32))
+        return self.io.prologue(("adstack_hascap", k), lambda: E.op(
+            "OpINotEqual", u1, self._cap(k), E.c(0, u32)))
 
     def _read_top(self, k: int, dt, base: int, heap: int) -> int:
         E = self.E
@@ -213,16 +226,13 @@ class AdStacks:
     def alloca(self, n) -> None:
         E = self.E
         k, _, _ = self._stack(n)
-        w = self._count_word(k)
-        E.emit("OpStore", self._ptr(self.b_int, w), E.c(0, u32))
-        E.emit("OpStore", self._ptr(self.b_int, E.op("OpIAdd", u32, w, E.c(1, u32))), E.c(0, u32))
+        self._set_count(k, E.c(0, u32))
 
     def push(self, n) -> None:
         E, fn = self.E, self.E.fn
         k, dt, is_float = self._stack(n.srcs[0])
         v = self.L.v(n.srcs[1])
-        cw = self._count_word(k)
-        cnt = self._word(self.b_int, cw)
+        cnt = self._count(k)
         ok = E.op("OpULessThan", u1, cnt, self._cap(k))
         yes, no, merge = fn.label(), fn.label(), fn.label()
         fn.selection_merge(merge)
@@ -233,7 +243,7 @@ class AdStacks:
         if is_float:
             self._store(self.b_float, self._elem_word(self._adjoint_word(k, dt), cnt, dt), dt,
                         E.c(0, dt))
-        E.emit("OpStore", self._ptr(self.b_int, cw), E.op("OpIAdd", u32, cnt, E.c(1, u32)))
+        self._set_count(k, E.op("OpIAdd", u32, cnt, E.c(1, u32)))
         fn.branch(merge)
         fn.begin(no)
         self.io.write_error(STATUS_ADSTACK_OVERFLOW, self.L.task_index, k)
@@ -243,11 +253,9 @@ class AdStacks:
     def pop(self, n) -> None:
         E = self.E
         k, _, _ = self._stack(n.srcs[0])
-        cw = self._count_word(k)
-        cnt = self._word(self.b_int, cw)
+        cnt = self._count(k)
         nz = E.op("OpINotEqual", u1, cnt, E.c(0, u32))
-        E.emit("OpStore", self._ptr(self.b_int, cw),
-               E.sel(nz, E.op("OpISub", u32, cnt, E.c(1, u32)), cnt, u32))
+        self._set_count(k, E.sel(nz, E.op("OpISub", u32, cnt, E.c(1, u32)), cnt, u32))
 
     def _as_node_dtype(self, n, v: int, dt) -> int:
         want = n.dtype or dt

@@ -2,6 +2,8 @@
 interpreter, plus the ABI's edge cases the interpreter does not define (overflow, empty, cap 0)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -228,9 +230,10 @@ def test_parallel_100k_per_iteration_stacks():
     assert status.tolist() == [0, 0, 0, 0]
     lay = launches[0].layout
     assert launches[0].heap_int.data.size == 7 * lay.stride_int
-    # every worker used its own row: all counts back to 0, entries written
+    # every worker used its own row: entries written; counts live in registers, so the heap's
+    # counter slots are never written
     hi = launches[0].heap_int.data.reshape(7, lay.stride_int)
-    assert (hi[:, :8 * len(DTYPES)].view(np.int64) == 0).all()
+    assert (hi[:, :8 * len(DTYPES)] == HEAP_FILL).all()
     assert (hi[:, 8 * len(DTYPES):] != HEAP_FILL).any(axis=1).all()
     hf = launches[0].heap_float.data.reshape(7, lay.stride_float)
     assert (hf != HEAP_FILL).any(axis=1).all()
@@ -499,3 +502,47 @@ def test_meta_words_follow_layout():
     loaded = compile_and_load(tl)
     for cp, cq in ((3, 3), (40, 17)):
         check_ad(tl, zeros(OUT), caps_for(tl, {"p": cp, "q": cq}), loaded=loaded)
+
+
+def test_counts_are_function_locals_and_meta_is_read_once():
+    """The entry counts live in entry-block allocas (registers after mem2reg), never in heap_int;
+    meta words and heap row bases are loaded once, in the entry block."""
+    OUT = field(0, f32, (16,))
+
+    def body(b, i):
+        s, t = stack(b, f32, "s"), stack(b, i32, "t")
+        with b.range_for(c(b, 0), c(b, 4)) as j:
+            push(b, s, b.cast(bin_(b, Op.ADD, i, j), f32))
+            push(b, t, j)
+        acc = b.alloca(f32, "acc")
+        with b.range_for(c(b, 0), c(b, 4)):
+            acc_adj(b, s, top(b, s))
+            b.store(acc, bin_(b, Op.ADD, b.load(acc), bin_(b, Op.ADD, top_adj(b, s),
+                                                              b.cast(top(b, t), f32))))
+            pop(b, s)
+            pop(b, t)
+        b.global_store(OUT, [i], b.load(acc))
+
+    tl = kernel("regs", range_task(body, 0, 16))
+    loaded = compile_and_load(tl)
+    _, prog, mod = loaded
+    fn = prog.llvm_ir[prog.llvm_ir.index("define void"):]
+    entry, rest = fn.split("\nstart:", 1)
+    for k in range(2):
+        assert f'%"ad.count{k}" = alloca i64' in entry
+        # every use of the count is a plain load or store of the alloca: promotable by mem2reg
+        for ln in fn.splitlines():
+            if f'%"ad.count{k}"' in ln and "= alloca" not in ln:
+                assert re.match(rf'\s*(%\S+ = load i64, (ptr|i64\*) %"ad.count{k}"|'
+                                rf'store i64 \S+, (ptr|i64\*) %"ad.count{k}")', ln), ln
+    # the ops read no launch buffer slot, meta word or heap base: all hoisted into the entry block
+    for name in ('%"bufs"', '%"ad.meta"', '%"ad.heapi"', '%"ad.heapf"', '%"ad.stride'):
+        assert name not in rest, name
+    # the heap's counter slots are only ever read (as the cap == 0 dummy), never stored to
+    assert not re.search(r'store [^\n]*%"ad\.slot', fn)
+    # after O3 the counts are registers: the task function keeps no alloca
+    opt = mod.optimized_ir
+    task = opt[opt.index("define void"):]
+    assert "alloca" not in task[:task.index("\n}")]
+    got, _ = check_ad(tl, zeros(OUT), caps_for(tl, {"s": 4, "t": 4}), loaded=loaded)
+    assert got[key(OUT)].any()

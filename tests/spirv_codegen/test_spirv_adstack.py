@@ -3,7 +3,8 @@
 Every module is validated; the driver tests run with the validation layer (zero messages) and the
 runtime-side helpers of `spv_harness` (`AdStackHeaps`, `adstack_dispatches`). Heaps are filled
 with a pattern and padded with guard words, and `_check_untouched` verifies that the shader wrote
-no word outside the counters and the [0, cap) entries (primal + adjoint) of each row.
+no word outside the [0, cap) entries (primal + adjoint) of each row: the entry counts live in
+Function variables, so the int heap's counter slots are never written either.
 """
 from __future__ import annotations
 
@@ -295,14 +296,13 @@ def golden_kernel():
 
 # -- guard / layout checks -------------------------------------------------------------------
 def _writable(snap, stack_dtypes):
-    """Masks of the heap words the ABI lets a launch write (counters, entries [0, cap))."""
+    """Masks of the heap words a launch may write (entries [0, cap); not the counter slots)."""
     L = snap.layout
     mf = np.zeros(snap.heap_float.size, bool)
     mi = np.zeros(snap.heap_int.size, bool)
     for row in range(snap.rows):
         bi, bf = row * L.stride_int // 4, row * L.stride_float // 4
         for k, dt in enumerate(stack_dtypes):
-            mi[bi + 2 * k: bi + 2 * k + 2] = True
             nw = L.max_sizes[k] * dt.nbytes // 4
             if dt.is_float:
                 mf[bf + L.offsets[k] // 4: bf + L.offsets[k] // 4 + nw] = True
@@ -324,8 +324,8 @@ def _check_untouched(snap, stack_dtypes, fill=FILL, guard=GUARD):
     assert (snap.heap_float[fb // 4:] == fill).all() and (snap.heap_int[ib // 4:] == fill).all()
 
 
-def _counts(snap, k):
-    """(low, high) counter words of stack k for every row."""
+def _counter_slots(snap, k):
+    """(low, high) words of stack k's (unused) int-heap counter slot for every row."""
     w = snap.heap_int[: snap.rows * snap.layout.stride_int // 4].reshape(snap.rows, -1)
     return w[:, 2 * k], w[:, 2 * k + 1]
 
@@ -365,9 +365,37 @@ def test_bindings_and_names():
     binding = dict(re.findall(r"OpDecorate %(\w+) Binding (\d+)", text))
     assert binding["AdStackMeta"] == str(2 + n)
     assert binding["AdStackHeapFloat"] == str(3 + n)
-    assert binding["AdStackHeapInt"] == str(4 + n)
+    assert "AdStackHeapInt" not in binding  # float stacks only: the counts are not in the heap
     assert binding["status"] == "1"
     assert "AdStack" not in disassemble(plain.words)
+    tl = golden_kernel()
+    n = len(kernel_abi(tl).bindings)
+    (ad,) = compile_tasks(tl, kernel_abi(tl), LAVAPIPE)
+    binding = dict(re.findall(r"OpDecorate %(\w+) Binding (\d+)", disassemble(ad.words)))
+    assert binding["AdStackHeapInt"] == str(4 + n)  # the i32 stack's entries
+
+
+@pytest.mark.parametrize("name", ["push_pop", "mixed", "overflow", "serial_overflow",
+                                  "empty_top", "cap_zero", "golden"])
+def test_counts_are_function_variables_and_meta_is_read_once(name):
+    """Each stack's count is a Function-storage u32 variable (no heap access for it); every
+    AdStackMeta word is loaded once, in the entry block."""
+    tl = ALL_BUILDERS[name]()[0]
+    for st in compile_tasks(tl, kernel_abi(tl), LAVAPIPE):
+        if not st.adstacks:
+            continue
+        text = disassemble(st.words)
+        fn = text[text.index("OpFunction "):]
+        blocks = re.split(r"\n\s*%\w+ = OpLabel", fn)
+        entry, body = blocks[1], "\n".join(blocks[2:])
+        counts = re.findall(r"%(\w+) = OpVariable %_ptr_Function_uint Function %uint_0", entry)
+        assert len([c for c in counts if c.endswith("_count")]) == len(st.adstacks)
+        meta = re.findall(r"OpAccessChain %\w+ %AdStackMeta %int_0 %(\w+)", text)
+        assert len(meta) == len(set(meta)), "a meta word is loaded twice"
+        assert "%AdStackMeta" not in body
+        # int-heap accesses come from int stacks' entries only
+        if all(dt.is_float for dt in st.adstacks):
+            assert "AdStackHeapInt" not in text
 
 
 def test_no_int64_for_non_i64_stacks():
@@ -426,10 +454,10 @@ def test_push_pop_loops(vk, n, rows):
     snap = got.adstack[0]
     assert snap.rows == (rows or n)
     _check_untouched(snap, (f32, i32))
-    lo, hi = _counts(snap, 0)
-    assert (hi == 0).all()
-    # the row of each chunk's last-run index holds its final count 0 (all popped)
-    assert (lo[: min(n, snap.rows)] == 0).all()
+    # the counts are Function variables: the heap's counter slots keep the fill pattern
+    for k in range(2):
+        lo, hi = _counter_slots(snap, k)
+        assert (lo == FILL).all() and (hi == FILL).all()
 
 
 @pytest.mark.parametrize("n,rows", [(300, None), (12_345, 256)])
@@ -475,7 +503,7 @@ def test_serial_overflow_f64(vk):
     snap = got.adstack[0]
     assert snap.rows == 1
     _check_untouched(snap, (i32, f32, f64))
-    assert [int(_counts(snap, k)[0][0]) for k in range(3)] == [1, 1, 1]
+    assert all((w == FILL).all() for k in range(3) for w in _counter_slots(snap, k))
     with pytest.raises(Exception, match="overflow"):
         H.run_reference(tl, arrays, scalars, caps)
 
@@ -488,8 +516,7 @@ def test_empty_stack_load_top(vk):
     assert (got.status == 0).all()
     np.testing.assert_array_equal(got.arrays[("ndarray", 0, False)], want)
     snap = got.adstack[0]
-    assert (_counts(snap, 0)[0] == 1).all() and (_counts(snap, 1)[0] == 0).all()
-    _check_untouched(snap, (f32, i32, f32), fill=0)
+    _check_untouched(snap, (f32, i32, f32), fill=0)  # counter slots included: never written
 
 
 @pytest.mark.vulkan_driver
