@@ -2,7 +2,7 @@
 
     python benchmarks/bench_adstack_launch.py [--arch cpu vulkan]
 
-The kernel runs 64 threads with a dynamic loop whose trip count is read from a field, so its
+The kernel runs 8 threads with a 2-trip dynamic loop whose trip count is read from a field, so its
 adjoint needs sized adstacks on every launch. Medians of many launches with one sync per batch.
 Target (issue 5): grad <= 1.5x forward with the cache on.
 """
@@ -28,8 +28,8 @@ def per_launch_us(fn, launches=500, reps=5):
 
 def run(arch, cache):
     sd.init(arch=arch, adstack_cache=cache)
-    x = sd.field(sd.f32, shape=64, needs_grad=True)
-    y = sd.field(sd.f32, shape=64, needs_grad=True)
+    x = sd.field(sd.f32, shape=8, needs_grad=True)
+    y = sd.field(sd.f32, shape=8, needs_grad=True)
     n = sd.field(sd.i32, shape=())
 
     @sd.kernel
@@ -40,8 +40,8 @@ def run(arch, cache):
                 v = sd.sin(v) * 0.9 + 0.1
             y[i] = v
 
-    x.from_numpy(np.linspace(0, 1, 64, dtype=np.float32))
-    n[None] = 8
+    x.from_numpy(np.linspace(0, 1, 8, dtype=np.float32))
+    n[None] = 2
     k()
     k.grad()
     sd.sync()

@@ -567,13 +567,7 @@ def test_ndrange_parallel_loop_with_dynamic_inner_loop(arch, fp):
     check(fp, y.to_numpy(), ref(xs64), x.grad.to_numpy(), central_diff(ref, xs64, w))
 
 
-XFAIL_ND_INDEX = ("sizing.Sizing.expr cannot translate the floordiv / mod that split the linear "
-                  "index of a multi-dimensional parallel loop (ndrange, `for a, b in field`) into "
-                  "its components, so a bound that uses a component (range(steps[a, b]), "
-                  "range(n + a)) is rejected with 'the loop bound uses floordiv' (reported)")
 
-
-@pytest.mark.xfail(strict=True, reason=XFAIL_ND_INDEX)
 @on_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_2d_parallel_loop_with_per_element_field_bound(arch):
     x = sd.field(sd.f64, shape=(2, 3), needs_grad=True)

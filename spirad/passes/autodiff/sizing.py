@@ -47,6 +47,79 @@ class Sizing:
                 self.single[n.srcs[0]] = n.srcs[1]
         self.single = {s: v for s, v in self.single.items() if counts[s] == 1}
         self.written = frozenset()
+        self.components = {}  # ("mod", level) / ("outer",) -> (bound-variable id, divisor)
+
+    # -- multi-dimensional parallel loops -----------------------------------------------------
+    # The frontend splits the linear index of `for a, b in ndrange(A, B)` into components
+    # b = lin % B and a = lin // B (one MOD per inner axis, a FLOORDIV chain for the outer one).
+    # Each component becomes its own bound variable, maximised over its own extent.
+    def _level(self, n: Node):
+        """0 for the task index, d for d nested FLOORDIVs of it by extents, else None."""
+        if n is self.task.index:
+            return 0
+        if n.op == Op.FLOORDIV:
+            d = self._level(n.srcs[0])
+            return None if d is None else d + 1
+        return None
+
+    def component(self, n: Node):
+        """Bound-variable id of an index component (`lin % e` or the outermost quotient)."""
+        if n.op == Op.MOD and self._level(n.srcs[0]) is not None:
+            key = ("mod", self._level(n.srcs[0]))
+            divisor = n.srcs[1]
+        elif n.op == Op.FLOORDIV and self._level(n) is not None:
+            if n is not self._outer_quotient():
+                return None
+            key = ("outer",)
+            divisor = None
+        else:
+            return None
+        if key not in self.components:
+            self.components[key] = (next(self.ids), divisor)
+        return self.components[key][0]
+
+    def _outer_quotient(self):
+        best = None
+        for n in walk(self.body):
+            lv = self._level(n) if n.op == Op.FLOORDIV else None
+            if lv is not None and (best is None or lv > self._level(best)):
+                best = n
+        return best
+
+    def wrap_components(self, c, loc):
+        """Maximise `c` over every index component it uses, innermost axis first."""
+        if not self.components:
+            return c
+        free = sz.free_vars(c)
+        divisors = {}
+        for key, (vid, div) in self.components.items():
+            if key[0] == "mod":
+                divisors[key[1]] = div
+        for key, (vid, div) in sorted(self.components.items(), key=lambda kv: -kv[0][-1] if kv[0][0] == "mod" else 99):
+            if vid not in free:
+                continue
+            if div is not None:
+                ext = self.expr(div, loc)
+            else:
+                ext = self._outer_extent(divisors, loc)
+            c = sz.MaxOverRange(vid, sz.Const(0), ext, c)
+        return c
+
+    def _outer_extent(self, divisors, loc):
+        """Extent of the outermost axis: the first factor of the task's `end` (the product of
+        the extents), or end // (product of the inner extents) when everything is constant."""
+        end = self.task.end
+        if end.op == Op.MUL:
+            x = end
+            while x.op == Op.MUL:
+                x = x.srcs[0]
+            return self.expr(x, loc)
+        if end.op == Op.CONST and all(d.op == Op.CONST for d in divisors.values()):
+            prod = 1
+            for d in divisors.values():
+                prod *= max(int(d.arg), 1)
+            return sz.Const(int(end.arg) // prod)
+        raise _Unbounded(loc, "the extent of the outer axis of this multi-dimensional loop is unknown")
 
     def var(self, idx: Node) -> int:
         if idx not in self.vars:
@@ -72,6 +145,10 @@ class Sizing:
             return self.expr(n.srcs[0], loc, depth + 1)
         if op in _BIN:
             return _BIN[op](self.expr(n.srcs[0], loc, depth + 1), self.expr(n.srcs[1], loc, depth + 1))
+        if op in (Op.MOD, Op.FLOORDIV) and self.task.index is not None:
+            comp = self.component(n)
+            if comp is not None:
+                return sz.BoundVariable(comp)
         if op == Op.LOAD and n.srcs[0] in self.single:
             return self.expr(self.single[n.srcs[0]], loc, depth + 1)
         if op == Op.GLOBAL_LOAD and n.dtype.is_int:
@@ -118,6 +195,7 @@ class Sizing:
     def capacity(self, slot):
         c = self.count(self.body, slot)
         t = self.task
+        c = self.wrap_components(c, slot.loc)
         if t.index is not None and t.index in self.vars and self.vars[t.index] in sz.free_vars(c):
             c = sz.MaxOverRange(self.vars[t.index], self.expr(t.begin, t.loc), self.expr(t.end, t.loc), c)
         if sz.free_vars(c):
