@@ -326,8 +326,9 @@ def ok_other_grad_field(x: sd.template(), out: sd.template(), other: sd.template
 @sd.kernel
 def ok_non_grad_field(x: sd.template(), out: sd.template(), other: sd.template(), c: sd.template()):
     for i in range(1, N):
-        c[i] = i * 2.0
         out[i] = c[i - 1] * x[i]               # a field without gradient, read at i - 1
+        # (writing c[i] here as well would make the read racy in the forward pass, and the
+        # adjoint would see the overwritten values: test_hazards covers that diagnostic)
 
 
 def _ok_refs():

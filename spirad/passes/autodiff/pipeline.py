@@ -14,7 +14,7 @@ from ...ir import verifier
 from ...ir.nodes import Task, TaskList, globals_used
 from ...ir.ops import Op
 from ...ir.rewrite import keep, rebuild
-from .adjoint import AdjointBuilder, stack_slots
+from .adjoint import AdjointBuilder, check_overwritten_reads, stack_slots
 from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
 from .normalize import normalize
 from .sizing import capacities
@@ -34,11 +34,18 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
                  adstack_enabled=True) -> TaskList:
     tasks = []
     written = set()
+    written_from = []  # per task: refs written by that task or a later one
     for t in tl.tasks:
         check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
         if not adstack_enabled:
             check_dynamic_nesting(t)
         written |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
+    later = set()
+    for t in reversed(tl.tasks):  # refs written by a *later* task
+        written_from.append(frozenset(later))
+        later |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
+    written_from.reverse()
+    index_of = {id(t): k for k, t in enumerate(tl.tasks)}
     if tl.temps:
         tasks += [_replay_only(t) for t in tl.tasks]
     for t in reversed(tl.tasks):
@@ -46,6 +53,12 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         if verify:
             verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
         on_stack = stack_slots(body, lambda ref: grad_of(ref) is not None)
+        overwritten = written_from[index_of[id(t)]]
+        rng = None
+        if t.begin is not None and t.begin.op == Op.CONST and t.end.op == Op.CONST:
+            rng = (int(t.begin.arg), int(t.end.arg))
+        check_overwritten_reads(body, on_stack, stack_slots.last_needed,
+                                lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
         ab = AdjointBuilder(body, grad_of, tl.name)
         ab.on_stack = on_stack
