@@ -112,8 +112,8 @@ def evaluate(tasks, args, cache=True):
             continue
         gpu = getattr(be, "gpu_sizer", None)
         try:
-            if ts.device and gpu is not None:
-                caps = gpu(ts, args)
+            caps = gpu(ts, args) if ts.device and gpu is not None else None  # None: not on the GPU
+            if caps is not None:
                 stats.gpu_dispatches += 1
             else:
                 ctx = LaunchContext(args)

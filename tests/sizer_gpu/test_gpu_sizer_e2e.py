@@ -1,0 +1,121 @@
+"""End to end on Vulkan: a reverse-mode kernel whose inner loop bound is read from a large ndarray
+(`for j in range(steps[i])`) at 2,000,000 threads. The adstack capacity reads device data, so
+the launch sizes it with the GPU sizer kernel: once per change of `steps` (the sizing cache hits
+in between), and the gradients are right."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from spirad import adstack_sizing
+from spirad.autodiff import compile_grad
+from tests.support.archs import test_archs as on_archs
+
+N = 2_000_000
+ND = sd.types.ndarray()
+
+
+@sd.kernel
+def iterate(x: ND, steps: ND, out: ND):
+    for i in x:
+        v = x[i]
+        for j in range(steps[i]):
+            v = sd.sin(v) * 0.9 + 0.1
+        out[i] = v
+
+
+@sd.kernel
+def bump_steps(steps: ND):
+    for i in steps:
+        if i % 1000 == 7:
+            steps[i] = 9
+
+
+def _analytic(xs, st):
+    """d out / d x in float64: product of 0.9 cos(v) over the trips."""
+    v, d = xs.astype(np.float64), np.ones(len(xs))
+    for j in range(int(st.max(initial=0))):
+        m = st > j
+        d = np.where(m, d * 0.9 * np.cos(v), d)
+        v = np.where(m, np.sin(v) * 0.9 + 0.1, v)
+    return d
+
+
+def _grad(x, s, o):
+    x.grad.fill(0)
+    o.grad.fill(1)
+    iterate.grad(x, s, o)
+    return x.grad.to_numpy()
+
+
+@on_archs(archs=("vulkan",))
+def test_large_data_dependent_loop_bound(arch):
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(-1.5, 1.5, N).astype(np.float32)
+    st = rng.integers(0, 6, N).astype(np.int32)
+    x = sd.ndarray(sd.f32, N, needs_grad=True)
+    s = sd.ndarray(sd.i32, N)
+    o = sd.ndarray(sd.f32, N, needs_grad=True)
+    x.from_numpy(xs)
+    s.from_numpy(st)
+    iterate(x, s, o)
+    g = compile_grad(iterate, (x, s, o))
+    assert any(ts is not None and ts.device for ts in g.sizing)   # sized on the device
+    stats = adstack_sizing.stats
+
+    stats.reset()
+    got = _grad(x, s, o)
+    assert (stats.gpu_dispatches, stats.host_evaluations) == (1, 0)
+    sample = rng.integers(0, N, 4000)
+    np.testing.assert_allclose(got[sample], _analytic(xs[sample], st[sample]), rtol=2e-5, atol=2e-6)
+
+    stats.reset()
+    _grad(x, s, o)                                     # nothing changed: the cache hits
+    assert (stats.gpu_dispatches, stats.cache_hits) == (0, 1)
+
+    st[123_457] = 8                                    # a host write raises the capacity
+    s.from_numpy(st)
+    stats.reset()
+    got = _grad(x, s, o)
+    assert stats.gpu_dispatches == 1
+    np.testing.assert_allclose(got[123_457], _analytic(xs[123_457:123_458], st[123_457:123_458])[0],
+                               rtol=2e-5, atol=2e-6)
+
+    bump_steps(s)                                      # a kernel write raises it again
+    st[7::1000] = 9
+    stats.reset()
+    got = _grad(x, s, o)
+    assert stats.gpu_dispatches == 1
+    idx = np.arange(7, N, 1000)[:500]
+    np.testing.assert_allclose(got[idx], _analytic(xs[idx], st[idx]), rtol=2e-5, atol=2e-6)
+    ts = next(t for t in compile_grad(iterate, (x, s, o)).sizing if t is not None)
+    assert max(ts.caps) == 9 + 2                       # K trips: K + 2 entries
+
+    s[5] = -3                                          # element assignment: a fresh sizing too
+    stats.reset()
+    _grad(x, s, o)
+    assert stats.gpu_dispatches == 1
+
+
+@on_archs(archs=("vulkan",))
+def test_sizing_error_names_the_leaf(arch):
+    @sd.kernel
+    def indirect(x: ND, idx: ND, steps: ND, out: ND):
+        for i in x:
+            v = x[i]
+            for j in range(steps[idx[i]]):
+                v = sd.sin(v)
+            out[i] = v
+
+    n = 64
+    x = sd.ndarray(sd.f32, n, needs_grad=True)
+    idx = sd.ndarray(sd.i32, n)
+    steps = sd.ndarray(sd.i32, 8)
+    out = sd.ndarray(sd.f32, n, needs_grad=True)
+    idx.from_numpy(np.arange(n, dtype=np.int32) % 8)
+    steps.fill(2)
+    g = compile_grad(indirect, (x, idx, steps, out))
+    if not any(ts is not None and ts.device for ts in g.sizing):
+        pytest.skip("this loop bound is not sized from device data")
+    idx[9] = 100
+    with pytest.raises(sd.SpiradAutodiffError, match=r"NdarrayRead\(arg 2\): index 100"):
+        indirect.grad(x, idx, steps, out)
