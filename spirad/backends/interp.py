@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from ..ir.interpreter import AdStackOverflowError, Memory, run_task
+from ..ir.interpreter import AdStackOverflowError, Memory, run_range, run_task
 
 _UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
@@ -79,7 +79,7 @@ class InterpBackend:
                 if t.kind == "serial":
                     run_task(t, mem)
                 else:
-                    _run_range(t, mem, b, e)
+                    run_range(t, mem, b, e)
             except AdStackOverflowError as err:
                 from ..ir.abi import adstack_allocas
                 from .adstack_support import overflow_error, task_stacks
@@ -92,14 +92,3 @@ class InterpBackend:
 
     def close(self):
         pass
-
-
-def _run_range(t, mem, begin, end):
-    from ..ir.interpreter import Interpreter, _Continue, cast_value
-    for i in range(begin, end):
-        it = Interpreter(mem)
-        it.env[t.index] = cast_value(i, t.index.dtype)
-        try:
-            it.run_block(t.body)
-        except _Continue:
-            pass

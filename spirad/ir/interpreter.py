@@ -315,7 +315,11 @@ def run_task(t: Task, mem: Memory):
         except _Continue:
             pass
         return
-    begin, end = int(eval_expr(t.begin, mem)), int(eval_expr(t.end, mem))
+    run_range(t, mem, int(eval_expr(t.begin, mem)), int(eval_expr(t.end, mem)))
+
+
+def run_range(t: Task, mem: Memory, begin: int, end: int):
+    """Run a range task's body for each index in [begin, end) (bounds already evaluated)."""
     for i in range(begin, end):
         it = Interpreter(mem)
         it.env[t.index] = cast_value(i, t.index.dtype)
