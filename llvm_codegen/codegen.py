@@ -8,6 +8,12 @@ per-iteration cost is not a call; a 'serial' task runs its body once. Op lowerin
 tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`,
 `lower_adstack` (ADSTACK_*: heap-backed stacks; a task with adstacks also reads
 `bufs[n..n+3]` = meta, heap_float, heap_int, status with n = len(abi.bindings), see there).
+
+`bounds_check=True` (the CPU backend passes `sd.init(debug=True)`) makes every GLOBAL_LOAD /
+GLOBAL_STORE / ATOMIC_ADD check its indices against the axis extents; an out-of-range access is
+skipped and recorded (STATUS_INDEX_OUT_OF_RANGE) in the status buffer bufs[n+3], which every task
+then reads. The status words are documented in `llvm_codegen.program`. With the default
+`bounds_check=False` no check code at all is emitted (a test compares the IR).
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
-from .lower_memory import LOWER_MEMORY
+from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
 
@@ -37,24 +43,28 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
     return "spirad_" + re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
-def compile_tasks(tl: TaskList, abi: KernelABI) -> CpuProgram:
+def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False) -> CpuProgram:
     module = ir.Module(name=tl.name)
     lib = ModuleLib(module)
     infos = []
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
-        nstacks = _lower_task(lib, sym, task, tl, abi, k)
+        nstacks = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks))
-    return CpuProgram(str(module), tuple(infos))
+    return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
-                task_index: int):
+                task_index: int, bounds_check: bool = False):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
     ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+    ctx.task_index = task_index
+    if bounds_check:
+        ctx.bounds_check = True
+        ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
     nstacks = setup_adstacks(ctx, task, task_index)  # without adstacks: nothing emitted
     start = ctx.block("start")
     ctx.b = ir.IRBuilder(start)

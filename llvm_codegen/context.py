@@ -55,6 +55,10 @@ class FnContext:
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.top_continue: ir.Block = None  # CONTINUE at task top level
         self.adstack = None  # lower_adstack.AdstackState of a task with adstacks
+        self.task_index = 0
+        self.bounds_check = False  # emit index checks on global accesses (lower_memory)
+        self.access_sites: dict = {}  # global access node -> its site number (bounds checks)
+        self._status = None
         self._bufs: dict[int, ir.Value] = {}
         self._shapes: dict[tuple, ir.Value] = {}
         self._args: dict[tuple, ir.Value] = {}
@@ -110,6 +114,15 @@ class FnContext:
                                  source_etype=ir.IntType(8))
             v = self._args[key] = self.entry_b.load(p, typ=t, name=f"arg{offset}")
         return v
+
+    def status_ptr(self) -> ir.Value:
+        """The status buffer bufs[n+3] (n = len(abi.bindings)), loaded in the entry block."""
+        if self._status is None:
+            n = len(self.abi.bindings)
+            slot = self.entry_b.gep(self.bufs_arg, [ir.Constant(I64, n + 3)], inbounds=True,
+                                    source_etype=PTR)
+            self._status = self.entry_b.load(slot, name="status", typ=PTR)
+        return self._status
 
     def ndarray_extent(self, arg: int, axis: int) -> ir.Value:
         """Axis extent of ndarray argument `arg` as i32 (from the argument buffer)."""

@@ -3,18 +3,34 @@
 Globals are C-ordered arrays: the linear element offset is computed in i64 from i32 (or wider)
 indices; field extents are constants, ndarray extents come from the argument buffer. A `u1`
 occupies 4 bytes (0/1) in memory and is an `i1` in registers.
+
+Bounds checks (`ctx.bounds_check`, from `compile_tasks(..., bounds_check=True)`): before a
+global access every index, widened to i64 (sext / zext by its dtype), is compared *unsigned*
+against its axis extent (so a negative index fails too); the access runs in a branch taken only
+when all axes pass. Otherwise a cold, never-inlined helper records the error in the status
+buffer (layout in `llvm_codegen.program`; first error wins) and the access is skipped: a load or
+an atomic add yields 0, a store writes nothing. Without bounds checks none of this is emitted.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
 from spirad.ir.dtypes import i32
-from spirad.ir.nodes import GlobalRef
+from spirad.ir.nodes import GlobalRef, walk
 from spirad.ir.ops import Op
 
 from .context import CodegenError, FnContext
-from .lltypes import I32, I64, const, mem_type, reg_type
+from .lltypes import I32, I64, PTR, VOID, const, mem_type, reg_type
 from .lower_ops import convert
+from .program import STATUS_INDEX_OUT_OF_RANGE
+
+ACCESS_OPS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+BOUNDS_HELPER = "spirad.bounds.fail"
+
+
+def global_accesses(task) -> list:
+    """The task's global accesses in `walk` order: position = the status' access-site word."""
+    return [n for n in walk(task.body) if n.op in ACCESS_OPS]
 
 
 def _arg(ctx: FnContext, n):
@@ -57,6 +73,8 @@ def _store(ctx: FnContext, n):
 def _extent(ctx: FnContext, ref: GlobalRef, axis: int) -> ir.Value:
     if ref.shape is not None:
         return ir.Constant(I64, int(ref.shape[axis]))
+    if ref.kind == "temp":
+        return ir.Constant(I64, 1)
     if ref.kind != "ndarray":
         raise CodegenError(f"LLVM codegen: {ref!r} has no shape for axis {axis}")
     return ctx.b.zext(ctx.ndarray_extent(ref.key, axis), I64)
@@ -70,10 +88,22 @@ def _index64(ctx: FnContext, node) -> ir.Value:
     return (ctx.b.sext if dt.kind == "i" else ctx.b.zext)(v, I64)
 
 
-def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
+def _check_arity(ref: GlobalRef, index_nodes):
     if len(index_nodes) != ref.ndim:
         raise CodegenError(f"LLVM codegen: {ref!r} has {ref.ndim} dims, indexed with "
                            f"{len(index_nodes)}")
+
+
+def _ptr(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
+    """Element pointer from the i64 indices `idx` (C order)."""
+    lin = ir.Constant(I64, 0)
+    for axis, i in enumerate(idx):
+        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, _extent(ctx, ref, axis)), i)
+    return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
+
+
+def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
+    _check_arity(ref, index_nodes)
     lin = ir.Constant(I64, 0)
     for axis, node in enumerate(index_nodes):
         idx = _index64(ctx, node)
@@ -81,12 +111,84 @@ def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
+def _bounds_helper(ctx: FnContext) -> ir.Function:
+    """`void spirad.bounds.fail(ptr status, i32 task, i32 k, i32 axis, i64 value, i64 extent,
+    i32 site)`: cmpxchg status word 0 from 0 to STATUS_INDEX_OUT_OF_RANGE; the winner writes
+    words 1..7 (layout in `llvm_codegen.program`)."""
+    lib = ctx.lib
+    sig = (VOID, [PTR, I32, I32, I32, I64, I64, I32])
+    if lib.has(BOUNDS_HELPER):
+        return lib.declare(BOUNDS_HELPER, *sig)
+    fn = lib.declare(BOUNDS_HELPER, *sig)
+    fn.linkage = "internal"
+    for a in ("noinline", "cold", "nounwind"):
+        fn.attributes.add(a)
+    status, task, k, axis, value, extent, site = fn.args
+    entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
+    b = ir.IRBuilder(entry)
+    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
+                    "monotonic", "monotonic")
+    b.cbranch(b.extract_value(res, 1), won, done)
+    b.position_at_end(won)
+    hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
+    for i, v in ((1, task), (2, k), (3, b.trunc(value, I32)), (4, axis),
+                 (5, b.trunc(extent, I32)), (6, hi), (7, site)):
+        b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _access(ctx: FnContext, n, index_nodes, access):
+    """`access(element pointer)` -> value or None, behind a bounds check when enabled (see the
+    module docstring). Returns the value (0 where the check failed)."""
+    ref = n.arg
+    if not ctx.bounds_check or not index_nodes:
+        return access(element_ptr(ctx, ref, index_nodes))  # exactly the unchecked code
+    _check_arity(ref, index_nodes)
+    idx = [_index64(ctx, node) for node in index_nodes]
+    b = ctx.b
+    ext = [_extent(ctx, ref, axis) for axis in range(len(idx))]
+    oks = [b.icmp_unsigned("<", i, e) for i, e in zip(idx, ext)]
+    ok = oks[0]
+    for o in oks[1:]:
+        ok = b.and_(ok, o)
+    body, fail, merge = ctx.block("bc.ok"), ctx.block("bc.fail"), ctx.block("bc.done")
+    b.cbranch(ok, body, fail).set_weights([1 << 20, 1])
+    b.position_at_end(fail)
+    axis, val, extent = ir.Constant(I32, len(idx) - 1), idx[-1], ext[-1]
+    for a in range(len(idx) - 2, -1, -1):  # the first failing axis
+        axis = b.select(oks[a], axis, ir.Constant(I32, a))
+        val = b.select(oks[a], val, idx[a])
+        extent = b.select(oks[a], extent, ext[a])
+    b.call(_bounds_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                                 ir.Constant(I32, ctx.abi.binding_index(ref)), axis, val, extent,
+                                 ir.Constant(I32, ctx.access_sites.get(n, 0))])
+    b.branch(merge)
+    b.position_at_end(body)
+    v = access(_ptr(ctx, ref, idx))
+    end = b.block
+    b.branch(merge)
+    b.position_at_end(merge)
+    if v is None:
+        return None
+    phi = b.phi(v.type)
+    phi.add_incoming(v, end)
+    zero = 0.0 if isinstance(v.type, (ir.FloatType, ir.DoubleType)) else 0
+    phi.add_incoming(ir.Constant(v.type, zero), fail)
+    return phi
+
+
 def _global_load(ctx: FnContext, n):
     ref = n.arg
-    v = ctx.b.load(element_ptr(ctx, ref, n.srcs), typ=mem_type(ref.dtype))
-    if ref.dtype.is_bool:
-        v = ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0))
-    return convert(ctx, v, ref.dtype, n.dtype)
+
+    def load(p):
+        v = ctx.b.load(p, typ=mem_type(ref.dtype))
+        if ref.dtype.is_bool:
+            v = ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0))
+        return convert(ctx, v, ref.dtype, n.dtype)
+    return _access(ctx, n, n.srcs, load)
 
 
 def _to_memory(ctx: FnContext, v, dt):
@@ -96,19 +198,25 @@ def _to_memory(ctx: FnContext, v, dt):
 def _global_store(ctx: FnContext, n):
     ref = n.arg
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype)
-    ctx.b.store(_to_memory(ctx, v, ref.dtype), element_ptr(ctx, ref, n.srcs[:-1]))
+    v = _to_memory(ctx, v, ref.dtype)
+
+    def store(p):
+        ctx.b.store(v, p)
+    _access(ctx, n, n.srcs[:-1], store)
 
 
 def _atomic_add(ctx: FnContext, n):
     ref = n.arg
     dt = ref.dtype
-    p = element_ptr(ctx, ref, n.srcs[:-1])
-    v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
     op = "fadd" if dt.is_float else ("or" if dt.is_bool else "add")  # bool(old + v) == old | v
-    old = ctx.b.atomic_rmw(op, p, _to_memory(ctx, v, dt), "monotonic")
-    if dt.is_bool:
-        old = ctx.b.icmp_unsigned("!=", old, ir.Constant(I32, 0))
-    return convert(ctx, old, dt, n.dtype)
+
+    def rmw(p):
+        v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
+        old = ctx.b.atomic_rmw(op, p, _to_memory(ctx, v, dt), "monotonic")
+        if dt.is_bool:
+            old = ctx.b.icmp_unsigned("!=", old, ir.Constant(I32, 0))
+        return convert(ctx, old, dt, n.dtype)
+    return _access(ctx, n, n.srcs[:-1], rmw)
 
 
 LOWER_MEMORY = {

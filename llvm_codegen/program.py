@@ -23,7 +23,23 @@ n = len(abi.bindings) (the Adstack ABI in `spirad.ir.abi`):
 with rows >= the number of worker slots a launch uses (`CpuRuntime.num_workers`; 1 for serial
 tasks and non-parallel launches). Heap contents need no initialisation and are not needed after
 the launch, so one pair of heaps sized for the largest task can serve every task. Tasks without
-adstacks never read bufs[n..n+3].
+adstacks never read bufs[n..n+2].
+
+Bounds checks (`compile_tasks(tl, abi, bounds_check=True)`, `CpuProgram.bounds_check`): *every*
+task then reads bufs[n+3] = the status buffer (bufs[n..n+2] are unused placeholders in a task
+without adstacks; the caller may leave them null), which must then hold STATUS_WORDS u32 words.
+Each GLOBAL_LOAD / GLOBAL_STORE / ATOMIC_ADD checks every index against its axis extent
+(0 <= index < extent, compared in i64: fields use the static `GlobalRef.shape`, ndarrays the
+extents in the argument buffer, shapeless temps extent 1). An out-of-range access is skipped (a
+load or atomic add yields 0, a store writes nothing) and, first error wins (cmpxchg on word 0),
+records
+    [STATUS_INDEX_OUT_OF_RANGE, task index, binding k (abi.bindings[k]),
+     value lo, axis, extent, value hi, access site]
+with `value` = the offending *axis value* (the first out-of-range axis' index as i64, split into
+two u32 words: lo = bits 0..31, hi = bits 32..63), `axis` = that axis, `extent` = its extent
+(low 32 bits), `access site` = position of the access among the task's GLOBAL_LOAD /
+GLOBAL_STORE / ATOMIC_ADD nodes in `walk(task.body)` order (`global_accesses`). Without
+bounds_check nothing of this is emitted: the code is exactly the unchecked code.
 """
 from __future__ import annotations
 
@@ -31,6 +47,8 @@ from dataclasses import dataclass
 
 ADSTACK_EXTRA_BUFFERS = 4     # meta, heap_float, heap_int, status
 STATUS_ADSTACK_OVERFLOW = 1   # status word 0
+STATUS_INDEX_OUT_OF_RANGE = 3  # status word 0 (bounds checks); same code as SPIR-V's
+STATUS_WORDS = 8              # u32 words of the status buffer (4 suffice without bounds checks)
 
 
 @dataclass(frozen=True)
@@ -44,3 +62,4 @@ class CpuTaskInfo:
 class CpuProgram:
     llvm_ir: str
     tasks: tuple  # CpuTaskInfo per task, in TaskList order
+    bounds_check: bool = False  # every task reads the status buffer bufs[n+3]

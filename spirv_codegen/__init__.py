@@ -1,7 +1,7 @@
 """spirad's SPIR-V code generator: IR TaskList -> SPIR-V words, one compute module per task.
 
 Public surface:
-    compile_tasks(tl, abi, caps) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
     SpirvCaps, SpirvTask, dispatch_geometry, LOCAL_SIZE
     validate(words, target_env='vulkan1.1'), disassemble(words)
     PUSH_CONSTANT_BYTES, STATUS_* codes, ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING
@@ -11,13 +11,14 @@ See `spirv_codegen.lower` for the binding / push-constant / status conventions a
 """
 from .adstack import HEAP_FLOAT_NAME, HEAP_INT_NAME, META_NAME, adstack_bindings
 from .interface import (ARGS_BINDING, FIRST_ARRAY_BINDING, PUSH_CONSTANT_BYTES,
-                        STATUS_ADSTACK_OVERFLOW, STATUS_BINDING, STATUS_LOOP_CAP, STATUS_OK,
-                        STATUS_WORDS)
-from .lower import LOCAL_SIZE, SpirvCaps, SpirvTask, compile_task, compile_tasks, dispatch_geometry
+                        STATUS_ADSTACK_OVERFLOW, STATUS_BINDING, STATUS_INDEX_OUT_OF_RANGE,
+                        STATUS_LOOP_CAP, STATUS_OK, STATUS_WORDS)
+from .lower import (LOCAL_SIZE, SpirvCaps, SpirvTask, compile_task, compile_tasks, dispatch_geometry,
+                    global_accesses)
 from .validator import disassemble, validate
 
 __all__ = ["compile_tasks", "compile_task", "SpirvCaps", "SpirvTask", "dispatch_geometry",
            "LOCAL_SIZE", "validate", "disassemble", "PUSH_CONSTANT_BYTES", "STATUS_OK",
-           "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_WORDS", "ARGS_BINDING",
+           "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_INDEX_OUT_OF_RANGE", "STATUS_WORDS", "ARGS_BINDING",
            "STATUS_BINDING", "FIRST_ARRAY_BINDING", "adstack_bindings", "META_NAME",
-           "HEAP_FLOAT_NAME", "HEAP_INT_NAME"]
+           "HEAP_FLOAT_NAME", "HEAP_INT_NAME", "global_accesses"]

@@ -20,7 +20,8 @@ PUSH_CONSTANT_BYTES = 12  # i32 begin, i32 end, u32 threads_per_row
 STATUS_OK = 0
 STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full (see adstack.py)
 STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
-STATUS_WORDS = 4              # the status buffer holds at least this many u32 words
+STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access had an index out of range
+STATUS_WORDS = 8              # the status buffer holds at least this many u32 words
 
 
 class Interface:
@@ -173,6 +174,13 @@ class Interface:
     def write_error(self, code: int, aux: int, aux2: int | None = None) -> None:
         """First error wins word 0 (compare-exchange from 0); the winner writes `aux` to word 1
         (and `aux2` to word 2 when given). Control continues after it in a new block."""
+        E = self.E
+        words = [lambda: E.c(aux, u32)] + ([] if aux2 is None else [lambda: E.c(aux2, u32)])
+        self.write_error_words(code, words)
+
+    def write_error_words(self, code: int, words) -> None:
+        """`write_error` with u32 values for words 1, 2, ... of the status: ids, or callables
+        giving ids (called where the winner stores them)."""
         E, fn = self.E, self.E.fn
         scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
         p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
@@ -182,9 +190,9 @@ class Interface:
         fn.selection_merge(merge)
         fn.branch_cond(first, won, merge)
         fn.begin(won)
-        E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(1, i32)), E.c(aux, u32))
-        if aux2 is not None:
-            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(2, i32)), E.c(aux2, u32))
+        for i, w in enumerate(words, 1):
+            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(i, i32)),
+                   w() if callable(w) else w)
         fn.branch(merge)
         fn.begin(merge)
 

@@ -1,6 +1,6 @@
 """IR TaskList -> one SPIR-V compute module per task.
 
-    compile_tasks(tl, abi, caps) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
 
 Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"):
 
@@ -9,7 +9,7 @@ Descriptors (all in set 0, all storage buffers):
                  at byte `abi.arg_offsets[i]` (32-bit values in one word, 64-bit values in two
                  little-endian words, u1 as a u32 0/1), ndarray extents (i32) at
                  `abi.shape_offsets`.
-  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 4 words, zeroed by
+  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 8 words, zeroed by
                  the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
                  error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
                    0 STATUS_OK                nothing happened
@@ -21,6 +21,22 @@ Descriptors (all in set 0, all storage buffers):
                                               (lavapipe: 65,535 iterations per invocation in
                                               total); word 1 = index of the task in the TaskList.
                                               The invocation stops; the host must raise.
+                   3 STATUS_INDEX_OUT_OF_RANGE only with `bounds_check=True`: a GLOBAL_LOAD /
+                                              GLOBAL_STORE / ATOMIC_ADD had an index outside
+                                              [0, extent) of its axis. Words: 1 = task index,
+                                              2 = binding index k (abi.bindings[k]), 3 = the
+                                              offending *axis value* (the index of the first
+                                              failing axis, bits 0..31), 4 = that axis,
+                                              5 = its extent, 6 = bits 32..63 of the axis value
+                                              (sign bits for a 32-bit signed index), 7 = access
+                                              site: the access' position among the task's
+                                              GLOBAL_LOAD/GLOBAL_STORE/ATOMIC_ADD nodes in
+                                              `walk(task.body)` order. The access is skipped
+                                              (a load / atomic add yields 0, a store writes
+                                              nothing) and the invocation goes on; its first
+                                              failure is kept in Function variables and written
+                                              once, when the invocation ends (before each
+                                              OpReturn). The host must raise.
   binding 2+k    `abi.bindings[k]`: a runtime array of the ref's dtype, ArrayStride = element size,
                  C order. u1 is a u32 0/1. A float buffer that a task updates with a CAS-loop
                  atomic add is declared as same-width unsigned ints in that task (same bytes).
@@ -39,6 +55,13 @@ offset 8 u32 threads_per_row. For a 'range' task the host evaluates begin/end an
 num_workgroups.y * gid.z)` runs exactly the one index `begin + linear` if `linear < end - begin`
 (no grid-stride loop: lavapipe caps loop iterations per invocation). A 'serial' task has
 local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
+
+Bounds checks (`compile_tasks(..., bounds_check=True)`; the Vulkan backend passes
+`sd.init(debug=True)`): each index of a global access is compared unsigned (negative values fail)
+with its axis extent: the field's static `GlobalRef.shape`, the ndarray's extent from the argument
+buffer, 1 for a shapeless temp; 64-bit indices are compared in 64 bits, narrower ones as i32. The
+access sits in the taken side of a selection on the result; the other side writes status code 3.
+With the default `bounds_check=False` no check code is emitted (the module is unchanged).
 
 Control flow is structured (OpSelectionMerge / OpLoopMerge with dedicated continue blocks);
 BREAK/CONTINUE target the innermost loop; a CONTINUE outside any loop returns (ends this parallel
@@ -68,7 +91,8 @@ from spirad.ir.ops import BINARY, UNARY, Op
 from . import atomics
 from .adstack import AdStacks
 from .emitter import Emitter
-from .interface import PUSH_CONSTANT_BYTES, STATUS_LOOP_CAP, Interface
+from .interface import (PUSH_CONSTANT_BYTES, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
+                        Interface)
 from .lower_math import lower_binary, lower_cast, lower_unary
 from .module import Module
 
@@ -121,14 +145,16 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
     return (gx, gy, gz), gx * local_size
 
 
-def compile_tasks(tl: TaskList, abi, caps: SpirvCaps) -> tuple[SpirvTask, ...]:
-    return tuple(compile_task(tl, i, abi, caps) for i in range(len(tl.tasks)))
+def compile_tasks(tl: TaskList, abi, caps: SpirvCaps,
+                  bounds_check: bool = False) -> tuple[SpirvTask, ...]:
+    return tuple(compile_task(tl, i, abi, caps, bounds_check) for i in range(len(tl.tasks)))
 
 
-def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps) -> SpirvTask:
+def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
+                 bounds_check: bool = False) -> SpirvTask:
     t: Task = tl.tasks[task_index]
     name = t.name or f"{tl.name}_t{task_index}"
-    words = TaskLowerer(t, task_index, abi, caps).run()
+    words = TaskLowerer(t, task_index, abi, caps, bounds_check).run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in adstack_allocas(t))
     nb = 2 + len(abi.bindings) + (3 if stacks else 0)
@@ -144,9 +170,21 @@ def _storage_kinds(t: Task, abi, caps) -> dict:
     return out
 
 
+ACCESS_OPS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+
+
+def global_accesses(task: Task) -> list:
+    """The task's global accesses in `walk` order: position = the status' access-site word."""
+    return [n for n in walk(task.body) if n.op in ACCESS_OPS]
+
+
 class TaskLowerer:
-    def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps):
+    def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
+                 bounds_check: bool = False):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
+        self.bounds_check = bounds_check
+        self.sites = ({n: i for i, n in enumerate(global_accesses(task))} if bounds_check
+                      else {})
         self.m = Module((1, 3))
         self.m.capability("Shader")
         self.m.memory_model()
@@ -157,6 +195,7 @@ class TaskLowerer:
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
         self.counter = None
         self._adstacks = None
+        self._bc = None  # bounds-check Function variables (see _bc_setup)
 
     # -- module ------------------------------------------------------------------------------
     def run(self) -> bytes:
@@ -170,6 +209,8 @@ class TaskLowerer:
         if self.caps.loop_iteration_cap is not None:
             self.counter = fn.variable(E.ty(u32), E.c(0, u32))
             m.name(self.counter, "loop_visits")
+        if self.sites:
+            self._bc_setup()
         linear = self.io.linear_id()
         body, done = fn.label(), fn.label()
         if t.kind == "serial":
@@ -188,6 +229,7 @@ class TaskLowerer:
         if not fn.terminated:
             fn.branch(done)
         fn.begin(done)
+        self._bc_flush()
         fn.emit("OpReturn")
         m.entry_point("GLCompute", fn.id, "main", self.io.builtins)
         m.execution_mode(fn.id, "LocalSize", 1 if t.kind == "serial" else LOCAL_SIZE, 1, 1)
@@ -284,20 +326,133 @@ class TaskLowerer:
             lin = x if lin is None else E.op("OpIAdd", i32, E.op("OpIMul", i32, lin, d), x)
         return lin
 
+    def _extents(self, ref) -> list:
+        """i32 extent ids of every axis (bounds checks)."""
+        E = self.E
+        if ref.kind == "ndarray":
+            return [self.io.ndarray_shape(ref.key, ax) for ax in range(ref.ndim)]
+        if ref.shape is None:
+            return [E.c(1, i32)] * ref.ndim
+        return [E.c(int(d), i32) for d in ref.shape]
+
+    def _access(self, n, idx_nodes, access):
+        """`access(linear index id)` -> value id or None; behind a bounds check when enabled
+        (the status words in the module docstring). Returns the value (0 where it failed)."""
+        ref = n.arg
+        lin = self._linear(ref, idx_nodes)
+        if not self.bounds_check or not idx_nodes:
+            return access(lin)
+        E, fn = self.E, self.E.fn
+        oks, info = [], []
+        for s, ext in zip(idx_nodes, self._extents(ref)):
+            dt, x = s.dtype, self.v(s)
+            if dt.bits == 64:
+                oks.append(E.op("OpULessThan", u1, x, lower_cast(E, ext, i32, dt)))
+            else:
+                x = lower_cast(E, x, dt, i32)
+                oks.append(E.op("OpULessThan", u1, x, ext))
+            info.append((dt, x, ext))
+        ok = oks[0]
+        for o in oks[1:]:
+            ok = E.band(ok, o)
+        body, fail, merge = fn.label(), fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(ok, body, fail)
+        fn.begin(body)
+        v = access(lin)
+        body_end = fn.current.label
+        fn.branch(merge)
+        fn.begin(fail)
+        axis = E.c(len(info) - 1, u32)
+        lo, hi, ext = self._bc_words(*info[-1])
+        for a in range(len(info) - 2, -1, -1):  # the first failing axis
+            alo, ahi, aext = self._bc_words(*info[a])
+            axis = E.sel(oks[a], axis, E.c(a, u32), u32)
+            lo = E.sel(oks[a], lo, alo, u32)
+            hi = E.sel(oks[a], hi, ahi, u32)
+            ext = E.sel(oks[a], ext, aext, u32)
+        self._bc_record(self.abi.binding_index(ref), lo, axis, ext, hi, self.sites.get(n, 0))
+        fail_end = fn.current.label
+        fn.branch(merge)
+        fn.begin(merge)
+        if v is None:
+            return None
+        return E.op("OpPhi", n.arg.dtype, v, body_end, E.c(0, n.arg.dtype), fail_end)
+
+    # The first failure of an invocation goes into Function variables (cheap: drivers keep them
+    # in registers, and a check's failure path stays a few stores); `_bc_flush`, emitted before
+    # every OpReturn of the entry point, writes it to the status buffer once (compare-exchange).
+    _BC_VARS = ("site1", "k", "lo", "axis", "ext", "hi")
+
+    def _bc_setup(self) -> None:
+        E, fn = self.E, self.E.fn
+        self._bc = {}
+        for name in self._BC_VARS:
+            self._bc[name] = fn.variable(E.ty(u32), E.c(0, u32))
+            self.m.name(self._bc[name], "bc_" + name)
+
+    def _bc_words(self, dt, x, ext):
+        """(lo, hi, extent) u32 words of index `x` (its dtype if 64-bit, else as i32)."""
+        E = self.E
+        if dt.bits == 64:
+            lo = lower_cast(E, x, dt, u32)
+            hi = lower_cast(E, E.op("OpShiftRightLogical", dt, x, E.c(32, dt)), dt, u32)
+        else:
+            lo = E.op("OpBitcast", u32, x)
+            hi = (E.op("OpBitcast", u32, E.op("OpShiftRightArithmetic", i32, x, E.c(31, i32)))
+                  if dt.kind == "i" else E.c(0, u32))
+        return lo, hi, E.op("OpBitcast", u32, ext)
+
+    def _bc_record(self, k, lo, axis, ext, hi, site) -> None:
+        E, fn = self.E, self.E.fn
+        v = self._bc
+        first = E.op("OpIEqual", u1, E.op("OpLoad", u32, v["site1"]), E.c(0, u32))
+        rec, merge = fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(first, rec, merge)
+        fn.begin(rec)
+        for name, val in (("site1", E.c(site + 1, u32)), ("k", E.c(k, u32)), ("lo", lo),
+                          ("axis", axis), ("ext", ext), ("hi", hi)):
+            E.emit("OpStore", v[name], val)
+        fn.branch(merge)
+        fn.begin(merge)
+
+    def _bc_flush(self) -> None:
+        """Before an OpReturn of the entry point: write a recorded bounds failure (if any)."""
+        if self._bc is None:
+            return
+        E, fn = self.E, self.E.fn
+        v = self._bc
+        site1 = E.op("OpLoad", u32, v["site1"])
+        failed = E.op("OpINotEqual", u1, site1, E.c(0, u32))
+        wr, merge = fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(failed, wr, merge)
+        fn.begin(wr)
+        words = [E.c(self.task_index, u32)]
+        words += [E.op("OpLoad", u32, v[name]) for name in ("k", "lo", "axis", "ext", "hi")]
+        words.append(E.op("OpISub", u32, site1, E.c(1, u32)))
+        self.io.write_error_words(STATUS_INDEX_OUT_OF_RANGE, words)
+        fn.branch(merge)
+        fn.begin(merge)
+
     def _global_load(self, n):
         k = self.abi.binding_index(n.arg)
-        self.values[n] = self.io.load_elem(k, n.arg.dtype, self._linear(n.arg, n.srcs))
+        self.values[n] = self._access(n, n.srcs,
+                                      lambda lin: self.io.load_elem(k, n.arg.dtype, lin))
 
     def _global_store(self, n):
         k = self.abi.binding_index(n.arg)
-        lin = self._linear(n.arg, n.srcs[:-1])
-        self.io.store_elem(k, n.arg.dtype, lin, self.v(n.srcs[-1]))
+        v = self.v(n.srcs[-1])
+        self._access(n, n.srcs[:-1], lambda lin: self.io.store_elem(k, n.arg.dtype, lin, v))
 
     def _atomic_add(self, n):
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
-        lin = self._linear(n.arg, n.srcs[:-1])
-        ptr, _, _ = self.io.array_ptr(k, dt, lin)
-        self.values[n] = atomics.atomic_add(self, ptr, self.v(n.srcs[-1]), dt)
+
+        def add(lin):
+            ptr, _, _ = self.io.array_ptr(k, dt, lin)
+            return atomics.atomic_add(self, ptr, self.v(n.srcs[-1]), dt)
+        self.values[n] = self._access(n, n.srcs[:-1], add)
 
     # -- control flow ------------------------------------------------------------------------
     def _if(self, n):
@@ -355,6 +510,7 @@ class TaskLowerer:
         fn.selection_merge(ok)
         fn.branch_cond(over, err, ok)
         fn.begin(err)
+        self._bc_flush()
         self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
         fn.begin(ok)
         self._bump()
@@ -416,6 +572,7 @@ class TaskLowerer:
         if self.loops:
             self.goto_continue()
         else:
+            self._bc_flush()
             self.E.fn.emit("OpReturn")
 
     # -- adstack (see adstack.py) ------------------------------------------------------------

@@ -4,6 +4,12 @@ Fields and ndarrays are numpy-owned byte arrays passed to task functions by poin
 temporaries are small arrays owned by the compiled program. Tasks with adstacks get the four
 extra buffers of the Adstack ABI (`spirad.ir.abi`): metadata, float heap, int heap, status; a heap
 row per worker thread, grown by amortised doubling and reused across launches.
+
+With `sd.init(debug=True)` every program is compiled with bounds checks (`compile_tasks(...,
+bounds_check=True)`): every task then reads the program's status buffer at bufs[n+3] (bufs[n..n+2]
+stay null for tasks without adstacks). The status is read after each launch, like the adstack
+overflow status; the first error is kept and raised at the next `sync()` (every host read syncs)
+as a `SpiradValueError` (`bounds_support`). The status is cleared, so later launches run normally.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import ctypes
 import numpy as np
 
 from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
+from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 
 
 def is_available() -> bool:
@@ -31,13 +38,17 @@ def create(state):
 
 
 class CpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names):
+    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds=None):
         self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
         self.stacks, self.task_names = stacks, task_names
         self.nbind = nbind
-        self.bufs = (ctypes.c_void_p * max(nbind + (4 if any(stacks) else 0), 1))()
-        self.status = np.zeros(4, np.uint32)
+        self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
+        extra = any(stacks) or bounds is not None
+        self.bufs = (ctypes.c_void_p * max(nbind + (4 if extra else 0), 1))()
+        self.status = np.zeros(8, np.uint32)  # llvm_codegen.program.STATUS_WORDS
         self.status_addr = self.status.__array_interface__["data"][0]
+        if extra:
+            self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
         self.layouts = {}
 
@@ -51,7 +62,8 @@ class CpuBackend:
         self.rt = CpuRuntime(num_workers=n)
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
-        self.pending = None  # deferred adstack overflow error, raised at sync()
+        self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
+        self.bounds_check = bool(getattr(state, "debug", False))
 
     def capabilities(self) -> dict:
         return {"f64": True, "i64": True}
@@ -65,13 +77,14 @@ class CpuBackend:
 
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        prog = compile_tasks(tl, abi)
+        prog = compile_tasks(tl, abi, bounds_check=self.bounds_check)
         mod = self.rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])
         fns = [mod.function(t.symbol) for t in prog.tasks]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
         p = CpuProgram(tl.name, fns, [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
-                       [t.name for t in tl.tasks])
+                       [t.name for t in tl.tasks],
+                       BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module = mod  # keep the JIT code alive
         return p
 
@@ -107,6 +120,7 @@ class CpuBackend:
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run
         n = program.nbind
+        checked = program.bounds is not None
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue
@@ -119,10 +133,15 @@ class CpuBackend:
                 bufs[n + 2] = self.heap_int.__array_interface__["data"][0]
                 bufs[n + 3] = program.status_addr
             run(fn, bufs, addr, b, e, kind == "range")
-            if stacks and program.status[0]:
-                code, task, stack = (int(x) for x in program.status[:3])
+            if (stacks or checked) and program.status[0]:
+                words = [int(x) for x in program.status]
+                code, task, stack = words[:3]
                 program.status[:] = 0
-                if self.pending is None:
+                if code == STATUS_INDEX_OUT_OF_RANGE:
+                    if self.pending is None:
+                        self.pending = index_error(program.name, program.task_names,
+                                                   program.bounds, words, (argbuf,))
+                elif self.pending is None:
                     self.pending = overflow_error(program.name, program.task_names[task],
                                                   program.stacks[task][stack], stack,
                                                   adstack.caps[task][stack],

@@ -5,6 +5,11 @@ Launches are recorded into the runtime's current batch; nothing is submitted unt
 at every sync: a lavapipe loop-cap hit raises a clear error), temp buffers, and a small cache of
 argument buffers keyed by their bytes (a launch loop with unchanging arguments binds the same
 buffer every time; new contents get new buffers until a flush recycles them).
+
+With `sd.init(debug=True)` programs are compiled with bounds checks (`compile_tasks(...,
+bounds_check=True)`): an out-of-range index is skipped on the device and recorded in the status
+buffer (code STATUS_INDEX_OUT_OF_RANGE); `_check_status` turns it into a `SpiradValueError` at the
+next sync / host read (`bounds_support`), naming the kernel, task, field/ndarray, shape and index.
 """
 from __future__ import annotations
 
@@ -15,9 +20,11 @@ import numpy as np
 
 from ..errors import SpiradDeviceError, SpiradError
 from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
+from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .gpu_sizer import gpu_sizer as _run_gpu_sizer
 
 _ARG_CACHE_MAX = 256
+_RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
 
 
@@ -42,10 +49,12 @@ def create(state):
 
 
 class VkProgram:
-    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks):
+    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks, bounds=None):
         self.name, self.tasks, self.pipelines = name, tasks, pipelines
         self.status, self.temps, self.task_names = status, temps, task_names
         self.stacks = stacks  # per task: [StackInfo] or None
+        self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
+        self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}
         self.spare: list = []
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
@@ -61,6 +70,7 @@ class VulkanBackend:
         self.caps = self.rt.caps
         self.spirv_caps = SpirvCaps.from_device(self.caps)
         self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
+        self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
 
@@ -82,7 +92,7 @@ class VulkanBackend:
                 f"kernel {tl.name} binds {2 + len(abi.bindings)} storage buffers (arguments, status and "
                 f"{len(abi.bindings)} fields/ndarrays/temporaries) but the device allows "
                 f"maxPerStageDescriptorStorageBuffers = {limit}; split the kernel")
-        tasks = compile_tasks(tl, abi, self.spirv_caps)
+        tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check)
         pipes = []
         for t in tasks:
             if self.validate:
@@ -91,7 +101,8 @@ class VulkanBackend:
         status = self.rt.alloc(4 * STATUS_WORDS)
         temps = {k: self.rt.alloc(16) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks)
+        return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
+                         BoundsInfo(tl, abi) if self.bounds_check else None)
 
     def _small_buffer(self, p: VkProgram, data: bytes):
         """A device buffer holding `data`, reused while its contents are unchanged."""
@@ -134,6 +145,9 @@ class VulkanBackend:
         for k, st in enumerate(storages):
             bufs.append(st if st is not None else p.temps[k])
         maxg = self.caps.max_compute_work_group_count
+        if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
+                and argbuf not in p.recent_args:
+            p.recent_args.append(argbuf)  # ndarray shapes for a bounds error
         if adstack is not None and len(p.adstack_launches) < 64:
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
@@ -191,14 +205,19 @@ class VulkanBackend:
         self._check_status(launched)
 
     def _check_status(self, launched):
+        from spirv_codegen import STATUS_WORDS
         self.rt.flush()
         for p in launched:
-            words = p.status.view(np.uint32, 4)
+            words = p.status.view(np.uint32, STATUS_WORDS)
             code = int(words[0])
+            recent, p.recent_args = p.recent_args, []
             if code:
                 aux, stack = int(words[1]), int(words[2])
+                saved = [int(w) for w in words]
                 words[:] = 0
                 launches, p.adstack_launches = p.adstack_launches, []
+                if code == STATUS_INDEX_OUT_OF_RANGE and p.bounds is not None:
+                    raise index_error(p.name, p.task_names, p.bounds, saved, recent)
                 if code == 1 and launches and p.stacks[aux]:
                     # the status word does not say which launch overflowed: name the largest
                     # capacity given and the largest size needed among them

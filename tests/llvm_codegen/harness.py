@@ -183,3 +183,44 @@ def run_interp_adstack(tl, arrays, scalars=(), capacities=None):
     arrays = with_temps(tl, arrays)
     run_tasks(tl, Memory(arrays, scalars, capacities))
     return arrays
+
+
+# -- bounds checks ----------------------------------------------------------------------------
+def run_llvm_checked(tl, arrays, scalars=(), parallel=True, rt=None):
+    """Run `tl` compiled with `bounds_check=True`. Every binding lives inside a guarded buffer
+    (GUARD bytes of GUARD_BYTE each side), the status buffer (STATUS_WORDS u32) is bufs[n+3]
+    with bufs[n..n+2] null, as the CPU backend passes them. Returns (arrays, status words);
+    asserts that no guard byte was overwritten (a skipped access writes nothing)."""
+    from llvm_codegen.program import STATUS_WORDS
+    arrays = with_temps(tl, arrays)
+    abi = kernel_abi(tl)
+    prog = compile_tasks(tl, abi, bounds_check=True)
+    assert prog.bounds_check
+    rt = rt or runtime()
+    mod = rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])
+    guarded = {}
+    for r in abi.bindings:
+        k = (r.kind, r.key, r.grad)
+        a = arrays[k]
+        g = Guarded(max(a.nbytes, 8))
+        g.data[:a.nbytes] = a.reshape(-1).view(np.uint8)
+        guarded[k] = g
+    status = Guarded(4 * STATUS_WORDS)
+    addrs = [guarded[(r.kind, r.key, r.grad)].addr for r in abi.bindings] + [0, 0, 0, status.addr]
+    bufs = (ctypes.c_void_p * len(addrs))(*addrs)
+    args = build_args(tl, abi, arrays, scalars)
+    mem = Memory(arrays, scalars)
+    for task, info in zip(tl.tasks, prog.tasks):
+        fn = mod.function(info.symbol)
+        if task.kind == "serial":
+            rt.run(fn, bufs, args, 0, 1, parallel=False)
+        else:
+            begin, end = int(eval_expr(task.begin, mem)), int(eval_expr(task.end, mem))
+            rt.run(fn, bufs, args, begin, end, parallel=parallel)
+    assert status.guards_intact() and all(g.guards_intact() for g in guarded.values()), \
+        "a bounds-checked access wrote outside its buffer"
+    out = dict(arrays)
+    for k, g in guarded.items():
+        a = arrays[k]
+        out[k] = g.data[:a.nbytes].view(a.dtype).reshape(a.shape).copy()
+    return out, status.data.view(np.uint32).copy()

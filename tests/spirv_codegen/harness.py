@@ -160,15 +160,17 @@ def arg_bytes(tl, abi, scalars, arrays) -> bytes:
 
 def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
                check_valid: bool = True, max_groups=None, *, capacities=None,
-               rows: int | None = None, guard_words: int = 0, heap_fill: int = 0) -> Result:
+               rows: int | None = None, guard_words: int = 0, heap_fill: int = 0,
+               bounds_check: bool = False) -> Result:
     """Compile and run every task of `tl`; returns the arrays (copies) and the status words.
 
     Tasks with adstacks: `capacities` = per-stack capacities (a list for every such task, or
     {task index: list}); `rows` = heap rows (default: the task's thread count, 1 for serial);
-    `guard_words` extra words after each heap, everything filled with `heap_fill`."""
+    `guard_words` extra words after each heap, everything filled with `heap_fill`.
+    `bounds_check`: compile with the debug bounds checks (status code 3 on a bad index)."""
     abi = kernel_abi(tl)
     caps = caps or device_caps(rt)
-    tasks = compile_tasks(tl, abi, caps)
+    tasks = compile_tasks(tl, abi, caps, bounds_check=bounds_check)
     if check_valid:
         for t in tasks:
             validate(t.words)
