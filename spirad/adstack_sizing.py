@@ -92,8 +92,11 @@ class TaskSizing:
         key += [args[i].full_shape for i in shapes]
         key += [(args[i].id, args[i].generation) for i in nds]  # ids are never reused
         if fids:
-            fields = _state.current().field_map()
-            key += [fields[f].generation for f in fids]
+            objs = self.__dict__.get("field_objs")
+            if objs is None:  # fields live as long as this compiled kernel's init()
+                fields = _state.current().field_map()
+                objs = self.__dict__["field_objs"] = [fields[f] for f in fids]
+            key += [f.generation for f in objs]
         return tuple(key)
 
 

@@ -62,6 +62,8 @@ class CpuBackend:
         self.rt = CpuRuntime(num_workers=n)
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
+        self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
+                           self.heap_int.__array_interface__["data"][0])
         self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
         self.bounds_check = bool(getattr(state, "debug", False))
 
@@ -92,10 +94,13 @@ class CpuBackend:
         return self.heap_float.nbytes, self.heap_int.nbytes
 
     def _heaps(self, nf, ni):
-        if nf > self.heap_float.nbytes:
-            self.heap_float = np.zeros(grown(self.heap_float.nbytes, nf), np.uint8)
-        if ni > self.heap_int.nbytes:
-            self.heap_int = np.zeros(grown(self.heap_int.nbytes, ni), np.uint8)
+        if nf > self.heap_float.nbytes or ni > self.heap_int.nbytes:
+            if nf > self.heap_float.nbytes:
+                self.heap_float = np.zeros(grown(self.heap_float.nbytes, nf), np.uint8)
+            if ni > self.heap_int.nbytes:
+                self.heap_int = np.zeros(grown(self.heap_int.nbytes, ni), np.uint8)
+            self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
+                               self.heap_int.__array_interface__["data"][0])
 
     def _task_adstack(self, program, ti, caps):
         """(meta words, heap bytes) for these capacities, memoised per task."""
@@ -103,7 +108,8 @@ class CpuBackend:
         hit = program.layouts.get(key)
         if hit is None:
             layout = layout_for(program.stacks[ti], caps)
-            hit = (meta_words(layout), layout.heap_bytes(self.rt.num_workers))
+            meta = meta_words(layout)
+            hit = (meta, layout.heap_bytes(self.rt.num_workers), meta.__array_interface__["data"][0])
             if len(program.layouts) > 64:
                 program.layouts.clear()
             program.layouts[key] = hit
@@ -126,11 +132,11 @@ class CpuBackend:
                 continue
             stacks = program.stacks[ti]
             if stacks:
-                meta, heap = self._task_adstack(program, ti, adstack.caps[ti])
+                _, heap, meta_addr = self._task_adstack(program, ti, adstack.caps[ti])
                 self._heaps(*heap)
-                bufs[n] = meta.__array_interface__["data"][0]
-                bufs[n + 1] = self.heap_float.__array_interface__["data"][0]
-                bufs[n + 2] = self.heap_int.__array_interface__["data"][0]
+                bufs[n] = meta_addr
+                bufs[n + 1] = self.heap_addrs[0]
+                bufs[n + 2] = self.heap_addrs[1]
                 bufs[n + 3] = program.status_addr
             run(fn, bufs, addr, b, e, kind == "range")
             if (stacks or checked) and program.status[0]:
