@@ -7,8 +7,6 @@ arguments, fields and ndarrays (`sizer`), and launches it. Gradients accumulate 
 """
 from __future__ import annotations
 
-import numpy as np
-
 import sizer as sz
 
 from . import state as _state
@@ -59,7 +57,6 @@ def compile_grad(kernel, args):
     if g is not None:
         return g
     from .driver import debug_enabled
-    from .kernel import _finish_compiled
     from .passes.autodiff.pipeline import reverse_mode
     from .passes.dce import dce_tasks
     from .passes.simplify import simplify_tasks
@@ -68,7 +65,7 @@ def compile_grad(kernel, args):
                       st.options.get("ad_stack_size"), verify=debug_enabled(st),
                       adstack_enabled=st.options.get("ad_stack_experimental_enabled", True))
     tl = dce_tasks(simplify_tasks(tl))
-    c = _finish_compiled(kernel, tl, args, _state.backend())
+    c = kernel._finish(tl, args, _state.backend())
     stacks, required = [], []
     for t in tl.tasks:
         allocas = adstack_allocas(t)

@@ -17,7 +17,6 @@ from . import autodiff as _autodiff
 from . import state as _state
 from .driver import debug_enabled, lower
 from .errors import SpiradTypeError, SpiradValueError
-from .field import Field
 from .frontend.source import SourceInfo
 from .ir import dtypes as T
 from .ir.abi import kernel_abi
@@ -213,10 +212,6 @@ class Kernel:
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into `.grad` of fields and ndarrays."""
         _autodiff.launch_grad(self, args)
-
-
-def _finish_compiled(kernel, tl, args, be):
-    return kernel._finish(tl, args, be)
 
 
 def _same_args(a, b) -> bool:

@@ -172,7 +172,8 @@ class VulkanBackend:
                 hi = self._heap("heap_int", layout.stride_int * rows)
                 tbufs = bufs + [meta, hf, hi]
             if len(tbufs) < t.num_bindings:
-                tbufs = tbufs + [p.status] * (t.num_bindings - len(tbufs))
+                raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
+                                   f"the backend has {len(tbufs)} buffers for it")
             for c in range(b, e, chunk):
                 ce = min(c + chunk, e)
                 if t.kind == "serial":

@@ -10,7 +10,6 @@ import math
 
 from .. import lang
 from ..errors import SpiradSyntaxError, SpiradTypeError
-from ..ir import dtypes as T
 from ..ir.dtypes import DType
 from ..ir.ops import Op
 from ..matrix import Matrix, Vector
@@ -123,7 +122,7 @@ def h_matrix(v, args, kw, node):
 
 
 def _build(v, flat, shape, dt):
-    from .typing import literal_type, promote
+    from .typing import promote
     ts = [x.dtype for x in flat if not is_py_scalar(x)]
     if dt is None:
         t = None

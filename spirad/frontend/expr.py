@@ -256,11 +256,8 @@ class ExprVisitor:
             return self.inline_func(fn, args, kwargs, node)
         if isinstance(fn, Kernel):
             raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
-        if isinstance(fn, type) and fn in (T.DType,):
-            pass
         from ..ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
-            _ = args
             return self.cast(args[0], fn)
         name = getattr(fn, "__name__", type(fn).__name__)
         raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "

@@ -7,7 +7,7 @@ import numbers
 from ..errors import SpiradSyntaxError, SpiradTypeError
 from ..ir import dtypes as T
 from ..ir.nodes import Node
-from ..ir.ops import COMPARE, Op
+from ..ir.ops import Op
 from .typing import literal_type, promote, true_div_type
 from .values import GlobalElem, Slot, VecVal
 

@@ -58,8 +58,6 @@ class StmtVisitor:
         if isinstance(target, ast.Name):
             existing = ctx.find_local(target.id)
             if isinstance(existing, Slot):
-                if existing.shape and not isinstance(self.rvalue(value), VecVal) and not is_py_scalar(self.rvalue(value)):
-                    pass
                 self.store_into(existing, value)
                 return
             v = self.rvalue(value)

@@ -8,15 +8,14 @@ from __future__ import annotations
 import ast
 
 from ..errors import SpiradError, SpiradSyntaxError, SpiradTypeError
-from ..ir import dtypes as T
 from ..ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from ..ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
 from .ops import ValueOps, is_py_scalar
-from .source import SourceInfo, user_error
+from .source import user_error
 from .stmt import StmtVisitor
-from .values import GlobalElem, NdarrayArg, Slot, VecVal
+from .values import NdarrayArg, Slot, VecVal
 
 
 UNSUPPORTED_HINTS = {

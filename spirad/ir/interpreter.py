@@ -20,8 +20,6 @@ Slow and simple on purpose. Code generators and passes are tested against it. Se
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .dtypes import DType, u1

@@ -16,7 +16,7 @@ runs once per index, or a serial one-thread body.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from .dtypes import DType

@@ -27,7 +27,7 @@ from ...errors import SpiradAutodiffError
 from ...frontend.source import user_error
 from ...ir.builder import IRBuilder
 from ...ir.dtypes import i32
-from ...ir.nodes import AdStackArg, Block, Node, Task, walk
+from ...ir.nodes import AdStackArg, Block, Node, walk
 from ...ir.ops import LEAVES, PURE, Op
 from ...ir.rewrite import Splice, keep, rebuild
 from .normalize import _is_exit_check

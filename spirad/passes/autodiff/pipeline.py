@@ -23,9 +23,7 @@ from .sizing import capacities
 def _replay_only(t: Task) -> Task:
     def visit(n, srcs, blocks, arg, env):
         if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and n.arg.kind != "temp":
-            if n.op == Op.ATOMIC_ADD:
-                return None
-            return None
+            return None  # primal outputs are already written; only temporaries are replayed
         return keep(n, srcs, blocks, arg, env)
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
 

@@ -7,9 +7,6 @@ in the table and has a float result raises a clear "not differentiable" error.
 """
 from __future__ import annotations
 
-import math
-
-from ...ir.dtypes import u1
 from ...ir.ops import Op
 
 
