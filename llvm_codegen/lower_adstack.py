@@ -25,6 +25,9 @@ LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0); with cap == 0 they read 0 
 to the stack's always-valid 8-byte heap_int counter slot and the result is replaced by 0) and
 ACC_ADJ writes nothing. Float adjoint arithmetic is in the stack's dtype; int stacks have no
 adjoints: LOAD_TOP_ADJ on one gives 0 (no memory access), ACC_ADJ on one is a CodegenError.
+A float stack with `adjoint_in_heap=False` (layout kind 'primal': reverse mode keeps its top
+adjoint in a local) has no adjoint entries: PUSH writes only the primal, and LOAD_TOP_ADJ /
+ACC_ADJ on it are a CodegenError.
 """
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ class _Stack:
     count: ir.Value      # ptr to the i64 count: an entry-block alloca (promoted to registers)
     dummy: ir.Value      # ptr to 8 always-valid heap bytes (the unused counter slot)
     entries: ir.Value    # ptr to entry 0 (primal)
-    adjoints: ir.Value   # ptr to adjoint entry 0 (float stacks) or None
+    adjoints: ir.Value   # ptr to adjoint entry 0 (float stacks with heap adjoints) or None
     cap: ir.Value        # i64 capacity
     empty_cap: ir.Value  # i1: cap == 0
 
@@ -103,7 +106,9 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         dummy = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.slot{k}")
         count = eb.alloca(I64, name=f"ad.count{k}")
         eb.store(ir.Constant(I64, 0), count)
-        if dt.is_float:
+        if dt.is_float and not a.arg.adjoint_in_heap:  # 'primal' kind: the top adjoint is a local
+            entries, adjoints = _byte_gep(eb, row_f, off, f"ad.primal{k}"), None
+        elif dt.is_float:
             entries = _byte_gep(eb, row_f, off, f"ad.primal{k}")
             region = eb.and_(eb.add(eb.mul(cap, ir.Constant(I64, dt.nbytes)), ir.Constant(I64, 7)),
                              ir.Constant(I64, ~7))
@@ -219,10 +224,12 @@ def _read_top(ctx, s: _Stack, base, node_dtype):
     return convert(ctx, v, s.dtype, node_dtype or s.dtype)
 
 
-def _float_stack(s: _Stack, n):
+def _heap_adjoints(s: _Stack, n):
     if s.adjoints is None:
-        raise CodegenError(f"LLVM codegen: {n.op.name} on int adstack {n.srcs[0].arg.name!r} "
-                           f"({s.dtype}): int stacks have no adjoints")
+        kind, why = (("primal", "its adjoints live in a local") if s.dtype.is_float else
+                     ("int", "int stacks have no adjoints"))
+        raise CodegenError(f"LLVM codegen: {n.op.name} on {kind} adstack "
+                           f"{n.srcs[0].arg.name!r} ({s.dtype}): {why}")
 
 
 def _load_top(ctx: FnContext, n):
@@ -232,7 +239,9 @@ def _load_top(ctx: FnContext, n):
 
 def _load_top_adj(ctx: FnContext, n):
     s = _stack(ctx, n)
-    if s.adjoints is None:
+    if s.dtype.is_float:
+        _heap_adjoints(s, n)
+    else:
         # int stacks have no adjoints; reverse mode asks for them anyway when it undoes a STORE
         # to an int/bool local (the value is never used): they read as 0, like a fresh entry's
         return const(n.dtype or s.dtype, 0)
@@ -241,7 +250,7 @@ def _load_top_adj(ctx: FnContext, n):
 
 def _acc_adj(ctx: FnContext, n):
     s, b = _stack(ctx, n), ctx.b
-    _float_stack(s, n)
+    _heap_adjoints(s, n)
     write, merge = ctx.block("ad.acc"), ctx.block("ad.accd")
     b.cbranch(s.empty_cap, merge, write)
     b.position_at_end(write)

@@ -26,7 +26,8 @@ prog   the bytecode of `sizer.encode`, in the *device dialect*: the host has alr
                (element (i0, .., in) is element base + C-order linear index of the slot array)
                dtype 1 i32, 2 u32 / u1, 3 i64 (all read as int32 words from slot `di<slot>`),
                      4 f32 (slot `df<slot>`), 5 f64 (slot `dd<slot>`)
-           stack k at stack_off + 2k: entry size in bytes, kind (0 float, 1 int)
+           stack k at stack_off + 2k: entry size in bytes, kind (0 float, 1 int, 2 primal:
+               a float stack without adjoint entries; see `sizer.layout`)
 jobs   [n_jobs, n_roots, (job_begin, job_end) per root, job records of 8 words]
        job: first node, last node, top (a LOOP node whose range is replaced by [lo, hi), or -1),
             root, lo (2 words, little-endian int64), hi (2 words)
@@ -338,11 +339,11 @@ def sizer_layout(prog: sd.types.ndarray(), rres: sd.types.ndarray(), res: sd.typ
                 if region > MAX_ABS:
                     lay_err = 1
                 if lay_err == 0:
-                    if kind == 0:
+                    if kind != 1:
                         off = off_f
                         off_f = off_f + region
-                        if off_f <= MAX_ABS:
-                            off_f = off_f + region
+                        if kind == 0 and off_f <= MAX_ABS:
+                            off_f = off_f + region  # the adjoint half
                         if off_f > MAX_ABS:
                             lay_err = 1
                     else:

@@ -6,7 +6,8 @@ codegen, the host launcher and the GPU sizer shader all follow this layout.
 Inputs, one entry per stack ``k`` (stacks numbered in task order):
 ``capacities[k]`` = maximum number of entries (the evaluated SizeExpr, >= 0),
 ``entry_sizes[k]`` = bytes per entry (> 0, e.g. 4 for f32/i32, 8 for
-f64/i64), ``kinds[k]`` = ``'float'`` or ``'int'``.
+f64/i64), ``kinds[k]`` = ``'float'`` (primal and adjoint entries), ``'primal'`` (a float
+stack whose adjoints the kernel keeps in registers: primal entries only) or ``'int'``.
 
 Each thread ("row") owns one slice of each heap; all sizes are in bytes and
 ``align8(x) = (x + 7) & ~7``.  Let ``region(k) = align8(capacities[k] *
@@ -26,14 +27,15 @@ Stack ``k``'s top-of-stack counter is an int64 at ``counter_offsets[k] =
 
     [stack a primal: region(a)][stack a adjoint: region(a)][stack b primal]...
 
-Float stacks in stack order; stack ``k``'s primal entries start at
-``offsets[k]`` and its adjoint entries at ``adjoint_offsets[k] = offsets[k] +
-region(k)`` (adjoint entry ``i`` belongs to primal entry ``i``).
+Float and primal stacks in stack order; stack ``k``'s primal entries start at
+``offsets[k]``; a float stack's adjoint entries follow at ``adjoint_offsets[k] =
+offsets[k] + region(k)`` (adjoint entry ``i`` belongs to primal entry ``i``), a
+primal stack has none (``adjoint_offsets[k] = -1``).
 
 Addresses for row ``row`` (``heap`` = base of the right heap)::
 
     primal  i : heap + row*stride + offsets[k]         + i*entry_sizes[k]
-    adjoint i : heap + row*stride + adjoint_offsets[k] + i*entry_sizes[k]  (float only)
+    adjoint i : heap + row*stride + adjoint_offsets[k] + i*entry_sizes[k]  ('float' only)
     counter   : int_heap + row*stride_int + 8*k
 
 ``stride_float`` and ``stride_int`` are multiples of 8 (0 when the heap has
@@ -50,7 +52,7 @@ from .errors import MAX_ABS, SizerError
 __all__ = ["Layout", "compute_layout", "align8", "COUNTER_BYTES"]
 
 COUNTER_BYTES = 8
-KINDS = ("float", "int")
+KINDS = ("float", "primal", "int")
 
 
 def align8(x: int) -> int:
@@ -63,7 +65,7 @@ class Layout:
     stride_float: int
     stride_int: int
     offsets: tuple           # byte offset of each stack's entries in its heap row
-    adjoint_offsets: tuple   # float stacks: adjoint half; int stacks: -1
+    adjoint_offsets: tuple   # 'float' stacks: adjoint half; 'primal' and 'int' stacks: -1
     counter_offsets: tuple   # int-heap byte offset of each stack's counter
     max_sizes: tuple         # capacities (entries)
     kinds: tuple
@@ -103,7 +105,7 @@ def compute_layout(capacities, entry_sizes, kinds) -> Layout:
             raise SizerError(f"layout: stack {k} has entry size {sizes[k]}")
         if kinds[k] not in KINDS:
             raise SizerError(f"layout: stack {k} has kind {kinds[k]!r}; expected "
-                             f"'float' or 'int'")
+                             f"one of {', '.join(KINDS)}")
     off_f = 0
     off_i = COUNTER_BYTES * n
     offsets, adj = [], []
@@ -113,6 +115,10 @@ def compute_layout(capacities, entry_sizes, kinds) -> Layout:
             offsets.append(off_f)
             adj.append(off_f + region)
             off_f += 2 * region
+        elif kinds[k] == "primal":
+            offsets.append(off_f)
+            adj.append(-1)
+            off_f += region
         else:
             offsets.append(off_i)
             adj.append(-1)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sizer as sz
 
+from . import adstack_sizing as _sizing
+from . import kernel as _kernel  # (kernel imports this module: only attributes used at run time)
 from . import state as _state
 from .errors import SpiradAutodiffError
 from .ir.abi import adstack_allocas
@@ -37,17 +39,17 @@ def _grad_of_factory(args):
 
 
 class GradCompiled:
-    def __init__(self, compiled, stacks, required):
-        from .adstack_sizing import TaskSizing
+    def __init__(self, compiled, stacks, required, cache=True):
         self.c = compiled
         self.stacks = stacks  # per task: list of (SizeExpr, dtype) or None
         self.required = required  # per task: list of the natural SizeExpr (or None) or None
-        self.sizing = [TaskSizing.of([e for e, _ in st]) if st else None for st in stacks]
+        self.sizing = _sizing.SizingSet(_sizing.TaskSizing.of([e for e, _ in st]) if st else None
+                                        for st in stacks)
         self.sizing_needed = any(st for st in stacks)
+        self.cache = cache  # init(adstack_cache=...): the per-task sizing cache is on
         # a forced size (ad_stack_size / default_ad_stack_size) can overflow; automatic ones cannot
         self.forced = any(st and any(e != r for (e, _), r in zip(st, req))
                           for st, req in zip(stacks, required))
-        self.no_caps = [None] * len(stacks)
         self.last_launch = None
 
 
@@ -71,7 +73,7 @@ def compile_grad(kernel, args):
         allocas = adstack_allocas(t)
         stacks.append([(a.arg.capacity, a.dtype) for a in allocas] if allocas else None)
         required.append([a.arg.required for a in allocas] if allocas else None)
-    g = GradCompiled(c, stacks, required)
+    g = GradCompiled(c, stacks, required, st.options.get("adstack_cache", True))
     fwd.grad_compiled = g
     return g
 
@@ -83,39 +85,34 @@ class AdstackLaunch:
     def __init__(self, g: GradCompiled, caps, args):
         self.g, self.caps, self.args = g, caps, args
         self.forced = g.forced
+        self.backend_data = None  # what the backend derived from the capacities (its business)
 
     def required(self, task: int, stack: int):
         expr = self.g.required[task][stack] if self.g.required[task] else None
         if expr is None:
             return None
         try:
-            from .adstack_sizing import LaunchContext
-            return int(sz.eval_fast(expr, LaunchContext(self.args)))
+            return int(sz.eval_fast(expr, _sizing.LaunchContext(self.args)))
         except sz.SizerError:
             return None
 
 
 def launch_grad(kernel, args):
-    from . import adstack_sizing
-    from .kernel import launch
     g = compile_grad(kernel, args)
     al = None
     if g.sizing_needed:
-        caps = adstack_sizing.evaluate(g.sizing, args, cache=_state.current().options.get("adstack_cache", True))
+        caps = _sizing.evaluate(g.sizing, args, cache=g.cache)
         al = g.last_launch
-        # reuse the launch record when nothing changed (same cached capacity lists, same args)
-        if al is None or al.args is not args and al.args != args or any(
-                a is not b for a, b in zip(al.caps, caps)):
+        # reuse the launch record (and what backends keep on it) while nothing changed
+        if al is None or al.caps is not caps or not _kernel.same_args(al.args, args):
             al = g.last_launch = AdstackLaunch(g, caps, args)
-    else:
-        caps = g.no_caps
-    launch(g.c, args, adstack=al)
-    if adstack_sizing.debug_enabled() and g.sizing_needed:
+    _kernel.launch(g.c, args, adstack=al)
+    if g.sizing_needed and _sizing.debug_enabled():
         from .backends.adstack_support import layout_for, task_stacks
         layouts = [layout_for(task_stacks(t), c) if c else None for t, c in zip(g.c.tl.tasks, caps)]
         be = _state.backend()
         heaps = be.heap_bytes() if hasattr(be, "heap_bytes") else (0, 0)
-        adstack_sizing.debug_print(g.c.tl.name, g.sizing, caps, layouts, heaps)
+        _sizing.debug_print(g.c.tl.name, g.sizing, caps, layouts, heaps)
 
 
 class Tape:
@@ -158,5 +155,4 @@ class Tape:
 
 def evaluate_capacities(g: GradCompiled, args):
     """Capacities per task for this launch, evaluated afresh (no cache)."""
-    from . import adstack_sizing
-    return adstack_sizing.evaluate(g.sizing, args, cache=False)
+    return _sizing.evaluate(g.sizing, args, cache=False)

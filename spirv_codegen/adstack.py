@@ -18,8 +18,9 @@ storage buffers declared as runtime arrays of u32 words (ArrayStride 4):
 A module declares only the buffers it touches (e.g. no AdStackHeapFloat without float stacks),
 but its pipeline layout has all `SpirvTask.num_bindings` = 2 + n + 3 bindings, and the runtime
 must bind a buffer (at least 4 bytes) to each of them. Tasks without adstacks keep
-`num_bindings` = 2 + n. `SpirvTask.adstacks` lists the stacks' dtypes in ABI order (what
-`sizer.compute_layout` needs besides the capacities).
+`num_bindings` = 2 + n. `SpirvTask.adstacks` lists the stacks' dtypes in ABI order and
+`SpirvTask.adstack_kinds` their layout kinds (what `sizer.compute_layout` needs besides the
+capacities).
 
 `row` = the invocation's linear id within the dispatch (`Interface.linear_id`); the runtime splits
 a range task into dispatches of at most `rows` threads (push constants begin/end per chunk), so
@@ -48,6 +49,9 @@ Semantics (exactly the ABI):
                 address entry t = max(count, 1) - 1 (< cap: only PUSH raises the count, and only
                 below cap); cap == 0: the loads give 0 and ACC_ADJ writes nothing (the entry
                 access sits in a branch, so no out-of-bounds access is even executed).
+A float stack with `adjoint_in_heap=False` (layout kind 'primal': reverse mode keeps its top
+adjoint in a Function variable) has no adjoint entries: PUSH writes only the primal, and
+LOAD_TOP_ADJ / ACC_ADJ on it are an internal error.
 Int stacks have no adjoints: LOAD_TOP_ADJ on one is the constant 0 (no memory access; reverse mode
 emits it when it undoes a STORE to an int/bool local and never uses the value — as in the LLVM
 backend and the interpreter, whose int entries keep a zero adjoint), ACC_ADJ on one is a compile
@@ -113,6 +117,16 @@ class AdStacks:
             raise RuntimeError(f"spirv_codegen: {node!r} is not an ADSTACK_ALLOCA of this task") \
                 from None
         return k, node.dtype, node.dtype.is_float
+
+    def _heap_adjoints(self, n, what):
+        """(k, dtype) of a float stack with adjoint entries in the heap."""
+        k, dt, is_float = self._stack(n.srcs[0])
+        if not is_float or not n.srcs[0].arg.adjoint_in_heap:
+            kind, why = (("primal", "its adjoints live in a local") if is_float else
+                         ("int", "only float stacks have adjoints"))
+            raise RuntimeError(f"spirv_codegen: {what} on {kind} stack {n.srcs[0].arg.name!r} "
+                               f"({dt}); {why}")
+        return k, dt
 
     def _cap(self, k: int) -> int:
         return self._meta(3 + 2 * k)
@@ -240,7 +254,7 @@ class AdStacks:
         fn.begin(yes)
         self._store(self._heap(is_float), self._elem_word(self._entries_word(k, is_float), cnt, dt),
                     dt, v)
-        if is_float:
+        if is_float and n.srcs[0].arg.adjoint_in_heap:
             self._store(self.b_float, self._elem_word(self._adjoint_word(k, dt), cnt, dt), dt,
                         E.c(0, dt))
         self._set_count(k, E.op("OpIAdd", u32, cnt, E.c(1, u32)))
@@ -266,23 +280,17 @@ class AdStacks:
         v = self._read_top(k, dt, self._entries_word(k, is_float), self._heap(is_float))
         return self._as_node_dtype(n, v, dt)
 
-    def _float_stack(self, n, what):
-        k, dt, is_float = self._stack(n.srcs[0])
-        if not is_float:
-            raise RuntimeError(f"spirv_codegen: {what} on int stack {n.srcs[0].arg.name!r} "
-                               f"({dt}); only float stacks have adjoints")
-        return k, dt
-
     def load_top_adj(self, n) -> int:
-        k, dt, is_float = self._stack(n.srcs[0])
+        _, dt, is_float = self._stack(n.srcs[0])
         if not is_float:
             return self.E.c(0, n.dtype or dt)
+        k, dt = self._heap_adjoints(n, "ADSTACK_LOAD_TOP_ADJ")
         v = self._read_top(k, dt, self._adjoint_word(k, dt), self.b_float)
         return self._as_node_dtype(n, v, dt)
 
     def acc_adj(self, n) -> None:
         E = self.E
-        k, dt = self._float_stack(n, "ADSTACK_ACC_ADJ")
+        k, dt = self._heap_adjoints(n, "ADSTACK_ACC_ADJ")
         v = self.L.v(n.srcs[1])
 
         def then():

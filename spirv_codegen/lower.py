@@ -45,7 +45,8 @@ Descriptors (all in set 0, all storage buffers):
   3+n, 4+n       AdStackHeapFloat, AdStackHeapInt; see `spirv_codegen/adstack.py` and the Adstack
                  ABI in `spirad/ir/abi.py`.
   `SpirvTask.num_bindings` = 2 + n for a task without adstacks, 2 + n + 3 for a task with them
-  (`SpirvTask.adstacks` non-empty: the stacks' dtypes in ABI order); the runtime binds exactly
+  (`SpirvTask.adstacks` non-empty: the stacks' dtypes in ABI order, `adstack_kinds` their
+  layout kinds); the runtime binds exactly
   that many buffers per dispatch. A range task with adstacks is dispatched in chunks of at most
   `rows` threads (the heaps' row count): push constants (chunk_begin, chunk_end, ...) per chunk.
 
@@ -82,7 +83,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spirad.ir.abi import adstack_allocas
+from spirad.ir.abi import adstack_allocas, adstack_kind
 from spirad.ir.dtypes import i32, u1, u32
 from spirad.ir.interpreter import cast_value
 from spirad.ir.nodes import Block, Node, Task, TaskList, walk
@@ -126,6 +127,7 @@ class SpirvTask:
     push_constant_bytes: int
     local_size: int
     adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
+    adstack_kinds: tuple = ()  # layout kind of each adstack (`spirad.ir.abi.adstack_kind`)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -156,9 +158,11 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
     name = t.name or f"{tl.name}_t{task_index}"
     words = TaskLowerer(t, task_index, abi, caps, bounds_check).run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
-    stacks = tuple(n.dtype for n in adstack_allocas(t))
+    allocas = adstack_allocas(t)
+    stacks = tuple(n.dtype for n in allocas)
     nb = 2 + len(abi.bindings) + (3 if stacks else 0)
-    return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks)
+    return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
+                     tuple(adstack_kind(n) for n in allocas))
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:

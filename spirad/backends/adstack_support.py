@@ -14,7 +14,7 @@ import numpy as np
 import sizer as sz
 
 from ..errors import SpiradAdStackOverflow
-from ..ir.abi import adstack_allocas
+from ..ir.abi import adstack_allocas, adstack_kind
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,15 @@ class StackInfo:
     name: str
     dtype: object
     loc: object
+    kind: str  # layout kind (`sizer.layout`): 'float', 'primal' (no heap adjoints) or 'int'
 
 
 def task_stacks(task) -> list:
-    return [StackInfo(a.arg.name, a.dtype, a.loc) for a in adstack_allocas(task)]
+    return [StackInfo(a.arg.name, a.dtype, a.loc, adstack_kind(a)) for a in adstack_allocas(task)]
 
 
 def layout_for(stacks, caps) -> sz.Layout:
-    return sz.compute_layout(caps, [s.dtype.nbytes for s in stacks],
-                             ["float" if s.dtype.is_float else "int" for s in stacks])
+    return sz.compute_layout(caps, [s.dtype.nbytes for s in stacks], [s.kind for s in stacks])
 
 
 def meta_words(layout: sz.Layout) -> np.ndarray:

@@ -47,6 +47,8 @@ class CpuProgram:
         self.bufs = (ctypes.c_void_p * max(nbind + (4 if extra else 0), 1))()
         self.status = np.zeros(8, np.uint32)  # llvm_codegen.program.STATUS_WORDS
         self.status_addr = self.status.__array_interface__["data"][0]
+        self.status_word = ctypes.c_uint32.from_address(self.status_addr)  # word 0, cheap to read
+        self.bound = None  # (meta address, heap addresses) now in bufs[nbind:nbind + 3]
         if extra:
             self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
@@ -103,7 +105,7 @@ class CpuBackend:
                                self.heap_int.__array_interface__["data"][0])
 
     def _task_adstack(self, program, ti, caps):
-        """(meta words, heap bytes) for these capacities, memoised per task."""
+        """(meta words, heap bytes, meta address) for these capacities, memoised per task."""
         key = (ti, tuple(caps))
         hit = program.layouts.get(key)
         if hit is None:
@@ -114,6 +116,21 @@ class CpuBackend:
                 program.layouts.clear()
             program.layouts[key] = hit
         return hit
+
+    def _adstack_plan(self, program, adstack):
+        """Per task: (meta address, float heap bytes, int heap bytes) or None; kept on the launch
+        record, which the caller reuses while the capacities stay the same."""
+        plan = adstack.backend_data
+        if plan is None or plan[0] is not program:
+            tasks = []
+            for ti, caps in enumerate(adstack.caps):
+                if caps is None or not program.stacks[ti]:
+                    tasks.append(None)
+                    continue
+                meta, (nf, ni), addr = self._task_adstack(program, ti, caps)
+                tasks.append((addr, nf, ni, meta))  # the record keeps the meta words alive
+            plan = adstack.backend_data = (program, tasks)
+        return plan[1]
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
@@ -127,19 +144,23 @@ class CpuBackend:
         run = self.rt.run
         n = program.nbind
         checked = program.bounds is not None
+        plan = self._adstack_plan(program, adstack) if adstack is not None else None
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue
             stacks = program.stacks[ti]
             if stacks:
-                _, heap, meta_addr = self._task_adstack(program, ti, adstack.caps[ti])
-                self._heaps(*heap)
-                bufs[n] = meta_addr
-                bufs[n + 1] = self.heap_addrs[0]
-                bufs[n + 2] = self.heap_addrs[1]
-                bufs[n + 3] = program.status_addr
+                meta_addr, nf, ni, _ = plan[ti]
+                self._heaps(nf, ni)
+                bound = (meta_addr, self.heap_addrs)
+                if program.bound != bound:
+                    bufs[n] = meta_addr
+                    bufs[n + 1] = self.heap_addrs[0]
+                    bufs[n + 2] = self.heap_addrs[1]
+                    bufs[n + 3] = program.status_addr
+                    program.bound = bound
             run(fn, bufs, addr, b, e, kind == "range")
-            if (stacks or checked) and program.status[0]:
+            if (stacks or checked) and program.status_word.value:
                 words = [int(x) for x in program.status]
                 code, task, stack = words[:3]
                 program.status[:] = 0

@@ -40,6 +40,7 @@ INT_SLOTS, F32_SLOTS, F64_SLOTS = 4, 2, 2
 LEAF_WORDS, JOB_WORDS, JST_WORDS, RRES_WORDS, RES_HEADER, RES_ROOT = 12, 8, 8, 4, 6, 3
 OP_ERR = 13
 DTYPE_CODES = {"i32": 1, "u32": 2, "u1": 2, "i64": 3, "f32": 4, "f64": 5}
+STACK_KIND_CODES = {"float": 0, "int": 1, "primal": 2}  # layout kinds, as the shader reads them
 MIN_JOBS = 1024             # a split root spreads over at least this many invocations (if long)
 MAX_JOBS_PER_ROOT = 32768   # sizer_reduce loops over a root's jobs: stay under any loop cap
 DEFAULT_BUDGET = 1 << 16    # records per invocation used to size slices on uncapped devices
@@ -244,7 +245,7 @@ class GpuSizer:
         stacks = []
         if n_stacks:
             for s_, k_ in zip(entry_sizes, kinds):
-                stacks += [int(s_), 0 if k_ == "float" else 1]
+                stacks += [int(s_), STACK_KIND_CODES[k_]]
         prog_words = np.concatenate([dev, np.array(aux + flat_leaves + stacks, dtype=np.int64)])
         prog = self._ndarray(T.i32, len(prog_words))
         self._write(prog, prog_words.astype(np.int32))

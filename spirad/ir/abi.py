@@ -16,7 +16,9 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
 * Stacks of a task are numbered k = 0..S-1 in the order their ADSTACK_ALLOCA nodes appear in
   `walk(task.body)` (`adstack_allocas(task)`). Stack k holds elements of its ALLOCA's dtype;
   it is a *float* stack if the dtype is a float, else an *int* stack (u1 entries take 4 bytes).
-  Entry size = dtype.nbytes.
+  Entry size = dtype.nbytes. A float stack whose AdStackArg says `adjoint_in_heap=False` is a
+  *primal* stack: reverse mode keeps the adjoint of its top entry in a local
+  (`passes/autodiff/stack_tops`), so it has no adjoint entries (`adstack_kind`).
 * Three extra buffers, per launch of such a task, appended after the kernel's own buffers (LLVM:
   `bufs[n]`, `bufs[n+1]`, `bufs[n+2]`, `bufs[n+3]` with n = len(abi.bindings); SPIR-V: bindings
   2+n, 3+n, 4+n — SPIR-V's status buffer stays at binding 1):
@@ -26,7 +28,7 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
                in entries.
     heap_float rows x stride_float bytes. Stack k (float) primal entry i at
                row*stride_float + off_k + i*esize; its adjoint entry i at
-               row*stride_float + off_k + align8(cap_k*esize) + i*esize.
+               row*stride_float + off_k + align8(cap_k*esize) + i*esize (primal stacks: none).
     heap_int   rows x stride_int bytes. The layout reserves an 8-byte slot per stack k at
                row*stride_int + 8*k that no backend writes: a stack's entry count is
                private to its thread / invocation and lives in a function-local variable (LLVM:
@@ -38,11 +40,11 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
   within the dispatch (the runtime splits a range into dispatches of at most `rows` threads).
 * Semantics: ADSTACK_ALLOCA sets the count to 0. PUSH at count == cap records
   (code 1 = ADSTACK_OVERFLOW, task index, k) in the status buffer and writes nothing (count stays);
-  otherwise writes the primal, zeroes the adjoint and increments the count. POP decrements a
+  otherwise writes the primal, zeroes the adjoint (float stacks) and increments the count. POP decrements a
   non-zero count. LOAD_TOP / LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0) (never out of
   bounds, even after an overflow); with cap == 0 they read 0 and write nothing. Int stacks have
   no adjoints: LOAD_TOP_ADJ on an int stack reads 0 (no memory access); ACC_ADJ on an int stack is
-  invalid (a compile error).
+  invalid (a compile error), and so are LOAD_TOP_ADJ and ACC_ADJ on a primal stack.
 """
 from __future__ import annotations
 
@@ -113,3 +115,12 @@ def kernel_abi(tl: TaskList) -> KernelABI:
 def adstack_allocas(task) -> list:
     """The ADSTACK_ALLOCA nodes of a task, in stack-number order."""
     return [n for n in walk(task.body) if n.op == Op.ADSTACK_ALLOCA]
+
+
+def adstack_kind(alloca) -> str:
+    """The stack's layout kind (`sizer.layout`): 'float' (primal and adjoint entries), 'primal'
+    (a float stack whose top adjoint lives in a local: `AdStackArg.adjoint_in_heap` is False) or
+    'int'."""
+    if not alloca.dtype.is_float:
+        return "int"
+    return "float" if alloca.arg.adjoint_in_heap else "primal"

@@ -16,7 +16,8 @@ Slow and simple on purpose. Code generators and passes are tested against it. Se
   run iterations in any order and concurrently, so kernels must not rely on the order except
   through ATOMIC_ADD.
 * Adstack ops: a stack is a list of [primal, adjoint] entries with a capacity; PUSH past the
-  capacity raises `AdStackOverflowError`.
+  capacity raises `AdStackOverflowError`. A stack whose AdStackArg says `adjoint_in_heap=False`
+  has no adjoint entries to read or accumulate (an internal error).
 """
 from __future__ import annotations
 
@@ -275,12 +276,29 @@ class Interpreter:
         self.value(n.srcs[0])["entries"].pop()
 
     def op_adstack_load_top(self, n):
-        self.env[n] = self.value(n.srcs[0])["entries"][-1][0]
+        self.env[n] = self._top(n)[0]
 
     def op_adstack_load_top_adj(self, n):
-        self.env[n] = self.value(n.srcs[0])["entries"][-1][1]
+        self._heap_adjoint(n)
+        self.env[n] = self._top(n)[1]
+
+    def _top(self, n):
+        """The top entry; an empty stack reads as a zero entry (backends read entry 0, per the
+        ABI's max(count-1, 0); reverse mode reloads the top after its last pop and never uses it)."""
+        st = self.value(n.srcs[0])
+        if st["entries"]:
+            return st["entries"][-1]
+        z = n.srcs[0].dtype.np.type(0)
+        return [z, z]
+
+    @staticmethod
+    def _heap_adjoint(n):
+        if not n.srcs[0].arg.adjoint_in_heap:
+            raise RuntimeError(f"{n.op.name} on stack {n.srcs[0].arg.name!r}, whose top adjoint "
+                               f"lives in a local (passes/autodiff/stack_tops)")
 
     def op_adstack_acc_adj(self, n):
+        self._heap_adjoint(n)
         top = self.value(n.srcs[0])["entries"][-1]
         top[1] = n.srcs[0].dtype.np.type(top[1] + self.value(n.srcs[1]))
 

@@ -102,6 +102,8 @@ class AdStackArg:
     name: str
     capacity: Any = None  # sizer SizeExpr once sizing ran
     required: Any = None  # the automatic size (differs from `capacity` when a size is forced)
+    adjoint_in_heap: bool = True  # float stacks: adjoints in the heap's adjoint half (else the
+                                  # adjoint of the top lives in a local: passes/autodiff/stack_tops)
 
 
 @dataclass(frozen=True)

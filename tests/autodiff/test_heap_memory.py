@@ -3,7 +3,8 @@ backend's heaps (`sd.state.backend().heap_bytes()` -> (float bytes, int bytes)) 
 rows x stride of the launch's exact capacities, exactly that on the first launch after init, and
 grow by amortised doubling (max(needed, 2 x current)), never shrinking. The expected strides come
 from `sizer.compute_layout` over the capacities the grad kernel computed for the launch
-(`spirad.autodiff.compile_grad(...).stacks`, evaluated with `evaluate_capacities`)."""
+(`spirad.autodiff.compile_grad(...).stacks`, evaluated with `evaluate_capacities`), with each
+stack's layout kind (`adstack_kind`: 'primal' when its adjoint lives in a register)."""
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ import spirad as sd
 import spirad.state as sd_state
 from spirad.autodiff import compile_grad, evaluate_capacities
 from spirad.backends.vulkan import ROWS_CAP
-from spirad.ir.abi import adstack_allocas
+from spirad.ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr
 from tests.support.archs import test_archs as on_archs
 
@@ -76,9 +77,10 @@ def _layouts(kernel, args):
     for t, stacks, c in zip(g.c.tl.tasks, g.stacks, caps):
         if stacks is None:
             continue
-        names = [a.arg.name for a in adstack_allocas(t)]
+        allocas = adstack_allocas(t)
+        names = [a.arg.name for a in allocas]
         layout = sz.compute_layout(c, [dt.nbytes for _, dt in stacks],
-                                   ["float" if dt.is_float else "int" for _, dt in stacks])
+                                   [adstack_kind(a) for a in allocas])
         out.append((names, c, layout))
     return out
 
@@ -127,6 +129,10 @@ def test_capacity_is_k_plus_2_and_first_launch_is_exact(arch, k_trips):
     args = (x, y, k_trips)
     (names, caps, layout), = _layouts(k_one, args)
     assert caps[names.index("v")] == k_trips + 2
+    # the reverse walk keeps the top adjoint in a register (passes/autodiff/stack_tops): the
+    # float row holds only v's primal entries, no adjoint half, no padding
+    assert layout.kinds[names.index("v")] == "primal"
+    assert layout.stride_float == (k_trips + 2) * 8  # f64 entries: already 8-aligned
     rows = _rows(arch, n, layout)
     nf, ni = layout.heap_bytes(rows)
     got = _launch(k_one, args)

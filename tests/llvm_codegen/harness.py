@@ -13,7 +13,7 @@ import numpy as np
 from llvm_codegen.codegen import compile_tasks
 from llvm_codegen.cpu_runtime import CpuRuntime
 from sizer import compute_layout
-from spirad.ir.abi import adstack_allocas, kernel_abi
+from spirad.ir.abi import adstack_allocas, adstack_kind, kernel_abi
 from spirad.ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 
 _RUNTIME = None
@@ -121,7 +121,7 @@ class AdstackLaunch:
     def __init__(self, task, caps, rows: int):
         allocas = adstack_allocas(task)
         self.layout = compute_layout(caps, [a.dtype.nbytes for a in allocas],
-                                     ["float" if a.dtype.is_float else "int" for a in allocas])
+                                     [adstack_kind(a) for a in allocas])
         words = self.layout.metadata()
         self.meta = Guarded(4 * len(words))
         self.meta.data.view(np.uint32)[:] = words

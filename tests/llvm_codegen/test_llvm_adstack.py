@@ -465,6 +465,48 @@ def test_int_stack_load_top_adj_reads_zero(dt):
     assert got[key(OUT)].tolist() == [0, 0] and status.tolist() == [0, 0, 0, 0]
 
 
+def test_primal_stacks_write_no_adjoints():
+    """Float stacks with `adjoint_in_heap=False` (what reverse mode leaves: the top adjoint is a
+    local) get primal regions only: pushes write nothing else, tops and pops work as usual."""
+    OUT = field(0, f64, (64,))
+
+    def body(b, i):
+        sf = b.emit(Op.ADSTACK_ALLOCA, f32, (), AdStackArg("pf", adjoint_in_heap=False))
+        si = stack(b, i32, "si")
+        sd = b.emit(Op.ADSTACK_ALLOCA, f64, (), AdStackArg("pd", adjoint_in_heap=False))
+        acc = b.alloca(f64, "acc")
+        m = bin_(b, Op.MOD, i, c(b, 6))
+        with b.range_for(c(b, 0), m) as j:
+            ij = bin_(b, Op.ADD, bin_(b, Op.MUL, i, c(b, 3)), j)
+            push(b, sf, bin_(b, Op.MUL, b.cast(ij, f32), c(b, 0.5, f32)))
+            push(b, si, bin_(b, Op.SUB, ij, c(b, 2)))
+            push(b, sd, b.unary(Op.SQRT, b.cast(ij, f64)))
+        with b.range_for(c(b, 0), m):
+            v = bin_(b, Op.ADD, b.cast(top(b, sf), f64), top(b, sd))
+            v = bin_(b, Op.ADD, v, b.cast(top(b, si), f64))
+            b.store(acc, bin_(b, Op.ADD, bin_(b, Op.MUL, b.load(acc), c(b, 0.75, f64)), v))
+            for s in (sf, si, sd):
+                pop(b, s)
+        b.global_store(OUT, [i], b.load(acc))
+
+    tl = kernel("primal", range_task(body, 0, 64))
+    got, launches = check_ad(tl, zeros(OUT), caps_for(tl, {"pf": 5, "si": 6, "pd": 7}))
+    lay = launches[0].layout
+    assert lay.kinds == ("primal", "int", "primal")
+    assert lay.stride_float == 24 + 56  # align8(5 * 4) + 7 * 8: no adjoint halves
+    hf = launches[0].heap_float.data.reshape(-1, lay.stride_float)
+    assert (hf[0] != HEAP_FILL).any() and launches[0].heap_float.guards_intact()
+    assert (hf[:, 20:24] == HEAP_FILL).all()  # pf's alignment padding: never written
+    for op in ("top_adj", "acc_adj"):
+        def bad(b):
+            s = b.emit(Op.ADSTACK_ALLOCA, f32, (), AdStackArg("p", adjoint_in_heap=False))
+            push(b, s, c(b, 1.0, f32))
+            top_adj(b, s) if op == "top_adj" else acc_adj(b, s, c(b, 1.0, f32))
+        tl = kernel("bad", serial_task(bad))
+        with pytest.raises(CodegenError, match="primal adstack"):
+            compile_tasks(tl, kernel_abi(tl))
+
+
 def test_int_stack_acc_adj_is_a_codegen_error():
     def body(b):
         s = stack(b, i32, "s")

@@ -16,6 +16,17 @@ def test_mixed_layout():
     assert lay.heap_bytes(10) == (480, 640)
 
 
+def test_primal_stacks_have_no_adjoint_half():
+    """'primal': a float stack whose adjoints live in registers (reverse mode's stack-tops pass)
+    takes one region of the float row."""
+    lay = compute_layout([3, 5, 2], [4, 8, 8], ["primal", "int", "float"])
+    assert lay.offsets == (0, 24, 16)
+    assert lay.adjoint_offsets == (-1, -1, 32)
+    assert lay.stride_float == 16 + 2 * 16
+    assert lay.metadata() == [48, 64, 0, 3, 24, 5, 16, 2]
+    assert compute_layout([7], [8], ["primal"]).stride_float == 56
+
+
 def test_empty_and_zero_capacity():
     lay = compute_layout([], [], [])
     assert (lay.stride_float, lay.stride_int) == (0, 0)
@@ -25,16 +36,17 @@ def test_empty_and_zero_capacity():
 
 def test_alignment_and_disjointness():
     caps, sizes = [1, 7, 3, 0, 5], [4, 4, 8, 4, 1]
-    kinds = ["float", "int", "float", "int", "int"]
+    kinds = ["float", "int", "primal", "int", "int"]
     lay = compute_layout(caps, sizes, kinds)
     assert lay.stride_float % 8 == 0 and lay.stride_int % 8 == 0
-    regions = {"float": [], "int": [(0, 8 * len(caps))]}
+    regions = {"float": [], "primal": [], "int": [(0, 8 * len(caps))]}
     for k in range(len(caps)):
         assert lay.offsets[k] % 8 == 0
         n = caps[k] * sizes[k]
         regions[kinds[k]].append((lay.offsets[k], lay.offsets[k] + n))
         if kinds[k] == "float":
             regions["float"].append((lay.adjoint_offsets[k], lay.adjoint_offsets[k] + n))
+    regions["float"] += regions.pop("primal")  # both live in the float row
     for kind, stride in (("float", lay.stride_float), ("int", lay.stride_int)):
         rs = sorted(regions[kind])
         for (a0, a1), (b0, _) in zip(rs, rs[1:]):

@@ -158,7 +158,7 @@ def test_layout_and_metadata_agree_with_compute_layout(arch):
         caps = [rng.choice([0, 1, 5, 17, 2**20, -3]) if pick < 0.7 else
                 rng.choice([2**29, 2**31, 2**59, 2**61, M]) for _ in range(n)]
         sizes = [rng.choice([4, 8]) for _ in range(n)]
-        kinds = [rng.choice(["float", "int"]) for _ in range(n)]
+        kinds = [rng.choice(["float", "primal", "int"]) for _ in range(n)]
         plan = gs.plan([sz.Const(c) for c in caps], leaves={}, scalars={}, shapes={},
                        entry_sizes=sizes, kinds=kinds)
         try:

@@ -43,13 +43,15 @@ class Result:
 
 
 # -- adstack: the runtime side of the Adstack ABI (spirad/ir/abi.py, spirv_codegen/adstack.py) --
-def adstack_layout(stack_dtypes, capacities) -> Layout:
-    """`sizer.compute_layout` for stacks of these dtypes (`SpirvTask.adstacks`) and capacities."""
+def adstack_layout(stack_dtypes, capacities, kinds=None) -> Layout:
+    """`sizer.compute_layout` for stacks of these dtypes (`SpirvTask.adstacks`), capacities and
+    layout kinds (`SpirvTask.adstack_kinds`; default: 'float' / 'int' by dtype)."""
     caps = [int(c) for c in capacities]
     if len(caps) != len(stack_dtypes):
         raise ValueError(f"{len(stack_dtypes)} adstacks but {len(caps)} capacities")
-    return compute_layout(caps, [dt.nbytes for dt in stack_dtypes],
-                          ["float" if dt.is_float else "int" for dt in stack_dtypes])
+    if not kinds:
+        kinds = ["float" if dt.is_float else "int" for dt in stack_dtypes]
+    return compute_layout(caps, [dt.nbytes for dt in stack_dtypes], kinds)
 
 
 @dataclass
@@ -71,10 +73,10 @@ class AdStackHeaps:
     with `fill` so tests can see which words the shader wrote."""
 
     def __init__(self, rt, stack_dtypes, capacities, rows: int, guard_words: int = 0,
-                 fill: int = 0):
+                 fill: int = 0, kinds=None):
         if rows < 1:
             raise ValueError("adstack heaps need rows >= 1")
-        self.layout = adstack_layout(stack_dtypes, capacities)
+        self.layout = adstack_layout(stack_dtypes, capacities, kinds)
         self.rows = rows
         meta = np.asarray(self.layout.metadata(), dtype=np.int64)
         if meta.size and (meta.min() < 0 or meta.max() >= 1 << 32):
@@ -207,7 +209,7 @@ def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
         extra = []
         if st.adstacks:
             heaps[ti] = AdStackHeaps(rt, st.adstacks, _capacity_list(capacities, ti), n_rows,
-                                     guard_words, heap_fill)
+                                     guard_words, heap_fill, st.adstack_kinds)
             extra = heaps[ti].buffers()
         assert st.num_bindings == 2 + len(bufs) + len(extra)
         for groups, pc in launches:

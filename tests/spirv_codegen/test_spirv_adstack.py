@@ -274,6 +274,37 @@ def cap_zero(n=130, with_push=False):
     return tl, {("ndarray", 0, False): np.zeros((n, 4))}, [None], [1, 0, 0], want
 
 
+def primal_stacks(n=300, kmax=7, seed=3):
+    """Float stacks without heap adjoints (`adjoint_in_heap=False`, layout kind 'primal', as
+    reverse mode leaves them) next to an int stack: pushes write only primal entries, so the
+    float row is primal regions only; pops and tops behave as on any stack."""
+    X, OUT = nd(0, i32, name="x"), nd(1, f64, name="out")
+    b = IRBuilder()
+    i = index_node()
+    sf = b.emit(Op.ADSTACK_ALLOCA, f32, (), AdStackArg("pf", adjoint_in_heap=False))
+    si = stack(b, i32, "si")
+    sd = b.emit(Op.ADSTACK_ALLOCA, f64, (), AdStackArg("pd", adjoint_in_heap=False))
+    acc = b.alloca(f64, "acc")
+    m = b.global_load(X, [i])
+    with b.range_for(c(b, 0), m) as j:
+        ij = b.binary(Op.ADD, b.binary(Op.MUL, i, c(b, 3)), j)
+        push(b, sf, b.binary(Op.MUL, fl(b, ij), b.const(0.5, f32)))
+        push(b, si, b.binary(Op.SUB, ij, c(b, 2)))
+        push(b, sd, b.unary(Op.SQRT, fl(b, b.binary(Op.ADD, ij, c(b, 1)), f64)))
+    with b.range_for(c(b, 0), m) as j:
+        v = b.binary(Op.ADD, fl(b, top(b, sf), f64), top(b, sd))
+        v = b.binary(Op.ADD, v, fl(b, top(b, si), f64))
+        b.store(acc, b.binary(Op.ADD, b.binary(Op.MUL, b.load(acc), b.const(0.75, f64)), v))
+        for s in (sf, si, sd):
+            pop(b, s)
+    b.global_store(OUT, [i], b.load(acc))
+    args = (ArgSpec("x", "ndarray", i32, 1), ArgSpec("out", "ndarray", f64, 1))
+    tl = TaskList("primal", args, (range_task(b.finish(), i, n_ref_arg=0, name="primal"),))
+    x = np.random.RandomState(seed).randint(0, kmax + 1, n).astype(np.int32)
+    return tl, {("ndarray", 0, False): x, ("ndarray", 1, False): np.zeros(n)}, [None] * 2, \
+        [kmax, kmax + 1, kmax + 2]
+
+
 def golden_kernel():
     """Small kernel for the golden disassembly: one f32 and one i32 stack, every op once."""
     X, OUT = nd(0, f32, name="x"), nd(1, f32, name="out")
@@ -306,7 +337,8 @@ def _writable(snap, stack_dtypes):
             nw = L.max_sizes[k] * dt.nbytes // 4
             if dt.is_float:
                 mf[bf + L.offsets[k] // 4: bf + L.offsets[k] // 4 + nw] = True
-                mf[bf + L.adjoint_offsets[k] // 4: bf + L.adjoint_offsets[k] // 4 + nw] = True
+                if L.kinds[k] == "float":  # 'primal' stacks have no adjoint entries
+                    mf[bf + L.adjoint_offsets[k] // 4: bf + L.adjoint_offsets[k] // 4 + nw] = True
             else:
                 mi[bi + L.offsets[k] // 4: bi + L.offsets[k] // 4 + nw] = True
     return mf, mi
@@ -341,7 +373,8 @@ def _run_both(vk, build, rows=None, **kw):
 # -- compile-only tests ----------------------------------------------------------------------
 ALL_BUILDERS = {"push_pop": push_pop_loops, "mixed": mixed_dtypes, "overflow": overflow_kernel,
                 "serial_overflow": serial_overflow_f64, "empty_top": empty_top,
-                "cap_zero": cap_zero, "golden": lambda: (golden_kernel(),)}
+                "cap_zero": cap_zero, "primal": primal_stacks,
+                "golden": lambda: (golden_kernel(),)}
 
 
 @pytest.mark.parametrize("name", list(ALL_BUILDERS))
@@ -432,6 +465,22 @@ def test_adjoints_of_int_stacks():
         compile_tasks(tl, kernel_abi(tl), LAVAPIPE)
 
 
+def test_primal_stacks_compile():
+    """Layout kinds reach the runtime; a primal stack's PUSH writes one heap word per f32 entry
+    (no adjoint zeroing), and adjoint ops on it are internal errors."""
+    tl = primal_stacks()[0]
+    (st,) = compile_tasks(tl, kernel_abi(tl), LAVAPIPE)
+    assert st.adstacks == (f32, i32, f64) and st.adstack_kinds == ("primal", "int", "primal")
+    for op in ("top_adj", "acc_adj"):
+        b = IRBuilder()
+        s = b.emit(Op.ADSTACK_ALLOCA, f32, (), AdStackArg("p", adjoint_in_heap=False))
+        push(b, s, b.const(1.0, f32))
+        top_adj(b, s) if op == "top_adj" else acc_adj(b, s, b.const(1.0, f32))
+        tl = TaskList("bad", (), (Task("serial", b.finish()),))
+        with pytest.raises(RuntimeError, match="adjoints live in a local"):
+            compile_tasks(tl, kernel_abi(tl), LAVAPIPE)
+
+
 def test_adstack_dispatches_chunks():
     d = H.adstack_dispatches(5, 10_005, 256, (65535,) * 3, 64)
     assert len(d) == 40
@@ -468,6 +517,19 @@ def test_mixed_dtypes(vk, n, rows):
     assert (got.status == 0).all()
     H.assert_close(got.arrays, want)
     _check_untouched(got.adstack[0], (f32, i32, f64, u1, i64, u32))
+
+
+@pytest.mark.parametrize("n,rows", [(300, None), (5_000, 256)])
+@pytest.mark.vulkan_driver
+@pytest.mark.xdist_group("spirv_vulkan")
+def test_primal_stacks(vk, n, rows):
+    tl, got, want = _run_both(vk, primal_stacks, rows=rows, n=n)
+    assert (got.status == 0).all()
+    H.assert_close(got.arrays, want)
+    snap = got.adstack[0]
+    assert snap.layout.kinds == ("primal", "int", "primal")
+    assert snap.layout.stride_float == 8 * 4 + 9 * 8  # align8(7 * 4) + 9 * 8: no adjoint halves
+    _check_untouched(snap, (f32, i32, f64))
 
 
 @pytest.mark.vulkan_driver

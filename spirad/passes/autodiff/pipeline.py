@@ -4,6 +4,7 @@
         normalize   (lower_jumps -> materialize -> snapshot_loads)
         capacities  (adstack size expressions)
         adjoint     (forward replay onto adstacks + reverse walk)
+        stack tops  (top entries and, where exact, top adjoints cached in locals)
 
 A kernel whose tasks hand values through temporaries first replays those tasks (global writes
 dropped, temporaries kept) so every adjoint task sees the values it saw in the forward run.
@@ -18,6 +19,7 @@ from .adjoint import AdjointBuilder, check_overwritten_reads, stack_slots
 from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
 from .normalize import normalize
 from .sizing import capacities
+from .stack_tops import promote_stack_tops
 
 
 def _replay_only(t: Task) -> Task:
@@ -61,7 +63,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         ab = AdjointBuilder(body, grad_of, tl.name)
         ab.on_stack = on_stack
         ab.capacities = caps
-        adj = ab.build(t.index)
+        adj = promote_stack_tops(ab.build(t.index))
         tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))
     out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
         g for g in (grad_of(r) for r in tl.temps) if g is not None))
