@@ -75,7 +75,10 @@ llvmpipe: its limiter drops by one at the end of every pass through a loop body 
 exiting pass included) and the loop ends once it reaches 0, so visit number `cap` is the last
 one that may be followed by another (measured here: a 300 x 300 nested loop stops after 65,101
 inner trips = 217 outer trips of 302 visits each). The check sits before the branch to the
-continue target because a continue construct may not return. Limitation: llvmpipe runs
+continue target because a continue construct may not return. An innermost RANGE_FOR (no nested
+loop, no BREAK, no CAS atomic inside) is counted in bulk instead: one check at entry of the
+verdict the per-iteration checks would reach, and one counter update (`count_loop_in_bulk`), so
+simple loops pay nothing per iteration. Limitation: llvmpipe runs
 invocations in SIMD lanes, so lanes that diverge into *different* loops share one limiter; the
 per-invocation count cannot see that (keep heavy loops uniform across a workgroup).
 """
@@ -175,6 +178,21 @@ def _storage_kinds(t: Task, abi, caps) -> dict:
 
 
 ACCESS_OPS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+
+
+_COUNTED = object()  # `loops` entry of a loop whose visits `count_loop_in_bulk` counted
+
+
+def _bulk_countable(body: Block, caps) -> bool:
+    """Can a RANGE_FOR with this body be counted at entry? Only when every pass through it
+    reaches the back-edge once and adds no visits of its own: no nested loop, no BREAK (it
+    targets this loop then) and no atomic that lowers to a compare-and-swap loop."""
+    for n in walk(body):
+        if n.op in (Op.RANGE_FOR, Op.WHILE, Op.BREAK):
+            return False
+        if n.op == Op.ATOMIC_ADD and atomics.needs_cas(n.arg.dtype, caps):
+            return False
+    return True
 
 
 def global_accesses(task: Task) -> list:
@@ -483,7 +501,8 @@ class TaskLowerer:
     def goto_continue(self) -> None:
         """Branch to the innermost loop's continue target (a back-edge follows)."""
         _, cont, would_continue = self.loops[-1]
-        self.count_back_edge(would_continue)
+        if would_continue is not _COUNTED:
+            self.count_back_edge(would_continue)
         self.E.fn.branch(cont)
 
     def _bump(self) -> int | None:
@@ -519,6 +538,38 @@ class TaskLowerer:
         fn.begin(ok)
         self._bump()
 
+    def count_loop_in_bulk(self, begin: int, end: int, dt) -> None:
+        """With a loop cap, for a RANGE_FOR that `_bulk_countable` accepts: count all its header
+        visits at entry. With T = max(end - begin, 0) trips, counting per iteration would stop it
+        at a back-edge iff T >= 2 and visits + T - 1 >= cap; check that once (STATUS_LOOP_CAP,
+        return) and advance the counter by the 1 + T visits the loop makes."""
+        E, fn = self.E, self.E.fn
+        more = E.op("OpSGreaterThan" if dt.kind == "i" else "OpUGreaterThan", u1, end, begin)
+        diff = E.op("OpISub", dt, end, begin)
+        if dt.bits == 64:  # clamp: the cap is far below 2**32
+            big = E.c(0xFFFFFFFF, dt)
+            diff = E.op("OpUConvert", u32, E.sel(E.op("OpUGreaterThan", u1, diff, big), big,
+                                                 diff, dt))
+        elif dt != u32:
+            diff = E.op("OpBitcast", u32, diff)
+        trips = E.sel(more, diff, E.c(0, u32), u32)
+        cap = E.c(self.caps.loop_iteration_cap, u32)
+        seen = E.op("OpLoad", u32, self.counter)
+        room = E.sel(E.op("OpUGreaterThanEqual", u1, seen, cap), E.c(0, u32),
+                     E.op("OpISub", u32, cap, seen), u32)
+        over = E.band(E.op("OpUGreaterThanEqual", u1, trips, E.c(2, u32)),
+                      E.op("OpUGreaterThanEqual", u1, E.op("OpISub", u32, trips, E.c(1, u32)),
+                           room))
+        err, ok = fn.label(), fn.label()
+        fn.selection_merge(ok)
+        fn.branch_cond(over, err, ok)
+        fn.begin(err)
+        self._bc_flush()
+        self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
+        fn.begin(ok)
+        E.emit("OpStore", self.counter,
+               E.op("OpIAdd", u32, E.op("OpIAdd", u32, seen, E.c(1, u32)), trips))
+
     def _range_for(self, n):
         E, fn = self.E, self.E.fn
         idx = n.arg.index
@@ -526,7 +577,11 @@ class TaskLowerer:
         begin = lower_cast(E, self.v(n.srcs[0]), n.srcs[0].dtype, dt)
         end = lower_cast(E, self.v(n.srcs[1]), n.srcs[1].dtype, dt)
         header, body, cont, merge = fn.label(), fn.label(), fn.label(), fn.label()
-        self.count_loop_entry()
+        bulk = self.counter is not None and _bulk_countable(n.blocks[0], self.caps)
+        if bulk:
+            self.count_loop_in_bulk(begin, end, dt)
+        else:
+            self.count_loop_entry()
         pre = fn.current.label
         nxt = self.m.id()
         fn.branch(header)
@@ -539,7 +594,8 @@ class TaskLowerer:
         fn.begin(body)
         self.values[idx] = i
         one = E.c(1, dt)
-        self.loops.append((merge, cont, lambda: E.op(lt, u1, E.op("OpIAdd", dt, i, one), end)))
+        self.loops.append((merge, cont, _COUNTED if bulk else
+                           lambda: E.op(lt, u1, E.op("OpIAdd", dt, i, one), end)))
         self.block(n.blocks[0])
         if not fn.terminated:
             self.goto_continue()

@@ -10,7 +10,7 @@ from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, f64, i32, i64,
                      range_task, u1, u32)
 from spirad.ir.abi import kernel_abi
 from spirv_codegen import (STATUS_LOOP_CAP, SpirvCaps, compile_tasks, dispatch_geometry,
-                           validate)
+                           disassemble, validate)
 
 driver = [pytest.mark.vulkan_driver, pytest.mark.xdist_group("spirv_vulkan")]
 
@@ -160,6 +160,29 @@ def long_loop(trips, tasks=1, n=4, kind="range"):
     return tl, {("ndarray", 0, False): np.zeros(n, np.int32)}, [None, trips]
 
 
+def nested_counted(outer, inner, per_iteration, n=4):
+    """out[i] = inner trips run by `outer` x `inner` nested loops. With `per_iteration` the inner
+    loop holds a BREAK that never runs, so its visits are counted per iteration; without, it is
+    counted in bulk at entry (`count_loop_in_bulk`). Both must stop at the same point."""
+    OUT = nd(0, i32, name="out")
+    b = IRBuilder()
+    i = index_node()
+    cnt = b.alloca(i32, "cnt")
+    with b.range_for(c(b, 0), b.arg(1, i32)):
+        with b.range_for(c(b, 0), b.arg(2, i32)):
+            if per_iteration:
+                with b.if_(b.binary(Op.CMP_LT, b.load(cnt), c(b, 0))) as (then, _):
+                    with then:
+                        b.break_()
+            b.store(cnt, b.binary(Op.ADD, b.load(cnt), c(b, 1)))
+    b.global_store(OUT, [i], b.load(cnt))
+    tl = TaskList("nested_counted", (ArgSpec("out", "ndarray", i32, 1),
+                                     ArgSpec("outer", "scalar", i32),
+                                     ArgSpec("inner", "scalar", i32)),
+                  (range_task(b.finish(), i, 0),))
+    return tl, {("ndarray", 0, False): np.zeros(n, np.int32)}, [None, outer, inner]
+
+
 KERNELS = {"loop_break_continue": loop_break_continue, "while_collatz": while_collatz,
            "nested_alloca": nested_alloca, "top_level_continue": top_level_continue,
            "serial_sum": serial_sum}
@@ -276,6 +299,33 @@ def test_loop_cap_exact_boundary(vk):
             np.testing.assert_array_equal(got.arrays[("ndarray", 0, False)], trips)
 
 
+def test_bulk_counted_loops_have_no_loop_cap_code_inside():
+    """An innermost loop without BREAK is counted at entry (`count_loop_in_bulk`): nothing in
+    its body touches the visit counter; a loop with a BREAK still counts per iteration."""
+    caps = SpirvCaps(True, True, True, True, True, 65535)
+    for kind, counted_inside in (("range", False), ("while", True)):
+        tl = long_loop(10, kind=kind)[0]
+        text = disassemble(compile_tasks(tl, kernel_abi(tl), caps)[0].words)
+        body = text[text.index("OpLoopMerge"):]
+        assert ("%loop_visits" in body) == counted_inside, kind
+
+
+@pytest.mark.parametrize("outer,inner", [(216, 300), (217, 300), (218, 300), (1, 65533),
+                                         (1, 65534), (1, 65535), (3, 21843), (3, 21844),
+                                         (0, 70000), (70000, 0), (2, 1), (32767, 1)])
+def test_bulk_counting_matches_per_iteration(vk, outer, inner):
+    caps = H.device_caps(vk, loop_iteration_cap=65535)
+    results = []
+    for per_iteration in (False, True):
+        tl, arrays, scalars = nested_counted(outer, inner, per_iteration)
+        got = H.run_vulkan(vk, tl, arrays, scalars, caps)
+        results.append(int(got.status[0]))
+        if got.status[0] == 0:
+            np.testing.assert_array_equal(got.arrays[("ndarray", 0, False)], outer * inner)
+    assert results[0] == results[1], results
+    assert results[0] in (0, STATUS_LOOP_CAP)
+
+
 def test_lavapipe_truncates_without_counter(vk):
     """Why the counter exists: on lavapipe an uncounted 90,000-trip loop silently stops early."""
     if not getattr(vk.caps, "is_lavapipe", False):
@@ -289,6 +339,7 @@ def test_lavapipe_truncates_without_counter(vk):
 for _name in list(globals()):
     if _name.startswith("test_") and "vulkan" in _name or _name in (
             "test_loop_cap_sets_status", "test_loop_cap_exact_boundary",
+            "test_bulk_counting_matches_per_iteration",
             "test_lavapipe_truncates_without_counter"):
         for _m in driver:
             globals()[_name] = _m(globals()[_name])

@@ -88,4 +88,5 @@ def test_public_dataclasses_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.has_f64 = True
     assert [f.name for f in dataclasses.fields(SpirvTask)] == [
-        "name", "kind", "words", "num_bindings", "push_constant_bytes", "local_size", "adstacks"]
+        "name", "kind", "words", "num_bindings", "push_constant_bytes", "local_size", "adstacks",
+        "adstack_kinds"]
