@@ -3,7 +3,8 @@
     python benchmarks/bench_adstack_launch.py [--arch cpu vulkan]
 
 The kernel runs 8 threads with a 2-trip dynamic loop whose trip count is read from a field, so its
-adjoint needs sized adstacks on every launch. Medians of many launches with one sync per batch.
+adjoint needs sized adstacks on every launch. Medians of many launches with one sync per batch;
+forward and grad batches alternate.
 Target (issue 5): grad <= 1.5x forward with the cache on.
 """
 import argparse
@@ -15,15 +16,18 @@ import numpy as np
 import spirad as sd
 
 
-def per_launch_us(fn, launches=500, reps=5):
-    ts = []
+def per_launch_us(fns, launches=500, reps=7):
+    """Median per-launch time (us) of each function in `fns`, measured in alternating batches
+    (so both see the same machine noise)."""
+    ts = [[] for _ in fns]
     for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(launches):
-            fn()
-        sd.sync()
-        ts.append((time.perf_counter() - t0) / launches)
-    return statistics.median(ts) * 1e6
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(launches):
+                fn()
+            sd.sync()
+            ts[k].append((time.perf_counter() - t0) / launches)
+    return [statistics.median(t) * 1e6 for t in ts]
 
 
 def run(arch, cache):
@@ -45,7 +49,7 @@ def run(arch, cache):
     k()
     k.grad()
     sd.sync()
-    return per_launch_us(k), per_launch_us(k.grad)
+    return per_launch_us([k, k.grad])
 
 
 def main():

@@ -8,7 +8,10 @@ Workloads (a dynamic loop whose trip count is read from a field, loop-carried va
   (b256) the same over 256 iterations
 When `quadrants` (==1.3.3, the optional `bench` extra) is importable, the same kernels run on it
 in this process and the time ratios spirad/quadrants are printed (below 1: spirad faster).
-Gradients of the two systems are compared on a few elements as a sanity check.
+Gradients of the two systems are compared on a few elements as a sanity check. Where Quadrants
+fails at N (its Vulkan sizer stops at a few hundred thousand threads on lavapipe), both systems
+run again at the largest power-of-two N it handles (down to N/16), so every ratio is measured in
+the same run.
 """
 import argparse
 import statistics
@@ -88,6 +91,32 @@ def run(lib, arch, n, reps):
     return out
 
 
+def compare(lib_a, lib_b, arch, n, reps):
+    """Both systems at `n` threads: (ours, theirs or None, failure message or None)."""
+    ours = run(lib_a, arch, n, reps)
+    if lib_b is None:
+        return ours, None, None
+    try:
+        return ours, run(lib_b, arch, n, reps), None
+    except Exception as e:  # Quadrants' own limits (e.g. its Vulkan sizer at large N)
+        return ours, None, str(e).strip().splitlines()[0][:160]
+
+
+def report(arch, n, ours, theirs, failure):
+    for name, _ in WORKLOADS:
+        f, g, gv = ours[name]
+        line = f"[{arch:6s} {name:5s} N={n:7d}] spirad fwd {f:8.1f} ms  grad {g:8.1f} ms"
+        if failure is not None:
+            line += f" | quadrants failed: {failure}"
+        if theirs is not None:
+            qf, qg, qgv = theirs[name]
+            agree = np.allclose(gv, qgv, rtol=1e-3, atol=1e-4)
+            line += (f" | quadrants fwd {qf:8.1f} ms  grad {qg:8.1f} ms"
+                     f" | ratio fwd {f / qf:5.2f} grad {g / qg:5.2f}"
+                     f" | gradients agree: {agree}")
+        print(line, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--arch", nargs="*", default=["cpu", "vulkan"])
@@ -105,25 +134,16 @@ def main():
         if not arch_available(arch):
             print(f"{arch}: not available in spirad, skipped")
             continue
-        ours = run(sd, arch, args.n, args.reps)
-        theirs, failure = None, None
-        if qd is not None:
-            try:
-                theirs = run(qd, arch, args.n, args.reps)
-            except Exception as e:  # Quadrants' own limits (e.g. its Vulkan sizer at large N)
-                failure = str(e).strip().splitlines()[0][:160]
-        for name, _ in WORKLOADS:
-            f, g, gv = ours[name]
-            line = f"[{arch:6s} {name:5s}] spirad fwd {f:8.1f} ms  grad {g:8.1f} ms"
-            if failure is not None:
-                line += f" | quadrants failed: {failure}"
-            if theirs is not None:
-                qf, qg, qgv = theirs[name]
-                agree = np.allclose(gv, qgv, rtol=1e-3, atol=1e-4)
-                line += (f" | quadrants fwd {qf:8.1f} ms  grad {qg:8.1f} ms"
-                         f" | ratio fwd {f / qf:5.2f} grad {g / qg:5.2f}"
-                         f" | gradients agree: {agree}")
-            print(line, flush=True)
+        n = args.n
+        ours, theirs, failure = compare(sd, qd, arch, n, args.reps)
+        report(arch, n, ours, theirs, failure)
+        # where Quadrants cannot run this size, compare both at the largest power-of-two size
+        # it handles (down to N/16), in this same process run
+        while failure is not None and n > args.n // 16:
+            n //= 2
+            ours, theirs, failure = compare(sd, qd, arch, n, args.reps)
+            if failure is None:
+                report(arch, n, ours, theirs, failure)
 
 
 if __name__ == "__main__":

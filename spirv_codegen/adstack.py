@@ -40,10 +40,13 @@ once in the entry block's prologue (`Interface.prologue`), not per op.
 
 Semantics (exactly the ABI):
   ALLOCA        count := 0 (both words).
-  PUSH v        if count < cap: entry[count] := v, adjoint[count] := 0 (float stacks),
-                count := count + 1; else status (binding 1) words [1 = STATUS_ADSTACK_OVERFLOW,
-                task index, k] if word 0 was still 0 (compare-exchange), nothing else written,
-                and execution continues.
+  PUSH v        if count < cap: entry[count] := v, adjoint[count] := 0 (float stacks with heap
+                adjoints), count := count + 1; else nothing is written and execution
+                continues; the invocation remembers the first such stack k in a Function
+                variable and, before it returns, writes status (binding 1) words
+                [1 = STATUS_ADSTACK_OVERFLOW, task index, k] if word 0 was still 0
+                (compare-exchange). (An atomic on the push path would cost every push on
+                lavapipe, which executes both sides of a branch under a lane mask.)
   POP           count := count - 1 if count != 0.
   LOAD_TOP, LOAD_TOP_ADJ, ACC_ADJ
                 address entry t = max(count, 1) - 1 (< cap: only PUSH raises the count, and only
@@ -87,6 +90,31 @@ class AdStacks:
         self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
                                      self.b_int: HEAP_INT_NAME})
         self._counts: dict[int, int] = {}  # stack k -> its Function-storage u32 count variable
+        self._overflow = None  # Function u32: 1 + the first stack that overflowed, 0 = none
+
+    def setup(self) -> None:
+        """The overflow flag, a zero-initialised Function variable (entry block)."""
+        if self._overflow is None:
+            E = self.E
+            self._overflow = E.fn.variable(E.ty(u32), E.c(0, u32))
+            E.m.name(self._overflow, "adstack_overflow")
+
+    def flush_overflow(self) -> None:
+        """Before an OpReturn: if a push overflowed, write (STATUS_ADSTACK_OVERFLOW, task, stack)
+        to the status buffer (first error wins)."""
+        if self._overflow is None:
+            return
+        E, fn = self.E, self.E.fn
+        k1 = E.op("OpLoad", u32, self._overflow)
+        failed = E.op("OpINotEqual", u1, k1, E.c(0, u32))
+        wr, merge = fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(failed, wr, merge)
+        fn.begin(wr)
+        self.io.write_error_words(STATUS_ADSTACK_OVERFLOW, [
+            E.c(self.L.task_index, u32), lambda: E.op("OpISub", u32, k1, E.c(1, u32))])
+        fn.branch(merge)
+        fn.begin(merge)
 
     # -- addressing --------------------------------------------------------------------------
     def _ptr(self, binding: int, word: int) -> int:
@@ -259,8 +287,11 @@ class AdStacks:
                         E.c(0, dt))
         self._set_count(k, E.op("OpIAdd", u32, cnt, E.c(1, u32)))
         fn.branch(merge)
-        fn.begin(no)
-        self.io.write_error(STATUS_ADSTACK_OVERFLOW, self.L.task_index, k)
+        fn.begin(no)  # overflow: remember the first stack; `flush_overflow` reports it on return
+        self.setup()
+        old = E.op("OpLoad", u32, self._overflow)
+        E.emit("OpStore", self._overflow,
+               E.sel(E.op("OpIEqual", u1, old, E.c(0, u32)), E.c(k + 1, u32), old, u32))
         fn.branch(merge)
         fn.begin(merge)
 

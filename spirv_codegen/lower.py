@@ -233,6 +233,8 @@ class TaskLowerer:
             m.name(self.counter, "loop_visits")
         if self.sites:
             self._bc_setup()
+        if adstack_allocas(t):
+            self.adstacks.setup()  # before any return is emitted: every return publishes overflow
         linear = self.io.linear_id()
         body, done = fn.label(), fn.label()
         if t.kind == "serial":
@@ -251,7 +253,7 @@ class TaskLowerer:
         if not fn.terminated:
             fn.branch(done)
         fn.begin(done)
-        self._bc_flush()
+        self.before_return()
         fn.emit("OpReturn")
         m.entry_point("GLCompute", fn.id, "main", self.io.builtins)
         m.execution_mode(fn.id, "LocalSize", 1 if t.kind == "serial" else LOCAL_SIZE, 1, 1)
@@ -439,6 +441,13 @@ class TaskLowerer:
         fn.branch(merge)
         fn.begin(merge)
 
+    def before_return(self) -> None:
+        """Before an OpReturn of the entry point: publish failures recorded in Function
+        variables (bounds checks, adstack overflow) to the status buffer."""
+        self._bc_flush()
+        if self._adstacks is not None:
+            self._adstacks.flush_overflow()
+
     def _bc_flush(self) -> None:
         """Before an OpReturn of the entry point: write a recorded bounds failure (if any)."""
         if self._bc is None:
@@ -533,7 +542,7 @@ class TaskLowerer:
         fn.selection_merge(ok)
         fn.branch_cond(over, err, ok)
         fn.begin(err)
-        self._bc_flush()
+        self.before_return()
         self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
         fn.begin(ok)
         self._bump()
@@ -564,7 +573,7 @@ class TaskLowerer:
         fn.selection_merge(ok)
         fn.branch_cond(over, err, ok)
         fn.begin(err)
-        self._bc_flush()
+        self.before_return()
         self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
         fn.begin(ok)
         E.emit("OpStore", self.counter,
@@ -632,7 +641,7 @@ class TaskLowerer:
         if self.loops:
             self.goto_continue()
         else:
-            self._bc_flush()
+            self.before_return()
             self.E.fn.emit("OpReturn")
 
     # -- adstack (see adstack.py) ------------------------------------------------------------
