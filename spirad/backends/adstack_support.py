@@ -41,6 +41,18 @@ def meta_words(layout: sz.Layout) -> np.ndarray:
     return np.array(words or [0, 0], dtype=np.uint32)
 
 
+def task_plans(adstack, program, make) -> list:
+    """Per task of `program`: `make(task index, capacities)` for tasks with stacks, else None.
+    Kept on the launch record (`AdstackLaunch.backend_data`), which reverse mode reuses while
+    the capacities stay the same, so a repeated launch derives nothing again."""
+    plan = adstack.backend_data
+    if plan is None or plan[0] is not program:
+        tasks = [make(ti, caps) if caps is not None and program.stacks[ti] else None
+                 for ti, caps in enumerate(adstack.caps)]
+        plan = adstack.backend_data = (program, tasks)
+    return plan[1]
+
+
 def grown(current: int, needed: int) -> int:
     return current if needed <= current else max(needed, 2 * current)
 

@@ -17,7 +17,8 @@ import ctypes
 
 import numpy as np
 
-from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
+from .adstack_support import (grown, layout_for, meta_words, overflow_error, task_plans,
+                              task_stacks)
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 
 
@@ -117,20 +118,10 @@ class CpuBackend:
             program.layouts[key] = hit
         return hit
 
-    def _adstack_plan(self, program, adstack):
-        """Per task: (meta address, float heap bytes, int heap bytes) or None; kept on the launch
-        record, which the caller reuses while the capacities stay the same."""
-        plan = adstack.backend_data
-        if plan is None or plan[0] is not program:
-            tasks = []
-            for ti, caps in enumerate(adstack.caps):
-                if caps is None or not program.stacks[ti]:
-                    tasks.append(None)
-                    continue
-                meta, (nf, ni), addr = self._task_adstack(program, ti, caps)
-                tasks.append((addr, nf, ni, meta))  # the record keeps the meta words alive
-            plan = adstack.backend_data = (program, tasks)
-        return plan[1]
+    def _plan_task(self, program, ti, caps):
+        """(meta address, float heap bytes, int heap bytes, meta words kept alive)."""
+        meta, (nf, ni), addr = self._task_adstack(program, ti, caps)
+        return addr, nf, ni, meta
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
@@ -144,7 +135,8 @@ class CpuBackend:
         run = self.rt.run
         n = program.nbind
         checked = program.bounds is not None
-        plan = self._adstack_plan(program, adstack) if adstack is not None else None
+        plan = None if adstack is None else task_plans(
+            adstack, program, lambda ti, caps: self._plan_task(program, ti, caps))
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue

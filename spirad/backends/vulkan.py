@@ -19,7 +19,8 @@ import struct
 import numpy as np
 
 from ..errors import SpiradDeviceError, SpiradError
-from .adstack_support import grown, layout_for, meta_words, overflow_error, task_stacks
+from .adstack_support import (grown, layout_for, meta_words, overflow_error, task_plans,
+                              task_stacks)
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .gpu_sizer import gpu_sizer as _run_gpu_sizer
 
@@ -150,6 +151,8 @@ class VulkanBackend:
             p.recent_args.append(argbuf)  # ndarray shapes for a bounds error
         if adstack is not None and len(p.adstack_launches) < 64:
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
+        plans = None if adstack is None else task_plans(
+            adstack, p, lambda ti, caps: _plan_task(p.stacks[ti], caps))
         for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
             n = e - b
             if n <= 0:
@@ -158,16 +161,15 @@ class VulkanBackend:
             tbufs = bufs
             chunk = n
             if stacks:
-                layout = layout_for(stacks, adstack.caps[ti])
+                layout, per_row, meta_bytes = plans[ti]
                 limit = self.caps.max_storage_buffer_range
-                per_row = max(layout.stride_float, layout.stride_int, 1)
                 rows = max(1, min(ROWS_CAP, n, limit // per_row))
                 if per_row > limit:
                     raise SpiradDeviceError(
                         f"kernel {p.name}: one thread's autodiff stacks take {per_row} bytes, more than "
                         f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
                 chunk = n if t.kind == "serial" else rows
-                meta = self._small_buffer(p, meta_words(layout).tobytes())
+                meta = self._small_buffer(p, meta_bytes)
                 hf = self._heap("heap_float", layout.stride_float * rows)
                 hi = self._heap("heap_int", layout.stride_int * rows)
                 tbufs = bufs + [meta, hf, hi]
@@ -234,6 +236,12 @@ class VulkanBackend:
 
     def close(self):
         self.rt.close()
+
+
+def _plan_task(stacks, caps):
+    """(layout, bytes of the larger heap row, metadata bytes) of one task's capacities."""
+    layout = layout_for(stacks, caps)
+    return layout, max(layout.stride_float, layout.stride_int, 1), meta_words(layout).tobytes()
 
 
 def _status_error(p, code, aux, caps):
