@@ -140,6 +140,8 @@ def evaluate(sizing: SizingSet, args, cache=True):
         else:
             stats.cache_hits += len(sizing.sized)
             return sizing.last
+    if cache:
+        sizing.last = None  # set again once every task is sized (an error leaves it unset)
     be = _state.backend()
     out = []
     for ts in sizing.tasks:

@@ -104,7 +104,8 @@ def launch_grad(kernel, args):
         caps = _sizing.evaluate(g.sizing, args, cache=g.cache)
         al = g.last_launch
         # reuse the launch record (and what backends keep on it) while nothing changed
-        if al is None or al.caps is not caps or not _kernel.same_args(al.args, args):
+        if al is None or al.caps is not caps or (al.args is not args and
+                                                 not _kernel.same_args(al.args, args)):
             al = g.last_launch = AdstackLaunch(g, caps, args)
     _kernel.launch(g.c, args, adstack=al)
     if g.sizing_needed and _sizing.debug_enabled():

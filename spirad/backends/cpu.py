@@ -49,7 +49,7 @@ class CpuProgram:
         self.status = np.zeros(8, np.uint32)  # llvm_codegen.program.STATUS_WORDS
         self.status_addr = self.status.__array_interface__["data"][0]
         self.status_word = ctypes.c_uint32.from_address(self.status_addr)  # word 0, cheap to read
-        self.bound = None  # (meta address, heap addresses) now in bufs[nbind:nbind + 3]
+        self.bound_meta = self.bound_heaps = None  # what bufs[nbind:nbind + 3] now point to
         if extra:
             self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
@@ -67,6 +67,7 @@ class CpuBackend:
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
                            self.heap_int.__array_interface__["data"][0])
+        self.heap_sizes = (8, 8)
         self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
         self.bounds_check = bool(getattr(state, "debug", False))
 
@@ -104,6 +105,7 @@ class CpuBackend:
                 self.heap_int = np.zeros(grown(self.heap_int.nbytes, ni), np.uint8)
             self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
                                self.heap_int.__array_interface__["data"][0])
+            self.heap_sizes = (self.heap_float.nbytes, self.heap_int.nbytes)
 
     def _task_adstack(self, program, ti, caps):
         """(meta words, heap bytes, meta address) for these capacities, memoised per task."""
@@ -135,22 +137,26 @@ class CpuBackend:
         run = self.rt.run
         n = program.nbind
         checked = program.bounds is not None
-        plan = None if adstack is None else task_plans(
-            adstack, program, lambda ti, caps: self._plan_task(program, ti, caps))
+        plan = None
+        if adstack is not None:
+            kept = adstack.backend_data
+            plan = kept[1] if kept is not None and kept[0] is program else task_plans(
+                adstack, program, lambda ti, caps: self._plan_task(program, ti, caps))
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue
             stacks = program.stacks[ti]
             if stacks:
                 meta_addr, nf, ni, _ = plan[ti]
-                self._heaps(nf, ni)
-                bound = (meta_addr, self.heap_addrs)
-                if program.bound != bound:
+                if nf > self.heap_sizes[0] or ni > self.heap_sizes[1]:
+                    self._heaps(nf, ni)
+                heaps = self.heap_addrs  # a new tuple whenever a heap grew
+                if program.bound_meta != meta_addr or program.bound_heaps is not heaps:
                     bufs[n] = meta_addr
-                    bufs[n + 1] = self.heap_addrs[0]
-                    bufs[n + 2] = self.heap_addrs[1]
+                    bufs[n + 1] = heaps[0]
+                    bufs[n + 2] = heaps[1]
                     bufs[n + 3] = program.status_addr
-                    program.bound = bound
+                    program.bound_meta, program.bound_heaps = meta_addr, heaps
             run(fn, bufs, addr, b, e, kind == "range")
             if (stacks or checked) and program.status_word.value:
                 words = [int(x) for x in program.status]
