@@ -14,6 +14,10 @@ and reads back the result:
     sizer_layout   one invocation: capacities = max(value, 0) and `sizer.compute_layout`:
                    [stride_float, stride_int, (offset, max_size) per stack], plus an error word
 
+and, for the fast path of `spirad/backends/gpu_sizer_reduce.py` (a MaxOverRange whose body is a
+non-decreasing function of one data read), `sizer_minmax` / `sizer_minmax_total`: the min, max
+and a bad-value flag of the elements the range reads (at the end of this file).
+
 Inputs (all int32 words unless noted):
 
 prog   the bytecode of `sizer.encode`, in the *device dialect*: the host has already resolved
@@ -379,3 +383,69 @@ def sizer_layout(prog: sd.types.ndarray(), rres: sd.types.ndarray(), res: sd.typ
         res[5] = off_i
         meta[0] = sd.cast(off_f, sd.u32)
         meta[1] = sd.cast(off_i, sd.u32)
+
+
+# -- the MaxOverRange fast path (`spirad/backends/gpu_sizer_reduce.py`) --------------------------
+# One leaf's elements first + v * stride for v in [0, count), read as in sizer_eval (dt: the
+# DTYPE_CODES of the host; int data as int32 words from `di`, f32 from `df`, f64 from `dd`).
+# Per part of `chunk` elements: (min, max, bad), bad = 1 when a value has no sizer int
+# (NaN, inf, |x| >= 2**62, an i64 beyond MAX_ABS); then one invocation folds the parts.
+
+@sd.kernel
+def sizer_minmax(di: sd.types.ndarray(), df: sd.types.ndarray(), dd: sd.types.ndarray(),
+                 part: sd.types.ndarray(), first: sd.i64, stride: sd.i64, count: sd.i32,
+                 chunk: sd.i32, n_parts: sd.i32, dt: sd.template()):
+    for j in range(n_parts):
+        mn: sd.i64 = MAX_ABS
+        mx: sd.i64 = -MAX_ABS
+        bad: sd.i64 = 0
+        lo = j * chunk
+        hi = lo + chunk
+        if hi > count:
+            hi = count
+        for t in range(lo, hi):
+            lin: sd.i64 = first + sd.cast(t, sd.i64) * stride
+            v: sd.i64 = 0
+            if sd.static(dt == 1):
+                v = sd.cast(di[sd.cast(lin, sd.i32)], sd.i64)
+            elif sd.static(dt == 2):
+                v = sd.cast(di[sd.cast(lin, sd.i32)], sd.i64) & 0xFFFFFFFF
+            elif sd.static(dt == 3):
+                wi = sd.cast(2 * lin, sd.i32)
+                v = (sd.cast(di[wi + 1], sd.i64) << 32) | (sd.cast(di[wi], sd.i64) & 0xFFFFFFFF)
+                if v > MAX_ABS or v < -MAX_ABS:
+                    bad = 1
+                    v = 0
+            elif sd.static(dt == 4):
+                f = df[sd.cast(lin, sd.i32)]
+                if f > -LIMIT_F and f < LIMIT_F:
+                    v = sd.cast(f, sd.i64)
+                else:
+                    bad = 1
+            else:
+                g = dd[sd.cast(lin, sd.i32)]
+                if g > -LIMIT_F and g < LIMIT_F:
+                    v = sd.cast(g, sd.i64)
+                else:
+                    bad = 1
+            mn = sd.min(mn, v)
+            mx = sd.max(mx, v)
+        part[3 * j] = mn
+        part[3 * j + 1] = mx
+        part[3 * j + 2] = bad
+
+
+@sd.kernel
+def sizer_minmax_total(part: sd.types.ndarray(), out: sd.types.ndarray(), n_parts: sd.i32,
+                       slot: sd.i32):
+    for _t in range(1):
+        mn: sd.i64 = MAX_ABS
+        mx: sd.i64 = -MAX_ABS
+        bad: sd.i64 = 0
+        for j in range(n_parts):
+            mn = sd.min(mn, part[3 * j])
+            mx = sd.max(mx, part[3 * j + 1])
+            bad = sd.max(bad, part[3 * j + 2])
+        out[3 * slot] = mn
+        out[3 * slot + 1] = mx
+        out[3 * slot + 2] = bad

@@ -17,6 +17,12 @@ backend's own code generator, so nothing extra is installed). Per sizing (a cach
    `sizer_layout` (capacities and `compute_layout`, metadata words) recorded in one batch; one
    sync; read back the small result. An invocation that hits its record budget saves its `ip`
    and the host runs another round (rare: only when a loop body is far costlier than estimated).
+Before planning, `reduce_ranges` applies the fast path of `gpu_sizer_reduce`: a MaxOverRange
+whose body is a non-decreasing function of one data read becomes the body at the maximum the
+device computes for the read range (`sizer_minmax`: one load per element instead of one
+interpreted record sweep per element); when nothing device-resident is left, the host finishes
+the (now constant) expression.
+
 3. *Errors*: an evaluation error (bad read index, overflow, NaN / inf data, rank mismatch) comes
    back as (code, node, value, axis); the host raises `sizer.SizerError` naming the leaf.
 
@@ -111,6 +117,8 @@ class GpuSizer:
         self.budget = self.loop_cap - BUDGET_MARGIN if self.loop_cap else UNLIMITED
         self.slice_budget = self.loop_cap - BUDGET_MARGIN if self.loop_cap else DEFAULT_BUDGET
         self._compiled = {}
+        self._minmax = {}  # leaf dtype code -> compiled sizer_minmax
+        self.reduced_nodes = 0  # MaxOverRange nodes the fast path replaced (tests read it)
         self._scratch = {}
         self._dummies = None
 
@@ -428,6 +436,60 @@ class GpuSizer:
                                 f"(GPU sizer, node {node})")
         raise sz.SizerError(f"GPU sizer error {code} at node {node}")
 
+    # -- the MaxOverRange fast path (gpu_sizer_reduce) -----------------------------------------
+    def reduce_ranges(self, exprs, leaves: dict, scalars: dict, shapes: dict):
+        """`exprs` with every MaxOverRange that `gpu_sizer_reduce.find` accepts replaced by its
+        value, from one batch of device min/max reductions and one sync; `exprs` itself when
+        there is none."""
+        from ..ir import dtypes as T
+        from ..kernel import launch
+        from ..ndarray import Ndarray
+        from . import gpu_sizer_reduce as R
+        folded, found = R.find(exprs, leaves, scalars, shapes)
+        if not found:
+            return exprs
+        reds = []
+        for red in found.values():
+            if red is None:
+                continue
+            lf = leaves[red.leaf_key]
+            code = DTYPE_CODES.get(lf.dtype.name)
+            last = red.first + (red.count - 1) * red.stride
+            if code is None or code == 5 and not self.has_f64 or \
+                    (last + 1) * (2 if code == 3 else 1) >= 2**31:
+                continue  # the interpreter's limits apply (it may fall back to the host)
+            reds.append((red, lf, code))
+        results = {}
+        if reds:
+            out = self.scratch("minmax_out", T.i64, 3 * len(reds))
+            dummy_i, dummy_f, dummy_d = self._dummy()
+            for s, (red, lf, code) in enumerate(reds):
+                dtype = {4: T.f32, 5: T.f64}.get(code, T.i32)
+                view = Ndarray._alias(lf.storage, dtype,
+                                      (max(lf.storage.nbytes // dtype.nbytes, 1),))
+                di, df, dd = (view if code <= 3 else dummy_i, view if code == 4 else dummy_f,
+                              view if code == 5 else dummy_d)
+                chunk = max(R.CHUNK, -(-red.count // R.MAX_PARTS))
+                n_parts = -(-red.count // chunk)
+                part = self.scratch(f"minmax_part{s}", T.i64, 3 * n_parts)
+                a1 = (di, df, dd, part, red.first, red.stride, red.count, chunk, n_parts, code)
+                launch(self._minmax_kernel(code, a1), a1)
+                a2 = (part, out, n_parts, s)
+                launch(self.kernels()["minmax_total"](a2), a2)
+            self.be.sync()
+            words = self._read(out, np.int64, 3 * len(reds)).reshape(len(reds), 3)
+            results = {red: tuple(int(w) for w in words[s]) for s, (red, _, _) in enumerate(reds)}
+        done = {n: r for n, r in found.items() if r is None or r in results}
+        out = R.rewrite(folded, done, results)
+        self.reduced_nodes += sum(1 for a, b in zip(folded, out) if a != b)
+        return out
+
+    def _minmax_kernel(self, code, args):
+        c = self._minmax.get(code)
+        if c is None:
+            c = self._minmax[code] = load_kernel_module().sizer_minmax.compile(args)
+        return c
+
     def kernels(self):
         if not self._compiled:
             mod = load_kernel_module()
@@ -441,7 +503,8 @@ class GpuSizer:
                     return c
                 return get
             self._compiled = {"eval": compiled(mod.sizer_eval), "reduce": compiled(mod.sizer_reduce),
-                              "layout": compiled(mod.sizer_layout)}
+                              "layout": compiled(mod.sizer_layout),
+                              "minmax_total": compiled(mod.sizer_minmax_total)}
         return self._compiled
 
 
@@ -498,14 +561,19 @@ def gpu_sizer(backend, ts, args) -> list:
     the host when the task's leaves are unsupported; see the module docstring)."""
     gs = sizer_for(backend)
     leaves, scalars, shapes = task_leaves(ts, args)
+    exprs = gs.reduce_ranges(ts.exprs, leaves, scalars, shapes)
+    if exprs is not ts.exprs and not any(sz.has_device_leaves(e) for e in exprs):
+        ctx = sz.DictContext(scalars=scalars, shapes=shapes)  # nothing left to read on the device
+        return [max(int(sz.eval_fast(e, ctx)), 0) for e in exprs]
     key = (gs.epoch, tuple(sorted((i, repr(v)) for i, v in scalars.items())),
            tuple(sorted(shapes.items())),
-           tuple((k, id(l.storage), l.dtype.name, l.shape) for k, l in leaves.items()))
+           tuple((k, id(l.storage), l.dtype.name, l.shape) for k, l in leaves.items()),
+           None if exprs is ts.exprs else tuple(exprs))
     cached = ts.__dict__.get("_gpu_plan")
     plan = cached if cached is not None and cached.key == key else None
     if plan is None:
         try:
-            plan = gs.plan(ts.exprs, leaves=leaves, scalars=scalars, shapes=shapes,
+            plan = gs.plan(exprs, leaves=leaves, scalars=scalars, shapes=shapes,
                            entry_sizes=getattr(ts, "entry_sizes", None),
                            kinds=getattr(ts, "kinds", None), key=key)
         except Unsupported:
