@@ -533,11 +533,17 @@ class TaskLowerer:
         target (a continue construct may not return), so each path to it counts exactly once."""
         if self.counter is None:
             return
-        E, fn = self.E, self.E.fn
+        E = self.E
         cnt = E.op("OpLoad", u32, self.counter)
         over = E.op("OpUGreaterThanEqual", u1, cnt, E.c(self.caps.loop_iteration_cap, u32))
         if would_continue is not None:
             over = E.band(over, would_continue())
+        self._stop_if_over_cap(over)
+        self._bump()
+
+    def _stop_if_over_cap(self, over: int) -> None:
+        """`if over: write STATUS_LOOP_CAP and return`; code after it runs when not over."""
+        fn = self.E.fn
         err, ok = fn.label(), fn.label()
         fn.selection_merge(ok)
         fn.branch_cond(over, err, ok)
@@ -545,14 +551,13 @@ class TaskLowerer:
         self.before_return()
         self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
         fn.begin(ok)
-        self._bump()
 
     def count_loop_in_bulk(self, begin: int, end: int, dt) -> None:
         """With a loop cap, for a RANGE_FOR that `_bulk_countable` accepts: count all its header
         visits at entry. With T = max(end - begin, 0) trips, counting per iteration would stop it
         at a back-edge iff T >= 2 and visits + T - 1 >= cap; check that once (STATUS_LOOP_CAP,
         return) and advance the counter by the 1 + T visits the loop makes."""
-        E, fn = self.E, self.E.fn
+        E = self.E
         more = E.op("OpSGreaterThan" if dt.kind == "i" else "OpUGreaterThan", u1, end, begin)
         diff = E.op("OpISub", dt, end, begin)
         if dt.bits == 64:  # clamp: the cap is far below 2**32
@@ -569,13 +574,7 @@ class TaskLowerer:
         over = E.band(E.op("OpUGreaterThanEqual", u1, trips, E.c(2, u32)),
                       E.op("OpUGreaterThanEqual", u1, E.op("OpISub", u32, trips, E.c(1, u32)),
                            room))
-        err, ok = fn.label(), fn.label()
-        fn.selection_merge(ok)
-        fn.branch_cond(over, err, ok)
-        fn.begin(err)
-        self.before_return()
-        self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
-        fn.begin(ok)
+        self._stop_if_over_cap(over)
         E.emit("OpStore", self.counter,
                E.op("OpIAdd", u32, E.op("OpIAdd", u32, seen, E.c(1, u32)), trips))
 
