@@ -7,7 +7,9 @@ import pytest
 
 import spirad as sd
 from spirad import adstack_sizing
+import spirad.state as sd_state
 from spirad.autodiff import compile_grad
+from spirad.backends.gpu_sizer import sizer_for
 from tests.support.archs import test_archs as on_archs
 
 N = 2_000_000
@@ -62,9 +64,12 @@ def test_large_data_dependent_loop_bound(arch):
     assert any(ts is not None and ts.device for ts in g.sizing)   # sized on the device
     stats = adstack_sizing.stats
 
+    gs = sizer_for(sd_state.backend())
+    reduced = gs.reduced_nodes
     stats.reset()
     got = _grad(x, s, o)
     assert (stats.gpu_dispatches, stats.host_evaluations) == (1, 0)
+    assert gs.reduced_nodes == reduced + 1     # max over steps: one device reduction
     sample = rng.integers(0, N, 4000)
     np.testing.assert_allclose(got[sample], _analytic(xs[sample], st[sample]), rtol=2e-5, atol=2e-6)
 
@@ -119,3 +124,41 @@ def test_sizing_error_names_the_leaf(arch):
     idx[9] = 100
     with pytest.raises(sd.SpiradAutodiffError, match=r"NdarrayRead\(arg 2\): index 100"):
         indirect.grad(x, idx, steps, out)
+
+
+@on_archs(archs=("vulkan",))
+def test_field_bound_is_reduced_on_the_device(arch):
+    """`range(f[i])` with `f` a field: the bound is one device reduction per change of `f`, and
+    the gradients follow every change."""
+    n = 50_000
+    f = sd.field(sd.i32, shape=n)
+    x = sd.field(sd.f32, shape=n, needs_grad=True)
+    out = sd.field(sd.f32, shape=n, needs_grad=True)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            for j in range(f[i]):
+                v = sd.sin(v) * 0.9 + 0.1
+            out[i] = v
+
+    rng = np.random.default_rng(8)
+    xs = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    x.from_numpy(xs)
+    gs = sizer_for(sd_state.backend())
+    for top in (3, 17, 2):
+        st = rng.integers(0, top, n).astype(np.int32)
+        st[n // 3] = top
+        f.from_numpy(st)
+        k()
+        x.grad.fill(0)
+        out.grad.fill(1)
+        reduced = gs.reduced_nodes
+        k.grad()
+        assert gs.reduced_nodes == reduced + 1
+        sample = rng.integers(0, n, 2000)
+        np.testing.assert_allclose(x.grad.to_numpy()[sample], _analytic(xs[sample], st[sample]),
+                                   rtol=2e-5, atol=2e-6)
+        ts = next(t for t in compile_grad(k, ()).sizing if t is not None)
+        assert max(ts.caps) == top + 2
