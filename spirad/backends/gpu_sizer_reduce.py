@@ -108,6 +108,8 @@ def _substitute(e, read, value: int):
 def find(exprs, leaves: dict, scalars: dict, shapes: dict):
     """(folded expressions, the Reductions in them). `leaves` maps ('field', id) /
     ('ndarray', arg) to `gpu_sizer.Leaf`."""
+    if not any(isinstance(n, sz.MaxOverRange) for e in exprs for n in sz.expr.walk(e)):
+        return exprs, {}
     folded = []
     for e in exprs:
         try:
