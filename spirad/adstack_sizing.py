@@ -183,5 +183,6 @@ def debug_print(kernel_name, tasks, caps, layouts, heaps):
         w(f"  task {k}: bytecode ({len(ts.code)} words):\n")
         for line in sz.disassemble(ts.code).splitlines():
             w(f"    {line}\n")
-        w(f"  task {k}: sizes {c}  stride_float {lay.stride_float} B  stride_int {lay.stride_int} B\n")
+        w(f"  task {k}: sizes {c}  kinds {list(lay.kinds)}  stride_float {lay.stride_float} B  "
+          f"stride_int {lay.stride_int} B\n")
     w(f"  heaps: float {heaps[0]} B, int {heaps[1]} B\n")
