@@ -40,8 +40,8 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
   within the dispatch (the runtime splits a range into dispatches of at most `rows` threads).
 * Semantics: ADSTACK_ALLOCA sets the count to 0. PUSH at count == cap records
   (code 1 = ADSTACK_OVERFLOW, task index, k) in the status buffer and writes nothing (count stays);
-  otherwise writes the primal, zeroes the adjoint (float stacks) and increments the count. POP decrements a
-  non-zero count. LOAD_TOP / LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0) (never out of
+  otherwise writes the primal, zeroes the adjoint ('float' kind only) and increments the count.
+  POP decrements a non-zero count. LOAD_TOP / LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0) (never out of
   bounds, even after an overflow); with cap == 0 they read 0 and write nothing. Int stacks have
   no adjoints: LOAD_TOP_ADJ on an int stack reads 0 (no memory access); ACC_ADJ on an int stack is
   invalid (a compile error), and so are LOAD_TOP_ADJ and ACC_ADJ on a primal stack.
