@@ -42,12 +42,13 @@ def meta_words(layout: sz.Layout) -> np.ndarray:
 
 
 def task_plans(adstack, program, make) -> list:
-    """Per task of `program`: `make(task index, capacities)` for tasks with stacks, else None.
+    """Per task of `program`: `make(program, task index, capacities)` for tasks with stacks, else
+    None.
     Kept on the launch record (`AdstackLaunch.backend_data`), which reverse mode reuses while
     the capacities stay the same, so a repeated launch derives nothing again."""
     plan = adstack.backend_data
     if plan is None or plan[0] is not program:
-        tasks = [make(ti, caps) if caps is not None and program.stacks[ti] else None
+        tasks = [make(program, ti, caps) if caps is not None and program.stacks[ti] else None
                  for ti, caps in enumerate(adstack.caps)]
         plan = adstack.backend_data = (program, tasks)
     return plan[1]

@@ -137,11 +137,7 @@ class CpuBackend:
         run = self.rt.run
         n = program.nbind
         checked = program.bounds is not None
-        plan = None
-        if adstack is not None:
-            kept = adstack.backend_data
-            plan = kept[1] if kept is not None and kept[0] is program else task_plans(
-                adstack, program, lambda ti, caps: self._plan_task(program, ti, caps))
+        plan = None if adstack is None else task_plans(adstack, program, self._plan_task)
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue

@@ -151,8 +151,7 @@ class VulkanBackend:
             p.recent_args.append(argbuf)  # ndarray shapes for a bounds error
         if adstack is not None and len(p.adstack_launches) < 64:
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
-        plans = None if adstack is None else task_plans(
-            adstack, p, lambda ti, caps: _plan_task(p.stacks[ti], caps))
+        plans = None if adstack is None else task_plans(adstack, p, _plan_task)
         for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
             n = e - b
             if n <= 0:
@@ -238,9 +237,9 @@ class VulkanBackend:
         self.rt.close()
 
 
-def _plan_task(stacks, caps):
+def _plan_task(p: VkProgram, ti: int, caps):
     """(layout, bytes of the larger heap row, metadata bytes) of one task's capacities."""
-    layout = layout_for(stacks, caps)
+    layout = layout_for(p.stacks[ti], caps)
     return layout, max(layout.stride_float, layout.stride_int, 1), meta_words(layout).tobytes()
 
 
