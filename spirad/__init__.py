@@ -42,10 +42,7 @@ def init(arch=None, **kwargs):
                               f"sd.amdgpu or sd.gpu")
     arch = resolve_arch(arch)
     if not arch_available(arch):  # check before resetting: a failed init keeps the old state
-        try:
-            reason = backend_module(arch).unavailable_reason()
-        except ImportError as e:  # the backend module is missing from this installation
-            reason = str(e)
+        reason = backend_module(arch).unavailable_reason()  # an unimplemented arch raises here
         raise SpiradArchError(f"arch={arch} is not available on this machine: {reason}; "
                               f"use an available arch (sd.cpu, or sd.gpu to pick any GPU)")
     fp = kwargs.pop("default_fp", f32)

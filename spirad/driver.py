@@ -9,6 +9,7 @@ modules of `spirad.backends`, loaded by name on first use.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 
 from .errors import SpiradArchError
@@ -44,18 +45,26 @@ def lower(k: KernelIR, verify: bool = False) -> TaskList:
     return tl
 
 
+def is_implemented(arch: str) -> bool:
+    """Does this installation of spirad have a backend module for `arch`?"""
+    mod = BACKENDS.get(arch)
+    return mod is not None and importlib.util.find_spec(f"spirad.backends.{mod}") is not None
+
+
 def backend_module(arch: str):
     mod = BACKENDS.get(arch)
     if mod is None:
         raise SpiradArchError(f"unknown arch {arch!r}")
+    if not is_implemented(arch):
+        raise SpiradArchError(f"arch={arch} is not implemented in this version of spirad; "
+                              f"use sd.vulkan or sd.cpu (or sd.gpu to pick any GPU backend)")
     return importlib.import_module(f"spirad.backends.{mod}")
 
 
 def arch_available(arch: str) -> bool:
-    try:
-        return backend_module(arch).is_available()
-    except ImportError:
+    if not is_implemented(arch):
         return False
+    return backend_module(arch).is_available()
 
 
 def resolve_arch(arch: str) -> str:

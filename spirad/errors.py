@@ -3,6 +3,11 @@
 `SpiradError` is the base of every error caused by user input (bad kernel code, bad arguments,
 an unavailable arch, a device limit). Internal invariant violations raise `RuntimeError` instead,
 so a user error can never be confused with a compiler bug.
+
+The errors that have a Python counterpart also derive from it, as Taichi's error classes do, so
+code that catches `TypeError` / `ValueError` / `NameError` / `SyntaxError` catches spirad's too.
+`SpiradSyntaxError` keeps its own caret output: its message (`.msg`) is the whole formatted text
+and it carries no `lineno`, so Python's traceback printer adds no second source quote.
 """
 
 
@@ -10,15 +15,15 @@ class SpiradError(Exception):
     """Base class of every user-facing spirad error."""
 
 
-class SpiradSyntaxError(SpiradError):
+class SpiradSyntaxError(SpiradError, SyntaxError):
     """Kernel source uses Python syntax or a construct spirad does not support."""
 
 
-class SpiradTypeError(SpiradError):
+class SpiradTypeError(SpiradError, TypeError):
     """Type mismatch in kernel code or in kernel arguments."""
 
 
-class SpiradNameError(SpiradError):
+class SpiradNameError(SpiradError, NameError):
     """Kernel code reads a name that is not defined."""
 
 
@@ -30,7 +35,7 @@ class SpiradDeviceError(SpiradError):
     """A device limit, a missing device capability, or device memory exhaustion."""
 
 
-class SpiradValueError(SpiradError):
+class SpiradValueError(SpiradError, ValueError):
     """Bad value passed from Python (shape mismatch, out-of-range data)."""
 
 

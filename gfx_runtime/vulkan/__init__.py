@@ -9,9 +9,37 @@ and `runtime` (`VulkanRuntime`, the API the driver uses; see its module docstrin
 
 from __future__ import annotations
 
-__all__ = ["VulkanRuntime", "DeviceCaps", "Buffer", "Pipeline", "is_available"]
+__all__ = ["VulkanRuntime", "DeviceCaps", "Buffer", "Pipeline", "is_available",
+           "unavailable_reason"]
 
-_available: bool | None = None
+_probe: tuple | None = None  # (available, reason why not)
+
+
+def _probe_once() -> tuple:
+    """Create the (process-wide) instance and pick a device once per process; remember why not.
+
+    Each missing piece has its own message: the `vulkan` Python binding, the loader library
+    libvulkan.so.1 (the binding dlopens it at import), a driver (no instance), a compute device."""
+    global _probe
+    if _probe is None:
+        try:
+            import vulkan  # noqa: F401
+        except ImportError:
+            _probe = (False, "the Python package 'vulkan' (the Vulkan binding spirad uses) is not "
+                             "installed; pip install vulkan (or pip install 'spirad[vulkan]')")
+            return _probe
+        except OSError:
+            _probe = (False, "the Vulkan loader (libvulkan.so.1) was not found; install libvulkan1 "
+                             "and a driver (mesa-vulkan-drivers for lavapipe, software Vulkan)")
+            return _probe
+        try:
+            from .device import select_physical_device
+            from .instance import get_instance
+            select_physical_device(get_instance(False))
+            _probe = (True, "")
+        except Exception as e:  # no driver, no compute device: the runtime's own message
+            _probe = (False, str(e))
+    return _probe
 
 
 def is_available() -> bool:
@@ -20,16 +48,12 @@ def is_available() -> bool:
     The answer is cached per process: the first call creates the (process-wide) instance and
     enumerates devices, later calls are free.
     """
-    global _available
-    if _available is None:
-        try:
-            from .device import select_physical_device
-            from .instance import get_instance
-            select_physical_device(get_instance(False))
-            _available = True
-        except Exception:
-            _available = False
-    return _available
+    return _probe_once()[0]
+
+
+def unavailable_reason() -> str:
+    """Why `is_available()` is False ('' when it is True)."""
+    return _probe_once()[1]
 
 
 def __getattr__(name: str):

@@ -39,10 +39,10 @@ def is_available() -> bool:
 
 def unavailable_reason() -> str:
     try:
-        import gfx_runtime.vulkan  # noqa: F401
-    except ImportError as e:
-        return f"the Vulkan runtime cannot be imported ({e}); pip install vulkan"
-    return "no Vulkan device found; install mesa-vulkan-drivers for lavapipe (software Vulkan)"
+        from gfx_runtime.vulkan import unavailable_reason as reason
+    except ImportError as e:  # an installation without the runtime package
+        return f"the Vulkan runtime of spirad cannot be imported ({e})"
+    return reason()
 
 
 def create(state):
