@@ -21,9 +21,9 @@ import re
 
 from llvmlite import ir
 
-from spirad.ir.abi import KernelABI
-from spirad.ir.dtypes import i32
-from spirad.ir.nodes import Task, TaskList
+from kernel_ir.abi import KernelABI
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import Task, TaskList
 
 from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from spirad.ir.abi import KernelABI
-from spirad.ir.nodes import Block, GlobalRef, Node
+from kernel_ir.abi import KernelABI
+from kernel_ir.nodes import Block, GlobalRef, Node
 
 from .lltypes import I32, I64, PTR, reg_type, suffix
 

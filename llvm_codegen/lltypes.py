@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from spirad.ir.dtypes import DType
+from kernel_ir.dtypes import DType
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()

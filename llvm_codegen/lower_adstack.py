@@ -1,4 +1,4 @@
-"""Adstacks (reverse mode): heap-backed per-worker stacks, per the Adstack ABI of `spirad.ir.abi`.
+"""Adstacks (reverse mode): heap-backed per-worker stacks, per the Adstack ABI of `kernel_ir.abi`.
 
 A task with ADSTACK_ALLOCA nodes reads four extra launch buffers after the kernel's own
 `n = len(abi.bindings)` buffers:
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from spirad.ir.abi import adstack_allocas
-from spirad.ir.dtypes import DType
-from spirad.ir.nodes import Task
-from spirad.ir.ops import Op
+from kernel_ir.abi import adstack_allocas
+from kernel_ir.dtypes import DType
+from kernel_ir.nodes import Task
+from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
 from .lltypes import I8, I32, I64, PTR, VOID, const, mem_type, reg_type

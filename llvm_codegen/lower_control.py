@@ -6,7 +6,7 @@ every loop ends the current parallel iteration (`FnContext.top_continue`).
 """
 from __future__ import annotations
 
-from spirad.ir.ops import Op
+from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
 from .lltypes import const, reg_type

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from spirad.ir.dtypes import i32
-from spirad.ir.nodes import GlobalRef, walk
-from spirad.ir.ops import Op
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import GlobalRef, walk
+from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
 from .lltypes import I32, I64, PTR, VOID, const, mem_type, reg_type

@@ -1,7 +1,7 @@
 """Pure ops (constants, unary, binary, compare, select, cast) as tables keyed by (op, dtype kind).
 
 Dtype kinds are `DType.kind`: 'f' float, 'i' signed int, 'u' unsigned int, 'b' bool (u1).
-Each rule is `rule(ctx, a[, b], dt) -> ir.Value`. Semantics follow `spirad.ir.interpreter`:
+Each rule is `rule(ctx, a[, b], dt) -> ir.Value`. Semantics follow `kernel_ir.interpreter`:
 
 * ints wrap; DIV truncates, FLOORDIV / MOD floor like Python. Division by zero is undefined in
   the IR; here it is made harmless (divisor 0 is replaced by 1, so it never traps), as is
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from spirad.ir.dtypes import DType, f32, i64
-from spirad.ir.interpreter import cast_value
-from spirad.ir.ops import Op
+from kernel_ir.dtypes import DType, f32, i64
+from kernel_ir.interpreter import cast_value
+from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
 from .lltypes import I1, I64, const, reg_type, suffix

@@ -7,11 +7,11 @@ has the C signature
 
 and runs its body for every index in [begin, end) ('range' tasks) or once ('serial' tasks, which
 the driver calls with begin=0, end=1). `bufs[k]` is the base address of `abi.bindings[k]`; `args`
-is the argument buffer laid out by `spirad.ir.abi`. `worker` is the caller's slot in
+is the argument buffer laid out by `kernel_ir.abi`. `worker` is the caller's slot in
 [0, num_workers): the row of the adstack heaps the call uses.
 
 A task whose body has ADSTACK_ALLOCA nodes (`CpuTaskInfo.num_adstacks > 0`) also reads, with
-n = len(abi.bindings) (the Adstack ABI in `spirad.ir.abi`):
+n = len(abi.bindings) (the Adstack ABI in `kernel_ir.abi`):
 
     bufs[n]     meta        u32 words sizer.Layout.metadata(): [stride_float, stride_int,
                             off_0, cap_0, off_1, cap_1, ...] (2 + 2*num_adstacks words)

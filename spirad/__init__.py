@@ -7,11 +7,11 @@ from __future__ import annotations
 from . import state as _state
 from . import types
 from . import autodiff as ad
-from .errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
-from .ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .kernel import func, kernel
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log, max,
                    min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
@@ -54,7 +54,7 @@ def init(arch=None, **kwargs):
     debug = bool(kwargs.pop("debug", False))
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
-    from .adstack_sizing import refresh_debug_flag
+    from .sizing_cache import refresh_debug_flag
     refresh_debug_flag()
     return None
 

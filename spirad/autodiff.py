@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sizer as sz
 
-from . import adstack_sizing as _sizing
+from . import sizing_cache as _sizing
 from . import kernel as _kernel  # (kernel imports this module: only attributes used at run time)
 from . import state as _state
-from .errors import SpiradAutodiffError
-from .ir.abi import adstack_allocas
-from .ir.nodes import GlobalRef
+from kernel_ir.errors import SpiradAutodiffError
+from kernel_ir.abi import adstack_allocas
+from kernel_ir.nodes import GlobalRef
 
 
 def _grad_of_factory(args):

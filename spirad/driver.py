@@ -12,9 +12,9 @@ import importlib
 import importlib.util
 import os
 
-from .errors import SpiradArchError
-from .ir import verifier
-from .ir.nodes import KernelIR, TaskList
+from kernel_ir.errors import SpiradArchError
+from kernel_ir import verifier
+from kernel_ir.nodes import KernelIR, TaskList
 from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.offload import offload

@@ -12,9 +12,9 @@ import numbers
 import numpy as np
 
 from . import state as _state
-from .errors import SpiradTypeError, SpiradValueError
-from .ir import dtypes as T
-from .ir.nodes import GlobalRef
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir import dtypes as T
+from kernel_ir.nodes import GlobalRef
 from .types import MatrixType, VectorType
 
 

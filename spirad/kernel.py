@@ -2,7 +2,7 @@
 
 A kernel is compiled once per (init epoch, argument signature): scalar types, ndarray dtype /
 rank / element shape / needs_grad, and the identity of template arguments. A launch packs the
-scalar arguments and ndarray shapes into the argument buffer (see `spirad.ir.abi`), gathers the
+scalar arguments and ndarray shapes into the argument buffer (see `kernel_ir.abi`), gathers the
 buffers in binding order and hands them to the backend.
 """
 from __future__ import annotations
@@ -16,12 +16,12 @@ import numpy as np
 from . import autodiff as _autodiff
 from . import state as _state
 from .driver import debug_enabled, lower
-from .errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from .frontend.source import SourceInfo
-from .ir import dtypes as T
-from .ir.abi import kernel_abi
-from .ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
-from .ir.ops import Op
+from kernel_ir import dtypes as T
+from kernel_ir.abi import kernel_abi
+from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
+from kernel_ir.ops import Op
 from .ndarray import Ndarray
 from .types import NdarrayType, Template
 
@@ -40,7 +40,7 @@ class Func:
         return self._src
 
     def __call__(self, *args, **kwargs):
-        from .errors import SpiradSyntaxError
+        from kernel_ir.errors import SpiradSyntaxError
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel or func")
 
 
@@ -96,7 +96,7 @@ class Kernel:
 
     def _arg_error(self, cls, msg, index=None):
         """A user error about the arguments, quoting the kernel's parameter (or its def line)."""
-        from .frontend.source import user_error
+        from kernel_ir.source import user_error
         try:
             src = self.source()
         except Exception:  # no source to quote (interactive definition): plain message
@@ -187,7 +187,7 @@ class Kernel:
         bounds = []
         for t in tl.tasks:
             bounds.append(None if t.kind == "serial" else (_host_fn(t.begin), _host_fn(t.end)))
-        from .ir.nodes import globals_used
+        from kernel_ir.nodes import globals_used
         writes, srcs = [], []
         fields = {f.id: f for f in _state.current().fields}
         for f in list(fields.values()):

@@ -61,5 +61,5 @@ class grouped:
 
 
 def _python_scope(name):
-    from .errors import SpiradSyntaxError
+    from kernel_ir.errors import SpiradSyntaxError
     return SpiradSyntaxError(f"sd.{name} can only be used inside a kernel or func")

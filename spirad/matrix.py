@@ -13,7 +13,7 @@ from .types import MatrixType, VectorType
 
 class Vector:
     def __init__(self, *a, **k):
-        from .errors import SpiradSyntaxError
+        from kernel_ir.errors import SpiradSyntaxError
         raise SpiradSyntaxError("sd.Vector(...) values exist only inside kernels and funcs")
 
     @staticmethod
@@ -27,7 +27,7 @@ class Vector:
 
 class Matrix:
     def __init__(self, *a, **k):
-        from .errors import SpiradSyntaxError
+        from kernel_ir.errors import SpiradSyntaxError
         raise SpiradSyntaxError("sd.Matrix(...) values exist only inside kernels and funcs")
 
     @staticmethod

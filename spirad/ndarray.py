@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import state as _state
-from .errors import SpiradTypeError
+from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, normalize_shape, resolve_dtype
 
 

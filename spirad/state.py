@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .ir import dtypes as T
+from kernel_ir import dtypes as T
 
 
 @dataclass

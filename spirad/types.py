@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir.dtypes import DType
+from kernel_ir.dtypes import DType
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,8 @@ error. A load whose node dtype differs from the stack's is converted like a CAST
 """
 from __future__ import annotations
 
-from spirad.ir.abi import adstack_allocas
-from spirad.ir.dtypes import f64, u1, u32
+from kernel_ir.abi import adstack_allocas
+from kernel_ir.dtypes import f64, u1, u32
 
 from .interface import FIRST_ARRAY_BINDING, STATUS_ADSTACK_OVERFLOW
 from .lower_math import lower_cast

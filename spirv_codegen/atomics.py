@@ -11,7 +11,7 @@ counts its back-edges like any loop when a loop-iteration cap is set (see lower.
 """
 from __future__ import annotations
 
-from spirad.ir.dtypes import f32, f64, u1, u32
+from kernel_ir.dtypes import f32, f64, u1, u32
 
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64
 

@@ -11,7 +11,7 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-from spirad.ir.dtypes import DType, f32, f64, u1, u32
+from kernel_ir.dtypes import DType, f32, f64, u1, u32
 
 from .module import Function, Module
 

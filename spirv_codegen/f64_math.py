@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from spirad.ir.dtypes import f64, i32, u1, u32
+from kernel_ir.dtypes import f64, i32, u1, u32
 
 LN2_HI = 6.93147180369123816490e-01
 LN2_LO = 1.90821492927058770002e-10

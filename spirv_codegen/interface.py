@@ -7,7 +7,7 @@ into the entry block's prologue so they dominate the whole body.
 """
 from __future__ import annotations
 
-from spirad.ir.dtypes import f64, i32, u1, u32
+from kernel_ir.dtypes import f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter

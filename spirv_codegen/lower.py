@@ -86,11 +86,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spirad.ir.abi import adstack_allocas, adstack_kind
-from spirad.ir.dtypes import i32, u1, u32
-from spirad.ir.interpreter import cast_value
-from spirad.ir.nodes import Block, Node, Task, TaskList, walk
-from spirad.ir.ops import BINARY, UNARY, Op
+from kernel_ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.dtypes import i32, u1, u32
+from kernel_ir.interpreter import cast_value
+from kernel_ir.nodes import Block, Node, Task, TaskList, walk
+from kernel_ir.ops import BINARY, UNARY, Op
 
 from . import atomics
 from .adstack import AdStacks
@@ -130,7 +130,7 @@ class SpirvTask:
     push_constant_bytes: int
     local_size: int
     adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
-    adstack_kinds: tuple = ()  # layout kind of each adstack (`spirad.ir.abi.adstack_kind`)
+    adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),

@@ -16,8 +16,8 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
 """
 from __future__ import annotations
 
-from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
-from spirad.ir.ops import Op
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.ops import Op
 
 from . import f64_math
 from .emitter import U64, Emitter, float_below

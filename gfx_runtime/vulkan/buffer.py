@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from spirad.errors import SpiradDeviceError
+from ..errors import GfxDeviceError
 
 from . import memory
 from .instance import ffi, lib, vk
@@ -57,7 +57,7 @@ def create_resource(device, caps, types: memory.MemoryTypes, nbytes: int,
     for limit, what in ((caps.max_buffer_size, "maxBufferSize"),
                         (caps.max_memory_allocation_size, "maxMemoryAllocationSize")):
         if size > limit:
-            raise SpiradDeviceError(
+            raise GfxDeviceError(
                 f"cannot allocate a Vulkan buffer of {memory.format_bytes(nbytes)}: the device "
                 f"{caps.name!r} allows at most {memory.format_bytes(limit)} ({what})")
     info = ffi.new("VkBufferCreateInfo*")
@@ -119,10 +119,10 @@ class Buffer:
     def _live(self):
         rt = self._rt
         if rt.closed:
-            raise SpiradDeviceError("this Vulkan buffer belongs to a closed runtime "
+            raise GfxDeviceError("this Vulkan buffer belongs to a closed runtime "
                                     "(was spirad re-initialised?)")
         if self._res.freed:
-            raise SpiradDeviceError("this Vulkan buffer was freed")
+            raise GfxDeviceError("this Vulkan buffer was freed")
         return rt
 
     def _range(self, offset: int, nbytes: int | None) -> int:
@@ -137,7 +137,7 @@ class Buffer:
         """A numpy array aliasing the mapped memory (flushes pending GPU work first)."""
         rt = self._live()
         if not self.host_visible:
-            raise SpiradDeviceError("this Vulkan buffer lives in device-only memory; use "
+            raise GfxDeviceError("this Vulkan buffer lives in device-only memory; use "
                                     "read()/write() instead of view()")
         dtype = np.dtype(dtype)
         if count is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from spirad.errors import SpiradArchError
+from ..errors import GfxUnavailable
 
 from . import constants as C
 from .instance import Instance, ffi, lib, vk
@@ -210,11 +210,11 @@ def enumerate_physical_devices(instance: Instance) -> list[PhysicalDevice]:
     count = ffi.new("uint32_t*")
     result = lib.vkEnumeratePhysicalDevices(instance.handle, count, ffi.NULL)
     if result < 0:
-        raise SpiradArchError(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
+        raise GfxUnavailable(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
     handles = ffi.new("VkPhysicalDevice[]", count[0])
     result = lib.vkEnumeratePhysicalDevices(instance.handle, count, handles)
     if result < 0:
-        raise SpiradArchError(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
+        raise GfxUnavailable(f"vkEnumeratePhysicalDevices failed ({result_name(result)})")
     return [_describe(i, handles[i], instance) for i in range(count[0])]
 
 
@@ -224,7 +224,7 @@ def select_physical_device(instance: Instance, selector: str | None = None) -> P
         selector = os.environ.get("SPIRAD_VULKAN_DEVICE") or None
     devices = enumerate_physical_devices(instance)
     if not devices:
-        raise SpiradArchError("no Vulkan device found; install mesa-vulkan-drivers for lavapipe "
+        raise GfxUnavailable("no Vulkan device found; install mesa-vulkan-drivers for lavapipe "
                               "(the CPU Vulkan driver) or a GPU driver")
     listing = ", ".join(f"{d.index}: {d.caps.name}" for d in devices)
     if selector is not None:
@@ -234,16 +234,16 @@ def select_physical_device(instance: Instance, selector: str | None = None) -> P
         else:
             matches = [d for d in devices if sel.lower() in d.caps.name.lower()]
         if not matches:
-            raise SpiradArchError(f"no Vulkan device matches {sel!r} (SPIRAD_VULKAN_DEVICE / "
+            raise GfxUnavailable(f"no Vulkan device matches {sel!r} (SPIRAD_VULKAN_DEVICE / "
                                   f"device=); available: {listing}")
         dev = matches[0]
         if not dev.suitable:
-            raise SpiradArchError(f"Vulkan device {dev.caps.name!r} has no compute queue or is "
+            raise GfxUnavailable(f"Vulkan device {dev.caps.name!r} has no compute queue or is "
                                   "older than Vulkan 1.1")
         return dev
     suitable = [d for d in devices if d.suitable]
     if not suitable:
-        raise SpiradArchError(f"no Vulkan device with a compute queue and Vulkan >= 1.1; "
+        raise GfxUnavailable(f"no Vulkan device with a compute queue and Vulkan >= 1.1; "
                               f"found: {listing}")
     return min(suitable, key=lambda d: (_TYPE_RANK[d.caps.device_type], d.index))
 
@@ -306,7 +306,7 @@ def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
     handle = ffi.new("VkDevice*")
     result = lib.vkCreateDevice(phys.handle, info, ffi.NULL, handle)
     if result != C.VK_SUCCESS:
-        raise SpiradArchError(f"could not create a Vulkan device on {phys.caps.name!r}: "
+        raise GfxUnavailable(f"could not create a Vulkan device on {phys.caps.name!r}: "
                               f"vkCreateDevice returned {result_name(result)}")
     queue = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(handle[0], phys.queue_family, 0, queue)

@@ -17,7 +17,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from spirad.errors import SpiradArchError
+from ..errors import GfxUnavailable
 
 from . import constants as C
 from .vkresult import check, result_name
@@ -25,7 +25,7 @@ from .vkresult import check, result_name
 try:
     import vulkan as vk
 except OSError as exc:  # the binding dlopens libvulkan at import time
-    raise SpiradArchError(
+    raise GfxUnavailable(
         "the Vulkan loader (libvulkan.so.1) was not found; install libvulkan1 and a driver "
         "(mesa-vulkan-drivers for lavapipe)") from exc
 
@@ -129,7 +129,7 @@ def _create(validation: bool) -> Instance:
     if lib.vkEnumerateInstanceVersion(loader_version) != C.VK_SUCCESS:
         loader_version[0] = C.VK_API_VERSION_1_0
     if loader_version[0] < C.VK_API_VERSION_1_1:
-        raise SpiradArchError("the Vulkan loader supports only Vulkan 1.0; "
+        raise GfxUnavailable("the Vulkan loader supports only Vulkan 1.0; "
                               "spirad needs 1.1 or newer")
     api_version = min(loader_version[0], C.VK_API_VERSION_1_3)
 
@@ -139,11 +139,11 @@ def _create(validation: bool) -> Instance:
     available_ext = _instance_extension_names()
     if validation:
         if C.VALIDATION_LAYER not in _layer_names():
-            raise SpiradArchError(
+            raise GfxUnavailable(
                 f"Vulkan validation was requested but {C.VALIDATION_LAYER} is not installed "
                 "(apt: vulkan-validationlayers); unset SPIRAD_VALIDATION or install it")
         if C.EXT_DEBUG_UTILS not in available_ext:
-            raise SpiradArchError("Vulkan validation needs the instance extension "
+            raise GfxUnavailable("Vulkan validation needs the instance extension "
                                   f"{C.EXT_DEBUG_UTILS}")
         layers.append(C.VALIDATION_LAYER)
         extensions.append(C.EXT_DEBUG_UTILS)
@@ -174,7 +174,7 @@ def _create(validation: bool) -> Instance:
     handle = ffi.new("VkInstance*")
     result = lib.vkCreateInstance(info, ffi.NULL, handle)
     if result != C.VK_SUCCESS:
-        raise SpiradArchError(
+        raise GfxUnavailable(
             f"vkCreateInstance failed ({result_name(result)}); no usable Vulkan driver "
             "(install mesa-vulkan-drivers for lavapipe)")
     inst = Instance(handle=handle[0], api_version=api_version, validation=validation,

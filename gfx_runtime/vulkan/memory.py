@@ -10,14 +10,14 @@ differs between devices, and it is easier to read and test on its own. Policy, i
 
 An allocation that runs out of memory in one kind falls through to the next; a request larger
 than the device's reported limits (heap size, maxMemoryAllocationSize, maxBufferSize) is refused
-up front with `SpiradDeviceError`, because drivers are allowed to crash on such calls.
+up front with `GfxDeviceError`, because drivers are allowed to crash on such calls.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spirad.errors import SpiradDeviceError
+from ..errors import GfxDeviceError
 
 from . import constants as C
 from .instance import ffi, lib, vk
@@ -85,7 +85,7 @@ def allocate(device, types: MemoryTypes, requirements, host_visible: bool | None
     """Allocate memory for `requirements` (VkMemoryRequirements) following the policy above."""
     candidates = types.candidates(int(requirements.memoryTypeBits), host_visible)
     if not candidates:
-        raise SpiradDeviceError(
+        raise GfxDeviceError(
             "no Vulkan memory type fits a storage buffer"
             + (" with host access" if host_visible else ""))
     size = int(requirements.size)
@@ -115,7 +115,7 @@ def allocate(device, types: MemoryTypes, requirements, host_visible: bool | None
                 continue
             ptr = ffi.cast("char*", pptr[0])
         return Allocation(memory[0], size, ptr)
-    raise SpiradDeviceError(f"out of Vulkan device memory allocating {format_bytes(requested)} "
+    raise GfxDeviceError(f"out of Vulkan device memory allocating {format_bytes(requested)} "
                             f"({last_error}); free fields/ndarrays or use smaller shapes")
 
 

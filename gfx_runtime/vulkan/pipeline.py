@@ -13,7 +13,7 @@ buffers, and consecutive kernels with compatible layouts skip rebinding.
 
 from __future__ import annotations
 
-from spirad.errors import SpiradDeviceError
+from ..errors import GfxDeviceError
 
 from .instance import ffi, lib, vk
 from .vkresult import check
@@ -57,7 +57,7 @@ class PipelineFactory:
         if num_bindings < 0:
             raise ValueError(f"num_bindings must be >= 0, got {num_bindings}")
         if num_bindings > caps.max_per_stage_storage_buffers:
-            raise SpiradDeviceError(
+            raise GfxDeviceError(
                 f"kernel needs {num_bindings} storage buffers but the Vulkan device "
                 f"{caps.name!r} allows at most {caps.max_per_stage_storage_buffers} per shader "
                 "stage (maxPerStageDescriptorStorageBuffers); use fewer ndarray arguments")
@@ -65,7 +65,7 @@ class PipelineFactory:
             raise ValueError(f"push_constant_bytes must be a non-negative multiple of 4, "
                              f"got {push_constant_bytes}")
         if push_constant_bytes > caps.max_push_constants_size:
-            raise SpiradDeviceError(
+            raise GfxDeviceError(
                 f"kernel needs {push_constant_bytes} bytes of push constants but the Vulkan "
                 f"device {caps.name!r} allows at most {caps.max_push_constants_size} "
                 "(maxPushConstantsSize)")

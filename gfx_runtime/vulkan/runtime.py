@@ -7,21 +7,21 @@ Public API (stable; the driver calls exactly this)::
             VK_LAYER_KHRONOS_validation, its warnings and errors are collected.
         device: index or name substring; None reads env SPIRAD_VULKAN_DEVICE, else the best
             device (discrete > integrated > virtual > CPU/lavapipe).
-        Raises SpiradArchError when no usable Vulkan device exists.
+        Raises GfxUnavailable when no usable Vulkan device exists.
     rt.caps -> DeviceCaps                     frozen device capabilities and limits
     rt.alloc(nbytes: int, zero: bool = True, *, host_visible: bool | None = None) -> Buffer
         host_visible: None = best memory (mapped when the device allows), True = must be
         mappable, False = device-only memory through staging copies.
-        Out of memory / over a device limit -> SpiradDeviceError naming the size.
+        Out of memory / over a device limit -> GfxDeviceError naming the size.
     rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                 entry_point: str = "main") -> Pipeline
         Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
-        entry_point). Too many bindings / push-constant bytes -> SpiradDeviceError.
+        entry_point). Too many bindings / push-constant bytes -> GfxDeviceError.
     rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
                 push_constants: bytes = b"") -> None
         Records into the current batch; does not submit. groups beyond
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
-        SpiradDeviceError (the caller splits). len(buffers) must equal num_bindings and
+        GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
@@ -46,7 +46,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 
-from spirad.errors import SpiradDeviceError
+from ..errors import GfxDeviceError
 
 from . import buffer as buffer_mod
 from .commands import Batch
@@ -150,7 +150,7 @@ class VulkanRuntime:
         gx, gy, gz = groups
         mx = self._max_groups
         if gx > mx[0] or gy > mx[1] or gz > mx[2] or gx < 0 or gy < 0 or gz < 0:
-            raise SpiradDeviceError(
+            raise GfxDeviceError(
                 f"dispatch of {tuple(groups)} workgroups exceeds the Vulkan device limit "
                 f"maxComputeWorkGroupCount = {tuple(mx)}; split the launch")
         nb = pipeline.num_bindings
@@ -189,11 +189,11 @@ class VulkanRuntime:
                              f"got {len(buffers)} buffers")
         for i, b in enumerate(buffers):
             if b._res.freed:
-                raise SpiradDeviceError(f"buffer bound at binding {i} was freed")
+                raise GfxDeviceError(f"buffer bound at binding {i} was freed")
             if b._rt is not self:
-                raise SpiradDeviceError(f"buffer bound at binding {i} belongs to another runtime")
+                raise GfxDeviceError(f"buffer bound at binding {i} belongs to another runtime")
             if not b.bindable:
-                raise SpiradDeviceError(
+                raise GfxDeviceError(
                     f"buffer of {format_bytes(b.nbytes)} bound at binding {i} exceeds the "
                     f"Vulkan device limit maxStorageBufferRange = "
                     f"{format_bytes(self.caps.max_storage_buffer_range)}; use smaller "
@@ -225,7 +225,7 @@ class VulkanRuntime:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise SpiradDeviceError("the Vulkan runtime is closed (was spirad re-initialised?)")
+            raise GfxDeviceError("the Vulkan runtime is closed (was spirad re-initialised?)")
 
     def close(self) -> None:
         """Wait for the device, then destroy every object it owns. Idempotent."""

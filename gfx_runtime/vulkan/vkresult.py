@@ -2,11 +2,11 @@
 
 The hot paths call `vk.lib` directly (the binding's wrappers are slow and some are wrong), so they
 get raw result codes back; this module is the one place that decides what a code means for the
-user: memory exhaustion and a lost device are `SpiradDeviceError` (a device limit, recoverable or
+user: memory exhaustion and a lost device are `GfxDeviceError` (a device limit, recoverable or
 at least explainable), anything else is an internal `RuntimeError` naming the failed call.
 """
 
-from spirad.errors import SpiradDeviceError
+from ..errors import GfxDeviceError
 
 from . import constants as C
 
@@ -20,9 +20,9 @@ def check(result: int, what: str) -> None:
     if result == C.VK_SUCCESS:
         return
     if result in C.OUT_OF_MEMORY_RESULTS:
-        raise SpiradDeviceError(f"{what} failed: {result_name(result)} (out of memory)")
+        raise GfxDeviceError(f"{what} failed: {result_name(result)} (out of memory)")
     if result == C.VK_ERROR_DEVICE_LOST:
-        raise SpiradDeviceError(
+        raise GfxDeviceError(
             f"{what} failed: VK_ERROR_DEVICE_LOST; the Vulkan device crashed or was reset "
             "(often a kernel that ran too long or accessed memory out of bounds); "
             "re-initialise the runtime")

@@ -1,7 +1,7 @@
 """Backend-side adstack bookkeeping shared by the CPU and Vulkan backends.
 
 Per compiled task: the stacks' entry sizes / kinds / names / source lines (from the ADSTACK_ALLOCA
-nodes, in stack order — see the Adstack ABI in `spirad.ir.abi`). Per launch: the layout of the
+nodes, in stack order — see the Adstack ABI in `kernel_ir.abi`). Per launch: the layout of the
 evaluated capacities (`sizer.compute_layout`) and its metadata words. Heaps grow by amortised
 doubling (`max(needed, 2 * current)`) and never shrink.
 """
@@ -13,8 +13,8 @@ import numpy as np
 
 import sizer as sz
 
-from ..errors import SpiradAdStackOverflow
-from ..ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.errors import SpiradAdStackOverflow
+from kernel_ir.abi import adstack_allocas, adstack_kind
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def layout_for(stacks, caps) -> sz.Layout:
 def meta_words(layout: sz.Layout) -> np.ndarray:
     words = layout.metadata()
     if max(words, default=0) >= 2**32:
-        from ..errors import SpiradDeviceError
+        from kernel_ir.errors import SpiradDeviceError
         raise SpiradDeviceError(f"adstack row of {max(words)} bytes does not fit 32-bit offsets")
     return np.array(words or [0, 0], dtype=np.uint32)
 
@@ -59,7 +59,7 @@ def grown(current: int, needed: int) -> int:
 
 
 def overflow_error(kernel_name, task_name, stack: StackInfo, stack_index, capacity, required):
-    from ..frontend.source import format_loc
+    from kernel_ir.source import format_loc
     where = format_loc(stack.loc)
     need = f"; this launch needs {required}" if required is not None else ""
     return SpiradAdStackOverflow(

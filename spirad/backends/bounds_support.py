@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import struct
 
-from ..errors import SpiradValueError
-from ..ir.nodes import walk
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradValueError
+from kernel_ir.nodes import walk
+from kernel_ir.ops import Op
 
 STATUS_INDEX_OUT_OF_RANGE = 3
 _ACCESS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
@@ -48,7 +48,7 @@ def index_error(kernel: str, task_names, info: BoundsInfo, words, argbufs=()) ->
     """The user error for status `words` (8 u32) of a bounds failure. `argbufs`: the argument
     buffers of the launches that may have failed (ndarray shapes); the first one that gives a
     shape is named, and the others too when they differ."""
-    from ..frontend.source import format_loc
+    from kernel_ir.source import format_loc
     task, k, lo, axis, extent, hi, site = (int(w) for w in words[1:8])
     value = (hi << 32) | lo
     if value >= 1 << 63:

@@ -2,7 +2,7 @@
 
 Fields and ndarrays are numpy-owned byte arrays passed to task functions by pointer; kernel
 temporaries are small arrays owned by the compiled program. Tasks with adstacks get the four
-extra buffers of the Adstack ABI (`spirad.ir.abi`): metadata, float heap, int heap, status; a heap
+extra buffers of the Adstack ABI (`kernel_ir.abi`): metadata, float heap, int heap, status; a heap
 row per worker thread, grown by amortised doubling and reused across launches.
 
 With `sd.init(debug=True)` every program is compiled with bounds checks (`compile_tasks(...,

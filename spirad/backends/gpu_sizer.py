@@ -2,7 +2,7 @@
 
 The device side is `shaders/sizer_kernel.py`, three ordinary spirad kernels (compiled by the
 backend's own code generator, so nothing extra is installed). Per sizing (a cache miss of
-`spirad.adstack_sizing`):
+`spirad.sizing_cache`):
 
 1. *Plan* (cached per task until its scalar args, shapes or leaf buffers change): encode the
    expressions with the launch's scalar args / ndarray shapes folded in, rewrite the bytecode into
@@ -65,7 +65,7 @@ class Unsupported(Exception):
 @dataclass(frozen=True)
 class Leaf:
     """One array a FIELD_LOAD / NDARRAY_READ reads: backend storage, element dtype (a
-    `spirad.ir.dtypes.DType`), full shape, and the element offset of element 0 in the storage."""
+    `kernel_ir.dtypes.DType`), full shape, and the element offset of element 0 in the storage."""
     storage: object
     dtype: object
     shape: tuple
@@ -152,7 +152,7 @@ class GpuSizer:
 
     def _dummy(self):
         if self._dummies is None:
-            from ..ir import dtypes as T
+            from kernel_ir import dtypes as T
             self._dummies = (self._ndarray(T.i32, 4), self._ndarray(T.f32, 4),
                              self._ndarray(T.f64 if self.has_f64 else T.i32, 4))
         return self._dummies
@@ -162,7 +162,7 @@ class GpuSizer:
              kinds=None, key=None) -> _Plan:
         """Encode and upload. `leaves`: {('field', id) | ('ndarray', arg): Leaf}; `scalars`:
         {arg: value}; `shapes`: {arg: shape tuple}. Raises `Unsupported`."""
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         # bytecode, with every scalar / shape the host can convert folded in
         ok_scalars = {}
         for i, v in scalars.items():
@@ -293,7 +293,7 @@ class GpuSizer:
 
     def _set_jobs(self, plan: _Plan, split: dict):
         """Job table for known outermost ranges `split` {root: (loop node, begin, end)}."""
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         per_root, jobs = [], []
         for r, (first, last) in enumerate(plan.roots):
             s = split.get(r)
@@ -319,7 +319,7 @@ class GpuSizer:
 
     # -- run -----------------------------------------------------------------------------------
     def _launch_eval(self, plan, jobs_nd, n_jobs, round_):
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         from ..kernel import launch
         k = self.kernels()
         val = self.scratch("val", T.i64, n_jobs * plan.vstride)
@@ -332,7 +332,7 @@ class GpuSizer:
     def _run_prepass(self, plan):
         """Evaluate the begin / end of every root whose outermost range reads device data; a
         root whose bounds fail stays one unsplit job (its main job fails the same way)."""
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         jobs = []
         for (r, first, ba, ea, p) in plan.prepass:
             jobs.append((first, ba, -1, r, 0, 0, 0, 0))
@@ -359,7 +359,7 @@ class GpuSizer:
         """Evaluate every root of `plan`. With `raise_errors`, an evaluation error raises
         `SizerError` naming the leaf; else it is reported per root in `Result.errors`. With
         `layout`, `Result.metadata` holds the device-computed layout (a layout error raises)."""
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         from ..kernel import launch
         k = self.kernels()
         rounds = 0
@@ -441,7 +441,7 @@ class GpuSizer:
         """`exprs` with every MaxOverRange that `gpu_sizer_reduce.find` accepts replaced by its
         value, from one batch of device min/max reductions and one sync; `exprs` itself when
         there is none."""
-        from ..ir import dtypes as T
+        from kernel_ir import dtypes as T
         from ..kernel import launch
         from ..ndarray import Ndarray
         from . import gpu_sizer_reduce as R
@@ -583,5 +583,5 @@ def gpu_sizer(backend, ts, args) -> list:
 
 
 def _host_fallback(ts, args):
-    """None: the caller (`adstack_sizing.evaluate`) evaluates on the host instead."""
+    """None: the caller (`sizing_cache.evaluate`) evaluates on the host instead."""
     return None

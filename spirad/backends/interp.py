@@ -1,4 +1,4 @@
-"""The reference-interpreter backend: runs kernels with `spirad.ir.interpreter`.
+"""The reference-interpreter backend: runs kernels with `kernel_ir.interpreter`.
 
 Slow; for tests only (`init(arch="interp")`). It decodes the argument buffer through the ABI like
 a real backend, so it also checks the launch path.
@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from ..ir.interpreter import AdStackOverflowError, Memory, run_range, run_task
+from kernel_ir.interpreter import AdStackOverflowError, Memory, run_range, run_task
 
 _UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
@@ -69,7 +69,7 @@ class InterpBackend:
                 arrays[key] = np.zeros(tuple(axes[k] for k in range(len(axes))), dtype=np.uint8)
         caps = {}
         if adstack is not None:
-            from ..ir.abi import adstack_allocas
+            from kernel_ir.abi import adstack_allocas
             for t, tcaps in zip(tl.tasks, adstack.caps):
                 if tcaps:
                     caps.update(zip(adstack_allocas(t), tcaps))
@@ -81,7 +81,7 @@ class InterpBackend:
                 else:
                     run_range(t, mem, b, e)
             except AdStackOverflowError as err:
-                from ..ir.abi import adstack_allocas
+                from kernel_ir.abi import adstack_allocas
                 from .adstack_support import overflow_error, task_stacks
                 k = adstack_allocas(t).index(err.node)
                 raise overflow_error(tl.name, t.name, task_stacks(t)[k], k, err.capacity,

@@ -18,7 +18,8 @@ import struct
 
 import numpy as np
 
-from ..errors import SpiradDeviceError, SpiradError
+from gfx_runtime.errors import GfxError, GfxUnavailable
+from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 from .adstack_support import (grown, layout_for, meta_words, overflow_error, task_plans,
                               task_stacks)
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
@@ -46,7 +47,28 @@ def unavailable_reason() -> str:
 
 
 def create(state):
-    return VulkanBackend(state)
+    try:
+        return VulkanBackend(state)
+    except GfxError as e:
+        raise _user_error(e) from None
+
+
+def _user_error(e: GfxError) -> SpiradError:
+    """The user error for a runtime error (same message; DESIGN §1: runtimes raise their own)."""
+    return (SpiradArchError if isinstance(e, GfxUnavailable) else SpiradDeviceError)(str(e))
+
+
+def _runtime_errors_as_user_errors(method):
+    """Wrap a backend entry point so that the runtime's own errors reach users as theirs."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except GfxError as e:
+            raise _user_error(e) from None
+    return wrapper
 
 
 class VkProgram:
@@ -78,13 +100,16 @@ class VulkanBackend:
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
 
+    @_runtime_errors_as_user_errors
     def allocate(self, nbytes):
         return self.rt.alloc(max(int(nbytes), 16))
 
+    @_runtime_errors_as_user_errors
     def view(self, storage, np_dtype, shape):
         count = int(np.prod(shape, dtype=np.int64))
         return storage.view(np_dtype, count).reshape(shape)
 
+    @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
         from spirv_codegen import STATUS_WORDS, compile_tasks, validate
         limit = self.caps.max_per_stage_storage_buffers
@@ -130,6 +155,7 @@ class VulkanBackend:
             setattr(self, which, self.rt.alloc(new, zero=False))  # old buffer freed after its last use
         return getattr(self, which)
 
+    @_runtime_errors_as_user_errors
     def gpu_sizer(self, ts, args) -> list:
         """Capacities of one task's stacks for this launch, evaluated on the device by the GPU
         sizer kernel (`shaders/sizer_kernel.py`, driven by `spirad.backends.gpu_sizer`)."""
@@ -139,6 +165,7 @@ class VulkanBackend:
         return tuple(getattr(self, w).nbytes if getattr(self, w, None) is not None else 0
                      for w in ("heap_float", "heap_int"))
 
+    @_runtime_errors_as_user_errors
     def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
         from spirv_codegen import dispatch_geometry
         args = self._small_buffer(p, argbuf)
@@ -194,6 +221,7 @@ class VulkanBackend:
                 if self.pending is None:
                     self.pending = e
 
+    @_runtime_errors_as_user_errors
     def sync(self):
         if self.pending is not None:
             self.rt.flush()
@@ -233,6 +261,7 @@ class VulkanBackend:
     def take_validation_messages(self):
         return self.rt.take_validation_messages()
 
+    @_runtime_errors_as_user_errors
     def close(self):
         self.rt.close()
 

@@ -9,9 +9,9 @@ import builtins as py
 import math
 
 from .. import lang
-from ..errors import SpiradSyntaxError, SpiradTypeError
-from ..ir.dtypes import DType
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.dtypes import DType
+from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
 from .ops import is_py_scalar
 from .values import GlobalElem, VecVal

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import builtins
 
-from ..errors import SpiradNameError
-from ..ir.builder import IRBuilder
-from .source import SourceInfo, user_error
+from kernel_ir.errors import SpiradNameError
+from kernel_ir.builder import IRBuilder
+from kernel_ir.source import user_error
+
+from .source import SourceInfo
 
 
 class FuncFrame:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ast
 import numbers
 
-from ..errors import SpiradSyntaxError, SpiradTypeError
-from ..ir import dtypes as T
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir import dtypes as T
+from kernel_ir.ops import Op
 from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
@@ -256,7 +256,7 @@ class ExprVisitor:
             return self.inline_func(fn, args, kwargs, node)
         if isinstance(fn, Kernel):
             raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
-        from ..ir.dtypes import DType
+        from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
             return self.cast(args[0], fn)
         name = getattr(fn, "__name__", type(fn).__name__)
@@ -288,7 +288,7 @@ def _static_marker():
 
 
 def _is_compile_time(v):
-    from ..ir.nodes import Node
+    from kernel_ir.nodes import Node
     if isinstance(v, (Node, VecVal, Slot, GlobalElem)):
         return False
     if isinstance(v, (list, tuple)):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numbers
 
-from ..errors import SpiradSyntaxError, SpiradTypeError
-from ..ir import dtypes as T
-from ..ir.nodes import Node
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir import dtypes as T
+from kernel_ir.nodes import Node
+from kernel_ir.ops import Op
 from .typing import literal_type, promote, true_div_type
 from .values import GlobalElem, Slot, VecVal
 

@@ -1,12 +1,7 @@
-"""Kernel source: parsing a Python function and pointing at its lines in error messages.
+"""Kernel source: parsing a Python function and mapping its AST nodes to source locations.
 
-Every user error raised while compiling a kernel goes through `SourceInfo.error`, so it quotes the
-line and underlines the offending expression:
-
-    File "sim.py", line 12, in kernel step:
-        y[i] = foo(x[i])
-               ^^^
-    spirad.errors.SpiradNameError: name 'foo' is not defined
+`SourceInfo(fn)` reads and parses a kernel's or func's source once; `loc(node)` gives the
+`SrcLoc` that user errors quote (formatting lives in `kernel_ir.source`).
 """
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ import ast
 import inspect
 import textwrap
 
-from ..ir.nodes import SrcLoc
+from kernel_ir.nodes import SrcLoc
 
 
 class SourceInfo:
@@ -24,7 +19,7 @@ class SourceInfo:
             lines, start = inspect.getsourcelines(fn)
             self.filename = inspect.getsourcefile(fn) or "<unknown>"
         except (OSError, TypeError) as e:
-            from ..errors import SpiradSyntaxError
+            from kernel_ir.errors import SpiradSyntaxError
             raise SpiradSyntaxError(f"cannot read the source of {fn.__qualname__}: {e}") from None
         raw = "".join(lines)
         self.indent = len(lines[0]) - len(lines[0].lstrip())
@@ -47,23 +42,3 @@ class SourceInfo:
         if end_col is None:
             end_col = len(text)
         return SrcLoc(self.filename, lineno, col, end_col, text, self.fn.__name__)
-
-
-def format_loc(loc: SrcLoc | None) -> str:
-    """`File ..., line N, in NAME:` + the line + a caret underline."""
-    if loc is None:
-        return ""
-    text = loc.line_text
-    stripped = text.lstrip()
-    cut = len(text) - len(stripped)
-    width = max(1, min(loc.end_col, len(text)) - loc.col)
-    caret = " " * (loc.col - cut) + "^" * width
-    return (f'File "{loc.filename}", line {loc.lineno}, in {loc.func_name}:\n'
-            f"    {stripped}\n    {caret}\n")
-
-
-def user_error(cls, msg: str, loc: SrcLoc | None):
-    """Build a user error of class `cls` whose message quotes `loc`."""
-    err = cls(format_loc(loc) + msg)
-    err.loc = loc
-    return err

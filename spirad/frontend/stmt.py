@@ -5,9 +5,9 @@ import ast
 import numbers
 
 from .. import lang
-from ..errors import SpiradSyntaxError, SpiradTypeError
-from ..ir import dtypes as T
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir import dtypes as T
+from kernel_ir.ops import Op
 from .expr import BINOPS
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, VecVal
@@ -61,7 +61,7 @@ class StmtVisitor:
                 self.store_into(existing, value)
                 return
             v = self.rvalue(value)
-            from ..ir.nodes import Node
+            from kernel_ir.nodes import Node
             if isinstance(v, (Node, VecVal)) or is_py_scalar(v):
                 ctx.bind(target.id, self.new_slot(v, target.id))
             else:

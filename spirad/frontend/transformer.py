@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import ast
 
-from ..errors import SpiradError, SpiradSyntaxError, SpiradTypeError
-from ..ir.nodes import ArgSpec, CallArg, KernelIR, Node
-from ..ir.ops import Op
+from kernel_ir.errors import SpiradError, SpiradSyntaxError, SpiradTypeError
+from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
+from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
 from .ops import ValueOps, is_py_scalar
-from .source import user_error
+from kernel_ir.source import user_error
 from .stmt import StmtVisitor
 from .values import NdarrayArg, Slot, VecVal
 
@@ -124,7 +124,7 @@ def _check_returns(ctx, src, fdef):
     for i, stmt in enumerate(body):
         for sub in ast.walk(stmt):
             if isinstance(sub, ast.Return) and not (i == len(body) - 1 and sub is stmt):
-                from .source import user_error
+                from kernel_ir.source import user_error
                 raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
                                                     "(assign to a variable and return it at the end)",
                                  src.loc(sub))

@@ -10,8 +10,8 @@
 """
 from __future__ import annotations
 
-from ..ir import dtypes as T
-from ..ir.dtypes import DType
+from kernel_ir import dtypes as T
+from kernel_ir.dtypes import DType
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.dtypes import DType
-from ..ir.nodes import GlobalRef, Node
+from kernel_ir.dtypes import DType
+from kernel_ir.nodes import GlobalRef, Node
 
 
 @dataclass

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.nodes import KernelIR, LoopArg, Task, TaskList, walk
-from ..ir.ops import PURE, Op
-from ..ir.rewrite import keep, rebuild
+from kernel_ir.nodes import KernelIR, LoopArg, Task, TaskList, walk
+from kernel_ir.ops import PURE, Op
+from kernel_ir.rewrite import keep, rebuild
 
 _REMOVABLE = PURE | {Op.LOAD, Op.GLOBAL_LOAD, Op.ALLOCA}
 

@@ -1,9 +1,9 @@
 """Inline @func calls: splice every CALL region into its parent block."""
 from __future__ import annotations
 
-from ..ir.nodes import KernelIR
-from ..ir.ops import Op
-from ..ir.rewrite import Splice, keep, rebuild
+from kernel_ir.nodes import KernelIR
+from kernel_ir.ops import Op
+from kernel_ir.rewrite import Splice, keep, rebuild
 
 
 def _visit(n, srcs, blocks, arg, env):

@@ -14,12 +14,12 @@ Each top-level parallel RANGE_FOR becomes a 'range' task; the statements between
 """
 from __future__ import annotations
 
-from ..errors import SpiradSyntaxError
-from ..frontend.source import user_error
-from ..ir.dtypes import i32
-from ..ir.nodes import Block, GlobalRef, KernelIR, Node, Task, TaskList, walk
-from ..ir.ops import LEAVES, PURE, Op
-from ..ir.rewrite import Splice, expr_nodes, keep, rebuild
+from kernel_ir.errors import SpiradSyntaxError
+from kernel_ir.source import user_error
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import Block, GlobalRef, KernelIR, Node, Task, TaskList, walk
+from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.rewrite import Splice, expr_nodes, keep, rebuild
 
 _HOST_LEAVES = {Op.CONST, Op.ARG, Op.NDARRAY_SHAPE}
 

@@ -7,10 +7,10 @@ and x+0 are not identities for NaN / -0.0).
 """
 from __future__ import annotations
 
-from ..ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
-from ..ir.nodes import KernelIR, Node, Task, TaskList
-from ..ir.ops import Op
-from ..ir.rewrite import Splice, keep, rebuild
+from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
+from kernel_ir.nodes import KernelIR, Node, Task, TaskList
+from kernel_ir.ops import Op
+from kernel_ir.rewrite import Splice, keep, rebuild
 
 import numpy as np
 

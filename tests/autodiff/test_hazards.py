@@ -588,7 +588,7 @@ def test_trip_count_from_different_ndarrays_same_generation(arch):
         _grad_check_bound("f64", k_bound_ndarray, steps, steps.to_numpy())
 
 
-XFAIL_ID_REUSE = ("adstack_sizing.TaskSizing.cache_key keys ndarrays by (id(arr), arr.generation): "
+XFAIL_ID_REUSE = ("sizing_cache.TaskSizing.cache_key keys ndarrays by (id(arr), arr.generation): "
                   "a fresh ndarray that CPython places at a freed one's address, with the same "
                   "generation, hits the stale entry (here: capacity 4 for a launch needing 42, an "
                   "overflow error) (reported)")

@@ -13,7 +13,7 @@ import spirad as sd
 import spirad.state as sd_state
 from spirad.autodiff import compile_grad, evaluate_capacities
 from spirad.backends.vulkan import ROWS_CAP
-from spirad.ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr
 from tests.support.archs import test_archs as on_archs
 

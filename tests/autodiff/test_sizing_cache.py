@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import adstack_sizing
+from spirad import sizing_cache
 from tests.support.archs import test_archs as on_archs
 
 N = 8
@@ -42,7 +42,7 @@ def _ref_grad(xs, st):
 
 
 def _sizings():
-    return adstack_sizing.stats.host_evaluations + adstack_sizing.stats.gpu_dispatches
+    return sizing_cache.stats.host_evaluations + sizing_cache.stats.gpu_dispatches
 
 
 @on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)

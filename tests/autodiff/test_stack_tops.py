@@ -14,13 +14,13 @@ import pytest
 
 import spirad as sd
 from spirad.autodiff import compile_grad
-from spirad.ir.abi import adstack_allocas, adstack_kind
-from spirad.ir.builder import IRBuilder
-from spirad.ir.dtypes import f64, i32
-from spirad.ir.interpreter import Memory, run_tasks
-from spirad.ir.nodes import AdStackArg, Task, walk
-from spirad.ir.ops import Op
-from spirad.ir.verifier import verify_tasks
+from kernel_ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.builder import IRBuilder
+from kernel_ir.dtypes import f64, i32
+from kernel_ir.interpreter import Memory, run_tasks
+from kernel_ir.nodes import AdStackArg, Task, walk
+from kernel_ir.ops import Op
+from kernel_ir.verifier import verify_tasks
 from spirad.passes.autodiff import pipeline
 from spirad.passes.autodiff.stack_tops import promote_stack_tops
 from tests.autodiff import test_interp_agreement as agree

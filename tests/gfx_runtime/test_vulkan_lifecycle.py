@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gfx_runtime.vulkan import is_available
-from spirad.errors import SpiradArchError, SpiradDeviceError
+from gfx_runtime.errors import GfxDeviceError, GfxUnavailable
 
 if not is_available():
     pytest.skip("no Vulkan device (install mesa-vulkan-drivers for lavapipe)",
@@ -52,11 +52,11 @@ def test_closed_runtime_refuses_work(spirv):
     add = rt.pipeline(spirv("add_one"), 1, 4)
     rt.close()
     assert rt.closed
-    with pytest.raises(SpiradDeviceError, match="closed"):
+    with pytest.raises(GfxDeviceError, match="closed"):
         rt.alloc(16)
-    with pytest.raises(SpiradDeviceError, match="closed"):
+    with pytest.raises(GfxDeviceError, match="closed"):
         rt.dispatch(add, [buf], (1, 1, 1), struct.pack("<I", 16))
-    with pytest.raises(SpiradDeviceError, match="closed"):
+    with pytest.raises(GfxDeviceError, match="closed"):
         buf.read()
     rt.flush()  # nothing pending: fine
 
@@ -125,8 +125,8 @@ def test_device_selection(monkeypatch):
         assert rt.caps.name
     with VulkanRuntime(device=name.split()[0].upper()) as rt:  # substring, case-insensitive
         assert rt.caps.name == name
-    with pytest.raises(SpiradArchError, match="no Vulkan device matches 'no-such-gpu'.*available"):
+    with pytest.raises(GfxUnavailable, match="no Vulkan device matches 'no-such-gpu'.*available"):
         VulkanRuntime(device="no-such-gpu")
     monkeypatch.setenv("SPIRAD_VULKAN_DEVICE", "no-such-gpu")
-    with pytest.raises(SpiradArchError, match="SPIRAD_VULKAN_DEVICE"):
+    with pytest.raises(GfxUnavailable, match="SPIRAD_VULKAN_DEVICE"):
         VulkanRuntime()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gfx_runtime.vulkan import is_available
-from spirad.errors import SpiradDeviceError
+from gfx_runtime.errors import GfxDeviceError
 
 if not is_available():
     pytest.skip("no Vulkan device (install mesa-vulkan-drivers for lavapipe)",
@@ -145,13 +145,13 @@ def test_layouts_shared_between_pipelines(rt, spirv):
 def test_binding_limit(rt, spirv):
     limit = rt.caps.max_per_stage_storage_buffers
     pattern = rf"at most {limit}.*maxPerStageDescriptorStorageBuffers"
-    with pytest.raises(SpiradDeviceError, match=pattern):
+    with pytest.raises(GfxDeviceError, match=pattern):
         rt.pipeline(spirv("add_one"), limit + 1, 4)
 
 
 def test_push_constant_limit(rt, spirv):
     limit = rt.caps.max_push_constants_size
-    with pytest.raises(SpiradDeviceError, match="maxPushConstantsSize"):
+    with pytest.raises(GfxDeviceError, match="maxPushConstantsSize"):
         rt.pipeline(spirv("add_one"), 1, limit + 4)
 
 
@@ -159,9 +159,9 @@ def test_work_group_count_limit(rt, spirv):
     add = rt.pipeline(spirv("add_one"), 1, 4)
     buf = rt.alloc(64)
     limit = rt.caps.max_compute_work_group_count
-    with pytest.raises(SpiradDeviceError, match="maxComputeWorkGroupCount"):
+    with pytest.raises(GfxDeviceError, match="maxComputeWorkGroupCount"):
         rt.dispatch(add, [buf], (limit[0] + 1, 1, 1), u32(16))
-    with pytest.raises(SpiradDeviceError, match="maxComputeWorkGroupCount"):
+    with pytest.raises(GfxDeviceError, match="maxComputeWorkGroupCount"):
         rt.dispatch(add, [buf], (1, 1, limit[2] + 1), u32(16))
     rt.dispatch(add, [buf], (1, 1, 1), u32(16))  # still usable
     assert buf.view(np.uint32)[0] == 1
@@ -193,7 +193,7 @@ def test_buffer_beyond_storage_buffer_range(rt, spirv):
     big = rt.alloc(limit + 16, zero=False)
     assert not big.bindable
     add = rt.pipeline(spirv("add_one"), 1, 4)
-    with pytest.raises(SpiradDeviceError, match=rf"maxStorageBufferRange = {limit} bytes"):
+    with pytest.raises(GfxDeviceError, match=rf"maxStorageBufferRange = {limit} bytes"):
         rt.dispatch(add, [big], (1, 1, 1), u32(16))
     big.write(u32(41), offset=limit)  # host access still works
     assert big.read(limit, 4).view(np.uint32)[0] == 41
@@ -201,11 +201,11 @@ def test_buffer_beyond_storage_buffer_range(rt, spirv):
 
 
 def test_out_of_memory_then_usable(rt, spirv):
-    with pytest.raises(SpiradDeviceError, match=r"1099511627776 bytes"):
+    with pytest.raises(GfxDeviceError, match=r"1099511627776 bytes"):
         rt.alloc(1 << 40)
     heap = max(rt._types.heap_sizes)
     if heap < rt.caps.max_memory_allocation_size:  # past the heap, but under the other limits
-        with pytest.raises(SpiradDeviceError, match="out of Vulkan device memory"):
+        with pytest.raises(GfxDeviceError, match="out of Vulkan device memory"):
             rt.alloc(heap + 16, zero=False)
     n = 64
     buf = rt.alloc(n * 4)
@@ -258,7 +258,7 @@ def test_staging_path(rt, spirv):
         rt.dispatch(add, [buf], groups(n), u32(n))
     np.testing.assert_array_equal(buf.read().view(np.uint32), np.arange(n) + 3)
     np.testing.assert_array_equal(buf.read(8, 8).view(np.uint32), [5, 6])
-    with pytest.raises(SpiradDeviceError, match="read\\(\\)/write\\(\\)"):
+    with pytest.raises(GfxDeviceError, match="read\\(\\)/write\\(\\)"):
         buf.view(np.uint32)
     buf.fill_zero()
     assert not buf.read().any()
@@ -284,9 +284,9 @@ def test_free_then_reuse(rt, spirv):
         np.testing.assert_array_equal(buf.view(np.uint32), np.full(n, 2, np.uint32))
         buf.free()
         buf.free()  # idempotent
-    with pytest.raises(SpiradDeviceError, match="freed"):
+    with pytest.raises(GfxDeviceError, match="freed"):
         rt.dispatch(add, [buf], groups(n), u32(n))
-    with pytest.raises(SpiradDeviceError, match="freed"):
+    with pytest.raises(GfxDeviceError, match="freed"):
         buf.read()
 
 

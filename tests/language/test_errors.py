@@ -310,9 +310,9 @@ def test_stale_field_in_kernel_quotes_source(arch):
 @test_archs()
 def test_internal_errors_are_runtime_errors(arch):
     """An IR invariant violation is a compiler bug: RuntimeError, not a user error."""
-    from spirad.ir import dtypes as T
-    from spirad.ir.builder import IRBuilder
-    from spirad.ir.ops import Op
+    from kernel_ir import dtypes as T
+    from kernel_ir.builder import IRBuilder
+    from kernel_ir.ops import Op
     b = IRBuilder()
     with pytest.raises(RuntimeError) as ei:
         b.binary(Op.ADD, b.const(1, T.i32), b.const(1.0, T.f32))

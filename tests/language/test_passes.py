@@ -8,12 +8,12 @@ import spirad as sd
 from spirad import state as _state
 from spirad.driver import KERNEL_STAGES, TASK_STAGES
 from spirad.frontend.transformer import compile_kernel
-from spirad.ir import dtypes as T
-from spirad.ir import verifier
-from spirad.ir.builder import IRBuilder
-from spirad.ir.interpreter import Memory, run_tasks
-from spirad.ir.nodes import Block, KernelIR, walk
-from spirad.ir.ops import Op
+from kernel_ir import dtypes as T
+from kernel_ir import verifier
+from kernel_ir.builder import IRBuilder
+from kernel_ir.interpreter import Memory, run_tasks
+from kernel_ir.nodes import Block, KernelIR, walk
+from kernel_ir.ops import Op
 from spirad.passes.offload import offload
 
 
@@ -110,7 +110,7 @@ def test_offloaded_kernel_runs_like_numpy_in_the_interpreter():
 
 
 def _memory(tl, given, scalars):
-    from spirad.ir.abi import kernel_abi
+    from kernel_ir.abi import kernel_abi
     abi = kernel_abi(tl)
     arrays = {}
     for ref in abi.bindings:

@@ -13,8 +13,8 @@ import numpy as np
 from llvm_codegen.codegen import compile_tasks
 from llvm_codegen.cpu_runtime import CpuRuntime
 from sizer import compute_layout
-from spirad.ir.abi import adstack_allocas, adstack_kind, kernel_abi
-from spirad.ir.interpreter import Memory, cast_value, eval_expr, run_tasks
+from kernel_ir.abi import adstack_allocas, adstack_kind, kernel_abi
+from kernel_ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 
 _RUNTIME = None
 

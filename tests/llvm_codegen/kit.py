@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from tests.llvm_codegen.harness import run_interp, run_llvm
-from spirad.ir.builder import IRBuilder
-from spirad.ir.dtypes import i32
-from spirad.ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList
-from spirad.ir.ops import Op
-from spirad.ir.verifier import verify_tasks
+from kernel_ir.builder import IRBuilder
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList
+from kernel_ir.ops import Op
+from kernel_ir.verifier import verify_tasks
 
 
 def leaf_const(v, dt=i32) -> Node:

@@ -19,9 +19,9 @@ import numpy as np  # noqa: E402
 
 from tests.llvm_codegen import harness  # noqa: E402
 from tests.llvm_codegen.kit import kernel, nd_arg, ndarray, range_task, scalar  # noqa: E402
-from spirad.ir.dtypes import f32, i32  # noqa: E402
-from spirad.ir.nodes import Node  # noqa: E402
-from spirad.ir.ops import Op  # noqa: E402
+from kernel_ir.dtypes import f32, i32  # noqa: E402
+from kernel_ir.nodes import Node  # noqa: E402
+from kernel_ir.ops import Op  # noqa: E402
 
 
 def axpy_kernel(tag=""):

@@ -1,4 +1,4 @@
-"""ADSTACK_* on the LLVM CPU backend (heap-backed, the Adstack ABI of spirad.ir.abi) vs the
+"""ADSTACK_* on the LLVM CPU backend (heap-backed, the Adstack ABI of kernel_ir.abi) vs the
 interpreter, plus the ABI's edge cases the interpreter does not define (overflow, empty, cap 0)."""
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from tests.llvm_codegen.harness import (HEAP_FILL, compile_and_load, run_interp_
                                         run_llvm_adstack)
 from tests.llvm_codegen.kit import (assert_same, field, kernel, key, range_task, scalar,
                                     serial_task)
-from spirad.ir.abi import adstack_allocas, kernel_abi
-from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
-from spirad.ir.interpreter import AdStackOverflowError
-from spirad.ir.nodes import AdStackArg, Node, Task
-from spirad.ir.ops import Op
-from spirad.ir.verifier import verify_tasks
+from kernel_ir.abi import adstack_allocas, kernel_abi
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.interpreter import AdStackOverflowError
+from kernel_ir.nodes import AdStackArg, Node, Task
+from kernel_ir.ops import Op
+from kernel_ir.verifier import verify_tasks
 
 
 # -- IR helpers -------------------------------------------------------------------------------

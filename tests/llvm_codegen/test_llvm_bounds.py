@@ -11,9 +11,9 @@ from tests.llvm_codegen.kit import (field, kernel, key, nd_arg, ndarray, range_t
                                    serial_task)
 from llvm_codegen.codegen import compile_tasks
 from llvm_codegen.program import STATUS_INDEX_OUT_OF_RANGE
-from spirad.ir.abi import kernel_abi
-from spirad.ir.dtypes import f32, i32, i64, u32
-from spirad.ir.ops import Op
+from kernel_ir.abi import kernel_abi
+from kernel_ir.dtypes import f32, i32, i64, u32
+from kernel_ir.ops import Op
 
 OOB = STATUS_INDEX_OUT_OF_RANGE
 

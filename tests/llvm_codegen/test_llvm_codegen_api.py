@@ -7,10 +7,10 @@ import pytest
 from tests.llvm_codegen.kit import field, kernel, range_task, serial_task
 from llvm_codegen.codegen import LOWER, compile_tasks
 from llvm_codegen.program import CpuProgram, CpuTaskInfo
-from spirad.ir.abi import kernel_abi
-from spirad.ir.dtypes import f32, i32
-from spirad.ir.nodes import AdStackArg
-from spirad.ir.ops import Op
+from kernel_ir.abi import kernel_abi
+from kernel_ir.dtypes import f32, i32
+from kernel_ir.nodes import AdStackArg
+from kernel_ir.ops import Op
 
 
 def test_every_op_has_a_lowering_rule():

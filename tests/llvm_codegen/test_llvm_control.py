@@ -7,9 +7,9 @@ import pytest
 from tests.llvm_codegen.harness import run_llvm
 from tests.llvm_codegen.kit import (check, field, kernel, key, leaf_const, nd_arg, ndarray,
                                     range_task, scalar, serial_task)
-from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
-from spirad.ir.nodes import GlobalRef, Node, TaskList
-from spirad.ir.ops import Op
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.nodes import GlobalRef, Node, TaskList
+from kernel_ir.ops import Op
 
 
 def c(b, v, dt=i32):

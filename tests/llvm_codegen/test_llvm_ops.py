@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tests.llvm_codegen.kit import check, field, kernel, range_task, serial_task
-from spirad.ir.dtypes import ALL, f32, f64, i32, i64, u1, u32
-from spirad.ir.ops import BINARY, COMPARE, FLOAT_UNARY, Op
+from kernel_ir.dtypes import ALL, f32, f64, i32, i64, u1, u32
+from kernel_ir.ops import BINARY, COMPARE, FLOAT_UNARY, Op
 
 N = 96
 RNG_SEED = 1234

@@ -4,7 +4,7 @@ Exact equality for ints, bools and every float of kernels without transcendental
 ULP for floats of kernels that use them. On failure the message names the seed; reproduce with
 
     python -c "from tests.support.random_kernels import generate; \\
-               from spirad.ir.printer import print_tasks; print(print_tasks(generate(SEED).tl))"
+               from kernel_ir.printer import print_tasks; print(print_tasks(generate(SEED).tl))"
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tests.llvm_codegen.harness import run_interp, run_llvm
-from spirad.ir.dtypes import f32, from_numpy, i32, u1, u32
-from spirad.ir.verifier import verify_tasks
+from kernel_ir.dtypes import f32, from_numpy, i32, u1, u32
+from kernel_ir.verifier import verify_tasks
 from tests.support.random_kernels import generate
 
 SEEDS = range(300)
@@ -46,7 +46,7 @@ def _check(case):
 
 
 def test_generator_is_deterministic_and_covers_the_ir():
-    from spirad.ir.nodes import walk
+    from kernel_ir.nodes import walk
     a, b = generate(5), generate(5)
     assert [n.op for t in a.tl.tasks for n in walk(t.body)] == \
         [n.op for t in b.tl.tasks for n in walk(t.body)]

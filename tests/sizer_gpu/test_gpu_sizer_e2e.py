@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import adstack_sizing
+from spirad import sizing_cache
 import spirad.state as sd_state
 from spirad.autodiff import compile_grad
 from spirad.backends.gpu_sizer import sizer_for
@@ -62,7 +62,7 @@ def test_large_data_dependent_loop_bound(arch):
     iterate(x, s, o)
     g = compile_grad(iterate, (x, s, o))
     assert any(ts is not None and ts.device for ts in g.sizing)   # sized on the device
-    stats = adstack_sizing.stats
+    stats = sizing_cache.stats
 
     gs = sizer_for(sd_state.backend())
     reduced = gs.reduced_nodes

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sizer.layout import Layout, compute_layout
-from spirad.ir.abi import adstack_allocas, kernel_abi
-from spirad.ir.dtypes import u1
-from spirad.ir.interpreter import Memory, cast_value, eval_expr, run_tasks
+from kernel_ir.abi import adstack_allocas, kernel_abi
+from kernel_ir.dtypes import u1
+from kernel_ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 from spirv_codegen import (STATUS_WORDS, SpirvCaps, compile_tasks, dispatch_geometry, validate)
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from spirad.ir.builder import IRBuilder
-from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
-from spirad.ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList
-from spirad.ir.ops import Op
+from kernel_ir.builder import IRBuilder
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList
+from kernel_ir.ops import Op
 
 
 def nd(key: int, dt, ndim: int = 1, name: str = "") -> GlobalRef:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spirad.ir.dtypes import f32, f64, i32, i64, u1, u32
-from spirad.ir.ops import Op
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.ops import Op
 
 N = 97
 _rs = np.random.RandomState(1234)

@@ -16,8 +16,8 @@ import pytest
 import spv_harness as H
 from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, f64, i32, i64, index_node, nd,
                      range_task, u1, u32)
-from spirad.ir.abi import kernel_abi
-from spirad.ir.nodes import AdStackArg
+from kernel_ir.abi import kernel_abi
+from kernel_ir.nodes import AdStackArg
 from spirv_codegen import (STATUS_ADSTACK_OVERFLOW, SpirvCaps, compile_tasks, disassemble,
                            validate)
 

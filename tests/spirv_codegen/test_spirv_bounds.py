@@ -10,8 +10,8 @@ import pytest
 import spv_harness as H
 from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, i32, i64, index_node, nd,
                      range_task, u32)
-from spirad.ir.abi import kernel_abi
-from spirad.ir.nodes import GlobalRef
+from kernel_ir.abi import kernel_abi
+from kernel_ir.nodes import GlobalRef
 from spirv_codegen import STATUS_INDEX_OUT_OF_RANGE, SpirvCaps, compile_tasks, disassemble, validate
 
 OOB = STATUS_INDEX_OUT_OF_RANGE

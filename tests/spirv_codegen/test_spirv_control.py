@@ -8,7 +8,7 @@ import pytest
 import spv_harness as H
 from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, f64, i32, i64, index_node, nd,
                      range_task, u1, u32)
-from spirad.ir.abi import kernel_abi
+from kernel_ir.abi import kernel_abi
 from spirv_codegen import (STATUS_LOOP_CAP, SpirvCaps, compile_tasks, dispatch_geometry,
                            disassemble, validate)
 
@@ -207,7 +207,7 @@ def test_validates(name, cap):
 
 def test_adstack_alloca_compiles():
     """Adstack ops are lowered now (test_spirv_adstack.py); a lone ALLOCA adds the 3 buffers."""
-    from spirad.ir.nodes import AdStackArg
+    from kernel_ir.nodes import AdStackArg
     b = IRBuilder()
     b.emit(Op.ADSTACK_ALLOCA, f32, (), AdStackArg("s"))
     tl = TaskList("ad", (), (Task("serial", b.finish()),))

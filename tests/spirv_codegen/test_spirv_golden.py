@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import spv_kit as K
-from spirad.ir.abi import kernel_abi
+from kernel_ir.abi import kernel_abi
 from spirv_codegen import SpirvCaps, compile_tasks, disassemble, validate
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")

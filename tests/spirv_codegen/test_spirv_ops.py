@@ -7,7 +7,7 @@ import pytest
 import spv_harness as H
 import spv_kit as K
 from spv_op_cases import all_cases, case_id, tolerance
-from spirad.ir.abi import kernel_abi
+from kernel_ir.abi import kernel_abi
 from spirv_codegen import SpirvCaps, compile_tasks, validate
 
 CASES = all_cases()

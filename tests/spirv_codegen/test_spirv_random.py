@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import spv_harness as H
-from spirad.ir.abi import kernel_abi
-from spirad.ir.dtypes import f32, f64
+from kernel_ir.abi import kernel_abi
+from kernel_ir.dtypes import f32, f64
 from spirv_codegen import SpirvCaps, compile_tasks, validate
 
 try:

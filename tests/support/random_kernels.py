@@ -1,7 +1,7 @@
 """Seeded generator of random well-formed kernels, for testing any backend against the interpreter.
 
     case = generate(seed)                  # or generate(seed, dtypes=(f32, i32, u32, u1))
-    case.tl                                # TaskList (verifies with spirad.ir.verifier)
+    case.tl                                # TaskList (verifies with kernel_ir.verifier)
     case.arrays                            # {(kind, key, grad): np.ndarray}: every global bound
     case.scalars                           # per kernel argument: value, or None (ndarray args)
     case.exact                             # True: every float result must match bit for bit
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spirad.ir.builder import IRBuilder
-from spirad.ir.dtypes import ALL, DType, f32, i32, i64, u1, u32
-from spirad.ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList, walk
-from spirad.ir.ops import Op
+from kernel_ir.builder import IRBuilder
+from kernel_ir.dtypes import ALL, DType, f32, i32, i64, u1, u32
+from kernel_ir.nodes import ArgSpec, GlobalRef, Node, Task, TaskList, walk
+from kernel_ir.ops import Op
 
 BOUND = 100.0
 TRANSCENDENTAL = frozenset({Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG,

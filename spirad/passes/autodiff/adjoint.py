@@ -23,13 +23,13 @@ that has a gradient atomically adds into it.
 """
 from __future__ import annotations
 
-from ...errors import SpiradAutodiffError
-from ...frontend.source import user_error
-from ...ir.builder import IRBuilder
-from ...ir.dtypes import i32
-from ...ir.nodes import AdStackArg, Block, Node, walk
-from ...ir.ops import LEAVES, PURE, Op
-from ...ir.rewrite import Splice, keep, rebuild
+from kernel_ir.errors import SpiradAutodiffError
+from kernel_ir.source import user_error
+from kernel_ir.builder import IRBuilder
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import AdStackArg, Block, Node, walk
+from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.rewrite import Splice, keep, rebuild
 from .normalize import _is_exit_check
 from .rules import VJP_RULES
 

@@ -12,10 +12,10 @@ the user's source line (seed "Improve diagnosis of unsupported reverse-mode AD p
 """
 from __future__ import annotations
 
-from ...errors import SpiradAutodiffError
-from ...frontend.source import user_error
-from ...ir.nodes import Block, Node, Task, walk
-from ...ir.ops import Op
+from kernel_ir.errors import SpiradAutodiffError
+from kernel_ir.source import user_error
+from kernel_ir.nodes import Block, Node, Task, walk
+from kernel_ir.ops import Op
 
 
 def check_dynamic_nesting(task: Task):

@@ -15,10 +15,10 @@
 """
 from __future__ import annotations
 
-from ...ir.dtypes import i32, u1
-from ...ir.nodes import Block, LoopArg, Node, walk
-from ...ir.ops import LEAVES, PURE, Op
-from ...ir.rewrite import keep, rebuild, Splice, remap_arg
+from kernel_ir.dtypes import i32, u1
+from kernel_ir.nodes import Block, LoopArg, Node, walk
+from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.rewrite import keep, rebuild, Splice, remap_arg
 
 _HOST = {Op.CONST, Op.ARG, Op.NDARRAY_SHAPE}
 

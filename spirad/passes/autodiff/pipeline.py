@@ -11,14 +11,14 @@ dropped, temporaries kept) so every adjoint task sees the values it saw in the f
 """
 from __future__ import annotations
 
-from ...ir import verifier
-from ...ir.nodes import Task, TaskList, globals_used
-from ...ir.ops import Op
-from ...ir.rewrite import keep, rebuild
+from kernel_ir import verifier
+from kernel_ir.nodes import Task, TaskList, globals_used
+from kernel_ir.ops import Op
+from kernel_ir.rewrite import keep, rebuild
 from .adjoint import AdjointBuilder, check_overwritten_reads, stack_slots
 from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
 from .normalize import normalize
-from .sizing import capacities
+from .capacities import capacities
 from .stack_tops import promote_stack_tops
 
 

@@ -7,7 +7,7 @@ in the table and has a float result raises a clear "not differentiable" error.
 """
 from __future__ import annotations
 
-from ...ir.ops import Op
+from kernel_ir.ops import Op
 
 
 def _lin(*signs):

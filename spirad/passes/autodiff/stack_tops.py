@@ -20,15 +20,15 @@ locals per stack, which backends promote to registers:
   adjoints on the heap, unchanged.
 
 On overflow (a PUSH at capacity writes nothing) `top` still takes the pushed value; the launch is
-reported as failed anyway (see `spirad.ir.abi`), and every backend runs the same rewritten IR.
+reported as failed anyway (see `kernel_ir.abi`), and every backend runs the same rewritten IR.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir.nodes import Block, Node
-from ...ir.ops import Op
-from ...ir.rewrite import Splice, keep, rebuild
+from kernel_ir.nodes import Block, Node
+from kernel_ir.ops import Op
+from kernel_ir.rewrite import Splice, keep, rebuild
 
 
 def _register_adjoint_stacks(body: Block) -> set:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import sizer as sz
 
 from . import state as _state
-from .errors import SpiradAutodiffError
+from kernel_ir.errors import SpiradAutodiffError
 
 
 @dataclass

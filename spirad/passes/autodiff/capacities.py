@@ -21,10 +21,10 @@ import itertools
 
 import sizer as sz
 
-from ...errors import SpiradAutodiffError
-from ...frontend.source import user_error
-from ...ir.nodes import Block, Node, Task, walk
-from ...ir.ops import Op
+from kernel_ir.errors import SpiradAutodiffError
+from kernel_ir.source import user_error
+from kernel_ir.nodes import Block, Node, Task, walk
+from kernel_ir.ops import Op
 
 _BIN = {Op.ADD: sz.Add, Op.SUB: sz.Sub, Op.MUL: sz.Mul, Op.MAX: sz.Max}
 

@@ -1,7 +1,7 @@
 """The op enum: every IR node is one of these.
 
 Groups (`UNARY`, `BINARY`, `COMPARE`, ...) let passes and code generators dispatch through tables
-instead of if/elif chains. The meaning of each op is defined by `spirad.ir.interpreter`.
+instead of if/elif chains. The meaning of each op is defined by `kernel_ir.interpreter`.
 """
 from __future__ import annotations
 
