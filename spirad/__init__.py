@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from . import state as _state
 from . import types
-from . import autodiff as ad
+from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
@@ -35,14 +35,14 @@ def init(arch=None, **kwargs):
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
                                f"known: {', '.join(sorted(_INIT_KEYS - {'arch'}))}")
-    from .driver import BACKENDS, arch_available, backend_module, load_backend, resolve_arch
+    from .driver import BACKENDS, arch_available, backend_class, load_backend, resolve_arch
     arch = arch or "cpu"
     if arch not in BACKENDS and arch != "gpu":
         raise SpiradArchError(f"unknown arch {arch!r}; use sd.cpu, sd.vulkan, sd.metal, sd.cuda, "
                               f"sd.amdgpu or sd.gpu")
     arch = resolve_arch(arch)
     if not arch_available(arch):  # check before resetting: a failed init keeps the old state
-        reason = backend_module(arch).unavailable_reason()  # an unimplemented arch raises here
+        reason = backend_class(arch).unavailable_reason()  # an unimplemented arch raises here
         raise SpiradArchError(f"arch={arch} is not available on this machine: {reason}; "
                               f"use an available arch (sd.cpu, or sd.gpu to pick any GPU)")
     fp = kwargs.pop("default_fp", f32)

@@ -1,10 +1,13 @@
 """The compile pipeline, in order: frontend -> passes -> offload -> codegen (per backend).
 
     parse (frontend.compile_kernel) -> inline_calls -> simplify -> dce -> offload
-        -> simplify_tasks -> dce_tasks -> backend.compile
+        -> simplify_tasks -> dce_tasks -> backend.compile                      = compile_forward
+    forward task list -> reverse_mode (passes/autodiff) -> simplify_tasks -> dce_tasks
+        -> backend.compile, with the adstack sizing of the result           = compile_adjoint
 
-With `verify=True` (tests, `init(debug=True)`) the verifier runs after every stage. Backends are
-modules of `spirad.backends`, loaded by name on first use.
+With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
+stage. Backends are modules of `spirad.backends`, each defining `Backend` (a subclass of
+`spirad.backends.base.BackendBase`), loaded by name on first use.
 """
 from __future__ import annotations
 
@@ -12,13 +15,20 @@ import importlib
 import importlib.util
 import os
 
-from kernel_ir.errors import SpiradArchError
 from kernel_ir import verifier
-from kernel_ir.nodes import KernelIR, TaskList
+from kernel_ir.abi import kernel_abi
+from kernel_ir.errors import SpiradArchError
+from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
+from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
+from kernel_ir.ops import Op
+
+from . import state as _state
+from .launch import Compiled
 from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.offload import offload
 from .passes.simplify import simplify_kernel, simplify_tasks
+from .sizing_cache import ProgramSizing
 
 KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
@@ -45,26 +55,123 @@ def lower(k: KernelIR, verify: bool = False) -> TaskList:
     return tl
 
 
+def compile_forward(kernel, specs, state) -> Compiled:
+    """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
+    from .frontend.transformer import compile_kernel
+    kir = compile_kernel(kernel, specs, state)
+    tl = lower(kir, verify=debug_enabled(state))
+    templates = tuple(sp[1] for sp in specs if sp[0] == "template")
+    return _program(tl, state, None, templates)
+
+
+def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
+    """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
+    gradients), with the adstack sizing of its tasks."""
+    from .passes.autodiff.pipeline import reverse_mode
+    opts = state.options
+    tl = reverse_mode(fwd.tl, grad_of_factory(args, state), opts.get("default_ad_stack_size"),
+                      opts.get("ad_stack_size"), verify=debug_enabled(state),
+                      adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
+    tl = dce_tasks(simplify_tasks(tl))
+    sizing = ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))
+    return _program(tl, state, sizing, fwd.template_refs)
+
+
+def _program(tl: TaskList, state, sizing, templates) -> Compiled:
+    """Codegen through the backend, plus what a launch needs: host bound functions, the
+    binding sources, and what the program may write (generations to bump)."""
+    abi = kernel_abi(tl)
+    program = _state.backend().compile(tl, abi)
+    bounds = tuple(None if t.kind == "serial" else (_host_fn(t.begin), _host_fn(t.end))
+                   for t in tl.tasks)
+    fields = state.field_map()
+    written = set()
+    for t in tl.tasks:
+        written |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
+    writes, srcs = [], []
+    for ref in abi.bindings:
+        if ref.kind == "field":
+            srcs.append(("field", fields[ref.key]))
+        elif ref.kind == "ndarray":
+            srcs.append(("ndarray", ref.key, ref.grad))
+        else:
+            srcs.append(("temp", ref.key))
+        if (ref.kind, ref.key, ref.grad) in written:
+            writes.append(srcs[-1])
+    return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates)
+
+
+def grad_of_factory(args, state):
+    """ref -> the GlobalRef of its gradient, or None (no gradient: not differentiated)."""
+    fields = state.field_map()
+
+    def grad_of(ref: GlobalRef):
+        if ref.kind == "field":
+            f = fields.get(ref.key)
+            if f is None or f.grad is None:
+                return None
+            g = f.grad
+            return GlobalRef("field", g.id, g.dtype, ref.ndim, ref.shape, g.name, False)
+        if ref.kind == "ndarray":
+            if ref.grad or not args[ref.key].needs_grad:
+                return None
+            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".grad", True)
+        if ref.kind == "temp" and ref.dtype.is_float and not ref.grad:
+            return GlobalRef("temp", ref.key, ref.dtype, 1, (1,), ref.name + ".grad", True)
+        return None
+    return grad_of
+
+
+def _host_fn(expr):
+    """A host-evaluable bound expression as a Python closure (scalars, shapes) -> int."""
+    op = expr.op
+    if op == Op.CONST:
+        v = int(expr.arg)
+        return lambda s, sh: v
+    if op == Op.ARG:
+        i, dt = expr.arg, expr.dtype
+        return lambda s, sh: int(cast_value(s[i], dt))
+    if op == Op.NDARRAY_SHAPE:
+        key = expr.arg
+        return lambda s, sh: sh[key]
+    subs = [_host_fn(x) for x in expr.srcs]
+    if op == Op.CAST:
+        dt = expr.dtype
+        return lambda s, sh: int(cast_value(subs[0](s, sh), dt))
+    if op in BINARY_IMPL:
+        f, dt = BINARY_IMPL[op], expr.srcs[0].dtype
+        return lambda s, sh: int(f(cast_value(subs[0](s, sh), dt), cast_value(subs[1](s, sh), dt), dt))
+    if op in UNARY_IMPL:
+        f, dt = UNARY_IMPL[op], expr.dtype
+        return lambda s, sh: int(f(cast_value(subs[0](s, sh), dt), dt))
+    if op == Op.SELECT:
+        return lambda s, sh: subs[1](s, sh) if subs[0](s, sh) else subs[2](s, sh)
+    raise RuntimeError(f"bound expression op {op} is not host-evaluable")
+
+
+# -- backends -----------------------------------------------------------------------------------
+
 def is_implemented(arch: str) -> bool:
     """Does this installation of spirad have a backend module for `arch`?"""
     mod = BACKENDS.get(arch)
     return mod is not None and importlib.util.find_spec(f"spirad.backends.{mod}") is not None
 
 
-def backend_module(arch: str):
+def backend_class(arch: str):
+    """The `Backend` class of `arch` (imports its module)."""
     mod = BACKENDS.get(arch)
     if mod is None:
         raise SpiradArchError(f"unknown arch {arch!r}")
     if not is_implemented(arch):
         raise SpiradArchError(f"arch={arch} is not implemented in this version of spirad; "
                               f"use sd.vulkan or sd.cpu (or sd.gpu to pick any GPU backend)")
-    return importlib.import_module(f"spirad.backends.{mod}")
+    return importlib.import_module(f"spirad.backends.{mod}").Backend
 
 
 def arch_available(arch: str) -> bool:
     if not is_implemented(arch):
         return False
-    return backend_module(arch).is_available()
+    return backend_class(arch).is_available()
 
 
 def resolve_arch(arch: str) -> str:
@@ -77,10 +184,10 @@ def resolve_arch(arch: str) -> str:
 
 
 def load_backend(arch: str, state):
-    mod = backend_module(arch)
-    if not mod.is_available():
-        raise SpiradArchError(f"arch={arch} is not available on this machine: {mod.unavailable_reason()}")
-    return mod.create(state)
+    cls = backend_class(arch)
+    if not cls.is_available():
+        raise SpiradArchError(f"arch={arch} is not available on this machine: {cls.unavailable_reason()}")
+    return cls(state)
 
 
 def debug_enabled(state) -> bool:

@@ -1,31 +1,29 @@
-"""`@kernel` and `@func`: argument checking, per-signature compile cache, and launching.
+"""`@kernel` and `@func`: argument checking, the per-signature program cache, and launching.
 
-A kernel is compiled once per (init epoch, argument signature): scalar types, ndarray dtype /
-rank / element shape / needs_grad, and the identity of template arguments. A launch packs the
-scalar arguments and ndarray shapes into the argument buffer (see `kernel_ir.abi`), gathers the
-buffers in binding order and hands them to the backend.
+A kernel is compiled once per (init epoch, arch, argument signature): scalar types, ndarray dtype
+/ rank / element shape / needs_grad, and the identity of template arguments (`spirad.driver`).
+Its adjoint is compiled at the first `kernel.grad(...)` for that signature and kept on the
+forward program. Every launch, forward or adjoint, goes through `spirad.launch`: the kernel keeps
+the last `LaunchPlan` of each mode and reuses it while the inputs are the same (one `same_args`
+check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
 
 import functools
 import numbers
-import struct
 
 import numpy as np
 
-from . import autodiff as _autodiff
-from . import state as _state
-from .driver import debug_enabled, lower
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
-from .frontend.source import SourceInfo
 from kernel_ir import dtypes as T
-from kernel_ir.abi import kernel_abi
-from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
-from kernel_ir.ops import Op
-from .ndarray import Ndarray
-from .types import NdarrayType, Template
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+from . import launch as _launch
+from . import state as _state
+from .driver import compile_adjoint, compile_forward
+from .frontend.source import SourceInfo
+from .ndarray import Ndarray
+from .tape import Tape
+from .types import NdarrayType, Template
 
 
 class Func:
@@ -44,22 +42,12 @@ class Func:
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel or func")
 
 
-class Compiled:
-    """One kernel compiled for one signature and backend."""
-
-    def __init__(self, tl, abi, program, bounds, writes, bindings_src):
-        self.tl, self.abi, self.program = tl, abi, program
-        self.bounds = bounds            # per task: None (serial) or (begin_fn, end_fn)
-        self.writes = writes            # objects whose generation a launch bumps
-        self.bindings_src = bindings_src  # per binding: ('field', Field) | ('ndarray', arg, grad) | ('temp', k)
-
-
 class Kernel:
     def __init__(self, fn):
         self.fn = fn
         self._src = None
-        self._cache: dict = {}
-        self._last = None  # (state, args, Compiled) of the latest compile() call
+        self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
+        self._plans = [None, None]  # the last LaunchPlan of the forward / adjoint program
         self.params = None
         functools.update_wrapper(self, fn)
 
@@ -157,139 +145,42 @@ class Kernel:
         return tuple(key), specs
 
     # -- compile ------------------------------------------------------------------------------
-    def compile(self, args):
+    def compile(self, args) -> _launch.Compiled:
+        """The forward program for these arguments' signature (compiled on first use)."""
         st = _state.current()
-        last = self._last
-        if last is not None and last[0] is st and same_args(last[1], args):
-            return last[2]  # the same inputs as the previous launch: the same signature
         key, specs = self._signature(args, st)
         if any(k[0] != st.epoch for k in self._cache):  # programs of a previous init() are dead
             self._cache = {k: v for k, v in self._cache.items() if k[0] == st.epoch}
         c = self._cache.get((st.epoch, st.arch, key))
         if c is None:
-            c = self._compile(specs, args, st)
-            # keep identity-keyed template objects alive, so their ids cannot be reused
-            c.template_refs = [sp[1] for sp in specs if sp[0] == "template"]
-            self._cache[(st.epoch, st.arch, key)] = c
-        self._last = (st, tuple(args), c)
+            c = self._cache[(st.epoch, st.arch, key)] = compile_forward(self, specs, st)
         return c
 
-    def _compile(self, specs, args, st):
-        from .frontend.transformer import compile_kernel
-        be = _state.backend()
-        kir = compile_kernel(self, specs, st)
-        tl = lower(kir, verify=debug_enabled(st))
-        return self._finish(tl, args, be)
+    def compile_adjoint(self, args) -> _launch.Compiled:
+        """The adjoint program for these arguments' signature (compiled on first use)."""
+        fwd = self.compile(args)
+        if fwd.adjoint is None:
+            fwd.adjoint = compile_adjoint(fwd, args, _state.current())
+        return fwd.adjoint
 
-    def _finish(self, tl, args, be):
-        abi = kernel_abi(tl)
-        program = be.compile(tl, abi)
-        bounds = []
-        for t in tl.tasks:
-            bounds.append(None if t.kind == "serial" else (_host_fn(t.begin), _host_fn(t.end)))
-        from kernel_ir.nodes import globals_used
-        writes, srcs = [], []
-        fields = {f.id: f for f in _state.current().fields}
-        for f in list(fields.values()):
-            if f.grad is not None:
-                fields[f.grad.id] = f.grad
-        written = set()
-        for t in tl.tasks:
-            written |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
-        for ref in abi.bindings:
-            if ref.kind == "field":
-                srcs.append(("field", fields[ref.key]))
-            elif ref.kind == "ndarray":
-                srcs.append(("ndarray", ref.key, ref.grad))
-            else:
-                srcs.append(("temp", ref.key))
-            if (ref.kind, ref.key, ref.grad) in written:
-                writes.append(srcs[-1])
-        return Compiled(tl, abi, program, bounds, writes, srcs)
+    def _plan(self, args, adjoint: int) -> _launch.LaunchPlan:
+        p = self._plans[adjoint]
+        epoch = _state.current().epoch
+        if p is not None and p.epoch == epoch and _launch.same_args(p.args, args):
+            return p  # the same inputs as the last launch: everything is known
+        c = self.compile_adjoint(args) if adjoint else self.compile(args)
+        p = self._plans[adjoint] = _launch.plan(c, args, epoch)
+        return p
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
-        c = self.compile(args)
-        launch(c, args)
-        if _autodiff.Tape.active is not None:
-            _autodiff.Tape.active.record(self, args)
+        _launch.run(self._plan(args, 0))
+        if Tape.active is not None:
+            Tape.active.record(self, args)
 
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into `.grad` of fields and ndarrays."""
-        _autodiff.launch_grad(self, args)
-
-
-def same_args(a, b) -> bool:
-    """The same launch inputs: identical objects, or equal numbers of the same type."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
-            return False
-    return True
-
-
-def launch(c: Compiled, args, adstack=None):
-    be = _state.backend()
-    plan = c.__dict__.get("last_plan")
-    if plan is not None and same_args(plan[0], args):
-        # a repeated launch with the same inputs: argument bytes, buffers and ranges are known
-        storages, argbuf, ranges = plan[1], plan[2], plan[3]
-    else:
-        storages, argbuf, ranges = _prepare(c, args)
-        c.last_plan = (tuple(args), storages, argbuf, ranges)
-    if adstack is None:
-        be.launch(c.program, storages, argbuf, ranges)
-    else:
-        be.launch(c.program, storages, argbuf, ranges, adstack=adstack)
-    for w in c.writes:
-        if w[0] == "field":
-            w[1].generation += 1
-        elif w[0] == "ndarray":
-            arr = args[w[1]]
-            (arr.grad if w[2] else arr).generation += 1
-
-
-def _prepare(c: Compiled, args):
-    """(storages, argument bytes, task ranges) of a launch with these arguments."""
-    abi = c.abi
-    argbuf = bytearray(abi.arg_buffer_size)
-    scalars = []
-    for i, spec in enumerate(c.tl.args):
-        if spec.kind == "scalar":
-            v = args[i]
-            if spec.dtype.is_int and not (spec.dtype == T.u1):
-                info = np.iinfo(spec.dtype.np)
-                if not info.min <= int(v) <= info.max:
-                    raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
-            struct.pack_into(_PACK[spec.dtype.name], argbuf, abi.arg_offsets[i],
-                             bool(v) if spec.dtype == T.u1 else v)
-            scalars.append(v)
-        else:
-            scalars.append(None)
-    shapes = {}
-    for a, ax, off in abi.shape_offsets:
-        n = args[a].full_shape[ax]
-        if n > 2**31 - 1:
-            raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
-        struct.pack_into("<i", argbuf, off, n)
-        shapes[(a, ax)] = n
-    storages = []
-    for src in c.bindings_src:
-        if src[0] == "field":
-            storages.append(src[1]._storage())
-        elif src[0] == "ndarray":
-            arr = args[src[1]]
-            storages.append((arr.grad if src[2] else arr)._storage())
-        else:
-            storages.append(None)  # temps: the backend owns them
-    ranges = []
-    for b in c.bounds:
-        if b is None:
-            ranges.append((0, 1))
-        else:
-            ranges.append((b[0](scalars, shapes), b[1](scalars, shapes)))
-    return storages, bytes(argbuf), ranges
+        _launch.run(self._plan(args, 1))
 
 
 def _scalar_annotation(ann, st, name, kname):
@@ -306,33 +197,6 @@ def _scalar_annotation(ann, st, name, kname):
         raise SpiradTypeError(f"argument '{name}' of kernel {kname} needs a type annotation "
                               f"(sd.f32, int, sd.types.ndarray(), sd.template(), ...)")
     raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation {ann!r}")
-
-
-def _host_fn(expr):
-    """Compile a host-evaluable bound expression into a Python closure (scalars, shapes) -> int."""
-    op = expr.op
-    if op == Op.CONST:
-        v = int(expr.arg)
-        return lambda s, sh: v
-    if op == Op.ARG:
-        i, dt = expr.arg, expr.dtype
-        return lambda s, sh: int(cast_value(s[i], dt))
-    if op == Op.NDARRAY_SHAPE:
-        key = expr.arg
-        return lambda s, sh: sh[key]
-    subs = [_host_fn(x) for x in expr.srcs]
-    if op == Op.CAST:
-        dt = expr.dtype
-        return lambda s, sh: int(cast_value(subs[0](s, sh), dt))
-    if op in BINARY_IMPL:
-        f, dt = BINARY_IMPL[op], expr.srcs[0].dtype
-        return lambda s, sh: int(f(cast_value(subs[0](s, sh), dt), cast_value(subs[1](s, sh), dt), dt))
-    if op in UNARY_IMPL:
-        f, dt = UNARY_IMPL[op], expr.dtype
-        return lambda s, sh: int(f(cast_value(subs[0](s, sh), dt), dt))
-    if op == Op.SELECT:
-        return lambda s, sh: subs[1](s, sh) if subs[0](s, sh) else subs[2](s, sh)
-    raise RuntimeError(f"bound expression op {op} is not host-evaluable")
 
 
 def _template_key(a):

@@ -1,15 +1,22 @@
-"""Launch-time adstack sizing: evaluate each task's size expressions, with a per-task cache.
+"""Launch-time adstack sizing: every stack's capacity and the heap layout, with a per-task cache.
 
-Per task the cache keeps the last evaluated capacities, keyed by everything the expressions read:
-the scalar arguments and ndarray shapes they use, and a snapshot of the *write generation* of
-every field / ndarray whose data they read (`Field.generation`, bumped by every host write —
-`x[i] = v`, `fill`, `from_numpy` — and by every kernel launch that may write it). A hit skips
-evaluation entirely (on Vulkan: no bytecode upload, no sizer dispatch, no read-back).
+An adjoint program with adstacks carries a `ProgramSizing`: per task, a `TaskSizing` with the
+stacks' size expressions (`sizer` grammar), entry sizes and layout kinds. At each launch
+`evaluate` gives, per task, a `SizedTask`: the capacities and the per-thread heap layout
+(`sizer.Layout`) the kernel's metadata words describe.
 
-Evaluation: expressions that read device-resident data (field / ndarray values) go to the GPU
-sizer kernel when the backend provides one (`backend.gpu_sizer`); everything else is evaluated
-on the host by `sizer.eval_fast`. `SPIRAD_DEBUG_ADSTACK=1` prints, per launch, the bytecode,
-the evaluated sizes, the strides and the heap sizes.
+Cache: per task the last result is kept, keyed by everything the expressions read — the scalar
+arguments and ndarray shapes they use, and a snapshot of the *write generation* of every field /
+ndarray whose data they read (`generation`, bumped by every host write — `x[i] = v`, `fill`,
+`from_numpy` — and by every kernel launch that may write it). A hit skips evaluation entirely (on
+Vulkan: no bytecode upload, no sizer dispatch, no read-back). `init(adstack_cache=False)` turns
+it off.
+
+Evaluation: a task whose expressions read device-resident data (field / ndarray values) goes to
+the backend's GPU sizer (`Backend.gpu_sizer`), which evaluates the expressions *and* the layout on
+the device; everything else, and every task the GPU sizer declines, is evaluated on the host by
+`sizer.eval_fast` and laid out by `sizer.compute_layout`. `SPIRAD_DEBUG_ADSTACK=1` prints, per
+launch, the bytecode, the evaluated sizes, the strides and the heap sizes.
 """
 from __future__ import annotations
 
@@ -19,8 +26,10 @@ from dataclasses import dataclass, field
 
 import sizer as sz
 
+from kernel_ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.errors import SpiradAutodiffError, SpiradDeviceError
+
 from . import state as _state
-from kernel_ir.errors import SpiradAutodiffError
 
 
 @dataclass
@@ -35,7 +44,6 @@ class SizerStats:
 
 
 stats = SizerStats()
-
 
 _DEBUG = [os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"]
 
@@ -54,7 +62,6 @@ class LaunchContext:
 
     def __init__(self, args):
         self.args = args
-        self.fields = None
 
     def scalar_arg(self, i):
         return self.args[i]
@@ -69,120 +76,160 @@ class LaunchContext:
         return _state.current().field_map()[fid]._view()[tuple(indices)]
 
 
-@dataclass
+@dataclass(frozen=True)
+class SizedTask:
+    """One task's stacks sized for a launch: capacities and the heap layout they give.
+
+    `device_meta` is the backend storage that already holds the layout's metadata words when the
+    GPU sizer computed them (the launch binds it as the task's metadata buffer), else None (the
+    backend uploads `layout.metadata()`)."""
+    caps: tuple
+    layout: sz.Layout
+    device_meta: object = field(default=None, compare=False)
+
+
+def host_sized(caps, entry_sizes, kinds) -> SizedTask:
+    """The SizedTask of capacities evaluated on the host (layout computed here)."""
+    layout = sz.compute_layout(list(caps), list(entry_sizes), list(kinds))
+    words = layout.metadata()
+    if max(words, default=0) >= 2**32:
+        raise SpiradDeviceError(f"adstack row of {max(words)} bytes does not fit 32-bit offsets")
+    return SizedTask(tuple(caps), layout)
+
+
+def _key_function(scalars, shapes, nds, fields):
+    """A function args -> cache key, specialised to what a task reads (the launch hot path)."""
+    if not (scalars or shapes or nds):
+        if not fields:
+            return lambda args: ()
+        return lambda args: tuple([f.generation for f in fields])
+
+    def key(args):
+        k = [args[i] for i in scalars]
+        k += [args[i].full_shape for i in shapes]
+        k += [(args[i].id, args[i].generation) for i in nds]  # ids are never reused
+        k += [f.generation for f in fields]
+        return tuple(k)
+    return key
+
+
+@dataclass(eq=False)
 class TaskSizing:
-    """Sizing of one adjoint task: its expressions, what they read, and the cache entry."""
-    exprs: list
+    """Sizing of one adjoint task: its stacks' expressions, what they read, and its cache entry."""
+    exprs: tuple                      # capacity SizeExpr per stack (stack order)
+    required: tuple                   # the automatic size per stack (differs when forced), or None
+    entry_sizes: tuple                # bytes per entry per stack
+    kinds: tuple                      # layout kind per stack ('float', 'primal', 'int')
     leaves: sz.Leaves
     device: bool                      # some expression reads field / ndarray data
-    key: tuple = None
-    caps: list = None
-    code: object = field(default=None, repr=False)
+    key_of: object                    # args -> cache key (what the expressions read)
+    key: tuple = None                 # cache entry: the key ...
+    sized: SizedTask = None           # ... and its result
 
     @staticmethod
-    def of(exprs):
+    def of(stacks) -> "TaskSizing":
+        """From a task's ADSTACK_ALLOCA nodes (stack order)."""
+        exprs = tuple(a.arg.capacity for a in stacks)
         lv = sz.leaves(*exprs)
-        ts = TaskSizing(list(exprs), lv, bool(lv.fields or lv.ndarrays))
-        ts.order = (sorted(lv.scalars), sorted(lv.shapes), sorted(lv.ndarrays), sorted(lv.fields))
-        return ts
+        fields = []
+        if lv.fields:  # fields live as long as this compiled program's init()
+            fmap = _state.current().field_map()
+            fields = [fmap[f] for f in sorted(lv.fields)]
+        key_of = _key_function(sorted(lv.scalars), sorted(lv.shapes), sorted(lv.ndarrays), fields)
+        return TaskSizing(exprs, tuple(a.arg.required for a in stacks),
+                          tuple(a.dtype.nbytes for a in stacks),
+                          tuple(adstack_kind(a) for a in stacks), lv,
+                          bool(lv.fields or lv.ndarrays), key_of)
 
-    def cache_key(self, args):
-        """Everything the expressions read, as a tuple: scalar values, ndarray shapes, (id,
-        write generation) of each ndarray read and the write generation of each field read."""
-        fn = self.__dict__.get("_key_fn")
-        if fn is None:
-            fn = self._key_fn = self._make_key_fn()
-        return fn(args)
-
-    def _make_key_fn(self):
-        """A key function specialised to what this task reads (the launch hot path)."""
-        scalars, shapes, nds, fids = self.order
-        objs = None
-        if fids:  # fields live as long as this compiled kernel's init()
-            fields = _state.current().field_map()
-            objs = [fields[f] for f in fids]
-        if not (scalars or shapes or nds):
-            if not objs:
-                return lambda args: ()
-            return lambda args: tuple([f.generation for f in objs])
-
-        def key(args):
-            k = [args[i] for i in scalars]
-            k += [args[i].full_shape for i in shapes]
-            k += [(args[i].id, args[i].generation) for i in nds]  # ids are never reused
-            if objs:
-                k += [f.generation for f in objs]
-            return tuple(k)
-        return key
+    def on_host(self, args) -> SizedTask:
+        caps = [max(int(sz.eval_fast(e, LaunchContext(args))), 0) for e in self.exprs]
+        return host_sized(caps, self.entry_sizes, self.kinds)
 
 
-class SizingSet:
-    """The TaskSizing (None: no stacks) of every task of one adjoint kernel, and the capacity
-    list `evaluate` returned for it last."""
+@dataclass(eq=False)
+class ProgramSizing:
+    """The adstack sizing of one adjoint program: a TaskSizing per task (None: no stacks)."""
+    tasks: tuple
+    forced: bool   # a size was forced (ad_stack_size / default_ad_stack_size): overflow possible
+    cache: bool    # init(adstack_cache=...)
+    last: tuple = None  # the result of the last `evaluate` with every task sized (cache on)
 
-    def __init__(self, tasks):
-        self.tasks = list(tasks)
-        self.sized = [ts for ts in self.tasks if ts is not None]
-        self.last = None
+    @staticmethod
+    def of(tl, cache: bool) -> "ProgramSizing | None":
+        """The sizing of an adjoint task list, or None when no task has stacks."""
+        per_task = [adstack_allocas(t) for t in tl.tasks]
+        if not any(per_task):
+            return None
+        tasks = tuple(TaskSizing.of(st) if st else None for st in per_task)
+        forced = any(ts is not None and ts.exprs != ts.required for ts in tasks)
+        return ProgramSizing(tasks, forced, cache)
 
-    def __iter__(self):
-        return iter(self.tasks)
+    def required(self, task: int, stack: int, args):
+        """The size stack `stack` of task `task` needs at a launch with `args` (None: unknown)."""
+        ts = self.tasks[task]
+        expr = ts.required[stack] if ts is not None else None
+        if expr is None:
+            return None
+        try:
+            return int(sz.eval_fast(expr, LaunchContext(args)))
+        except sz.SizerError:
+            return None
 
 
-def evaluate(sizing: SizingSet, args, cache=True):
-    """Capacities per task (None for tasks without stacks) for this launch. With the cache on and
-    every task a hit, the list returned last time is returned again (the same object), so callers
-    can keep what they derived from it."""
+def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
+    """A SizedTask (None for tasks without stacks) per task for this launch. With the cache on
+    (`cache` None: the program's setting) an unchanged task costs one key comparison, and when
+    every task hits, the tuple returned last time is returned again."""
+    if cache is None:
+        cache = sizing.cache
     if cache and sizing.last is not None:
-        for ts in sizing.sized:
-            if ts.key != ts.cache_key(args):
+        for ts in sizing.tasks:
+            if ts is not None and ts.key != ts.key_of(args):
                 break
         else:
-            stats.cache_hits += len(sizing.sized)
+            stats.cache_hits += len(sizing.tasks) - sizing.tasks.count(None)
             return sizing.last
-    if cache:
         sizing.last = None  # set again once every task is sized (an error leaves it unset)
-    be = _state.backend()
+    gpu = _state.backend().gpu_sizer
     out = []
     for ts in sizing.tasks:
         if ts is None:
             out.append(None)
             continue
-        key = ts.cache_key(args) if cache else None
-        if cache and ts.key == key and ts.caps is not None:
+        key = ts.key_of(args) if cache else None
+        if cache and ts.key == key and ts.sized is not None:
             stats.cache_hits += 1
-            out.append(ts.caps)
+            out.append(ts.sized)
             continue
-        gpu = getattr(be, "gpu_sizer", None)
         try:
-            caps = gpu(ts, args) if ts.device and gpu is not None else None  # None: not on the GPU
-            if caps is not None:
+            sized = gpu.size(ts, args) if ts.device and gpu is not None else None
+            if sized is not None:  # None: the GPU sizer declined (see its docstring)
                 stats.gpu_dispatches += 1
             else:
-                ctx = LaunchContext(args)
-                caps = [max(int(sz.eval_fast(e, ctx)), 0) for e in ts.exprs]
+                sized = ts.on_host(args)
                 stats.host_evaluations += 1
         except sz.SizerError as e:
             raise SpiradAutodiffError(f"sizing the autodiff stacks failed: {e}") from None
         if cache:
-            ts.key, ts.caps = key, caps
-        out.append(caps)
+            ts.key, ts.sized = key, sized
+        out.append(sized)
+    out = tuple(out)
     if cache:
         sizing.last = out
     return out
 
 
-def debug_print(kernel_name, tasks, caps, layouts, heaps):
+def debug_print(kernel_name, sizing: ProgramSizing, sized, heaps):
     w = sys.stderr.write
-    w(f"[spirad adstack] launch of {kernel_name}_grad\n")
-    for k, (ts, c, lay) in enumerate(zip(tasks, caps, layouts)):
+    w(f"[spirad adstack] launch of {kernel_name}\n")
+    for k, (ts, s) in enumerate(zip(sizing.tasks, sized)):
         if ts is None:
             continue
-        if ts.code is None:
-            ts.code = sz.encode(ts.exprs, fold=False)
-        w(f"  task {k}: bytecode ({len(ts.code)} words):\n")
-        for line in sz.disassemble(ts.code).splitlines():
+        code = sz.encode(list(ts.exprs), fold=False)
+        w(f"  task {k}: bytecode ({len(code)} words):\n")
+        for line in sz.disassemble(code).splitlines():
             w(f"    {line}\n")
-        w(f"  task {k}: sizes {c}  kinds {list(lay.kinds)}  stride_float {lay.stride_float} B  "
-          f"stride_int {lay.stride_int} B\n")
+        lay = s.layout
+        w(f"  task {k}: sizes {list(s.caps)}  kinds {list(lay.kinds)}  stride_float "
+          f"{lay.stride_float} B  stride_int {lay.stride_int} B\n")
     w(f"  heaps: float {heaps[0]} B, int {heaps[1]} B\n")

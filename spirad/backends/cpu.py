@@ -17,25 +17,9 @@ import ctypes
 
 import numpy as np
 
-from .adstack_support import (grown, layout_for, meta_words, overflow_error, task_plans,
-                              task_stacks)
+from .adstack_support import grown, overflow_error, task_stacks
+from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
-
-
-def is_available() -> bool:
-    try:
-        import llvmlite  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-def unavailable_reason() -> str:
-    return "llvmlite is not installed (pip install llvmlite)"
-
-
-def create(state):
-    return CpuBackend(state)
 
 
 class CpuProgram:
@@ -53,13 +37,26 @@ class CpuProgram:
         if extra:
             self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
-        self.layouts = {}
+        self.module = None  # the JIT module: keeps the task functions alive
 
 
-class CpuBackend:
+class CpuBackend(BackendBase):
     name = "cpu"
 
+    @classmethod
+    def is_available(cls) -> bool:
+        try:
+            import llvmlite  # noqa: F401
+            return True
+        except ImportError:
+            return False
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        return "llvmlite is not installed (pip install llvmlite)"
+
     def __init__(self, state):
+        super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
         self.rt = CpuRuntime(num_workers=n)
@@ -69,10 +66,7 @@ class CpuBackend:
                            self.heap_int.__array_interface__["data"][0])
         self.heap_sizes = (8, 8)
         self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
-        self.bounds_check = bool(getattr(state, "debug", False))
-
-    def capabilities(self) -> dict:
-        return {"f64": True, "i64": True}
+        self.bounds_check = bool(state.debug)
 
     def allocate(self, nbytes):
         return np.zeros(max(int(nbytes), 8), dtype=np.uint8)
@@ -91,7 +85,7 @@ class CpuBackend:
         p = CpuProgram(tl.name, fns, [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
-        p.module = mod  # keep the JIT code alive
+        p.module = mod
         return p
 
     def heap_bytes(self) -> tuple:
@@ -107,23 +101,11 @@ class CpuBackend:
                                self.heap_int.__array_interface__["data"][0])
             self.heap_sizes = (self.heap_float.nbytes, self.heap_int.nbytes)
 
-    def _task_adstack(self, program, ti, caps):
-        """(meta words, heap bytes, meta address) for these capacities, memoised per task."""
-        key = (ti, tuple(caps))
-        hit = program.layouts.get(key)
-        if hit is None:
-            layout = layout_for(program.stacks[ti], caps)
-            meta = meta_words(layout)
-            hit = (meta, layout.heap_bytes(self.rt.num_workers), meta.__array_interface__["data"][0])
-            if len(program.layouts) > 64:
-                program.layouts.clear()
-            program.layouts[key] = hit
-        return hit
-
-    def _plan_task(self, program, ti, caps):
-        """(meta address, float heap bytes, int heap bytes, meta words kept alive)."""
-        meta, (nf, ni), addr = self._task_adstack(program, ti, caps)
-        return addr, nf, ni, meta
+    def plan_adstack(self, program, ti, sized):
+        """(metadata address, float heap bytes, int heap bytes, metadata words kept alive)."""
+        meta = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)
+        nf, ni = sized.layout.heap_bytes(self.rt.num_workers)
+        return meta.__array_interface__["data"][0], nf, ni, meta
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
@@ -137,7 +119,7 @@ class CpuBackend:
         run = self.rt.run
         n = program.nbind
         checked = program.bounds is not None
-        plan = None if adstack is None else task_plans(adstack, program, self._plan_task)
+        plan = None if adstack is None else adstack.tasks
         for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
             if e <= b:
                 continue
@@ -165,7 +147,7 @@ class CpuBackend:
                 elif self.pending is None:
                     self.pending = overflow_error(program.name, program.task_names[task],
                                                   program.stacks[task][stack], stack,
-                                                  adstack.caps[task][stack],
+                                                  adstack.capacity(task, stack),
                                                   adstack.required(task, stack))
 
     def sync(self):
@@ -175,3 +157,6 @@ class CpuBackend:
 
     def close(self):
         self.rt.close()
+
+
+Backend = CpuBackend

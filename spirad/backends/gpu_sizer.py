@@ -105,15 +105,16 @@ def _as_i32(x: int) -> int:
 
 
 class GpuSizer:
-    """One per backend: compiled sizer kernels, scratch buffers, per-task plans."""
+    """One per backend: compiled sizer kernels, scratch buffers, per-task plans.
 
-    def __init__(self, backend):
-        from ..state import current
+    `loop_cap`: the device's loop-iteration cap per invocation (None: none)."""
+
+    def __init__(self, backend, loop_cap=None):
+        import weakref
         self.be = backend
-        self.epoch = current().epoch
-        caps = getattr(backend, "caps", None)
-        self.loop_cap = getattr(caps, "loop_iteration_cap", None)
+        self.loop_cap = loop_cap
         self.has_f64 = bool(backend.capabilities().get("f64", False))
+        self.plans = weakref.WeakKeyDictionary()  # TaskSizing -> its last _Plan
         self.budget = self.loop_cap - BUDGET_MARGIN if self.loop_cap else UNLIMITED
         self.slice_budget = self.loop_cap - BUDGET_MARGIN if self.loop_cap else DEFAULT_BUDGET
         self._compiled = {}
@@ -136,19 +137,10 @@ class GpuSizer:
         return cur
 
     def _write(self, nd, arr: np.ndarray):
-        st = nd._storage()
-        data = np.ascontiguousarray(arr)
-        if hasattr(st, "write"):
-            st.write(data)
-        else:
-            st[:data.nbytes] = data.reshape(-1).view(np.uint8)
+        self.be.write(nd._storage(), arr)
 
     def _read(self, nd, np_dtype, count: int) -> np.ndarray:
-        st = nd._storage()
-        nbytes = int(count) * np.dtype(np_dtype).itemsize
-        if hasattr(st, "read"):
-            return st.read(0, nbytes).view(np_dtype)
-        return st[:nbytes].view(np_dtype).copy()
+        return self.be.read(nd._storage(), int(count) * np.dtype(np_dtype).itemsize).view(np_dtype)
 
     def _dummy(self):
         if self._dummies is None:
@@ -320,7 +312,7 @@ class GpuSizer:
     # -- run -----------------------------------------------------------------------------------
     def _launch_eval(self, plan, jobs_nd, n_jobs, round_):
         from kernel_ir import dtypes as T
-        from ..kernel import launch
+        from ..launch import run_once as launch
         k = self.kernels()
         val = self.scratch("val", T.i64, n_jobs * plan.vstride)
         jst = self.scratch("jst", T.i64, n_jobs * JST_WORDS)
@@ -360,7 +352,7 @@ class GpuSizer:
         `SizerError` naming the leaf; else it is reported per root in `Result.errors`. With
         `layout`, `Result.metadata` holds the device-computed layout (a layout error raises)."""
         from kernel_ir import dtypes as T
-        from ..kernel import launch
+        from ..launch import run_once as launch
         k = self.kernels()
         rounds = 0
         if plan.prepass:
@@ -442,7 +434,7 @@ class GpuSizer:
         value, from one batch of device min/max reductions and one sync; `exprs` itself when
         there is none."""
         from kernel_ir import dtypes as T
-        from ..kernel import launch
+        from ..launch import run_once as launch
         from ..ndarray import Ndarray
         from . import gpu_sizer_reduce as R
         folded, found = R.find(exprs, leaves, scalars, shapes)
@@ -507,6 +499,31 @@ class GpuSizer:
                               "minmax_total": compiled(mod.sizer_minmax_total)}
         return self._compiled
 
+    # -- the hook `spirad.sizing_cache` calls ---------------------------------------------------
+    def size(self, ts, args):
+        """The SizedTask of one task's stacks for this launch, evaluated by the GPU sizer kernel;
+        None when the task's leaves are unsupported (the caller evaluates on the host)."""
+        from ..sizing_cache import host_sized
+        leaves, scalars, shapes = task_leaves(ts, args)
+        exprs = self.reduce_ranges(list(ts.exprs), leaves, scalars, shapes)
+        if exprs != list(ts.exprs) and not any(sz.has_device_leaves(e) for e in exprs):
+            ctx = sz.DictContext(scalars=scalars, shapes=shapes)  # nothing left on the device
+            caps = [max(int(sz.eval_fast(e, ctx)), 0) for e in exprs]
+            return host_sized(caps, ts.entry_sizes, ts.kinds)
+        key = (tuple(sorted((i, repr(v)) for i, v in scalars.items())),
+               tuple(sorted(shapes.items())),
+               tuple((k, id(lf.storage), lf.dtype.name, lf.shape) for k, lf in leaves.items()),
+               tuple(exprs))
+        plan = self.plans.get(ts)
+        if plan is None or plan.key != key:
+            try:
+                plan = self.plan(exprs, leaves=leaves, scalars=scalars, shapes=shapes,
+                                 entry_sizes=ts.entry_sizes, kinds=ts.kinds, key=key)
+            except Unsupported:
+                return None
+            self.plans[ts] = plan
+        return host_sized(self.run(plan).caps, ts.entry_sizes, ts.kinds)
+
 
 def load_kernel_module():
     """`shaders/sizer_kernel.py` (importable as `shaders.sizer_kernel` from a checkout; else
@@ -529,21 +546,13 @@ def load_kernel_module():
 
 # -- the backend hook ------------------------------------------------------------------------
 
-def sizer_for(backend) -> GpuSizer:
-    from ..state import current
-    gs = getattr(backend, "_gpu_sizer", None)
-    if gs is None or gs.epoch != current().epoch:
-        gs = backend._gpu_sizer = GpuSizer(backend)
-    return gs
-
-
 def task_leaves(ts, args) -> tuple:
     """(leaves, scalars, shapes) of a TaskSizing at this launch."""
     from ..state import current
     lv = ts.leaves
     leaves = {}
     if lv.fields:
-        fields = {f.id: f for f in current().fields}
+        fields = current().field_map()
         for fid in sorted(lv.fields):
             f = fields.get(fid)
             if f is not None:
@@ -554,34 +563,3 @@ def task_leaves(ts, args) -> tuple:
     scalars = {i: args[i] for i in lv.scalars}
     shapes = {i: args[i].full_shape for i in lv.shapes}
     return leaves, scalars, shapes
-
-
-def gpu_sizer(backend, ts, args) -> list:
-    """Capacities of one task's stacks for this launch, evaluated by the GPU sizer kernel (or on
-    the host when the task's leaves are unsupported; see the module docstring)."""
-    gs = sizer_for(backend)
-    leaves, scalars, shapes = task_leaves(ts, args)
-    exprs = gs.reduce_ranges(ts.exprs, leaves, scalars, shapes)
-    if exprs is not ts.exprs and not any(sz.has_device_leaves(e) for e in exprs):
-        ctx = sz.DictContext(scalars=scalars, shapes=shapes)  # nothing left to read on the device
-        return [max(int(sz.eval_fast(e, ctx)), 0) for e in exprs]
-    key = (gs.epoch, tuple(sorted((i, repr(v)) for i, v in scalars.items())),
-           tuple(sorted(shapes.items())),
-           tuple((k, id(l.storage), l.dtype.name, l.shape) for k, l in leaves.items()),
-           None if exprs is ts.exprs else tuple(exprs))
-    cached = ts.__dict__.get("_gpu_plan")
-    plan = cached if cached is not None and cached.key == key else None
-    if plan is None:
-        try:
-            plan = gs.plan(exprs, leaves=leaves, scalars=scalars, shapes=shapes,
-                           entry_sizes=getattr(ts, "entry_sizes", None),
-                           kinds=getattr(ts, "kinds", None), key=key)
-        except Unsupported:
-            return _host_fallback(ts, args)
-        ts.__dict__["_gpu_plan"] = plan
-    return gs.run(plan).caps
-
-
-def _host_fallback(ts, args):
-    """None: the caller (`sizing_cache.evaluate`) evaluates on the host instead."""
-    return None

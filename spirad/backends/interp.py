@@ -9,27 +9,20 @@ import struct
 
 import numpy as np
 
+from kernel_ir.abi import adstack_allocas
 from kernel_ir.interpreter import AdStackOverflowError, Memory, run_range, run_task
+
+from .adstack_support import overflow_error, task_stacks
+from .base import BackendBase
 
 _UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
 
-def is_available() -> bool:
-    return True
-
-
-def unavailable_reason() -> str:
-    return ""
-
-
-def create(state):
-    return InterpBackend()
-
-
-class InterpBackend:
+class InterpBackend(BackendBase):
     name = "interp"
 
-    def __init__(self):
+    def __init__(self, state):
+        super().__init__(state)
         self.temps = {}
 
     def allocate(self, nbytes):
@@ -69,10 +62,9 @@ class InterpBackend:
                 arrays[key] = np.zeros(tuple(axes[k] for k in range(len(axes))), dtype=np.uint8)
         caps = {}
         if adstack is not None:
-            from kernel_ir.abi import adstack_allocas
-            for t, tcaps in zip(tl.tasks, adstack.caps):
-                if tcaps:
-                    caps.update(zip(adstack_allocas(t), tcaps))
+            for t, sized in zip(tl.tasks, adstack.sized):
+                if sized is not None:
+                    caps.update(zip(adstack_allocas(t), sized.caps))
         mem = Memory(arrays, scalars, caps)
         for ti, (t, (b, e)) in enumerate(zip(tl.tasks, ranges)):
             try:
@@ -81,14 +73,9 @@ class InterpBackend:
                 else:
                     run_range(t, mem, b, e)
             except AdStackOverflowError as err:
-                from kernel_ir.abi import adstack_allocas
-                from .adstack_support import overflow_error, task_stacks
                 k = adstack_allocas(t).index(err.node)
                 raise overflow_error(tl.name, t.name, task_stacks(t)[k], k, err.capacity,
                                      adstack.required(ti, k)) from None
 
-    def sync(self):
-        pass
 
-    def close(self):
-        pass
+Backend = InterpBackend

@@ -20,37 +20,14 @@ import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
-from .adstack_support import (grown, layout_for, meta_words, overflow_error, task_plans,
-                              task_stacks)
+from .adstack_support import grown, overflow_error, task_stacks
+from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
-from .gpu_sizer import gpu_sizer as _run_gpu_sizer
+from .gpu_sizer import GpuSizer
 
 _ARG_CACHE_MAX = 256
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
-
-
-def is_available() -> bool:
-    try:
-        from gfx_runtime.vulkan import is_available as avail
-    except ImportError:
-        return False
-    return avail()
-
-
-def unavailable_reason() -> str:
-    try:
-        from gfx_runtime.vulkan import unavailable_reason as reason
-    except ImportError as e:  # an installation without the runtime package
-        return f"the Vulkan runtime of spirad cannot be imported ({e})"
-    return reason()
-
-
-def create(state):
-    try:
-        return VulkanBackend(state)
-    except GfxError as e:
-        raise _user_error(e) from None
 
 
 def _user_error(e: GfxError) -> SpiradError:
@@ -83,19 +60,41 @@ class VkProgram:
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
 
 
-class VulkanBackend:
+class VulkanBackend(BackendBase):
     name = "vulkan"
 
+    @classmethod
+    def is_available(cls) -> bool:
+        try:
+            from gfx_runtime.vulkan import is_available as avail
+        except ImportError:
+            return False
+        return avail()
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        try:
+            from gfx_runtime.vulkan import unavailable_reason as reason
+        except ImportError as e:  # an installation without the runtime package
+            return f"the Vulkan runtime of spirad cannot be imported ({e})"
+        return reason()
+
     def __init__(self, state):
+        super().__init__(state)
         from gfx_runtime.vulkan import VulkanRuntime
         from spirv_codegen import SpirvCaps
-        self.rt = VulkanRuntime()
+        try:
+            self.rt = VulkanRuntime()
+        except GfxError as e:
+            raise _user_error(e) from None
         self.caps = self.rt.caps
         self.spirv_caps = SpirvCaps.from_device(self.caps)
         self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
+        self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
+        self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap)
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
@@ -146,24 +145,32 @@ class VulkanBackend:
         p.arg_bufs[data] = buf
         return buf
 
-    def _heap(self, which: str, nbytes: int):
-        cur = getattr(self, which, None)
+    def _grown_heap(self, cur, nbytes: int):
+        """`cur`, or a larger heap buffer when it is smaller than `nbytes` (the old one is freed
+        after its last use)."""
         size = cur.nbytes if cur is not None else 0
         if nbytes > size or cur is None:
             limit = self.caps.max_storage_buffer_range
             new = min(grown(size, max(nbytes, 16)), max(limit, nbytes))
-            setattr(self, which, self.rt.alloc(new, zero=False))  # old buffer freed after its last use
-        return getattr(self, which)
-
-    @_runtime_errors_as_user_errors
-    def gpu_sizer(self, ts, args) -> list:
-        """Capacities of one task's stacks for this launch, evaluated on the device by the GPU
-        sizer kernel (`shaders/sizer_kernel.py`, driven by `spirad.backends.gpu_sizer`)."""
-        return _run_gpu_sizer(self, ts, args)
+            return self.rt.alloc(new, zero=False)
+        return cur
 
     def heap_bytes(self) -> tuple:
-        return tuple(getattr(self, w).nbytes if getattr(self, w, None) is not None else 0
-                     for w in ("heap_float", "heap_int"))
+        return tuple(h.nbytes if h is not None else 0 for h in (self.heap_float, self.heap_int))
+
+    @_runtime_errors_as_user_errors
+    def read(self, storage, nbytes: int) -> np.ndarray:
+        return storage.read(0, nbytes)
+
+    @_runtime_errors_as_user_errors
+    def write(self, storage, data) -> None:
+        storage.write(np.ascontiguousarray(data))
+
+    def plan_adstack(self, program, ti, sized):
+        """(layout, bytes of the larger heap row, metadata: bytes to upload)."""
+        lay = sized.layout
+        return lay, max(lay.stride_float, lay.stride_int, 1), \
+            np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
 
     @_runtime_errors_as_user_errors
     def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
@@ -178,7 +185,7 @@ class VulkanBackend:
             p.recent_args.append(argbuf)  # ndarray shapes for a bounds error
         if adstack is not None and len(p.adstack_launches) < 64:
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
-        plans = None if adstack is None else task_plans(adstack, p, _plan_task)
+        plans = None if adstack is None else adstack.tasks
         for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
             n = e - b
             if n <= 0:
@@ -196,8 +203,8 @@ class VulkanBackend:
                         f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
                 chunk = n if t.kind == "serial" else rows
                 meta = self._small_buffer(p, meta_bytes)
-                hf = self._heap("heap_float", layout.stride_float * rows)
-                hi = self._heap("heap_int", layout.stride_int * rows)
+                hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
+                hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
                 tbufs = bufs + [meta, hf, hi]
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
@@ -251,7 +258,7 @@ class VulkanBackend:
                 if code == 1 and launches and p.stacks[aux]:
                     # the status word does not say which launch overflowed: name the largest
                     # capacity given and the largest size needed among them
-                    cap = max(a.caps[aux][stack] for a in launches)
+                    cap = max(a.capacity(aux, stack) for a in launches)
                     req = [a.required(aux, stack) for a in launches]
                     req = max((r for r in req if r is not None), default=None)
                     raise overflow_error(p.name, p.task_names[aux], p.stacks[aux][stack], stack, cap, req)
@@ -266,12 +273,6 @@ class VulkanBackend:
         self.rt.close()
 
 
-def _plan_task(p: VkProgram, ti: int, caps):
-    """(layout, bytes of the larger heap row, metadata bytes) of one task's capacities."""
-    layout = layout_for(p.stacks[ti], caps)
-    return layout, max(layout.stride_float, layout.stride_int, 1), meta_words(layout).tobytes()
-
-
 def _status_error(p, code, aux, caps):
     from spirv_codegen import STATUS_LOOP_CAP
     task = p.task_names[aux] if 0 <= aux < len(p.task_names) else f"#{aux}"
@@ -283,3 +284,6 @@ def _status_error(p, code, aux, caps):
             f"kernel instead of returning a truncated result). Spread the work over more parallel "
             f"iterations, or run this kernel on arch=cpu")
     return SpiradDeviceError(f"kernel {p.name} (task {task}) reported device error code {code} ({aux})")
+
+
+Backend = VulkanBackend

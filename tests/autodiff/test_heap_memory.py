@@ -3,7 +3,7 @@ backend's heaps (`sd.state.backend().heap_bytes()` -> (float bytes, int bytes)) 
 rows x stride of the launch's exact capacities, exactly that on the first launch after init, and
 grow by amortised doubling (max(needed, 2 x current)), never shrinking. The expected strides come
 from `sizer.compute_layout` over the capacities the grad kernel computed for the launch
-(`spirad.autodiff.compile_grad(...).stacks`, evaluated with `evaluate_capacities`), with each
+(`kernel.compile_adjoint(...).sizing`, evaluated with `sizing_cache.evaluate`), with each
 stack's layout kind (`adstack_kind`: 'primal' when its adjoint lives in a register)."""
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 import sizer as sz
 import spirad as sd
 import spirad.state as sd_state
-from spirad.autodiff import compile_grad, evaluate_capacities
+from spirad import sizing_cache
 from spirad.backends.vulkan import ROWS_CAP
 from kernel_ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr
@@ -71,16 +71,18 @@ def _rows(arch, n_iter, layout):
 
 def _layouts(kernel, args):
     """Per task with stacks: (names, capacities, Layout) of this launch."""
-    g = compile_grad(kernel, args)
-    caps = evaluate_capacities(g, args)
+    g = kernel.compile_adjoint(args)
+    sized = sizing_cache.evaluate(g.sizing, args, cache=False)
     out = []
-    for t, stacks, c in zip(g.c.tl.tasks, g.stacks, caps):
-        if stacks is None:
+    for t, s in zip(g.tl.tasks, sized):
+        if s is None:
             continue
         allocas = adstack_allocas(t)
         names = [a.arg.name for a in allocas]
-        layout = sz.compute_layout(c, [dt.nbytes for _, dt in stacks],
+        c = list(s.caps)
+        layout = sz.compute_layout(c, [a.dtype.nbytes for a in allocas],
                                    [adstack_kind(a) for a in allocas])
+        assert layout == s.layout  # the layout the launch used
         out.append((names, c, layout))
     return out
 
@@ -152,7 +154,7 @@ def test_capacity_matches_sizer_for_nested_dynamic_bounds(arch):
     # v: one push at its definition, one per conditional store (4), one per inner trip (8)
     # plus the initial zero: at least 14 and exactly what the sizer says
     assert caps[names.index("v")] >= 1 + 1 + 4 + 8
-    assert any(not dt.is_float for _, dt in compile_grad(k_mixed, args).stacks[0]), "int stacks"
+    assert "int" in k_mixed.compile_adjoint(args).sizing.tasks[0].kinds, "int stacks"
     got = _launch(k_mixed, args)
     rows = _rows(arch, n, layout)
     assert got == layout.heap_bytes(rows)

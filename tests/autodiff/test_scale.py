@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad.backends.adstack_support import layout_for, task_stacks
 from tests.support.archs import test_archs as on_archs
 
 N = 2_000_003
@@ -44,12 +43,11 @@ def test_two_million_threads(arch):
         assert g[i] == pytest.approx(d, rel=2e-4, abs=1e-6), i
 
     be = sd.state.backend()
-    from spirad.autodiff import compile_grad, evaluate_capacities
-    gc = compile_grad(k, (x, y, steps))
-    caps = evaluate_capacities(gc, (x, y, steps))
-    (t,) = [t for t, c in zip(gc.c.tl.tasks, caps) if c]
-    layout = layout_for(task_stacks(t), [c for c in caps if c][0])
-    assert [c for c in caps if c][0][0] == 14          # 12 trips: K + 2
+    from spirad import sizing_cache
+    gc = k.compile_adjoint((x, y, steps))
+    (sized,) = [s for s in sizing_cache.evaluate(gc.sizing, (x, y, steps), cache=False) if s]
+    layout = sized.layout
+    assert sized.caps[0] == 14                         # 12 trips: K + 2
     rows = be.rt.num_workers if arch == "cpu" else 65536
     heap_f, heap_i = be.heap_bytes()
     assert heap_f <= 2 * rows * layout.stride_float    # bounded by rows, not by N

@@ -14,13 +14,13 @@ kmod = importlib.import_module("spirad.kernel")
 def compiles(monkeypatch):
     """Counts front-to-back compilations (frontend, passes and backend codegen)."""
     calls = []
-    orig = kmod.Kernel._compile
+    orig = kmod.compile_forward
 
-    def counting(self, specs, args, st):
-        calls.append(self.fn.__name__)
-        return orig(self, specs, args, st)
+    def counting(kernel, specs, st):
+        calls.append(kernel.fn.__name__)
+        return orig(kernel, specs, st)
 
-    monkeypatch.setattr(kmod.Kernel, "_compile", counting)
+    monkeypatch.setattr(kmod, "compile_forward", counting)
     return calls
 
 

@@ -8,8 +8,6 @@ import pytest
 import spirad as sd
 from spirad import sizing_cache
 import spirad.state as sd_state
-from spirad.autodiff import compile_grad
-from spirad.backends.gpu_sizer import sizer_for
 from tests.support.archs import test_archs as on_archs
 
 N = 2_000_000
@@ -60,11 +58,11 @@ def test_large_data_dependent_loop_bound(arch):
     x.from_numpy(xs)
     s.from_numpy(st)
     iterate(x, s, o)
-    g = compile_grad(iterate, (x, s, o))
-    assert any(ts is not None and ts.device for ts in g.sizing)   # sized on the device
+    g = iterate.compile_adjoint((x, s, o))
+    assert any(ts is not None and ts.device for ts in g.sizing.tasks)   # sized on the device
     stats = sizing_cache.stats
 
-    gs = sizer_for(sd_state.backend())
+    gs = sd_state.backend().gpu_sizer
     reduced = gs.reduced_nodes
     stats.reset()
     got = _grad(x, s, o)
@@ -92,8 +90,8 @@ def test_large_data_dependent_loop_bound(arch):
     assert stats.gpu_dispatches == 1
     idx = np.arange(7, N, 1000)[:500]
     np.testing.assert_allclose(got[idx], _analytic(xs[idx], st[idx]), rtol=2e-5, atol=2e-6)
-    ts = next(t for t in compile_grad(iterate, (x, s, o)).sizing if t is not None)
-    assert max(ts.caps) == 9 + 2                       # K trips: K + 2 entries
+    ts = next(t for t in iterate.compile_adjoint((x, s, o)).sizing.tasks if t is not None)
+    assert max(ts.sized.caps) == 9 + 2                       # K trips: K + 2 entries
 
     s[5] = -3                                          # element assignment: a fresh sizing too
     stats.reset()
@@ -118,8 +116,8 @@ def test_sizing_error_names_the_leaf(arch):
     out = sd.ndarray(sd.f32, n, needs_grad=True)
     idx.from_numpy(np.arange(n, dtype=np.int32) % 8)
     steps.fill(2)
-    g = compile_grad(indirect, (x, idx, steps, out))
-    if not any(ts is not None and ts.device for ts in g.sizing):
+    g = indirect.compile_adjoint((x, idx, steps, out))
+    if not any(ts is not None and ts.device for ts in g.sizing.tasks):
         pytest.skip("this loop bound is not sized from device data")
     idx[9] = 100
     with pytest.raises(sd.SpiradAutodiffError, match=r"NdarrayRead\(arg 2\): index 100"):
@@ -146,7 +144,7 @@ def test_field_bound_is_reduced_on_the_device(arch):
     rng = np.random.default_rng(8)
     xs = rng.uniform(-1.0, 1.0, n).astype(np.float32)
     x.from_numpy(xs)
-    gs = sizer_for(sd_state.backend())
+    gs = sd_state.backend().gpu_sizer
     for top in (3, 17, 2):
         st = rng.integers(0, top, n).astype(np.int32)
         st[n // 3] = top
@@ -160,5 +158,5 @@ def test_field_bound_is_reduced_on_the_device(arch):
         sample = rng.integers(0, n, 2000)
         np.testing.assert_allclose(x.grad.to_numpy()[sample], _analytic(xs[sample], st[sample]),
                                    rtol=2e-5, atol=2e-6)
-        ts = next(t for t in compile_grad(k, ()).sizing if t is not None)
-        assert max(ts.caps) == top + 2
+        ts = next(t for t in k.compile_adjoint(()).sizing.tasks if t is not None)
+        assert max(ts.sized.caps) == top + 2

@@ -10,8 +10,9 @@ import pytest
 
 import sizer as sz
 import spirad as sd
+from tests.sizer_gpu.util import device_sizer
 import spirad.state as sd_state
-from spirad.backends.gpu_sizer import Leaf, sizer_for
+from spirad.backends.gpu_sizer import Leaf
 from tests.support.archs import test_archs as on_archs
 
 N = 4 * 1024 * 1024
@@ -36,7 +37,7 @@ def test_max_over_4m_ndarray(arch):
     steps.from_numpy(data)
     e = sz.MaxOverRange(0, sz.Const(0), sz.NdarrayShape(0, 0),
                         sz.Add(sz.NdarrayRead(0, (V0,)), sz.Const(2)))
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     plan = gs.plan([e, sz.Const(3)], leaves={("ndarray", 0): _leaf(steps)}, scalars={},
                    shapes={0: (N,)}, entry_sizes=[4, 4], kinds=["float", "int"])
     assert plan.n_jobs >= 1024 + 1                     # split over many invocations
@@ -63,7 +64,7 @@ def test_range_end_read_from_device(arch):
     n[None] = N - 5
     e = sz.MaxOverRange(0, sz.Const(3), sz.FieldLoad(n.id, ()),
                         sz.Mul(sz.NdarrayRead(0, (V0,)), sz.Const(2)))
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     plan = gs.plan([e], leaves={("ndarray", 0): _leaf(a), ("field", n.id): _leaf(n)},
                    scalars={}, shapes={0: (N,)})
     res = gs.run(plan)
@@ -83,7 +84,7 @@ def test_costly_body_resumes_across_rounds(arch):
     inner = sz.MaxOverRange(1, sz.Const(0), sz.Const(m),
                             sz.Mul(sz.NdarrayRead(0, (V1,)), sz.Add(V0, sz.Const(1))))
     e = sz.MaxOverRange(0, sz.Const(0), sz.Const(3), inner)
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     plan = gs.plan([e], leaves={("ndarray", 0): _leaf(a)}, scalars={}, shapes={})
     res = gs.run(plan)
     assert res.values == [3 * int(data.max())]
@@ -104,7 +105,7 @@ def test_2d_triangular_ranges(arch):
     e = sz.MaxOverRange(0, sz.Const(0), sz.Const(r), sz.MaxOverRange(
         1, sz.Const(0), sz.Sub(V0, sz.Sub(V0, sz.Const(c))),
         sz.Sub(sz.NdarrayRead(0, (V0, V1)), sz.Const(-40))))
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     plan = gs.plan([e], leaves={("ndarray", 0): _leaf(a)}, scalars={}, shapes={})
     want = sz.eval_fast(e, sz.DictContext(ndarrays={0: data}))
     assert gs.run(plan).values == [want]
@@ -114,7 +115,7 @@ def test_2d_triangular_ranges(arch):
 def test_errors_name_the_leaf(arch):
     a = sd.ndarray(sd.i32, 1000)
     a.from_numpy(np.arange(1000, dtype=np.int32))
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     e = sz.MaxOverRange(0, sz.Const(0), sz.Const(1001), sz.NdarrayRead(0, (V0,)))
     plan = gs.plan([e], leaves={("ndarray", 0): _leaf(a)}, scalars={}, shapes={})
     with pytest.raises(sz.SizerError, match=r"NdarrayRead\(arg 0\): index 1000 out of range "

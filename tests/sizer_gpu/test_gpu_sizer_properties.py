@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sizer as sz
-from tests.sizer_gpu.util import reference, run_batch
+from tests.sizer_gpu.util import reference, run_batch, device_sizer
 from tests.support.archs import test_archs as on_archs
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sizer"))
@@ -149,9 +149,8 @@ def test_layout_and_metadata_agree_with_compute_layout(arch):
     """The device layout step equals `sizer.compute_layout(...).metadata()`, and reports the
     same failures (a stride past 2**62 - 1; a word past 32 bits, which `meta_words` rejects)."""
     rng = random.Random(7)
-    from spirad.backends.gpu_sizer import sizer_for
     import spirad.state as sd_state
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     for case in range(120):
         n = rng.randint(1, 6)
         pick = rng.random()

@@ -11,8 +11,8 @@ import numpy as np
 import sizer as sz
 import spirad as sd
 import spirad.state as sd_state
-from spirad.backends.gpu_sizer import Leaf, sizer_for
-from tests.sizer_gpu.util import outcome, run_batch
+from spirad.backends.gpu_sizer import Leaf
+from tests.sizer_gpu.util import outcome, run_batch, device_sizer
 from tests.support.archs import test_archs as on_archs
 
 M = sz.MAX_ABS
@@ -94,7 +94,7 @@ def _device_outcome(gs, root, data):
 @on_archs()
 def test_fast_path_agrees_with_reference(arch):
     rng = random.Random(11)
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     fast = errors = 0
     for _ in range(160):
         root, data = _case(rng)
@@ -111,7 +111,7 @@ def test_values_without_a_sizer_int_are_errors(arch):
     """NaN, inf, |x| >= 2**62 (floats) and |x| > MAX_ABS (i64) inside the range: the reduction
     flags them, the node stays for the interpreter, and the evaluation raises as on the host.
     The same value just outside the range is never read."""
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     body = sz.Add(sz.NdarrayRead(0, (V0,)), sz.Const(2))
     for np_dt, bad in ((np.float32, np.nan), (np.float32, np.inf), (np.float64, -np.inf),
                        (np.float64, 2.0**62), (np.float32, -4.7e18), (np.int64, M + 1),
@@ -137,7 +137,7 @@ def test_typical_trip_count_bound_is_reduced_not_interpreted(arch):
     nd.from_numpy(steps)
     e = sz.MaxOverRange(0, sz.Const(0), sz.NdarrayShape(0, 0),
                         sz.Add(sz.Sub(sz.NdarrayRead(0, (V0,)), sz.Const(0)), sz.Const(2)))
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     before = gs.reduced_nodes
     (out,) = gs.reduce_ranges([e], {("ndarray", 0): Leaf(nd._storage(), nd.dtype, (n,))}, {},
                               {0: (n,)})

@@ -12,11 +12,26 @@ import sizer as sz
 import spirad as sd
 import spirad.state as sd_state
 from sizer.expr import children, replace_children
-from spirad.backends.gpu_sizer import Leaf, sizer_for
+from spirad.backends.gpu_sizer import Leaf
 
 STRIDE = 16
 _SD_DTYPES = {np.dtype(np.int32): sd.i32, np.dtype(np.uint32): sd.u32, np.dtype(np.int64): sd.i64,
               np.dtype(np.float32): sd.f32, np.dtype(np.float64): sd.f64}
+
+
+def device_sizer():
+    """The backend's GPU sizer; on a backend that sizes on the host (cpu), a GPU sizer over it,
+    so the sizer kernels' semantics are tested on the LLVM path too."""
+    from spirad.backends.gpu_sizer import GpuSizer
+    be = sd_state.backend()
+    if be.gpu_sizer is not None:
+        return be.gpu_sizer
+    if _CPU_SIZER[0] is None or _CPU_SIZER[0].be is not be:  # one per (latest) backend
+        _CPU_SIZER[0] = GpuSizer(be)
+    return _CPU_SIZER[0]
+
+
+_CPU_SIZER = [None]
 
 
 def relabel(e, off: int):
@@ -47,7 +62,7 @@ def reference(roots, ctx):
 def run_batch(cases, entry_sizes=None, kinds=None):
     """cases: list of (roots, DictContext). Returns (per case: list of outcomes per root,
     the sizer Result)."""
-    gs = sizer_for(sd_state.backend())
+    gs = device_sizer()
     all_roots, owner = [], []
     pools: dict = {}         # numpy dtype -> list of (leaf key, array)
     scalars, shapes = {}, {}

@@ -1,0 +1,89 @@
+"""The backend contract: one base class that lists every hook, with its default.
+
+A backend is one module of `spirad.backends` that defines `Backend`, a subclass of `BackendBase`
+(loaded by name by `spirad.driver`). Required: `allocate`, `view`, `compile`, `launch`. Every
+other hook has a default that suits a backend without it; callers never probe with
+`getattr` / `hasattr`.
+
+Launch data a backend receives (`spirad.launch`): storages in `abi.bindings` order (None for
+kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`), one
+(begin, end) per task, and for adjoint programs with adstacks an `AdstackPlan`: per task the
+sized stacks (`sizing_cache.SizedTask`: capacities, layout, maybe device-written metadata) and
+what `plan_adstack` derived from them. Errors a kernel reports on the device (adstack overflow,
+bounds checks, driver limits) are raised at the next `sync()` as user errors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class BackendBase:
+    name = ""
+    # The GPU sizer (`spirad.backends.gpu_sizer.GpuSizer`) or None: adstack sizes that read
+    # device data are then evaluated on the host, which reads the data through `view`.
+    gpu_sizer = None
+
+    # -- availability (class level: asked before a backend is created) -----------------------------
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        """Why `is_available()` is False: the missing piece and how to install it."""
+        return ""
+
+    def __init__(self, state):
+        self.state = state
+
+    # -- required ----------------------------------------------------------------------------------
+    def allocate(self, nbytes: int):
+        """A zero-filled storage of at least `nbytes` bytes (a field's or ndarray's memory)."""
+        raise NotImplementedError
+
+    def view(self, storage, np_dtype, shape) -> np.ndarray:
+        """A numpy view of `storage`, valid until the next launch (callers `sync()` first)."""
+        raise NotImplementedError
+
+    def compile(self, tl, abi):
+        """The backend program of a verified task list (the only place a backend sees IR)."""
+        raise NotImplementedError
+
+    def launch(self, program, storages, argbuf: bytes, ranges, adstack=None):
+        """Run (or enqueue) every task of `program`; `adstack`: an AdstackPlan or None."""
+        raise NotImplementedError
+
+    # -- optional, with defaults -------------------------------------------------------------------
+    def plan_adstack(self, program, task: int, sized):
+        """What this backend derives from one task's sized stacks (metadata, heap bytes), kept
+        on the AdstackPlan while the sizes stay the same; passed back to `launch`."""
+        return None
+
+    def read(self, storage, nbytes: int) -> np.ndarray:
+        """The first `nbytes` bytes of `storage`, as a uint8 copy (pending work finished)."""
+        self.sync()
+        return np.array(self.view(storage, np.uint8, (nbytes,)), copy=True)
+
+    def write(self, storage, data: np.ndarray) -> None:
+        """Copy `data`'s bytes to the start of `storage` (pending work finished)."""
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self.sync()
+        self.view(storage, np.uint8, (raw.nbytes,))[...] = raw
+
+    def sync(self) -> None:
+        """Wait for all launched work; raise the first error a kernel reported since the last."""
+
+    def close(self) -> None:
+        """Release everything (a new `init()` follows)."""
+
+    def capabilities(self) -> dict:
+        """Optional device features the compiler and the tests ask about."""
+        return {"f64": True, "i64": True}
+
+    def heap_bytes(self) -> tuple:
+        """Bytes of the (float, int) adstack heaps now allocated."""
+        return (0, 0)
+
+    def take_validation_messages(self) -> list:
+        """Driver validation messages since the last call (the tests fail on any)."""
+        return []

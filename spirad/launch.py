@@ -1,0 +1,151 @@
+"""One launch path for every program: a kernel's forward program and its adjoint alike.
+
+    Compiled     one program compiled for one signature and backend (forward or adjoint); the
+                 adjoint of a forward program is compiled at its first `grad` and kept on it
+    LaunchPlan   what one set of arguments gives: argument bytes, storages, task ranges, and —
+                 for adjoint programs with adstacks — the current `AdstackPlan`
+    AdstackPlan  per task: the sized stacks (`sizing_cache.SizedTask`) and what the backend
+                 derived from them (`Backend.plan_adstack`); replaced whenever a size changes
+    run(plan)    sizing (cache) when the program has adstacks -> backend launch -> write
+                 generations of everything the program may write
+
+A kernel keeps the last plan per mode (forward / adjoint) and reuses it while the launch inputs
+are the same objects or equal numbers (`same_args`, checked once per launch); everything else
+about a launch is decided here, in one place.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernel_ir import dtypes as T
+from kernel_ir.errors import SpiradValueError
+
+from . import sizing_cache
+from . import state as _state
+
+_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+
+
+@dataclass(eq=False)
+class Compiled:
+    """One program compiled for one signature and backend."""
+    tl: object              # the TaskList the backend compiled
+    abi: object             # its KernelABI
+    program: object         # the backend's compiled program
+    bounds: tuple           # per task: None (serial) or (begin_fn, end_fn) of (scalars, shapes)
+    writes: tuple           # what a launch may write: ('field', Field) | ('ndarray', arg, grad)
+    bindings_src: tuple     # per binding: ('field', Field) | ('ndarray', arg, grad) | ('temp', k)
+    sizing: sizing_cache.ProgramSizing = None  # adjoint programs with adstacks, else None
+    template_refs: tuple = ()   # template arguments kept alive: their ids key the cache
+    adjoint: "Compiled" = None  # forward programs: the adjoint, once compiled (first grad)
+
+
+@dataclass(frozen=True, eq=False)
+class AdstackPlan:
+    """The adstack part of one launch: what the backend needs, fixed for given sizes."""
+    sized: tuple            # per task: SizedTask or None
+    tasks: tuple            # per task: the backend's plan for `sized[task]`, or None
+    forced: bool            # capacities were forced: an overflow is possible
+    sizing: object          # the ProgramSizing (for `required`)
+    args: tuple
+
+    def capacity(self, task: int, stack: int) -> int:
+        return self.sized[task].caps[stack]
+
+    def required(self, task: int, stack: int):
+        """The size the stack needed at this launch (overflow messages), None if unknown."""
+        return self.sizing.required(task, stack, self.args)
+
+
+@dataclass(eq=False)
+class LaunchPlan:
+    """One program's launch with one set of arguments."""
+    compiled: Compiled
+    epoch: int
+    args: tuple
+    argbuf: bytes
+    storages: list          # in `abi.bindings` order; None for kernel temporaries
+    ranges: list            # per task: (begin, end)
+    adstack: AdstackPlan = None
+
+
+def same_args(a, b) -> bool:
+    """The same launch inputs: identical objects, or equal numbers of the same type."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
+            return False
+    return True
+
+
+def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
+    """The LaunchPlan of `c` with these (already checked) arguments."""
+    abi = c.abi
+    argbuf = bytearray(abi.arg_buffer_size)
+    scalars = []
+    for i, spec in enumerate(c.tl.args):
+        if spec.kind == "scalar":
+            v = args[i]
+            if spec.dtype.is_int and not (spec.dtype == T.u1):
+                info = np.iinfo(spec.dtype.np)
+                if not info.min <= int(v) <= info.max:
+                    raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
+            struct.pack_into(_PACK[spec.dtype.name], argbuf, abi.arg_offsets[i],
+                             bool(v) if spec.dtype == T.u1 else v)
+            scalars.append(v)
+        else:
+            scalars.append(None)
+    shapes = {}
+    for a, ax, off in abi.shape_offsets:
+        n = args[a].full_shape[ax]
+        if n > 2**31 - 1:
+            raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
+        struct.pack_into("<i", argbuf, off, n)
+        shapes[(a, ax)] = n
+    storages = []
+    for src in c.bindings_src:
+        if src[0] == "field":
+            storages.append(src[1]._storage())
+        elif src[0] == "ndarray":
+            arr = args[src[1]]
+            storages.append((arr.grad if src[2] else arr)._storage())
+        else:
+            storages.append(None)  # temps: the backend owns them
+    ranges = [(0, 1) if b is None else (b[0](scalars, shapes), b[1](scalars, shapes))
+              for b in c.bounds]
+    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
+
+
+def run_once(c: Compiled, args):
+    """Plan and run `c` with `args` (internal programs such as the GPU sizer's kernels)."""
+    run(plan(c, args, _state.current().epoch))
+
+
+def run(p: LaunchPlan):
+    """Launch `p`: size the adstacks (cached) if the program has any, launch, bump the write
+    generations of everything the program may write."""
+    c = p.compiled
+    be = _state.backend()
+    if c.sizing is not None:
+        sized = sizing_cache.evaluate(c.sizing, p.args)
+        ad = p.adstack
+        if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
+            tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
+                          for ti, s in enumerate(sized))
+            ad = p.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
+        be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+        if sizing_cache.debug_enabled():
+            sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
+    else:
+        be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+    args = p.args
+    for w in c.writes:
+        if w[0] == "field":
+            w[1].generation += 1
+        elif w[0] == "ndarray":
+            arr = args[w[1]]
+            (arr.grad if w[2] else arr).generation += 1
