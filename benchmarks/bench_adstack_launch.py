@@ -56,7 +56,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--arch", nargs="*", default=["cpu", "vulkan"])
     args = p.parse_args()
-    from spirad.driver import arch_available
+    from spirad.backends import arch_available
     for arch in args.arch:
         if not arch_available(arch):
             print(f"{arch}: not available, skipped")

@@ -124,7 +124,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     args = p.parse_args()
     import spirad as sd
-    from spirad.driver import arch_available
+    from spirad.backends import arch_available
     try:
         import quadrants as qd
     except ImportError:

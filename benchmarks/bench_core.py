@@ -92,7 +92,7 @@ def main():
     p.add_argument("--arch", nargs="*", default=["cpu", "vulkan"])
     p.add_argument("--n", type=int, default=16 * 1024 * 1024)
     args = p.parse_args()
-    from spirad.driver import arch_available
+    from spirad.backends import arch_available
     results = {}
     for arch in args.arch:
         if not arch_available(arch):

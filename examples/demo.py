@@ -114,7 +114,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--arch", nargs="*", default=None)
     args = p.parse_args()
-    from spirad.driver import arch_available
+    from spirad.backends import arch_available
     archs = args.arch or [a for a in ("cpu", "vulkan") if arch_available(a)]
     for a in archs:
         run(a)

@@ -8,7 +8,8 @@ from .bytecode import (HEADER_WORDS, MAGIC, MAX_INDICES, RECORD_WORDS, VERSION, 
                        decode, disassemble, encode, verify)
 from .context import DictContext, SizeContext
 from .errors import MAX_ABS, SizerError
-from .evaluate import eval_bytecode, eval_fast, eval_tree
+from .evaluate import eval_fast, eval_tree
+from .interpret import eval_bytecode
 from .expr import (Add, BoundVariable, Const, FieldLoad, Leaves, Max, MaxOverRange, Mul,
                    NdarrayRead, NdarrayShape, ScalarArg, SizeExpr, Sub, free_vars,
                    has_device_leaves, is_closed, leaves, to_str)

@@ -12,7 +12,8 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
-from .kernel import func, kernel
+from .func import func
+from .kernel import kernel
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log, max,
                    min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
 from .matrix import Matrix, Vector
@@ -35,7 +36,7 @@ def init(arch=None, **kwargs):
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
                                f"known: {', '.join(sorted(_INIT_KEYS - {'arch'}))}")
-    from .driver import BACKENDS, arch_available, backend_class, load_backend, resolve_arch
+    from .backends import BACKENDS, arch_available, backend_class, load_backend, resolve_arch
     arch = arch or "cpu"
     if arch not in BACKENDS and arch != "gpu":
         raise SpiradArchError(f"unknown arch {arch!r}; use sd.cpu, sd.vulkan, sd.metal, sd.cuda, "

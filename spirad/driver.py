@@ -6,18 +6,14 @@
         -> backend.compile, with the adstack sizing of the result           = compile_adjoint
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
-stage. Backends are modules of `spirad.backends`, each defining `Backend` (a subclass of
-`spirad.backends.base.BackendBase`), loaded by name on first use.
+stage. The backend that compiles is the current state's (`spirad.backends` loads it by name).
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 
 from kernel_ir import verifier
 from kernel_ir.abi import kernel_abi
-from kernel_ir.errors import SpiradArchError
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
@@ -32,10 +28,6 @@ from .sizing_cache import ProgramSizing
 
 KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
-
-BACKENDS = {"cpu": "cpu", "vulkan": "vulkan", "metal": "metal", "cuda": "cuda", "amdgpu": "amdgpu",
-            "interp": "interp"}
-GPU_ORDER = ("cuda", "vulkan", "metal", "amdgpu")
 
 
 def lower(k: KernelIR, verify: bool = False) -> TaskList:
@@ -147,47 +139,6 @@ def _host_fn(expr):
     if op == Op.SELECT:
         return lambda s, sh: subs[1](s, sh) if subs[0](s, sh) else subs[2](s, sh)
     raise RuntimeError(f"bound expression op {op} is not host-evaluable")
-
-
-# -- backends -----------------------------------------------------------------------------------
-
-def is_implemented(arch: str) -> bool:
-    """Does this installation of spirad have a backend module for `arch`?"""
-    mod = BACKENDS.get(arch)
-    return mod is not None and importlib.util.find_spec(f"spirad.backends.{mod}") is not None
-
-
-def backend_class(arch: str):
-    """The `Backend` class of `arch` (imports its module)."""
-    mod = BACKENDS.get(arch)
-    if mod is None:
-        raise SpiradArchError(f"unknown arch {arch!r}")
-    if not is_implemented(arch):
-        raise SpiradArchError(f"arch={arch} is not implemented in this version of spirad; "
-                              f"use sd.vulkan or sd.cpu (or sd.gpu to pick any GPU backend)")
-    return importlib.import_module(f"spirad.backends.{mod}").Backend
-
-
-def arch_available(arch: str) -> bool:
-    if not is_implemented(arch):
-        return False
-    return backend_class(arch).is_available()
-
-
-def resolve_arch(arch: str) -> str:
-    if arch == "gpu":
-        for a in GPU_ORDER:
-            if arch_available(a):
-                return a
-        raise SpiradArchError("arch=gpu: no GPU backend is available (tried " + ", ".join(GPU_ORDER) + ")")
-    return arch
-
-
-def load_backend(arch: str, state):
-    cls = backend_class(arch)
-    if not cls.is_available():
-        raise SpiradArchError(f"arch={arch} is not available on this machine: {cls.unavailable_reason()}")
-    return cls(state)
 
 
 def debug_enabled(state) -> bool:

@@ -9,7 +9,6 @@ check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
@@ -20,41 +19,18 @@ from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from . import launch as _launch
 from . import state as _state
 from .driver import compile_adjoint, compile_forward
-from .frontend.source import SourceInfo
+from .func import PyFunction
 from .ndarray import Ndarray
 from .tape import Tape
 from .types import NdarrayType, Template
 
 
-class Func:
+class Kernel(PyFunction):
     def __init__(self, fn):
-        self.fn = fn
-        self._src = None
-        functools.update_wrapper(self, fn)
-
-    def source(self) -> SourceInfo:
-        if self._src is None:
-            self._src = SourceInfo(self.fn)
-        return self._src
-
-    def __call__(self, *args, **kwargs):
-        from kernel_ir.errors import SpiradSyntaxError
-        raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel or func")
-
-
-class Kernel:
-    def __init__(self, fn):
-        self.fn = fn
-        self._src = None
+        super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
         self._plans = [None, None]  # the last LaunchPlan of the forward / adjoint program
         self.params = None
-        functools.update_wrapper(self, fn)
-
-    def source(self) -> SourceInfo:
-        if self._src is None:
-            self._src = SourceInfo(self.fn)
-        return self._src
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -211,7 +187,3 @@ def _template_key(a):
 
 def kernel(fn) -> Kernel:
     return Kernel(fn)
-
-
-def func(fn) -> Func:
-    return Func(fn)

@@ -61,6 +61,6 @@ def backend():
     """The live backend, created on first use."""
     s = state
     if s.backend is None:
-        from .driver import load_backend
+        from .backends import load_backend
         s.backend = load_backend(s.arch, s)
     return s.backend

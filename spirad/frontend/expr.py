@@ -7,6 +7,8 @@ import numbers
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
+
+from ..func import Func, PyFunction
 from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
@@ -251,10 +253,9 @@ class ExprVisitor:
         h = HANDLERS.get(fn) if _hashable(fn) else None
         if h is not None:
             return h(self, args, kwargs, node)
-        from ..kernel import Func, Kernel
         if isinstance(fn, Func):
             return self.inline_func(fn, args, kwargs, node)
-        if isinstance(fn, Kernel):
+        if isinstance(fn, PyFunction):
             raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts

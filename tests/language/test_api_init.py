@@ -56,7 +56,7 @@ def test_unknown_arch_and_bad_defaults(arch):
 
 
 def test_unavailable_arch_is_a_clear_error():
-    from spirad.driver import arch_available
+    from spirad.backends import arch_available
     missing = [a for a in ("metal", "cuda", "amdgpu", "vulkan") if not arch_available(a)]
     if not missing:
         pytest.skip("every arch is available here")

@@ -59,7 +59,7 @@ def test_kernel_errors_caught_as_python_kinds(arch):
 
 
 def test_unimplemented_arch_says_so(monkeypatch):
-    from spirad import driver
+    from spirad import backends as driver
     monkeypatch.setitem(driver.BACKENDS, "metal", "no_such_backend_module")
     sd.init(arch="cpu")
     with pytest.raises(sd.SpiradArchError, match="arch=metal is not implemented in this version"):
