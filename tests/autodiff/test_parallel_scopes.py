@@ -422,3 +422,51 @@ def test_later_write_to_another_row_is_allowed(arch):
     pos.grad.from_numpy(w)
     k.grad()
     np.testing.assert_allclose(pos.grad.to_numpy()[0], central_diff(ref, xs, w), rtol=1e-6)
+
+
+# -- 6. dynamic nesting with the adstack disabled: the func's loop is the parallel loop -----------
+
+
+@sd.func
+def smooth_all(x: sd.template(), y: sd.template(), n):
+    for i in x:                            # the kernel's outermost scope: the parallel loop
+        v = x[i]
+        for j in range(n):                 # dynamic, nested in it
+            v = sd.sin(v) * 0.9
+        y[i] = v
+
+
+@sd.kernel
+def k_smooth(x: sd.template(), y: sd.template(), n: sd.i32):
+    smooth_all(x, y, n)
+
+
+@on_archs(archs=ARCHS, default_fp=sd.f64, ad_stack_experimental_enabled=False)
+def test_dynamic_nesting_in_a_top_level_func_without_adstack(arch):
+    x = sd.field(sd.f64, shape=4, needs_grad=True)
+    y = sd.field(sd.f64, shape=4, needs_grad=True)
+    k_smooth(x, y, 3)
+    assert [t.kind for t in k_smooth.compile((x, y, 3)).tl.tasks] == ["range"]
+    y.grad.fill(1.0)
+    with pytest.raises(sd.SpiradAutodiffError) as e:
+        k_smooth.grad(x, y, 3)
+    assert_quotes(e.value, smooth_all, "for j in range(n):", "ad_stack_experimental_enabled")
+
+
+@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+def test_dynamic_nesting_in_a_top_level_func_with_adstack(arch):
+    x = sd.field(sd.f64, shape=4, needs_grad=True)
+    y = sd.field(sd.f64, shape=4, needs_grad=True)
+    xs = np.array([0.1, 0.3, 0.5, 0.7])
+    x.from_numpy(xs)
+    k_smooth(x, y, 3)
+
+    def ref(v):
+        for _ in range(3):
+            v = np.sin(v) * 0.9
+        return v
+    np.testing.assert_allclose(y.to_numpy(), ref(xs), rtol=1e-12)
+    w = weights(4, seed=11)
+    y.grad.from_numpy(w)
+    k_smooth.grad(x, y, 3)
+    np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, w), rtol=1e-6)
