@@ -40,6 +40,11 @@ class Ctx:
         self.node_stack: list = []
         self.loops: list = []  # 'parallel', 'serial', 'static' kinds of enclosing loops
         self.call_depth = 0
+        # Enclosing source scopes that are not the kernel's outermost one: bodies of non-static
+        # `if` / `else` (a Python-constant condition included), `for` and `while`, counted across
+        # @func calls. A loop is parallel exactly when this is 0 (Taichi's rule: funcs are
+        # inlined, `sd.static` ifs and loops are resolved before scoping).
+        self.nested_scopes = 0
 
     @property
     def frame(self) -> FuncFrame:

@@ -108,16 +108,24 @@ class StmtVisitor:
 
     # -- if -----------------------------------------------------------------------------------
     def build_If(self, node):
+        static = isinstance(node.test, ast.Call) and self._callee(node.test) is lang.static
         c = self.rvalue(self.build(node.test))
-        if is_py_scalar(c) or c is None:
+        if static:  # resolved before scoping: the chosen body stands in the enclosing scope
             self.scoped(node.body if c else node.orelse)
             return
-        cond = self.to_cond(c)
-        with self.ctx.b.if_(cond) as (then, orelse):
-            with then:
-                self.scoped(node.body)
-            with orelse:
-                self.scoped(node.orelse)
+        self.ctx.nested_scopes += 1  # not the outermost scope, even when `c` is a constant
+        try:
+            if is_py_scalar(c) or c is None:
+                self.scoped(node.body if c else node.orelse)
+                return
+            cond = self.to_cond(c)
+            with self.ctx.b.if_(cond) as (then, orelse):
+                with then:
+                    self.scoped(node.body)
+                with orelse:
+                    self.scoped(node.orelse)
+        finally:
+            self.ctx.nested_scopes -= 1
 
     def scoped(self, stmts):
         self.ctx.frame.scopes.append({})
@@ -132,6 +140,7 @@ class StmtVisitor:
             raise self.ctx.error(SpiradSyntaxError, "while ... else is not supported", node)
         b = self.ctx.b
         self.ctx.loops.append("serial")
+        self.ctx.nested_scopes += 1
         try:
             with b.while_():
                 c = self.rvalue(self.build(node.test))
@@ -144,6 +153,7 @@ class StmtVisitor:
                             b.break_()
                 self.scoped(node.body)
         finally:
+            self.ctx.nested_scopes -= 1
             self.ctx.loops.pop()
 
     def build_For(self, node):
@@ -153,8 +163,9 @@ class StmtVisitor:
         it = node.iter
         if isinstance(it, ast.Call) and self._callee(it) is lang.static:
             return self.static_for(node, self.build(it))
-        parallel = (ctx.frame.is_kernel and not ctx.loops and len(ctx.b._stack) == 1
-                    and ctx.call_depth == 0)
+        # The outermost scope of the kernel, reached through @func calls and sd.static
+        # if / for (see docs/parallel_loops.md); decided here, never by constant folding.
+        parallel = ctx.nested_scopes == 0
         iterable = self.build(it) if not (isinstance(it, ast.Call) and self._callee(it) is range) else None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         for t in targets:
@@ -267,6 +278,7 @@ class StmtVisitor:
     def _bind_indices(self, names, idx, grouped, node):
         frame = self.ctx.frame
         frame.scopes.append({})
+        self.ctx.nested_scopes += 1
         try:
             if grouped:
                 frame.scopes[-1][names[0]] = VecVal(tuple(idx), (len(idx),))
@@ -275,6 +287,7 @@ class StmtVisitor:
                     frame.scopes[-1][n] = i
             self.build_stmts(node.body)
         finally:
+            self.ctx.nested_scopes -= 1
             frame.scopes.pop()
 
     def static_for(self, node, values):

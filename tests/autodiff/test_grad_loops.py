@@ -335,7 +335,8 @@ def recurrence(x: sd.template(), out: sd.template(), n):
 
 @sd.kernel
 def k_serial_recurrence(x: ND, y: ND):
-    recurrence(x, y, y.shape[0])           # top level: a serial (one-thread) task
+    for _ in range(1):                     # one iteration: the recurrence runs serially in it
+        recurrence(x, y, y.shape[0])       # (called at the top level, its loop would be parallel)
 
 
 def r_serial_recurrence(x, n):
@@ -502,8 +503,10 @@ def test_ndarray_grad_accumulates(arch):
 @pytest.mark.parametrize("n", [1, 2, 7])
 @on_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_serial_recurrence_seed_shape(arch, n):
-    """Seed 004's TL;DR kernel: a serial top-level recurrence through a needs_grad field inside a
-    @func called at kernel top level. Quadrants gave x.grad == 1; the right answer is n."""
+    """Seed 004's TL;DR recurrence through a needs_grad field inside a @func, made serial the way
+    the seed's diagnostic recommends (the call wrapped in `for _ in range(1):`; called at the
+    kernel's top level its loop is parallel: tests/autodiff/test_parallel_scopes.py). Quadrants
+    gave x.grad == 1 for the unwrapped shape; the right answer is n."""
     if arch == "interp" and n != 7:
         pytest.skip("interp: one case")
     x = sd.field(sd.f64, shape=(), needs_grad=True)
@@ -520,7 +523,8 @@ def test_serial_recurrence_seed_shape(arch, n):
 
     @sd.kernel
     def fwd():
-        body()
+        for _ in range(1):
+            body()
 
     x[None] = 0.25
     n_iter[None] = n

@@ -37,8 +37,9 @@ from .rules import VJP_RULES
 LINEAR = {Op.ADD, Op.SUB, Op.NEG, Op.CAST}
 
 
-def stack_slots(body: Block, has_grad) -> set:
-    """The slots whose primal values the reverse walk reads (see the module docstring)."""
+def stack_slots(body: Block, has_grad) -> tuple[set, set]:
+    """(slots, needed): the slots whose primal values the reverse walk reads (see the module
+    docstring), and every node whose primal value it needs (for `global_reads`)."""
     needed = set()
     work = []
 
@@ -78,90 +79,7 @@ def stack_slots(body: Block, has_grad) -> set:
     for n in walk(body):
         if n.op in (Op.RANGE_FOR, Op.WHILE) and n.arg.trips is not None:
             slots.add(n.arg.trips)
-    stack_slots.last_needed = needed
-    return slots
-
-
-def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_written, index=None,
-                            rng=None):
-    """A global element the kernel overwrites holds its *new* value when the adjoint runs, so a
-    read of it whose value the reverse walk needs would silently use the wrong primal (a hazard
-    Taichi leaves silent). Report it instead. A read is at risk when a later task writes the same
-    global (`later_written(ref)`), or this task writes an element that may be the one read
-    (`_may_overlap`: `pos[t + 1, i]` never overwrites `pos[t, i]`)."""
-    writes = {}
-    for n in walk(body):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
-            writes.setdefault((n.arg.kind, n.arg.key, n.arg.grad), []).append(n.srcs[:-1])
-
-    def at_risk(n):
-        if n.arg.kind == "temp":
-            return False
-        if later_written(n.arg):
-            return True
-        ws = writes.get((n.arg.kind, n.arg.key, n.arg.grad), ())
-        return any(_may_overlap(n.srcs, w, index, rng) for w in ws)
-
-    tainted = set()
-    for n in walk(body):
-        if n.op == Op.GLOBAL_LOAD and at_risk(n):
-            tainted.add(n)
-        elif n.op == Op.LOAD and n.srcs[0] in tainted:
-            tainted.add(n)
-        elif n.op == Op.STORE and n.srcs[1] in tainted:
-            tainted.add(n.srcs[0])
-            if n.srcs[0] in on_stack:
-                _overwritten_error(n.srcs[1], n)
-        elif n.op in PURE and n.op not in LEAVES and any(x in tainted for x in n.srcs):
-            tainted.add(n)
-        if n in tainted and n in needed:
-            _overwritten_error(n, n)
-
-
-def _const_offset(a: Node, b: Node):
-    """c when b is `a + c` / `a - c` structurally (c a constant), else None."""
-    from .diagnostics import _same
-    if b.op in (Op.ADD, Op.SUB) and b.srcs[1].op == Op.CONST and _same(b.srcs[0], a):
-        c = int(b.srcs[1].arg)
-        return c if b.op == Op.ADD else -c
-    return None
-
-
-def _may_overlap(read_idx, write_idx, index, rng) -> bool:
-    """False when some axis proves the two index tuples never name the same element."""
-    from .diagnostics import _depends_on, _offset_of_index
-    for a, b in zip(read_idx, write_idx):
-        if a.op == Op.CONST and b.op == Op.CONST and a.arg != b.arg:
-            return False
-        k = _offset_of_index(b, index) if index is not None else None
-        if a.op == Op.CONST and k is not None and rng is not None and not rng[0] + k <= int(a.arg) < rng[1] + k:
-            return False
-        for x, y in ((a, b), (b, a)):
-            c = _const_offset(x, y)
-            if c and (index is None or not _depends_on(x, index)):
-                return False  # t vs t + 1 on an axis the parallel index does not touch
-    return True
-
-
-def _overwritten_error(value, at):
-    src = value
-    seen = set()
-    work = [value]
-    while work:  # find the global read behind the value, for the message
-        x = work.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        if x.op == Op.GLOBAL_LOAD:
-            src = x
-            break
-        work.extend(x.srcs)
-    name = src.arg.name if src.op == Op.GLOBAL_LOAD else "a global"
-    raise user_error(SpiradAutodiffError,
-                     f"this kernel reads '{name}' and also overwrites it; the adjoint runs after "
-                     f"the forward launch and would differentiate with the overwritten value. "
-                     f"Read the old values from a separate field (or copy them in an earlier "
-                     f"kernel)", (src if src.op == Op.GLOBAL_LOAD else at).loc)
+    return slots, needed
 
 
 class _Typed:

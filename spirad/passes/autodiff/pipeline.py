@@ -1,7 +1,10 @@
 """Reverse mode as a short list of named passes (verifier between them in debug mode):
 
+    for each task:  diagnostics (cross-iteration read-after-write; dynamic nesting without
+                    the adstack)
     for each task, last to first:
         normalize   (lower_jumps -> materialize -> snapshot_loads)
+        global reads (a read the reverse walk needs must not be overwritten later)
         capacities  (adstack size expressions)
         adjoint     (forward replay onto adstacks + reverse walk)
         stack tops  (top entries and, where exact, top adjoints cached in locals)
@@ -15,8 +18,10 @@ from kernel_ir import verifier
 from kernel_ir.nodes import Task, TaskList, globals_used
 from kernel_ir.ops import Op
 from kernel_ir.rewrite import keep, rebuild
-from .adjoint import AdjointBuilder, check_overwritten_reads, stack_slots
+
+from .adjoint import AdjointBuilder, stack_slots
 from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
+from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
 from .stack_tops import promote_stack_tops
@@ -52,12 +57,12 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         body = normalize(t.body)
         if verify:
             verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
-        on_stack = stack_slots(body, lambda ref: grad_of(ref) is not None)
+        on_stack, needed = stack_slots(body, lambda ref: grad_of(ref) is not None)
         overwritten = written_from[index_of[id(t)]]
         rng = None
         if t.begin is not None and t.begin.op == Op.CONST and t.end.op == Op.CONST:
             rng = (int(t.begin.arg), int(t.end.arg))
-        check_overwritten_reads(body, on_stack, stack_slots.last_needed,
+        check_overwritten_reads(body, on_stack, needed,
                                 lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
         ab = AdjointBuilder(body, grad_of, tl.name)

@@ -1,0 +1,361 @@
+"""Which loops run in parallel (docs/parallel_loops.md): a loop at the kernel's outermost scope,
+also when it is reached through @sd.func calls, `sd.static` ifs and static for-loops; never a
+loop under a non-static `if` (a Python-constant condition included) or inside another loop.
+Each case checks the task kinds offloading produced and the result against numpy, and loops
+reached through funcs get the same diagnostics as loops written directly."""
+import inspect
+
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+ARCHS = ("interp", "cpu", "vulkan")
+N = 64
+FLAG = True
+
+
+def kinds(kernel, *args):
+    """The task kinds of `kernel` compiled for `args` ('range' = a parallel loop)."""
+    return [t.kind for t in kernel.compile(args).tl.tasks]
+
+
+# -- loops inside @sd.func at the outermost scope -------------------------------------------------
+
+
+@sd.func
+def fill_squares(a: sd.template(), n):
+    for i in range(n):                     # the outermost scope of the kernel: parallel
+        a[i] = i * i
+
+
+@sd.func
+def fill_via(a: sd.template(), n):
+    fill_squares(a, n)                     # a func called at the top scope of a func
+
+
+@sd.func
+def fill_ndrange(b: sd.template()):
+    for i, j in sd.ndrange(4, 8):
+        b[i, j] = i * 10 + j
+
+
+@sd.func
+def fill_grouped(b: sd.template()):
+    for I in sd.grouped(b):
+        b[I] += 1
+
+
+@sd.func
+def fill_field(a: sd.template()):
+    for i in a:
+        a[i] += 3
+
+
+@test_archs(archs=ARCHS)
+def test_loops_in_funcs_at_top_level_are_parallel(arch):
+    a = sd.field(sd.i32, shape=N)
+    b = sd.field(sd.i32, shape=(4, 8))
+
+    @sd.kernel
+    def k_direct(n: sd.i32):
+        fill_squares(a, n)
+
+    @sd.kernel
+    def k_nested(n: sd.i32):
+        fill_via(a, n)
+
+    @sd.kernel
+    def k_forms():
+        fill_ndrange(b)
+        fill_grouped(b)
+        fill_field(a)
+
+    for k in (k_direct, k_nested):
+        a.fill(-1)
+        k(N)
+        assert kinds(k, N) == ["range"]
+        np.testing.assert_array_equal(a.to_numpy(), np.arange(N) ** 2)
+    k_forms()
+    assert kinds(k_forms) == ["range", "range", "range"]
+    i, j = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
+    np.testing.assert_array_equal(b.to_numpy(), i * 10 + j + 1)
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(N) ** 2 + 3)
+
+
+@sd.func
+def fill_million(a: sd.template(), n):
+    for i in range(n):
+        a[i] = i * 3 + 1
+
+
+@sd.func
+def fill_million_via(a: sd.template(), n):
+    fill_million(a, n)
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_million_iteration_loop_in_func_spreads_over_threads(arch):
+    """One thread could not run this on lavapipe (its loop cap, 65,535 iterations per
+    invocation, is reported as an error); as a parallel task it runs in full."""
+    m = 1_000_000
+    a = sd.field(sd.i32, shape=m)
+
+    @sd.kernel
+    def k(n: sd.i32):
+        fill_million_via(a, n)
+
+    k(m)
+    tl = k.compile((m,)).tl
+    assert [t.kind for t in tl.tasks] == ["range"]
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(m, dtype=np.int32) * 3 + 1)
+
+
+@test_archs(archs=("vulkan",))
+def test_million_iteration_serial_loop_still_reports_the_loop_cap(arch):
+    """The same loop made serial (`for _ in range(1):`) is one invocation: reported, never
+    truncated (DESIGN §5) — the contrast that shows the func's loop above really is parallel."""
+    m = 1_000_000
+    a = sd.field(sd.i32, shape=m)
+
+    @sd.kernel
+    def k(n: sd.i32):
+        for _ in range(1):
+            fill_million(a, n)
+
+    k(m)
+    with pytest.raises(sd.SpiradDeviceError, match="65535 loop iterations"):
+        sd.sync()
+
+
+@test_archs(archs=ARCHS)
+def test_funcs_called_inside_loops_or_ifs_stay_serial(arch):
+    a = sd.field(sd.i32, shape=N)
+    c = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k_in_loop(n: sd.i32):
+        for _ in range(1):
+            fill_squares(a, n)             # nested in the parallel loop: serial inside it
+
+    @sd.kernel
+    def k_in_if(n: sd.i32):
+        if c[None] == 0:
+            fill_squares(a, n)             # under a run-time if: a serial task
+
+    for k, want in ((k_in_loop, ["range"]), (k_in_if, ["serial"])):
+        a.fill(0)
+        k(N)
+        assert kinds(k, N) == want
+        np.testing.assert_array_equal(a.to_numpy(), np.arange(N) ** 2)
+    tl = k_in_loop.compile((N,)).tl
+    assert (tl.tasks[0].begin.arg, tl.tasks[0].end.arg) == (0, 1)   # one parallel iteration
+
+
+# -- scopes follow the source, never constant folding ---------------------------------------------
+
+
+@test_archs(archs=ARCHS)
+def test_loop_under_constant_if_is_serial(arch):
+    """`if True:` is a scope of its own: the loop in it is serial, so this count is exact (in
+    parallel the increments would race) and a local carried across it is no race."""
+    c = sd.field(sd.i32, shape=())
+    s = sd.field(sd.i32, shape=())
+    flag = True
+
+    @sd.kernel
+    def k_true():
+        if True:
+            for i in range(1000):
+                c[None] = c[None] + 1
+
+    @sd.kernel
+    def k_flag():
+        if flag:                           # a Python value, resolved at compile time
+            for i in range(1000):
+                c[None] = c[None] + 1
+
+    @sd.kernel
+    def k_else():
+        if not FLAG:
+            pass
+        else:
+            for i in range(1000):
+                c[None] = c[None] + 1
+
+    @sd.kernel
+    def k_carried():
+        t = 0
+        if True:
+            for i in range(10):
+                t = t + i                  # carried across iterations: fine when serial
+        s[None] = t
+
+    for k in (k_true, k_flag, k_else):
+        c[None] = 0
+        k()
+        assert kinds(k) == ["serial"]
+        assert c[None] == 1000
+    k_carried()
+    assert kinds(k_carried) == ["serial"]
+    assert s[None] == 45
+
+
+@test_archs(archs=ARCHS)
+def test_static_if_and_static_for_keep_the_outermost_scope(arch):
+    """`if sd.static(...)` and `for ... in sd.static(...)` are resolved before scoping (Taichi
+    unrolls them into the enclosing block): loops directly in them at the top are parallel."""
+    a = sd.field(sd.i32, shape=N)
+    b = sd.field(sd.i32, shape=(3, N))
+
+    @sd.kernel
+    def k_static_if():
+        if sd.static(FLAG):
+            for i in range(N):
+                a[i] = i + 7
+
+    @sd.kernel
+    def k_static_else():
+        if sd.static(not FLAG):
+            pass
+        else:
+            for i in range(N):
+                a[i] = i + 9
+
+    @sd.kernel
+    def k_static_for():
+        for r in sd.static(range(3)):
+            for i in range(N):             # one parallel task per unrolled copy
+                b[r, i] = r * 100 + i
+
+    k_static_if()
+    assert kinds(k_static_if) == ["range"]
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(N) + 7)
+    k_static_else()
+    assert kinds(k_static_else) == ["range"]
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(N) + 9)
+    k_static_for()
+    assert kinds(k_static_for) == ["range"] * 3
+    r, i = np.meshgrid(np.arange(3), np.arange(N), indexing="ij")
+    np.testing.assert_array_equal(b.to_numpy(), r * 100 + i)
+
+
+@test_archs(archs=ARCHS)
+def test_while_and_nested_loops_are_serial(arch):
+    c = sd.field(sd.i32, shape=())
+    a = sd.field(sd.i32, shape=4)
+
+    @sd.kernel
+    def k():
+        j = 0
+        while j < 3:
+            for i in range(100):           # in a while: serial
+                c[None] = c[None] + 1
+            j += 1
+        for i in range(4):                 # parallel
+            for m in range(5):             # nested: serial in each iteration
+                a[i] = a[i] + m
+
+    k()
+    assert kinds(k) == ["serial", "range"]
+    assert c[None] == 300
+    np.testing.assert_array_equal(a.to_numpy(), [10] * 4)
+
+
+# -- the diagnostics of a parallel loop, through funcs ---------------------------------------------
+
+
+def quotes(err, fn, text):
+    """`err` quotes `text` (a source line of `fn`) with its line number and a caret below."""
+    msg = str(err)
+    src, first = inspect.getsourcelines(fn)
+    lineno = next(first + k for k, line in enumerate(src) if text in line)
+    assert f"line {lineno}" in msg, msg
+    lines = msg.splitlines()
+    k = next(k for k, line in enumerate(lines) if text in line)
+    assert set(lines[k + 1].strip()) == {"^"}, msg
+
+
+@sd.func
+def total(x: sd.template()):
+    s = 0.0
+    for i in x:
+        s += x[i]                          # a func local assigned in its parallel loop
+    return s
+
+
+@sd.func
+def total_param(x: sd.template(), acc):
+    for i in x:
+        acc = acc + x[i]                   # a func parameter assigned in its parallel loop
+    return acc
+
+
+@sd.func
+def first_negative(x: sd.template(), out: sd.template()):
+    for i in x:
+        if x[i] < 0:
+            out[None] = i
+            break
+
+
+@sd.func
+def loop_to(a: sd.template(), n):
+    for i in range(n):
+        a[i] = 1
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_parallel_loop_diagnostics_through_funcs(arch):
+    x = sd.field(sd.f32, shape=8)
+    y = sd.field(sd.f32, shape=())
+    out = sd.field(sd.i32, shape=())
+    steps = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k_local():
+        y[None] = total(x)
+
+    @sd.kernel
+    def k_param():
+        y[None] = total_param(x, 0.0)
+
+    @sd.kernel
+    def k_break():
+        first_negative(x, out)
+
+    flags = sd.field(sd.i32, shape=8)
+
+    @sd.kernel
+    def k_bound():
+        loop_to(flags, steps[None])
+
+    with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 's'") as e:
+        k_local()
+    quotes(e.value, total, "s += x[i]")
+    with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 'acc'") as e:
+        k_param()
+    quotes(e.value, total_param, "acc = acc + x[i]")
+    with pytest.raises(sd.SpiradSyntaxError, match="'break' is not allowed") as e:
+        k_break()
+    quotes(e.value, first_negative, "break")
+    with pytest.raises(sd.SpiradSyntaxError, match="range of the outermost") as e:
+        k_bound()
+    quotes(e.value, loop_to, "for i in range(n):")
+
+
+@test_archs(archs=("cpu",))
+def test_same_funcs_nested_in_a_serial_scope_compile(arch):
+    """The fixes those errors suggest: call the func from inside `for _ in range(1):`."""
+    x = sd.field(sd.f32, shape=8)
+    y = sd.field(sd.f32, shape=())
+    x.from_numpy(np.arange(8, dtype=np.float32))
+
+    @sd.kernel
+    def k():
+        for _ in range(1):
+            y[None] = total(x) + total_param(x, 1.0)
+
+    k()
+    assert y[None] == 2 * 28 + 1
