@@ -486,13 +486,17 @@ def test_field_grad_nested_loops(arch):
 
 @on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
 def test_ndarray_grad_accumulates(arch):
-    """kernel.grad accumulates into .grad: two grad launches give twice the gradient."""
+    """kernel.grad accumulates into the inputs' .grad: two grad launches give twice the gradient.
+    The output's seed must be set again before the second launch: `y[i] = ...` overwrites, so its
+    adjoint consumes y.grad (sets it to zero), as in Taichi."""
     x = arr(sd.f64, X5, needs_grad=True)
     y = sd.ndarray(sd.f64, 5, needs_grad=True)
     k_nested(x, y, 2, 3)
     y.grad.fill(1.0)
     k_nested.grad(x, y, 2, 3)
     g1 = x.grad.to_numpy()
+    np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
+    y.grad.fill(1.0)
     k_nested.grad(x, y, 2, 3)
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * g1, rtol=1e-12)
     want = central_diff(lambda xv: r_nested(xv, 2, 3)[0], X5, np.ones(5))
