@@ -3,7 +3,8 @@
 
 `kernel.grad(*args)` compiles (once per signature) the adjoint kernel with the passes of
 `spirad.passes.autodiff`, evaluates every adstack's capacity for this launch from the current
-arguments, fields and ndarrays (`sizer`), and launches it. Gradients accumulate into `.grad`.
+arguments, fields and ndarrays (`sizer`), and launches it. Gradients accumulate into the `.grad`
+of what the kernel reads; a store consumes (zeroes) its target's `.grad` (docs/autodiff.md).
 """
 from __future__ import annotations
 
