@@ -155,7 +155,8 @@ class Kernel(PyFunction):
             Tape.active.record(self, args)
 
     def grad(self, *args):
-        """Run the adjoint kernel: gradients accumulate into `.grad` of fields and ndarrays."""
+        """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
+        a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md)."""
         _launch.run(self._plan(args, 1))
 
 

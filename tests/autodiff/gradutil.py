@@ -67,6 +67,11 @@ class Case:
     interp: bool = False             # also run on the interpreter (f64)
     ref_extra: tuple = None
     xfail: str = ""                  # a known bug (reported): strict xfail
+    accumulated: tuple = ()          # outputs the kernel updates with `+=` (their .grad is kept);
+                                     # every other output is stored (`y[i] = ...`): its .grad is
+                                     # consumed by the grad launch (Taichi's store rule)
+    unstored: tuple = ()             # (output, flat index) of elements the kernel never writes:
+                                     # their seed stays in .grad
 
 
 def _extra_args(extra, dt):
@@ -117,3 +122,18 @@ def run_case(case: Case, fp: str, request=None):
     xs = case.x.astype(dt.np).astype(np.float64)  # the inputs the kernel actually saw
     want = central_diff(ref, xs, w_all)
     check(fp, np.concatenate([np.ravel(f) for f in fwd]), ref(xs), grad, want)
+    check_seeds_consumed(case, outs, ws, dt)
+    if not case.accumulated:
+        # every seed was consumed: a second grad launch without new seeds adds nothing
+        case.kernel.grad(*args)
+        np.testing.assert_array_equal(x.grad.to_numpy(), grad, err_msg="second grad launch")
+
+
+def check_seeds_consumed(case: Case, outs, ws, dt):
+    """A stored output's .grad is zero after the grad launch; an accumulated one keeps its seed."""
+    for k, (o, w) in enumerate(zip(outs, ws)):
+        want = w.astype(dt.np) if k in case.accumulated else np.zeros_like(w, dt.np)
+        for kk, e in case.unstored:
+            if kk == k:
+                want.reshape(-1)[e] = w.reshape(-1)[e]
+        np.testing.assert_array_equal(o.grad.to_numpy(), want, err_msg=f"output {k}'s .grad")

@@ -343,6 +343,62 @@ def r_serial_recurrence(x, n):
     return [x[0] * np.arange(1, n + 1)]
 
 
+# -- outputs stored more than once (a store overwrites: only the last value reaches the seed) -----
+
+
+@sd.kernel
+def k_store_each_trip(x: ND, y: ND, n: sd.i32):
+    for i in x:
+        v = x[i]
+        for j in range(n):
+            v = sd.sin(v) * 0.9 + 0.1
+            y[i] = v * (j + 1)            # stored on every trip of a dynamic loop
+
+
+def r_store_each_trip(x, n):
+    v, y = x.copy(), np.zeros_like(x)
+    for j in range(n):
+        v = np.sin(v) * 0.9 + 0.1
+        y = v * (j + 1)
+    return [y]
+
+
+@sd.kernel
+def k_store_chain(x: ND, y: ND, steps: ND):
+    for i in x:
+        y[i] = sd.cos(x[i])
+        for j in range(steps[i]):
+            y[i] = y[i] * 0.7 + sd.sin(x[i] * (j + 1) * 0.5)   # the chain runs through the global
+        if x[i] > 0.5:
+            y[i] = x[i] * x[i]            # overwritten under an `if`
+
+
+def r_store_chain(x, steps):
+    y = np.cos(x)
+    for i in range(len(x)):
+        for j in range(steps[i]):
+            y[i] = y[i] * 0.7 + np.sin(x[i] * (j + 1) * 0.5)
+    return [np.where(x > 0.5, x * x, y)]
+
+
+@sd.kernel
+def k_store_vector(x: ND, y: ND, z: ND, n: sd.i32):
+    for i in x:
+        v = sd.Vector([x[i], x[i] * x[i]])
+        for j in range(n):
+            v = sd.Vector([sd.sin(v[1]) + 0.1, v[0] * 0.8])
+            y[i] = v[0]
+            z[i] = v[1]
+        z[i] = z[i] * 2.0 + y[i] * 0.5 + sd.exp(v[0] * 0.5)   # reads both stores, overwrites z
+
+
+def r_store_vector(x, n):
+    a, b = x.copy(), x * x
+    for j in range(n):
+        a, b = np.sin(b) + 0.1, a * 0.8
+    return [a, b * 2.0 + a * 0.5 + np.exp(a * 0.5)]
+
+
 # -- the case table ---------------------------------------------------------------------------------
 
 
@@ -376,6 +432,13 @@ CASES = {
     "vector_componentwise": Case(k_vector_cw, r_vector_cw, extra=(5,), interp=True),
     "vector_carried": Case(k_vector, r_vector, extra=(6,), interp=True),
     "several_tasks": Case(k_tasks, r_tasks, outs=(5, 5), extra=(4,), interp=True),
+    "store_each_trip": Case(k_store_each_trip, r_store_each_trip, extra=(4,), interp=True),
+    "store_chain_if": Case(k_store_chain, r_store_chain, extra=(("i32", [0, 1, 3, 2, 4]),),
+                           interp=True),
+    "store_vector_components": Case(k_store_vector, r_store_vector, outs=(5, 5), extra=(3,),
+                                    interp=True),
+    "store_each_trip_zero_trips": Case(k_store_each_trip, r_store_each_trip, extra=(0,),
+                                       unstored=tuple((0, e) for e in range(5))),
     "serial_recurrence_in_func": Case(k_serial_recurrence, r_serial_recurrence,
                                       x=np.array([0.7]), outs=(6,), interp=True, ref_extra=(6,)),
 }
@@ -487,13 +550,17 @@ def test_field_grad_nested_loops(arch):
 
 @on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
 def test_ndarray_grad_accumulates(arch):
-    """kernel.grad accumulates into .grad: two grad launches give twice the gradient."""
+    """kernel.grad accumulates into the inputs' .grad: two grad launches give twice the gradient.
+    The output's seed must be set again before the second launch: `y[i] = ...` overwrites, so its
+    adjoint consumes y.grad (sets it to zero), as in Taichi."""
     x = arr(sd.f64, X5, needs_grad=True)
     y = sd.ndarray(sd.f64, 5, needs_grad=True)
     k_nested(x, y, 2, 3)
     y.grad.fill(1.0)
     k_nested.grad(x, y, 2, 3)
     g1 = x.grad.to_numpy()
+    np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
+    y.grad.fill(1.0)
     k_nested.grad(x, y, 2, 3)
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * g1, rtol=1e-12)
     want = central_diff(lambda xv: r_nested(xv, 2, 3)[0], X5, np.ones(5))

@@ -350,7 +350,8 @@ CASES = {
                              interp=True),
     "break_nested_continue": Case(k_break_nested, r_break_nested, x=X4, outs=(4,), extra=(5, 4),
                                   interp=True),
-    "continue_parallel_loop": Case(k_continue_top, r_continue_top, x=X4, outs=(4,), extra=(3,)),
+    "continue_parallel_loop": Case(k_continue_top, r_continue_top, x=X4, outs=(4,), extra=(3,),
+                                   unstored=((0, 1),)),
 }
 
 

@@ -12,7 +12,9 @@ statements in reverse order:
 
 * STORE s = v:       a = top adjoint of s; pop s; propagate a into v's expression
 * ALLOCA s:          pop s (its initial zero)
-* x[i] = v, x[i] += v: a = x.grad[i] (a temporary's adjoint is consumed: reset to 0); propagate a
+* x[i] = v:          a = x.grad[i]; x.grad[i] = 0 (a store overwrites: the old value's adjoint
+                     path ends here, as in Taichi); propagate a
+* x[i] += v:         a = x.grad[i] (an accumulation: x.grad[i] stays); propagate a
 * IF c:              the reversed branch chosen by c's stacked value
 * RANGE_FOR / WHILE: a loop over the executed trip count, indices in reverse order
 
@@ -318,7 +320,9 @@ class AdjointBuilder:
                 return
             idx = [self.rc(s, memo) for s in n.srcs[:-1]]
             a = b.global_load(g, idx)
-            if n.arg.kind == "temp" and op == Op.GLOBAL_STORE:
+            if op == Op.GLOBAL_STORE:
+                # a store overwrites: the old value's gradient path ends here (Taichi's rule), so
+                # the adjoint is consumed before v's expression (which may read x[i]) adds to it
                 b.global_store(g, idx, b.const(0.0, g.dtype))
             self.propagate(v, a, memo)
         elif op == Op.IF:
