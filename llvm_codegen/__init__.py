@@ -1,6 +1,6 @@
 """The LLVM side module: spirad IR -> LLVM IR text (codegen) and a CPU JIT runtime.
 
-Nothing is imported eagerly: `llvm_codegen.cpu_runtime` must stay importable without `spirad.ir`
+Nothing is imported eagerly: `llvm_codegen.cpu_runtime` must stay importable without `kernel_ir`
 (runtimes never see the IR), so the code generator is loaded only when asked for.
 
     from llvm_codegen import compile_tasks        # IR -> CpuProgram (llvm_ir text + task symbols)

@@ -1,6 +1,6 @@
 """CPU runtime: JIT-compiles LLVM IR text and launches task functions on a thread pool.
 
-Never imports `spirad.ir`: it receives LLVM IR text and symbol names only.
+Never imports `kernel_ir`: it receives LLVM IR text and symbol names only.
 
     rt = CpuRuntime()                       # one per process is enough; cheap after the first
     mod = rt.load(llvm_ir, symbols)         # parse -> O3 (new pass manager, host CPU) -> OrcJIT

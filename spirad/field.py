@@ -158,14 +158,12 @@ class Field(_HostArray):
         self.generation = 0
         self._buf = None
         self.grad = None
-        if needs_grad and not _is_grad:
+        if _is_grad:
+            return  # a gradient field is listed through its primal (state.field_map)
+        if needs_grad:
             if not self.dtype.is_float:
                 raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
-            g = Field.__new__(Field)
-            g.__dict__.update(dtype=self.dtype, comp_shape=self.comp_shape, id=st.new_id(),
-                              epoch=st.epoch, name=self.name + ".grad", shape=self.shape,
-                              generation=0, _buf=None, grad=None)
-            self.grad = g
+            self.grad = Field(dtype, shape, name=self.name + ".grad", _is_grad=True)
         st.fields.append(self)
 
     @property

@@ -22,22 +22,21 @@ class State:
     epoch: int = 0
     fields: list = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
+    _field_map: tuple = (0, {})  # (len(fields) when built, id -> Field)
 
     def new_id(self) -> int:
         return next(self._ids)
 
     def field_map(self) -> dict:
         """Field id -> Field (gradient fields included), rebuilt when fields were added."""
-        cache = self.__dict__.get("_field_map")
-        if cache is None or cache[0] != len(self.fields):
+        if self._field_map[0] != len(self.fields) or not self._field_map[1]:
             m = {}
             for f in self.fields:
                 m[f.id] = f
                 if f.grad is not None:
                     m[f.grad.id] = f.grad
-            cache = (len(self.fields), m)
-            self.__dict__["_field_map"] = cache
-        return cache[1]
+            self._field_map = (len(self.fields), m)
+        return self._field_map[1]
 
 
 _epoch = itertools.count(1)

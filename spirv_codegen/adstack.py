@@ -1,6 +1,6 @@
 """ADSTACK_* lowering: reverse-mode stacks in per-invocation heap rows.
 
-Implements the "Adstack ABI" of `spirad/ir/abi.py` (the contract; read it first) in the portable
+Implements the "Adstack ABI" of `kernel_ir/abi.py` (the contract; read it first) in the portable
 Vulkan subset: plain storage buffers through descriptors, no buffer device addresses, no variable
 pointers, no Int64 unless a stack itself holds i64.
 

@@ -43,7 +43,7 @@ Descriptors (all in set 0, all storage buffers):
                  i64/f64 need the Int64/Float64 capabilities, requested only when used.
   binding 2+n    (n = len(abi.bindings)) only in tasks with ADSTACK_* nodes: AdStackMeta,
   3+n, 4+n       AdStackHeapFloat, AdStackHeapInt; see `spirv_codegen/adstack.py` and the Adstack
-                 ABI in `spirad/ir/abi.py`.
+                 ABI in `kernel_ir/abi.py`.
   `SpirvTask.num_bindings` = 2 + n for a task without adstacks, 2 + n + 3 for a task with them
   (`SpirvTask.adstacks` non-empty: the stacks' dtypes in ABI order, `adstack_kinds` their
   layout kinds); the runtime binds exactly

@@ -42,7 +42,7 @@ class Result:
     adstack: dict = None  # task index -> AdStackSnapshot (tasks with adstacks only)
 
 
-# -- adstack: the runtime side of the Adstack ABI (spirad/ir/abi.py, spirv_codegen/adstack.py) --
+# -- adstack: the runtime side of the Adstack ABI (kernel_ir/abi.py, spirv_codegen/adstack.py) --
 def adstack_layout(stack_dtypes, capacities, kinds=None) -> Layout:
     """`sizer.compute_layout` for stacks of these dtypes (`SpirvTask.adstacks`), capacities and
     layout kinds (`SpirvTask.adstack_kinds`; default: 'float' / 'int' by dtype)."""

@@ -1,4 +1,4 @@
-"""ADSTACK_* lowering (the Adstack ABI of spirad/ir/abi.py) on Vulkan vs the interpreter.
+"""ADSTACK_* lowering (the Adstack ABI of kernel_ir/abi.py) on Vulkan vs the interpreter.
 
 Every module is validated; the driver tests run with the validation layer (zero messages) and the
 runtime-side helpers of `spv_harness` (`AdStackHeaps`, `adstack_dispatches`). Heaps are filled

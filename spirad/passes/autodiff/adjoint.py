@@ -44,6 +44,7 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
     docstring), and every node whose primal value it needs (for `global_reads`)."""
     needed = set()
     work = []
+    varying = Varying()
 
     def need(x):
         if x not in needed:
@@ -67,7 +68,7 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
         elif op in PURE and op not in LEAVES and op not in LINEAR and n.dtype is not None \
                 and n.dtype.is_float:
             for k, x in enumerate(n.srcs):
-                if _needs_src(op, k, n.srcs):
+                if _needs_src(op, k, n.srcs, varying):
                     need(x)
     while work:
         x = work.pop()
@@ -94,32 +95,36 @@ class _Typed:
 _USES_OUT = {Op.DIV, Op.POW, Op.TAN, Op.TANH, Op.EXP, Op.SQRT, Op.RSQRT}
 
 
-def _varying(n: Node, memo={}) -> bool:
-    """Can an adjoint flow out of `n`? (It reads a local or a global through pure ops.)"""
-    r = memo.get(n)
-    if r is None:
-        if n.op in (Op.LOAD, Op.GLOBAL_LOAD):
-            r = True
-        elif n.op in PURE and n.op not in LEAVES:
-            r = any(_varying(x) for x in n.srcs)
-        else:
-            r = False
-        if len(memo) > 100000:
-            memo.clear()
-        memo[n] = r
-    return r
+class Varying:
+    """`varying(n)`: can an adjoint flow out of `n`? (It reads a local or a global through pure
+    ops.) Memoised per instance: one per body being differentiated."""
+
+    def __init__(self):
+        self.memo = {}
+
+    def __call__(self, n: Node) -> bool:
+        r = self.memo.get(n)
+        if r is None:
+            if n.op in (Op.LOAD, Op.GLOBAL_LOAD):
+                r = True
+            elif n.op in PURE and n.op not in LEAVES:
+                r = any(self(x) for x in n.srcs)
+            else:
+                r = False
+            self.memo[n] = r
+        return r
 
 
-def _needs_src(op, k, srcs) -> bool:
+def _needs_src(op, k, srcs, varying: Varying) -> bool:
     """Does the derivative rule of `op` read the primal of source `k`?"""
     if op in LINEAR:
         return False
     if op == Op.SELECT:
         return k == 0
     if op == Op.MUL:  # d/dx0 = x1, d/dx1 = x0: x_k matters only if the other one varies
-        return _varying(srcs[1 - k])
+        return varying(srcs[1 - k])
     if op == Op.DIV:  # d/dx0 = 1/x1, d/dx1 = -out/x1
-        return k == 1 or _varying(srcs[1])
+        return k == 1 or varying(srcs[1])
     return True
 
 
@@ -163,24 +168,31 @@ class Emit:
 
 
 class AdjointBuilder:
-    def __init__(self, body: Block, grad_of, kernel_name: str):
+    """`AdjointBuilder(body, grad_of, on_stack, capacities).build(index)`: the adjoint body.
+
+    `on_stack`: the slots replayed onto adstacks (`stack_slots`); `capacities`: per such slot
+    (walk order) its (capacity, automatic size) SizeExprs (`capacities.capacities`), stored on
+    each ADSTACK_ALLOCA."""
+
+    def __init__(self, body: Block, grad_of, on_stack: set, capacities: list):
         self.body = body
         self.grad_of = grad_of
-        self.kernel_name = kernel_name
+        self.on_stack = on_stack
+        self.capacities = capacities
         self.b = IRBuilder()
         self.e = Emit(self.b)
         self.pos = {n: k for k, n in enumerate(walk(body))}
+        self.varying = Varying()
         self.stacks = {}
         self.idx_env = {}
-        self.capacities = None  # SizeExpr per stack slot (walk order), stored on each AdStackArg
-        self.on_stack = set()   # slots replayed onto adstacks (`stack_slots`)
         self.adj = {}           # plain float slot -> its adjoint local
     # -- forward replay --------------------------------------------------------------------------
     def build(self, index) -> Block:
         b = self.b
         slots = [n for n in walk(self.body) if n.op == Op.ALLOCA and n in self.on_stack]
-        caps = self.capacities or [(None, None)] * len(slots)
-        for n, (cap, req) in zip(slots, caps):
+        if len(self.capacities) != len(slots):
+            raise RuntimeError("adjoint: one capacity per stacked slot expected")
+        for n, (cap, req) in zip(slots, self.capacities):
             a = Node(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap, req), (), n.loc)
             self.stacks[n] = b.append(a)  # carries the local's source line for diagnostics
         for n in walk(self.body):
@@ -277,9 +289,9 @@ class AdjointBuilder:
                 if rule is None:
                     raise user_error(SpiradAutodiffError, f"operation {x.op.name.lower()} is not "
                                      f"differentiable (no derivative rule)", x.loc)
-                xs = [self.rc(s, memo) if _needs_src(x.op, k, x.srcs) else _Typed(s.dtype)
+                xs = [self.rc(s, memo) if _needs_src(x.op, k, x.srcs, self.varying) else _Typed(s.dtype)
                       for k, s in enumerate(x.srcs)]
-                uses_out = x.op in _USES_OUT and not (x.op == Op.DIV and not _varying(x.srcs[1]))
+                uses_out = x.op in _USES_OUT and not (x.op == Op.DIV and not self.varying(x.srcs[1]))
                 out = self.rc(x, memo) if uses_out else _Typed(x.dtype)
                 for s, g in zip(x.srcs, rule(self.e, a, xs, out)):
                     if g is None or s.dtype is None or not s.dtype.is_float:
@@ -355,7 +367,3 @@ class AdjointBuilder:
                 last = b.binary(Op.SUB, b.binary(Op.ADD, begin, trips), one)
                 self.idx_env[arg.index] = b.binary(Op.SUB, last, j)
             self.rev_block(n.blocks[0].nodes)
-
-
-def adjoint_body(body: Block, index, grad_of, kernel_name: str) -> Block:
-    return AdjointBuilder(body, grad_of, kernel_name).build(index)
