@@ -35,8 +35,9 @@ class _Unbounded(Exception):
 
 
 class Sizing:
-    def __init__(self, body: Block, task: Task):
+    def __init__(self, body: Block, task: Task, written=frozenset()):
         self.body, self.task = body, task
+        self.written = written  # (kind, key, grad) of every global the kernel writes
         self.vars = {}
         self.ids = itertools.count()
         self.single = {}
@@ -46,7 +47,6 @@ class Sizing:
                 counts[n.srcs[0]] = counts.get(n.srcs[0], 0) + 1
                 self.single[n.srcs[0]] = n.srcs[1]
         self.single = {s: v for s, v in self.single.items() if counts[s] == 1}
-        self.written = frozenset()
         self.components = {}  # ("mod", level) / ("outer",) -> (bound-variable id, divisor)
 
     # -- multi-dimensional parallel loops -----------------------------------------------------
@@ -209,8 +209,7 @@ def capacities(body: Block, task: Task, default=None, forced=None, written=froze
     order. `written`: (kind, key,
     grad) of every global the kernel writes; a loop bound read from one of them is an error (the
     stacks are sized before the launch, from the values the kernel is about to overwrite)."""
-    s = Sizing(body, task)
-    s.written = written
+    s = Sizing(body, task, written)
     out = []
     for n in walk(body):
         if n.op != Op.ALLOCA or (on_stack is not None and n not in on_stack):
