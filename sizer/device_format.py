@@ -51,11 +51,13 @@ STACK_KIND_CODES = {"float": KIND_FLOAT, "int": KIND_INT, "primal": KIND_PRIMAL}
 # data slots of `sizer_eval`: aliasing views of the leaves' buffers, per dtype class
 INT_SLOTS, F32_SLOTS, F64_SLOTS = 4, 2, 2
 DATA_SLOTS = INT_SLOTS + F32_SLOTS + F64_SLOTS
-# storage buffers each kernel binds besides the arguments and the status buffer
+# storage buffers each kernel binds besides the arguments and the status buffer (checked
+# against the kernels' signatures when shaders/sizer_kernel.py is imported)
 EVAL_BUFFERS = 4 + DATA_SLOTS           # prog, jobs, val, jst, data slots
 REDUCE_BUFFERS = 3                      # jobs, jst, rres
 LAYOUT_BUFFERS = 5                      # prog, rres, jst, res, meta
 MINMAX_BUFFERS = 4                      # di, df, dd, part
+MINMAX_TOTAL_BUFFERS = 2                # part, out
 
 # -- the job table (`jobs`, int32) ---------------------------------------------------------------
 # [n_jobs, n_roots, (job_begin, job_end) per root, job records]
