@@ -3,7 +3,7 @@ the device, written in spirad's own kernel language.
 
 spirad compiles this file like any user kernel (SPIR-V for Vulkan / Metal, LLVM for the CPU), so
 no shader compiler has to be installed and the same source serves every backend. The host side
-(`spirad/backends/gpu_sizer.py`) builds the tables, launches the three kernels below in one batch
+(`spirad/backends/gpu_sizer/`) builds the tables, launches the three kernels below in one batch
 and reads back the result:
 
     sizer_eval     one invocation per *job*: sweeps a node span of the bytecode (one root, or a
@@ -11,39 +11,20 @@ and reads back the result:
                    does -- one forward pass, explicit jumps, one int64 value slot per node, no
                    recursion -- and writes the job's value (or its error) to the job state
     sizer_reduce   one invocation per root: max over the root's jobs, pending / error summary
-    sizer_layout   one invocation: capacities = max(value, 0) and `sizer.compute_layout`:
-                   [stride_float, stride_int, (offset, max_size) per stack], plus an error word
+    sizer_layout   one invocation: capacities = max(value, 0) and `sizer.compute_layout`; writes
+                   the task's adstack metadata words [stride_float, stride_int, (offset,
+                   max_size) per stack] into `meta` (the buffer the task's launches bind) and
+                   everything the host needs into `res` (status, the first error with its node,
+                   value and axis, strides, and per root offset, capacity, value, error): the
+                   host's one read-back
 
-and, for the fast path of `spirad/backends/gpu_sizer_reduce.py` (a MaxOverRange whose body is a
+and, for the fast path of `spirad/backends/gpu_sizer/reduce.py` (a MaxOverRange whose body is a
 non-decreasing function of one data read), `sizer_minmax` / `sizer_minmax_total`: the min, max
 and a bad-value flag of the elements the range reads (at the end of this file).
 
-Inputs (all int32 words unless noted):
-
-prog   the bytecode of `sizer.encode`, in the *device dialect*: the host has already resolved
-       SCALAR_ARG / NDARRAY_SHAPE records into CONST (or into ERR, op 13, when the host
-       evaluator would raise on them), and the `a` word of FIELD_LOAD / NDARRAY_READ holds an
-       index into the leaf table instead of a field id / argument index. After the bytecode
-       (at word `index_off + n_index`) follow:
-           A+0 leaf_off  A+1 n_leaves  A+2 stack_off  A+3 n_stacks
-           leaf k at leaf_off + 12k:  dtype, slot, rank, base, shape[0..8]
-               (element (i0, .., in) is element base + C-order linear index of the slot array)
-               dtype 1 i32, 2 u32 / u1, 3 i64 (all read as int32 words from slot `di<slot>`),
-                     4 f32 (slot `df<slot>`), 5 f64 (slot `dd<slot>`)
-           stack k at stack_off + 2k: entry size in bytes, kind (0 float, 1 int, 2 primal:
-               a float stack without adjoint entries; see `sizer.layout`)
-jobs   [n_jobs, n_roots, (job_begin, job_end) per root, job records of 8 words]
-       job: first node, last node, top (a LOOP node whose range is replaced by [lo, hi), or -1),
-            root, lo (2 words, little-endian int64), hi (2 words)
-val    int64, `vstride` slots per job (the longest root span): the interpreter's value array;
-       job j keeps node i's value at j * vstride + i - first
-jst    int64, 8 per job: status (0 fresh, 1 suspended, 2 done, 3 error), resume ip, value,
-       error code, error node, error value, error axis, steps used
-rres   int64, 4 per root: max over jobs, pending jobs, error code, index of the failing job
-res    int64: status (0 ok, 1 pending, 2 error), error code, failing root, pending jobs,
-       stride_float, stride_int, then (offset, capacity, value) per root
-meta   uint32: the task's adstack metadata words [stride_float, stride_int, (offset,
-       max_size) per stack] (`spirad.backends.adstack_support.meta_words`)
+Every table layout, word offset and code comes from `sizer.device_format` (imported as `F`; a
+module-level int is a compile-time constant here), the tables themselves are described in
+`sizer/FORMAT.md` ("Device tables"). Nothing about the format is written in this file.
 
 Semantics match `sizer` exactly: int64 values in [-(2**62-1), 2**62-1] checked after every record
 (overflow is an error, never a wrap), SUB clamped at 0, reads bounds-checked per axis, float data
@@ -52,27 +33,11 @@ records and saves `ip` (its whole state is `val` and `ip`), so a device with a l
 (lavapipe: 65,535 per invocation) is never driven past it: the host launches another round.
 """
 
+import inspect
+
 import spirad as sd
-
-MAX_ABS = (1 << 62) - 1
-SENTINEL = -(1 << 62)        # below every valid value: the MaxOverRange accumulator's start
-LIMIT_F = 4611686018427387904.0   # 2**62 as a float: |x| >= this does not fit the range
-LEAF_WORDS = 12
-JOB_WORDS = 8
-JST_WORDS = 8
-RRES_WORDS = 4
-RES_HEADER = 6
-
-# error codes (jst[3], rres[2], res[1])
-ERR_INDEX = 1       # a read index outside [0, shape[axis])
-ERR_OVERFLOW = 2    # a value outside the sizer range
-ERR_NONFINITE = 3   # NaN / inf read from float data
-ERR_HOST = 4        # a SCALAR_ARG / NDARRAY_SHAPE the host evaluator rejects (op 13)
-ERR_RANK = 5        # the number of indices differs from the array's rank
-ERR_LAYOUT = 6      # the per-thread stride overflows (compute_layout raises)
-ERR_META32 = 7      # a metadata word does not fit 32 bits (meta_words raises)
-
-OP_ERR = 13
+import sizer.device_format as F
+from sizer.device_format import Op
 
 
 @sd.kernel
@@ -84,22 +49,25 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                n_jobs: sd.i32, round_: sd.i32, budget: sd.i64, vstride: sd.i32,
                with_f64: sd.template()):
     for j in range(n_jobs):
-        n_roots = jobs[1]
-        jw = 2 + 2 * n_roots + JOB_WORDS * j
-        first = jobs[jw]
-        last = jobs[jw + 1]
-        top = jobs[jw + 2]
-        lo: sd.i64 = (sd.cast(jobs[jw + 5], sd.i64) << 32) | (sd.cast(jobs[jw + 4], sd.i64) & 0xFFFFFFFF)
-        hi: sd.i64 = (sd.cast(jobs[jw + 7], sd.i64) << 32) | (sd.cast(jobs[jw + 6], sd.i64) & 0xFFFFFFFF)
-        js = JST_WORDS * j
-        status: sd.i64 = 0
+        n_roots = jobs[F.JOBS_N_ROOTS]
+        jw = F.JOBS_HEADER + F.JOBS_ROOT_WORDS * n_roots + F.JOB_WORDS * j
+        first = jobs[jw + F.JOB_FIRST]
+        last = jobs[jw + F.JOB_LAST]
+        top = jobs[jw + F.JOB_TOP]
+        lo: sd.i64 = (sd.cast(jobs[jw + F.JOB_LO + 1], sd.i64) << 32) | \
+            (sd.cast(jobs[jw + F.JOB_LO], sd.i64) & 0xFFFFFFFF)
+        hi: sd.i64 = (sd.cast(jobs[jw + F.JOB_HI + 1], sd.i64) << 32) | \
+            (sd.cast(jobs[jw + F.JOB_HI], sd.i64) & 0xFFFFFFFF)
+        js = F.JST_WORDS * j
+        status: sd.i64 = F.JOB_FRESH
         ip = first
         if round_ > 0:
-            status = jst[js]
-            ip = sd.cast(jst[js + 1], sd.i32)
-        if status < 2:
-            base = prog[6]
-            ix = prog[7]
+            status = jst[js + F.JST_STATUS]
+            ip = sd.cast(jst[js + F.JST_IP], sd.i32)
+        if status < F.JOB_DONE:
+            base = prog[F.H_NODES_OFF]
+            ix = prog[F.H_INDEX_OFF]
+            lw = prog[F.H_INDEX_OFF] + prog[F.H_N_INDEX] + F.AUX_LEAF_OFF
             vb = j * vstride - first   # this job's value slots: nodes first..last
             steps: sd.i64 = 0
             err = 0
@@ -110,29 +78,29 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                 if steps >= budget:
                     break
                 steps += 1
-                r = base + 4 * ip
-                op = prog[r]
-                a = prog[r + 1]
-                b = prog[r + 2]
-                c = prog[r + 3]
+                r = base + F.RECORD_WORDS * ip
+                op = prog[r + F.R_OP]
+                a = prog[r + F.R_A]
+                b = prog[r + F.R_B]
+                c = prog[r + F.R_C]
                 nxt = ip + 1
-                if op == 1:    # CONST
+                if op == Op.CONST:
                     val[vb + ip] = (sd.cast(b, sd.i64) << 32) | (sd.cast(a, sd.i64) & 0xFFFFFFFF)
-                elif op == 6:  # ADD
+                elif op == Op.ADD:
                     s: sd.i64 = val[vb + a] + val[vb + b]
-                    if s > MAX_ABS or s < -MAX_ABS:
-                        err = ERR_OVERFLOW
+                    if s > F.MAX_ABS or s < -F.MAX_ABS:
+                        err = F.ERR_OVERFLOW
                         err_val = s
                     val[vb + ip] = s
-                elif op == 7:  # SUB, clamped at 0
+                elif op == Op.SUB:  # clamped at 0
                     d: sd.i64 = val[vb + a] - val[vb + b]
                     if d < 0:
                         d = 0
-                    if d > MAX_ABS:
-                        err = ERR_OVERFLOW
+                    if d > F.MAX_ABS:
+                        err = F.ERR_OVERFLOW
                         err_val = d
                     val[vb + ip] = d
-                elif op == 8:  # MUL, overflow checked before multiplying
+                elif op == Op.MUL:  # overflow checked before multiplying
                     x: sd.i64 = val[vb + a]
                     y: sd.i64 = val[vb + b]
                     ax: sd.i64 = x
@@ -142,18 +110,18 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                     if y < 0:
                         ay = -y
                     if ax != 0 and ay != 0:
-                        if ax > MAX_ABS // ay:
-                            err = ERR_OVERFLOW
+                        if ax > F.MAX_ABS // ay:
+                            err = F.ERR_OVERFLOW
                     val[vb + ip] = x * y
-                elif op == 9:  # MAX
+                elif op == Op.MAX:
                     x2: sd.i64 = val[vb + a]
                     y2: sd.i64 = val[vb + b]
                     if y2 > x2:
                         x2 = y2
                     val[vb + ip] = x2
-                elif op == 12:  # BOUND_VAR
+                elif op == Op.BOUND_VAR:
                     val[vb + ip] = val[vb + a]
-                elif op == 10:  # LOOP
+                elif op == Op.LOOP:
                     bv: sd.i64 = val[vb + a]
                     ev: sd.i64 = val[vb + b]
                     if ip == top:
@@ -164,83 +132,82 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                         nxt = c + 1
                     else:
                         val[vb + ip] = bv
-                        val[vb + c] = SENTINEL
-                elif op == 11:  # MOR
+                        val[vb + c] = F.SENTINEL
+                elif op == Op.MOR:
                     acc: sd.i64 = val[vb + ip]
                     body: sd.i64 = val[vb + a]
                     if body > acc:
                         acc = body
                     val[vb + ip] = acc
                     nv: sd.i64 = val[vb + b] + 1
-                    endv: sd.i64 = val[vb + prog[base + 4 * b + 2]]
+                    endv: sd.i64 = val[vb + prog[base + F.RECORD_WORDS * b + F.R_B]]  # LOOP's end
                     if b == top:
                         endv = hi
                     if nv < endv:
                         val[vb + b] = nv
                         nxt = b + 1
-                elif op == 4 or op == 5:  # FIELD_LOAD / NDARRAY_READ (a = leaf index)
-                    lw = prog[7] + prog[4]
-                    lf = prog[lw] + LEAF_WORDS * a
-                    dt = prog[lf]
-                    slot = prog[lf + 1]
-                    rank = prog[lf + 2]
+                elif op == Op.FIELD_LOAD or op == Op.NDARRAY_READ:  # a = leaf index
+                    lf = prog[lw] + F.LEAF_WORDS * a
+                    dt = prog[lf + F.LEAF_DTYPE]
+                    slot = prog[lf + F.LEAF_SLOT]
+                    rank = prog[lf + F.LEAF_RANK]
                     lin: sd.i64 = 0
                     if rank != c:
-                        err = ERR_RANK
+                        err = F.ERR_RANK
                         err_val = c
-                    for k in sd.static(range(8)):
+                    for k in sd.static(range(F.MAX_INDICES)):
                         if k < c and err == 0:
                             iv: sd.i64 = val[vb + prog[ix + b + k]]
-                            n: sd.i64 = sd.cast(prog[lf + 4 + k], sd.i64)
+                            n: sd.i64 = sd.cast(prog[lf + F.LEAF_SHAPE + k], sd.i64)
                             if iv < 0 or iv >= n:
-                                err = ERR_INDEX
+                                err = F.ERR_INDEX
                                 err_val = iv
                                 err_axis = k
                             lin = lin * n + iv
                     v: sd.i64 = 0
-                    lin = lin + sd.cast(prog[lf + 3], sd.i64)
+                    lin = lin + sd.cast(prog[lf + F.LEAF_BASE], sd.i64)
                     if err == 0:
-                        if dt <= 3:
+                        if dt <= F.DT_I64:
                             wi = sd.cast(lin, sd.i32)
-                            if dt == 3:
+                            if dt == F.DT_I64:
                                 wi = 2 * wi
                             w0 = 0
                             w1 = 0
                             if slot == 0:
                                 w0 = di0[wi]
-                                if dt == 3:
+                                if dt == F.DT_I64:
                                     w1 = di0[wi + 1]
                             elif slot == 1:
                                 w0 = di1[wi]
-                                if dt == 3:
+                                if dt == F.DT_I64:
                                     w1 = di1[wi + 1]
                             elif slot == 2:
                                 w0 = di2[wi]
-                                if dt == 3:
+                                if dt == F.DT_I64:
                                     w1 = di2[wi + 1]
                             else:
                                 w0 = di3[wi]
-                                if dt == 3:
+                                if dt == F.DT_I64:
                                     w1 = di3[wi + 1]
-                            if dt == 1:
+                            if dt == F.DT_I32:
                                 v = sd.cast(w0, sd.i64)
-                            elif dt == 2:
+                            elif dt == F.DT_U32:
                                 v = sd.cast(w0, sd.i64) & 0xFFFFFFFF
                             else:
                                 v = (sd.cast(w1, sd.i64) << 32) | (sd.cast(w0, sd.i64) & 0xFFFFFFFF)
-                                if v > MAX_ABS or v < -MAX_ABS:
-                                    err = ERR_OVERFLOW
+                                if v > F.MAX_ABS or v < -F.MAX_ABS:
+                                    err = F.ERR_OVERFLOW
                                     err_val = v
-                        elif dt == 4:
+                        elif dt == F.DT_F32:
                             f = df0[0]
                             if slot == 0:
                                 f = df0[sd.cast(lin, sd.i32)]
                             else:
                                 f = df1[sd.cast(lin, sd.i32)]
-                            if f > -LIMIT_F and f < LIMIT_F:
+                            if f > -F.LIMIT_F and f < F.LIMIT_F:
                                 v = sd.cast(f, sd.i64)
                             else:
-                                err = ERR_NONFINITE
+                                err = F.ERR_NONFINITE
                         else:
                             if sd.static(with_f64):
                                 g = dd0[0]
@@ -248,156 +215,171 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                                     g = dd0[sd.cast(lin, sd.i32)]
                                 else:
                                     g = dd1[sd.cast(lin, sd.i32)]
-                                if g > -LIMIT_F and g < LIMIT_F:
+                                if g > -F.LIMIT_F and g < F.LIMIT_F:
                                     v = sd.cast(g, sd.i64)
                                 else:
-                                    err = ERR_NONFINITE
+                                    err = F.ERR_NONFINITE
                     val[vb + ip] = v
-                else:  # OP_ERR: a leaf the host evaluator rejects
-                    err = ERR_HOST
+                else:  # OP_ERR: a record the host evaluator rejects
+                    err = F.ERR_HOST
                 if err != 0:
                     err_node = ip
                     break
                 ip = nxt
             if err != 0:
-                jst[js] = 3
-                jst[js + 3] = err
-                jst[js + 4] = err_node
-                jst[js + 5] = err_val
-                jst[js + 6] = err_axis
+                jst[js + F.JST_STATUS] = F.JOB_ERROR
+                jst[js + F.JST_ERR] = err
+                jst[js + F.JST_ERR_NODE] = err_node
+                jst[js + F.JST_ERR_VALUE] = err_val
+                jst[js + F.JST_ERR_AXIS] = err_axis
             elif ip > last:
-                jst[js] = 2
-                jst[js + 2] = val[vb + last]
+                jst[js + F.JST_STATUS] = F.JOB_DONE
+                jst[js + F.JST_VALUE] = val[vb + last]
             else:
-                jst[js] = 1
-                jst[js + 1] = ip
-            jst[js + 7] = steps
+                jst[js + F.JST_STATUS] = F.JOB_SUSPENDED
+                jst[js + F.JST_IP] = ip
+            jst[js + F.JST_STEPS] = steps
+
+
 
 
 @sd.kernel
 def sizer_reduce(jobs: sd.types.ndarray(), jst: sd.types.ndarray(), rres: sd.types.ndarray(),
                  n_roots: sd.i32):
     for r in range(n_roots):
-        jb = jobs[2 + 2 * r]
-        je = jobs[3 + 2 * r]
-        acc: sd.i64 = SENTINEL
+        jb = jobs[F.JOBS_HEADER + F.JOBS_ROOT_WORDS * r]
+        je = jobs[F.JOBS_HEADER + F.JOBS_ROOT_WORDS * r + 1]
+        acc: sd.i64 = F.SENTINEL
         pending: sd.i64 = 0
         err: sd.i64 = 0
         err_job: sd.i64 = 0
         for k in range(jb, je):
-            s = jst[JST_WORDS * k]
-            if s == 3:
+            s = jst[F.JST_WORDS * k + F.JST_STATUS]
+            if s == F.JOB_ERROR:
                 if err == 0:
-                    err = jst[JST_WORDS * k + 3]
+                    err = jst[F.JST_WORDS * k + F.JST_ERR]
                     err_job = k
-            elif s == 2:
-                v: sd.i64 = jst[JST_WORDS * k + 2]
+            elif s == F.JOB_DONE:
+                v: sd.i64 = jst[F.JST_WORDS * k + F.JST_VALUE]
                 if v > acc:
                     acc = v
             else:
                 pending += 1
-        rres[RRES_WORDS * r] = acc
-        rres[RRES_WORDS * r + 1] = pending
-        rres[RRES_WORDS * r + 2] = err
-        rres[RRES_WORDS * r + 3] = err_job
+        rr = F.RRES_WORDS * r
+        rres[rr + F.RRES_MAX] = acc
+        rres[rr + F.RRES_PENDING] = pending
+        rres[rr + F.RRES_ERR] = err
+        rres[rr + F.RRES_ERR_JOB] = err_job
 
 
 @sd.kernel
-def sizer_layout(prog: sd.types.ndarray(), rres: sd.types.ndarray(), res: sd.types.ndarray(),
-                 meta: sd.types.ndarray(), n_roots: sd.i32):
+def sizer_layout(prog: sd.types.ndarray(), rres: sd.types.ndarray(), jst: sd.types.ndarray(),
+                 res: sd.types.ndarray(), meta: sd.types.ndarray(), n_roots: sd.i32):
     for _t in range(1):
-        status: sd.i64 = 0
+        status: sd.i64 = F.STATUS_OK
         err: sd.i64 = 0
         err_root: sd.i64 = 0
+        err_job: sd.i64 = 0
         pending: sd.i64 = 0
         for r in range(n_roots):
-            e = rres[RRES_WORDS * r + 2]
+            e = rres[F.RRES_WORDS * r + F.RRES_ERR]
             if e != 0 and err == 0:
                 err = e
                 err_root = r
-            pending += rres[RRES_WORDS * r + 1]
+                err_job = rres[F.RRES_WORDS * r + F.RRES_ERR_JOB]
+            pending += rres[F.RRES_WORDS * r + F.RRES_PENDING]
         if err != 0:
-            status = 2
+            status = F.STATUS_ERROR
+            ej = F.JST_WORDS * err_job
+            res[F.RES_ERR_NODE] = jst[ej + F.JST_ERR_NODE]
+            res[F.RES_ERR_VALUE] = jst[ej + F.JST_ERR_VALUE]
+            res[F.RES_ERR_AXIS] = jst[ej + F.JST_ERR_AXIS]
         elif pending != 0:
-            status = 1
-        aux = prog[7] + prog[4]
-        stack_off = prog[aux + 2]
-        n_stacks = prog[aux + 3]
+            status = F.STATUS_PENDING
+        aux = prog[F.H_INDEX_OFF] + prog[F.H_N_INDEX]
+        stack_off = prog[aux + F.AUX_STACK_OFF]
+        n_stacks = prog[aux + F.AUX_N_STACKS]
         off_f: sd.i64 = 0
-        off_i: sd.i64 = 8 * sd.cast(n_stacks, sd.i64)
+        off_i: sd.i64 = F.COUNTER_BYTES * sd.cast(n_stacks, sd.i64)
         lay_err = 0
         big = 0
         for r in range(n_roots):
-            cap: sd.i64 = rres[RRES_WORDS * r]
+            value: sd.i64 = rres[F.RRES_WORDS * r + F.RRES_MAX]
+            cap: sd.i64 = value
             if cap < 0:
                 cap = 0
             off: sd.i64 = 0
             if r < n_stacks and lay_err == 0:
-                size: sd.i64 = sd.cast(prog[stack_off + 2 * r], sd.i64)
-                kind = prog[stack_off + 2 * r + 1]
+                st = stack_off + F.STACK_WORDS * r
+                size: sd.i64 = sd.cast(prog[st + F.STACK_ENTRY_SIZE], sd.i64)
+                kind = prog[st + F.STACK_KIND]
                 region: sd.i64 = 0
-                if cap > MAX_ABS // size:
+                if cap > F.MAX_ABS // size:
                     lay_err = 1
                 else:
                     region = (cap * size + 7) // 8 * 8
-                if region > MAX_ABS:
+                if region > F.MAX_ABS:
                     lay_err = 1
                 if lay_err == 0:
-                    if kind != 1:
+                    if kind != F.KIND_INT:
                         off = off_f
                         off_f = off_f + region
-                        if kind == 0 and off_f <= MAX_ABS:
+                        if kind == F.KIND_FLOAT and off_f <= F.MAX_ABS:
                             off_f = off_f + region  # the adjoint half
-                        if off_f > MAX_ABS:
+                        if off_f > F.MAX_ABS:
                             lay_err = 1
                     else:
                         off = off_i
                         off_i = off_i + region
-                        if off_i > MAX_ABS:
+                        if off_i > F.MAX_ABS:
                             lay_err = 1
-            res[RES_HEADER + 3 * r] = off
-            res[RES_HEADER + 3 * r + 1] = cap
-            res[RES_HEADER + 3 * r + 2] = rres[RRES_WORDS * r]
+            rw = F.RES_HEADER + F.RES_ROOT * r
+            res[rw + F.RES_OFFSET] = off
+            res[rw + F.RES_CAP] = cap
+            res[rw + F.RES_VALUE] = value
+            res[rw + F.RES_ROOT_ERR] = rres[F.RRES_WORDS * r + F.RRES_ERR]
             if r < n_stacks:
-                meta[2 + 2 * r] = sd.cast(off, sd.u32)
-                meta[3 + 2 * r] = sd.cast(cap, sd.u32)
-                if off > 4294967295 or cap > 4294967295:
+                mw = F.META_HEADER + F.META_STACK * r
+                meta[mw + F.META_OFFSET] = sd.cast(off, sd.u32)
+                meta[mw + F.META_MAX_SIZE] = sd.cast(cap, sd.u32)
+                if off > F.U32_MAX or cap > F.U32_MAX:
                     big = 1
         if n_stacks == 0:
             off_f = 0
             off_i = 0
-        elif off_f > 4294967295 or off_i > 4294967295:
+        elif off_f > F.U32_MAX or off_i > F.U32_MAX:
             big = 1
-        if status == 0 and n_stacks > 0:
+        if status == F.STATUS_OK and n_stacks > 0:
             if lay_err != 0:
-                status = 2
-                err = ERR_LAYOUT
+                status = F.STATUS_ERROR
+                err = F.ERR_LAYOUT
             elif big != 0:
-                status = 2
-                err = ERR_META32
-        res[0] = status
-        res[1] = err
-        res[2] = err_root
-        res[3] = pending
-        res[4] = off_f
-        res[5] = off_i
-        meta[0] = sd.cast(off_f, sd.u32)
-        meta[1] = sd.cast(off_i, sd.u32)
+                status = F.STATUS_ERROR
+                err = F.ERR_META32
+        res[F.RES_STATUS] = status
+        res[F.RES_ERR] = err
+        res[F.RES_ERR_ROOT] = err_root
+        res[F.RES_PENDING] = pending
+        res[F.RES_STRIDE_FLOAT] = off_f
+        res[F.RES_STRIDE_INT] = off_i
+        meta[F.META_STRIDE_FLOAT] = sd.cast(off_f, sd.u32)
+        meta[F.META_STRIDE_INT] = sd.cast(off_i, sd.u32)
 
 
-# -- the MaxOverRange fast path (`spirad/backends/gpu_sizer_reduce.py`) --------------------------
-# One leaf's elements first + v * stride for v in [0, count), read as in sizer_eval (dt: the
-# DTYPE_CODES of the host; int data as int32 words from `di`, f32 from `df`, f64 from `dd`).
-# Per part of `chunk` elements: (min, max, bad), bad = 1 when a value has no sizer int
-# (NaN, inf, |x| >= 2**62, an i64 beyond MAX_ABS); then one invocation folds the parts.
+# -- the MaxOverRange fast path (`spirad/backends/gpu_sizer/reduce.py`) --------------------------
+# One leaf's elements first + v * stride for v in [0, count), read as in sizer_eval (dt: a
+# `F.DT_*` code; int data as int32 words from `di`, f32 from `df`, f64 from `dd`).
+# Per part of `chunk` elements a min / max record (min, max, bad), bad = 1 when a value has no
+# sizer int (NaN, inf, |x| >= 2**62, an i64 beyond MAX_ABS); then one invocation folds the parts
+# into record `slot` of `out`.
 
 @sd.kernel
 def sizer_minmax(di: sd.types.ndarray(), df: sd.types.ndarray(), dd: sd.types.ndarray(),
                  part: sd.types.ndarray(), first: sd.i64, stride: sd.i64, count: sd.i32,
                  chunk: sd.i32, n_parts: sd.i32, dt: sd.template()):
     for j in range(n_parts):
-        mn: sd.i64 = MAX_ABS
-        mx: sd.i64 = -MAX_ABS
+        mn: sd.i64 = F.MAX_ABS
+        mx: sd.i64 = -F.MAX_ABS
         bad: sd.i64 = 0
         lo = j * chunk
         hi = lo + chunk
@@ -406,46 +388,72 @@ def sizer_minmax(di: sd.types.ndarray(), df: sd.types.ndarray(), dd: sd.types.nd
         for t in range(lo, hi):
             lin: sd.i64 = first + sd.cast(t, sd.i64) * stride
             v: sd.i64 = 0
-            if sd.static(dt == 1):
+            if sd.static(dt == F.DT_I32):
                 v = sd.cast(di[sd.cast(lin, sd.i32)], sd.i64)
-            elif sd.static(dt == 2):
+            elif sd.static(dt == F.DT_U32):
                 v = sd.cast(di[sd.cast(lin, sd.i32)], sd.i64) & 0xFFFFFFFF
-            elif sd.static(dt == 3):
+            elif sd.static(dt == F.DT_I64):
                 wi = sd.cast(2 * lin, sd.i32)
                 v = (sd.cast(di[wi + 1], sd.i64) << 32) | (sd.cast(di[wi], sd.i64) & 0xFFFFFFFF)
-                if v > MAX_ABS or v < -MAX_ABS:
+                if v > F.MAX_ABS or v < -F.MAX_ABS:
                     bad = 1
                     v = 0
-            elif sd.static(dt == 4):
+            elif sd.static(dt == F.DT_F32):
                 f = df[sd.cast(lin, sd.i32)]
-                if f > -LIMIT_F and f < LIMIT_F:
+                if f > -F.LIMIT_F and f < F.LIMIT_F:
                     v = sd.cast(f, sd.i64)
                 else:
                     bad = 1
             else:
                 g = dd[sd.cast(lin, sd.i32)]
-                if g > -LIMIT_F and g < LIMIT_F:
+                if g > -F.LIMIT_F and g < F.LIMIT_F:
                     v = sd.cast(g, sd.i64)
                 else:
                     bad = 1
             mn = sd.min(mn, v)
             mx = sd.max(mx, v)
-        part[3 * j] = mn
-        part[3 * j + 1] = mx
-        part[3 * j + 2] = bad
+        pw = F.MINMAX_WORDS * j
+        part[pw + F.MINMAX_MIN] = mn
+        part[pw + F.MINMAX_MAX] = mx
+        part[pw + F.MINMAX_BAD] = bad
 
 
 @sd.kernel
 def sizer_minmax_total(part: sd.types.ndarray(), out: sd.types.ndarray(), n_parts: sd.i32,
                        slot: sd.i32):
     for _t in range(1):
-        mn: sd.i64 = MAX_ABS
-        mx: sd.i64 = -MAX_ABS
+        mn: sd.i64 = F.MAX_ABS
+        mx: sd.i64 = -F.MAX_ABS
         bad: sd.i64 = 0
         for j in range(n_parts):
-            mn = sd.min(mn, part[3 * j])
-            mx = sd.max(mx, part[3 * j + 1])
-            bad = sd.max(bad, part[3 * j + 2])
-        out[3 * slot] = mn
-        out[3 * slot + 1] = mx
-        out[3 * slot + 2] = bad
+            pw = F.MINMAX_WORDS * j
+            mn = sd.min(mn, part[pw + F.MINMAX_MIN])
+            mx = sd.max(mx, part[pw + F.MINMAX_MAX])
+            bad = sd.max(bad, part[pw + F.MINMAX_BAD])
+        ow = F.MINMAX_WORDS * slot
+        out[ow + F.MINMAX_MIN] = mn
+        out[ow + F.MINMAX_MAX] = mx
+        out[ow + F.MINMAX_BAD] = bad
+
+
+def _check_signatures():
+    """The kernels' buffer parameters are what `sizer.device_format` says the host binds: the
+    data slots of `sizer_eval` by name and count (its dispatch on `slot` follows them), and
+    every kernel's number of ndarray parameters (the `*_BUFFERS` counts a backend with a
+    per-stage binding limit plans with)."""
+    def ndarrays(k):
+        return [n for n, p in inspect.signature(k.fn).parameters.items()
+                if isinstance(p.annotation, sd.types.NdarrayType)]
+    names = ndarrays(sizer_eval)
+    for prefix, n in (("di", F.INT_SLOTS), ("df", F.F32_SLOTS), ("dd", F.F64_SLOTS)):
+        if [p for p in names if p[:2] == prefix] != [f"{prefix}{k}" for k in range(n)]:
+            raise RuntimeError(f"sizer_eval has no {n} '{prefix}' slot parameters")
+    for k, n in ((sizer_eval, F.EVAL_BUFFERS), (sizer_reduce, F.REDUCE_BUFFERS),
+                 (sizer_layout, F.LAYOUT_BUFFERS), (sizer_minmax, F.MINMAX_BUFFERS),
+                 (sizer_minmax_total, F.MINMAX_TOTAL_BUFFERS)):
+        if len(ndarrays(k)) != n:
+            raise RuntimeError(f"{k.fn.__name__} binds {len(ndarrays(k))} buffers, "
+                               f"sizer.device_format says {n}")
+
+
+_check_signatures()

@@ -1,5 +1,7 @@
 """spirad's sizer: size expressions for adstack capacities and dynamic trip
-counts, their int32 bytecode, host evaluators and the per-thread heap layout.
+counts, their int32 bytecode, host evaluators and the per-thread heap layout;
+`sizer.device_format` holds the word layouts the GPU sizer's host side and its
+device kernel share (not re-exported here: both sides import the module).
 
 A leaf package: imports only the standard library and numpy.
 """

@@ -78,7 +78,11 @@ __all__ = [
 MAGIC = 0x43425A53  # b"SZBC" little-endian
 VERSION = 1
 HEADER_WORDS = 8
+# word positions of the header fields (FORMAT.md "Header"); the GPU sizer kernel reads these
+(H_MAGIC, H_VERSION, H_N_ROOTS, H_N_NODES, H_N_INDEX, H_ROOTS_OFF, H_NODES_OFF,
+ H_INDEX_OFF) = range(HEADER_WORDS)
 RECORD_WORDS = 4
+R_OP, R_A, R_B, R_C = range(RECORD_WORDS)  # word positions in a node record
 ROOT_WORDS = 2
 MAX_INDICES = 8
 I32_MAX = (1 << 31) - 1
@@ -212,8 +216,10 @@ def encode(roots, *, scalar_args=None, ndarray_shapes=None, fold: bool = True) -
     if total > I32_MAX:
         raise SizerError("bytecode too large for int32 offsets")
     code = np.zeros(total, dtype=np.int32)
-    code[:HEADER_WORDS] = [MAGIC, VERSION, n_roots, n_nodes, n_index,
-                           roots_off, nodes_off, index_off]
+    for pos, word in ((H_MAGIC, MAGIC), (H_VERSION, VERSION), (H_N_ROOTS, n_roots),
+                      (H_N_NODES, n_nodes), (H_N_INDEX, n_index), (H_ROOTS_OFF, roots_off),
+                      (H_NODES_OFF, nodes_off), (H_INDEX_OFF, index_off)):
+        code[pos] = word
     if n_roots:
         code[roots_off:nodes_off] = np.asarray(spans, dtype=np.int64).ravel()
     if n_nodes:
@@ -231,8 +237,11 @@ class Header:
     """Parsed header fields of a bytecode array."""
 
     def __init__(self, words):
-        (self.magic, self.version, self.n_roots, self.n_nodes, self.n_index,
-         self.roots_off, self.nodes_off, self.index_off) = (int(w) for w in words)
+        w = [int(x) for x in words]
+        self.magic, self.version = w[H_MAGIC], w[H_VERSION]
+        self.n_roots, self.n_nodes, self.n_index = w[H_N_ROOTS], w[H_N_NODES], w[H_N_INDEX]
+        self.roots_off, self.nodes_off, self.index_off = (w[H_ROOTS_OFF], w[H_NODES_OFF],
+                                                          w[H_INDEX_OFF])
 
 
 def _as_words(code) -> np.ndarray:

@@ -40,7 +40,9 @@ Addresses for row ``row`` (``heap`` = base of the right heap)::
 
 ``stride_float`` and ``stride_int`` are multiples of 8 (0 when the heap has
 no content).  ``Layout.metadata()`` gives the words the sizer publishes:
-``[stride_float, stride_int, offset_0, max_size_0, offset_1, max_size_1, ...]``.
+``[stride_float, stride_int, offset_0, max_size_0, offset_1, max_size_1, ...]``;
+``Layout.from_metadata`` decodes such words (the GPU sizer computes the layout on the device)
+and checks that they describe a valid layout, without recomputing it.
 """
 
 from __future__ import annotations
@@ -77,6 +79,48 @@ class Layout:
         for off, cap in zip(self.offsets, self.max_sizes):
             out += [off, cap]
         return out
+
+    @classmethod
+    def from_metadata(cls, words, entry_sizes, kinds) -> "Layout":
+        """The Layout that metadata ``words`` describe for stacks of ``entry_sizes`` / ``kinds``.
+        Checked, not recomputed: strides and offsets 8-aligned, int stacks after the counters,
+        every stack's region(s) inside its heap row and disjoint from the others. Raises
+        ``SizerError``."""
+        words = [_int(w, "metadata word") for w in words]
+        sizes = [_int(s, "entry size") for s in entry_sizes]
+        kinds = tuple(kinds)
+        n = len(sizes)
+        if len(kinds) != n or len(words) != 2 + 2 * n:
+            raise SizerError(f"layout metadata: {len(words)} words for {n} entry sizes and "
+                             f"{len(kinds)} kinds; expected {2 + 2 * n}")
+        stride_f, stride_i = words[0], words[1]
+        offsets, caps = tuple(words[2::2]), tuple(words[3::2])
+        spans = {"float": [], "int": [(0, COUNTER_BYTES * n)]}  # byte ranges per heap row
+        adj = []
+        for k in range(n):
+            off, cap, size, kind = offsets[k], caps[k], sizes[k], kinds[k]
+            if kind not in KINDS or size <= 0 or cap < 0 or off < 0 or off % 8:
+                raise SizerError(f"layout metadata: stack {k} ({kind!r}, entry size {size}) has "
+                                 f"offset {off} and capacity {cap}")
+            region = align8(cap * size)
+            heap = "int" if kind == "int" else "float"
+            spans[heap].append((off, off + (2 * region if kind == "float" else region)))
+            adj.append(off + region if kind == "float" else -1)
+        for heap, stride in (("float", stride_f), ("int", stride_i)):
+            if stride < 0 or stride % 8:
+                raise SizerError(f"layout metadata: {heap} stride {stride} is not a multiple of 8")
+            end = 0
+            for lo, hi in sorted(spans[heap]):
+                if lo < end or hi > stride:
+                    raise SizerError(f"layout metadata: the {heap} heap row of {stride} bytes "
+                                     f"does not hold the stacks' regions {sorted(spans[heap])}")
+                end = hi
+        if n and stride_i < COUNTER_BYTES * n:
+            raise SizerError(f"layout metadata: int stride {stride_i} has no room for {n} counters")
+        return cls(stride_float=stride_f, stride_int=stride_i, offsets=offsets,
+                   adjoint_offsets=tuple(adj),
+                   counter_offsets=tuple(COUNTER_BYTES * k for k in range(n)), max_sizes=caps,
+                   kinds=kinds, entry_sizes=tuple(sizes))
 
     def heap_bytes(self, rows: int) -> tuple:
         """``(float_heap_bytes, int_heap_bytes)`` for ``rows`` threads."""

@@ -88,12 +88,16 @@ class SizedTask:
     device_meta: object = field(default=None, compare=False)
 
 
+def check_metadata_words(words):
+    """Metadata words are uint32 on every backend: a larger one is a clear error."""
+    if max(words, default=0) >= 2**32:
+        raise SpiradDeviceError(f"adstack row of {max(words)} bytes does not fit 32-bit offsets")
+
+
 def host_sized(caps, entry_sizes, kinds) -> SizedTask:
     """The SizedTask of capacities evaluated on the host (layout computed here)."""
     layout = sz.compute_layout(list(caps), list(entry_sizes), list(kinds))
-    words = layout.metadata()
-    if max(words, default=0) >= 2**32:
-        raise SpiradDeviceError(f"adstack row of {max(words)} bytes does not fit 32-bit offsets")
+    check_metadata_words(layout.metadata())
     return SizedTask(tuple(caps), layout)
 
 

@@ -3,7 +3,7 @@
 them by name (`load_backend`), importing a backend module only when its arch is asked for.
 
 Shared helpers: `adstack_support` (stack descriptions, heap growth, overflow errors),
-`bounds_support` (debug bounds-check errors), `gpu_sizer` (adstack sizing on the device for the
+`bounds_support` (debug bounds-check errors), the `gpu_sizer` package (adstack sizing on the device for the
 GPU backends).
 """
 from __future__ import annotations

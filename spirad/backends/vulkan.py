@@ -167,10 +167,14 @@ class VulkanBackend(BackendBase):
         storage.write(np.ascontiguousarray(data))
 
     def plan_adstack(self, program, ti, sized):
-        """(layout, bytes of the larger heap row, metadata: bytes to upload)."""
+        """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the
+        metadata bytes to upload). The GPU sizer wrote its result's words into
+        `sized.device_meta`: bound as it is."""
         lay = sized.layout
-        return lay, max(lay.stride_float, lay.stride_int, 1), \
-            np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
+        per_row = max(lay.stride_float, lay.stride_int, 1)
+        if sized.device_meta is not None:
+            return lay, per_row, sized.device_meta, None
+        return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
 
     @_runtime_errors_as_user_errors
     def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
@@ -194,7 +198,7 @@ class VulkanBackend(BackendBase):
             tbufs = bufs
             chunk = n
             if stacks:
-                layout, per_row, meta_bytes = plans[ti]
+                layout, per_row, meta, meta_bytes = plans[ti]
                 limit = self.caps.max_storage_buffer_range
                 rows = max(1, min(ROWS_CAP, n, limit // per_row))
                 if per_row > limit:
@@ -202,7 +206,8 @@ class VulkanBackend(BackendBase):
                         f"kernel {p.name}: one thread's autodiff stacks take {per_row} bytes, more than "
                         f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
                 chunk = n if t.kind == "serial" else rows
-                meta = self._small_buffer(p, meta_bytes)
+                if meta is None:
+                    meta = self._small_buffer(p, meta_bytes)
                 hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
                 hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
                 tbufs = bufs + [meta, hf, hi]

@@ -61,3 +61,35 @@ def test_alignment_and_disjointness():
 def test_bad_layout_input(args):
     with pytest.raises(SizerError):
         compute_layout(*args)
+
+
+def test_from_metadata_decodes_every_layout():
+    """`Layout.from_metadata` (the GPU sizer's words -> Layout) gives back what
+    `compute_layout` computed, adjoint and counter offsets included."""
+    import random
+    from sizer import Layout
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.randint(0, 6)
+        caps = [rng.choice([0, 1, 3, 17, 1000, 2**20]) for _ in range(n)]
+        sizes = [rng.choice([1, 4, 8]) for _ in range(n)]
+        kinds = [rng.choice(["float", "primal", "int"]) for _ in range(n)]
+        lay = compute_layout(caps, sizes, kinds)
+        assert Layout.from_metadata(lay.metadata(), sizes, kinds) == lay
+
+
+@pytest.mark.parametrize("words,sizes,kinds", [
+    ([48, 64, 0, 3], [4, 8], ["float", "int"]),          # too few words
+    ([48, 24, 4, 3], [4], ["float"]),                    # offset not 8-aligned
+    ([32, 8, 0, 3, 8, 2], [4, 4], ["float", "float"]),   # stack 1 overlaps stack 0's adjoints
+    ([16, 8, 0, 3], [4], ["float"]),                     # the adjoint half leaves the row
+    ([0, 16, 0, 1], [8], ["int"]),                       # an int stack on its counter
+    ([0, 20, 8, 1], [8], ["int"]),                       # stride not a multiple of 8
+    ([0, 0, 0, 0], [4], ["float"]),                      # no room for the counter
+    ([8, 8, 0, 1], [4], ["double"]),                     # unknown kind
+    ([8, 8, 0, -1], [4], ["primal"]),                    # negative capacity
+])
+def test_from_metadata_rejects_invalid_words(words, sizes, kinds):
+    from sizer import Layout
+    with pytest.raises(SizerError):
+        Layout.from_metadata(words, sizes, kinds)

@@ -168,13 +168,15 @@ def test_layout_and_metadata_agree_with_compute_layout(arch):
         except sz.SizerError:
             want = "error"
         try:
-            got = gs.run(plan, layout=True).metadata
+            res = gs.run(plan, layout=True)
+            got = res.metadata
         except sz.SizerError:
             got = "error"
         assert got == want, (caps, sizes, kinds)
         if want != "error":
-            words = gs.metadata_buffer().to_numpy()[:len(want)]
+            words = res.meta.to_numpy()[:len(want)]       # what the device wrote for the launch
             assert words.tolist() == want
+            assert sz.Layout.from_metadata(got, sizes, kinds) == lay
 
 
 @on_archs()

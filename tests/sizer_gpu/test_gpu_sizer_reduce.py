@@ -1,4 +1,4 @@
-"""The GPU sizer's MaxOverRange fast path (`spirad/backends/gpu_sizer_reduce.py`): a range over
+"""The GPU sizer's MaxOverRange fast path (`spirad/backends/gpu_sizer/reduce.py`): a range over
 one data read whose body is non-decreasing in the value read is replaced by the body at the
 device-computed maximum. It must agree with the host reference `sizer.eval_tree` on every root,
 errors included: the random cases below mix qualifying bodies with ones the path must refuse

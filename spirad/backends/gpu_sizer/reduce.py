@@ -9,8 +9,10 @@ of the interpreter's op dispatch under a lane mask, that costs about half a micr
 element. But the body is a non-decreasing function `f` of the one value it reads, so the maximum
 over the range is `f(max over the range of steps[v])`. For such a node (`find`) the device
 computes the min, the max and a "bad value" flag of the read range (`sizer_minmax` and
-`sizer_minmax_total` in `shaders/sizer_kernel.py`; three words come back per node), and the
-node is replaced by the constant `f(max)`.
+`sizer_minmax_total` in `shaders/sizer_kernel.py`, launched by `runner.GpuSizer.reduce_ranges`;
+one min / max record comes back per node), and the node is replaced by the constant `f(max)`.
+This module is the pure part: which nodes qualify (`find`), how a range is cut into parts for
+the device (`partition`), and the rewrite with the device's results (`rewrite`).
 
 Exactness (the host evaluator and the GPU sizer must agree on every expression, errors
 included). A node qualifies only when, after folding scalar arguments and shapes:
@@ -31,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sizer as sz
+import sizer.device_format as F
 
 CHUNK = 4096         # elements per `sizer_minmax` invocation: far below lavapipe's loop cap
 MAX_PARTS = 60000    # `sizer_minmax_total` loops over the parts: stay below the cap too
@@ -107,7 +110,7 @@ def _substitute(e, read, value: int):
 
 def find(exprs, leaves: dict, scalars: dict, shapes: dict):
     """(folded expressions, the Reductions in them). `leaves` maps ('field', id) /
-    ('ndarray', arg) to `gpu_sizer.Leaf`."""
+    ('ndarray', arg) to `device_program.Leaf`."""
     if not any(isinstance(n, sz.MaxOverRange) for e in exprs for n in sz.expr.walk(e)):
         return exprs, {}
     folded = []
@@ -151,6 +154,23 @@ def find(exprs, leaves: dict, scalars: dict, shapes: dict):
             if ok:
                 found[n] = Reduction(n, key, first, stride, end - b, n.body, read)
     return folded, found
+
+
+def device_dtype(red: Reduction, leaf, has_f64: bool):
+    """The `F.DT_*` code `sizer_minmax` reads `red`'s leaf as, or None when the reduction cannot
+    run on the device (the interpreter's limits apply; it may fall back to the host)."""
+    dt = F.DTYPE_CODES.get(leaf.dtype.name)
+    last = red.first + (red.count - 1) * red.stride
+    if dt is None or dt == F.DT_F64 and not has_f64 or \
+            (last + 1) * (2 if dt == F.DT_I64 else 1) >= 2**31:
+        return None
+    return dt
+
+
+def partition(count: int) -> tuple:
+    """(elements per `sizer_minmax` invocation, invocations) for a range of `count` elements."""
+    chunk = max(CHUNK, -(-count // MAX_PARTS))
+    return chunk, -(-count // chunk)
 
 
 def rewrite(folded, found: dict, results: dict):
