@@ -129,6 +129,8 @@ class TaskSizing:
     key_of: object                    # args -> cache key (what the expressions read)
     key: tuple = None                 # cache entry: the key ...
     sized: SizedTask = None           # ... and its result
+    host_last: SizedTask = None       # the last host-sized result (its layout is reused when the
+                                      # capacities repeat, also with the cache off)
 
     @staticmethod
     def of(stacks) -> "TaskSizing":
@@ -146,8 +148,12 @@ class TaskSizing:
                           bool(lv.fields or lv.ndarrays), key_of)
 
     def on_host(self, args) -> SizedTask:
-        caps = [max(int(sz.eval_fast(e, LaunchContext(args))), 0) for e in self.exprs]
-        return host_sized(caps, self.entry_sizes, self.kinds)
+        ctx = LaunchContext(args)
+        caps = tuple(max(int(sz.eval_fast(e, ctx)), 0) for e in self.exprs)
+        last = self.host_last
+        if last is None or last.caps != caps:  # the layout follows from the capacities alone
+            last = self.host_last = host_sized(caps, self.entry_sizes, self.kinds)
+        return last
 
 
 @dataclass(eq=False)
