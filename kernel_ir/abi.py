@@ -76,11 +76,11 @@ class KernelABI:
 
 
 def _key(ref: GlobalRef) -> tuple:
-    return (ref.kind, ref.key, ref.grad)
+    return ref.buffer
 
 
 def _sort_key(ref: GlobalRef):
-    return ({"field": 0, "ndarray": 1, "temp": 2}[ref.kind], ref.key, ref.grad)
+    return ({"field": 0, "ndarray": 1, "temp": 2}[ref.kind], ref.key, ref.grad, ref.dual)
 
 
 def kernel_abi(tl: TaskList) -> KernelABI:

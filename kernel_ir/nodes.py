@@ -64,8 +64,10 @@ class GlobalRef:
 
     kind: 'field' (key = field id; shape static), 'ndarray' (key = kernel argument index; shape at
     run time, `shape` is None) or 'temp' (key = slot; a per-kernel scratch buffer holding values
-    handed from one task to the next). `grad` selects the gradient buffer of a field/ndarray.
-    Element layout is C order over all `ndim` dimensions, vector/matrix components included.
+    handed from one task to the next). `grad` selects the gradient buffer of an ndarray or temp,
+    `dual` the forward-mode tangent buffer of an ndarray (fields' gradients and duals are fields
+    of their own). Element layout is C order over all `ndim` dimensions, vector/matrix
+    components included.
     """
     kind: str
     key: int
@@ -74,9 +76,15 @@ class GlobalRef:
     shape: Optional[tuple] = None
     name: str = ""
     grad: bool = False
+    dual: bool = False
+
+    @property
+    def buffer(self) -> tuple:
+        """Which buffer this ref names: (kind, key, False | True (its grad) | 'dual')."""
+        return (self.kind, self.key, "dual" if self.dual else self.grad)
 
     def __repr__(self) -> str:
-        g = ".grad" if self.grad else ""
+        g = ".dual" if self.dual else (".grad" if self.grad else "")
         return f"{self.kind}:{self.name or self.key}{g}"
 
 

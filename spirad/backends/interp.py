@@ -54,8 +54,8 @@ class InterpBackend(BackendBase):
                 shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
             else:
                 shape = (1,)
-                st = self.temps.setdefault((id(program), ref.key, ref.grad), np.zeros(8, dtype=np.uint8))
-            arrays[(ref.kind, ref.key, ref.grad)] = self.view(st, ref.dtype.np, shape)
+                st = self.temps.setdefault((id(program),) + ref.buffer, np.zeros(8, dtype=np.uint8))
+            arrays[ref.buffer] = self.view(st, ref.dtype.np, shape)
         for a, axes in shapes.items():
             key = ("ndarray", a, False)
             if key not in arrays:  # shape queried but never indexed
