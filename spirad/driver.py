@@ -21,7 +21,8 @@ from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
 
 from . import state as _state
-from .launch import Compiled
+from .backends.range_bounds import device_bounds
+from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
@@ -97,7 +98,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
     (`kernel_return`) and whether it prints (`printing`)."""
     abi = kernel_abi(tl)
     program = _state.backend().compile(tl, abi)
-    bounds = tuple(None if t.kind == "serial" else (_host_fn(t.begin), _host_fn(t.end))
+    bounds = tuple(None if t.kind == "serial" else
+                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
         (tuple(state.prints.fields.values()) if state.prints is not None else ())

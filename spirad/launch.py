@@ -27,6 +27,8 @@ from kernel_ir.errors import SpiradValueError
 from . import printing, sizing_cache
 from . import state as _state
 
+DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
+
 _PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
 
@@ -36,7 +38,8 @@ class Compiled:
     tl: object              # the TaskList the backend compiled
     abi: object             # its KernelABI
     program: object         # the backend's compiled program
-    bounds: tuple           # per task: None (serial) or (begin_fn, end_fn) of (scalars, shapes)
+    bounds: tuple           # per task: None (serial), (begin_fn, end_fn) of (scalars, shapes), or
+                            # DEVICE_BOUNDS: the range reads globals (backends/range_bounds)
     writes: tuple           # what a launch may write: ('field', Field) | ('ndarray', arg, which)
     bindings_src: tuple     # per binding: ('field', Field) | ('ndarray', arg, which) | ('temp', k)
                             # (which: False = the array, True = its .grad, 'dual' = its .dual)
@@ -73,7 +76,8 @@ class LaunchPlan:
     args: tuple
     argbuf: bytes
     storages: list          # in `abi.bindings` order; None for kernel temporaries
-    ranges: list            # per task: (begin, end)
+    ranges: list            # per task: (begin, end), or None where the backend evaluates the
+                            # range when the task starts (DEVICE_BOUNDS)
     adstack: AdstackPlan = None
 
 
@@ -125,8 +129,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(_buffer(arr, src[2])._storage())
         else:
             storages.append(None)  # temps: the backend owns them
-    ranges = [(0, 1) if b is None else (b[0](scalars, shapes), b[1](scalars, shapes))
-              for b in c.bounds]
+    ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
+              (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
     return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
 
 

@@ -66,12 +66,14 @@ class InterpBackend(BackendBase):
                 if sized is not None:
                     caps.update(zip(adstack_allocas(t), sized.caps))
         mem = Memory(arrays, scalars, caps)
-        for ti, (t, (b, e)) in enumerate(zip(tl.tasks, ranges)):
+        for ti, (t, rng) in enumerate(zip(tl.tasks, ranges)):
             try:
                 if t.kind == "serial":
                     run_task(t, mem)
+                elif rng is None:  # a range read from globals: evaluated when the task starts
+                    run_task(t, mem)
                 else:
-                    run_range(t, mem, b, e)
+                    run_range(t, mem, *rng)
             except AdStackOverflowError as err:
                 k = adstack_allocas(t).index(err.node)
                 raise overflow_error(tl.name, t.name, task_stacks(t)[k], k, err.capacity,

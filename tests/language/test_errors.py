@@ -123,7 +123,7 @@ def parallel_race():
 
 @sd.kernel
 def data_dependent_parallel_bound():
-    for i in range(xi[0]):
+    for i in range(sd.atomic_add(xi[0], 1)):
         x[i] = 1
 
 
@@ -204,8 +204,8 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),
     (kernel_returns, sd.SpiradSyntaxError, "return 1", "return type annotation"),
     (parallel_race, sd.SpiradSyntaxError, "s += x[i]", "atomic_add"),
-    (data_dependent_parallel_bound, sd.SpiradSyntaxError, "for i in range(xi[0]):",
-     "constants, scalar arguments and ndarray shapes"),
+    (data_dependent_parallel_bound, sd.SpiradSyntaxError,
+     "for i in range(sd.atomic_add(xi[0], 1)):", "field / ndarray elements and local variables"),
     (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
     (is_compare, sd.SpiradSyntaxError, "x[i] is None", "Is"),
     (invert_float, sd.SpiradTypeError, "~x[i]", "integer"),
