@@ -136,8 +136,9 @@ class KernelIR:
 @dataclass(frozen=True)
 class Task:
     """One launch unit. kind 'range': `body` runs for `index` in [begin, end) in parallel, with
-    `begin`/`end` host-evaluable expressions (CONST, ARG, NDARRAY_SHAPE, integer arithmetic);
-    kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
+    `begin`/`end` pure expressions over CONST, ARG, NDARRAY_SHAPE and integer arithmetic, and
+    possibly GLOBAL_LOADs (a range read from fields / ndarrays / temporaries, evaluated when the
+    task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
     kind: str
     body: Block
     index: Optional[Node] = None

@@ -83,9 +83,11 @@ def int_words(dtype: T.DType) -> int:
 
 class PrintBuffer:
     """The formats and device buffers of one `sd.init()` (`State.prints`, created at the first
-    kernel that prints)."""
+    kernel that prints). `make_field(dtype, shape, name)` creates an internal field
+    (`field.internal_field`; passed in, so this module imports no other part of spirad)."""
 
-    def __init__(self):
+    def __init__(self, make_field):
+        self.make_field = make_field
         self.formats: list = []
         self.fields: dict = {}   # area name -> internal Field
         self.dirty = False       # a program that prints was launched since the last flush
@@ -98,9 +100,8 @@ class PrintBuffer:
         """The internal field of one area (created on first use)."""
         f = self.fields.get(name)
         if f is None:
-            from .field import internal_field
             size = INT_WORDS if name == "ints" else CAPACITY[name]
-            f = self.fields[name] = internal_field(_DTYPES[name], (size,), f"print.{name}")
+            f = self.fields[name] = self.make_field(_DTYPES[name], (size,), f"print.{name}")
         return f
 
     def ref(self, name: str):
@@ -204,13 +205,6 @@ def _render(fmt: PrintFormat, scalars) -> str:
                     for r in range(p.shape[0]))
             out.append("[" + ", ".join(rows) + "]")
     return "".join(out)
-
-
-def buffer(state) -> PrintBuffer:
-    """The print buffer of `state` (created on first use)."""
-    if state.prints is None:
-        state.prints = PrintBuffer()
-    return state.prints
 
 
 def flush(state) -> None:

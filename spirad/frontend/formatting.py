@@ -173,6 +173,10 @@ def h_print(v, args, kw, node):
             b.text(sep)
         b.value(v.rvalue(a))
     b.text(end)
-    fid = printing.buffer(v.ctx.state).register(printing.PrintFormat(tuple(b.pieces)))
+    st = v.ctx.state
+    if st.prints is None:  # the first kernel of this init() that prints
+        from ..field import internal_field
+        st.prints = printing.PrintBuffer(internal_field)
+    fid = st.prints.register(printing.PrintFormat(tuple(b.pieces)))
     v.ctx.b.emit(Op.PRINT, None, tuple(b.srcs), fid)
     return None
