@@ -2,7 +2,8 @@
 
 `kernel_abi(task_list)` fixes, once per compiled kernel:
 
-* `bindings`: every GlobalRef the tasks touch, in a stable order. Buffer `k` of a launch holds
+* `bindings`: every GlobalRef the tasks touch (their bodies, and the bounds of range tasks that
+  read globals: `range(n[None])`), in a stable order. Buffer `k` of a launch holds
   `bindings[k]`, laid out in C order with the ref's dtype (u1 as a 4-byte 0/1).
 * the argument buffer: one 8-byte slot per scalar argument at `arg_offsets[i]` (the value stored
   with the argument's dtype at the start of its slot), followed by one 8-byte slot per
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 
 from .nodes import ArgSpec, GlobalRef, TaskList, walk
 from .ops import Op
+from .rewrite import expr_nodes
 
 
 @dataclass(frozen=True)
@@ -76,17 +78,18 @@ class KernelABI:
 
 
 def _key(ref: GlobalRef) -> tuple:
-    return (ref.kind, ref.key, ref.grad)
+    return ref.buffer
 
 
 def _sort_key(ref: GlobalRef):
-    return ({"field": 0, "ndarray": 1, "temp": 2}[ref.kind], ref.key, ref.grad)
+    return ({"field": 0, "ndarray": 1, "temp": 2}[ref.kind], ref.key, ref.grad, ref.dual)
 
 
 def kernel_abi(tl: TaskList) -> KernelABI:
     refs = set(tl.temps)
     for t in tl.tasks:
-        for n in walk(t.body):
+        bounds = expr_nodes(t.begin) + expr_nodes(t.end) if t.kind == "range" else []
+        for n in list(walk(t.body)) + bounds:
             if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
                 refs.add(n.arg)
     # ndarray refs of the same argument may differ in name only: dedupe by identity fields

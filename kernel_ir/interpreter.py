@@ -15,6 +15,8 @@ Slow and simple on purpose. Code generators and passes are tested against it. Se
 * A task of kind 'range' runs its body for each index in [begin, end), in order; the backends may
   run iterations in any order and concurrently, so kernels must not rely on the order except
   through ATOMIC_ADD.
+* PRINT appends (format id, [values]) to `Memory.prints` (the record a kernel's print stream
+  gets; spirad lowers PRINT to stores into print buffers before offloading).
 * Adstack ops: a stack is a list of [primal, adjoint] entries with a capacity; PUSH past the
   capacity raises `AdStackOverflowError`. A stack whose AdStackArg says `adjoint_in_heap=False`
   has no adjoint entries to read or accumulate (an internal error).
@@ -136,13 +138,14 @@ class Memory:
     """Arrays the interpreter reads and writes: globals by (kind, key, grad) plus scalar args."""
 
     def __init__(self, arrays=None, scalars=(), capacities=None):
-        self.arrays = dict(arrays or {})  # (kind, key, grad) -> numpy array (ndim = ref.ndim)
+        self.arrays = dict(arrays or {})  # GlobalRef.buffer -> numpy array (ndim = ref.ndim)
         self.scalars = list(scalars)
         self.capacities = capacities or {}  # ADSTACK_ALLOCA node -> int capacity (None: unbounded)
+        self.prints = []  # (format id, [values]) per PRINT executed
 
     def array(self, ref):
         try:
-            return self.arrays[(ref.kind, ref.key, ref.grad)]
+            return self.arrays[ref.buffer]
         except KeyError:
             raise RuntimeError(f"interpreter: no memory bound for {ref!r}") from None
 
@@ -254,6 +257,9 @@ class Interpreter:
 
     def op_call(self, n):
         self.run_block(n.blocks[0])
+
+    def op_print(self, n):
+        self.mem.prints.append((n.arg, [self.value(s) for s in n.srcs]))
 
     def op_break(self, n):
         raise _Break()

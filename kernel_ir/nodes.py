@@ -64,8 +64,10 @@ class GlobalRef:
 
     kind: 'field' (key = field id; shape static), 'ndarray' (key = kernel argument index; shape at
     run time, `shape` is None) or 'temp' (key = slot; a per-kernel scratch buffer holding values
-    handed from one task to the next). `grad` selects the gradient buffer of a field/ndarray.
-    Element layout is C order over all `ndim` dimensions, vector/matrix components included.
+    handed from one task to the next). `grad` selects the gradient buffer of an ndarray or temp,
+    `dual` the forward-mode tangent buffer of an ndarray (fields' gradients and duals are fields
+    of their own). Element layout is C order over all `ndim` dimensions, vector/matrix
+    components included.
     """
     kind: str
     key: int
@@ -74,9 +76,15 @@ class GlobalRef:
     shape: Optional[tuple] = None
     name: str = ""
     grad: bool = False
+    dual: bool = False
+
+    @property
+    def buffer(self) -> tuple:
+        """Which buffer this ref names: (kind, key, False | True (its grad) | 'dual')."""
+        return (self.kind, self.key, "dual" if self.dual else self.grad)
 
     def __repr__(self) -> str:
-        g = ".grad" if self.grad else ""
+        g = ".dual" if self.dual else (".grad" if self.grad else "")
         return f"{self.kind}:{self.name or self.key}{g}"
 
 
@@ -128,8 +136,9 @@ class KernelIR:
 @dataclass(frozen=True)
 class Task:
     """One launch unit. kind 'range': `body` runs for `index` in [begin, end) in parallel, with
-    `begin`/`end` host-evaluable expressions (CONST, ARG, NDARRAY_SHAPE, integer arithmetic);
-    kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
+    `begin`/`end` pure expressions over CONST, ARG, NDARRAY_SHAPE and integer arithmetic, and
+    possibly GLOBAL_LOADs (a range read from fields / ndarrays / temporaries, evaluated when the
+    task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
     kind: str
     body: Block
     index: Optional[Node] = None

@@ -40,6 +40,8 @@ class Op(Enum):
     BREAK = auto()
     CONTINUE = auto()       # in a task's top-level body: ends this parallel iteration
     CALL = auto()           # an inlined @func region: arg: CallArg; blocks: (body,); gone after inlining
+    PRINT = auto()          # srcs: the values printed; arg: format id (spirad.printing); lowered to
+                            # global stores before offloading (passes/lower_print)
     # adstack (reverse mode); arg: AdStackArg
     ADSTACK_ALLOCA = auto()
     ADSTACK_PUSH = auto()          # srcs: (stack, value); zeroes the new entry's adjoint
@@ -61,6 +63,6 @@ BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.BIT_NOT})
 PURE = LEAVES | UNARY | BINARY | {Op.CAST, Op.SELECT}
 LOOPS = frozenset({Op.RANGE_FOR, Op.WHILE})
 CONTROL = LOOPS | {Op.IF, Op.CALL}
-STATEMENTS = frozenset({Op.CALL, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.RANGE_FOR, Op.WHILE, Op.BREAK,
+STATEMENTS = frozenset({Op.CALL, Op.PRINT, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.RANGE_FOR, Op.WHILE, Op.BREAK,
                         Op.CONTINUE, Op.ADSTACK_PUSH, Op.ADSTACK_POP, Op.ADSTACK_ACC_ADJ})
 SIDE_EFFECTS = STATEMENTS | {Op.ATOMIC_ADD}

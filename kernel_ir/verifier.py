@@ -8,7 +8,8 @@
    STORE values match the slot's dtype.
 4. BREAK appears only inside a loop; CONTINUE inside a loop or at a task's top level.
 5. Parallel RANGE_FORs appear only at the kernel's top level (before offloading) and never after
-   offloading; CALL regions are gone after inlining (`inlined=True`).
+   offloading; CALL regions are gone after inlining (`inlined=True`); PRINT nodes are gone
+   after offloading (lowered by passes/lower_print).
 6. Each node object appears once in the whole kernel.
 """
 from __future__ import annotations
@@ -48,6 +49,8 @@ class _V:
                 self.fail(n, "continue outside a loop")
             if n.op == Op.CALL and self.inlined:
                 self.fail(n, "CALL left after inlining")
+            if n.op == Op.PRINT and self.offloaded:
+                self.fail(n, "PRINT left after offloading")
             if n.op == Op.IF:
                 self.block(n.blocks[0], defined, in_loop, False, task_top)
                 self.block(n.blocks[1], defined, in_loop, False, task_top)

@@ -84,5 +84,10 @@ def _call(ctx, n):
     raise CodegenError(f"LLVM codegen: CALL region {n.arg.name!r} must be inlined before codegen")
 
 
+def _print(ctx, n):
+    raise CodegenError("LLVM codegen: PRINT must be lowered to global stores before codegen "
+                       "(spirad.passes.lower_print)")
+
+
 LOWER_CONTROL = {Op.CALL: _call, Op.IF: _if, Op.RANGE_FOR: _range_for, Op.WHILE: _while,
-                 Op.BREAK: _break, Op.CONTINUE: _continue}
+                 Op.BREAK: _break, Op.CONTINUE: _continue, Op.PRINT: _print}

@@ -61,9 +61,13 @@ def init(arch=None, **kwargs):
 
 
 def sync():
-    """Wait for all launched work to finish (and raise any deferred kernel error)."""
-    if _state.current().backend is not None:
-        _state.current().backend.sync()
+    """Wait for all launched work to finish (raise any deferred kernel error) and print what
+    kernels printed since the last sync."""
+    st = _state.current()
+    if st.backend is not None:
+        st.backend.sync()
+        from .printing import flush
+        flush(st)
 
 
 def reset():

@@ -1,9 +1,11 @@
 """The compile pipeline, in order: frontend -> passes -> offload -> codegen (per backend).
 
-    parse (frontend.compile_kernel) -> inline_calls -> simplify -> dce -> offload
-        -> simplify_tasks -> dce_tasks -> backend.compile                      = compile_forward
+    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> simplify -> dce
+        -> offload -> simplify_tasks -> dce_tasks -> backend.compile            = compile_forward
     forward task list -> reverse_mode (passes/autodiff) -> simplify_tasks -> dce_tasks
         -> backend.compile, with the adstack sizing of the result           = compile_adjoint
+    forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
+        -> backend.compile                                             = compile_forward_mode
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
 stage. The backend that compiles is the current state's (`spirad.backends` loads it by name).
@@ -19,9 +21,11 @@ from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
 
 from . import state as _state
-from .launch import Compiled
+from .backends.range_bounds import device_bounds
+from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
+from .passes.lower_print import lower_prints
 from .passes.offload import offload
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .sizing_cache import ProgramSizing
@@ -30,11 +34,14 @@ KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce"
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
-def lower(k: KernelIR, verify: bool = False) -> TaskList:
+def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
+    """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering)."""
     if verify:
         verifier.verify_kernel(k)
     for name, stage in KERNEL_STAGES:
         k = stage(k)
+        if name == "inline" and prints is not None:
+            k = lower_prints(k, prints)
         if verify:
             verifier.verify_kernel(k, inlined=True)
     tl = offload(k)
@@ -50,10 +57,12 @@ def lower(k: KernelIR, verify: bool = False) -> TaskList:
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
     from .frontend.transformer import compile_kernel
-    kir = compile_kernel(kernel, specs, state)
-    tl = lower(kir, verify=debug_enabled(state))
+    from .kernel_return import return_spec
+    returns = return_spec(kernel, state)
+    kir = compile_kernel(kernel, specs, state, returns)
+    tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
     templates = tuple(sp[1] for sp in specs if sp[0] == "template")
-    return _program(tl, state, None, templates)
+    return _program(tl, state, None, templates, returns)
 
 
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
@@ -69,28 +78,49 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     return _program(tl, state, sizing, fwd.template_refs)
 
 
-def _program(tl: TaskList, state, sizing, templates) -> Compiled:
+def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
+    """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
+    `args`: the launch's, for which ndarrays have duals."""
+    from .passes.forward_mode import forward_mode
+    verify = debug_enabled(state)
+    tl = forward_mode(fwd.tl, dual_of_factory(args, state))
+    if verify:
+        verifier.verify_tasks(tl)
+    tl = dce_tasks(simplify_tasks(tl))
+    if verify:
+        verifier.verify_tasks(tl)
+    return _program(tl, state, None, fwd.template_refs, fwd.returns)
+
+
+def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
-    binding sources, and what the program may write (generations to bump)."""
+    binding sources, what the program may write (generations to bump), its return values
+    (`kernel_return`) and whether it prints (`printing`)."""
     abi = kernel_abi(tl)
     program = _state.backend().compile(tl, abi)
-    bounds = tuple(None if t.kind == "serial" else (_host_fn(t.begin), _host_fn(t.end))
+    bounds = tuple(None if t.kind == "serial" else
+                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
-    fields = state.field_map()
+    internal = (returns.fields if returns is not None else ()) + \
+        (tuple(state.prints.fields.values()) if state.prints is not None else ())
+    fields = {**state.field_map(), **{f.id: f for f in internal}}
+    print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written = set()
     for t in tl.tasks:
-        written |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
+        written |= {r.buffer for r in globals_used(t.body)[1]}
     writes, srcs = [], []
     for ref in abi.bindings:
         if ref.kind == "field":
             srcs.append(("field", fields[ref.key]))
         elif ref.kind == "ndarray":
-            srcs.append(("ndarray", ref.key, ref.grad))
+            srcs.append(("ndarray", ref.key, ref.buffer[2]))
         else:
             srcs.append(("temp", ref.key))
-        if (ref.kind, ref.key, ref.grad) in written:
+        if ref.buffer in written:
             writes.append(srcs[-1])
-    return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates)
+    prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
+    return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
+                    returns=returns, prints=prints)
 
 
 def grad_of_factory(args, state):
@@ -112,6 +142,24 @@ def grad_of_factory(args, state):
             return GlobalRef("temp", ref.key, ref.dtype, 1, (1,), ref.name + ".grad", True)
         return None
     return grad_of
+
+
+def dual_of_factory(args, state):
+    """ref -> the GlobalRef of its forward-mode dual, or None (it has none)."""
+    fields = state.field_map()
+
+    def dual_of(ref: GlobalRef):
+        if ref.kind == "field":
+            f = fields.get(ref.key)
+            if f is None or f.dual is None:
+                return None
+            d = f.dual
+            return GlobalRef("field", d.id, d.dtype, ref.ndim, ref.shape, d.name)
+        if ref.kind == "ndarray" and not (ref.grad or ref.dual) and args[ref.key].needs_dual:
+            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".dual",
+                             dual=True)
+        return None
+    return dual_of
 
 
 def _host_fn(expr):

@@ -75,6 +75,10 @@ class _HostArray:
         self._check_live()  # the memory of a previous init() may be gone with its backend
         be = _state.backend()
         be.sync()
+        st = _state.current()
+        if st.prints is not None and st.prints.dirty:  # a host read is a sync point: print
+            from .printing import flush
+            flush(st)
         return be.view(self._storage(), self.dtype.np, self.full_shape)
 
     def _host_written(self):
@@ -148,7 +152,8 @@ class _HostArray:
 class Field(_HostArray):
     _kind = "field"
 
-    def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False):
+    def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
+                 needs_dual=False):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         st = _state.current()
         self.id = st.new_id()
@@ -158,17 +163,31 @@ class Field(_HostArray):
         self.generation = 0
         self._buf = None
         self.grad = None
+        self.dual = None
         if _is_grad:
-            return  # a gradient field is listed through its primal (state.field_map)
+            return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
             if not self.dtype.is_float:
                 raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
             self.grad = Field(dtype, shape, name=self.name + ".grad", _is_grad=True)
+        if needs_dual:
+            if not self.dtype.is_float:
+                raise SpiradTypeError(f"needs_dual=True requires a float dtype, got {self.dtype}")
+            self._add_dual()
         st.fields.append(self)
+
+    def _add_dual(self):
+        """Give this field its forward-mode dual (`needs_dual=True`, `root.lazy_dual()`)."""
+        self.dual = Field(self.dtype if not self.comp_shape else _comp_type(self), self.shape,
+                          name=self.name + ".dual", _is_grad=True)
 
     @property
     def needs_grad(self) -> bool:
         return self.grad is not None
+
+    @property
+    def needs_dual(self) -> bool:
+        return self.dual is not None
 
     def _check_live(self):
         super()._check_live()
@@ -192,8 +211,20 @@ class Field(_HostArray):
         return f"<spirad field {self.name} {self.dtype} shape={self.shape}>"
 
 
-def field(dtype, shape=None, needs_grad=False, name="") -> Field:
-    return Field(dtype, shape, needs_grad, name)
+def internal_field(dtype, shape, name) -> Field:
+    """A field spirad itself binds (kernel return values, print buffers): not listed among the
+    user's fields (`state.fields`), so Tapes, FwdMode and lazy_grad / lazy_dual leave it alone."""
+    return Field(dtype, shape, name=name, _is_grad=True)
+
+
+def _comp_type(f):
+    from .types import MatrixType, VectorType
+    cs = f.comp_shape
+    return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
+
+
+def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
+    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)
 
 
 class Axis:
@@ -223,7 +254,15 @@ class SNode:
             f.shape = self.shape
             if f.grad is not None:
                 f.grad.shape = self.shape
+            if f.dual is not None:
+                f.dual.shape = self.shape
         return self
+
+    def lazy_dual(self) -> None:
+        """Give every float field that has none a dual (Taichi's `root.lazy_dual()`)."""
+        for f in _state.current().fields:
+            if f.dual is None and f.dtype.is_float:
+                f._add_dual()
 
 
 root = SNode()

@@ -2,9 +2,10 @@
 
 A kernel is compiled once per (init epoch, arch, argument signature): scalar types, ndarray dtype
 / rank / element shape / needs_grad, and the identity of template arguments (`spirad.driver`).
-Its adjoint is compiled at the first `kernel.grad(...)` for that signature and kept on the
-forward program. Every launch, forward or adjoint, goes through `spirad.launch`: the kernel keeps
-the last `LaunchPlan` of each mode and reuses it while the inputs are the same (one `same_args`
+Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
+program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
+launch — forward, adjoint or forward mode — goes through `spirad.launch`: the kernel keeps the
+last `LaunchPlan` of each mode and reuses it while the inputs are the same (one `same_args`
 check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
@@ -18,18 +19,22 @@ from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
 from . import launch as _launch
 from . import state as _state
-from .driver import compile_adjoint, compile_forward
+from .driver import compile_adjoint, compile_forward, compile_forward_mode
 from .func import PyFunction
+from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
 from .types import NdarrayType, Template
+
+
+FORWARD, ADJOINT, FWD_MODE = 0, 1, 2  # launch modes: index of the kernel's last plan
 
 
 class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
-        self._plans = [None, None]  # the last LaunchPlan of the forward / adjoint program
+        self._plans = [None, None, None]  # the last LaunchPlan per mode (FORWARD, ADJOINT, FWD_MODE)
         self.params = None
 
     # -- signature ----------------------------------------------------------------------------
@@ -96,7 +101,7 @@ class Kernel(PyFunction):
                 if ann.ndim is not None and ann.ndim != len(a.shape):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' must have {ann.ndim} "
                                           f"dimension(s), got {len(a.shape)} (shape {a.shape})", i)
-                spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad)
+                spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, Template) or ann is Template:
@@ -139,25 +144,33 @@ class Kernel(PyFunction):
             fwd.adjoint = compile_adjoint(fwd, args, _state.current())
         return fwd.adjoint
 
-    def _plan(self, args, adjoint: int) -> _launch.LaunchPlan:
-        p = self._plans[adjoint]
+    def compile_forward_mode(self, args) -> _launch.Compiled:
+        """The forward-mode program for these arguments' signature (compiled on first use)."""
+        fwd = self.compile(args)
+        if fwd.forward_mode is None:
+            fwd.forward_mode = compile_forward_mode(fwd, args, _state.current())
+        return fwd.forward_mode
+
+    def _plan(self, args, mode: int) -> _launch.LaunchPlan:
+        p = self._plans[mode]
         epoch = _state.current().epoch
         if p is not None and p.epoch == epoch and _launch.same_args(p.args, args):
             return p  # the same inputs as the last launch: everything is known
-        c = self.compile_adjoint(args) if adjoint else self.compile(args)
-        p = self._plans[adjoint] = _launch.plan(c, args, epoch)
+        c = (self.compile, self.compile_adjoint, self.compile_forward_mode)[mode](args)
+        p = self._plans[mode] = _launch.plan(c, args, epoch)
         return p
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
-        _launch.run(self._plan(args, 0))
+        value = _launch.run(self._plan(args, FWD_MODE if FwdMode.active is not None else FORWARD))
         if Tape.active is not None:
             Tape.active.record(self, args)
+        return value
 
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md)."""
-        _launch.run(self._plan(args, 1))
+        _launch.run(self._plan(args, ADJOINT))
 
 
 def _scalar_annotation(ann, st, name, kname):

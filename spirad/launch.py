@@ -7,7 +7,8 @@
     AdstackPlan  per task: the sized stacks (`sizing_cache.SizedTask`) and what the backend
                  derived from them (`Backend.plan_adstack`); replaced whenever a size changes
     run(plan)    sizing (cache) when the program has adstacks -> backend launch -> write
-                 generations of everything the program may write
+                 generations of everything the program may write -> the kernel's return value
+                 (read back: a kernel that returns syncs, and its prints are flushed)
 
 A kernel keeps the last plan per mode (forward / adjoint) and reuses it while the launch inputs
 are the same objects or equal numbers (`same_args`, checked once per launch); everything else
@@ -23,8 +24,10 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
-from . import sizing_cache
+from . import printing, sizing_cache
 from . import state as _state
+
+DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
 _PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
 
@@ -35,12 +38,17 @@ class Compiled:
     tl: object              # the TaskList the backend compiled
     abi: object             # its KernelABI
     program: object         # the backend's compiled program
-    bounds: tuple           # per task: None (serial) or (begin_fn, end_fn) of (scalars, shapes)
-    writes: tuple           # what a launch may write: ('field', Field) | ('ndarray', arg, grad)
-    bindings_src: tuple     # per binding: ('field', Field) | ('ndarray', arg, grad) | ('temp', k)
+    bounds: tuple           # per task: None (serial), (begin_fn, end_fn) of (scalars, shapes), or
+                            # DEVICE_BOUNDS: the range reads globals (backends/range_bounds)
+    writes: tuple           # what a launch may write: ('field', Field) | ('ndarray', arg, which)
+    bindings_src: tuple     # per binding: ('field', Field) | ('ndarray', arg, which) | ('temp', k)
+                            # (which: False = the array, True = its .grad, 'dual' = its .dual)
     sizing: sizing_cache.ProgramSizing = None  # adjoint programs with adstacks, else None
     template_refs: tuple = ()   # template arguments kept alive: their ids key the cache
     adjoint: "Compiled" = None  # forward programs: the adjoint, once compiled (first grad)
+    forward_mode: "Compiled" = None  # forward programs: the forward-mode program (sd.ad.FwdMode)
+    returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
+    prints: bool = False    # the program writes print records (spirad.printing)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,8 +76,14 @@ class LaunchPlan:
     args: tuple
     argbuf: bytes
     storages: list          # in `abi.bindings` order; None for kernel temporaries
-    ranges: list            # per task: (begin, end)
+    ranges: list            # per task: (begin, end), or None where the backend evaluates the
+                            # range when the task starts (DEVICE_BOUNDS)
     adstack: AdstackPlan = None
+
+
+def _buffer(arr, which):
+    """An ndarray argument's array, its .grad (which=True) or its .dual (which='dual')."""
+    return arr if which is False else (arr.grad if which is True else arr.dual)
 
 
 def same_args(a, b) -> bool:
@@ -112,11 +126,11 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(src[1]._storage())
         elif src[0] == "ndarray":
             arr = args[src[1]]
-            storages.append((arr.grad if src[2] else arr)._storage())
+            storages.append(_buffer(arr, src[2])._storage())
         else:
             storages.append(None)  # temps: the backend owns them
-    ranges = [(0, 1) if b is None else (b[0](scalars, shapes), b[1](scalars, shapes))
-              for b in c.bounds]
+    ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
+              (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
     return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
 
 
@@ -127,9 +141,12 @@ def run_once(c: Compiled, args):
 
 def run(p: LaunchPlan):
     """Launch `p`: size the adstacks (cached) if the program has any, launch, bump the write
-    generations of everything the program may write."""
+    generations of everything the program may write; returns the kernel's return value (None
+    without a return type)."""
     c = p.compiled
     be = _state.backend()
+    if c.prints:
+        _state.current().prints.dirty = True
     if c.sizing is not None:
         sized = sizing_cache.evaluate(c.sizing, p.args)
         ad = p.adstack
@@ -148,4 +165,9 @@ def run(p: LaunchPlan):
             w[1].generation += 1
         elif w[0] == "ndarray":
             arr = args[w[1]]
-            (arr.grad if w[2] else arr).generation += 1
+            _buffer(arr, w[2]).generation += 1
+    if c.returns is not None:
+        value = c.returns.read(be)
+        printing.flush(_state.current())
+        return value
+    return None

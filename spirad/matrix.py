@@ -17,12 +17,12 @@ class Vector:
         raise SpiradSyntaxError("sd.Vector(...) values exist only inside kernels and funcs")
 
     @staticmethod
-    def field(n, dtype, shape=None, needs_grad=False, name="") -> Field:
-        return Field(VectorType(n, dtype), shape, needs_grad, name)
+    def field(n, dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
+        return Field(VectorType(n, dtype), shape, needs_grad, name, needs_dual=needs_dual)
 
     @staticmethod
-    def ndarray(n, dtype, shape, needs_grad=False) -> Ndarray:
-        return Ndarray(VectorType(n, dtype), shape, needs_grad)
+    def ndarray(n, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+        return Ndarray(VectorType(n, dtype), shape, needs_grad, needs_dual=needs_dual)
 
 
 class Matrix:
@@ -31,9 +31,9 @@ class Matrix:
         raise SpiradSyntaxError("sd.Matrix(...) values exist only inside kernels and funcs")
 
     @staticmethod
-    def field(n, m, dtype, shape=None, needs_grad=False, name="") -> Field:
-        return Field(MatrixType(n, m, dtype), shape, needs_grad, name)
+    def field(n, m, dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
+        return Field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual=needs_dual)
 
     @staticmethod
-    def ndarray(n, m, dtype, shape, needs_grad=False) -> Ndarray:
-        return Ndarray(MatrixType(n, m, dtype), shape, needs_grad)
+    def ndarray(n, m, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+        return Ndarray(MatrixType(n, m, dtype), shape, needs_grad, needs_dual=needs_dual)

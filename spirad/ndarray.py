@@ -1,4 +1,8 @@
-"""Ndarrays: arrays passed to kernels as arguments (`types.ndarray()`), shape known at run time."""
+"""Ndarrays: arrays passed to kernels as arguments (`types.ndarray()`), shape known at run time.
+
+`needs_grad=True` gives an ndarray a `.grad` (reverse mode), `needs_dual=True` a `.dual` (forward
+mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argument.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +15,7 @@ from .field import _HostArray, normalize_shape, resolve_dtype
 class Ndarray(_HostArray):
     _kind = "ndarray"
 
-    def __init__(self, dtype, shape, needs_grad=False, _is_grad=False):
+    def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         st = _state.current()
         self.id = st.new_id()
@@ -21,10 +25,12 @@ class Ndarray(_HostArray):
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         self._buf = _state.backend().allocate(nbytes)
         self.grad = None
-        if needs_grad and not _is_grad:
-            if not self.dtype.is_float:
-                raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
-            self.grad = Ndarray(dtype, shape, _is_grad=True)
+        self.dual = None
+        for flag, what in ((needs_grad, "grad"), (needs_dual, "dual")):
+            if flag and not _is_grad:
+                if not self.dtype.is_float:
+                    raise SpiradTypeError(f"needs_{what}=True requires a float dtype, got {self.dtype}")
+                setattr(self, what, Ndarray(dtype, shape, _is_grad=True))
 
     @classmethod
     def _alias(cls, storage, dtype, shape) -> "Ndarray":
@@ -40,11 +46,16 @@ class Ndarray(_HostArray):
         self.generation = 0
         self._buf = storage
         self.grad = None
+        self.dual = None
         return self
 
     @property
     def needs_grad(self) -> bool:
         return self.grad is not None
+
+    @property
+    def needs_dual(self) -> bool:
+        return self.dual is not None
 
     def _storage(self):
         return self._buf
@@ -53,5 +64,5 @@ class Ndarray(_HostArray):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
 
 
-def ndarray(dtype, shape, needs_grad=False) -> Ndarray:
-    return Ndarray(dtype, shape, needs_grad)
+def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+    return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)

@@ -5,6 +5,7 @@ invalid), as in Taichi. The backend is created lazily, so importing spirad costs
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 from dataclasses import dataclass, field
 
@@ -21,21 +22,26 @@ class State:
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)
+    prints: object = None  # printing.PrintBuffer: kernel print formats and buffers (first print)
     _ids: itertools.count = field(default_factory=itertools.count)
-    _field_map: tuple = (0, {})  # (len(fields) when built, id -> Field)
+    _field_map: tuple = (0, {})  # (fields + duals when built, id -> Field)
 
     def new_id(self) -> int:
         return next(self._ids)
 
     def field_map(self) -> dict:
-        """Field id -> Field (gradient fields included), rebuilt when fields were added."""
-        if self._field_map[0] != len(self.fields) or not self._field_map[1]:
+        """Field id -> Field (gradient and dual fields included), rebuilt when fields or duals
+        were added."""
+        n = len(self.fields) + sum(f.dual is not None for f in self.fields)
+        if self._field_map[0] != n or not self._field_map[1]:
             m = {}
             for f in self.fields:
                 m[f.id] = f
                 if f.grad is not None:
                     m[f.grad.id] = f.grad
-            self._field_map = (len(self.fields), m)
+                if f.dual is not None:
+                    m[f.dual.id] = f.dual
+            self._field_map = (n, m)
         return self._field_map[1]
 
 
@@ -47,9 +53,26 @@ def reset(**kw) -> State:
     global state
     old = state
     if old.backend is not None:
+        _flush_prints(old)
         old.backend.close()
     state = State(epoch=next(_epoch), **kw)
     return state
+
+
+def _flush_prints(st: State) -> None:
+    """Print what `st`'s kernels printed (before a new init(), and at exit); a kernel error
+    pending there is not raised again here."""
+    if st.prints is not None and st.prints.dirty and st.backend is not None:
+        from .printing import flush
+        try:
+            flush(st)
+        except Exception:  # noqa: BLE001 - the error was (or will be) reported by its sync
+            st.prints.dirty = False
+
+
+@atexit.register
+def _at_exit() -> None:
+    _flush_prints(state)
 
 
 def current() -> State:

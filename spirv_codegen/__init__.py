@@ -1,7 +1,8 @@
 """spirad's SPIR-V code generator: IR TaskList -> SPIR-V words, one compute module per task.
 
 Public surface:
-    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False, device_ranges=()) -> tuple[SpirvTask, ...]
+    compile_range_args(tl, task_index, abi, caps): a device range's arguments module
     SpirvCaps, SpirvTask, dispatch_geometry, LOCAL_SIZE
     validate(words, target_env='vulkan1.1'), disassemble(words)
     PUSH_CONSTANT_BYTES, STATUS_* codes, ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING
@@ -15,10 +16,12 @@ from .interface import (ARGS_BINDING, FIRST_ARRAY_BINDING, PUSH_CONSTANT_BYTES,
                         STATUS_LOOP_CAP, STATUS_OK, STATUS_WORDS)
 from .lower import (LOCAL_SIZE, SpirvCaps, SpirvTask, compile_task, compile_tasks, dispatch_geometry,
                     global_accesses)
+from .range_args import RANGE_ARGS_WORDS, compile_range_args
 from .validator import disassemble, validate
 
 __all__ = ["compile_tasks", "compile_task", "SpirvCaps", "SpirvTask", "dispatch_geometry",
            "LOCAL_SIZE", "validate", "disassemble", "PUSH_CONSTANT_BYTES", "STATUS_OK",
            "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_INDEX_OUT_OF_RANGE", "STATUS_WORDS", "ARGS_BINDING",
            "STATUS_BINDING", "FIRST_ARRAY_BINDING", "adstack_bindings", "META_NAME",
-           "HEAP_FLOAT_NAME", "HEAP_INT_NAME", "global_accesses"]
+           "HEAP_FLOAT_NAME", "HEAP_INT_NAME", "global_accesses", "compile_range_args",
+           "RANGE_ARGS_WORDS"]

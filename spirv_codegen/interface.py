@@ -25,9 +25,12 @@ STATUS_WORDS = 8              # the status buffer holds at least this many u32 w
 
 
 class Interface:
-    def __init__(self, E: Emitter, abi, storage: dict):
+    def __init__(self, E: Emitter, abi, storage: dict, device_range_local_size=None):
         self.E = E
         self.abi = abi
+        # device ranges (lower.py): begin / end from the range-arguments buffer (binding 2 + n),
+        # threads per row = num_workgroups.x * this local size; None: from the push constants
+        self.device_range_local_size = device_range_local_size
         self.storage = storage  # binding index k -> 'native' | 'bool' | 'bits'
         self._buffers: dict[int, tuple] = {}
         self._prologue_cache: dict = {}
@@ -148,6 +151,27 @@ class Interface:
             return E.op("OpLoad", dt, p)
         return self.prologue(("pc", member), make)
 
+    def range_begin_end(self) -> tuple[int, int]:
+        """(begin, end) of a range task: push constants, or words 3 / 4 of the range
+        arguments (device ranges)."""
+        if self.device_range_local_size is None:
+            return self.push_constant(0), self.push_constant(1)
+        E = self.E
+        b = FIRST_ARRAY_BINDING + len(self.abi.bindings)
+        self.buffer_names[b] = "range_args"
+
+        def word(k):
+            return lambda: E.op("OpBitcast", i32, E.op("OpLoad", u32, self.element_ptr(b, u32, E.c(k, i32))))
+        return self.prologue(("range", 3), word(3)), self.prologue(("range", 4), word(4))
+
+    def threads_per_row(self) -> int:
+        if self.device_range_local_size is None:
+            return self.push_constant(2)
+        E = self.E
+        ngr = self.builtin("NumWorkgroups")
+        nx = E.op("OpCompositeExtract", u32, ngr, 0)
+        return E.op("OpIMul", u32, nx, E.c(self.device_range_local_size, u32))
+
     def builtin(self, name: str) -> int:
         E, m = self.E, self.E.m
         def make():
@@ -167,7 +191,7 @@ class Interface:
             x, y, z = (E.op("OpCompositeExtract", u32, gid, i) for i in range(3))
             ny = E.op("OpCompositeExtract", u32, ngr, 1)
             row = E.op("OpIAdd", u32, y, E.op("OpIMul", u32, ny, z))
-            return E.op("OpIAdd", u32, x, E.op("OpIMul", u32, self.push_constant(2), row))
+            return E.op("OpIAdd", u32, x, E.op("OpIMul", u32, self.threads_per_row(), row))
         return self.prologue("linear", make)
 
     # -- status ------------------------------------------------------------------------------

@@ -57,6 +57,14 @@ num_workgroups.y * gid.z)` runs exactly the one index `begin + linear` if `linea
 (no grid-stride loop: lavapipe caps loop iterations per invocation). A 'serial' task has
 local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
 
+Device ranges (`compile_tasks(..., device_ranges={task index, ...})`, range tasks whose bounds
+read globals, without adstacks): the task binds one more buffer, binding 2 + n, the *range
+arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`):
+u32 words [groups x, groups y, groups z, begin, end]. The runtime dispatches the args module
+(1, 1, 1), then the task with vkCmdDispatchIndirect from that buffer; the task reads begin / end
+from words 3 / 4 instead of the push constants and uses threads_per_row = num_workgroups.x *
+LOCAL_SIZE (push constants are still declared; their values are unused).
+
 Bounds checks (`compile_tasks(..., bounds_check=True)`; the Vulkan backend passes
 `sd.init(debug=True)`): each index of a global access is compared unsigned (negative values fail)
 with its axis extent: the field's static `GlobalRef.shape`, the ndarray's extent from the argument
@@ -131,6 +139,7 @@ class SpirvTask:
     local_size: int
     adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
+    device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -150,22 +159,25 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
     return (gx, gy, gz), gx * local_size
 
 
-def compile_tasks(tl: TaskList, abi, caps: SpirvCaps,
-                  bounds_check: bool = False) -> tuple[SpirvTask, ...]:
-    return tuple(compile_task(tl, i, abi, caps, bounds_check) for i in range(len(tl.tasks)))
+def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
+                  device_ranges=frozenset()) -> tuple[SpirvTask, ...]:
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges)
+                 for i in range(len(tl.tasks)))
 
 
 def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False) -> SpirvTask:
+                 bounds_check: bool = False, device_range: bool = False) -> SpirvTask:
     t: Task = tl.tasks[task_index]
     name = t.name or f"{tl.name}_t{task_index}"
-    words = TaskLowerer(t, task_index, abi, caps, bounds_check).run()
-    local = 1 if t.kind == "serial" else LOCAL_SIZE
     allocas = adstack_allocas(t)
+    if device_range and (t.kind != "range" or allocas):
+        raise RuntimeError("spirv_codegen: a device range needs a range task without adstacks")
+    words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
+    local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
-    nb = 2 + len(abi.bindings) + (3 if stacks else 0)
+    nb = 2 + len(abi.bindings) + (3 if stacks else 0) + (1 if device_range else 0)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas))
+                     tuple(adstack_kind(n) for n in allocas), device_range)
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
@@ -202,16 +214,18 @@ def global_accesses(task: Task) -> list:
 
 class TaskLowerer:
     def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False):
+                 bounds_check: bool = False, device_range: bool = False):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
         self.bounds_check = bounds_check
+        self.device_range = device_range
         self.sites = ({n: i for i, n in enumerate(global_accesses(task))} if bounds_check
                       else {})
         self.m = Module((1, 3))
         self.m.capability("Shader")
         self.m.memory_model()
         self.E = Emitter(self.m, caps)
-        self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps))
+        self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps),
+                            LOCAL_SIZE if device_range else None)
         self.values: dict[Node, int] = {}
         self.slots: dict[Node, int] = {}
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
@@ -240,14 +254,14 @@ class TaskLowerer:
         if t.kind == "serial":
             ok = E.op("OpIEqual", u1, linear, E.c(0, u32))
         else:
-            begin, end = self.io.push_constant(0), self.io.push_constant(1)
+            begin, end = self.io.range_begin_end()
             n = E.op("OpBitcast", u32, E.op("OpISub", i32, end, begin))
             ok = E.band(E.op("OpSLessThan", u1, begin, end), E.op("OpULessThan", u1, linear, n))
         fn.selection_merge(done)
         fn.branch_cond(ok, body, done)
         fn.begin(body)
         if t.kind == "range":
-            idx = E.op("OpIAdd", i32, self.io.push_constant(0), E.op("OpBitcast", i32, linear))
+            idx = E.op("OpIAdd", i32, self.io.range_begin_end()[0], E.op("OpBitcast", i32, linear))
             self.values[t.index] = lower_cast(E, idx, i32, t.index.dtype)
         self.block(t.body)
         if not fn.terminated:

@@ -26,8 +26,9 @@ from .instance import ffi, lib, vk
 from .vkresult import check
 
 MIN_BUFFER_BYTES = 16
+# every buffer may also hold vkCmdDispatchIndirect arguments (a kernel writes them: device ranges)
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 
 class BufferResource:

@@ -9,7 +9,9 @@ shader read|write): every kernel sees everything earlier kernels wrote, as in pr
 A batch ends with one barrier from compute / transfer writes to compute, transfer and host
 access, so later submissions on the queue and host reads after the fence see the results.
 Redundant binds are skipped: the same pipeline, or the same descriptor set under the same
-pipeline layout, as the previous dispatch is not bound again.
+pipeline layout, as the previous dispatch is not bound again. An indirect dispatch reads its
+workgroup counts from a buffer an earlier dispatch wrote: the barrier before it also makes shader
+writes visible to the indirect-command read.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .instance import ffi, lib, vk
 from .vkresult import check
 
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+_INDIRECT = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
 _BIND_COMPUTE = vk.VK_PIPELINE_BIND_POINT_COMPUTE
 _STAGE_COMPUTE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 _SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
@@ -65,6 +68,8 @@ class Batch:
         self._begin_info = one_time_begin_info()
         self._barrier = memory_barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, _SHADER_RW)
         self._fill_barrier = memory_barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, _SHADER_RW)
+        self._indirect_barrier = memory_barrier(
+            vk.VK_ACCESS_SHADER_WRITE_BIT, _SHADER_RW | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT)
         self._last_pipeline = None
         self._last_layout = None
         self._last_set = None
@@ -75,10 +80,16 @@ class Batch:
         self.count = 0
         self._last_pipeline = self._last_layout = self._last_set = None
 
-    def dispatch(self, pipeline, dset, push_constants: bytes, gx: int, gy: int, gz: int) -> None:
-        """Record one dispatch. `dset` is a cffi VkDescriptorSet[1] (from `DescriptorSets`)."""
+    def dispatch(self, pipeline, dset, push_constants: bytes, gx: int, gy: int, gz: int,
+                 indirect=None) -> None:
+        """Record one dispatch. `dset` is a cffi VkDescriptorSet[1] (from `DescriptorSets`).
+        `indirect`: (buffer handle, byte offset) of three u32 workgroup counts to dispatch
+        instead of (gx, gy, gz), written by an earlier dispatch of this batch."""
         cmd = self.cmd
-        if self.count:
+        if indirect is not None:
+            lib.vkCmdPipelineBarrier(cmd, _COMPUTE, _COMPUTE | _INDIRECT, 0, 1,
+                                     self._indirect_barrier, 0, ffi.NULL, 0, ffi.NULL)
+        elif self.count:
             lib.vkCmdPipelineBarrier(cmd, _COMPUTE, _COMPUTE, 0, 1, self._barrier,
                                      0, ffi.NULL, 0, ffi.NULL)
         if pipeline is not self._last_pipeline:
@@ -93,7 +104,10 @@ class Batch:
         if push_constants:
             lib.vkCmdPushConstants(cmd, layout, _STAGE_COMPUTE, 0, len(push_constants),
                                    push_constants)
-        lib.vkCmdDispatch(cmd, gx, gy, gz)
+        if indirect is not None:
+            lib.vkCmdDispatchIndirect(cmd, indirect[0], indirect[1])
+        else:
+            lib.vkCmdDispatch(cmd, gx, gy, gz)
         self.count += 1
 
     def fill_zero(self, buffer_handle, size: int) -> None:

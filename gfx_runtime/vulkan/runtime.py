@@ -143,11 +143,14 @@ class VulkanRuntime:
 
     # -- launches ------------------------------------------------------------------------------
 
-    def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"") -> None:
-        """Record one dispatch of `groups` workgroups into the current batch."""
+    def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
+                 indirect=None) -> None:
+        """Record one dispatch of `groups` workgroups into the current batch; with `indirect`
+        = (buffer, byte offset), the workgroup counts are the three u32 there, written by an
+        earlier dispatch (vkCmdDispatchIndirect; `groups` is ignored)."""
         if self.closed:
             self._check_open()
-        gx, gy, gz = groups
+        gx, gy, gz = groups if indirect is None else (1, 1, 1)
         mx = self._max_groups
         if gx > mx[0] or gy > mx[1] or gz > mx[2] or gx < 0 or gy < 0 or gz < 0:
             raise GfxDeviceError(
@@ -173,7 +176,8 @@ class VulkanRuntime:
         batch = self._batch
         if batch.cmd is None:
             self._begin_batch()
-        batch.dispatch(pipeline, dset, push_constants, gx, gy, gz)
+        batch.dispatch(pipeline, dset, push_constants, gx, gy, gz,
+                       None if indirect is None else (indirect[0]._bind_handle, indirect[1]))
         if batch.count >= self.max_batch:  # submit without waiting; record on in the next frame
             batch.finish()
             self._queue.submit(self._frame)

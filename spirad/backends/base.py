@@ -7,7 +7,9 @@ other hook has a default that suits a backend without it; callers never probe wi
 
 Launch data a backend receives (`spirad.launch`): storages in `abi.bindings` order (None for
 kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`), one
-(begin, end) per task, and for adjoint programs with adstacks an `AdstackPlan`: per task the
+(begin, end) per task — or None for a range task whose bounds read fields / ndarrays /
+temporaries, which the backend evaluates when the task starts (`range_bounds`: on the host with
+`HostBounds`, or on the device) — and for adjoint programs with adstacks an `AdstackPlan`: per task the
 sized stacks (`sizing_cache.SizedTask`: capacities, layout, maybe device-written metadata) and
 what `plan_adstack` derived from them. Errors a kernel reports on the device (adstack overflow,
 bounds checks, driver limits) are raised at the next `sync()` as user errors.

@@ -10,6 +10,10 @@ bounds_check=True)`): every task then reads the program's status buffer at bufs[
 stay null for tasks without adstacks). The status is read after each launch, like the adstack
 overflow status; the first error is kept and raised at the next `sync()` (every host read syncs)
 as a `SpiradValueError` (`bounds_support`). The status is cleared, so later launches run normally.
+
+A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) has its bounds
+evaluated on the host right before its task runs: the memory is host memory and the earlier tasks
+have finished.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import numpy as np
 from .adstack_support import grown, overflow_error, task_stacks
 from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
+from .range_bounds import HostBounds, device_bounds
 
 
 class CpuProgram:
@@ -38,6 +43,7 @@ class CpuProgram:
             self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
         self.module = None  # the JIT module: keeps the task functions alive
+        self.host_bounds = ()  # per task: HostBounds of a range read from globals, else None
 
 
 class CpuBackend(BackendBase):
@@ -86,6 +92,7 @@ class CpuBackend(BackendBase):
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module = mod
+        p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
         return p
 
     def heap_bytes(self) -> tuple:
@@ -120,7 +127,10 @@ class CpuBackend(BackendBase):
         n = program.nbind
         checked = program.bounds is not None
         plan = None if adstack is None else adstack.tasks
-        for ti, (fn, kind, (b, e)) in enumerate(zip(program.fns, program.kinds, ranges)):
+        for ti, (fn, kind, rng) in enumerate(zip(program.fns, program.kinds, ranges)):
+            b, e = rng if rng is not None else program.host_bounds[ti].evaluate(
+                argbuf, lambda k, ref, shape: self.view(
+                    storages[k] if storages[k] is not None else program.temps[k], ref.dtype.np, shape))
             if e <= b:
                 continue
             stacks = program.stacks[ti]

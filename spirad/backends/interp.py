@@ -54,8 +54,8 @@ class InterpBackend(BackendBase):
                 shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
             else:
                 shape = (1,)
-                st = self.temps.setdefault((id(program), ref.key, ref.grad), np.zeros(8, dtype=np.uint8))
-            arrays[(ref.kind, ref.key, ref.grad)] = self.view(st, ref.dtype.np, shape)
+                st = self.temps.setdefault((id(program),) + ref.buffer, np.zeros(8, dtype=np.uint8))
+            arrays[ref.buffer] = self.view(st, ref.dtype.np, shape)
         for a, axes in shapes.items():
             key = ("ndarray", a, False)
             if key not in arrays:  # shape queried but never indexed
@@ -66,12 +66,14 @@ class InterpBackend(BackendBase):
                 if sized is not None:
                     caps.update(zip(adstack_allocas(t), sized.caps))
         mem = Memory(arrays, scalars, caps)
-        for ti, (t, (b, e)) in enumerate(zip(tl.tasks, ranges)):
+        for ti, (t, rng) in enumerate(zip(tl.tasks, ranges)):
             try:
                 if t.kind == "serial":
                     run_task(t, mem)
+                elif rng is None:  # a range read from globals: evaluated when the task starts
+                    run_task(t, mem)
                 else:
-                    run_range(t, mem, b, e)
+                    run_range(t, mem, *rng)
             except AdStackOverflowError as err:
                 k = adstack_allocas(t).index(err.node)
                 raise overflow_error(tl.name, t.name, task_stacks(t)[k], k, err.capacity,

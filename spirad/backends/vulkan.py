@@ -10,6 +10,12 @@ With `sd.init(debug=True)` programs are compiled with bounds checks (`compile_ta
 bounds_check=True)`): an out-of-range index is skipped on the device and recorded in the status
 buffer (code STATUS_INDEX_OUT_OF_RANGE); `_check_status` turns it into a `SpiradValueError` at the
 next sync / host read (`bounds_support`), naming the kernel, task, field/ndarray, shape and index.
+
+A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) is evaluated
+on the device: its range-arguments module (`spirv_codegen.compile_range_args`) runs first and the
+task is dispatched indirectly from the buffer it wrote — no host round trip. Tasks with adstacks
+(chunked by the host) and debug mode (bounds-check errors) evaluate such ranges on the host
+instead, after flushing the queued work.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from .adstack_support import grown, overflow_error, task_stacks
 from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .gpu_sizer import GpuSizer
+from .range_bounds import HostBounds, device_bounds
 
 _ARG_CACHE_MAX = 256
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
@@ -49,7 +56,8 @@ def _runtime_errors_as_user_errors(method):
 
 
 class VkProgram:
-    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks, bounds=None):
+    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks, bounds=None,
+                 ranges=None):
         self.name, self.tasks, self.pipelines = name, tasks, pipelines
         self.status, self.temps, self.task_names = status, temps, task_names
         self.stacks = stacks  # per task: [StackInfo] or None
@@ -58,6 +66,9 @@ class VkProgram:
         self.arg_bufs: dict = {}
         self.spare: list = []
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
+        # per task: None (host-given range), ('device', args pipeline, args buffer) or
+        # ('host', HostBounds) for a range read from globals
+        self.ranges = ranges or [None] * len(tasks)
 
 
 class VulkanBackend(BackendBase):
@@ -117,17 +128,32 @@ class VulkanBackend(BackendBase):
                 f"kernel {tl.name} binds {2 + len(abi.bindings)} storage buffers (arguments, status and "
                 f"{len(abi.bindings)} fields/ndarrays/temporaries) but the device allows "
                 f"maxPerStageDescriptorStorageBuffers = {limit}; split the kernel")
-        tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check)
+        from spirv_codegen import RANGE_ARGS_WORDS, compile_range_args
+        read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
+        on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
+        tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
+                              device_ranges=on_device)
         pipes = []
         for t in tasks:
             if self.validate:
                 validate(t.words)
             pipes.append(self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes))
+        ranges = [None] * len(tasks)
+        for i in read:
+            if i in on_device:
+                mod = compile_range_args(tl, i, abi, self.spirv_caps)
+                if self.validate:
+                    validate(mod.words)
+                ranges[i] = ("device", self.rt.pipeline(mod.words, mod.num_bindings,
+                                                        mod.push_constant_bytes),
+                             self.rt.alloc(4 * RANGE_ARGS_WORDS))
+            else:
+                ranges[i] = ("host", HostBounds(tl, tl.tasks[i], abi))
         status = self.rt.alloc(4 * STATUS_WORDS)
         temps = {k: self.rt.alloc(16) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
         return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
-                         BoundsInfo(tl, abi) if self.bounds_check else None)
+                         BoundsInfo(tl, abi) if self.bounds_check else None, ranges)
 
     def _small_buffer(self, p: VkProgram, data: bytes):
         """A device buffer holding `data`, reused while its contents are unchanged."""
@@ -190,7 +216,18 @@ class VulkanBackend(BackendBase):
         if adstack is not None and len(p.adstack_launches) < 64:
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         plans = None if adstack is None else adstack.tasks
-        for ti, (t, pipe, (b, e)) in enumerate(zip(p.tasks, p.pipelines, ranges)):
+        for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
+            if rng is None:
+                how = p.ranges[ti]
+                if how[0] == "device":  # evaluated and dispatched on the device
+                    _, args_pipe, args_buf = how
+                    rbufs = bufs + [args_buf]
+                    self.rt.dispatch(args_pipe, rbufs, (1, 1, 1), b"\0" * 12)
+                    self.rt.dispatch(pipe, rbufs, (1, 1, 1), b"\0" * 12, indirect=(args_buf, 0))
+                    continue
+                self.rt.flush()  # the range reads what earlier work wrote: evaluate it now
+                rng = how[1].evaluate(argbuf, lambda k, ref, shape: self.view(bufs[2 + k], ref.dtype.np, shape))
+            b, e = rng
             n = e - b
             if n <= 0:
                 continue

@@ -13,6 +13,7 @@ from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
+from .formatting import h_print
 from .ops import is_py_scalar
 from .values import GlobalElem, VecVal
 
@@ -155,8 +156,11 @@ def h_len(v, args, kw, node):
     a = v.rvalue(args[0])
     if isinstance(a, VecVal):
         return a.shape[0]
-    if isinstance(a, (list, tuple)):
+    if isinstance(a, (list, tuple, str)):
         return len(a)
+    from .formatting import FormatStr
+    if isinstance(a, FormatStr):
+        raise v.ctx.error(SpiradTypeError, FormatStr.ONLY_PRINTED, node)
     raise v.ctx.error(SpiradTypeError, "len() needs a vector or a compile-time sequence", node)
 
 
@@ -181,4 +185,5 @@ HANDLERS = {
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
     lang.atomic_add: h_atomic_add, Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
+    py.print: h_print,
 }

@@ -105,6 +105,12 @@ class ExprVisitor:
                 if not obj.needs_grad:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without needs_grad=True", node)
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True)
+            if name == "dual":
+                if not obj.needs_dual:
+                    raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without "
+                                         f"needs_dual=True", node)
+                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
+                                  obj.name, dual=True)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
@@ -250,6 +256,9 @@ class ExprVisitor:
             kwargs[kw.arg] = self.build(kw.value)
         if isinstance(fn, BoundMethod):
             return fn.fn(self, fn.obj, args, node)
+        if isinstance(getattr(fn, "__self__", None), str) and getattr(fn, "__name__", "") == "format":
+            from .formatting import str_format
+            return str_format(self, fn.__self__, args, kwargs, node)
         h = HANDLERS.get(fn) if _hashable(fn) else None
         if h is not None:
             return h(self, args, kwargs, node)
@@ -272,7 +281,8 @@ class ExprVisitor:
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def build_JoinedStr(self, node):
-        raise self.ctx.error(SpiradSyntaxError, "f-strings are not supported in kernels", node)
+        from .formatting import joined_str
+        return joined_str(self, node)
 
 
 def _hashable(x):

@@ -56,6 +56,9 @@ class ValueOps:
             return self.const(v, t)
         if isinstance(v, VecVal):
             raise self.ctx.error(SpiradTypeError, "expected a scalar, got a vector/matrix")
+        from .formatting import FormatStr
+        if isinstance(v, FormatStr):
+            raise self.ctx.error(SpiradTypeError, FormatStr.ONLY_PRINTED)
         raise self.ctx.error(SpiradTypeError, f"expected a number, got {type(v).__name__}")
 
     def to_cond(self, v) -> Node:

@@ -20,6 +20,8 @@ class _Unrolled(Exception):
 class StmtVisitor:
     def build_stmts(self, stmts):
         for s in stmts:
+            if self.ctx.frame.returned:
+                return  # after a kernel's `return` (reached through sd.static if / for)
             self.build(s)
 
     def build_Pass(self, node):
@@ -307,6 +309,8 @@ class StmtVisitor:
         ctx.loops.append("static")
         try:
             for item in items:
+                if ctx.frame.returned:
+                    break
                 ctx.frame.scopes.append({})
                 try:
                     if grouped:
@@ -348,8 +352,46 @@ class StmtVisitor:
     def build_Return(self, node):
         frame = self.ctx.frame
         if frame.is_kernel:
-            raise self.ctx.error(SpiradSyntaxError, "kernels cannot return values; write results "
-                                                    "into a field or ndarray", node)
+            return self.kernel_return(node)
         if frame.ret is not None:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
+
+    def kernel_return(self, node):
+        """`return v` in a kernel: stores into the kernel's return fields (`kernel_return`)."""
+        ctx, frame = self.ctx, self.ctx.frame
+        value = None if node.value is None else self.rvalue(self.build(node.value))
+        if frame.returns is None:
+            if value is not None:
+                raise ctx.error(SpiradSyntaxError, "this kernel returns a value but has no return "
+                                "type annotation; declare it: def k(...) -> sd.f32 (or a "
+                                "sd.types.vector / matrix type, or a tuple of types)", node)
+            frame.returned = True
+            return
+        if ctx.nested_scopes or any(k != "static" for k in ctx.loops):
+            raise ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while is "
+                            "not supported (as in Taichi); assign the value to a variable and "
+                            "return it at the end of the kernel", node)
+        fields = frame.returns.fields
+        values = value if frame.returns.is_tuple else (value,)
+        if not isinstance(values, (tuple, list)) or len(values) != len(fields):
+            raise ctx.error(SpiradTypeError, f"the kernel's return type has {len(fields)} "
+                            f"value(s); return a tuple of {len(fields)}", node)
+        for f, v in zip(fields, values):
+            shape = v.shape if isinstance(v, VecVal) else ()
+            if v is None or (not isinstance(v, VecVal) and not is_py_scalar(v)
+                             and not hasattr(v, "dtype")):
+                raise ctx.error(SpiradTypeError, f"cannot return {type(v).__name__} as "
+                                f"{_type_name(f)}", node)
+            if shape != f.comp_shape:
+                raise ctx.error(SpiradTypeError, f"the kernel returns a value of shape {shape} "
+                                f"but its return type is {_type_name(f)}", node)
+            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
+        frame.returned = True
+
+
+def _type_name(f) -> str:
+    cs = f.comp_shape
+    if not cs:
+        return str(f.dtype)
+    return f"vector({cs[0]}, {f.dtype})" if len(cs) == 1 else f"matrix({cs[0]}, {cs[1]}, {f.dtype})"

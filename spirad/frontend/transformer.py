@@ -130,15 +130,16 @@ def _check_returns(ctx, src, fdef):
                                  src.loc(sub))
 
 
-def compile_kernel(kernel, arg_values_spec, state) -> KernelIR:
-    """Translate `kernel` for one signature.
+def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
+    """Translate `kernel` for one signature; `returns`: its KernelReturn, or None.
 
     `arg_values_spec`: per parameter, ('scalar', dtype) | ('ndarray', dtype, ndim, comp_shape,
-    needs_grad) | ('template', python object).
+    needs_grad, needs_dual) | ('template', python object).
     """
     ctx = Ctx(state)
     src = kernel.source()
     frame = FuncFrame(kernel.fn, src, is_kernel=True)
+    frame.returns = returns
     ctx.frames.append(frame)
     v = Visitor(ctx)
     fdef = src.func_def
@@ -151,12 +152,17 @@ def compile_kernel(kernel, arg_values_spec, state) -> KernelIR:
             ctx.b.loc = src.loc(fdef)
             frame.scopes[0][p] = v.new_slot(ctx.b.arg(i, spec[1]), p)
         elif kind == "ndarray":
-            _, dtype, ndim, comp_shape, needs_grad = spec
+            _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
-            frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p)
+            frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
+                                            needs_dual=needs_dual)
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     ctx.b.loc = None
     v.build_stmts(fdef.body)
+    if returns is not None and not frame.returned:
+        raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "
+                         f"return statement; return a value at its end, or remove the `-> ...` "
+                         f"annotation", src.loc(fdef))
     return KernelIR(kernel.fn.__name__, tuple(args), ctx.b.finish(), src.loc(fdef))

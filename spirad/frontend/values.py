@@ -51,10 +51,12 @@ class NdarrayArg:
     needs_grad: bool
     name: str
     grad: bool = False
+    dual: bool = False
+    needs_dual: bool = False
 
     def ref(self) -> GlobalRef:
         return GlobalRef("ndarray", self.arg_index, self.dtype, self.ndim + len(self.comp_shape),
-                         None, self.name, self.grad)
+                         None, self.name, self.grad, self.dual)
 
 
 @dataclass

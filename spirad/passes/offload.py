@@ -9,8 +9,12 @@ Each top-level parallel RANGE_FOR becomes a 'range' task; the statements between
 * any other top-level local read or written by more than one task becomes a kernel temporary
   (a one-element global, GlobalRef kind 'temp'), zeroed where the local was declared;
 * a parallel loop may not assign to a local declared outside it (a data race): compile error;
-* a parallel loop's bounds must be host-evaluable (constants, scalar arguments, ndarray shapes):
-  otherwise a compile error names the loop.
+* a parallel loop's bounds are expressions over constants, scalar arguments, ndarray shapes,
+  field / ndarray elements and top-level locals (`range(n[None])`, `range(a[0], b[0])`,
+  `m = n[None]` ... `range(m)`): a local that is not forwarded becomes a kernel temporary the
+  bound reads. Bounds that read globals are evaluated when the task starts, after the earlier
+  tasks (`backends/range_bounds`); the loop's body may not write what they read (compile
+  error). Anything else in a bound is a compile error naming the loop.
 """
 from __future__ import annotations
 
@@ -40,6 +44,44 @@ class _Forwarding:
             if stores.get(slot) == 1 and slot in top_stores:
                 self.value[slot] = top_stores[slot]
         self.value = {s: v for s, v in self.value.items() if self.closed(v)}
+
+    def bound_ok(self, n: Node, depth=0) -> bool:
+        """Can a parallel loop's bound be `n`? (`closed`, or reads of globals and of top-level
+        locals, through pure ops.)"""
+        if depth > 200:
+            return False
+        if self.closed(n):
+            return True
+        if n.op == Op.LOAD:
+            return n.srcs[0] in self.top_allocas
+        if n.op == Op.GLOBAL_LOAD or (n.op in PURE and n.op not in LEAVES):
+            return all(self.bound_ok(s, depth + 1) for s in n.srcs)
+        return False
+
+    def bound_slots(self, n: Node, out: set) -> set:
+        """The non-forwarded top-level slots a bound reads."""
+        if n.op == Op.LOAD and n.srcs[0] not in self.value:
+            out.add(n.srcs[0])
+        elif n.op != Op.LOAD:
+            for s in n.srcs:
+                self.bound_slots(s, out)
+        return out
+
+    def clone_bound(self, n: Node, temps, memo) -> Node:
+        """A fresh copy of a bound for the task: forwarded locals inlined, the others read from
+        their kernel temporaries."""
+        if n in memo:
+            return memo[n]
+        if self.closed(n):
+            c = self.clone(n, {})
+        elif n.op == Op.LOAD:
+            zero = Node(Op.CONST, i32, (), 0, (), n.loc)
+            c = Node(Op.GLOBAL_LOAD, n.dtype, (zero,), temps[n.srcs[0]], (), n.loc)
+        else:
+            c = Node(n.op, n.dtype, tuple(self.clone_bound(s, temps, memo) for s in n.srcs),
+                     n.arg, (), n.loc)
+        memo[n] = c
+        return c
 
     def closed(self, n: Node, depth=0) -> bool:
         if depth > 200:
@@ -79,9 +121,24 @@ def offload(k: KernelIR) -> TaskList:
         for n in nodes:
             seg_of[n] = si
 
-    # which top-level slots are touched by which segments
+    # which top-level slots are touched by which segments (a parallel loop's bounds included)
     touched: dict = {}
     for si, (kind, nodes) in enumerate(segments):
+        if kind == "range":
+            for bnd in nodes[0].srcs:
+                if not fw.bound_ok(bnd):
+                    raise user_error(SpiradSyntaxError, "the range of the outermost (parallel) loop "
+                                     "must be computed from constants, scalar arguments, ndarray "
+                                     "shapes, field / ndarray elements and local variables; compute "
+                                     "this bound into a local first, or make this loop serial by "
+                                     "nesting it in `for _ in range(1):`", nodes[0].loc)
+                for slot in fw.bound_slots(bnd, set()):
+                    touched.setdefault(slot, set()).add(si)
+            for n in walk(nodes[0].blocks[0]):  # bound arithmetic the body reuses (ndrange)
+                for x in n.srcs:
+                    if x.op != Op.ALLOCA and seg_of.get(x, si) != si and fw.bound_ok(x):
+                        for slot in fw.bound_slots(x, set()):
+                            touched.setdefault(slot, set()).add(si)
         for n in walk(Block(tuple(nodes))):
             if n.op in (Op.LOAD, Op.STORE) and n.srcs[0] in fw.top_allocas:
                 touched.setdefault(n.srcs[0], set()).add(si)
@@ -119,24 +176,21 @@ def offload(k: KernelIR) -> TaskList:
                 return Splice([zero, Node(Op.GLOBAL_STORE, None, (zero, srcs[1]), ref, (), n.loc)])
             return keep(n, srcs, blocks, arg, env)
 
-        if kind == "range":  # user error first: a bound that is not host-evaluable
-            for bnd in nodes[0].srcs:
-                if not fw.closed(bnd):
-                    raise user_error(SpiradSyntaxError, "the range of the outermost (parallel) loop must "
-                                     "depend only on constants, scalar arguments and ndarray shapes; "
-                                     "read the bound into a scalar kernel argument, or make this loop "
-                                     "serial by nesting it in `for _ in range(1):`", nodes[0].loc)
         memo_seen: set = set()
         env = {}
+        bound_memo: dict = {}
         # foreign SSA references (loop-bound arithmetic emitted before a parallel loop)
         for n in walk(Block(tuple(nodes))):
             for s in n.srcs:
                 if s.op == Op.ALLOCA:
                     continue  # slots: forwarded or turned into temps by `visit`
                 if s in seg_of and seg_of[s] != si and s not in env:
-                    if not fw.closed(s):
+                    if fw.closed(s):
+                        c = fw.clone(s, memo)
+                    elif kind == "range" and fw.bound_ok(s):  # re-read (the loop may not write it)
+                        c = fw.clone_bound(s, temps, bound_memo)
+                    else:
                         raise RuntimeError(f"offload: task {si} uses a non-forwardable value {s!r} of another task")
-                    c = fw.clone(s, memo)
                     for x in expr_nodes(c):
                         if x not in memo_seen:
                             memo_seen.add(x)
@@ -144,9 +198,8 @@ def offload(k: KernelIR) -> TaskList:
                     env[s] = c
         if kind == "range":
             loop = nodes[0]
-            bounds = []
-            for bnd in loop.srcs:
-                bounds.append(fw.clone(bnd, {}))
+            bounds = [fw.clone_bound(bnd, temps, {}) for bnd in loop.srcs]
+            _check_bound_writes(loop, bounds + prologue)
             body = rebuild(loop.blocks[0], visit, env)
             body = Block(tuple(prologue) + body.nodes)
             tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}", loop.loc))
@@ -155,3 +208,17 @@ def offload(k: KernelIR) -> TaskList:
             body = Block(tuple(prologue) + body.nodes)
             tasks.append(Task("serial", body, None, None, None, f"{k.name}_t{si}", nodes[0].loc))
     return TaskList(k.name, k.args, tuple(tasks), tuple(temps.values()))
+
+
+def _check_bound_writes(loop: Node, bounds) -> None:
+    """A bound read from a global is evaluated once, when the task starts: the loop may not
+    write that global (its iterations would see different bounds on different backends)."""
+    read = {x.arg.buffer: x.arg for b in bounds for x in expr_nodes(b) if x.op == Op.GLOBAL_LOAD}
+    if not read:
+        return
+    for n in walk(loop.blocks[0]):
+        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and n.arg.buffer in read:
+            raise user_error(SpiradSyntaxError, f"this parallel loop writes '{n.arg.name}', which "
+                             f"its range reads; the range is read once when the loop starts. "
+                             f"Copy the bound into a local before the loop, or write it in "
+                             f"another kernel", n.loc)

@@ -267,10 +267,10 @@ def test_seed_shape_through_func_is_a_parallel_raw(arch):
                   at="out[i - 1]")
 
 
-@on_archs(archs=("cpu",), default_fp=sd.f64)
-def test_seed_shape_with_field_bound_is_refused_in_forward(arch):
-    """The seed's TL;DR bound is a field value: a parallel loop's range must be known before the
-    launch, so the forward kernel already names the loop (and the `range(1)` fix)."""
+@on_archs(archs=ARCHS, default_fp=sd.f64)
+def test_seed_shape_with_field_bound_runs_and_differentiates(arch):
+    """The seed's TL;DR bound is a field value: the parallel loop's range is read when the loop
+    starts (issue #13), forward and adjoint alike."""
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
     n_iter = sd.field(sd.i32, shape=())
@@ -279,9 +279,14 @@ def test_seed_shape_with_field_bound_is_refused_in_forward(arch):
     def fwd():
         seed_body_field_bound(x, out, n_iter)
 
-    with pytest.raises(sd.SpiradSyntaxError, match=r"for _ in range\(1\)") as e:
-        fwd()
-    assert_quotes(e.value, seed_body_field_bound, "for i in range(n_iter[None]):", "outermost")
+    x[None] = 0.75
+    n_iter[None] = N - 2
+    fwd()
+    np.testing.assert_array_equal(out.to_numpy(), [0.75] * (N - 2) + [0.0] * 2)
+    w = weights(N, seed=3)
+    out.grad.from_numpy(w)
+    fwd.grad()
+    assert x.grad[None] == pytest.approx(float(np.sum(w[:N - 2])), rel=1e-12)
 
 
 @sd.func

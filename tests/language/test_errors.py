@@ -60,7 +60,7 @@ def try_block():
 @sd.kernel
 def calls_print():
     for i in x:
-        print(i)
+        print(i, flush=True)
 
 
 @sd.kernel
@@ -123,7 +123,7 @@ def parallel_race():
 
 @sd.kernel
 def data_dependent_parallel_bound():
-    for i in range(xi[0]):
+    for i in range(sd.atomic_add(xi[0], 1)):
         x[i] = 1
 
 
@@ -194,7 +194,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (list_comp, sd.SpiradSyntaxError, "[j for j in range(3)]", "write a loop"),
     (lambda_expr, sd.SpiradSyntaxError, "f = lambda q: q", "@sd.func"),
     (try_block, sd.SpiradSyntaxError, "try:", "cannot raise or catch"),
-    (calls_print, sd.SpiradSyntaxError, "print(i)", "cannot call 'print'"),
+    (calls_print, sd.SpiradSyntaxError, "print(i, flush=True)", "sep= and end= only"),
     (vector_into_scalar, sd.SpiradTypeError, "x[i] = v3[i]", "vector"),
     (bitop_on_float, sd.SpiradTypeError, "xi[i] & 1.5", "needs integers"),
     (wrong_index_count, sd.SpiradTypeError, "x[i, 0] = 1", "indexed with 2"),
@@ -202,10 +202,10 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (unknown_attribute, sd.SpiradSyntaxError, "x.no_such_attribute", "no attribute"),
     (string_value, sd.SpiradTypeError, 'x[i] = "abc"', "expected a number"),
     (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),
-    (kernel_returns, sd.SpiradSyntaxError, "return 1", "write results into a field"),
+    (kernel_returns, sd.SpiradSyntaxError, "return 1", "return type annotation"),
     (parallel_race, sd.SpiradSyntaxError, "s += x[i]", "atomic_add"),
-    (data_dependent_parallel_bound, sd.SpiradSyntaxError, "for i in range(xi[0]):",
-     "constants, scalar arguments and ndarray shapes"),
+    (data_dependent_parallel_bound, sd.SpiradSyntaxError,
+     "for i in range(sd.atomic_add(xi[0], 1)):", "field / ndarray elements and local variables"),
     (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
     (is_compare, sd.SpiradSyntaxError, "x[i] is None", "Is"),
     (invert_float, sd.SpiradTypeError, "~x[i]", "integer"),
@@ -213,7 +213,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (redefine_annotated, sd.SpiradSyntaxError, "q: sd.f32 = 2.0", "already defined"),
     (iterate_scalar, sd.SpiradSyntaxError, "for i in 3:", "range()"),
     (starred_call, sd.SpiradSyntaxError, "*[1.0, 2.0]", "*args"),
-    (fstring, sd.SpiradSyntaxError, 'f"{i}"', "f-strings"),
+    (fstring, sd.SpiradTypeError, 'f"{i}"', "can only be printed"),
 ]
 
 

@@ -340,9 +340,9 @@ def test_parallel_loop_diagnostics_through_funcs(arch):
     with pytest.raises(sd.SpiradSyntaxError, match="'break' is not allowed") as e:
         k_break()
     quotes(e.value, first_negative, "break")
-    with pytest.raises(sd.SpiradSyntaxError, match="range of the outermost") as e:
-        k_bound()
-    quotes(e.value, loop_to, "for i in range(n):")
+    steps[None] = 5                 # a range read from a field, through a func: fine (issue #13)
+    k_bound()
+    np.testing.assert_array_equal(flags.to_numpy(), [1] * 5 + [0] * 3)
 
 
 @test_archs(archs=("cpu",))

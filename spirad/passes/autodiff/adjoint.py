@@ -220,8 +220,9 @@ class AdjointBuilder:
             return Node(Op.ADSTACK_LOAD_TOP, n.dtype, (st[n.srcs[0]],), None, (), n.loc)
         if n.op == Op.GLOBAL_STORE:
             return None
-        if n.op == Op.ATOMIC_ADD:
-            return Splice([], Node(Op.CONST, n.dtype, (), 0, (), n.loc))
+        if n.op == Op.ATOMIC_ADD:  # dropped; a use of its old value reads 0 (never differentiated)
+            z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
+            return Splice([z], z)
         return keep(n, srcs, blocks, arg, env)
 
     # -- recomputation ---------------------------------------------------------------------------

@@ -12,6 +12,9 @@ the user's source line (seed "Improve diagnosis of unsupported reverse-mode AD p
   *different* parallel iterations count: a serial recurrence inside `for _ in range(1):` (one
   iteration) or inside each iteration's own slice (`out[b, j] = out[b, j - 1]`) is fine — the
   reverse walk of a serial loop chains its adjoints in order.
+* `check_bounds_not_overwritten`: a parallel loop whose range reads a global (`range(n[None])`)
+  has its adjoint's range read again when the adjoint runs — after the whole forward kernel — so
+  a later task of the kernel may not overwrite what the range reads.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.source import user_error
 from kernel_ir.nodes import Block, Task, walk
 from kernel_ir.ops import Op
+from kernel_ir.rewrite import expr_nodes
 
 from .index_forms import IndexForms
 
@@ -39,6 +43,21 @@ def check_dynamic_nesting(task: Task):
                 for b in n.blocks:
                     visit(b, depth)
     visit(task.body, 1 if task.kind == "range" else 0)
+
+
+def check_bounds_not_overwritten(task: Task, later_writes):
+    """`later_writes`: (kind, key, grad) of what the tasks after `task` write."""
+    if task.kind != "range":
+        return
+    for b in (task.begin, task.end):
+        for n in expr_nodes(b):
+            if n.op == Op.GLOBAL_LOAD and _key(n.arg) in later_writes:
+                raise user_error(SpiradAutodiffError,
+                                 f"the range of this parallel loop reads '{n.arg.name}', which the "
+                                 f"kernel overwrites after the loop; reverse mode reads the range "
+                                 f"again when the adjoint runs (after the whole kernel) and would "
+                                 f"get the new value. Keep the bound in a field the kernel does not "
+                                 f"write later, or write it in another kernel", task.loc)
 
 
 def check_cross_iteration_raw(task: Task, has_grad):

@@ -20,7 +20,8 @@ from kernel_ir.ops import Op
 from kernel_ir.rewrite import keep, rebuild
 
 from .adjoint import AdjointBuilder, stack_slots
-from .diagnostics import check_cross_iteration_raw, check_dynamic_nesting
+from .diagnostics import (check_bounds_not_overwritten, check_cross_iteration_raw,
+                          check_dynamic_nesting)
 from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
@@ -51,6 +52,8 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         later |= {(r.kind, r.key, r.grad) for r in globals_used(t.body)[1]}
     written_from.reverse()
     index_of = {id(t): k for k, t in enumerate(tl.tasks)}
+    for t, later_writes in zip(tl.tasks, written_from):
+        check_bounds_not_overwritten(t, later_writes)
     if tl.temps:
         tasks += [_replay_only(t) for t in tl.tasks]
     for t in reversed(tl.tasks):

@@ -1,0 +1,94 @@
+"""Parallel loops whose bounds read device data: `for i in range(n[None])`, `range(a[0], b[0])`,
+`m = n[None]` ... `range(m)` (a kernel temporary).
+
+Such a range task's `begin` / `end` are IR expressions with GLOBAL_LOADs (`device_bounds(task)`);
+the launch path cannot evaluate them when it plans a launch (`LaunchPlan.ranges[task]` is None)
+because they must be read when the task starts: after the earlier tasks of the same launch (and
+every earlier launch) have run. What each backend does with them:
+
+* cpu: memory is host memory and tasks run one after the other, so the backend evaluates the
+  bounds on the host right before the task (`HostBounds`): free.
+* interp: evaluates them with the reference interpreter when the task starts.
+* vulkan: on the device, without a host round trip: a one-invocation module
+  (`spirv_codegen.compile_range_args`) evaluates the bounds and writes [groups x, y, z, begin,
+  end] to a small buffer; the task is dispatched with vkCmdDispatchIndirect from it and reads
+  begin / end from it (binding 2 + n), one index per invocation as always (lavapipe's loop cap
+  is never approached). Tasks with adstacks run in chunks whose size the host must know, and
+  debug mode wants bounds-check errors with the bound's source, so those evaluate on the host
+  after flushing the queued work (`HostBounds`).
+* a new backend (Metal through wgpu: the Vulkan path with `dispatch_workgroups_indirect`;
+  CUDA / AMDGPU: a host read after the stream's work, or a device-side grid computed by a
+  one-thread kernel) must handle `ranges[task] is None` one of these ways.
+
+The adstack sizer sees the same bounds: a reverse-mode task's capacity is maximised over its
+launched index range (`MaxOverRange(task index, FieldLoad / NdarrayRead bounds, ...)`), which the
+host or GPU sizer evaluates at each launch.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from kernel_ir.errors import SpiradValueError
+from kernel_ir.interpreter import Memory, eval_expr
+from kernel_ir.ops import Op
+from kernel_ir.rewrite import expr_nodes
+from kernel_ir.source import user_error
+
+_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+
+
+def device_bounds(task) -> bool:
+    """Does this task's range read globals (evaluated when the task starts)?"""
+    return task.kind == "range" and any(
+        n.op == Op.GLOBAL_LOAD for b in (task.begin, task.end) for n in expr_nodes(b))
+
+
+def decode_args(tl, abi, argbuf: bytes):
+    """(scalar argument values, {ndarray arg: {axis: extent}}) from the argument bytes."""
+    scalars = []
+    for i, a in enumerate(tl.args):
+        if a.kind == "scalar":
+            scalars.append(struct.unpack_from(_UNPACK[a.dtype.name], argbuf, abi.arg_offsets[i])[0])
+        else:
+            scalars.append(None)
+    shapes = {}
+    for a, ax, off in abi.shape_offsets:
+        shapes.setdefault(a, {})[ax] = struct.unpack_from("<i", argbuf, off)[0]
+    return scalars, shapes
+
+
+class HostBounds:
+    """Evaluates one task's bounds on the host, reading the bound buffers through `view`."""
+
+    def __init__(self, tl, task, abi):
+        self.tl, self.task, self.abi = tl, task, abi
+        refs = {n.arg.buffer: n.arg for b in (task.begin, task.end) for n in expr_nodes(b)
+                if n.op == Op.GLOBAL_LOAD}
+        self.refs = tuple((abi.binding_index(r), r) for r in refs.values())
+
+    def evaluate(self, argbuf: bytes, view) -> tuple:
+        """(begin, end); `view(binding index, ref, shape)` -> a numpy array of the ref's dtype
+        with that shape over the live memory (pending work finished)."""
+        scalars, shapes = decode_args(self.tl, self.abi, argbuf)
+        arrays = {}
+        for k, ref in self.refs:
+            if ref.kind == "field":
+                shape = ref.shape
+            elif ref.kind == "ndarray":
+                shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
+            else:
+                shape = (1,)
+            arrays[ref.buffer] = view(k, ref, shape)
+        mem = Memory(arrays, scalars)
+        for a, axes in shapes.items():
+            mem.arrays.setdefault(("ndarray", a, False), np.zeros(
+                tuple(axes[k] for k in range(len(axes))), np.uint8))
+        try:
+            return int(eval_expr(self.task.begin, mem)), int(eval_expr(self.task.end, mem))
+        except IndexError:
+            bad = [f"'{r.name}'" for _, r in self.refs]
+            raise user_error(SpiradValueError, f"kernel {self.tl.name}: the range of this "
+                             f"parallel loop reads {', '.join(bad)} at an index outside its "
+                             f"shape", self.task.loc) from None

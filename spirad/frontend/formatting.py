@@ -1,0 +1,182 @@
+"""`print(...)`, f-strings and `str.format(...)` in kernels.
+
+A format with run-time values is a `FormatStr` (text and values); only `print` accepts one. With
+compile-time values only, an f-string or `.format` is the Python string itself. `print` builds a
+`printing.PrintFormat` (registered once per print statement, per compile), and emits one PRINT
+node whose sources are the run-time scalars; the host formats each record with Python's
+`format(value, spec)` (see `spirad.printing`). Supported, as in Taichi: several arguments,
+`sep=`, `end=`, strings and compile-time values (printed by Python's `str`), scalars, Vector /
+Matrix values (printed as nested lists), f-strings (format specs and !r / !s / !a included) and
+`"...".format(...)` with positional and keyword fields.
+"""
+from __future__ import annotations
+
+import ast
+import string
+from dataclasses import dataclass
+
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.nodes import Node
+from kernel_ir.ops import Op
+
+from .. import printing
+from .values import VecVal
+
+_CONV = {-1: "", ord("r"): "r", ord("s"): "s", ord("a"): "a"}
+
+
+@dataclass(frozen=True)
+class FormatStr:
+    """Text with run-time values: pieces are str or (value, spec, conv)."""
+    pieces: tuple
+
+    ONLY_PRINTED = ("an f-string or str.format() with run-time values can only be printed "
+                    "(print(...)) in a kernel: strings are not values there")
+
+
+def _runtime(x) -> bool:
+    return isinstance(x, (Node, VecVal, FormatStr))
+
+
+def _static_text(x, spec, conv):
+    if conv:
+        x = {"r": repr, "s": str, "a": ascii}[conv](x)
+    return format(x, spec)
+
+
+def _finish(pieces):
+    """A plain str when every piece is text, else a FormatStr."""
+    if all(isinstance(p, str) for p in pieces):
+        return "".join(pieces)
+    return FormatStr(tuple(pieces))
+
+
+def joined_str(v, node: ast.JoinedStr):
+    """An f-string."""
+    pieces = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            pieces.append(part.value)
+            continue
+        val = v.rvalue(v.build(part.value))
+        spec = ""
+        if part.format_spec is not None:
+            spec = v.rvalue(v.build(part.format_spec))
+            if not isinstance(spec, str):
+                raise v.ctx.error(SpiradSyntaxError, "a format spec in a kernel f-string must be "
+                                                     "known at compile time", part.format_spec)
+        conv = _CONV[part.conversion]
+        pieces.append((val, spec, conv) if _runtime(val) else _static_text(val, spec, conv))
+    return _finish(pieces)
+
+
+def str_format(v, fmt: str, args, kwargs, node):
+    """`fmt.format(*args, **kwargs)` with run-time arguments."""
+    args = [v.rvalue(a) for a in args]
+    kwargs = {k: v.rvalue(a) for k, a in kwargs.items()}
+    if not any(_runtime(a) for a in list(args) + list(kwargs.values())):
+        return fmt.format(*args, **kwargs)
+    pieces, auto = [], 0
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError as e:
+        raise v.ctx.error(SpiradSyntaxError, f"bad format string: {e}", node) from None
+    for text, name, spec, conv in parsed:
+        if text:
+            pieces.append(text)
+        if name is None:
+            continue
+        if "{" in (spec or ""):
+            raise v.ctx.error(SpiradSyntaxError, "nested replacement fields in a format spec are "
+                                                 "not supported in kernels", node)
+        if name == "":
+            key, auto = auto, auto + 1
+        elif name.isdigit():
+            key = int(name)
+        elif name.isidentifier():
+            key = name
+        else:
+            raise v.ctx.error(SpiradSyntaxError, f"format field {{{name}}}: only positions and "
+                                                 f"names are supported in kernels", node)
+        try:
+            val = args[key] if isinstance(key, int) else kwargs[key]
+        except (IndexError, KeyError):
+            raise v.ctx.error(SpiradTypeError, f"format field {{{name}}} has no argument", node) from None
+        conv = conv or ""
+        spec = spec or ""
+        pieces.append((val, spec, conv) if _runtime(val) else _static_text(val, spec, conv))
+    return _finish(pieces)
+
+
+class _Builder:
+    """Flattens print's arguments into PrintFormat pieces and the PRINT node's sources."""
+
+    def __init__(self, v):
+        self.v, self.pieces, self.srcs = v, [], []
+
+    def text(self, s: str):
+        if s:
+            if self.pieces and isinstance(self.pieces[-1], str):
+                self.pieces[-1] += s
+            else:
+                self.pieces.append(s)
+
+    def value(self, x, spec="", conv=""):
+        if isinstance(x, FormatStr):
+            for p in x.pieces:
+                if isinstance(p, str):
+                    self.text(p)
+                else:
+                    self.value(*p)
+        elif isinstance(x, VecVal):
+            self.pieces.append(printing.Value(x.shape, x.dtype, spec, conv))
+            self.srcs.extend(x.comps)
+        elif isinstance(x, Node):
+            self.pieces.append(printing.Value((), x.dtype, spec, conv))
+            self.srcs.append(x)
+        elif isinstance(x, (list, tuple)) and any(_runtime(i) for i in _flat(x)):
+            opened, closed = ("[", "]") if isinstance(x, list) else ("(", ")")
+            self.text(opened)
+            for k, item in enumerate(x):
+                if k:
+                    self.text(", ")
+                if _runtime(item) or isinstance(item, (list, tuple)):
+                    self.value(item)
+                else:
+                    self.text(repr(item))
+            self.text("," + closed if isinstance(x, tuple) and len(x) == 1 else closed)
+        else:
+            self.text(_static_text(x, spec, conv))
+
+
+def _flat(x):
+    for i in x:
+        if isinstance(i, (list, tuple)):
+            yield from _flat(i)
+        else:
+            yield i
+
+
+def h_print(v, args, kw, node):
+    """`print(*args, sep=' ', end='\\n')` in a kernel."""
+    for k in kw:
+        if k not in ("sep", "end"):
+            raise v.ctx.error(SpiradSyntaxError, f"print() in a kernel takes sep= and end= only, "
+                                                 f"not {k}=", node)
+    sep, end = (v.rvalue(kw.get(k, d)) for k, d in (("sep", " "), ("end", "\n")))
+    if not (isinstance(sep, str) and isinstance(end, str)):
+        raise v.ctx.error(SpiradTypeError, "print()'s sep= and end= must be strings known at "
+                                           "compile time", node)
+    b = _Builder(v)
+    for k, a in enumerate(args):
+        if k:
+            b.text(sep)
+        b.value(v.rvalue(a))
+    b.text(end)
+    st = v.ctx.state
+    if st.prints is None:  # the first kernel of this init() that prints
+        from ..field import internal_field
+        st.prints = printing.PrintBuffer(internal_field)
+    fid = st.prints.register(printing.PrintFormat(tuple(b.pieces)))
+    v.ctx.b.emit(Op.PRINT, None, tuple(b.srcs), fid)
+    return None
