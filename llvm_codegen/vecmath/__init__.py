@@ -1,0 +1,68 @@
+"""Vector math: our own polynomial implementations of the math table, emitted as LLVM IR.
+
+    from llvm_codegen.vecmath import emit
+    y = emit(builder, "sin", [x], x.type)      # float, double, <W x float>, <W x double>
+
+Why: libm is a scalar call per element, which blocks vectorisation and costs a call in every
+loop trip; these bodies are plain IR (range reduction + minimax polynomial, `llvm.fma`, bit
+tricks) that LLVM inlines and vectorises. NaN, infinities and signed zeros follow numpy; no
+fast-math flags. Each function is defined once per module and type as an internal
+`alwaysinline` function `spirad.vm.<name>.<type>`, so callers see a single call instruction
+(no new blocks in the caller). Measured accuracy is in `BOUND_ULP` (tests assert it; the table
+is in docs/vecmath.md). Arguments the fast reduction does not cover (|x| > 2**17 for f32
+sin/cos/tan, 2**26 for f64) are sent to libm per lane, in a cold block.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from . import explog, inverse, trig
+from .emitter import Em, scalar_of, type_suffix
+
+# name -> (arity, builder(em, *args)); the precisions each supports
+FUNCTIONS = {
+    "sin": (1, trig.sin), "cos": (1, trig.cos), "tan": (1, trig.tan),
+    "exp": (1, explog.exp), "log": (1, explog.log), "tanh": (1, explog.tanh),
+    "pow": (2, explog.pow),
+    "atan": (1, inverse.atan), "atan2": (2, inverse.atan2),
+    "asin": (1, inverse.asin), "acos": (1, inverse.acos),
+}
+F64_MISSING = frozenset({"pow"})  # f64 pow stays libm (no double-double log here yet)
+
+# measured max error in ulps against numpy float64 (tests/llvm_codegen/test_vecmath.py asserts
+# these; the inputs are listed there and in docs/vecmath.md)
+BOUND_ULP = {
+    "f32": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
+            "pow": 1.0, "atan": 2.0, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
+    "f64": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
+            "atan": 1.5, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
+}
+
+
+def supports(name: str, ty: ir.Type) -> bool:
+    if name not in FUNCTIONS:
+        return False
+    return not (name in F64_MISSING and scalar_of(ty) == ir.DoubleType())
+
+
+def function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
+    """The module's `spirad.vm.<name>.<type>` (defined on first use)."""
+    if not supports(name, ty):
+        raise ValueError(f"vecmath: no {name} for {ty}")
+    arity, build = FUNCTIONS[name]
+    sym = f"spirad.vm.{name}.{type_suffix(ty)}"
+    fn = module.globals.get(sym)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ty, [ty] * arity), sym)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(build(Em(b, ty), *fn.args))
+    return fn
+
+
+def emit(builder: ir.IRBuilder, name: str, args, ty: ir.Type) -> ir.Value:
+    """Call vecmath `name` on `args` (all of type `ty`) at the builder's position."""
+    return builder.call(function(builder.module, name, ty), list(args))
