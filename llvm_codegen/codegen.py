@@ -29,6 +29,7 @@ from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
+from .lower_math import emit_kept
 from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
@@ -51,6 +52,7 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False) -> C
         sym = task_symbol(tl, k, task)
         nstacks = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks))
+    emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
 

@@ -24,11 +24,15 @@ class ModuleLib:
     def __init__(self, module: ir.Module):
         self.module = module
         self._fns: dict[str, ir.Function] = {}
+        self.kept: list[ir.Function] = []  # vecmath vector variants (lower_math.emit_kept)
 
     def declare(self, name: str, ret: ir.Type, args) -> ir.Function:
         fn = self._fns.get(name)
-        if fn is None:
-            fn = self._fns[name] = ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
+        if fn is None:  # vecmath declares intrinsics / libm in the module directly
+            fn = self.module.globals.get(name)
+            if fn is None:
+                fn = ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
+            self._fns[name] = fn
         return fn
 
     def has(self, name: str) -> bool:

@@ -11,7 +11,8 @@ Each rule is `rule(ctx, a[, b], dt) -> ir.Value`. Semantics follow `kernel_ir.in
 * CAST float -> int truncates toward zero (saturating through i64, then wrapping to the width;
   NaN and +-inf give 0); x -> u1 is `x != 0`.
 
-No fast-math flags anywhere: + - * / match numpy bit for bit (no FMA contraction either).
+Math functions are libm / LLVM intrinsic calls tagged with `vecmath` vector variants, or
+inlined `vecmath` bodies, per `math_policy` (SPIRAD_CPU_VECMATH; rules in `lower_math`). No fast-math flags anywhere: + - * / match numpy bit for bit (no FMA contraction either).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
 from .lltypes import I1, I64, const, reg_type, suffix
+from .lower_math import vm_rule as _vm
 
 INT = ("i", "u")
 
@@ -66,16 +68,16 @@ UNARY = {
     (Op.ABS, "i"): _iabs,
     (Op.ABS, "u"): _ident,
     (Op.ABS, "b"): _ident,
-    (Op.SIN, "f"): _intrinsic1("sin"),
-    (Op.COS, "f"): _intrinsic1("cos"),
-    (Op.EXP, "f"): _intrinsic1("exp"),
-    (Op.LOG, "f"): _intrinsic1("log"),
+    (Op.SIN, "f"): _vm("sin", _intrinsic1("sin")),
+    (Op.COS, "f"): _vm("cos", _intrinsic1("cos")),
+    (Op.EXP, "f"): _vm("exp", _intrinsic1("exp")),
+    (Op.LOG, "f"): _vm("log", _intrinsic1("log")),
     (Op.SQRT, "f"): _intrinsic1("sqrt"),
     (Op.FLOOR, "f"): _intrinsic1("floor"),
-    (Op.TAN, "f"): _libm1("tan"),
-    (Op.TANH, "f"): _libm1("tanh"),
-    (Op.ASIN, "f"): _libm1("asin"),
-    (Op.ACOS, "f"): _libm1("acos"),
+    (Op.TAN, "f"): _vm("tan", _libm1("tan")),
+    (Op.TANH, "f"): _vm("tanh", _libm1("tanh")),
+    (Op.ASIN, "f"): _vm("asin", _libm1("asin")),
+    (Op.ACOS, "f"): _vm("acos", _libm1("acos")),
     (Op.RSQRT, "f"): _rsqrt,
 }
 for _k in ("i", "u", "b"):
@@ -207,7 +209,7 @@ def _m(method):
 BINARY = {
     (Op.ADD, "f"): _m("fadd"), (Op.SUB, "f"): _m("fsub"), (Op.MUL, "f"): _m("fmul"),
     (Op.DIV, "f"): _m("fdiv"), (Op.FLOORDIV, "f"): _ffloordiv, (Op.MOD, "f"): _fmod,
-    (Op.POW, "f"): _fpow, (Op.ATAN2, "f"): _atan2,
+    (Op.POW, "f"): _vm("pow", _fpow), (Op.ATAN2, "f"): _vm("atan2", _atan2),
     (Op.MIN, "f"): _intrinsic2("minnum"), (Op.MAX, "f"): _intrinsic2("maxnum"),
     (Op.MIN, "i"): _intrinsic2("smin"), (Op.MAX, "i"): _intrinsic2("smax"),
     (Op.MIN, "u"): _intrinsic2("umin"), (Op.MAX, "u"): _intrinsic2("umax"),

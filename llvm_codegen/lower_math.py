@@ -1,0 +1,57 @@
+"""Lowering rules for the math ops, per `math_policy.mode`: a libm / intrinsic call, that call
+tagged with a `vecmath` vector variant (LLVM's vector-function ABI attribute), or the inlined
+scalar `vecmath` body.
+
+A variant is `spirad.vm.<name>.v<W><T>` for the host width W (math_policy.lanes), named on the
+call as `"vector-function-abi-variant"="_ZGV_LLVM_N<W>v.._<callee>(<variant>)"`; the loop
+vectoriser then calls it for W iterations at once. Variants are kept alive until the vectoriser
+runs by `@llvm.compiler.used` (emitted by `emit_kept`), since nothing references them before.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from . import math_policy
+from .lltypes import PTR, reg_type
+
+
+def vm_rule(name: str, libm_rule):
+    """A lowering rule `(ctx, *args, dt)` for op `name` falling back to `libm_rule`."""
+    def rule(ctx, *args):
+        dt = args[-1]
+        mode = math_policy.mode(name, dt.name)
+        if mode == "inline":
+            from . import vecmath
+            return vecmath.emit(ctx.b, name, args[:-1], reg_type(dt))
+        v = libm_rule(ctx, *args)
+        if mode == "variant":
+            _tag_variant(ctx.lib, v, name, dt, len(args) - 1)
+        return v
+    return rule
+
+
+def _tag_variant(lib, call: ir.CallInstr, name: str, dt, arity: int):
+    from . import vecmath
+
+    w = math_policy.lanes(dt.name)
+    vf = vecmath.function(lib.module, name, ir.VectorType(reg_type(dt), w))
+    if vf not in lib.kept:
+        lib.kept.append(vf)
+    attr = (f'"vector-function-abi-variant"="_ZGV_LLVM_N{w}{"v" * arity}_{call.callee.name}'
+            f'({vf.name})"')
+    # llvmlite validates call attributes against a fixed list; string attributes are plain
+    # text in the IR, so they are added to the underlying set directly
+    set.add(call.attributes, attr)
+    if not call.callee.name.startswith("llvm."):
+        call.attributes.add("readnone")  # a libm call: the vectoriser needs it memory-free
+
+
+def emit_kept(lib):
+    """`@llvm.compiler.used` holding the vector variants (call once, after all tasks)."""
+    if not lib.kept:
+        return
+    arr = ir.ArrayType(PTR, len(lib.kept))
+    g = ir.GlobalVariable(lib.module, arr, "llvm.compiler.used")
+    g.linkage = "appending"
+    g.section = "llvm.metadata"
+    g.initializer = ir.Constant(arr, list(lib.kept))

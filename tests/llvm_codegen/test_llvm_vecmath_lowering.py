@@ -1,0 +1,96 @@
+"""The CPU codegen's math lowering modes (llvm_codegen.math_policy, SPIRAD_CPU_VECMATH):
+auto (default) tags libm calls with vecmath vector variants that the loop vectoriser uses,
+1 inlines the vecmath scalar bodies, 0 leaves libm alone. Every mode's results are within the
+documented ulp bound of numpy (float64 / longdouble reference) on a vector body plus a tail
+(where libm runs, glibc's own bound applies)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kernel_ir.dtypes import f32, f64
+from kernel_ir.ops import Op
+from llvm_codegen import math_policy, vecmath
+from tests.llvm_codegen.harness import compile_and_load, run_llvm
+from tests.llvm_codegen.kit import field, kernel, range_task
+from vecmath_kit import ulp_error
+
+N = 1000 + 7  # a vectorised body and a scalar remainder
+GLIBC_ULP = 4.0  # glibc's documented worst case for these functions (tanhf measures 1.7 here)
+CASES = [(Op.SIN, f32, "sin"), (Op.EXP, f64, "exp"), (Op.TANH, f32, "tanh"),
+         (Op.ATAN2, f64, "atan2"), (Op.POW, f32, "pow"), (Op.ACOS, f64, "acos")]
+REF = {"sin": np.sin, "exp": np.exp, "tanh": np.tanh, "atan2": np.arctan2, "pow": np.power,
+       "acos": np.arccos}
+
+
+def _kernel(op, dt):
+    A, B, OUT = field(0, dt, (N,)), field(1, dt, (N,)), field(2, dt, (N,))
+    arity = 2 if op in (Op.ATAN2, Op.POW) else 1
+
+    def body(b, i):
+        srcs = [b.global_load(A, [i]), b.global_load(B, [i])][:arity]
+        b.global_store(OUT, [i], b.emit(op, dt, srcs))
+
+    return kernel(f"vm_{op.name}_{dt}", range_task(body, 0, N))
+
+
+def _task_fn(llvm_ir: str) -> str:
+    """The text of the (single) task function of a module."""
+    start = llvm_ir.index("define void @")
+    return llvm_ir[start:llvm_ir.index("\n}\n", start)]
+
+
+def _inputs(name, dt):
+    rng = np.random.default_rng(11)
+    lo, hi = {"acos": (-1, 1), "pow": (0.01, 4)}.get(name, (-6, 6))
+    a = rng.uniform(lo, hi, N).astype(dt.np)
+    b = rng.uniform(-3, 3, N).astype(dt.np)
+    a[:4] = [0.0, -0.0, np.nan, 0.5]
+    return a, b
+
+
+@pytest.mark.parametrize("flag", ["auto", "1", "0"])
+@pytest.mark.parametrize("op,dt,name", CASES, ids=[c[2] + "-" + str(c[1]) for c in CASES])
+def test_modes(monkeypatch, flag, op, dt, name):
+    monkeypatch.setenv("SPIRAD_CPU_VECMATH", flag)
+    tl = _kernel(op, dt)
+    loaded = compile_and_load(tl)
+    _, prog, mod = loaded
+    w = math_policy.lanes(dt.name)
+    variant = f"spirad.vm.{name}.v{w}{dt.name}"
+    if flag == "auto":
+        assert "vector-function-abi-variant" in prog.llvm_ir
+        assert re.search(rf'call <{w} x \w+> @"?{re.escape(variant)}"?\(', _task_fn(mod.optimized_ir)), \
+            "the vectorised loop does not call the vecmath variant"
+    elif flag == "1":
+        assert "spirad.vm." in prog.llvm_ir and "vector-function-abi-variant" not in prog.llvm_ir
+        body = _task_fn(prog.llvm_ir)
+        assert f"llvm.{name}." not in body and f"@{name}f(" not in body and f"@{name}(" not in body
+    else:
+        assert "spirad.vm." not in prog.llvm_ir
+    a, b = _inputs(name, dt)
+    arrays = {("field", 0, False): a, ("field", 1, False): b,
+              ("field", 2, False): np.zeros(N, dt.np)}
+    got = run_llvm(tl, arrays, loaded=loaded)[("field", 2, False)]
+    wide = np.float64 if dt == f32 else np.longdouble
+    with np.errstate(all="ignore"):
+        ref = REF[name](*(v.astype(wide) for v in ((a, b) if name in ("atan2", "pow") else (a,))))
+    err = ulp_error(got, ref, dt.np)
+    bound = vecmath.BOUND_ULP[dt.name][name]
+    if flag != "1":  # libm runs (the scalar tail in auto): glibc is within 4 ulp, not always 1
+        bound = max(bound, GLIBC_ULP)
+    assert err.max() <= bound, (flag, float(err.max()))
+
+
+def test_policy_modes(monkeypatch):
+    monkeypatch.delenv("SPIRAD_CPU_VECMATH", raising=False)
+    assert math_policy.mode("sin", "f32") == "variant"
+    assert math_policy.mode("pow", "f64") == "libm"  # no f64 pow body
+    assert math_policy.mode("floor", "f32") == "libm"
+    monkeypatch.setenv("SPIRAD_CPU_VECMATH", "1")
+    assert math_policy.mode("sin", "f64") == "inline"
+    monkeypatch.setenv("SPIRAD_CPU_VECMATH", "0")
+    assert math_policy.mode("sin", "f32") == "libm"
+    assert math_policy.lanes("f32") == 2 * math_policy.lanes("f64") >= 4
