@@ -17,7 +17,9 @@ then reads. The status words are documented in `llvm_codegen.program`. With the 
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 from llvmlite import ir
 
@@ -25,6 +27,7 @@ from kernel_ir.abi import KernelABI
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import Task, TaskList
 
+from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
@@ -50,8 +53,8 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False) -> C
     infos = []
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
-        nstacks = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
-        infos.append(CpuTaskInfo(sym, task.kind, nstacks))
+        nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
+        infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
@@ -62,7 +65,12 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
-    ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+    width, why = _spmd_choice(task, bounds_check)
+    if width > 1:
+        ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER)
+        ctx.setup_spmd(width, why)
+    else:
+        ctx = FnContext(lib, fn, abi, tl.args, LOWER)
     ctx.task_index = task_index
     if bounds_check:
         ctx.bounds_check = True
@@ -84,12 +92,26 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
             ctx.top_continue = latch
             ctx.lower_block(task.body)
 
-        emit_counted_loop(ctx, begin, end, dt, body, name="task")
+        if width > 1:
+            spmd.lower_task(ctx, task, begin, end)
+        else:
+            emit_counted_loop(ctx, begin, end, dt, body, name="task")
         ctx.b.branch(ret)
     else:
         raise CodegenError(f"LLVM codegen: unknown task kind {task.kind!r}")
     ctx.b.position_at_end(ret)
     ctx.b.ret_void()
     ctx.entry_b.branch(start)
-    return nstacks
+    if os.environ.get("SPIRAD_DEBUG_CPU") == "1" and task.kind == "range":
+        how = f"SPMD, {width} lanes" if width > 1 else f"scalar ({why.reason or 'SPIRAD_CPU_SPMD=0'})"
+        print(f"[spirad cpu] {sym}: {how}", file=sys.stderr)
+    return nstacks, width
+
+
+def _spmd_choice(task, bounds_check):
+    """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (SPIRAD_CPU_SPMD)."""
+    if os.environ.get("SPIRAD_CPU_SPMD", "1") == "0":
+        return 1, spmd.Analysis(False, "")
+    a = spmd.analyze(task, bounds_check)
+    return (math_policy.lanes("f32") if a.ok else 1), a
 

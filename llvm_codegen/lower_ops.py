@@ -23,7 +23,7 @@ from kernel_ir.interpreter import cast_value
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
-from .lltypes import I1, I64, const, reg_type, suffix
+from .lltypes import I1, const, reg_type, scalar_reg_type, suffix
 from .lower_math import vm_rule as _vm
 
 INT = ("i", "u")
@@ -247,7 +247,7 @@ def convert(ctx: FnContext, v: ir.Value, src: DType, dst: DType) -> ir.Value:
 
 
 def _int_resize(ctx, v, src, dst):
-    sw, dw = reg_type(src).width, reg_type(dst).width
+    sw, dw = scalar_reg_type(src).width, scalar_reg_type(dst).width
     if sw == dw:
         return v
     if sw > dw:
@@ -257,10 +257,10 @@ def _int_resize(ctx, v, src, dst):
 
 def _float_to_int(ctx, v, src, dst):
     bb = ctx.b
-    sat = ctx.lib.declare(f"llvm.fptosi.sat.i64.{suffix(src)}", I64, [v.type])
+    sat = ctx.lib.declare(f"llvm.fptosi.sat.{suffix(i64)}.{suffix(src)}", reg_type(i64), [v.type])
     x = bb.call(sat, [v])  # NaN -> 0; finite values below 2**63 exact
     fabs = bb.call(ctx.lib.intrinsic("fabs", src, 1), [v])
-    x = bb.select(bb.fcmp_ordered("==", fabs, const(src, float("inf"))), ir.Constant(I64, 0), x)
+    x = bb.select(bb.fcmp_ordered("==", fabs, const(src, float("inf"))), const(i64, 0), x)
     return _int_resize(ctx, x, i64, dst)
 
 

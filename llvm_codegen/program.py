@@ -43,7 +43,7 @@ bounds_check nothing of this is emitted: the code is exactly the unchecked code.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ADSTACK_EXTRA_BUFFERS = 4     # meta, heap_float, heap_int, status
 STATUS_ADSTACK_OVERFLOW = 1   # status word 0
@@ -56,6 +56,7 @@ class CpuTaskInfo:
     symbol: str
     kind: str  # 'range' | 'serial'
     num_adstacks: int = 0  # > 0: the task reads the adstack buffers bufs[n..n+3]
+    lanes: int = field(default=1, compare=False)  # > 1: SPMD lowering (llvm_codegen.spmd)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ def _inputs(name, dt):
 @pytest.mark.parametrize("op,dt,name", CASES, ids=[c[2] + "-" + str(c[1]) for c in CASES])
 def test_modes(monkeypatch, flag, op, dt, name):
     monkeypatch.setenv("SPIRAD_CPU_VECMATH", flag)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")  # the scalar task loop (SPMD: test_llvm_spmd.py)
     tl = _kernel(op, dt)
     loaded = compile_and_load(tl)
     _, prog, mod = loaded

@@ -1,0 +1,314 @@
+"""SPMD lowering of simple forward range tasks: W consecutive iterations in vector lanes.
+
+A range task qualifies (`analyze`) when its control flow is uniform across iterations: no
+WHILE / BREAK / CONTINUE, every IF condition and RANGE_FOR bound independent of the task index,
+no atomics, adstacks or prints, no bounds checks; integer POW and libm-only math only on
+uniform values; and a global both read and written only through one consecutive index tuple
+(each lane then touches its own element, so the order between lanes cannot matter).
+
+Lowering: the task loop steps by W; the index is `<base, base+1, ...>` and the lanes past `end`
+are masked off. A node depending on the index (directly, through a local, or through a global
+read at a varying index) is *varying* and lowered by the ordinary scalar rules under
+`lltypes.lanes(W)` (so its values are `<W x T>`); uniform nodes stay scalar and are broadcast
+where a varying node uses them. Global reads and writes whose last index is the task index plus
+a uniform offset (others uniform) are masked vector loads / stores; other varying accesses go
+lane by lane (loads of inactive lanes read element 0, stores of inactive lanes are skipped).
+Math ops call `vecmath`'s vector bodies (or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0
+where an intrinsic exists).
+
+Everything else keeps the scalar path; `compile_tasks` records the choice per task
+(`CpuTaskInfo.lanes`, and `SPIRAD_DEBUG_CPU=1` prints it with the reason).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from kernel_ir.nodes import Node, walk
+from kernel_ir.ops import Op
+
+from . import math_policy
+from .context import FnContext
+from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
+
+_CONTROL_OK = {Op.IF, Op.RANGE_FOR}
+_REFUSED = {Op.WHILE: "a WHILE loop", Op.BREAK: "BREAK", Op.CONTINUE: "CONTINUE",
+            Op.ATOMIC_ADD: "an atomic add", Op.PRINT: "print", Op.CALL: "a CALL region"}
+_LIBM_RULE_OPS = {Op.TAN: "tan", Op.TANH: "tanh", Op.ASIN: "asin", Op.ACOS: "acos",
+                  Op.ATAN2: "atan2"}  # plain libm calls (no LLVM vector intrinsic)
+_MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW: "pow",
+              **_LIBM_RULE_OPS}
+
+
+class Analysis:
+    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset()):
+        self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
+
+
+def analyze(task, bounds_check: bool = False) -> Analysis:
+    """Whether `task` can run in lanes, and which nodes are varying / affine in the index."""
+    if task.kind != "range":
+        return Analysis(False, "serial task")
+    if bounds_check:
+        return Analysis(False, "bounds checks")
+    nodes = list(walk(task.body))
+    for n in nodes:
+        if n.op in _REFUSED:
+            return Analysis(False, _REFUSED[n.op])
+        if n.op.name.startswith("ADSTACK"):
+            return Analysis(False, "adstacks")
+    varying = {task.index}
+    changed = True
+    while changed:  # fixpoint: locals can carry a varying value back to an earlier load
+        changed = False
+        for n in nodes:
+            if n in varying:
+                continue
+            if n.op == Op.STORE:
+                hit = n.srcs[1] in varying and n.srcs[0] not in varying
+                if hit:
+                    varying.add(n.srcs[0])
+                    changed = True
+                continue
+            if n.op in (Op.IF, Op.RANGE_FOR, Op.GLOBAL_STORE):
+                continue
+            if any(s in varying for s in n.srcs):
+                varying.add(n)
+                changed = True
+    for n in nodes:
+        if n.op in _CONTROL_OK and any(s in varying for s in n.srcs):
+            return Analysis(False, f"{n.op.name} depends on the task index")
+        if n in varying and n.op == Op.POW and n.srcs[0].dtype.kind in ("i", "u"):
+            return Analysis(False, "integer POW on lanes")
+        if n in varying and n.op in _MATH_NAME and n.srcs[0].dtype.is_float:
+            name = _MATH_NAME[n.op]
+            if math_policy.mode(name, n.srcs[0].dtype.name) == "libm" and n.op in _LIBM_RULE_OPS:
+                return Analysis(False, f"{name} on lanes without vecmath")
+    affine = _affine(task, nodes, varying)
+    why = _memory_hazard(nodes, affine, varying)
+    if why:
+        return Analysis(False, why)
+    return Analysis(True, "", frozenset(varying), frozenset(affine))
+
+
+def _affine(task, nodes, varying):
+    """Nodes equal to the task index plus a uniform integer (lane k = lane 0 + k)."""
+    affine = {task.index}
+    for n in nodes:
+        if n.op in (Op.ADD, Op.SUB) and n.dtype.kind in ("i", "u"):
+            a, b = n.srcs
+            if a in affine and b not in varying or n.op == Op.ADD and b in affine and a not in varying:
+                affine.add(n)
+        elif n.op == Op.CAST and n.srcs[0] in affine and n.dtype.kind in ("i", "u") \
+                and n.dtype.bits >= n.srcs[0].dtype.bits:
+            affine.add(n)
+    return affine
+
+
+def consecutive(affine, varying, index_nodes) -> bool:
+    """Lane k's element is lane 0's + k: the last index affine, the others uniform."""
+    return bool(index_nodes) and index_nodes[-1] in affine and not any(
+        s in varying for s in index_nodes[:-1])
+
+
+def _memory_hazard(nodes, affine, varying):
+    reads, writes = {}, {}
+    for n in nodes:
+        if n.op == Op.GLOBAL_LOAD:
+            reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
+        elif n.op == Op.GLOBAL_STORE:
+            writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
+    for buf, w in writes.items():
+        both = w | reads.get(buf, set())
+        if buf in reads or len(w) > 1:
+            if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
+                return f"global {buf} written and accessed at other indices in the same task"
+    return ""
+
+
+# -- lowering ---------------------------------------------------------------------------------
+class SpmdContext(FnContext):
+    """FnContext lowering varying nodes under `lanes(W)`."""
+
+    def setup_spmd(self, width: int, analysis: Analysis):
+        self.width = width
+        self.varying = analysis.varying
+        self.affine = analysis.affine
+        self.mask = None
+        self._vector_node = False
+
+    def value(self, n: Node):
+        v = super().value(n)
+        if self._vector_node and n not in self.varying and v.type != PTR \
+                and not isinstance(v.type, ir.VectorType):
+            return self.broadcast(v)
+        return v
+
+    def broadcast(self, v):
+        vt = ir.VectorType(v.type, self.width)
+        undef = ir.Constant(vt, None)
+        x = self.b.insert_element(undef, v, ir.Constant(I32, 0))
+        zeros = ir.Constant(ir.VectorType(I32, self.width), [0] * self.width)
+        return self.b.shuffle_vector(x, undef, zeros)
+
+    def lower_block(self, block):
+        for n in block.nodes:
+            vec = n in self.varying or (n.op == Op.STORE and n.srcs[0] in self.varying) or (
+                n.op == Op.GLOBAL_STORE and any(s in self.varying for s in n.srcs))
+            rule = _SPMD_RULES.get(n.op) if vec else None
+            outer = self._vector_node
+            self._vector_node = vec
+            try:
+                with lanes(self.width if vec else 1):
+                    if rule is not None:
+                        v = rule(self, n)
+                    else:
+                        v = self.table[n.op](self, n)
+            finally:
+                self._vector_node = outer
+            if v is not None:
+                self.env[n] = v
+
+
+def _lane_consts(w, dt):
+    t = scalar_reg_type(dt)
+    return ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
+
+
+def lower_task(ctx: SpmdContext, task, begin, end):
+    """The chunked task loop: `for base in range(begin, end, W)` with masked lanes."""
+    b, w = ctx.b, ctx.width
+    dt = task.index.dtype
+    t = scalar_reg_type(dt)
+    pre = b.block
+    head, body, exit_ = ctx.block("spmd.head"), ctx.block("spmd.body"), ctx.block("spmd.exit")
+    b.branch(head)
+    b.position_at_end(head)
+    base = b.phi(t, name="spmd.base")
+    signed = dt.kind == "i"
+    cmp = b.icmp_signed if signed else b.icmp_unsigned
+    b.cbranch(cmp("<", base, end), body, exit_)
+    b.position_at_end(body)
+    with lanes(w):
+        idx = b.add(ctx.broadcast(base), _lane_consts(w, dt), name="spmd.index")
+        ctx.mask = cmp("<", idx, ctx.broadcast(end))
+    ctx.env[task.index] = idx
+    ctx.top_continue = None
+    ctx.lower_block(task.body)
+    # base + W can pass `end` (and wrap only past 2**31 - W, beyond any launch range)
+    nxt = b.add(base, ir.Constant(t, w), name="spmd.next")
+    latch = b.block
+    b.branch(head)
+    base.add_incoming(begin, pre)
+    base.add_incoming(nxt, latch)
+    b.position_at_end(exit_)
+
+
+def _extent64(ctx, ref, axis):
+    from .lower_memory import _extent
+    return _extent(ctx, ref, axis)
+
+
+def _scalar_index64(ctx, v, dt):
+    if scalar_reg_type(dt).width == 64:
+        return v
+    return (ctx.b.sext if dt.kind == "i" else ctx.b.zext)(v, I64)
+
+
+def _lin_scalar(ctx, ref, vals, dts):
+    lin = None
+    for axis, (v, dt) in enumerate(zip(vals, dts)):
+        i = _scalar_index64(ctx, v, dt)
+        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, _extent64(ctx, ref, axis)), i)
+    return lin
+
+
+def _lane(ctx, v, k):
+    if isinstance(v.type, ir.VectorType):
+        return ctx.b.extract_element(v, ir.Constant(I32, k))
+    return v
+
+
+def _masked_intrinsic(ctx, name, ret, args):
+    fn = ctx.lib.declare(name, ret, [a.type for a in args])
+    return ctx.b.call(fn, args)
+
+
+def _elem(t) -> tuple:
+    """(intrinsic suffix, alignment in bytes) of a scalar memory type."""
+    if isinstance(t, ir.FloatType):
+        return "f32", 4
+    if isinstance(t, ir.DoubleType):
+        return "f64", 8
+    return f"i{t.width}", t.width // 8
+
+
+def _spmd_global_load(ctx: SpmdContext, n):
+    ref, w, b = n.arg, ctx.width, ctx.b
+    mt = mem_type(ref.dtype)
+    vt = ir.VectorType(mt, w)
+    from .lower_ops import convert
+    if consecutive(ctx.affine, ctx.varying, n.srcs):
+        vals = [_lane(ctx, ctx.env[s], 0) for s in n.srcs]
+        p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])],
+                  inbounds=True, source_etype=mt)
+        sfx, align = _elem(mt)
+        v = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
+                              [p, ir.Constant(I32, align), ctx.mask, ir.Constant(vt, None)])
+    else:
+        v = ir.Constant(vt, None)
+        for k in range(w):
+            vals = [_lane(ctx, ctx.env[s], k) for s in n.srcs]
+            lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])
+            lin = b.select(b.extract_element(ctx.mask, ir.Constant(I32, k)), lin,
+                           ir.Constant(I64, 0))
+            p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+            v = b.insert_element(v, b.load(p, typ=mt), ir.Constant(I32, k))
+    if ref.dtype.is_bool:
+        v = b.icmp_unsigned("!=", v, ir.Constant(vt, [ir.Constant(I32, 0)] * w))
+    return convert(ctx, v, ref.dtype, n.dtype)
+
+
+def _spmd_global_store(ctx: SpmdContext, n):
+    ref, w, b = n.arg, ctx.width, ctx.b
+    from .lower_ops import convert
+    mt = mem_type(ref.dtype)
+    vt = ir.VectorType(mt, w)
+    v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype)
+    if ref.dtype.is_bool:
+        v = b.zext(v, vt)
+    idx = n.srcs[:-1]
+    if consecutive(ctx.affine, ctx.varying, idx):
+        vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
+        p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
+                  inbounds=True, source_etype=mt)
+        sfx, align = _elem(mt)
+        fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
+                             [vt, PTR, I32, ctx.mask.type])
+        b.call(fn, [v, p, ir.Constant(I32, align), ctx.mask])
+        return None
+    for k in range(w):  # lane by lane, in lane order (the scalar path's order)
+        on, after = ctx.block("spmd.st"), ctx.block("spmd.st.next")
+        b.cbranch(b.extract_element(ctx.mask, ir.Constant(I32, k)), on, after)
+        b.position_at_end(on)
+        vals = [_lane(ctx, ctx.env[s], k) for s in idx]
+        lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx])
+        p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+        b.store(b.extract_element(v, ir.Constant(I32, k)), p)
+        b.branch(after)
+        b.position_at_end(after)
+    return None
+
+
+def _spmd_math(ctx: SpmdContext, n):
+    """A math op on lanes: vecmath's vector body (vector intrinsics in libm mode)."""
+    from . import vecmath
+    dt = n.srcs[0].dtype
+    name = _MATH_NAME[n.op]
+    args = [ctx.value(s) for s in n.srcs]
+    if dt.is_float and math_policy.mode(name, dt.name) != "libm":
+        return vecmath.emit(ctx.b, name, args, reg_type(dt))
+    return ctx.table[n.op](ctx, n)
+
+
+_SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store}
+_SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})

@@ -1,0 +1,216 @@
+"""SPMD lowering (llvm_codegen.spmd): the same kernels through the lane path and the scalar
+path (SPIRAD_CPU_SPMD=1 / 0) give identical bits where no math function is involved, and both
+equal the reference interpreter; tasks the lane path cannot take fall back to scalar and say why.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernel_ir.dtypes import f32, f64, i32, i64, u1
+from kernel_ir.ops import Op
+from llvm_codegen import math_policy, spmd
+from tests.llvm_codegen.harness import compile_and_load, run_interp, run_llvm
+from tests.llvm_codegen.kit import field, kernel, range_task
+from tests.support.random_kernels import generate
+
+N = 1000 + 7  # full chunks of lanes and a masked tail
+W = math_policy.lanes("f32")
+
+
+def _both(monkeypatch, tl, arrays, scalars=()):
+    """(lanes per task, SPMD result, scalar result, interpreter result)."""
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    loaded = compile_and_load(tl)
+    lanes = [t.lanes for t in loaded[1].tasks]
+    vec = run_llvm(tl, arrays, scalars, loaded=loaded)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
+    scal = run_llvm(tl, arrays, scalars)
+    return lanes, vec, scal, run_interp(tl, arrays, scalars)
+
+
+def _same_bits(a, b):
+    return np.array_equal(np.ascontiguousarray(a).view(np.uint8),
+                          np.ascontiguousarray(b).view(np.uint8))
+
+
+def _assert_all_equal(vec, scal, interp):
+    for k in interp:
+        assert _same_bits(vec[k], scal[k]), k
+        np.testing.assert_array_equal(vec[k], interp[k], err_msg=str(k))
+
+
+def _arrays(*refs, seed=0):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for r in refs:
+        n = int(np.prod(r.shape))
+        if r.dtype.is_float:
+            a = rng.uniform(-4, 4, n)
+        elif r.dtype.is_bool:
+            a = rng.integers(0, 2, n)
+        else:
+            a = rng.integers(-1000, 1000, n)
+        out[(r.kind, r.key, r.grad)] = a.astype(r.dtype.np).reshape(r.shape)
+    return out
+
+
+def test_uniform_loop_locals_and_tail(monkeypatch):
+    """v = x[i]; for s in range(k): v = v * a + b (a scalar argument count): kernel a."""
+    X, Y, K = field(0, f32, (N,)), field(1, f32, (N,)), field(2, i32, ())
+
+    def body(b, i):
+        v = b.alloca(f32, "v")
+        b.store(v, b.global_load(X, [i]))
+        with b.range_for(b.const(0, i32), b.global_load(K, [])):
+            b.store(v, b.emit(Op.ADD, f32, (b.emit(Op.MUL, f32, (b.load(v), b.const(0.95, f32))),
+                                             b.const(0.01, f32))))
+        b.global_store(Y, [i], b.load(v))
+
+    tl = kernel("ka", range_task(body, 0, N))
+    arrays = _arrays(X, Y)
+    arrays[("field", 2, False)] = np.array(37, np.int32)
+    lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
+    assert lanes == [W]
+    _assert_all_equal(vec, scal, ref)
+
+
+@pytest.mark.parametrize("dt", [f32, f64, i32, i64, u1], ids=str)
+def test_elementwise_dtypes_casts_select(monkeypatch, dt):
+    A, B, OUT = field(0, dt, (N,)), field(1, dt, (N,)), field(2, dt, (N,))
+    C = field(3, i32, (N,))
+
+    def body(b, i):
+        a, c = b.global_load(A, [i]), b.global_load(B, [i])
+        lt = b.emit(Op.CMP_LT, u1, (a, c))
+        if dt.is_float:
+            v = b.emit(Op.SELECT, dt, (lt, b.emit(Op.SUB, dt, (a, c)), b.emit(Op.MUL, dt, (a, c))))
+            b.global_store(C, [i], b.emit(Op.CAST, i32, (b.emit(Op.FLOOR, dt, (v,)),)))
+        elif dt.is_bool:
+            v = b.emit(Op.XOR, dt, (a, c))
+            b.global_store(C, [i], b.emit(Op.CAST, i32, (lt,)))
+        else:
+            v = b.emit(Op.SELECT, dt, (lt, b.emit(Op.FLOORDIV, dt, (a, c)), b.emit(Op.MOD, dt, (a, c))))
+            b.global_store(C, [i], b.emit(Op.CAST, i32, (b.emit(Op.SHR, dt, (v, b.const(3, dt))),)))
+        b.global_store(OUT, [i], v)
+
+    tl = kernel(f"k_{dt}", range_task(body, 0, N))
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(A, B, OUT, C, seed=3))
+    assert lanes == [W]
+    _assert_all_equal(vec, scal, ref)
+
+
+def test_gather_scatter_2d_and_uniform_if(monkeypatch):
+    """Non-consecutive reads (a 2-D field through i // 7, i % 7, a reversed index) and writes go
+    lane by lane; an IF on a uniform value stays a branch."""
+    R = N // 7 + 1
+    X = field(0, f32, (R, 7))
+    Y, Z, F = field(1, f32, (N,)), field(2, f32, (N,)), field(3, i32, ())
+
+    def body(b, i):
+        r, c = b.emit(Op.FLOORDIV, i32, (i, b.const(7, i32))), b.emit(Op.MOD, i32, (i, b.const(7, i32)))
+        v = b.alloca(f32, "v")
+        b.store(v, b.global_load(X, [r, c]))
+        with b.if_(b.emit(Op.CMP_GT, u1, (b.global_load(F, []), b.const(0, i32)))) as (t, e):
+            with t:
+                b.store(v, b.emit(Op.ADD, f32, (b.load(v), b.const(1.5, f32))))
+        rev = b.emit(Op.SUB, i32, (b.const(N - 1, i32), i))
+        b.global_store(Y, [rev], b.load(v))             # scatter
+        b.global_store(Z, [b.emit(Op.ADD, i32, (i, b.const(0, i32)))], b.load(v))  # consecutive
+
+    tl = kernel("kg", range_task(body, 0, N))
+    arrays = _arrays(X, Y, Z)
+    arrays[("field", 3, False)] = np.array(1, np.int32)
+    lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
+    assert lanes == [W]
+    _assert_all_equal(vec, scal, ref)
+
+
+def test_math_within_tolerance(monkeypatch):
+    """With math the lane path calls vecmath: close to the scalar path, not bit-equal."""
+    X, Y = field(0, f32, (N,)), field(1, f32, (N,))
+
+    def body(b, i):
+        x = b.global_load(X, [i])
+        b.global_store(Y, [i], b.emit(Op.ADD, f32, (b.emit(Op.SIN, f32, (x,)),
+                                                     b.emit(Op.ATAN2, f32, (x, b.const(0.5, f32))))))
+
+    tl = kernel("km", range_task(body, 0, N))
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(X, Y))
+    assert lanes == [W]
+    k = ("field", 1, False)
+    np.testing.assert_allclose(vec[k], ref[k], rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(scal[k], ref[k], rtol=2e-6, atol=1e-6)
+
+
+def _varying_if(b, i, X, Y):
+    with b.if_(b.emit(Op.CMP_LT, u1, (b.global_load(X, [i]), b.const(0.0, f32)))) as (t, e):
+        with t:
+            b.global_store(Y, [i], b.const(1.0, f32))
+
+
+def test_fallback_says_why(monkeypatch, capfd):
+    X, Y = field(0, f32, (N,)), field(1, f32, (N,))
+    tl = kernel("kf", range_task(lambda b, i: _varying_if(b, i, X, Y), 0, N))
+    monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(X, Y))
+    assert lanes == [1]
+    _assert_all_equal(vec, scal, ref)
+    err = capfd.readouterr().err
+    assert "scalar (IF depends on the task index)" in err
+
+
+def test_debug_output_names_the_lanes(monkeypatch, capfd):
+    X, Y = field(0, f32, (N,)), field(1, f32, (N,))
+    tl = kernel("kd", range_task(lambda b, i: b.global_store(Y, [i], b.global_load(X, [i])), 0, N))
+    monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    compile_and_load(tl)
+    assert f"spirad_kd_0_t: SPMD, {W} lanes" in capfd.readouterr().err
+
+
+def test_read_write_hazard_falls_back(monkeypatch):
+    """y[i] = y[i + 1] would depend on lane order: scalar path."""
+    Y = field(0, f32, (N + 1,))
+    tl = kernel("kh", range_task(lambda b, i: b.global_store(
+        Y, [i], b.global_load(Y, [b.emit(Op.ADD, i32, (i, b.const(1, i32)))])), 0, N))
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(Y))
+    assert lanes == [1]
+    _assert_all_equal(vec, scal, ref)
+
+
+def _lane_seeds(limit=24):
+    """Seeds of the random corpus with a task that qualifies for lanes (analysis only)."""
+    out = []
+    for seed in range(300):
+        if any(spmd.analyze(t).ok for t in generate(seed).tl.tasks):
+            out.append(seed)
+    return out[:limit]
+
+
+LANE_SEEDS = _lane_seeds()
+
+
+def test_the_corpus_exercises_lanes():
+    assert len(LANE_SEEDS) == 24
+
+
+@pytest.mark.parametrize("seed", LANE_SEEDS)
+def test_random_kernels_both_paths(monkeypatch, seed):
+    """Random kernels whose tasks qualify: bit-equal to the scalar path unless a math function
+    is involved (then within the corpus tolerance)."""
+    case = generate(seed)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    loaded = compile_and_load(case.tl)
+    assert max(t.lanes for t in loaded[1].tasks) == W
+    vec = run_llvm(case.tl, case.arrays, case.scalars, loaded=loaded)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
+    scal = run_llvm(case.tl, case.arrays, case.scalars)
+    for k in scal:
+        if case.exact:
+            assert _same_bits(vec[k], scal[k]), (seed, k)
+        else:
+            w = scal[k]
+            from kernel_ir.dtypes import from_numpy
+            rtol, atol = case.tolerance(from_numpy(w.dtype)) if w.dtype.kind == "f" else (0, 0)
+            np.testing.assert_allclose(vec[k], w, rtol=rtol, atol=atol, err_msg=f"seed {seed}")
