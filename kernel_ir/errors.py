@@ -45,3 +45,7 @@ class SpiradAutodiffError(SpiradError):
 
 class SpiradAdStackOverflow(SpiradError):
     """An adstack push went past its capacity; raised at the next sync or host read."""
+
+
+class SpiradNotSupportedError(SpiradError, NotImplementedError):
+    """A Taichi / Quadrants feature spirad does not implement; the message names the alternative."""

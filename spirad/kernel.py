@@ -1,6 +1,6 @@
 """`@kernel` and `@func`: argument checking, the per-signature program cache, and launching.
 
-A kernel is compiled once per (init epoch, arch, argument signature): scalar types, ndarray dtype
+A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar types, ndarray dtype
 / rank / element shape / needs_grad, and the identity of template arguments (`spirad.driver`).
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
@@ -130,11 +130,14 @@ class Kernel(PyFunction):
         """The forward program for these arguments' signature (compiled on first use)."""
         st = _state.current()
         key, specs = self._signature(args, st)
-        if any(k[0] != st.epoch for k in self._cache):  # programs of a previous init() are dead
-            self._cache = {k: v for k, v in self._cache.items() if k[0] == st.epoch}
-        c = self._cache.get((st.epoch, st.arch, key))
+        ck = (st.epoch, st.arch, st.layout_version, key)
+        if any(k[0] != st.epoch or k[2] != st.layout_version for k in self._cache):
+            # programs of a previous init() are dead; a new placement / gradient (layout_version)
+            # changes what the adjoint differentiates, so those programs are rebuilt too
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == ck[0] and k[2] == ck[2]}
+        c = self._cache.get(ck)
         if c is None:
-            c = self._cache[(st.epoch, st.arch, key)] = compile_forward(self, specs, st)
+            c = self._cache[ck] = compile_forward(self, specs, st)
         return c
 
     def compile_adjoint(self, args) -> _launch.Compiled:
@@ -153,7 +156,8 @@ class Kernel(PyFunction):
 
     def _plan(self, args, mode: int) -> _launch.LaunchPlan:
         p = self._plans[mode]
-        epoch = _state.current().epoch
+        st = _state.current()
+        epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
         if p is not None and p.epoch == epoch and _launch.same_args(p.args, args):
             return p  # the same inputs as the last launch: everything is known
         c = (self.compile, self.compile_adjoint, self.compile_forward_mode)[mode](args)
