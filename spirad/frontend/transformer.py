@@ -1,7 +1,8 @@
 """Python AST -> IR. One dispatch table (`build_<NodeType>` methods), one fallback error.
 
-`compile_kernel` translates a kernel for one argument signature into a `KernelIR`; `@sd.func`
-calls become CALL regions (flattened later by the inline pass).
+`compile_kernel` translates a kernel for one argument signature into a `KernelIR`; calls of
+`@sd.func`s and of plain Python functions and lambdas become CALL regions (flattened later by the
+inline pass).
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from .values import NdarrayArg, Slot, VecVal
 UNSUPPORTED_HINTS = {
     "ListComp": "write a loop, or build an sd.Vector from a list of values",
     "GeneratorExp": "write a loop", "SetComp": "write a loop", "DictComp": "write a loop",
-    "Lambda": "define an @sd.func at module level and call it",
-    "FunctionDef": "define an @sd.func at module level and call it",
+    "Lambda": "define the lambda (or a def / @sd.func) outside the kernel and call it there",
+    "FunctionDef": "define the function (a def or @sd.func) outside the kernel and call it",
     "With": "remove the with-block; kernels have no context managers",
     "Try": "remove the try-block; kernels cannot raise or catch exceptions",
     "Raise": "kernels cannot raise exceptions; write a status into a field instead",
@@ -64,10 +65,13 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         src = func.source()
         fdef = src.func_def
         params = [a.arg for a in fdef.args.args]
-        if len(args) + len(kwargs) != len(params) or any(k not in params for k in kwargs):
-            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
         bound = dict(zip(params, args))
         bound.update(kwargs)
+        defaults = func.fn.__defaults__ or ()
+        for p, d in zip(params[len(params) - len(defaults):], defaults):
+            bound.setdefault(p, d)  # Python-side default values are compile-time constants
+        if len(args) > len(params) or any(k not in params for k in kwargs) or len(bound) != len(params):
+            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
         _check_returns(ctx, src, fdef)
         if ctx.call_depth > 32:
             raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
@@ -111,7 +115,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if isinstance(ret_slot, Slot):
             for a in ret_slot.allocas:
                 b.append(a)
-        b.emit(Op.CALL, None, (), CallArg(func.fn.__name__), (out[0],))
+        b.emit(Op.CALL, None, (), CallArg(func.fn.__name__.strip("<>")), (out[0],))
         if ret_slot is None:
             return None
         if isinstance(ret_slot, tuple):
