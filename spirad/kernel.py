@@ -101,6 +101,10 @@ class Kernel(PyFunction):
                 if ann.ndim is not None and ann.ndim != len(a.shape):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' must have {ann.ndim} "
                                           f"dimension(s), got {len(a.shape)} (shape {a.shape})", i)
+                if ann.needs_grad is not None and bool(ann.needs_grad) != a.needs_grad:
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
+                                          f"needs_grad={bool(ann.needs_grad)} but the ndarray was "
+                                          f"created with needs_grad={a.needs_grad}", i)
                 spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
                 specs.append(spec)
                 key.append(spec)

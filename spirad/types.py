@@ -30,9 +30,11 @@ class MatrixType:
 
 @dataclass(frozen=True)
 class NdarrayType:
-    """`types.ndarray(dtype=None, ndim=None)`: any ndarray unless dtype/ndim pin it down."""
+    """`types.ndarray(dtype=None, ndim=None, needs_grad=None)`: any ndarray unless dtype / ndim
+    pin it down; `needs_grad=True` / `False` requires an ndarray with / without a `.grad`."""
     dtype: object = None
     ndim: int | None = None
+    needs_grad: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,8 @@ class Template:
     """`template()`: the argument is bound at compile time (fields, Python values)."""
 
 
-def ndarray(dtype=None, ndim=None) -> NdarrayType:
-    return NdarrayType(dtype, ndim)
+def ndarray(dtype=None, ndim=None, needs_grad=None) -> NdarrayType:
+    return NdarrayType(dtype, ndim, needs_grad)
 
 
 def template() -> Template:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import ast
 import numbers
 
+import numpy as np
+
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
@@ -33,7 +35,7 @@ class ExprVisitor:
         raise self.ctx.error(SpiradSyntaxError, f"unsupported constant {node.value!r}", node)
 
     def build_Name(self, node):
-        return self.ctx.lookup(node.id, node)
+        return _numpy_constant(self.ctx.lookup(node.id, node))
 
     def build_Tuple(self, node):
         return tuple(self.build(e) for e in node.elts)
@@ -115,7 +117,7 @@ class ExprVisitor:
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
         try:
-            return getattr(obj, name)
+            return _numpy_constant(getattr(obj, name))
         except AttributeError:
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
@@ -144,9 +146,9 @@ class ExprVisitor:
         from ..field import Field
         if isinstance(obj, (Field, NdarrayArg)):
             idx = self.expand_index_vectors(idx)
-        if isinstance(obj, Field):
-            if idx == (None,):
+            if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, Field):
             ref = obj.ref()
             if len(idx) != len(obj.shape):
                 raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
@@ -271,6 +273,14 @@ class ExprVisitor:
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
             return self.cast(args[0], fn)
+        if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
+            try:  # np.float32(x) casts like sd.f32(x)
+                dt = T.from_numpy(np.dtype(fn))
+            except (TypeError, ValueError, KeyError):
+                dt = None
+            if dt is not None:
+                a = self.rvalue(args[0])
+                return fn(a).item() if is_py_scalar(a) else self.cast(a, dt)
         name = getattr(fn, "__name__", type(fn).__name__)
         raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "
                                                 f"functions, @sd.func and math builtins are allowed", node)
@@ -285,6 +295,16 @@ class ExprVisitor:
     def build_JoinedStr(self, node):
         from .formatting import joined_str
         return joined_str(self, node)
+
+
+def _numpy_constant(v):
+    """A numpy scalar or 0-d array read from Python scope is the Python number it holds (typed
+    like a literal, as Taichi does); anything else is returned unchanged."""
+    if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+        return v.item()
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf":
+        return v.item()
+    return v
 
 
 def _hashable(x):
