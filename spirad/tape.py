@@ -21,6 +21,8 @@ class Tape:
         self.loss = loss
         self.clear = clear_gradients
         self.calls = []
+        self.suspended = 0      # > 0 inside a grad_replaced call: its kernels are not recorded
+        self.replaying = False  # the backward pass runs (custom gradients call kernels freely)
 
     def __enter__(self):
         if Tape.active is not None:
@@ -40,9 +42,12 @@ class Tape:
             if self.loss.grad is None:
                 raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True")
             self.loss.grad.fill(1)
+        self.replaying = True
         for kernel, args in reversed(self.calls):
             kernel.grad(*args)
         return False
 
     def record(self, kernel, args):
-        self.calls.append((kernel, args))
+        """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""
+        if not self.suspended:
+            self.calls.append((kernel, args))
