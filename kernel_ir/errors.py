@@ -49,3 +49,8 @@ class SpiradAdStackOverflow(SpiradError):
 
 class SpiradNotSupportedError(SpiradError, NotImplementedError):
     """A Taichi / Quadrants feature spirad does not implement; the message names the alternative."""
+
+
+class SpiradGradCheckError(SpiradAutodiffError, AssertionError):
+    """`Tape(grad_check=[...])` found a gradient that disagrees with finite differences (an
+    AssertionError, as Taichi's failed check is)."""

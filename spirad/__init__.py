@@ -8,6 +8,7 @@ from . import state as _state
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+                     SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
