@@ -16,8 +16,10 @@ from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
 from .kernel import kernel
-from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log, max,
-                   min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
+                   loop_config, max, min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
+from . import math
+from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .types import template

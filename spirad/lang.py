@@ -36,6 +36,13 @@ def atomic_add(target, value):
     raise _python_scope("atomic_add")
 
 
+def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
+                bit_vectorize=False):
+    """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
+    block_dim / parallelize are hints. Only meaningful inside kernels."""
+    raise _python_scope("loop_config")
+
+
 def static(x, *more):
     """Evaluate at compile time; `static(range(n))` unrolls a loop."""
     return (x,) + more if more else x

@@ -6,8 +6,46 @@ from dataclasses import dataclass
 from kernel_ir.dtypes import DType
 
 
+class _CompoundType:
+    """Shared behaviour of vector / matrix types (`sd.types.vector(3, float)`, `sd.math.vec3`):
+    calling one builds a value (`vec3(1, 2, 3)`, `vec3(0)`, `vec3(v2, 1)`; in kernels too), and
+    `.field(shape=...)` / `.ndarray(shape=...)` create arrays of that element type."""
+
+    def flat_values(self, args) -> list:
+        """The components `args` give (scalars, sequences or vectors are concatenated; a single
+        scalar fills every component)."""
+        import numpy as np
+        flat = []
+        for a in args:
+            if isinstance(a, (list, tuple, np.ndarray)):
+                flat.extend(np.asarray(a, dtype=object).reshape(-1).tolist())
+            else:
+                flat.append(a)
+        size = self.n * (self.m if isinstance(self, MatrixType) else 1)
+        if len(flat) == 1:
+            flat = flat * size
+        if len(flat) != size:
+            from kernel_ir.errors import SpiradTypeError
+            raise SpiradTypeError(f"{self} takes {size} components, got {len(flat)}")
+        return flat
+
+    def __call__(self, *args):
+        import numpy as np
+        from .matrix import matrix_value
+        data = np.array(self.flat_values(args), dtype=float).reshape(self.comp_shape)
+        return matrix_value(data, self.dtype)
+
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False, **kw):
+        from .field import Field
+        return Field(self, shape, needs_grad, name, needs_dual=needs_dual)
+
+    def ndarray(self, shape, needs_grad=False, needs_dual=False):
+        from .ndarray import Ndarray
+        return Ndarray(self, shape, needs_grad, needs_dual=needs_dual)
+
+
 @dataclass(frozen=True)
-class VectorType:
+class VectorType(_CompoundType):
     """Element type of a vector field / ndarray: n components of `dtype`."""
     n: int
     dtype: DType
@@ -18,7 +56,7 @@ class VectorType:
 
 
 @dataclass(frozen=True)
-class MatrixType:
+class MatrixType(_CompoundType):
     n: int
     m: int
     dtype: DType

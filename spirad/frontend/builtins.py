@@ -173,7 +173,46 @@ def h_grouped(v, args, kw, node):
     return lang.grouped(args[0])
 
 
+def _filled(kind):
+    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants."""
+    def h(v, args, kw, node):
+        vals = [v.rvalue(a) for a in args]
+        try:
+            import numpy as np
+            from ..matrix import Matrix as M, Vector as V
+            value = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
+                     "mzero": M.zero}[kind](*vals)
+            dt = vals[2] if kind == "unit" and len(vals) > 2 else vals[0] if kind != "unit" else float
+        except Exception as e:  # noqa: BLE001 - a bad call: report it at the kernel line
+            raise v.ctx.error(SpiradTypeError, f"{kind}(...): {e}", node) from None
+        from ..field import resolve_dtype
+        t = v.ctx.default_fp if dt is float else v.ctx.default_ip if dt is int else resolve_dtype(dt)[0]
+        flat = np.asarray(value).reshape(-1).tolist()
+        return VecVal(tuple(v.const(x, t) for x in flat), tuple(np.shape(value)))
+    return h
+
+
+def h_loop_config(v, args, kw, node):
+    """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
+    loop. serialize=True runs it serially (in order, on one thread; break is allowed);
+    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
+    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize"}
+    if args or unknown:
+        raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
+                                           "block_dim=, parallelize=", node)
+    if kw.get("bit_vectorize"):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise v.ctx.error(SpiradNotSupportedError, "loop_config(bit_vectorize=True) is not "
+                                                   "supported; remove it", node)
+    cfg = {k: v.rvalue(x) for k, x in kw.items()}
+    v.ctx.loop_config = cfg
+    return None
+
+
 HANDLERS = {
+    Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
+    Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
+    lang.loop_config: h_loop_config,
     lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
     lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
     lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),

@@ -47,6 +47,7 @@ class Ctx:
         # @func calls. A loop is parallel exactly when this is 0 (Taichi's rule: funcs are
         # inlined, `sd.static` ifs and loops are resolved before scoping).
         self.nested_scopes = 0
+        self.loop_config = None  # sd.loop_config(...) waiting for the next for loop
 
     @property
     def frame(self) -> FuncFrame:

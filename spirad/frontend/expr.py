@@ -35,7 +35,35 @@ class ExprVisitor:
         raise self.ctx.error(SpiradSyntaxError, f"unsupported constant {node.value!r}", node)
 
     def build_Name(self, node):
-        return _numpy_constant(self.ctx.lookup(node.id, node))
+        return self.py_constant(self.ctx.lookup(node.id, node))
+
+    def py_constant(self, v):
+        """A value read from Python scope: numpy scalars become numbers, `sd.Vector` /
+        `sd.Matrix` values (MatrixValue) become constant vectors; anything else is unchanged."""
+        from ..matrix import MatrixValue
+        if isinstance(v, MatrixValue):
+            t = self.ctx.default_fp if v.dtype.kind == "f" else self.ctx.default_ip
+            return VecVal(tuple(self.const(x, t) for x in np.asarray(v).reshape(-1).tolist()),
+                          tuple(v.shape))
+        return _numpy_constant(v)
+
+    def compound_value(self, ty, args, node):
+        """`vec3(x, y, z)`, `vec3(0)`, `vec3(v2, z)`, `mat2(a, b, c, d)`: a vector / matrix type
+        called in a kernel."""
+        from ..field import resolve_dtype
+        flat = []
+        for a in args:
+            a = self.rvalue(a)
+            flat.extend(a.comps if isinstance(a, VecVal) else
+                        [self.rvalue(x) for x in a] if isinstance(a, (list, tuple)) else [a])
+        try:
+            flat = ty.flat_values([flat])
+        except SpiradTypeError as e:
+            raise self.ctx.error(SpiradTypeError, str(e), node) from None
+        dt = ty.dtype
+        t = self.ctx.default_fp if dt is float else self.ctx.default_ip if dt is int else \
+            resolve_dtype(dt)[0]
+        return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
     def build_Tuple(self, node):
         return tuple(self.build(e) for e in node.elts)
@@ -117,7 +145,7 @@ class ExprVisitor:
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
         try:
-            return _numpy_constant(getattr(obj, name))
+            return self.py_constant(getattr(obj, name))
         except AttributeError:
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
@@ -273,6 +301,9 @@ class ExprVisitor:
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
             return self.cast(args[0], fn)
+        from ..types import MatrixType, VectorType
+        if isinstance(fn, (VectorType, MatrixType)):
+            return self.compound_value(fn, args, node)
         if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
             try:  # np.float32(x) casts like sd.f32(x)
                 dt = T.from_numpy(np.dtype(fn))
@@ -379,5 +410,71 @@ def _m_cross(v, obj, args, node):
     return VecVal((c(1, 2), c(2, 0), c(0, 1)), (3,))
 
 
-VEC_METHODS = {"dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
+def _m_trace(v, obj, args, node):
+    a = v.rvalue(obj)
+    if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
+        raise v.ctx.error(SpiradTypeError, "trace() needs a square matrix", node)
+    n = a.shape[0]
+    acc = a.comps[0]
+    for k in range(1, n):
+        acc = v.binop(Op.ADD, acc, a.comps[k * n + k])
+    return acc
+
+
+def _m_outer_product(v, obj, args, node):
+    a, b = v.rvalue(obj), v.rvalue(args[0])
+    if len(a.shape) != 1 or not isinstance(b, VecVal) or len(b.shape) != 1:
+        raise v.ctx.error(SpiradTypeError, "outer_product() needs two vectors", node)
+    return VecVal(tuple(v.binop(Op.MUL, x, y) for x in a.comps for y in b.comps),
+                  (a.shape[0], b.shape[0]))
+
+
+def _square(v, obj, node, what):
+    a = v.rvalue(obj)
+    if len(a.shape) != 2 or a.shape[0] != a.shape[1] or a.shape[0] not in (1, 2, 3, 4):
+        raise v.ctx.error(SpiradTypeError, f"{what}() needs a square matrix of size 1 to 4, "
+                                           f"got shape {a.shape}", node)
+    n = a.shape[0]
+    return a, n, (lambda r, c: a.comps[r * n + c])
+
+
+def _det(v, n, m):
+    """Determinant by cofactor expansion of the n x n minor `m(r, c)` (n <= 4)."""
+    if n == 1:
+        return m(0, 0)
+    acc = None
+    for c in range(n):
+        def minor(r, cc, c=c):
+            return m(r + 1, cc if cc < c else cc + 1)
+        term = v.binop(Op.MUL, m(0, c), _det(v, n - 1, minor))
+        acc = term if acc is None else v.binop(Op.SUB if c % 2 else Op.ADD, acc, term)
+    return acc
+
+
+def _m_determinant(v, obj, args, node):
+    _, n, m = _square(v, obj, node, "determinant")
+    return _det(v, n, m)
+
+
+def _m_inverse(v, obj, args, node):
+    """Adjugate / determinant (unrolled; n <= 4)."""
+    a, n, m = _square(v, obj, node, "inverse")
+    inv_det = v.binop(Op.DIV, 1.0, _det(v, n, m))
+    if n == 1:
+        return VecVal((inv_det,), (1, 1))
+    comps = []
+    for r in range(n):
+        for c in range(n):  # inverse[r][c] = cofactor(c, r) / det
+            def minor(i, j, r=r, c=c):
+                return m(i if i < c else i + 1, j if j < r else j + 1)
+            cof = _det(v, n - 1, minor)
+            if (r + c) % 2:
+                cof = v.unop(Op.NEG, cof)
+            comps.append(v.binop(Op.MUL, cof, inv_det))
+    return VecVal(tuple(comps), (n, n))
+
+
+VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
+               "determinant": _m_determinant, "inverse": _m_inverse,
+               "dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
                "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross}

@@ -163,11 +163,12 @@ class StmtVisitor:
         if node.orelse:
             raise ctx.error(SpiradSyntaxError, "for ... else is not supported", node)
         it = node.iter
+        cfg, ctx.loop_config = ctx.loop_config, None  # sd.loop_config(...) applies to this loop
         if isinstance(it, ast.Call) and self._callee(it) is lang.static:
             return self.static_for(node, self.build(it))
         # The outermost scope of the kernel, reached through @func calls and sd.static
         # if / for (see docs/parallel_loops.md); decided here, never by constant folding.
-        parallel = ctx.nested_scopes == 0
+        parallel = ctx.nested_scopes == 0 and not (cfg and cfg.get("serialize"))
         iterable = self.build(it) if not (isinstance(it, ast.Call) and self._callee(it) is range) else None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         for t in targets:
