@@ -93,9 +93,10 @@ class GradChecker:
 
 
 def _rerun(step, args):
-    """Run one recorded Tape step forward again (a kernel launch or a grad_replaced call)."""
-    from .custom_grad import _Replaced
-    if isinstance(step, _Replaced):
-        step.fn(*args[0], **args[1])
+    """Run one recorded Tape step forward again (a kernel launch, or a grad_replaced call: its
+    Tape entry has `rerun`)."""
+    rerun = getattr(step, "rerun", None)
+    if rerun is not None:
+        rerun(args)
     else:
         step(*args)

@@ -15,7 +15,7 @@ from kernel_ir.errors import SpiradTypeError
 
 from .field import Field
 from .ndarray import Ndarray
-from .types import MatrixType, VectorType
+from .types import MatrixType, VectorType, _CompoundType
 
 _AXES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
@@ -141,3 +141,6 @@ class Matrix:
     @staticmethod
     def zero(dt, n, m=None):
         return matrix_value(np.zeros((n, n if m is None else m)), dt)
+
+
+_CompoundType._makers.update(value=matrix_value, field=Field, ndarray=Ndarray)

@@ -9,7 +9,10 @@ from kernel_ir.dtypes import DType
 class _CompoundType:
     """Shared behaviour of vector / matrix types (`sd.types.vector(3, float)`, `sd.math.vec3`):
     calling one builds a value (`vec3(1, 2, 3)`, `vec3(0)`, `vec3(v2, 1)`; in kernels too), and
-    `.field(shape=...)` / `.ndarray(shape=...)` create arrays of that element type."""
+    `.field(shape=...)` / `.ndarray(shape=...)` create arrays of that element type. This module
+    imports nothing of spirad: `spirad.matrix` installs the constructors (`_makers`)."""
+
+    _makers: dict = {}  # 'value' / 'field' / 'ndarray' -> callable, set by spirad.matrix
 
     def flat_values(self, args) -> list:
         """The components `args` give (scalars, sequences or vectors are concatenated; a single
@@ -31,17 +34,14 @@ class _CompoundType:
 
     def __call__(self, *args):
         import numpy as np
-        from .matrix import matrix_value
         data = np.array(self.flat_values(args), dtype=float).reshape(self.comp_shape)
-        return matrix_value(data, self.dtype)
+        return self._makers["value"](data, self.dtype)
 
-    def field(self, shape=None, needs_grad=False, name="", needs_dual=False, **kw):
-        from .field import Field
-        return Field(self, shape, needs_grad, name, needs_dual=needs_dual)
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False):
+        return self._makers["field"](self, shape, needs_grad, name, needs_dual=needs_dual)
 
     def ndarray(self, shape, needs_grad=False, needs_dual=False):
-        from .ndarray import Ndarray
-        return Ndarray(self, shape, needs_grad, needs_dual=needs_dual)
+        return self._makers["ndarray"](self, shape, needs_grad, needs_dual=needs_dual)
 
 
 @dataclass(frozen=True)
