@@ -17,7 +17,8 @@ from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
 from .kernel import kernel
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
+                   loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
+                   tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector

@@ -102,7 +102,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
-        (tuple(state.prints.fields.values()) if state.prints is not None else ())
+        (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
+        ((state.rng,) if state.rng is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written = set()

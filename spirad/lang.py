@@ -36,6 +36,18 @@ def atomic_add(target, value):
     raise _python_scope("atomic_add")
 
 
+def random(dtype=float):  # noqa: A001 (Taichi name)
+    """A uniform float in [0, 1) (or a random int). In kernels: per-thread streams
+    (spirad.frontend.rng); from Python: numpy's generator, seeded by init(random_seed=)."""
+    from . import state as _state
+    st = _state.current()
+    if getattr(st, "py_rng", None) is None:
+        st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
+    if dtype is int or (hasattr(dtype, "is_int") and dtype.is_int):
+        return int(st.py_rng.integers(-2**31, 2**31))
+    return float(st.py_rng.random())
+
+
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
                 bit_vectorize=False):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;

@@ -14,6 +14,7 @@ from kernel_ir.dtypes import DType
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
 from .formatting import h_print
+from .rng import h_random
 from .ops import is_py_scalar
 from .values import GlobalElem, VecVal
 
@@ -212,7 +213,7 @@ def h_loop_config(v, args, kw, node):
 HANDLERS = {
     Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
     Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
-    lang.loop_config: h_loop_config,
+    lang.loop_config: h_loop_config, lang.random: h_random,
     lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
     lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
     lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),

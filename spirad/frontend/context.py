@@ -48,6 +48,9 @@ class Ctx:
         # inlined, `sd.static` ifs and loops are resolved before scoping).
         self.nested_scopes = 0
         self.loop_config = None  # sd.loop_config(...) waiting for the next for loop
+        self.rng_anchor = None   # frontend.rng: where the current random stream's slot goes
+        self.rng_sites = 0
+        self.rng_used = False
 
     @property
     def frame(self) -> FuncFrame:

@@ -9,6 +9,7 @@ from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
+from . import rng
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, VecVal
 
@@ -239,7 +240,9 @@ class StmtVisitor:
             ctx.loops.append("parallel")
             try:
                 with b.range_for(*bounds[0], parallel=True) as i:
+                    saved = rng.enter_parallel(ctx, i)
                     self._bind_indices(names, [i], grouped, node)
+                rng.leave_parallel(ctx, saved)
             finally:
                 ctx.loops.pop()
             return
@@ -266,6 +269,7 @@ class StmtVisitor:
         self.ctx.loops.append("parallel")
         try:
             with b.range_for(b.const(0, T.i32), total, parallel=True) as lin:
+                saved = rng.enter_parallel(self.ctx, lin)
                 idx = []
                 rest = lin
                 for k in range(len(bounds) - 1, -1, -1):
@@ -275,6 +279,7 @@ class StmtVisitor:
                     else:
                         idx.append(b.binary(Op.ADD, bounds[0][0], rest))
                 self._bind_indices(names, idx[::-1], grouped, node)
+            rng.leave_parallel(self.ctx, saved)
         finally:
             self.ctx.loops.pop()
 

@@ -164,7 +164,10 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     ctx.b.loc = None
+    from . import rng
+    ctx.rng_anchor = rng.RngAnchor(ctx.b._stack[0], 0, None)
     v.build_stmts(fdef.body)
+    rng.finish_kernel(ctx)
     if returns is not None and not frame.returned:
         raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "
                          f"return statement; return a value at its end, or remove the `-> ...` "
