@@ -48,6 +48,22 @@ def grad_replaced(fn):
     return replaced
 
 
+def no_grad(fn):
+    """A Python-scope function whose kernels contribute no gradient under a Tape (Taichi's
+    `ti.ad.no_grad`): recorded as one step with an empty gradient."""
+    replaced = grad_replaced(fn)
+    replaced.grad = lambda *a, **k: None
+    return replaced
+
+
+def clear_all_gradients():
+    """Zero the gradient of every field (Taichi's `ti.ad.clear_all_gradients()`)."""
+    from . import state as _state
+    for f in _state.current().fields:
+        if f.grad is not None and f.shape is not None:
+            f.grad.fill(0)
+
+
 def grad_for(primal):
     """Register the decorated function as the gradient of the `grad_replaced` function `primal`."""
     if not getattr(primal, "_spirad_grad_replaced", False):

@@ -107,3 +107,27 @@ def test_custom_grad_errors(arch):
         sd.ad.grad_for(k)
     with pytest.raises(sd.SpiradTypeError, match="not an @sd.kernel"):
         sd.ad.grad_replaced(k)
+
+
+@test_archs()
+def test_no_grad_and_clear_all_gradients(arch):
+    x = sd.field(sd.f32, shape=N, needs_grad=True)
+    total = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def acc(mul: sd.f32):
+        for i in x:
+            total[None] += x[i] * mul
+
+    @sd.ad.no_grad
+    def frozen():
+        acc(10.0)
+
+    x.from_numpy(np.ones(N, np.float32))
+    with sd.ad.Tape(loss=total):
+        frozen()
+        acc(3.0)
+    assert total[None] == 13.0 * N
+    np.testing.assert_array_equal(x.grad.to_numpy(), np.full(N, 3.0))
+    sd.ad.clear_all_gradients()
+    assert not x.grad.to_numpy().any() and total.grad[None] == 0
