@@ -55,6 +55,24 @@ def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False
     raise _python_scope("loop_config")
 
 
+def atomic_sub(target, value):
+    raise _python_scope("atomic_sub")
+
+
+def polar_decompose(a, dt=None):
+    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 matrices (Taichi's closed form)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape != (2, 2):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("polar_decompose supports 2x2 matrices only")
+    x, y = a[0, 0] + a[1, 1], a[1, 0] - a[0, 1]
+    inv = 1.0 / np.sqrt(x * x + y * y)
+    c, s = x * inv, y * inv
+    r = np.array([[c, -s], [s, c]])
+    from .matrix import matrix_value
+    return matrix_value(r), matrix_value(r.T @ a)
+
+
 def static(x, *more):
     """Evaluate at compile time; `static(range(n))` unrolls a loop."""
     return (x,) + more if more else x

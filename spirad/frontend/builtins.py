@@ -102,6 +102,37 @@ def h_atomic_add(v, args, kw, node):
     return v.atomic_add_into(args[0], args[1])
 
 
+def h_atomic_sub(v, args, kw, node):
+    """atomic_sub(x[i], v) is atomic_add(x[i], -v); returns the old value."""
+    _arity(v, args, 2, node)
+    if not isinstance(args[0], GlobalElem):
+        raise v.ctx.error(SpiradTypeError, "atomic_sub's first argument must be a field or ndarray element", node)
+    a = v.rvalue(args[1])
+    return v.atomic_add_into(args[0], -a if is_py_scalar(a) else v.unop(Op.NEG, a))
+
+
+def h_polar_decompose(v, args, kw, node):
+    """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
+    (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
+    if len(args) not in (1, 2):
+        raise v.ctx.error(SpiradTypeError, "polar_decompose(A, dt=None) takes a matrix", node)
+    a = v.rvalue(args[0])
+    if not isinstance(a, VecVal) or a.shape != (2, 2):
+        from kernel_ir.errors import SpiradNotSupportedError
+        shape = a.shape if isinstance(a, VecVal) else "a scalar"
+        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 matrices only "
+                                                   f"(got {shape}); 3x3 needs an SVD, which "
+                                                   f"spirad does not have", node)
+    a00, a01, a10, a11 = a.comps
+    x = v.binop(Op.ADD, a00, a11)
+    y = v.binop(Op.SUB, a10, a01)
+    inv = v.unop(Op.RSQRT, v.binop(Op.ADD, v.binop(Op.MUL, x, x), v.binop(Op.MUL, y, y)))
+    c, s = v.binop(Op.MUL, x, inv), v.binop(Op.MUL, y, inv)
+    r = VecVal((c, v.unop(Op.NEG, s), s, c), (2, 2))
+    rt = VecVal((c, s, v.unop(Op.NEG, s), c), (2, 2))
+    return r, v.matmul(rt, a, node)
+
+
 def h_vector(v, args, kw, node):
     _arity(v, args, 1, node)
     items = v.rvalue(args[0])
@@ -223,7 +254,8 @@ HANDLERS = {
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
-    lang.atomic_add: h_atomic_add, Vector: h_vector, Matrix: h_matrix,
+    lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
+    lang.polar_decompose: h_polar_decompose, Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,
 }

@@ -176,3 +176,45 @@ def test_loop_config_serialize(arch):
     np.testing.assert_array_equal(x.to_numpy(), want)
     first_over(50)
     assert stop[None] == int(np.argmax(want > 50))
+
+
+@test_archs(require=("f64",), default_fp=sd.f64)
+def test_polar_decompose_and_atomic_sub(arch):
+    F = sd.Matrix.field(2, 2, sd.f64, shape=4, needs_grad=True)
+    R = sd.Matrix.field(2, 2, sd.f64, shape=4)
+    S = sd.Matrix.field(2, 2, sd.f64, shape=4)
+    loss = sd.field(sd.f64, shape=(), needs_grad=True)
+    cnt = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k():
+        for i in F:
+            r, s = sd.polar_decompose(F[i])
+            R[i] = r
+            S[i] = s
+            loss[None] += (r @ sd.Vector([1.0, 2.0])).dot(sd.Vector([0.5, -1.0]))
+            sd.atomic_sub(cnt[None], 2)
+
+    rng = np.random.RandomState(1)
+    fs = np.eye(2)[None] + 0.3 * rng.randn(4, 2, 2)
+    F.from_numpy(fs)
+    with sd.ad.Tape(loss):
+        k()
+    for i in range(4):
+        r, s = sd.polar_decompose(fs[i])
+        np.testing.assert_allclose(R[i], r, atol=1e-12)
+        np.testing.assert_allclose(S[i], s, atol=1e-12)
+        np.testing.assert_allclose(r @ s, fs[i], atol=1e-12)
+        np.testing.assert_allclose(r.T @ r, np.eye(2), atol=1e-12)
+        np.testing.assert_allclose(s, s.T, atol=1e-12)
+    assert cnt[None] == -8
+
+    def f(a):
+        return sum((sd.polar_decompose(m)[0] @ [1.0, 2.0]) @ [0.5, -1.0] for m in a)
+
+    h, g = 1e-6, np.zeros_like(fs)
+    for idx in np.ndindex(fs.shape):
+        d = np.zeros_like(fs)
+        d[idx] = h
+        g[idx] = (f(fs + d) - f(fs - d)) / (2 * h)
+    np.testing.assert_allclose(F.grad.to_numpy(), g, rtol=1e-6, atol=1e-8)
