@@ -33,6 +33,17 @@ class Func(PyFunction):
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel "
                                 f"or func")
 
+    def __get__(self, obj, objtype=None):
+        """`self.f(...)` in a kernel method: `obj` becomes the func's first argument."""
+        return self if obj is None else BoundFunc(self, obj)
+
+
+class BoundFunc:
+    """A func looked up on an object: inlined with the object as its first argument."""
+
+    def __init__(self, func, obj):
+        self.func, self.obj = func, obj
+
 
 def func(fn) -> Func:
     return Func(fn)

@@ -42,8 +42,17 @@ class Kernel(PyFunction):
         if self.params is None:
             import inspect
             sig = inspect.signature(self.fn)
-            self.params = [(p.name, self._resolve_annotation(p.annotation)) for p in sig.parameters.values()]
+            params = list(sig.parameters.values())
+            self.params = [(p.name, Template() if (k == 0 and p.name == "self" and
+                                                    p.annotation is inspect.Parameter.empty)
+                            else self._resolve_annotation(p.annotation))
+                           for k, p in enumerate(params)]  # a method's self: a template
         return self.params
+
+    def __get__(self, obj, objtype=None):
+        """A kernel defined in a class (`@sd.data_oriented`) is called as `obj.k(...)`: `self`
+        is passed as a template argument."""
+        return self if obj is None else BoundKernel(self, obj)
 
     def _resolve_annotation(self, ann):
         """String annotations (`from __future__ import annotations`) are evaluated in the
@@ -179,6 +188,26 @@ class Kernel(PyFunction):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md)."""
         _launch.run(self._plan(args, ADJOINT))
+
+
+class BoundKernel:
+    """`obj.kernel`: calls (and `.grad`) pass `obj` as the kernel's first argument."""
+
+    def __init__(self, kernel, obj):
+        self.kernel, self.obj = kernel, obj
+        self.__name__ = kernel.fn.__name__
+
+    def __call__(self, *args):
+        return self.kernel(self.obj, *args)
+
+    def grad(self, *args):
+        return self.kernel.grad(self.obj, *args)
+
+
+def data_oriented(cls):
+    """Taichi's `@ti.data_oriented`: kernels and funcs defined in the class work as methods
+    (`self` is a compile-time template argument). The class is returned unchanged."""
+    return cls
 
 
 def _scalar_annotation(ann, st, name, kname):

@@ -22,7 +22,8 @@ def sqrt(x): return np.sqrt(x)
 def rsqrt(x): return 1.0 / np.sqrt(x)
 def pow(x, y): return np.power(x, y)  # noqa: A001 (Taichi name)
 def abs(x): return np.abs(x)  # noqa: A001
-def floor(x): return np.floor(x)
+def floor(x, dtype=None): return np.floor(x) if dtype is None else np.floor(x).astype(dtype.np)
+def atan(x): return np.arctan(x)
 def min(*xs): return np.minimum.reduce(xs) if len(xs) > 2 else np.minimum(*xs)  # noqa: A001
 def max(*xs): return np.maximum.reduce(xs) if len(xs) > 2 else np.maximum(*xs)  # noqa: A001
 def select(cond, a, b): return np.where(cond, a, b)

@@ -135,6 +135,14 @@ class Matrix:
         return Ndarray(MatrixType(n, m, dtype), shape, needs_grad, needs_dual=needs_dual)
 
     @staticmethod
+    def rows(rows):
+        return matrix_value([list(np.asarray(r).reshape(-1)) for r in rows])
+
+    @staticmethod
+    def cols(cols):
+        return matrix_value(np.array([list(np.asarray(c).reshape(-1)) for c in cols]).T)
+
+    @staticmethod
     def identity(dt, n):
         return matrix_value(np.eye(n), dt)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import DType
+from kernel_ir.dtypes import DType, f32, f64, i32, i64, u1, u32  # noqa: F401 (ti.types.f32)
 
 
 class _CompoundType:

@@ -133,6 +133,32 @@ def h_polar_decompose(v, args, kw, node):
     return r, v.matmul(rt, a, node)
 
 
+def _rows_or_cols(cols):
+    def h(v, args, kw, node):
+        _arity(v, args, 1, node)
+        items = [v.rvalue(x) for x in v.rvalue(args[0])]
+        vecs = [x.comps if isinstance(x, VecVal) else tuple(v.rvalue(c) for c in x) for x in items]
+        if not vecs or any(len(r) != len(vecs[0]) for r in vecs):
+            raise v.ctx.error(SpiradTypeError, "Matrix.rows / cols need vectors of equal size", node)
+        rows = [list(r) for r in (zip(*vecs) if cols else vecs)]
+        return _build(v, [x for r in rows for x in r], (len(rows), len(rows[0])), None)
+    return h
+
+
+def h_atan(v, args, kw, node):
+    _arity(v, args, 1, node)
+    return v.binop(Op.ATAN2, args[0], 1.0)
+
+
+def h_floor(v, args, kw, node):
+    """floor(x, dtype=None): Taichi's optional result type."""
+    dtype = args[1] if len(args) > 1 else kw.get("dtype")
+    r = _unary(Op.FLOOR, math.floor)(v, args[:1], {}, node)
+    if dtype is None:
+        return r
+    return h_cast(v, [r, dtype], {}, node)
+
+
 def h_vector(v, args, kw, node):
     _arity(v, args, 1, node)
     items = v.rvalue(args[0])
@@ -250,7 +276,8 @@ HANDLERS = {
     lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),
     lang.exp: _unary(Op.EXP, math.exp), lang.log: _unary(Op.LOG, math.log),
     lang.sqrt: _unary(Op.SQRT, math.sqrt), lang.rsqrt: _unary(Op.RSQRT, lambda x: 1 / math.sqrt(x)),
-    lang.floor: _unary(Op.FLOOR, math.floor), lang.abs: h_abs, py.abs: h_abs,
+    lang.floor: h_floor, lang.atan: h_atan,
+    Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,

@@ -10,7 +10,7 @@ from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
-from ..func import Func, PyFunction, is_plain_python_function, plain_func
+from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
@@ -294,10 +294,14 @@ class ExprVisitor:
             return h(self, args, kwargs, node)
         if isinstance(fn, Func):
             return self.inline_func(fn, args, kwargs, node)
+        if isinstance(fn, BoundFunc):
+            return self.inline_func(fn.func, [fn.obj] + args, kwargs, node)
         if isinstance(fn, PyFunction):
             raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
         if is_plain_python_function(fn):  # Taichi inlines plain functions and lambdas too
             return self.inline_func(plain_func(fn), args, kwargs, node)
+        if is_plain_python_function(getattr(fn, "__func__", None)):  # a bound method
+            return self.inline_func(plain_func(fn.__func__), [fn.__self__] + args, kwargs, node)
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
             return self.cast(args[0], fn)

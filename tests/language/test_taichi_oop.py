@@ -1,0 +1,73 @@
+"""`@sd.data_oriented` classes (kernels, funcs and plain methods as methods; `self` a template
+argument), plus small Taichi conveniences: `Matrix.rows/cols`, `x[i] = [a, b]`, `sd.atan`,
+`sd.floor(x, dtype)`, `sd.types.f32`."""
+import numpy as np
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+
+@sd.data_oriented
+class Spring:
+    def __init__(self, n):
+        self.n = n
+        self.x = sd.field(sd.f32, shape=n, needs_grad=True)
+        self.e = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.func
+    def stretch(self, i):
+        return self.x[i + 1] - self.x[i]
+
+    def weight(self, i):
+        return 1.0 + 0.5 * i
+
+    @sd.kernel
+    def energy(self, k: sd.f32):
+        for i in range(self.n - 1):
+            d = self.stretch(i)
+            self.e[None] += 0.5 * k * self.weight(i) * d * d
+
+
+@test_archs()
+def test_data_oriented_forward_and_grad(arch):
+    s = Spring(6)
+    xs = np.array([0.0, 0.3, 1.1, 1.4, 2.6, 3.0], np.float32)
+    s.x.from_numpy(xs)
+    with sd.ad.Tape(loss=s.e):
+        s.energy(2.0)
+    d, w = np.diff(xs.astype(np.float64)), 1.0 + 0.5 * np.arange(5)
+    np.testing.assert_allclose(s.e[None], np.sum(w * d * d), rtol=1e-6)
+    g = np.zeros(6)
+    g[1:] += 2 * w * d
+    g[:-1] -= 2 * w * d
+    np.testing.assert_allclose(s.x.grad.to_numpy(), g, rtol=1e-5, atol=1e-6)
+    s.e.grad[None] = 1.0
+    s.x.grad.fill(0)
+    s.energy.grad(2.0)  # a bound kernel's grad
+    np.testing.assert_allclose(s.x.grad.to_numpy(), g, rtol=1e-5, atol=1e-6)
+
+
+@test_archs()
+def test_small_conveniences(arch):
+    v = sd.Vector.field(2, sd.f32, shape=(2, 3))
+    out = sd.field(sd.f32, shape=4)
+    iout = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k():
+        for i, j in v:
+            v[i, j] = [i, j * 2]
+        m = sd.Matrix.rows([sd.Vector([1.0, 2.0]), sd.Vector([3.0, 4.0])])
+        c = sd.Matrix.cols([sd.Vector([1.0, 2.0]), sd.Vector([3.0, 4.0])])
+        out[0] = m[1, 0]
+        out[1] = c[1, 0]
+        out[2] = sd.atan(1.0 * out[0])
+        out[3] = sd.cast(2.75, sd.types.f32)
+        iout[None] = sd.floor(out[3], int)
+
+    k()
+    ii, jj = np.meshgrid(np.arange(2), np.arange(3), indexing="ij")
+    np.testing.assert_array_equal(v.to_numpy(), np.stack([ii, 2 * jj], axis=-1))
+    np.testing.assert_allclose(out.to_numpy(), [3.0, 2.0, np.arctan(3.0), 2.75], rtol=1e-6)
+    assert iout[None] == 2
+    np.testing.assert_array_equal(sd.Matrix.cols([[1, 2], [3, 4]]).to_numpy(), [[1, 3], [2, 4]])
