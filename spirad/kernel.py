@@ -24,7 +24,7 @@ from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
-from .types import NdarrayType, Template
+from .types import MatrixType, NdarrayType, Template, VectorType
 
 
 FORWARD, ADJOINT, FWD_MODE = 0, 1, 2  # launch modes: index of the kernel's last plan
@@ -117,6 +117,10 @@ class Kernel(PyFunction):
                 spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
+            elif isinstance(ann, (VectorType, MatrixType)):
+                dtype, comp = self._vector_value(ann, a, name, i, st)
+                specs.append(("vector", dtype, comp))
+                key.append(("vector", dtype, comp))
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
@@ -138,6 +142,33 @@ class Kernel(PyFunction):
                 key.append(("scalar", dtype))
         return tuple(key), specs
 
+    def _vector_value(self, ann, a, name, i, st):
+        """A vector / matrix argument (`v: sd.math.vec3`): its scalar type and shape, checked."""
+        comp = ann.comp_shape
+        dtype = st.default_fp if ann.dtype is float else st.default_ip if ann.dtype is int \
+            else ann.dtype
+        try:
+            arr = np.asarray(a, dtype=np.float64 if dtype.is_float else np.int64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is None or arr.shape != comp:
+            raise self._arg_error(SpiradTypeError, f"argument '{name}' of {self.fn.__name__} must "
+                                  f"be a vector / matrix of shape {comp}, got {a!r}", i)
+        return dtype, comp
+
+    def flat(self, args) -> tuple:
+        """The launch arguments: vector / matrix arguments spread into their components."""
+        params = self._annotations()
+        if not any(isinstance(ann, (VectorType, MatrixType)) for _, ann in params):
+            return args
+        out = []
+        for (_, ann), a in zip(params, args):
+            if isinstance(ann, (VectorType, MatrixType)):
+                out.extend(np.asarray(a).reshape(-1).tolist())
+            else:
+                out.append(a)
+        return tuple(out)
+
     # -- compile ------------------------------------------------------------------------------
     def compile(self, args) -> _launch.Compiled:
         """The forward program for these arguments' signature (compiled on first use)."""
@@ -157,24 +188,25 @@ class Kernel(PyFunction):
         """The adjoint program for these arguments' signature (compiled on first use)."""
         fwd = self.compile(args)
         if fwd.adjoint is None:
-            fwd.adjoint = compile_adjoint(fwd, args, _state.current())
+            fwd.adjoint = compile_adjoint(fwd, self.flat(args), _state.current())
         return fwd.adjoint
 
     def compile_forward_mode(self, args) -> _launch.Compiled:
         """The forward-mode program for these arguments' signature (compiled on first use)."""
         fwd = self.compile(args)
         if fwd.forward_mode is None:
-            fwd.forward_mode = compile_forward_mode(fwd, args, _state.current())
+            fwd.forward_mode = compile_forward_mode(fwd, self.flat(args), _state.current())
         return fwd.forward_mode
 
     def _plan(self, args, mode: int) -> _launch.LaunchPlan:
         p = self._plans[mode]
         st = _state.current()
         epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
-        if p is not None and p.epoch == epoch and _launch.same_args(p.args, args):
+        flat = self.flat(args)
+        if p is not None and p.epoch == epoch and _launch.same_args(p.args, flat):
             return p  # the same inputs as the last launch: everything is known
         c = (self.compile, self.compile_adjoint, self.compile_forward_mode)[mode](args)
-        p = self._plans[mode] = _launch.plan(c, args, epoch)
+        p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
     # -- launch -------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from kernel_ir.errors import SpiradError, SpiradSyntaxError, SpiradTypeError
 from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from kernel_ir.ops import Op
@@ -137,8 +139,9 @@ def _check_returns(ctx, src, fdef):
 def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     """Translate `kernel` for one signature; `returns`: its KernelReturn, or None.
 
-    `arg_values_spec`: per parameter, ('scalar', dtype) | ('ndarray', dtype, ndim, comp_shape,
-    needs_grad, needs_dual) | ('template', python object).
+    `arg_values_spec`: per parameter, ('scalar', dtype) | ('vector', dtype, comp_shape) |
+    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual) | ('template', python object).
+    A vector / matrix parameter is one scalar launch argument per component (`Kernel.flat`).
     """
     ctx = Ctx(state)
     src = kernel.source()
@@ -149,12 +152,21 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     fdef = src.func_def
     params = [a.arg for a in fdef.args.args]
     args = []
-    for i, (p, spec) in enumerate(zip(params, arg_values_spec)):
+    for p, spec in zip(params, arg_values_spec):
         kind = spec[0]
+        i = len(args)  # the launch-argument position (vector arguments take one per component)
         if kind == "scalar":
             args.append(ArgSpec(p, "scalar", spec[1]))
             ctx.b.loc = src.loc(fdef)
             frame.scopes[0][p] = v.new_slot(ctx.b.arg(i, spec[1]), p)
+        elif kind == "vector":  # ('vector', dtype, comp_shape): one scalar argument per component
+            _, dtype, comp_shape = spec
+            ctx.b.loc = src.loc(fdef)
+            comps = []
+            for k in range(int(np.prod(comp_shape))):
+                args.append(ArgSpec(f"{p}[{k}]", "scalar", dtype))
+                comps.append(ctx.b.arg(i + k, dtype))
+            frame.scopes[0][p] = v.new_slot(VecVal(tuple(comps), tuple(comp_shape)), p)
         elif kind == "ndarray":
             _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))

@@ -2,6 +2,7 @@
 argument), plus small Taichi conveniences: `Matrix.rows/cols`, `x[i] = [a, b]`, `sd.atan`,
 `sd.floor(x, dtype)`, `sd.types.f32`."""
 import numpy as np
+import pytest
 
 import spirad as sd
 from tests.support.archs import test_archs
@@ -71,3 +72,28 @@ def test_small_conveniences(arch):
     np.testing.assert_allclose(out.to_numpy(), [3.0, 2.0, np.arctan(3.0), 2.75], rtol=1e-6)
     assert iout[None] == 2
     np.testing.assert_array_equal(sd.Matrix.cols([[1, 2], [3, 4]]).to_numpy(), [[1, 3], [2, 4]])
+
+
+@test_archs()
+def test_vector_and_matrix_kernel_arguments(arch):
+    import spirad.math as tm
+    a = sd.ndarray(sd.f32, shape=4, needs_grad=True)
+    out = sd.Vector.field(3, sd.f32, shape=4)
+
+    @sd.kernel
+    def k(v: tm.vec3, m: sd.types.matrix(2, 2, float), arr: sd.types.ndarray(), s: sd.f32) -> sd.f32:
+        for i in arr:
+            out[i] = v * arr[i] + tm.vec3(m[0, 1], m[1, 0], s)
+            arr.grad[i] = (m @ tm.vec2(1.0, 2.0))[1]
+        return v.sum() + m.determinant()
+
+    a.from_numpy(np.arange(4, dtype=np.float32))
+    r = k(tm.vec3(1, 2, 3), [[1.0, 2.0], [3.0, 4.0]], a, 0.5)
+    assert abs(r - (6.0 - 2.0)) < 1e-6
+    want = np.arange(4)[:, None] * [1, 2, 3] + [2.0, 3.0, 0.5]
+    np.testing.assert_allclose(out.to_numpy(), want)
+    np.testing.assert_allclose(a.grad.to_numpy(), np.full(4, 11.0))
+    r = k(np.array([0.0, 0.0, 1.0]), sd.Matrix([[2.0, 0.0], [0.0, 2.0]]), a, 0.0)  # same program
+    assert abs(r - 5.0) < 1e-6
+    with pytest.raises(sd.SpiradTypeError, match="shape"):
+        k(tm.vec2(1, 2), [[1.0, 2.0], [3.0, 4.0]], a, 0.5)
