@@ -16,6 +16,7 @@ from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
 from .kernel import data_oriented, kernel
+from .struct import Struct, dataclass
 from .lang import atan, atomic_sub, polar_decompose
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
                    loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,

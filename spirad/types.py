@@ -94,3 +94,11 @@ def vector(n: int, dtype) -> VectorType:
 
 def matrix(n: int, m: int, dtype) -> MatrixType:
     return MatrixType(n, m, dtype)
+
+
+def struct(**members):
+    """`types.struct(a=float, v=vector(3, float))`: a struct type (`spirad.struct`)."""
+    return _makers_struct[0](members)
+
+
+_makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)

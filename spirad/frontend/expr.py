@@ -144,6 +144,13 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
+        from ..struct import StructElem
+        if isinstance(obj, StructElem):  # s[i].member
+            f = obj.sf.members.get(name)
+            if f is None:
+                raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
+                                                      f"'{name}' (members: {list(obj.sf.members)})", node)
+            return self.field_elem(f, obj.idx, node)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError:
@@ -172,16 +179,15 @@ class ExprVisitor:
             flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
         from ..field import Field
-        if isinstance(obj, (Field, NdarrayArg)):
+        from ..struct import StructElem, StructField
+        if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, StructField):
+            return StructElem(obj, idx)
         if isinstance(obj, Field):
-            ref = obj.ref()
-            if len(idx) != len(obj.shape):
-                raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
-                                                      f"but is indexed with {len(idx)}", node)
-            return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
+            return self.field_elem(obj, idx, node)
         if isinstance(obj, NdarrayArg):
             if len(idx) != obj.ndim:
                 raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' has {obj.ndim} dimension(s) "
@@ -200,6 +206,14 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
             return obj[k]
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
+
+    def field_elem(self, obj, idx, node):
+        """`x[idx]` of a field (`idx` already expanded)."""
+        ref = obj.ref()
+        if len(idx) != len(obj.shape):
+            raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
+                                                  f"but is indexed with {len(idx)}", node)
+        return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""

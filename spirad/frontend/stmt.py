@@ -219,7 +219,7 @@ class StmtVisitor:
                 else:
                     dims.append((0, d))
             return dims
-        if isinstance(obj, Field):
+        if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             return [(0, s) for s in obj.shape]
         if isinstance(obj, NdarrayArg):
             return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
