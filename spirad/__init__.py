@@ -79,3 +79,33 @@ def sync():
 
 def reset():
     _state.reset()
+
+
+# Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
+TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
+TaichiCompilationError = TaichiRuntimeError = SpiradError
+
+_UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
+    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
+       for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
+                 "float16", "uint64")},
+    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
+       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
+    "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
+    "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
+    "real_func": "use @sd.func (always inlined; no recursion)",
+    "block_local": "remove it (a scheduling hint)", "assume_in_range": "remove it (a hint)",
+    "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
+    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+}
+
+
+class _UnsupportedName(SpiradNotSupportedError, AttributeError):
+    """`sd.<Taichi name spirad lacks>`: says what to use; still an AttributeError (hasattr)."""
+
+
+def __getattr__(name):
+    hint = _UNSUPPORTED.get(name)
+    if hint is None:
+        raise AttributeError(f"module 'spirad' has no attribute {name!r}")
+    raise _UnsupportedName(f"sd.{name} (Taichi) is not supported: {hint}")

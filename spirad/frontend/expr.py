@@ -153,7 +153,10 @@ class ExprVisitor:
             return self.field_elem(f, obj.idx, node)
         try:
             return self.py_constant(getattr(obj, name))
-        except AttributeError:
+        except AttributeError as e:
+            from kernel_ir.errors import SpiradNotSupportedError
+            if isinstance(e, SpiradNotSupportedError):  # a Taichi name spirad lacks: say so
+                raise self.ctx.error(SpiradNotSupportedError, str(e), node) from None
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
     def vec_attr(self, obj, name, node):

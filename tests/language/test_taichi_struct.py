@@ -70,3 +70,22 @@ def test_struct_errors(arch):
         k()
     with pytest.raises(sd.SpiradNotSupportedError, match="struct values"):
         Particle(pos=tm.vec2(0), mass=1.0, tag=0)
+
+
+@test_archs(archs=("cpu",))
+def test_unsupported_taichi_names_say_what_to_use(arch):
+    with pytest.raises(sd.SpiradNotSupportedError, match="atomic_add"):
+        sd.atomic_max
+    assert not hasattr(sd, "u8") and hasattr(sd, "f32")
+    x = sd.field(sd.f32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            sd.atomic_max(x[0], x[i])
+
+    with pytest.raises(sd.SpiradNotSupportedError, match="atomic_add") as e:
+        k()
+    assert "sd.atomic_max(x[0], x[i])" in str(e.value)
+    with pytest.raises(sd.TaichiSyntaxError):
+        raise sd.SpiradSyntaxError("x")
