@@ -19,7 +19,7 @@ from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
 from . import launch as _launch
 from . import state as _state
-from .driver import compile_adjoint, compile_forward, compile_forward_mode
+from .driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
@@ -27,14 +27,14 @@ from .tape import Tape
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
-FORWARD, ADJOINT, FWD_MODE = 0, 1, 2  # launch modes: index of the kernel's last plan
+FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the kernel's last plan
 
 
 class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
-        self._plans = [None, None, None]  # the last LaunchPlan per mode (FORWARD, ADJOINT, FWD_MODE)
+        self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
 
     # -- signature ----------------------------------------------------------------------------
@@ -198,6 +198,13 @@ class Kernel(PyFunction):
             fwd.forward_mode = compile_forward_mode(fwd, self.flat(args), _state.current())
         return fwd.forward_mode
 
+    def compile_validation(self, args) -> _launch.Compiled:
+        """The forward program instrumented for Tape(validation=True) (compiled on first use)."""
+        fwd = self.compile(args)
+        if fwd.validation is None:
+            fwd.validation = compile_validation(fwd, _state.current())
+        return fwd.validation
+
     def _plan(self, args, mode: int) -> _launch.LaunchPlan:
         p = self._plans[mode]
         st = _state.current()
@@ -205,13 +212,17 @@ class Kernel(PyFunction):
         flat = self.flat(args)
         if p is not None and p.epoch == epoch and _launch.same_args(p.args, flat):
             return p  # the same inputs as the last launch: everything is known
-        c = (self.compile, self.compile_adjoint, self.compile_forward_mode)[mode](args)
+        c = (self.compile, self.compile_adjoint, self.compile_forward_mode,
+             self.compile_validation)[mode](args)
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
-        value = _launch.run(self._plan(args, FWD_MODE if FwdMode.active is not None else FORWARD))
+        tape = Tape.active
+        mode = FWD_MODE if FwdMode.active is not None else \
+            VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
+        value = _launch.run(self._plan(args, mode))
         if Tape.active is not None:
             Tape.active.record(self, args)
         return value

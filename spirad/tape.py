@@ -8,10 +8,9 @@ As in Taichi: gradients of every needs_grad field are cleared at entry (clear_gr
 the loss (a 0-d field or one-element ndarray) is set to 0. Each recorded launch's adjoint runs
 through the same launch path as `kernel.grad(*args)`; a `grad_replaced` call (`custom_grad`) is
 one step whose custom gradient runs instead. `grad_check=[x, ...]` checks the gradients of the
-listed fields against finite differences afterwards (`grad_check`). `validation=True` is
-accepted: the data-access hazards inside one kernel are always diagnosed when its adjoint is
-compiled (passes/autodiff/diagnostics); Taichi's run-time check that a later kernel does not
-overwrite what an earlier one read is not implemented, and the Tape warns once that it is not.
+listed fields against finite differences afterwards (`grad_check`). `validation=True` runs the
+recorded kernels instrumented (passes/validation, tape_validation) and raises at the first
+launch that overwrites an element of a differentiated field that the Tape's kernels had read.
 """
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ from . import state as _state
 
 class Tape:
     active = None  # the Tape being recorded (kernel launches call `record`)
-    _validation_warned = False
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
@@ -54,13 +52,9 @@ class Tape:
         if self.grad_check:
             from .grad_check import GradChecker
             self.checker = GradChecker(self.loss, self.grad_check)
-        if self.validation and not Tape._validation_warned:
-            import warnings
-            Tape._validation_warned = True
-            warnings.warn("Tape(validation=True): spirad diagnoses the global data access rule "
-                          "inside each kernel when its adjoint compiles; the run-time check across "
-                          "kernels (an element read by one kernel and overwritten by a later one) "
-                          "is not implemented", stacklevel=2)
+        if self.validation:
+            from .tape_validation import current
+            current().clear()
         Tape.active = self
         return self
 
@@ -81,3 +75,6 @@ class Tape:
         """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""
         if not self.suspended:
             self.calls.append((kernel, args))
+            if self.validation and hasattr(kernel, "fn"):  # a kernel launch: check the rule
+                from .tape_validation import current
+                current().check(kernel.fn.__name__)

@@ -87,16 +87,49 @@ def test_tape_checks(arch):
     assert scalar[None] == 0.0  # Taichi zeroes the loss at entry
 
 
-@test_archs(archs=("cpu",))
-def test_validation_flag_accepted(arch):
-    x = sd.field(sd.f32, shape=(), needs_grad=True)
+@test_archs()
+def test_validation_reports_overwrite_across_kernels(arch):
+    """Taichi's global data access rule: kernel b overwrites x after kernel a read it."""
+    x = sd.field(sd.f32, shape=4, needs_grad=True)
+    y = sd.field(sd.f32, shape=4, needs_grad=True)
+    hist = sd.field(sd.f32, shape=(3, 4), needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
 
     @sd.kernel
-    def k():
-        x[None] = 1.0
+    def a():
+        for i in x:
+            y[i] = x[i] * x[i]
 
-    sd.ad.Tape._validation_warned = False
-    with pytest.warns(UserWarning, match="not implemented"):
-        with sd.ad.Tape(loss=x, validation=True):
-            k()
-    assert x[None] == 1.0 and x.grad[None] == 0.0  # the store consumed the seed
+    @sd.kernel
+    def b():
+        for i in x:
+            x[i] = 2.0 * y[i]
+
+    @sd.kernel
+    def step(t: sd.i32):       # the time-indexed pattern: reads t, writes t + 1 (allowed)
+        for i in range(4):
+            hist[t + 1, i] = sd.sin(hist[t, i]) + x[i]
+
+    @sd.kernel
+    def reduce():
+        for i in range(4):
+            loss[None] += hist[2, i] + y[i]
+
+    x.from_numpy(np.arange(4, dtype=np.float32))
+    with sd.ad.Tape(loss=loss, validation=True):
+        a()
+        step(0)
+        step(1)
+        reduce()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4) + 1 +
+                               np.cos(np.sin(0.0) + np.arange(4)), rtol=1e-5)
+    with pytest.raises(sd.SpiradAutodiffError, match=r"kernel b overwrote elements of field\d+ "
+                                                      r"\(4 element"):
+        with sd.ad.Tape(loss=loss, validation=True):
+            a()
+            b()
+    with sd.ad.Tape(loss=loss):  # without validation: no check (and the checkbits are reset
+        a()                      # by the next validated Tape)
+        b()
+    with sd.ad.Tape(loss=loss, validation=True):
+        a()
