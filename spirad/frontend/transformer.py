@@ -81,10 +81,14 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         values = {}
         b = ctx.b
         ret_slot = None
+        from ..func import PlainFunc
+        assigned = _assigned_names(fdef) if isinstance(func, PlainFunc) else None
         with b.region() as out:
             for p in params:
                 v = self.rvalue(bound[p])
-                if isinstance(v, (Node, VecVal)) or is_py_scalar(v):
+                if assigned is not None and is_py_scalar(v) and p not in assigned:
+                    values[p] = ("obj", v)  # a plain function sees Python values as they are
+                elif isinstance(v, (Node, VecVal)) or is_py_scalar(v):
                     values[p] = ("slot", v)
                 else:
                     values[p] = ("obj", bound[p])
@@ -99,7 +103,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                 ret = frame.ret
                 if ret is not None:
                     ret = self.rvalue(ret)
-                    if is_py_scalar(ret):
+                    if is_py_scalar(ret) and assigned is None:  # an @sd.func returns a value
                         ret = self.to_node(ret)
                     if isinstance(ret, VecVal):
                         allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
@@ -123,6 +127,11 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if isinstance(ret_slot, tuple):
             return ret_slot[1]
         return self.rvalue(ret_slot)
+
+
+def _assigned_names(fdef) -> set:
+    """Names a function body assigns (its parameters among them stay mutable locals)."""
+    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _check_returns(ctx, src, fdef):

@@ -94,3 +94,22 @@ def test_plain_function_errors(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="parameters"):
         k2()
+
+
+def cells(dx):
+    return int(1.0 / dx) + 1
+
+
+@test_archs()
+def test_plain_function_of_constants_is_compile_time(arch):
+    """As in Taichi, a plain function given Python values computes a Python value: usable in
+    sd.static and as a static trip count."""
+    out = sd.field(sd.i32, shape=8)
+
+    @sd.kernel
+    def k():
+        for i in sd.static(range(cells(0.25))):
+            out[i] = sd.static(cells(0.5)) * i
+
+    k()
+    np.testing.assert_array_equal(out.to_numpy(), [0, 3, 6, 9, 12, 0, 0, 0])
