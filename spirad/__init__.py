@@ -17,7 +17,7 @@ from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
-from .lang import atan, atomic_sub, polar_decompose
+from .lang import assume_in_range, atan, atomic_sub, block_local, polar_decompose
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
                    loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
                    tan, tanh)
@@ -94,7 +94,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "real_func": "use @sd.func (always inlined; no recursion)",
-    "block_local": "remove it (a scheduling hint)", "assume_in_range": "remove it (a hint)",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
     "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
 }

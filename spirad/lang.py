@@ -56,6 +56,16 @@ def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False
     raise _python_scope("loop_config")
 
 
+def block_local(*fields):
+    """Taichi's shared-memory cache hint: accepted, no effect (the backend schedules)."""
+    return None
+
+
+def assume_in_range(x, base, low, high):
+    """Taichi's range hint for `x - base`: returns `x` unchanged."""
+    return x
+
+
 def atomic_sub(target, value):
     raise _python_scope("atomic_sub")
 

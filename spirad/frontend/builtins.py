@@ -282,7 +282,9 @@ HANDLERS = {
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
-    lang.polar_decompose: h_polar_decompose, Vector: h_vector, Matrix: h_matrix,
+    lang.polar_decompose: h_polar_decompose,
+    lang.block_local: lambda v, args, kw, node: None,
+    lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,
 }

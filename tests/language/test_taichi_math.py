@@ -159,7 +159,8 @@ def test_loop_config_serialize(arch):
             x[i] += x[i - 1]
         sd.loop_config(block_dim=64)
         for i in range(16):      # block_dim is a hint: still parallel
-            x[i] *= 2
+            sd.block_local(x)    # hints: no effect
+            x[sd.assume_in_range(i, 0, 0, 16)] *= 2
 
     @sd.kernel
     def first_over(t: sd.i32):
