@@ -312,6 +312,9 @@ class StmtVisitor:
         except TypeError:
             raise ctx.error(SpiradSyntaxError, "static(...) in a for-loop needs an iterable known at compile time", node.iter) from None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        jumps = _loop_jumps(node.body)
+        if jumps:  # break / continue: each iteration runs in a one-trip serial loop (see below)
+            return self._static_for_with_jumps(node, items, targets, grouped, "break" in jumps)
         ctx.loops.append("static")
         try:
             for item in items:
@@ -319,25 +322,67 @@ class StmtVisitor:
                     break
                 ctx.frame.scopes.append({})
                 try:
-                    if grouped:
-                        ctx.bind(targets[0].id, item)
-                    elif len(targets) == 1:
-                        ctx.bind(targets[0].id, item)
-                    else:
-                        for t, x in zip(targets, item):
-                            ctx.bind(t.id, x)
+                    self._bind_static(targets, item, grouped)
                     self.build_stmts(node.body)
                 finally:
                     ctx.frame.scopes.pop()
         finally:
             ctx.loops.pop()
 
+    def _bind_static(self, targets, item, grouped):
+        if grouped or len(targets) == 1:
+            self.ctx.bind(targets[0].id, item)
+        else:
+            for t, x in zip(targets, item):
+                self.ctx.bind(t.id, x)
+
+    def _static_for_with_jumps(self, node, items, targets, grouped, has_break):
+        """An unrolled loop whose body breaks or continues: each iteration is the body of a
+        one-trip serial loop, so `continue` / `break` leave it (a BREAK); `break` also sets a
+        flag that skips the remaining iterations. The body is then not the kernel's outermost
+        scope (its loops are serial), as for any loop with a run-time exit."""
+        ctx, b = self.ctx, self.ctx.b
+        flag = self.new_slot(self.const(0, T.i32), "static_break") if has_break else None
+        ctx.static_break.append(flag)
+        ctx.nested_scopes += 1
+        try:
+            for item in items:
+                ctx.frame.scopes.append({})
+                try:
+                    self._bind_static(targets, item, grouped)
+                    if flag is None:
+                        self._one_trip(node)
+                    else:
+                        go = b.binary(Op.CMP_EQ, self.rvalue(flag), self.const(0, T.i32))
+                        with b.if_(go) as (then, _):
+                            with then:
+                                self._one_trip(node)
+                finally:
+                    ctx.frame.scopes.pop()
+        finally:
+            ctx.nested_scopes -= 1
+            ctx.static_break.pop()
+
+    def _one_trip(self, node):
+        b = self.ctx.b
+        self.ctx.loops.append("static-jump")
+        try:
+            with b.range_for(self.const(0, T.i32), self.const(1, T.i32)):
+                self.build_stmts(node.body)
+        finally:
+            self.ctx.loops.pop()
+
     def build_Break(self, node):
         self._loop_jump(node, "break")
+        if self.ctx.loops[-1] == "static-jump":  # leave the iteration, skip the rest
+            self.store_into(self.ctx.static_break[-1], self.const(1, T.i32))
         self.ctx.b.break_()
 
     def build_Continue(self, node):
         self._loop_jump(node, "continue")
+        if self.ctx.loops[-1] == "static-jump":  # leave this iteration's one-trip loop
+            self.ctx.b.break_()
+            return
         self.ctx.b.continue_()
 
     def _loop_jump(self, node, what):
@@ -394,6 +439,25 @@ class StmtVisitor:
                                 f"but its return type is {_type_name(f)}", node)
             self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
         frame.returned = True
+
+
+def _loop_jumps(body) -> set:
+    """'break' / 'continue' statements of this loop level (not of loops nested in it)."""
+    found = set()
+
+    def visit(n):
+        if isinstance(n, ast.Break):
+            found.add("break")
+        elif isinstance(n, ast.Continue):
+            found.add("continue")
+        elif isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for st in body:
+        visit(st)
+    return found
 
 
 def _type_name(f) -> str:

@@ -113,3 +113,44 @@ def test_plain_function_of_constants_is_compile_time(arch):
 
     k()
     np.testing.assert_array_equal(out.to_numpy(), [0, 3, 6, 9, 12, 0, 0, 0])
+
+
+@test_archs()
+def test_break_and_continue_in_static_loops(arch):
+    x = sd.field(sd.f32, shape=6, needs_grad=True)
+    out = sd.field(sd.f32, shape=6, needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            acc = 0.0
+            for j in sd.static(range(5)):
+                if j == 1:
+                    continue
+                if acc > x[i]:
+                    break
+                acc += x[i] * 0.5 + j
+            out[i] = acc
+            loss[None] += acc * acc
+
+    xs = np.array([0.1, 0.7, 1.5, 2.5, 4.0, 9.0])
+
+    def ref(v):
+        acc = 0.0
+        for j in range(5):
+            if j == 1:
+                continue
+            if acc > v:
+                break
+            acc += v * 0.5 + j
+        return acc
+
+    x.from_numpy(xs.astype(np.float32))
+    with sd.ad.Tape(loss):
+        k()
+    want = np.array([ref(v) for v in xs.astype(np.float32).astype(np.float64)])
+    np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-6)
+    h = 1e-6
+    g = np.array([(ref(v + h) ** 2 - ref(v - h) ** 2) / (2 * h) for v in xs])
+    np.testing.assert_allclose(x.grad.to_numpy(), g, rtol=1e-4)
