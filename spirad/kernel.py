@@ -47,6 +47,7 @@ class Kernel(PyFunction):
                                                     p.annotation is inspect.Parameter.empty)
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
+            self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
         return self.params
 
     def __get__(self, obj, objtype=None):
@@ -159,7 +160,7 @@ class Kernel(PyFunction):
     def flat(self, args) -> tuple:
         """The launch arguments: vector / matrix arguments spread into their components."""
         params = self._annotations()
-        if not any(isinstance(ann, (VectorType, MatrixType)) for _, ann in params):
+        if not self._has_vectors:
             return args
         out = []
         for (_, ann), a in zip(params, args):
