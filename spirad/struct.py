@@ -3,8 +3,9 @@
 A struct field is one field per member, all of the same shape (struct-of-arrays): `s.a` is the
 member field, and in kernels `s[i].a` is the element of `s.a` at `i` (readable, assignable,
 `+=`-able, differentiable like any field element). `for i in s` / `grouped(s)` loop over the shape;
-`needs_grad=True` gives every float member its gradient. Struct *values* as kernel locals are not
-supported (use one local per member).
+`needs_grad=True` gives every float member its gradient. In kernels, `P(a=1.0)` (members not given
+are zero) and `p = s[i]` make struct values (`StructVal`: one local per member, copied on
+assignment); `s[i] = p` stores them.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class StructType:
 
     def __call__(self, *a, **k):
         from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError(f"{self.name}(...) struct values are not supported; use "
-                                      f"one variable per member, or a {self.name}.field(...)")
+        raise SpiradNotSupportedError(f"{self.name}(...) struct values exist only inside kernels; "
+                                      f"in Python scope use a {self.name}.field(...)")
 
     def __repr__(self):
         return f"<spirad struct {self.name} {list(self.members)}>"
@@ -83,6 +84,18 @@ class StructElem:
 
     def __init__(self, sf: StructField, idx):
         self.sf, self.idx = sf, idx
+
+    @property
+    def stype(self):
+        return self.sf.stype
+
+
+class StructVal:
+    """A struct value local to a kernel (`p = Particle(mass=1.0)`, `p = s[i]`): one local
+    (frontend Slot) per member; assigning it copies, `s[i] = p` stores every member."""
+
+    def __init__(self, stype: StructType, members: dict):
+        self.stype, self.members = stype, members
 
 
 def struct(**members) -> StructType:

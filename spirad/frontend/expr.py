@@ -47,6 +47,37 @@ class ExprVisitor:
                           tuple(v.shape))
         return _numpy_constant(v)
 
+    def struct_value(self, stype, args, kwargs, node, values=None):
+        """A fresh StructVal of `stype`: members from `values` (name -> value), or from the
+        call's positional / keyword arguments; members not given are zero."""
+        from ..field import resolve_dtype
+        from ..struct import StructVal
+        from ..types import MatrixType, VectorType
+        names = list(stype.members)
+        if values is None:
+            if len(args) > len(names) or any(k not in names for k in kwargs):
+                raise self.ctx.error(SpiradTypeError, f"{stype.name}() takes members {names}", node)
+            values = dict(zip(names, args))
+            values.update(kwargs)
+        slots = {}
+        for m, ty in stype.members.items():
+            v = values.get(m, 0)
+            if isinstance(ty, (VectorType, MatrixType)):
+                v = self.compound_value(ty, [v], node)
+                slots[m] = self.new_slot(v, f"{stype.name}.{m}")
+            else:
+                t = self.ctx.default_fp if ty is float else self.ctx.default_ip if ty is int \
+                    else resolve_dtype(ty)[0]
+                slots[m] = self.new_slot(self.to_node(v, t), f"{stype.name}.{m}", t)
+        return StructVal(stype, slots)
+
+    def struct_members(self, v, node):
+        """name -> readable value of a StructVal or StructElem."""
+        from ..struct import StructVal
+        if isinstance(v, StructVal):
+            return {m: self.rvalue(s) for m, s in v.members.items()}
+        return {m: self.rvalue(self.field_elem(f, v.idx, node)) for m, f in v.sf.members.items()}
+
     def compound_value(self, ty, args, node):
         """`vec3(x, y, z)`, `vec3(0)`, `vec3(v2, z)`, `mat2(a, b, c, d)`: a vector / matrix type
         called in a kernel."""
@@ -144,7 +175,12 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
-        from ..struct import StructElem
+        from ..struct import StructElem, StructVal
+        if isinstance(obj, StructVal):
+            if name not in obj.members:
+                raise self.ctx.error(SpiradTypeError, f"struct {obj.stype.name} has no member "
+                                                      f"'{name}' (members: {list(obj.members)})", node)
+            return obj.members[name]
         if isinstance(obj, StructElem):  # s[i].member
             f = obj.sf.members.get(name)
             if f is None:
@@ -325,6 +361,9 @@ class ExprVisitor:
         from ..types import MatrixType, VectorType
         if isinstance(fn, (VectorType, MatrixType)):
             return self.compound_value(fn, args, node)
+        from ..struct import StructType
+        if isinstance(fn, StructType):
+            return self.struct_value(fn, args, kwargs, node)
         if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
             try:  # np.float32(x) casts like sd.f32(x)
                 dt = T.from_numpy(np.dtype(fn))

@@ -58,10 +58,18 @@ class StmtVisitor:
 
     def assign(self, target, value):
         ctx = self.ctx
+        from ..struct import StructElem, StructVal
         if isinstance(target, ast.Name):
             existing = ctx.find_local(target.id)
             if isinstance(existing, Slot):
                 self.store_into(existing, value)
+                return
+            if isinstance(value, (StructVal, StructElem)):  # struct values copy
+                if isinstance(existing, StructVal) and existing.stype is value.stype:
+                    self.store_struct(existing, value, target)
+                else:
+                    ctx.bind(target.id, self.struct_value(value.stype, (), {}, target,
+                                                          self.struct_members(value, target)))
                 return
             v = self.rvalue(value)
             from kernel_ir.nodes import Node
@@ -80,11 +88,26 @@ class StmtVisitor:
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             lhs = self.build(target)
+            if isinstance(lhs, (StructElem, StructVal)):
+                if not isinstance(value, (StructVal, StructElem)) or value.stype is not lhs.stype:
+                    raise ctx.error(SpiradTypeError, f"assign a {lhs.stype.name} value to a "
+                                                     f"{lhs.stype.name} element", target)
+                self.store_struct(lhs, value, target)
+                return
             if not isinstance(lhs, (Slot, GlobalElem)):
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
         raise ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}", target)
+
+    def store_struct(self, lhs, value, node):
+        """Member-wise store of a struct value into a StructVal or a struct field element."""
+        from ..struct import StructVal
+        vals = self.struct_members(value, node)
+        for m, v in vals.items():
+            dst = lhs.members[m] if isinstance(lhs, StructVal) else \
+                self.field_elem(lhs.sf.members[m], lhs.idx, node)
+            self.store_into(dst, v)
 
     def build_AugAssign(self, node):
         op = BINOPS.get(type(node.op))

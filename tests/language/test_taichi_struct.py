@@ -68,7 +68,7 @@ def test_struct_errors(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="no member 'nope'"):
         k()
-    with pytest.raises(sd.SpiradNotSupportedError, match="struct values"):
+    with pytest.raises(sd.SpiradNotSupportedError, match="only inside kernels"):
         Particle(pos=tm.vec2(0), mass=1.0, tag=0)
 
 
@@ -89,3 +89,37 @@ def test_unsupported_taichi_names_say_what_to_use(arch):
     assert "sd.atomic_max(x[0], x[i])" in str(e.value)
     with pytest.raises(sd.TaichiSyntaxError):
         raise sd.SpiradSyntaxError("x")
+
+
+@test_archs()
+def test_struct_values_in_kernels(arch):
+    p = Particle.field(shape=4, needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def init():
+        for i in p:
+            q = Particle(pos=tm.vec2(i, 1.0), mass=2.0)   # tag not given: 0
+            q.tag = i + 100
+            p[i] = q
+
+    @sd.kernel
+    def step():
+        for i in p:
+            q = p[i]          # a copy
+            q.pos *= q.mass
+            q.mass = 0.0      # changes the copy only
+            r = q
+            r.pos += 1.0      # r is another copy
+            loss[None] += q.pos.dot(q.pos) + 0.0 * r.mass + p[i].mass
+
+    init()
+    np.testing.assert_array_equal(p.tag.to_numpy(), np.arange(4) + 100)
+    with sd.ad.Tape(loss):
+        step()
+    pos = np.stack([np.arange(4), np.ones(4)], axis=1)
+    np.testing.assert_allclose(p.mass.to_numpy(), np.full(4, 2.0))
+    np.testing.assert_allclose(loss[None], np.sum((2 * pos) ** 2) + 8.0, rtol=1e-6)
+    np.testing.assert_allclose(p.pos.grad.to_numpy(), 8.0 * pos, rtol=1e-6)   # d/dpos (m pos)^2
+    np.testing.assert_allclose(p.mass.grad.to_numpy(), 2 * 2.0 * np.sum(pos ** 2, axis=1) + 1,
+                               rtol=1e-6)
