@@ -1,7 +1,9 @@
 """`@kernel` and `@func`: argument checking, the per-signature program cache, and launching.
 
-A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar types, ndarray dtype
-/ rank / element shape / needs_grad, and the identity of template arguments (`spirad.driver`).
+A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar
+types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
+identity of template arguments (`spirad.driver`). The layout version (`state.layout_version`)
+changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
 launch — forward, adjoint or forward mode — goes through `spirad.launch`: the kernel keeps the
@@ -33,7 +35,7 @@ FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the 
 class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
-        self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
+        self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
 
