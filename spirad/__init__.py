@@ -15,6 +15,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
+real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
 from .lang import assume_in_range, atan, atomic_sub, block_local, polar_decompose
@@ -93,7 +94,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
        for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
-    "real_func": "use @sd.func (always inlined; no recursion)",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
     "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
 }

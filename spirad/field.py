@@ -121,6 +121,15 @@ class _HostArray:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
         return arr.astype(self.dtype.np)
 
+    def to_torch(self, device=None):
+        """A torch tensor copy (needs torch installed)."""
+        import torch
+        t = torch.from_numpy(self.to_numpy())
+        return t if device is None else t.to(device)
+
+    def from_torch(self, tensor) -> None:
+        self.from_numpy(tensor.detach().cpu().numpy())
+
     def fill(self, value) -> None:
         self._view()[...] = self._to_storage(value)
         self._host_written()

@@ -97,3 +97,25 @@ def test_vector_and_matrix_kernel_arguments(arch):
     assert abs(r - 5.0) < 1e-6
     with pytest.raises(sd.SpiradTypeError, match="shape"):
         k(tm.vec2(1, 2), [[1.0, 2.0], [3.0, 4.0]], a, 0.5)
+
+
+@test_archs(archs=("cpu",))
+def test_torch_interop_and_real_func(arch):
+    torch = pytest.importorskip("torch")
+    x = sd.field(sd.f32, shape=3)
+    x.from_torch(torch.tensor([1.0, 2.0, 3.0]))
+
+    @sd.real_func
+    def twice(v):
+        return v * 2.0
+
+    @sd.kernel
+    def k():
+        for i in x:
+            x[i] = twice(x[i])
+
+    k()
+    assert torch.equal(x.to_torch(), torch.tensor([2.0, 4.0, 6.0]))
+    a = sd.ndarray(sd.f32, shape=2)
+    a.from_torch(torch.ones(2))
+    assert a.to_torch().sum().item() == 2.0
