@@ -133,3 +133,24 @@ def test_validation_reports_overwrite_across_kernels(arch):
         b()
     with sd.ad.Tape(loss=loss, validation=True):
         a()
+
+
+@test_archs(require=("f64",))
+def test_grad_check_ndarray(arch):
+    a = sd.ndarray(sd.f64, shape=N, needs_grad=True)
+    loss = sd.field(sd.f64, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def k(a: sd.types.ndarray()):
+        for i in a:
+            loss[None] += sd.exp(a[i] * 0.5) * (i + 1)
+
+    xs = np.linspace(-1, 1, N)
+    a.from_numpy(xs)
+    tape = sd.ad.Tape(loss=loss, grad_check=[a])
+    with tape:
+        k(a)
+    assert tape.checker.worst < 0.01
+    np.testing.assert_allclose(a.to_numpy(), xs)  # restored after the check
+    np.testing.assert_allclose(a.grad.to_numpy(), 0.5 * np.exp(xs * 0.5) * (np.arange(N) + 1),
+                               rtol=1e-10)
