@@ -45,3 +45,12 @@ class SpiradAutodiffError(SpiradError):
 
 class SpiradAdStackOverflow(SpiradError):
     """An adstack push went past its capacity; raised at the next sync or host read."""
+
+
+class SpiradNotSupportedError(SpiradError, NotImplementedError):
+    """A Taichi / Quadrants feature spirad does not implement; the message names the alternative."""
+
+
+class SpiradGradCheckError(SpiradAutodiffError, AssertionError):
+    """`Tape(grad_check=[...])` found a gradient that disagrees with finite differences (an
+    AssertionError, as Taichi's failed check is)."""

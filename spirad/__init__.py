@@ -8,14 +8,22 @@ from . import state as _state
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+                     SpiradGradCheckError,
+                     SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
-from .kernel import kernel
-from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log, max,
-                   min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
+real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
+from .kernel import data_oriented, kernel
+from .struct import Struct, dataclass
+from .lang import assume_in_range, atan, atomic_sub, block_local, polar_decompose
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
+                   loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
+                   tan, tanh)
+from . import math
+from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .types import template
@@ -72,3 +80,31 @@ def sync():
 
 def reset():
     _state.reset()
+
+
+# Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
+TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
+TaichiCompilationError = TaichiRuntimeError = SpiradError
+
+_UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
+    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
+       for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
+                 "float16", "uint64")},
+    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
+       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
+    "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
+    "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
+    "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
+    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+}
+
+
+class _UnsupportedName(SpiradNotSupportedError, AttributeError):
+    """`sd.<Taichi name spirad lacks>`: says what to use; still an AttributeError (hasattr)."""
+
+
+def __getattr__(name):
+    hint = _UNSUPPORTED.get(name)
+    if hint is None:
+        raise AttributeError(f"module 'spirad' has no attribute {name!r}")
+    raise _UnsupportedName(f"sd.{name} (Taichi) is not supported: {hint}")

@@ -1,5 +1,6 @@
 """`sd.ad`: the autodiff API namespace (Taichi's `ti.ad`)."""
+from .custom_grad import clear_all_gradients, grad_for, grad_replaced, no_grad
 from .fwd_mode import FwdMode
 from .tape import Tape
 
-__all__ = ["FwdMode", "Tape"]
+__all__ = ["FwdMode", "Tape", "clear_all_gradients", "grad_for", "grad_replaced", "no_grad"]

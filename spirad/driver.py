@@ -92,6 +92,17 @@ def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     return _program(tl, state, None, fwd.template_refs, fwd.returns)
 
 
+def compile_validation(fwd: Compiled, state) -> Compiled:
+    """The forward program instrumented for `Tape(validation=True)` (passes/validation)."""
+    from .passes.validation import instrument
+    from .tape_validation import current
+    v = current()
+    tl = instrument(fwd.tl, v.checkbit_of, v.violations.ref())
+    if debug_enabled(state):
+        verifier.verify_tasks(tl)
+    return _program(tl, state, None, fwd.template_refs, fwd.returns)
+
+
 def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
     binding sources, what the program may write (generations to bump), its return values
@@ -102,7 +113,9 @@ def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
-        (tuple(state.prints.fields.values()) if state.prints is not None else ())
+        (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
+        ((state.rng,) if state.rng is not None else ()) + \
+        (state.validation.fields() if state.validation is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written = set()

@@ -121,6 +121,15 @@ class _HostArray:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
         return arr.astype(self.dtype.np)
 
+    def to_torch(self, device=None):
+        """A torch tensor copy (needs torch installed)."""
+        import torch
+        t = torch.from_numpy(self.to_numpy())
+        return t if device is None else t.to(device)
+
+    def from_torch(self, tensor) -> None:
+        self.from_numpy(tensor.detach().cpu().numpy())
+
     def fill(self, value) -> None:
         self._view()[...] = self._to_storage(value)
         self._host_written()
@@ -162,19 +171,46 @@ class Field(_HostArray):
         self.shape = normalize_shape(shape)
         self.generation = 0
         self._buf = None
-        self.grad = None
+        self._grad = None      # the gradient field, once the field has one
+        self._pending = None   # unplaced float field: its not-yet-enabled `.grad` (see `grad`)
+        self._primal = None    # a gradient field: the field it belongs to
+        self._dtype_arg = dtype
         self.dual = None
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
             if not self.dtype.is_float:
                 raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
-            self.grad = Field(dtype, shape, name=self.name + ".grad", _is_grad=True)
+            self._add_grad()
         if needs_dual:
             if not self.dtype.is_float:
                 raise SpiradTypeError(f"needs_dual=True requires a float dtype, got {self.dtype}")
             self._add_dual()
         st.fields.append(self)
+
+    @property
+    def grad(self):
+        """The gradient field, or None. A float field without a shape yet (`sd.field(dtype)`)
+        offers its future gradient here so that `place(x, x.grad)` can enable it, as in Taichi."""
+        if self._grad is not None:
+            return self._grad
+        if self.shape is None and self.dtype.is_float and self._primal is None \
+                and self in _state.current().fields:
+            if self._pending is None:
+                self._pending = Field(self._dtype_arg, None, name=self.name + ".grad", _is_grad=True)
+                self._pending._primal = self
+            return self._pending
+        return None
+
+    def _add_grad(self):
+        """Give this field its gradient (`needs_grad=True`, `place(x.grad)`, `root.lazy_grad()`);
+        kernels compiled before see it at their next launch (state.layout_version)."""
+        g = self._pending or Field(self._dtype_arg, self.shape, name=self.name + ".grad",
+                                   _is_grad=True)
+        g.shape = self.shape
+        g._primal = self
+        self._grad, self._pending = g, None
+        _state.current().layout_version += 1
 
     def _add_dual(self):
         """Give this field its forward-mode dual (`needs_dual=True`, `root.lazy_dual()`)."""
@@ -183,7 +219,7 @@ class Field(_HostArray):
 
     @property
     def needs_grad(self) -> bool:
-        return self.grad is not None
+        return self._grad is not None
 
     @property
     def needs_dual(self) -> bool:
@@ -191,6 +227,10 @@ class Field(_HostArray):
 
     def _check_live(self):
         super()._check_live()
+        if self._primal is not None and self._primal._grad is not self and self._primal.dual is not self:
+            raise SpiradValueError(f"field {self._primal.name} has no gradient: create it with "
+                                   f"needs_grad=True, place it (place(x, x.grad)) or call "
+                                   f"sd.root.lazy_grad()")
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
@@ -232,37 +272,100 @@ class Axis:
         self.dims = dims
 
 
+_SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a field with shape=) "
+                "sized for the largest extent, and keep an element count or an active mask in "
+                "another field")
+
+
 class SNode:
-    """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m)."""
+    """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m).
+
+    Placing a field fixes its shape; placing `x.grad` (or `place(x, needs_grad=True)`, or
+    `root.lazy_grad()`) gives x its gradient, also after kernels using x were compiled."""
 
     def __init__(self, shape=()):
         self.shape = shape
 
     def dense(self, axes, shape) -> "SNode":
-        shape = normalize_shape(shape)
         n = len(axes.dims) if isinstance(axes, Axis) else 1
+        if isinstance(shape, numbers.Integral):
+            shape = (int(shape),) * n  # Taichi: dense(ti.ij, n) is n along every axis
+        shape = normalize_shape(shape)
         if len(shape) != n:
             raise SpiradValueError(f"dense(): {n} axes but shape {shape}")
         return SNode(self.shape + shape)
 
-    def place(self, *fields) -> "SNode":
+    def _sparse(self, what):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError(f"root.{what}(...) (sparse SNodes) is not supported: "
+                                      f"{_SPARSE_HINT}")
+
+    def pointer(self, *a, **k):
+        self._sparse("pointer")
+
+    def bitmasked(self, *a, **k):
+        self._sparse("bitmasked")
+
+    def dynamic(self, *a, **k):
+        self._sparse("dynamic")
+
+    def hash(self, *a, **k):
+        self._sparse("hash")
+
+    def bit_struct(self, *a, **k):
+        self._sparse("bit_struct")
+
+    def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
+        if offset is not None:
+            from kernel_ir.errors import SpiradNotSupportedError
+            raise SpiradNotSupportedError("place(..., offset=) is not supported: index from 0 "
+                                          "and add the offset in the kernel")
         for f in fields:
             if not isinstance(f, Field):
                 raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
+            primal = f._primal
+            if primal is not None and primal.dual is not f:  # x.grad: enable x's gradient
+                if primal._grad is None:
+                    if primal.shape is not None and primal.shape != self.shape:
+                        raise SpiradValueError(f"{f.name} must be placed with the shape of "
+                                               f"{primal.name}, {primal.shape}; got {self.shape}")
+                    primal._add_grad()
+                if primal.shape is None:
+                    primal.shape = self.shape
+                elif primal.shape != self.shape:
+                    raise SpiradValueError(f"{f.name} must have the shape of {primal.name}, "
+                                           f"{primal.shape}; got {self.shape}")
+                f.shape = primal.shape
+                continue
             if f.shape is not None and f.shape != self.shape:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
             f.shape = self.shape
-            if f.grad is not None:
-                f.grad.shape = self.shape
+            if needs_grad and f._grad is None:
+                if not f.dtype.is_float:
+                    raise SpiradTypeError(f"needs_grad=True requires a float dtype; field "
+                                          f"{f.name} is {f.dtype}")
+                f._add_grad()
+            if f._grad is not None:
+                f._grad.shape = self.shape
+            if f._pending is not None:
+                f._pending.shape = self.shape
             if f.dual is not None:
                 f.dual.shape = self.shape
+            _state.current().layout_version += 1
         return self
+
+    def lazy_grad(self) -> None:
+        """Give every float field that has none a gradient (Taichi's `root.lazy_grad()`)."""
+        for f in _state.current().fields:
+            if f._grad is None and f.dtype.is_float:
+                f._add_grad()
 
     def lazy_dual(self) -> None:
         """Give every float field that has none a dual (Taichi's `root.lazy_dual()`)."""
         for f in _state.current().fields:
             if f.dual is None and f.dtype.is_float:
                 f._add_dual()
+        _state.current().layout_version += 1
 
 
 root = SNode()

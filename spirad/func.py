@@ -33,6 +33,51 @@ class Func(PyFunction):
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel "
                                 f"or func")
 
+    def __get__(self, obj, objtype=None):
+        """`self.f(...)` in a kernel method: `obj` becomes the func's first argument."""
+        return self if obj is None else BoundFunc(self, obj)
+
+
+class BoundFunc:
+    """A func looked up on an object: inlined with the object as its first argument."""
+
+    def __init__(self, func, obj):
+        self.func, self.obj = func, obj
+
 
 def func(fn) -> Func:
     return Func(fn)
+
+
+class PlainFunc(Func):
+    """A plain Python function or lambda called from a kernel: inlined like an @sd.func (Taichi
+    does the same). Lambdas are read from their file (`LambdaSourceInfo`)."""
+
+    def source(self) -> SourceInfo:
+        if self._src is None:
+            if self.fn.__name__ == "<lambda>":
+                from .frontend.source import LambdaSourceInfo
+                self._src = LambdaSourceInfo(self.fn)
+            else:
+                self._src = SourceInfo(self.fn)
+        return self._src
+
+
+_plain: dict = {}  # id(function) -> (function, PlainFunc): parsed once per function object
+
+
+def plain_func(fn) -> PlainFunc:
+    """The inlinable wrapper of a plain Python function (cached per function object)."""
+    hit = _plain.get(id(fn))
+    if hit is None or hit[0] is not fn:
+        hit = _plain[id(fn)] = (fn, PlainFunc(fn))
+    return hit[1]
+
+
+def is_plain_python_function(fn) -> bool:
+    """A user's Python function (def or lambda), not spirad's or numpy's own helpers."""
+    import types
+    if not isinstance(fn, types.FunctionType):
+        return False
+    mod = getattr(fn, "__module__", "") or ""
+    return not (mod == "numpy" or mod.startswith(("numpy.", "spirad.", "kernel_ir.")) or mod == "spirad")

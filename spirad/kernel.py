@@ -1,7 +1,9 @@
 """`@kernel` and `@func`: argument checking, the per-signature program cache, and launching.
 
-A kernel is compiled once per (init epoch, arch, argument signature): scalar types, ndarray dtype
-/ rank / element shape / needs_grad, and the identity of template arguments (`spirad.driver`).
+A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar
+types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
+identity of template arguments (`spirad.driver`). The layout version (`state.layout_version`)
+changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
 launch — forward, adjoint or forward mode — goes through `spirad.launch`: the kernel keeps the
@@ -19,22 +21,22 @@ from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
 from . import launch as _launch
 from . import state as _state
-from .driver import compile_adjoint, compile_forward, compile_forward_mode
+from .driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
-from .types import NdarrayType, Template
+from .types import MatrixType, NdarrayType, Template, VectorType
 
 
-FORWARD, ADJOINT, FWD_MODE = 0, 1, 2  # launch modes: index of the kernel's last plan
+FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the kernel's last plan
 
 
 class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
-        self._cache: dict = {}      # (epoch, arch, signature key) -> forward Compiled
-        self._plans = [None, None, None]  # the last LaunchPlan per mode (FORWARD, ADJOINT, FWD_MODE)
+        self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
+        self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
 
     # -- signature ----------------------------------------------------------------------------
@@ -42,8 +44,18 @@ class Kernel(PyFunction):
         if self.params is None:
             import inspect
             sig = inspect.signature(self.fn)
-            self.params = [(p.name, self._resolve_annotation(p.annotation)) for p in sig.parameters.values()]
+            params = list(sig.parameters.values())
+            self.params = [(p.name, Template() if (k == 0 and p.name == "self" and
+                                                    p.annotation is inspect.Parameter.empty)
+                            else self._resolve_annotation(p.annotation))
+                           for k, p in enumerate(params)]  # a method's self: a template
+            self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
         return self.params
+
+    def __get__(self, obj, objtype=None):
+        """A kernel defined in a class (`@sd.data_oriented`) is called as `obj.k(...)`: `self`
+        is passed as a template argument."""
+        return self if obj is None else BoundKernel(self, obj)
 
     def _resolve_annotation(self, ann):
         """String annotations (`from __future__ import annotations`) are evaluated in the
@@ -101,9 +113,17 @@ class Kernel(PyFunction):
                 if ann.ndim is not None and ann.ndim != len(a.shape):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' must have {ann.ndim} "
                                           f"dimension(s), got {len(a.shape)} (shape {a.shape})", i)
+                if ann.needs_grad is not None and bool(ann.needs_grad) != a.needs_grad:
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
+                                          f"needs_grad={bool(ann.needs_grad)} but the ndarray was "
+                                          f"created with needs_grad={a.needs_grad}", i)
                 spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
+            elif isinstance(ann, (VectorType, MatrixType)):
+                dtype, comp = self._vector_value(ann, a, name, i, st)
+                specs.append(("vector", dtype, comp))
+                key.append(("vector", dtype, comp))
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
@@ -125,44 +145,87 @@ class Kernel(PyFunction):
                 key.append(("scalar", dtype))
         return tuple(key), specs
 
+    def _vector_value(self, ann, a, name, i, st):
+        """A vector / matrix argument (`v: sd.math.vec3`): its scalar type and shape, checked."""
+        comp = ann.comp_shape
+        dtype = st.default_fp if ann.dtype is float else st.default_ip if ann.dtype is int \
+            else ann.dtype
+        try:
+            arr = np.asarray(a, dtype=np.float64 if dtype.is_float else np.int64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is None or arr.shape != comp:
+            raise self._arg_error(SpiradTypeError, f"argument '{name}' of {self.fn.__name__} must "
+                                  f"be a vector / matrix of shape {comp}, got {a!r}", i)
+        return dtype, comp
+
+    def flat(self, args) -> tuple:
+        """The launch arguments: vector / matrix arguments spread into their components."""
+        params = self._annotations()
+        if not self._has_vectors:
+            return args
+        out = []
+        for (_, ann), a in zip(params, args):
+            if isinstance(ann, (VectorType, MatrixType)):
+                out.extend(np.asarray(a).reshape(-1).tolist())
+            else:
+                out.append(a)
+        return tuple(out)
+
     # -- compile ------------------------------------------------------------------------------
     def compile(self, args) -> _launch.Compiled:
         """The forward program for these arguments' signature (compiled on first use)."""
         st = _state.current()
         key, specs = self._signature(args, st)
-        if any(k[0] != st.epoch for k in self._cache):  # programs of a previous init() are dead
-            self._cache = {k: v for k, v in self._cache.items() if k[0] == st.epoch}
-        c = self._cache.get((st.epoch, st.arch, key))
+        ck = (st.epoch, st.arch, st.layout_version, key)
+        if any(k[0] != st.epoch or k[2] != st.layout_version for k in self._cache):
+            # programs of a previous init() are dead; a new placement / gradient (layout_version)
+            # changes what the adjoint differentiates, so those programs are rebuilt too
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == ck[0] and k[2] == ck[2]}
+        c = self._cache.get(ck)
         if c is None:
-            c = self._cache[(st.epoch, st.arch, key)] = compile_forward(self, specs, st)
+            c = self._cache[ck] = compile_forward(self, specs, st)
         return c
 
     def compile_adjoint(self, args) -> _launch.Compiled:
         """The adjoint program for these arguments' signature (compiled on first use)."""
         fwd = self.compile(args)
         if fwd.adjoint is None:
-            fwd.adjoint = compile_adjoint(fwd, args, _state.current())
+            fwd.adjoint = compile_adjoint(fwd, self.flat(args), _state.current())
         return fwd.adjoint
 
     def compile_forward_mode(self, args) -> _launch.Compiled:
         """The forward-mode program for these arguments' signature (compiled on first use)."""
         fwd = self.compile(args)
         if fwd.forward_mode is None:
-            fwd.forward_mode = compile_forward_mode(fwd, args, _state.current())
+            fwd.forward_mode = compile_forward_mode(fwd, self.flat(args), _state.current())
         return fwd.forward_mode
+
+    def compile_validation(self, args) -> _launch.Compiled:
+        """The forward program instrumented for Tape(validation=True) (compiled on first use)."""
+        fwd = self.compile(args)
+        if fwd.validation is None:
+            fwd.validation = compile_validation(fwd, _state.current())
+        return fwd.validation
 
     def _plan(self, args, mode: int) -> _launch.LaunchPlan:
         p = self._plans[mode]
-        epoch = _state.current().epoch
-        if p is not None and p.epoch == epoch and _launch.same_args(p.args, args):
+        st = _state.current()
+        epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
+        flat = self.flat(args)
+        if p is not None and p.epoch == epoch and _launch.same_args(p.args, flat):
             return p  # the same inputs as the last launch: everything is known
-        c = (self.compile, self.compile_adjoint, self.compile_forward_mode)[mode](args)
-        p = self._plans[mode] = _launch.plan(c, args, epoch)
+        c = (self.compile, self.compile_adjoint, self.compile_forward_mode,
+             self.compile_validation)[mode](args)
+        p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
-        value = _launch.run(self._plan(args, FWD_MODE if FwdMode.active is not None else FORWARD))
+        tape = Tape.active
+        mode = FWD_MODE if FwdMode.active is not None else \
+            VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
+        value = _launch.run(self._plan(args, mode))
         if Tape.active is not None:
             Tape.active.record(self, args)
         return value
@@ -171,6 +234,26 @@ class Kernel(PyFunction):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md)."""
         _launch.run(self._plan(args, ADJOINT))
+
+
+class BoundKernel:
+    """`obj.kernel`: calls (and `.grad`) pass `obj` as the kernel's first argument."""
+
+    def __init__(self, kernel, obj):
+        self.kernel, self.obj = kernel, obj
+        self.__name__ = kernel.fn.__name__
+
+    def __call__(self, *args):
+        return self.kernel(self.obj, *args)
+
+    def grad(self, *args):
+        return self.kernel.grad(self.obj, *args)
+
+
+def data_oriented(cls):
+    """Taichi's `@ti.data_oriented`: kernels and funcs defined in the class work as methods
+    (`self` is a compile-time template argument). The class is returned unchanged."""
+    return cls
 
 
 def _scalar_annotation(ann, st, name, kname):

@@ -22,7 +22,8 @@ def sqrt(x): return np.sqrt(x)
 def rsqrt(x): return 1.0 / np.sqrt(x)
 def pow(x, y): return np.power(x, y)  # noqa: A001 (Taichi name)
 def abs(x): return np.abs(x)  # noqa: A001
-def floor(x): return np.floor(x)
+def floor(x, dtype=None): return np.floor(x) if dtype is None else np.floor(x).astype(dtype.np)
+def atan(x): return np.arctan(x)
 def min(*xs): return np.minimum.reduce(xs) if len(xs) > 2 else np.minimum(*xs)  # noqa: A001
 def max(*xs): return np.maximum.reduce(xs) if len(xs) > 2 else np.maximum(*xs)  # noqa: A001
 def select(cond, a, b): return np.where(cond, a, b)
@@ -34,6 +35,53 @@ def cast(x, dtype):
 
 def atomic_add(target, value):
     raise _python_scope("atomic_add")
+
+
+def random(dtype=float):  # noqa: A001 (Taichi name)
+    """A uniform float in [0, 1) (or a random int). In kernels: per-thread streams
+    (spirad.frontend.rng); from Python: numpy's generator, seeded by init(random_seed=)."""
+    from . import state as _state
+    st = _state.current()
+    if getattr(st, "py_rng", None) is None:
+        st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
+    if dtype is int or (hasattr(dtype, "is_int") and dtype.is_int):
+        return int(st.py_rng.integers(-2**31, 2**31))
+    return float(st.py_rng.random())
+
+
+def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
+                bit_vectorize=False):
+    """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
+    block_dim / parallelize are hints. Only meaningful inside kernels."""
+    raise _python_scope("loop_config")
+
+
+def block_local(*fields):
+    """Taichi's shared-memory cache hint: accepted, no effect (the backend schedules)."""
+    return None
+
+
+def assume_in_range(x, base, low, high):
+    """Taichi's range hint for `x - base`: returns `x` unchanged."""
+    return x
+
+
+def atomic_sub(target, value):
+    raise _python_scope("atomic_sub")
+
+
+def polar_decompose(a, dt=None):
+    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 matrices (Taichi's closed form)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape != (2, 2):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("polar_decompose supports 2x2 matrices only")
+    x, y = a[0, 0] + a[1, 1], a[1, 0] - a[0, 1]
+    inv = 1.0 / np.sqrt(x * x + y * y)
+    c, s = x * inv, y * inv
+    r = np.array([[c, -s], [s, c]])
+    from .matrix import matrix_value
+    return matrix_value(r), matrix_value(r.T @ a)
 
 
 def static(x, *more):

@@ -47,6 +47,7 @@ class Compiled:
     template_refs: tuple = ()   # template arguments kept alive: their ids key the cache
     adjoint: "Compiled" = None  # forward programs: the adjoint, once compiled (first grad)
     forward_mode: "Compiled" = None  # forward programs: the forward-mode program (sd.ad.FwdMode)
+    validation: "Compiled" = None  # forward programs: the Tape(validation=True) instrumented one
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
 

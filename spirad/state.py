@@ -22,6 +22,10 @@ class State:
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)
+    layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
+    validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)
+    rng: object = None     # frontend.rng: the launch counter field of kernels using sd.random()
+    py_rng: object = None  # numpy Generator behind sd.random() called from Python
     prints: object = None  # printing.PrintBuffer: kernel print formats and buffers (first print)
     _ids: itertools.count = field(default_factory=itertools.count)
     _field_map: tuple = (0, {})  # (fields + duals when built, id -> Field)
@@ -30,9 +34,9 @@ class State:
         return next(self._ids)
 
     def field_map(self) -> dict:
-        """Field id -> Field (gradient and dual fields included), rebuilt when fields or duals
-        were added."""
-        n = len(self.fields) + sum(f.dual is not None for f in self.fields)
+        """Field id -> Field (gradient and dual fields included), rebuilt when fields, gradients
+        or duals were added."""
+        n = (len(self.fields), self.layout_version, sum(f.dual is not None for f in self.fields))
         if self._field_map[0] != n or not self._field_map[1]:
             m = {}
             for f in self.fields:

@@ -3,11 +3,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import DType
+from kernel_ir.dtypes import DType, f32, f64, i32, i64, u1, u32  # noqa: F401 (ti.types.f32)
+
+
+class _CompoundType:
+    """Shared behaviour of vector / matrix types (`sd.types.vector(3, float)`, `sd.math.vec3`):
+    calling one builds a value (`vec3(1, 2, 3)`, `vec3(0)`, `vec3(v2, 1)`; in kernels too), and
+    `.field(shape=...)` / `.ndarray(shape=...)` create arrays of that element type. This module
+    imports nothing of spirad: `spirad.matrix` installs the constructors (`_makers`)."""
+
+    _makers: dict = {}  # 'value' / 'field' / 'ndarray' -> callable, set by spirad.matrix
+
+    def flat_values(self, args) -> list:
+        """The components `args` give (scalars, sequences or vectors are concatenated; a single
+        scalar fills every component)."""
+        import numpy as np
+        flat = []
+        for a in args:
+            if isinstance(a, (list, tuple, np.ndarray)):
+                flat.extend(np.asarray(a, dtype=object).reshape(-1).tolist())
+            else:
+                flat.append(a)
+        size = self.n * (self.m if isinstance(self, MatrixType) else 1)
+        if len(flat) == 1:
+            flat = flat * size
+        if len(flat) != size:
+            from kernel_ir.errors import SpiradTypeError
+            raise SpiradTypeError(f"{self} takes {size} components, got {len(flat)}")
+        return flat
+
+    def __call__(self, *args):
+        import numpy as np
+        data = np.array(self.flat_values(args), dtype=float).reshape(self.comp_shape)
+        return self._makers["value"](data, self.dtype)
+
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False):
+        return self._makers["field"](self, shape, needs_grad, name, needs_dual=needs_dual)
+
+    def ndarray(self, shape, needs_grad=False, needs_dual=False):
+        return self._makers["ndarray"](self, shape, needs_grad, needs_dual=needs_dual)
 
 
 @dataclass(frozen=True)
-class VectorType:
+class VectorType(_CompoundType):
     """Element type of a vector field / ndarray: n components of `dtype`."""
     n: int
     dtype: DType
@@ -18,7 +56,7 @@ class VectorType:
 
 
 @dataclass(frozen=True)
-class MatrixType:
+class MatrixType(_CompoundType):
     n: int
     m: int
     dtype: DType
@@ -30,9 +68,11 @@ class MatrixType:
 
 @dataclass(frozen=True)
 class NdarrayType:
-    """`types.ndarray(dtype=None, ndim=None)`: any ndarray unless dtype/ndim pin it down."""
+    """`types.ndarray(dtype=None, ndim=None, needs_grad=None)`: any ndarray unless dtype / ndim
+    pin it down; `needs_grad=True` / `False` requires an ndarray with / without a `.grad`."""
     dtype: object = None
     ndim: int | None = None
+    needs_grad: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -40,8 +80,8 @@ class Template:
     """`template()`: the argument is bound at compile time (fields, Python values)."""
 
 
-def ndarray(dtype=None, ndim=None) -> NdarrayType:
-    return NdarrayType(dtype, ndim)
+def ndarray(dtype=None, ndim=None, needs_grad=None) -> NdarrayType:
+    return NdarrayType(dtype, ndim, needs_grad)
 
 
 def template() -> Template:
@@ -54,3 +94,11 @@ def vector(n: int, dtype) -> VectorType:
 
 def matrix(n: int, m: int, dtype) -> MatrixType:
     return MatrixType(n, m, dtype)
+
+
+def struct(**members):
+    """`types.struct(a=float, v=vector(3, float))`: a struct type (`spirad.struct`)."""
+    return _makers_struct[0](members)
+
+
+_makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)

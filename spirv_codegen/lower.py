@@ -344,6 +344,8 @@ class TaskLowerer:
         """Extents of every axis; axis 0 is never needed for C-order linearisation (None)."""
         E = self.E
         if ref.kind == "ndarray":
+            if ref.ndim == 0:  # a 0-d ndarray: one element, no index
+                return []
             return [None] + [self.io.ndarray_shape(ref.key, ax) for ax in range(1, ref.ndim)]
         if ref.shape is None:
             if ref.ndim:

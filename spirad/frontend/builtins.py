@@ -14,6 +14,7 @@ from kernel_ir.dtypes import DType
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
 from .formatting import h_print
+from .rng import h_random
 from .ops import is_py_scalar
 from .values import GlobalElem, VecVal
 
@@ -101,6 +102,63 @@ def h_atomic_add(v, args, kw, node):
     return v.atomic_add_into(args[0], args[1])
 
 
+def h_atomic_sub(v, args, kw, node):
+    """atomic_sub(x[i], v) is atomic_add(x[i], -v); returns the old value."""
+    _arity(v, args, 2, node)
+    if not isinstance(args[0], GlobalElem):
+        raise v.ctx.error(SpiradTypeError, "atomic_sub's first argument must be a field or ndarray element", node)
+    a = v.rvalue(args[1])
+    return v.atomic_add_into(args[0], -a if is_py_scalar(a) else v.unop(Op.NEG, a))
+
+
+def h_polar_decompose(v, args, kw, node):
+    """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
+    (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
+    if len(args) not in (1, 2):
+        raise v.ctx.error(SpiradTypeError, "polar_decompose(A, dt=None) takes a matrix", node)
+    a = v.rvalue(args[0])
+    if not isinstance(a, VecVal) or a.shape != (2, 2):
+        from kernel_ir.errors import SpiradNotSupportedError
+        shape = a.shape if isinstance(a, VecVal) else "a scalar"
+        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 matrices only "
+                                                   f"(got {shape}); 3x3 needs an SVD, which "
+                                                   f"spirad does not have", node)
+    a00, a01, a10, a11 = a.comps
+    x = v.binop(Op.ADD, a00, a11)
+    y = v.binop(Op.SUB, a10, a01)
+    inv = v.unop(Op.RSQRT, v.binop(Op.ADD, v.binop(Op.MUL, x, x), v.binop(Op.MUL, y, y)))
+    c, s = v.binop(Op.MUL, x, inv), v.binop(Op.MUL, y, inv)
+    r = VecVal((c, v.unop(Op.NEG, s), s, c), (2, 2))
+    rt = VecVal((c, s, v.unop(Op.NEG, s), c), (2, 2))
+    return r, v.matmul(rt, a, node)
+
+
+def _rows_or_cols(cols):
+    def h(v, args, kw, node):
+        _arity(v, args, 1, node)
+        items = [v.rvalue(x) for x in v.rvalue(args[0])]
+        vecs = [x.comps if isinstance(x, VecVal) else tuple(v.rvalue(c) for c in x) for x in items]
+        if not vecs or any(len(r) != len(vecs[0]) for r in vecs):
+            raise v.ctx.error(SpiradTypeError, "Matrix.rows / cols need vectors of equal size", node)
+        rows = [list(r) for r in (zip(*vecs) if cols else vecs)]
+        return _build(v, [x for r in rows for x in r], (len(rows), len(rows[0])), None)
+    return h
+
+
+def h_atan(v, args, kw, node):
+    _arity(v, args, 1, node)
+    return v.binop(Op.ATAN2, args[0], 1.0)
+
+
+def h_floor(v, args, kw, node):
+    """floor(x, dtype=None): Taichi's optional result type."""
+    dtype = args[1] if len(args) > 1 else kw.get("dtype")
+    r = _unary(Op.FLOOR, math.floor)(v, args[:1], {}, node)
+    if dtype is None:
+        return r
+    return h_cast(v, [r, dtype], {}, node)
+
+
 def h_vector(v, args, kw, node):
     _arity(v, args, 1, node)
     items = v.rvalue(args[0])
@@ -173,17 +231,60 @@ def h_grouped(v, args, kw, node):
     return lang.grouped(args[0])
 
 
+def _filled(kind):
+    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants."""
+    def h(v, args, kw, node):
+        vals = [v.rvalue(a) for a in args]
+        try:
+            import numpy as np
+            from ..matrix import Matrix as M, Vector as V
+            value = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
+                     "mzero": M.zero}[kind](*vals)
+            dt = vals[2] if kind == "unit" and len(vals) > 2 else vals[0] if kind != "unit" else float
+        except Exception as e:  # noqa: BLE001 - a bad call: report it at the kernel line
+            raise v.ctx.error(SpiradTypeError, f"{kind}(...): {e}", node) from None
+        from ..field import resolve_dtype
+        t = v.ctx.default_fp if dt is float else v.ctx.default_ip if dt is int else resolve_dtype(dt)[0]
+        flat = np.asarray(value).reshape(-1).tolist()
+        return VecVal(tuple(v.const(x, t) for x in flat), tuple(np.shape(value)))
+    return h
+
+
+def h_loop_config(v, args, kw, node):
+    """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
+    loop. serialize=True runs it serially (in order, on one thread; break is allowed);
+    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
+    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize"}
+    if args or unknown:
+        raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
+                                           "block_dim=, parallelize=", node)
+    if kw.get("bit_vectorize"):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise v.ctx.error(SpiradNotSupportedError, "loop_config(bit_vectorize=True) is not "
+                                                   "supported; remove it", node)
+    cfg = {k: v.rvalue(x) for k, x in kw.items()}
+    v.ctx.loop_config = cfg
+    return None
+
+
 HANDLERS = {
+    Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
+    Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
+    lang.loop_config: h_loop_config, lang.random: h_random,
     lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
     lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
     lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),
     lang.exp: _unary(Op.EXP, math.exp), lang.log: _unary(Op.LOG, math.log),
     lang.sqrt: _unary(Op.SQRT, math.sqrt), lang.rsqrt: _unary(Op.RSQRT, lambda x: 1 / math.sqrt(x)),
-    lang.floor: _unary(Op.FLOOR, math.floor), lang.abs: h_abs, py.abs: h_abs,
+    lang.floor: h_floor, lang.atan: h_atan,
+    Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
-    lang.atomic_add: h_atomic_add, Vector: h_vector, Matrix: h_matrix,
+    lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
+    lang.polar_decompose: h_polar_decompose,
+    lang.block_local: lambda v, args, kw, node: None,
+    lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,
 }

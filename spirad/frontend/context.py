@@ -47,6 +47,11 @@ class Ctx:
         # @func calls. A loop is parallel exactly when this is 0 (Taichi's rule: funcs are
         # inlined, `sd.static` ifs and loops are resolved before scoping).
         self.nested_scopes = 0
+        self.loop_config = None  # sd.loop_config(...) waiting for the next for loop
+        self.static_break = []  # per enclosing static loop with break/continue: its flag slot
+        self.rng_anchor = None   # frontend.rng: where the current random stream's slot goes
+        self.rng_sites = 0
+        self.rng_used = False
 
     @property
     def frame(self) -> FuncFrame:

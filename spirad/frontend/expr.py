@@ -4,11 +4,13 @@ from __future__ import annotations
 import ast
 import numbers
 
+import numpy as np
+
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
-from ..func import Func, PyFunction
+from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
@@ -33,7 +35,66 @@ class ExprVisitor:
         raise self.ctx.error(SpiradSyntaxError, f"unsupported constant {node.value!r}", node)
 
     def build_Name(self, node):
-        return self.ctx.lookup(node.id, node)
+        return self.py_constant(self.ctx.lookup(node.id, node))
+
+    def py_constant(self, v):
+        """A value read from Python scope: numpy scalars become numbers, `sd.Vector` /
+        `sd.Matrix` values (MatrixValue) become constant vectors; anything else is unchanged."""
+        from ..matrix import MatrixValue
+        if isinstance(v, MatrixValue):
+            t = self.ctx.default_fp if v.dtype.kind == "f" else self.ctx.default_ip
+            return VecVal(tuple(self.const(x, t) for x in np.asarray(v).reshape(-1).tolist()),
+                          tuple(v.shape))
+        return _numpy_constant(v)
+
+    def struct_value(self, stype, args, kwargs, node, values=None):
+        """A fresh StructVal of `stype`: members from `values` (name -> value), or from the
+        call's positional / keyword arguments; members not given are zero."""
+        from ..field import resolve_dtype
+        from ..struct import StructVal
+        from ..types import MatrixType, VectorType
+        names = list(stype.members)
+        if values is None:
+            if len(args) > len(names) or any(k not in names for k in kwargs):
+                raise self.ctx.error(SpiradTypeError, f"{stype.name}() takes members {names}", node)
+            values = dict(zip(names, args))
+            values.update(kwargs)
+        slots = {}
+        for m, ty in stype.members.items():
+            v = values.get(m, 0)
+            if isinstance(ty, (VectorType, MatrixType)):
+                v = self.compound_value(ty, [v], node)
+                slots[m] = self.new_slot(v, f"{stype.name}.{m}")
+            else:
+                t = self.ctx.default_fp if ty is float else self.ctx.default_ip if ty is int \
+                    else resolve_dtype(ty)[0]
+                slots[m] = self.new_slot(self.to_node(v, t), f"{stype.name}.{m}", t)
+        return StructVal(stype, slots)
+
+    def struct_members(self, v, node):
+        """name -> readable value of a StructVal or StructElem."""
+        from ..struct import StructVal
+        if isinstance(v, StructVal):
+            return {m: self.rvalue(s) for m, s in v.members.items()}
+        return {m: self.rvalue(self.field_elem(f, v.idx, node)) for m, f in v.sf.members.items()}
+
+    def compound_value(self, ty, args, node):
+        """`vec3(x, y, z)`, `vec3(0)`, `vec3(v2, z)`, `mat2(a, b, c, d)`: a vector / matrix type
+        called in a kernel."""
+        from ..field import resolve_dtype
+        flat = []
+        for a in args:
+            a = self.rvalue(a)
+            flat.extend(a.comps if isinstance(a, VecVal) else
+                        [self.rvalue(x) for x in a] if isinstance(a, (list, tuple)) else [a])
+        try:
+            flat = ty.flat_values([flat])
+        except SpiradTypeError as e:
+            raise self.ctx.error(SpiradTypeError, str(e), node) from None
+        dt = ty.dtype
+        t = self.ctx.default_fp if dt is float else self.ctx.default_ip if dt is int else \
+            resolve_dtype(dt)[0]
+        return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
     def build_Tuple(self, node):
         return tuple(self.build(e) for e in node.elts)
@@ -114,9 +175,24 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal)):
             return self.vec_attr(obj, name, node)
+        from ..struct import StructElem, StructVal
+        if isinstance(obj, StructVal):
+            if name not in obj.members:
+                raise self.ctx.error(SpiradTypeError, f"struct {obj.stype.name} has no member "
+                                                      f"'{name}' (members: {list(obj.members)})", node)
+            return obj.members[name]
+        if isinstance(obj, StructElem):  # s[i].member
+            f = obj.sf.members.get(name)
+            if f is None:
+                raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
+                                                      f"'{name}' (members: {list(obj.sf.members)})", node)
+            return self.field_elem(f, obj.idx, node)
         try:
-            return getattr(obj, name)
-        except AttributeError:
+            return self.py_constant(getattr(obj, name))
+        except AttributeError as e:
+            from kernel_ir.errors import SpiradNotSupportedError
+            if isinstance(e, SpiradNotSupportedError):  # a Taichi name spirad lacks: say so
+                raise self.ctx.error(SpiradNotSupportedError, str(e), node) from None
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
     def vec_attr(self, obj, name, node):
@@ -142,16 +218,15 @@ class ExprVisitor:
             flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
         from ..field import Field
-        if isinstance(obj, (Field, NdarrayArg)):
+        from ..struct import StructElem, StructField
+        if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
-        if isinstance(obj, Field):
-            if idx == (None,):
+            if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
-            ref = obj.ref()
-            if len(idx) != len(obj.shape):
-                raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
-                                                      f"but is indexed with {len(idx)}", node)
-            return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
+        if isinstance(obj, StructField):
+            return StructElem(obj, idx)
+        if isinstance(obj, Field):
+            return self.field_elem(obj, idx, node)
         if isinstance(obj, NdarrayArg):
             if len(idx) != obj.ndim:
                 raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' has {obj.ndim} dimension(s) "
@@ -170,6 +245,14 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
             return obj[k]
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
+
+    def field_elem(self, obj, idx, node):
+        """`x[idx]` of a field (`idx` already expanded)."""
+        ref = obj.ref()
+        if len(idx) != len(obj.shape):
+            raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
+                                                  f"but is indexed with {len(idx)}", node)
+        return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""
@@ -264,11 +347,31 @@ class ExprVisitor:
             return h(self, args, kwargs, node)
         if isinstance(fn, Func):
             return self.inline_func(fn, args, kwargs, node)
+        if isinstance(fn, BoundFunc):
+            return self.inline_func(fn.func, [fn.obj] + args, kwargs, node)
         if isinstance(fn, PyFunction):
             raise self.ctx.error(SpiradSyntaxError, "kernels cannot call kernels; make the callee a @sd.func", node)
+        if is_plain_python_function(fn):  # Taichi inlines plain functions and lambdas too
+            return self.inline_func(plain_func(fn), args, kwargs, node)
+        if is_plain_python_function(getattr(fn, "__func__", None)):  # a bound method
+            return self.inline_func(plain_func(fn.__func__), [fn.__self__] + args, kwargs, node)
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
             return self.cast(args[0], fn)
+        from ..types import MatrixType, VectorType
+        if isinstance(fn, (VectorType, MatrixType)):
+            return self.compound_value(fn, args, node)
+        from ..struct import StructType
+        if isinstance(fn, StructType):
+            return self.struct_value(fn, args, kwargs, node)
+        if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
+            try:  # np.float32(x) casts like sd.f32(x)
+                dt = T.from_numpy(np.dtype(fn))
+            except (TypeError, ValueError, KeyError):
+                dt = None
+            if dt is not None:
+                a = self.rvalue(args[0])
+                return fn(a).item() if is_py_scalar(a) else self.cast(a, dt)
         name = getattr(fn, "__name__", type(fn).__name__)
         raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "
                                                 f"functions, @sd.func and math builtins are allowed", node)
@@ -283,6 +386,16 @@ class ExprVisitor:
     def build_JoinedStr(self, node):
         from .formatting import joined_str
         return joined_str(self, node)
+
+
+def _numpy_constant(v):
+    """A numpy scalar or 0-d array read from Python scope is the Python number it holds (typed
+    like a literal, as Taichi does); anything else is returned unchanged."""
+    if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+        return v.item()
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf":
+        return v.item()
+    return v
 
 
 def _hashable(x):
@@ -357,5 +470,71 @@ def _m_cross(v, obj, args, node):
     return VecVal((c(1, 2), c(2, 0), c(0, 1)), (3,))
 
 
-VEC_METHODS = {"dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
+def _m_trace(v, obj, args, node):
+    a = v.rvalue(obj)
+    if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
+        raise v.ctx.error(SpiradTypeError, "trace() needs a square matrix", node)
+    n = a.shape[0]
+    acc = a.comps[0]
+    for k in range(1, n):
+        acc = v.binop(Op.ADD, acc, a.comps[k * n + k])
+    return acc
+
+
+def _m_outer_product(v, obj, args, node):
+    a, b = v.rvalue(obj), v.rvalue(args[0])
+    if len(a.shape) != 1 or not isinstance(b, VecVal) or len(b.shape) != 1:
+        raise v.ctx.error(SpiradTypeError, "outer_product() needs two vectors", node)
+    return VecVal(tuple(v.binop(Op.MUL, x, y) for x in a.comps for y in b.comps),
+                  (a.shape[0], b.shape[0]))
+
+
+def _square(v, obj, node, what):
+    a = v.rvalue(obj)
+    if len(a.shape) != 2 or a.shape[0] != a.shape[1] or a.shape[0] not in (1, 2, 3, 4):
+        raise v.ctx.error(SpiradTypeError, f"{what}() needs a square matrix of size 1 to 4, "
+                                           f"got shape {a.shape}", node)
+    n = a.shape[0]
+    return a, n, (lambda r, c: a.comps[r * n + c])
+
+
+def _det(v, n, m):
+    """Determinant by cofactor expansion of the n x n minor `m(r, c)` (n <= 4)."""
+    if n == 1:
+        return m(0, 0)
+    acc = None
+    for c in range(n):
+        def minor(r, cc, c=c):
+            return m(r + 1, cc if cc < c else cc + 1)
+        term = v.binop(Op.MUL, m(0, c), _det(v, n - 1, minor))
+        acc = term if acc is None else v.binop(Op.SUB if c % 2 else Op.ADD, acc, term)
+    return acc
+
+
+def _m_determinant(v, obj, args, node):
+    _, n, m = _square(v, obj, node, "determinant")
+    return _det(v, n, m)
+
+
+def _m_inverse(v, obj, args, node):
+    """Adjugate / determinant (unrolled; n <= 4)."""
+    a, n, m = _square(v, obj, node, "inverse")
+    inv_det = v.binop(Op.DIV, 1.0, _det(v, n, m))
+    if n == 1:
+        return VecVal((inv_det,), (1, 1))
+    comps = []
+    for r in range(n):
+        for c in range(n):  # inverse[r][c] = cofactor(c, r) / det
+            def minor(i, j, r=r, c=c):
+                return m(i if i < c else i + 1, j if j < r else j + 1)
+            cof = _det(v, n - 1, minor)
+            if (r + c) % 2:
+                cof = v.unop(Op.NEG, cof)
+            comps.append(v.binop(Op.MUL, cof, inv_det))
+    return VecVal(tuple(comps), (n, n))
+
+
+VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
+               "determinant": _m_determinant, "inverse": _m_inverse,
+               "dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
                "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross}

@@ -205,6 +205,13 @@ class ValueOps:
             if value.shape != shape:
                 raise self.ctx.error(SpiradTypeError, f"cannot assign shape {value.shape} to shape {shape}")
             return value.comps
+        if isinstance(value, (list, tuple)):  # x[i] = [a, b] (Taichi): a list of components
+            flat = [self.rvalue(c) for c in value]
+            flat = [y for c in flat for y in (c if isinstance(c, (list, tuple)) else
+                                              c.comps if isinstance(c, VecVal) else (c,))]
+            if len(flat) != n:
+                raise self.ctx.error(SpiradTypeError, f"cannot assign {len(flat)} values to shape {shape}")
+            return tuple(self.rvalue(c) for c in flat)
         return (value,) * n
 
     def new_slot(self, value, name, dtype=None) -> Slot:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 
 from kernel_ir.nodes import SrcLoc
@@ -42,3 +43,58 @@ class SourceInfo:
         if end_col is None:
             end_col = len(text)
         return SrcLoc(self.filename, lineno, col, end_col, text, self.fn.__name__)
+
+
+class LambdaSourceInfo(SourceInfo):
+    """The source of a lambda, as a one-statement function `def <lambda>(...): return body`.
+
+    The lambda's whole file is parsed (its line alone may be a fragment of a longer
+    statement); among the lambdas on its first line, the one whose bytecode matches is taken."""
+
+    def __init__(self, fn):
+        from kernel_ir.errors import SpiradSyntaxError
+        self.fn = fn
+        code = fn.__code__
+        self.filename = inspect.getsourcefile(fn) or code.co_filename
+        lines = linecache.getlines(self.filename, fn.__globals__)
+        if not lines:
+            raise SpiradSyntaxError(f"cannot read the source of a lambda in {self.filename}; "
+                                    f"define a function with def instead")
+        self.indent = 0
+        self.lines = {k + 1: line.rstrip("\n") for k, line in enumerate(lines)}
+        tree = ast.parse("".join(lines))
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+                 and n.lineno == code.co_firstlineno
+                 and [a.arg for a in n.args.args] == list(code.co_varnames[:code.co_argcount])]
+        if len(found) > 1:  # several lambdas with the same parameters on the line: compare code
+            same = [n for n in found if _lambda_code(n, self.filename) == _code_key(code)]
+            found = same or found[:1]
+        if not found:
+            raise SpiradSyntaxError(f"cannot find the source of the lambda at {self.filename}:"
+                                    f"{code.co_firstlineno}; define a function with def instead")
+        lam = found[0]
+        ret = ast.copy_location(ast.Return(lam.body), lam.body)
+        fdef = ast.FunctionDef(name="lambda", args=lam.args, body=[ret], decorator_list=[],
+                               returns=None, type_comment=None)
+        self.func_def = ast.copy_location(fdef, lam)
+        ast.fix_missing_locations(self.func_def)
+        self.tree = ast.Module(body=[self.func_def], type_ignores=[])
+
+
+def _code_key(code):
+    """What tells two lambdas on one line apart: bytecode, constants, names, body columns."""
+    cols = tuple(p[2] for p in code.co_positions()) if hasattr(code, "co_positions") else ()
+    return code.co_code, code.co_consts, code.co_names, cols
+
+
+def _lambda_code(lam, filename):
+    """`_code_key` of the lambda expression `lam` compiled alone (at its own position), or None."""
+    try:
+        expr = ast.Expression(lam)
+        mod = compile(expr, filename, "eval")
+    except (SyntaxError, ValueError):
+        return None
+    for c in mod.co_consts:
+        if hasattr(c, "co_code"):
+            return _code_key(c)
+    return None

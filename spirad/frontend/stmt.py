@@ -9,6 +9,7 @@ from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
+from . import rng
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, VecVal
 
@@ -57,10 +58,18 @@ class StmtVisitor:
 
     def assign(self, target, value):
         ctx = self.ctx
+        from ..struct import StructElem, StructVal
         if isinstance(target, ast.Name):
             existing = ctx.find_local(target.id)
             if isinstance(existing, Slot):
                 self.store_into(existing, value)
+                return
+            if isinstance(value, (StructVal, StructElem)):  # struct values copy
+                if isinstance(existing, StructVal) and existing.stype is value.stype:
+                    self.store_struct(existing, value, target)
+                else:
+                    ctx.bind(target.id, self.struct_value(value.stype, (), {}, target,
+                                                          self.struct_members(value, target)))
                 return
             v = self.rvalue(value)
             from kernel_ir.nodes import Node
@@ -79,11 +88,26 @@ class StmtVisitor:
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             lhs = self.build(target)
+            if isinstance(lhs, (StructElem, StructVal)):
+                if not isinstance(value, (StructVal, StructElem)) or value.stype is not lhs.stype:
+                    raise ctx.error(SpiradTypeError, f"assign a {lhs.stype.name} value to a "
+                                                     f"{lhs.stype.name} element", target)
+                self.store_struct(lhs, value, target)
+                return
             if not isinstance(lhs, (Slot, GlobalElem)):
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
         raise ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}", target)
+
+    def store_struct(self, lhs, value, node):
+        """Member-wise store of a struct value into a StructVal or a struct field element."""
+        from ..struct import StructVal
+        vals = self.struct_members(value, node)
+        for m, v in vals.items():
+            dst = lhs.members[m] if isinstance(lhs, StructVal) else \
+                self.field_elem(lhs.sf.members[m], lhs.idx, node)
+            self.store_into(dst, v)
 
     def build_AugAssign(self, node):
         op = BINOPS.get(type(node.op))
@@ -163,11 +187,12 @@ class StmtVisitor:
         if node.orelse:
             raise ctx.error(SpiradSyntaxError, "for ... else is not supported", node)
         it = node.iter
+        cfg, ctx.loop_config = ctx.loop_config, None  # sd.loop_config(...) applies to this loop
         if isinstance(it, ast.Call) and self._callee(it) is lang.static:
             return self.static_for(node, self.build(it))
         # The outermost scope of the kernel, reached through @func calls and sd.static
         # if / for (see docs/parallel_loops.md); decided here, never by constant folding.
-        parallel = ctx.nested_scopes == 0
+        parallel = ctx.nested_scopes == 0 and not (cfg and cfg.get("serialize"))
         iterable = self.build(it) if not (isinstance(it, ast.Call) and self._callee(it) is range) else None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         for t in targets:
@@ -217,7 +242,7 @@ class StmtVisitor:
                 else:
                     dims.append((0, d))
             return dims
-        if isinstance(obj, Field):
+        if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             return [(0, s) for s in obj.shape]
         if isinstance(obj, NdarrayArg):
             return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
@@ -238,7 +263,9 @@ class StmtVisitor:
             ctx.loops.append("parallel")
             try:
                 with b.range_for(*bounds[0], parallel=True) as i:
+                    saved = rng.enter_parallel(ctx, i)
                     self._bind_indices(names, [i], grouped, node)
+                rng.leave_parallel(ctx, saved)
             finally:
                 ctx.loops.pop()
             return
@@ -265,6 +292,7 @@ class StmtVisitor:
         self.ctx.loops.append("parallel")
         try:
             with b.range_for(b.const(0, T.i32), total, parallel=True) as lin:
+                saved = rng.enter_parallel(self.ctx, lin)
                 idx = []
                 rest = lin
                 for k in range(len(bounds) - 1, -1, -1):
@@ -274,6 +302,7 @@ class StmtVisitor:
                     else:
                         idx.append(b.binary(Op.ADD, bounds[0][0], rest))
                 self._bind_indices(names, idx[::-1], grouped, node)
+            rng.leave_parallel(self.ctx, saved)
         finally:
             self.ctx.loops.pop()
 
@@ -306,6 +335,9 @@ class StmtVisitor:
         except TypeError:
             raise ctx.error(SpiradSyntaxError, "static(...) in a for-loop needs an iterable known at compile time", node.iter) from None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        jumps = _loop_jumps(node.body)
+        if jumps:  # break / continue: each iteration runs in a one-trip serial loop (see below)
+            return self._static_for_with_jumps(node, items, targets, grouped, "break" in jumps)
         ctx.loops.append("static")
         try:
             for item in items:
@@ -313,25 +345,67 @@ class StmtVisitor:
                     break
                 ctx.frame.scopes.append({})
                 try:
-                    if grouped:
-                        ctx.bind(targets[0].id, item)
-                    elif len(targets) == 1:
-                        ctx.bind(targets[0].id, item)
-                    else:
-                        for t, x in zip(targets, item):
-                            ctx.bind(t.id, x)
+                    self._bind_static(targets, item, grouped)
                     self.build_stmts(node.body)
                 finally:
                     ctx.frame.scopes.pop()
         finally:
             ctx.loops.pop()
 
+    def _bind_static(self, targets, item, grouped):
+        if grouped or len(targets) == 1:
+            self.ctx.bind(targets[0].id, item)
+        else:
+            for t, x in zip(targets, item):
+                self.ctx.bind(t.id, x)
+
+    def _static_for_with_jumps(self, node, items, targets, grouped, has_break):
+        """An unrolled loop whose body breaks or continues: each iteration is the body of a
+        one-trip serial loop, so `continue` / `break` leave it (a BREAK); `break` also sets a
+        flag that skips the remaining iterations. The body is then not the kernel's outermost
+        scope (its loops are serial), as for any loop with a run-time exit."""
+        ctx, b = self.ctx, self.ctx.b
+        flag = self.new_slot(self.const(0, T.i32), "static_break") if has_break else None
+        ctx.static_break.append(flag)
+        ctx.nested_scopes += 1
+        try:
+            for item in items:
+                ctx.frame.scopes.append({})
+                try:
+                    self._bind_static(targets, item, grouped)
+                    if flag is None:
+                        self._one_trip(node)
+                    else:
+                        go = b.binary(Op.CMP_EQ, self.rvalue(flag), self.const(0, T.i32))
+                        with b.if_(go) as (then, _):
+                            with then:
+                                self._one_trip(node)
+                finally:
+                    ctx.frame.scopes.pop()
+        finally:
+            ctx.nested_scopes -= 1
+            ctx.static_break.pop()
+
+    def _one_trip(self, node):
+        b = self.ctx.b
+        self.ctx.loops.append("static-jump")
+        try:
+            with b.range_for(self.const(0, T.i32), self.const(1, T.i32)):
+                self.build_stmts(node.body)
+        finally:
+            self.ctx.loops.pop()
+
     def build_Break(self, node):
         self._loop_jump(node, "break")
+        if self.ctx.loops[-1] == "static-jump":  # leave the iteration, skip the rest
+            self.store_into(self.ctx.static_break[-1], self.const(1, T.i32))
         self.ctx.b.break_()
 
     def build_Continue(self, node):
         self._loop_jump(node, "continue")
+        if self.ctx.loops[-1] == "static-jump":  # leave this iteration's one-trip loop
+            self.ctx.b.break_()
+            return
         self.ctx.b.continue_()
 
     def _loop_jump(self, node, what):
@@ -388,6 +462,25 @@ class StmtVisitor:
                                 f"but its return type is {_type_name(f)}", node)
             self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
         frame.returned = True
+
+
+def _loop_jumps(body) -> set:
+    """'break' / 'continue' statements of this loop level (not of loops nested in it)."""
+    found = set()
+
+    def visit(n):
+        if isinstance(n, ast.Break):
+            found.add("break")
+        elif isinstance(n, ast.Continue):
+            found.add("continue")
+        elif isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for st in body:
+        visit(st)
+    return found
 
 
 def _type_name(f) -> str:

@@ -1,11 +1,14 @@
 """Python AST -> IR. One dispatch table (`build_<NodeType>` methods), one fallback error.
 
-`compile_kernel` translates a kernel for one argument signature into a `KernelIR`; `@sd.func`
-calls become CALL regions (flattened later by the inline pass).
+`compile_kernel` translates a kernel for one argument signature into a `KernelIR`; calls of
+`@sd.func`s and of plain Python functions and lambdas become CALL regions (flattened later by the
+inline pass).
 """
 from __future__ import annotations
 
 import ast
+
+import numpy as np
 
 from kernel_ir.errors import SpiradError, SpiradSyntaxError, SpiradTypeError
 from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
@@ -21,8 +24,8 @@ from .values import NdarrayArg, Slot, VecVal
 UNSUPPORTED_HINTS = {
     "ListComp": "write a loop, or build an sd.Vector from a list of values",
     "GeneratorExp": "write a loop", "SetComp": "write a loop", "DictComp": "write a loop",
-    "Lambda": "define an @sd.func at module level and call it",
-    "FunctionDef": "define an @sd.func at module level and call it",
+    "Lambda": "define the lambda (or a def / @sd.func) outside the kernel and call it there",
+    "FunctionDef": "define the function (a def or @sd.func) outside the kernel and call it",
     "With": "remove the with-block; kernels have no context managers",
     "Try": "remove the try-block; kernels cannot raise or catch exceptions",
     "Raise": "kernels cannot raise exceptions; write a status into a field instead",
@@ -64,10 +67,13 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         src = func.source()
         fdef = src.func_def
         params = [a.arg for a in fdef.args.args]
-        if len(args) + len(kwargs) != len(params) or any(k not in params for k in kwargs):
-            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
         bound = dict(zip(params, args))
         bound.update(kwargs)
+        defaults = func.fn.__defaults__ or ()
+        for p, d in zip(params[len(params) - len(defaults):], defaults):
+            bound.setdefault(p, d)  # Python-side default values are compile-time constants
+        if len(args) > len(params) or any(k not in params for k in kwargs) or len(bound) != len(params):
+            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
         _check_returns(ctx, src, fdef)
         if ctx.call_depth > 32:
             raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
@@ -75,10 +81,14 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         values = {}
         b = ctx.b
         ret_slot = None
+        from ..func import PlainFunc
+        assigned = _assigned_names(fdef) if isinstance(func, PlainFunc) else None
         with b.region() as out:
             for p in params:
                 v = self.rvalue(bound[p])
-                if isinstance(v, (Node, VecVal)) or is_py_scalar(v):
+                if assigned is not None and is_py_scalar(v) and p not in assigned:
+                    values[p] = ("obj", v)  # a plain function sees Python values as they are
+                elif isinstance(v, (Node, VecVal)) or is_py_scalar(v):
                     values[p] = ("slot", v)
                 else:
                     values[p] = ("obj", bound[p])
@@ -93,7 +103,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                 ret = frame.ret
                 if ret is not None:
                     ret = self.rvalue(ret)
-                    if is_py_scalar(ret):
+                    if is_py_scalar(ret) and assigned is None:  # an @sd.func returns a value
                         ret = self.to_node(ret)
                     if isinstance(ret, VecVal):
                         allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
@@ -111,12 +121,17 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if isinstance(ret_slot, Slot):
             for a in ret_slot.allocas:
                 b.append(a)
-        b.emit(Op.CALL, None, (), CallArg(func.fn.__name__), (out[0],))
+        b.emit(Op.CALL, None, (), CallArg(func.fn.__name__.strip("<>")), (out[0],))
         if ret_slot is None:
             return None
         if isinstance(ret_slot, tuple):
             return ret_slot[1]
         return self.rvalue(ret_slot)
+
+
+def _assigned_names(fdef) -> set:
+    """Names a function body assigns (its parameters among them stay mutable locals)."""
+    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _check_returns(ctx, src, fdef):
@@ -133,8 +148,9 @@ def _check_returns(ctx, src, fdef):
 def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     """Translate `kernel` for one signature; `returns`: its KernelReturn, or None.
 
-    `arg_values_spec`: per parameter, ('scalar', dtype) | ('ndarray', dtype, ndim, comp_shape,
-    needs_grad, needs_dual) | ('template', python object).
+    `arg_values_spec`: per parameter, ('scalar', dtype) | ('vector', dtype, comp_shape) |
+    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual) | ('template', python object).
+    A vector / matrix parameter is one scalar launch argument per component (`Kernel.flat`).
     """
     ctx = Ctx(state)
     src = kernel.source()
@@ -145,12 +161,21 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     fdef = src.func_def
     params = [a.arg for a in fdef.args.args]
     args = []
-    for i, (p, spec) in enumerate(zip(params, arg_values_spec)):
+    for p, spec in zip(params, arg_values_spec):
         kind = spec[0]
+        i = len(args)  # the launch-argument position (vector arguments take one per component)
         if kind == "scalar":
             args.append(ArgSpec(p, "scalar", spec[1]))
             ctx.b.loc = src.loc(fdef)
             frame.scopes[0][p] = v.new_slot(ctx.b.arg(i, spec[1]), p)
+        elif kind == "vector":  # ('vector', dtype, comp_shape): one scalar argument per component
+            _, dtype, comp_shape = spec
+            ctx.b.loc = src.loc(fdef)
+            comps = []
+            for k in range(int(np.prod(comp_shape))):
+                args.append(ArgSpec(f"{p}[{k}]", "scalar", dtype))
+                comps.append(ctx.b.arg(i + k, dtype))
+            frame.scopes[0][p] = v.new_slot(VecVal(tuple(comps), tuple(comp_shape)), p)
         elif kind == "ndarray":
             _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
@@ -160,7 +185,10 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     ctx.b.loc = None
+    from . import rng
+    ctx.rng_anchor = rng.RngAnchor(ctx.b._stack[0], 0, None)
     v.build_stmts(fdef.body)
+    rng.finish_kernel(ctx)
     if returns is not None and not frame.returned:
         raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "
                          f"return statement; return a value at its end, or remove the `-> ...` "

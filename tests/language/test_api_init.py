@@ -106,6 +106,5 @@ def test_sync_and_python_scope_helpers(arch):
     np.testing.assert_array_equal(x.to_numpy(), [0, 1, 2])
     with pytest.raises(sd.SpiradSyntaxError):
         sd.atomic_add(x, 1)
-    with pytest.raises(sd.SpiradSyntaxError):
-        sd.Vector([1, 2])
+    assert sd.Vector([1, 2]).to_list() == [1, 2]  # Python-scope values (issue #13 item 8)
     assert sd.sqrt(4.0) == 2.0  # math helpers work from Python too

@@ -236,7 +236,7 @@ def test_placement_errors(arch):
     with pytest.raises(sd.SpiradValueError, match="already has shape"):
         sd.root.dense(sd.i, 5).place(a)
     with pytest.raises(sd.SpiradValueError):
-        sd.root.dense(sd.ij, 5)
+        sd.root.dense(sd.ij, (5, 2, 3))
     with pytest.raises(sd.SpiradTypeError):
         sd.root.dense(sd.i, 5).place(np.zeros(5))
     unplaced = sd.field(sd.f32)

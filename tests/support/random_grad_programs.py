@@ -512,6 +512,8 @@ class _Gen:
         else:
             src.append("def run():\n    with sd.ad.Tape(loss=loss):\n" +
                        "\n".join("    " + s for s in fwd) + "\n")
+            if "loss" in self.data:  # a Tape starts the loss from 0 (Taichi's semantics)
+                self.data["loss"] = np.zeros_like(self.data["loss"])
         src.append("def forward():\n" + "\n".join(fwd) + "\n")
         return GradProgram(self.seed, "\n".join(src), self.data)
 

@@ -1,0 +1,188 @@
+"""`sd.math` (Taichi's `ti.math`): constants, GLSL-style vector types and helper functions.
+
+Every helper here is an ordinary function over spirad's own builtins, so one definition serves
+both scopes: inside kernels it is inlined like an `@sd.func` (`MathFunc` is a Func), and called
+from Python it runs on numbers / numpy arrays / `sd.Vector` values (the builtins are numpy there).
+Functions take scalars or vectors (component-wise) unless they say otherwise.
+"""
+from __future__ import annotations
+
+import math as _m
+
+from kernel_ir import dtypes as _T
+
+from .func import Func
+from .matrix import Matrix, Vector
+from .lang import abs, cos, exp, floor, log, max, min, select, sin, sqrt  # noqa: A004
+from .types import MatrixType, VectorType
+
+pi = _m.pi
+e = _m.e
+inf = _m.inf
+nan = _m.nan
+_LN2, _INV_LN2, _INV_LN10 = _m.log(2.0), 1.0 / _m.log(2.0), 1.0 / _m.log(10.0)
+
+vec2, vec3, vec4 = VectorType(2, float), VectorType(3, float), VectorType(4, float)
+ivec2, ivec3, ivec4 = VectorType(2, int), VectorType(3, int), VectorType(4, int)
+uvec2, uvec3, uvec4 = VectorType(2, _T.u32), VectorType(3, _T.u32), VectorType(4, _T.u32)
+mat2, mat3, mat4 = MatrixType(2, 2, float), MatrixType(3, 3, float), MatrixType(4, 4, float)
+
+
+class MathFunc(Func):
+    """A helper usable in both scopes: inlined in kernels, run directly from Python."""
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def _both(fn) -> MathFunc:
+    return MathFunc(fn)
+
+
+@_both
+def ceil(x):
+    return -floor(-x)
+
+
+@_both
+def trunc(x):
+    return select(x < 0, -floor(-x), floor(x))
+
+
+@_both
+def round(x):  # noqa: A001 - half away from zero, like C's round (Taichi's ti.round)
+    a = abs(x)
+    t = floor(a)
+    r = t + select(a - t >= 0.5, 1.0, 0.0)
+    return select(x < 0, -r, r)
+
+
+@_both
+def sign(x):
+    return select(x > 0, 1.0, select(x < 0, -1.0, 0.0))
+
+
+@_both
+def fract(x):
+    return x - floor(x)
+
+
+@_both
+def clamp(x, xmin, xmax):
+    return min(max(x, xmin), xmax)
+
+
+@_both
+def mix(x, y, a):
+    return x * (1.0 - a) + y * a
+
+
+@_both
+def step(edge, x):
+    return select(x < edge, 0.0, 1.0)
+
+
+@_both
+def smoothstep(edge0, edge1, x):
+    t = clamp((x - edge0) / (edge1 - edge0), 0.0, 1.0)
+    return t * t * (3.0 - 2.0 * t)
+
+
+@_both
+def degrees(x):
+    return x * (180.0 / pi)
+
+
+@_both
+def radians(x):
+    return x * (pi / 180.0)
+
+
+@_both
+def log2(x):
+    return log(x) * _INV_LN2
+
+
+@_both
+def log10(x):
+    return log(x) * _INV_LN10
+
+
+@_both
+def exp2(x):
+    return exp(x * _LN2)
+
+
+@_both
+def dot(x, y):
+    return x.dot(y)
+
+
+@_both
+def cross(x, y):
+    return x.cross(y)
+
+
+@_both
+def length(x):
+    return sqrt(x.dot(x))
+
+
+@_both
+def distance(x, y):
+    return length(x - y)
+
+
+@_both
+def normalize(x):
+    return x * (1.0 / sqrt(x.dot(x)))
+
+
+@_both
+def reflect(x, n):
+    return x - 2.0 * n.dot(x) * n
+
+
+@_both
+def refract(x, n, eta):
+    d = n.dot(x)
+    k = 1.0 - eta * eta * (1.0 - d * d)
+    return select(k < 0.0, 0.0, 1.0) * (eta * x - (eta * d + sqrt(max(k, 0.0))) * n)
+
+
+@_both
+def determinant(m):
+    return m.determinant()
+
+
+@_both
+def inverse(m):
+    return m.inverse()
+
+
+@_both
+def rot2(angle):
+    c = cos(angle)
+    s = sin(angle)
+    return Matrix([[c, -s], [s, c]])
+
+
+@_both
+def cmul(a, b):
+    return Vector([a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]])
+
+
+@_both
+def cconj(a):
+    return Vector([a[0], -a[1]])
+
+
+def eye(n: int):
+    """The n x n identity matrix (Python scope; in kernels use sd.Matrix.identity(float, n))."""
+    import numpy as np
+    return Matrix(np.eye(n).tolist())
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("MathFunc", "annotations",
+                                                                   "MatrixType", "VectorType",
+                                                                   "Func")]

@@ -1,0 +1,125 @@
+"""Struct fields: Taichi's `ti.Struct.field({...})`, `ti.types.struct(...)` and `@ti.dataclass`.
+
+A struct field is one field per member, all of the same shape (struct-of-arrays): `s.a` is the
+member field, and in kernels `s[i].a` is the element of `s.a` at `i` (readable, assignable,
+`+=`-able, differentiable like any field element). `for i in s` / `grouped(s)` loop over the shape;
+`needs_grad=True` gives every float member its gradient. In kernels, `P(a=1.0)` (members not given
+are zero) and `p = s[i]` make struct values (`StructVal`: one local per member, copied on
+assignment); `s[i] = p` stores them.
+"""
+from __future__ import annotations
+
+from kernel_ir.errors import SpiradTypeError
+
+
+class StructType:
+    """`sd.types.struct(a=float, v=sd.math.vec3)`: member name -> element type, in order."""
+
+    def __init__(self, members: dict, name: str = "struct"):
+        if not members:
+            raise SpiradTypeError("a struct needs at least one member")
+        self.members = dict(members)
+        self.name = name
+
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False) -> "StructField":
+        return StructField(self, shape, needs_grad, name, needs_dual)
+
+    def __call__(self, *a, **k):
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError(f"{self.name}(...) struct values exist only inside kernels; "
+                                      f"in Python scope use a {self.name}.field(...)")
+
+    def __repr__(self):
+        return f"<spirad struct {self.name} {list(self.members)}>"
+
+
+class StructField:
+    """A struct field: `members` maps each name to its Field."""
+
+    _struct_members = True
+
+    def __init__(self, stype: StructType, shape, needs_grad=False, name="", needs_dual=False):
+        from .field import Field
+        self.stype = stype
+        self.name = name or stype.name
+        self.members = {}
+        for m, dt in stype.members.items():
+            f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False)
+            if needs_grad and f.dtype.is_float:
+                f._add_grad()
+            if needs_dual and f.dtype.is_float:
+                f._add_dual()
+            self.members[m] = f
+
+    def __getattr__(self, name):
+        members = self.__dict__.get("members", {})
+        if name in members:
+            return members[name]
+        raise AttributeError(f"struct field {self.__dict__.get('name')} has no member {name!r}")
+
+    @property
+    def shape(self):
+        return next(iter(self.members.values())).shape
+
+    def to_numpy(self) -> dict:
+        return {m: f.to_numpy() for m, f in self.members.items()}
+
+    def from_numpy(self, d: dict) -> None:
+        for m, v in d.items():
+            self.members[m].from_numpy(v)
+
+    def fill(self, value) -> None:
+        for f in self.members.values():
+            f.fill(value)
+
+    def __getitem__(self, key):
+        return {m: f[key] for m, f in self.members.items()}
+
+    def __repr__(self):
+        return f"<spirad struct field {self.name} shape={self.shape} {list(self.members)}>"
+
+
+class StructElem:
+    """`s[i]` in a kernel: member access gives the member field's element."""
+
+    def __init__(self, sf: StructField, idx):
+        self.sf, self.idx = sf, idx
+
+    @property
+    def stype(self):
+        return self.sf.stype
+
+
+class StructVal:
+    """A struct value local to a kernel (`p = Particle(mass=1.0)`, `p = s[i]`): one local
+    (frontend Slot) per member; assigning it copies, `s[i] = p` stores every member."""
+
+    def __init__(self, stype: StructType, members: dict):
+        self.stype, self.members = stype, members
+
+
+def struct(**members) -> StructType:
+    return StructType(members)
+
+
+class Struct:
+    @staticmethod
+    def field(members: dict, shape=None, needs_grad=False, name="", needs_dual=False):
+        return StructType(members).field(shape, needs_grad, name, needs_dual)
+
+
+def dataclass(cls) -> StructType:
+    """`@sd.dataclass class P: x: float; v: vec3` -> a StructType (`P.field(shape=n)`).
+    Methods are not carried over."""
+    ann = dict(getattr(cls, "__annotations__", {}))
+    import sys
+    scope = dict(vars(sys.modules[cls.__module__])) if cls.__module__ in sys.modules else {}
+    for k, v in ann.items():
+        if isinstance(v, str):  # from __future__ import annotations
+            ann[k] = eval(v, scope)  # noqa: S307 - the user's own annotation expression
+    return StructType(ann, cls.__name__)
+
+
+from . import types as _types  # noqa: E402 - install the constructor behind sd.types.struct
+
+_types._makers_struct[0] = StructType

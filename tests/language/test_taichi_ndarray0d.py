@@ -1,0 +1,71 @@
+"""0-d ndarrays indexed with `x[None]`, `sd.types.ndarray(needs_grad=...)`, and numpy scalars /
+0-d arrays as kernel constants (issue #13 item 4)."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from tests.support.archs import test_archs
+
+SCALE = np.float32(2.5)
+OFFSET = np.array(3.0)
+COUNT = np.int64(4)
+FLAG = np.bool_(True)
+
+
+class Cfg:
+    dt = np.float64(0.25)
+
+
+@sd.kernel
+def affine(x: sd.types.ndarray(), y: sd.types.ndarray(needs_grad=True)):
+    y[None] = sd.sin(x[None]) * SCALE + OFFSET * COUNT + Cfg.dt * FLAG
+
+
+@test_archs()
+def test_zero_d_ndarray_forward_and_grad(arch):
+    x = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+    y = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+    x[None] = 0.7
+    affine(x, y)
+    np.testing.assert_allclose(y[None], np.sin(0.7) * 2.5 + 12.25, rtol=1e-6)
+    y.grad[None] = 1.0
+    affine.grad(x, y)
+    np.testing.assert_allclose(x.grad[None], np.cos(0.7) * 2.5, rtol=1e-6)
+    assert x.shape == () and x.to_numpy().shape == ()
+
+
+@test_archs()
+def test_zero_d_ndarray_accumulates_loss(arch):
+    v = sd.ndarray(sd.f32, shape=8, needs_grad=True)
+    loss = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def total(v: sd.types.ndarray(dtype=sd.f32, ndim=1),
+              loss: sd.types.ndarray(dtype=sd.f32, ndim=0, needs_grad=True)):
+        for i in v:
+            loss[None] += v[i] * v[i] * np.float32(0.5)
+
+    data = np.linspace(-1, 1, 8).astype(np.float32)
+    v.from_numpy(data)
+    total(v, loss)
+    np.testing.assert_allclose(loss[None], 0.5 * np.sum(data.astype(np.float64) ** 2), rtol=1e-6)
+    loss.grad[None] = 1.0
+    total.grad(v, loss)
+    np.testing.assert_allclose(v.grad.to_numpy(), data, rtol=1e-6)
+
+
+@test_archs(archs=("cpu",))
+def test_needs_grad_annotation_checked(arch):
+    x = sd.ndarray(sd.f32, shape=())
+    y = sd.ndarray(sd.f32, shape=())  # no .grad, but the annotation requires one
+    with pytest.raises(sd.SpiradTypeError, match="needs_grad=True"):
+        affine(x, y)
+
+    @sd.kernel
+    def k(a: sd.types.ndarray(needs_grad=False)):
+        a[None] = 1.0
+
+    with pytest.raises(sd.SpiradTypeError, match="needs_grad=False"):
+        k(sd.ndarray(sd.f32, shape=(), needs_grad=True))
+    k(x)
+    assert x[None] == 1.0

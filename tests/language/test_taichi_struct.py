@@ -1,0 +1,125 @@
+"""Struct fields (`sd.Struct.field`, `sd.types.struct`, `@sd.dataclass`): one field per member,
+`s[i].m` / `s.m[i]` in kernels, struct-for loops, gradients through members."""
+import numpy as np
+import pytest
+
+import spirad as sd
+import spirad.math as tm
+from tests.support.archs import test_archs
+
+
+@sd.dataclass
+class Particle:
+    pos: tm.vec2
+    mass: float
+    tag: int
+
+
+@test_archs()
+def test_struct_fields_forward_and_grad(arch):
+    p = Particle.field(shape=5, needs_grad=True)
+    q = sd.Struct.field({"a": sd.f32, "b": sd.types.vector(3, sd.f32)}, shape=(2, 3))
+    r = sd.types.struct(w=float).field(shape=5)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+    assert p.pos.shape == (5,) and p.mass.needs_grad and not p.tag.needs_grad
+
+    @sd.kernel
+    def init():
+        for i in p:
+            p[i].pos = [i * 1.0, 2.0]
+            p[i].mass = 1.0 + i
+            p.tag[i] = i * 10
+        for I in sd.grouped(q):
+            q[I].a = I[0] + I[1]
+            q[I].b = tm.vec3(1.0, 2.0, 3.0) * q[I].a
+            q[I].b.z += 1.0
+
+    @sd.kernel
+    def energy():
+        for i in p:
+            r[i].w = p[i].mass * tm.length(p[i].pos)
+            loss[None] += 0.5 * p[i].mass * p[i].pos.dot(p[i].pos)
+
+    init()
+    with sd.ad.Tape(loss):
+        energy()
+    pos = np.stack([np.arange(5), np.full(5, 2.0)], axis=1)
+    mass = 1.0 + np.arange(5)
+    np.testing.assert_allclose(p.pos.to_numpy(), pos)
+    np.testing.assert_array_equal(p.tag.to_numpy(), np.arange(5) * 10)
+    np.testing.assert_allclose(r.w.to_numpy(), mass * np.linalg.norm(pos, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(loss[None], np.sum(0.5 * mass * np.sum(pos ** 2, axis=1)), rtol=1e-6)
+    np.testing.assert_allclose(p.pos.grad.to_numpy(), mass[:, None] * pos, rtol=1e-6)
+    np.testing.assert_allclose(p.mass.grad.to_numpy(), 0.5 * np.sum(pos ** 2, axis=1), rtol=1e-6)
+    a = np.add.outer(np.arange(2), np.arange(3)).astype(np.float64)
+    np.testing.assert_allclose(q.to_numpy()["a"], a)
+    np.testing.assert_allclose(q.b.to_numpy(), a[..., None] * [1, 2, 3] + [0, 0, 1])
+    assert q[1, 2]["a"] == 3.0
+
+
+@test_archs(archs=("cpu",))
+def test_struct_errors(arch):
+    p = Particle.field(shape=2)
+
+    @sd.kernel
+    def k():
+        for i in p:
+            p[i].nope = 1.0
+
+    with pytest.raises(sd.SpiradTypeError, match="no member 'nope'"):
+        k()
+    with pytest.raises(sd.SpiradNotSupportedError, match="only inside kernels"):
+        Particle(pos=tm.vec2(0), mass=1.0, tag=0)
+
+
+@test_archs(archs=("cpu",))
+def test_unsupported_taichi_names_say_what_to_use(arch):
+    with pytest.raises(sd.SpiradNotSupportedError, match="atomic_add"):
+        sd.atomic_max
+    assert not hasattr(sd, "u8") and hasattr(sd, "f32")
+    x = sd.field(sd.f32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            sd.atomic_max(x[0], x[i])
+
+    with pytest.raises(sd.SpiradNotSupportedError, match="atomic_add") as e:
+        k()
+    assert "sd.atomic_max(x[0], x[i])" in str(e.value)
+    with pytest.raises(sd.TaichiSyntaxError):
+        raise sd.SpiradSyntaxError("x")
+
+
+@test_archs()
+def test_struct_values_in_kernels(arch):
+    p = Particle.field(shape=4, needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def init():
+        for i in p:
+            q = Particle(pos=tm.vec2(i, 1.0), mass=2.0)   # tag not given: 0
+            q.tag = i + 100
+            p[i] = q
+
+    @sd.kernel
+    def step():
+        for i in p:
+            q = p[i]          # a copy
+            q.pos *= q.mass
+            q.mass = 0.0      # changes the copy only
+            r = q
+            r.pos += 1.0      # r is another copy
+            loss[None] += q.pos.dot(q.pos) + 0.0 * r.mass + p[i].mass
+
+    init()
+    np.testing.assert_array_equal(p.tag.to_numpy(), np.arange(4) + 100)
+    with sd.ad.Tape(loss):
+        step()
+    pos = np.stack([np.arange(4), np.ones(4)], axis=1)
+    np.testing.assert_allclose(p.mass.to_numpy(), np.full(4, 2.0))
+    np.testing.assert_allclose(loss[None], np.sum((2 * pos) ** 2) + 8.0, rtol=1e-6)
+    np.testing.assert_allclose(p.pos.grad.to_numpy(), 8.0 * pos, rtol=1e-6)   # d/dpos (m pos)^2
+    np.testing.assert_allclose(p.mass.grad.to_numpy(), 2 * 2.0 * np.sum(pos ** 2, axis=1) + 1,
+                               rtol=1e-6)
