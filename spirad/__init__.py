@@ -18,6 +18,7 @@ from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, gr
                    min, ndrange, pow, rsqrt, select, sin, sqrt, static, tan, tanh)
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
+from .interop.arrays import from_dlpack
 from .types import template
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"

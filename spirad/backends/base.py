@@ -61,6 +61,13 @@ class BackendBase:
         on the AdstackPlan while the sizes stay the same; passed back to `launch`."""
         return None
 
+    def host_storage(self, raw: np.ndarray):
+        """A storage over the host memory of `raw` (a flat uint8 numpy array the caller keeps
+        alive), or None when this backend computes elsewhere and must copy (the default). Kernel
+        arguments that are numpy arrays / tensors are zero-copy where this is not None
+        (`spirad.interop.arrays`)."""
+        return None
+
     def read(self, storage, nbytes: int) -> np.ndarray:
         """The first `nbytes` bytes of `storage`, as a uint8 copy (pending work finished)."""
         self.sync()

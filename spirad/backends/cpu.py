@@ -77,6 +77,9 @@ class CpuBackend(BackendBase):
     def allocate(self, nbytes):
         return np.zeros(max(int(nbytes), 8), dtype=np.uint8)
 
+    def host_storage(self, raw):
+        return raw if isinstance(raw, np.ndarray) and raw.dtype == np.uint8 else None
+
     def view(self, storage, np_dtype, shape):
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize
         return storage[:n].view(np_dtype).reshape(shape)
