@@ -49,6 +49,7 @@ class Compiled:
     forward_mode: "Compiled" = None  # forward programs: the forward-mode program (sd.ad.FwdMode)
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
+    cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
 
 
 @dataclass(frozen=True, eq=False)
