@@ -10,6 +10,7 @@ stably across processes (an object known only by its address) makes the kernel u
 """
 from __future__ import annotations
 
+import enum
 import inspect
 import numbers
 import types
@@ -51,7 +52,8 @@ def _code_key(code) -> tuple:
 
 
 def value_key(v, names=(), depth=0, seen=None):
-    """A process-independent description of value `v` (raises _Uncacheable)."""
+    """A process-independent description of value `v` (raises _Uncacheable). Fields by id,
+    dtype and shape: the same program order creates the same ids in every process."""
     from ..field import Field
     from ..func import PyFunction
     from ..types import MatrixType, NdarrayType, Template, VectorType
@@ -71,6 +73,13 @@ def value_key(v, names=(), depth=0, seen=None):
         return ("func", _function(v, seen))
     if isinstance(v, (tuple, list)):
         return (type(v).__name__,) + tuple(value_key(x, names, depth, seen) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple(sorted((repr(value_key(k, names, depth, seen)),
+                                         value_key(x, names, depth, seen)) for k, x in v.items()))
+    if isinstance(v, (set, frozenset)):
+        return ("set",) + tuple(sorted(repr(value_key(x, names, depth, seen)) for x in v))
+    if isinstance(v, enum.Enum):
+        return ("enum", type(v).__module__, type(v).__qualname__, v.name)
     if isinstance(v, np.ndarray):
         import hashlib
         return ("array", v.dtype.str, v.shape, hashlib.sha256(np.ascontiguousarray(v)).hexdigest())
@@ -82,14 +91,15 @@ def value_key(v, names=(), depth=0, seen=None):
         return ("module", v.__name__, attrs)
     if isinstance(v, types.FunctionType):
         return ("pyfn", v.__module__, v.__qualname__, _code_key(v.__code__))
+    if isinstance(v, types.MethodType):
+        return ("method", value_key(v.__self__, names, depth, seen), v.__func__.__qualname__)
     if isinstance(v, (types.BuiltinFunctionType, type)):
         return ("named", getattr(v, "__module__", ""), v.__qualname__)
     if callable(v) and hasattr(v, "__qualname__") and hasattr(v, "__module__"):
         return ("named", v.__module__, v.__qualname__)
-    r = repr(v)
-    if " at 0x" in r or "object at" in r:
-        raise _Uncacheable(r)
-    return ("repr", type(v).__qualname__, r)
+    # Anything else (class instances, ndarrays used as globals, ...) may hold fields or values
+    # whose identity a repr would not show: not cacheable.
+    raise _Uncacheable(type(v).__qualname__)
 
 
 def _module_attr(v, names, seen):
