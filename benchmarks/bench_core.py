@@ -4,11 +4,18 @@
 
 Prints, per arch: per-launch overhead of a tiny kernel (median over many launches, flushed
 with sync() once per batch and once per launch), first-call compile time of a simple kernel,
-and a 16M-element f32 axpy against numpy (`y += a * x`) measured in the same process.
+and a 16M-element f32 axpy against numpy (`y += a * x`) measured in the same process; on the CPU
+the launch overhead with numpy-array arguments next to sd.ndarray ones; and the first call
+(forward + grad of a kernel with a dynamic loop, in a fresh process) with a cold and a warm
+offline compile cache (`spirad.offline_cache`, a temporary cache directory).
 """
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -25,8 +32,66 @@ def _median_time(fn, reps):
     return statistics.median(ts)
 
 
+FIRST_CALL = """
+import sys, time
+t0 = time.perf_counter()
+import spirad as sd
+sd.init(arch=sys.argv[1])
+x = sd.field(sd.f32, shape=1024, needs_grad=True)
+
+@sd.kernel
+def k(n: sd.i32, a: sd.types.ndarray()):
+    for i in x:
+        s = x[i]
+        for _ in range(n):
+            s = sd.sin(s) * 0.9 + 0.1 * s
+        a[i] = s
+
+a = sd.ndarray(sd.f32, 1024, needs_grad=True)
+t1 = time.perf_counter()
+k(4, a)
+k.grad(4, a)
+sd.sync()
+print((time.perf_counter() - t1) * 1e3)
+"""
+
+
+def first_call_ms(arch, cache_dir):
+    """First forward + grad call in a fresh process (import and init not counted)."""
+    env = dict(os.environ, SPIRAD_CACHE_DIR=cache_dir)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    script = os.path.join(cache_dir, "first_call.py")  # kernels need a source file
+    with open(script, "w") as f:
+        f.write(FIRST_CALL)
+    r = subprocess.run([sys.executable, script, arch], env=env, capture_output=True,
+                       text=True, check=True)
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def numpy_arg_overhead_us():
+    """Per-launch time of a tiny ndarray kernel with numpy vs sd.ndarray arguments (CPU)."""
+    sd.init(arch="cpu")
+
+    @sd.kernel
+    def inc(a: sd.types.ndarray(), b: sd.types.ndarray()):
+        for i in a:
+            b[i] = a[i] + 1.0
+
+    out = {}
+    for name, args in (("sd", (sd.ndarray(sd.f32, 8), sd.ndarray(sd.f32, 8))),
+                       ("numpy", (np.zeros(8, np.float32), np.zeros(8, np.float32)))):
+        inc(*args)
+
+        def batch():
+            for _ in range(2000):
+                inc(*args)
+        out[name] = _median_time(batch, 7) / 2000 * 1e6
+    return out
+
+
 def bench_arch(arch, n):
-    sd.init(arch=arch)
+    sd.init(arch=arch, offline_cache=False)  # compile times below are real compiles
     out = {}
     x = sd.field(sd.f32, shape=())
 
@@ -104,6 +169,15 @@ def main():
         print(f"[{arch}] first-call compile (axpy): {r['compile_ms']:.1f} ms")
         print(f"[{arch}] axpy n={args.n}: {r['axpy_ms']:.2f} ms vs numpy {r['numpy_axpy_ms']:.2f} ms "
               f"(spirad/numpy time ratio {r['axpy_ms'] / r['numpy_axpy_ms']:.2f})")
+        with tempfile.TemporaryDirectory() as d:
+            cold = first_call_ms(arch, d)
+            warm = first_call_ms(arch, d)
+        print(f"[{arch}] first call (forward + grad, fresh process): cold cache {cold:.0f} ms, "
+              f"warm cache {warm:.0f} ms (cold/warm {cold / warm:.1f}x)")
+    if "cpu" in results:
+        o = numpy_arg_overhead_us()
+        print(f"[cpu] per-launch with numpy arguments {o['numpy']:.1f} us vs sd.ndarray "
+              f"{o['sd']:.1f} us (+{o['numpy'] - o['sd']:.1f} us)")
     if "cpu" in results and "vulkan" in results:
         c, v = results["cpu"], results["vulkan"]
         print(f"[vulkan vs cpu] axpy time ratio {v['axpy_ms'] / c['axpy_ms']:.2f}, "

@@ -3,7 +3,10 @@
 Never imports `kernel_ir`: it receives LLVM IR text and symbol names only.
 
     rt = CpuRuntime()                       # one per process is enough; cheap after the first
-    mod = rt.load(llvm_ir, symbols)         # parse -> O3 (new pass manager, host CPU) -> OrcJIT
+    mod = rt.load(llvm_ir, symbols)         # parse -> O3 (new pass manager, host CPU) -> object
+                                            # code for the host -> linked into the OrcJIT
+    obj, opt_ir = rt.compile_object(llvm_ir)  # the same in two steps: the object code is what an
+    mod = rt.load_object(obj, symbols)        # offline cache stores (`rt.target_key` keys it)
     fn = mod.function(symbol)               # ctypes function (bufs, args, begin, end, worker)
     rt.run(fn, bufs, args, begin, end, parallel=True)
 
@@ -83,8 +86,14 @@ class _Target:
         pb.getModulePassManager().run(mod, pb)
         return str(mod)
 
-    def link(self, llvm_ir: str, symbols) -> llvm.ResourceTracker:
-        builder = llvm.JITLibraryBuilder().add_ir(llvm_ir).add_current_process()
+    def emit_object(self, optimized_ir: str) -> bytes:
+        mod = llvm.parse_assembly(optimized_ir)
+        mod.triple = self.triple
+        mod.data_layout = str(self.tm.target_data)
+        return bytes(self.jit_tm.emit_object(mod))
+
+    def link(self, obj: bytes, symbols) -> llvm.ResourceTracker:
+        builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
         for s in symbols:
             builder.export_symbol(s)
         return builder.link(self.lljit, f"spirad_cpu_{next(self._names)}")
@@ -118,13 +127,30 @@ class CpuRuntime:
                       if self.num_workers > 1 else None)
         self._launch_lock = threading.Lock()
 
-    def load(self, llvm_ir: str, symbols) -> CpuModule:
-        symbols = tuple(symbols)
+    @property
+    def target_key(self) -> tuple:
+        """What object code depends on besides the IR: triple, CPU name and features, LLVM."""
+        t = self._target
+        return (t.triple, t.cpu, t.features, llvm.llvm_version_info)
+
+    def compile_object(self, llvm_ir: str) -> tuple[bytes, str]:
+        """Host object code of `llvm_ir` after O3, and the optimized IR text."""
         t = self._target
         with t.compile_lock:
             optimized = t.optimize(llvm_ir)
-            tracker = t.link(optimized, symbols)
-        return CpuModule(tracker, symbols, optimized)
+            return t.emit_object(optimized), optimized
+
+    def load_object(self, obj: bytes, symbols, optimized_ir: str = "") -> CpuModule:
+        """Link object code from `compile_object` (maybe of another process) into the JIT."""
+        symbols = tuple(symbols)
+        t = self._target
+        with t.compile_lock:
+            tracker = t.link(obj, symbols)
+        return CpuModule(tracker, symbols, optimized_ir)
+
+    def load(self, llvm_ir: str, symbols) -> CpuModule:
+        obj, optimized = self.compile_object(llvm_ir)
+        return self.load_object(obj, symbols, optimized)
 
     def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True):
         if type(args) is not int:

@@ -8,7 +8,8 @@
         -> backend.compile                                             = compile_forward_mode
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
-stage. The backend that compiles is the current state's (`spirad.backends` loads it by name).
+stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
+task list and the backend's compiled form, and only the launch data is rebuilt (`_program`). The backend that compiles is the current state's (`spirad.backends` loads it by name).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
 
+from . import offline_cache
 from . import state as _state
 from .backends.range_bounds import device_bounds
 from .launch import DEVICE_BOUNDS, Compiled
@@ -56,31 +58,43 @@ def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
 
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
-    from .frontend.transformer import compile_kernel
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    kir = compile_kernel(kernel, specs, state, returns)
-    tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
     templates = tuple(sp[1] for sp in specs if sp[0] == "template")
-    return _program(tl, state, None, templates, returns)
+    key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
+    c = _cached(key, state, lambda tl: None, templates)
+    if c is None:
+        from .frontend.transformer import compile_kernel
+        kir = compile_kernel(kernel, specs, state, returns)
+        tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
+        c = _stored(key, _program(tl, state, None, templates, returns))
+    return c
 
 
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
-    from .passes.autodiff.pipeline import reverse_mode
     opts = state.options
+    sizing_of = lambda tl: ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))  # noqa: E731
+    key = offline_cache.derived_key(fwd.cache_key, "adjoint")
+    c = _cached(key, state, sizing_of, fwd.template_refs)
+    if c is not None:
+        return c
+    from .passes.autodiff.pipeline import reverse_mode
     tl = reverse_mode(fwd.tl, grad_of_factory(args, state), opts.get("default_ad_stack_size"),
                       opts.get("ad_stack_size"), verify=debug_enabled(state),
                       adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
     tl = dce_tasks(simplify_tasks(tl))
-    sizing = ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))
-    return _program(tl, state, sizing, fwd.template_refs)
+    return _stored(key, _program(tl, state, sizing_of(tl), fwd.template_refs))
 
 
 def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
     `args`: the launch's, for which ndarrays have duals."""
+    key = offline_cache.derived_key(fwd.cache_key, "forward_mode")
+    c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
+    if c is not None:
+        return c
     from .passes.forward_mode import forward_mode
     verify = debug_enabled(state)
     tl = forward_mode(fwd.tl, dual_of_factory(args, state))
@@ -89,7 +103,7 @@ def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     tl = dce_tasks(simplify_tasks(tl))
     if verify:
         verifier.verify_tasks(tl)
-    return _program(tl, state, None, fwd.template_refs, fwd.returns)
+    return _stored(key, _program(tl, state, None, fwd.template_refs, fwd.returns))
 
 
 def compile_validation(fwd: Compiled, state) -> Compiled:
@@ -103,12 +117,36 @@ def compile_validation(fwd: Compiled, state) -> Compiled:
     return _program(tl, state, None, fwd.template_refs, fwd.returns)
 
 
-def _program(tl: TaskList, state, sizing, templates, returns=None) -> Compiled:
+def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
+    """The program stored under offline-cache `key`, rebuilt for this process, or None."""
+    entry = offline_cache.load(key)
+    if entry is None or not offline_cache.fields_match(entry["tl"], state):
+        return None
+    tl = entry["tl"]
+    c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
+    c.cache_key = key
+    return c
+
+
+def _stored(key, c: Compiled) -> Compiled:
+    """`c`, written to the offline cache under `key` unless it prints (its formats live in this
+    process's print buffer) or the backend has no exportable form."""
+    c.cache_key = key
+    if key is not None and not c.prints and c.returns is None:
+        blob = _state.backend().export_program(c.program)
+        if blob is not None:
+            offline_cache.store(key, {"tl": c.tl, "blob": blob})
+    return c
+
+
+def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
     binding sources, what the program may write (generations to bump), its return values
-    (`kernel_return`) and whether it prints (`printing`)."""
+    (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
+    of this task list's program (an offline-cache hit), imported instead of compiled."""
     abi = kernel_abi(tl)
-    program = _state.backend().compile(tl, abi)
+    be = _state.backend()
+    program = be.compile(tl, abi) if blob is None else be.import_program(tl, abi, blob)
     bounds = tuple(None if t.kind == "serial" else
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)

@@ -38,6 +38,8 @@ class Kernel(PyFunction):
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
+        self._nd_params = None      # indices of the types.ndarray() parameters
+        self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -220,20 +222,48 @@ class Kernel(PyFunction):
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
+    def _foreign_args(self, args):
+        """numpy arrays / torch tensors given to types.ndarray() parameters replaced by their
+        aliases (`spirad.interop.arrays`); also those that must be copied back after the launch."""
+        nd = self._nd_params
+        if nd is None:
+            nd = self._nd_params = tuple(i for i, (_, a) in enumerate(self._annotations())
+                                         if isinstance(a, NdarrayType))
+        copies = None
+        for i in nd:
+            if i < len(args) and not isinstance(args[i], Ndarray):
+                if self._arrays is None:
+                    from .interop.arrays import KernelArrays
+                    self._arrays = KernelArrays()
+                args, e = self._arrays.convert(self, args, i, self.params[i][1])
+                if not e.zero_copy:
+                    copies = (copies or []) + [(i, e)]
+        return args, copies
+
+    def _run(self, args, mode: int):
+        args, copies = self._foreign_args(args)
+        p = self._plan(args, mode)
+        value = _launch.run(p)
+        if copies:
+            from .interop.arrays import copy_out
+            copy_out(copies, args, p.compiled.writes)
+        return value
+
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
         tape = Tape.active
         mode = FWD_MODE if FwdMode.active is not None else \
             VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-        value = _launch.run(self._plan(args, mode))
+        value = self._run(args, mode)
         if Tape.active is not None:
             Tape.active.record(self, args)
         return value
 
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
-        a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md)."""
-        _launch.run(self._plan(args, ADJOINT))
+        a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
+        numpy / torch arguments have no `.grad`: they are constants here."""
+        self._run(args, ADJOINT)
 
 
 class BoundKernel:

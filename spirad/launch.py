@@ -50,6 +50,7 @@ class Compiled:
     validation: "Compiled" = None  # forward programs: the Tape(validation=True) instrumented one
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
+    cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,12 +33,15 @@ class Ndarray(_HostArray):
                 setattr(self, what, Ndarray(dtype, shape, _is_grad=True))
 
     @classmethod
-    def _alias(cls, storage, dtype, shape) -> "Ndarray":
+    def _alias(cls, storage, dtype, shape, comp_shape=None) -> "Ndarray":
         """Internal: an ndarray over existing backend memory `storage` (no allocation, no grad),
         e.g. a field's buffer read as int32 words by the GPU sizer kernel. `shape` must fit in
-        the storage; the alias never owns or frees it."""
+        the storage; the alias never owns or frees it. `comp_shape` overrides the element
+        shape of `dtype` (a scalar dtype): a foreign array's alias (`spirad.interop.arrays`)."""
         self = cls.__new__(cls)
         self.dtype, self.comp_shape = resolve_dtype(dtype)
+        if comp_shape is not None:
+            self.comp_shape = tuple(comp_shape)
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
@@ -60,8 +63,37 @@ class Ndarray(_HostArray):
     def _storage(self):
         return self._buf
 
+    # -- DLPack (spirad.interop.arrays): zero-copy on host-memory backends, else a host copy --------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self._check_live()
+        return _to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: host memory (the live buffer, or a copy of a GPU buffer)
+
     def __repr__(self):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
+
+
+def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
+    """`Ndarray.__dlpack__`: the live memory on host-memory backends (zero-copy), else a host
+    copy (GPU memory is not exported); `copy=False` on a GPU backend raises BufferError."""
+    be = _state.backend()
+    if be.host_storage(nd._storage()) is not None:
+        view = nd._view()
+    elif copy is False:
+        raise BufferError(f"this sd.ndarray lives in {be.name} device memory, which DLPack cannot "
+                          f"export without a copy; pass copy=None (or call to_numpy())")
+    else:
+        view, copy = nd.to_numpy(), None
+    kw = {"stream": stream}
+    if max_version is not None:
+        kw["max_version"] = max_version
+    if dl_device is not None:
+        kw["dl_device"] = dl_device
+    if copy is not None:
+        kw["copy"] = copy
+    return view.__dlpack__(**kw)
 
 
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:

@@ -56,9 +56,30 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
+    # -- offline compile cache (spirad.offline_cache) -------------------------------------------
+    def cache_features(self) -> tuple:
+        """What this backend's compiled code depends on besides the IR (device, features,
+        compile flags): part of every offline-cache key."""
+        return (self.name,)
+
+    def export_program(self, program):
+        """A picklable form of `program` for the offline cache, or None (not stored)."""
+        return None
+
+    def import_program(self, tl, abi, blob):
+        """The program `export_program` gave `blob` for (maybe in another process)."""
+        return self.compile(tl, abi)
+
     def plan_adstack(self, program, task: int, sized):
         """What this backend derives from one task's sized stacks (metadata, heap bytes), kept
         on the AdstackPlan while the sizes stay the same; passed back to `launch`."""
+        return None
+
+    def host_storage(self, raw: np.ndarray):
+        """A storage over the host memory of `raw` (a flat uint8 numpy array the caller keeps
+        alive), or None when this backend computes elsewhere and must copy (the default). Kernel
+        arguments that are numpy arrays / tensors are zero-copy where this is not None
+        (`spirad.interop.arrays`)."""
         return None
 
     def read(self, storage, nbytes: int) -> np.ndarray:

@@ -43,6 +43,7 @@ class CpuProgram:
             self.bufs[nbind + 3] = self.status_addr
         self.last_storages = None
         self.module = None  # the JIT module: keeps the task functions alive
+        self.blob = None    # (object code, symbols, kinds, IR): what the offline cache stores
         self.host_bounds = ()  # per task: HostBounds of a range read from globals, else None
 
 
@@ -77,6 +78,9 @@ class CpuBackend(BackendBase):
     def allocate(self, nbytes):
         return np.zeros(max(int(nbytes), 8), dtype=np.uint8)
 
+    def host_storage(self, raw):
+        return raw if isinstance(raw, np.ndarray) and raw.dtype == np.uint8 else None
+
     def view(self, storage, np_dtype, shape):
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize
         return storage[:n].view(np_dtype).reshape(shape)
@@ -84,14 +88,32 @@ class CpuBackend(BackendBase):
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
         prog = compile_tasks(tl, abi, bounds_check=self.bounds_check)
-        mod = self.rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])
-        fns = [mod.function(t.symbol) for t in prog.tasks]
+        obj, optimized = self.rt.compile_object(prog.llvm_ir)
+        blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
+                optimized)
+        return self._build(tl, abi, blob)
+
+    def export_program(self, program):
+        return program.blob
+
+    def import_program(self, tl, abi, blob):
+        return self._build(tl, abi, blob)
+
+    def cache_features(self) -> tuple:
+        return ("cpu", self.rt.target_key, self.bounds_check)
+
+    def _build(self, tl, abi, blob):
+        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text)."""
+        obj, symbols, kinds, optimized = blob
+        mod = self.rt.load_object(obj, symbols, optimized)
+        fns = [mod.function(s) for s in symbols]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        p = CpuProgram(tl.name, fns, [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
+        p = CpuProgram(tl.name, fns, list(kinds), temps, len(abi.bindings), stacks,
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module = mod
+        p.blob = blob
         p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
         return p
 

@@ -28,6 +28,9 @@ class InterpBackend(BackendBase):
     def allocate(self, nbytes):
         return np.zeros(max(nbytes, 8), dtype=np.uint8)
 
+    def host_storage(self, raw):
+        return raw if isinstance(raw, np.ndarray) and raw.dtype == np.uint8 else None
+
     def view(self, storage, np_dtype, shape):
         n = int(np.prod(shape, dtype=np.int64))
         return storage[: n * np.dtype(np_dtype).itemsize].view(np_dtype).reshape(shape)

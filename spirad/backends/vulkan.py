@@ -62,6 +62,7 @@ class VkProgram:
         self.status, self.temps, self.task_names = status, temps, task_names
         self.stacks = stacks  # per task: [StackInfo] or None
         self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
+        self.blob = None  # (SPIR-V tasks, range-argument modules): what the offline cache stores
         self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}
         self.spare: list = []
@@ -121,39 +122,55 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
-        from spirv_codegen import STATUS_WORDS, compile_tasks, validate
+        from spirv_codegen import compile_tasks, validate
         limit = self.caps.max_per_stage_storage_buffers
         if 2 + len(abi.bindings) > limit:
             raise SpiradDeviceError(
                 f"kernel {tl.name} binds {2 + len(abi.bindings)} storage buffers (arguments, status and "
                 f"{len(abi.bindings)} fields/ndarrays/temporaries) but the device allows "
                 f"maxPerStageDescriptorStorageBuffers = {limit}; split the kernel")
-        from spirv_codegen import RANGE_ARGS_WORDS, compile_range_args
+        from spirv_codegen import compile_range_args
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
                               device_ranges=on_device)
-        pipes = []
-        for t in tasks:
-            if self.validate:
-                validate(t.words)
-            pipes.append(self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes))
+        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps) for i in sorted(on_device)}
+        if self.validate:
+            for m in tasks + tuple(range_mods.values()):
+                validate(m.words)
+        return self._build(tl, abi, (tasks, range_mods))
+
+    def export_program(self, program):
+        return program.blob
+
+    @_runtime_errors_as_user_errors
+    def import_program(self, tl, abi, blob):
+        return self._build(tl, abi, blob)  # validated before it was stored (cache_features)
+
+    def cache_features(self) -> tuple:
+        return ("vulkan", self.caps, self.spirv_caps, self.bounds_check, self.validate)
+
+    def _build(self, tl, abi, blob):
+        """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module})."""
+        from spirv_codegen import RANGE_ARGS_WORDS, STATUS_WORDS
+        tasks, range_mods = blob
+        pipes = [self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes) for t in tasks]
         ranges = [None] * len(tasks)
-        for i in read:
-            if i in on_device:
-                mod = compile_range_args(tl, i, abi, self.spirv_caps)
-                if self.validate:
-                    validate(mod.words)
+        for i, t in enumerate(tl.tasks):
+            mod = range_mods.get(i)
+            if mod is not None:
                 ranges[i] = ("device", self.rt.pipeline(mod.words, mod.num_bindings,
                                                         mod.push_constant_bytes),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
-            else:
-                ranges[i] = ("host", HostBounds(tl, tl.tasks[i], abi))
+            elif device_bounds(t):
+                ranges[i] = ("host", HostBounds(tl, t, abi))
         status = self.rt.alloc(4 * STATUS_WORDS)
         temps = {k: self.rt.alloc(16) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        return VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
-                         BoundsInfo(tl, abi) if self.bounds_check else None, ranges)
+        p = VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
+                      BoundsInfo(tl, abi) if self.bounds_check else None, ranges)
+        p.blob = blob
+        return p
 
     def _small_buffer(self, p: VkProgram, data: bytes):
         """A device buffer holding `data`, reused while its contents are unchanged."""

@@ -27,6 +27,12 @@ from tests.llvm_codegen.kit import field, kernel, key
 from tests.support.archs import test_archs as on_archs
 
 
+@pytest.fixture(autouse=True)
+def _no_offline_cache(monkeypatch):
+    """These tests patch a pass: programs compiled without it must not come from the cache."""
+    monkeypatch.setenv("SPIRAD_OFFLINE_CACHE", "0")
+
+
 # -- on reverse-mode output --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["loops", "vector_tasks", "while", "tape"])
 def test_reverse_mode_keeps_every_float_adjoint_in_a_local(name, monkeypatch):

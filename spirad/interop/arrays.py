@@ -1,0 +1,177 @@
+"""numpy arrays and torch tensors as kernel arguments; DLPack in and out of `sd.ndarray`.
+
+Why: users keep their data in numpy / PyTorch and expect to pass it to a kernel as it is (as in
+Taichi), without writing `from_numpy` / `to_numpy` around every launch.
+
+A `types.ndarray()` parameter accepts, besides an `sd.ndarray`, any C-contiguous, writeable
+numpy array or object with `__dlpack__` on the CPU (a torch CPU tensor) whose dtype is one of
+float32 / float64 / int32 / int64 / uint32. The kernel sees it through an *alias*: an `Ndarray`
+over the caller's memory where the backend computes in host memory (`BackendBase.host_storage`:
+the CPU, the interpreter; the kernel writes straight into the caller's array), or over a device
+buffer of the same size that is filled before every launch and copied back after a launch that
+may write it (GPU backends). Aliases are kept per kernel and argument position while the caller
+passes the same array, so the launch plan is reused (`launch.same_args`) and a numpy argument
+costs about what an `sd.ndarray` does. Each launch counts as a host write of the alias (its
+generation is bumped): the caller may have changed the data, and adstack sizes read from it must
+be evaluated again.
+
+A foreign array has no `.grad`: `kernel.grad` treats it as a constant. For gradients with
+PyTorch, see `spirad.interop.autograd`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_ir import dtypes as T
+from kernel_ir.errors import SpiradTypeError
+
+from .. import state as _state
+
+_NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
+                np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
+_ACCEPTED = "float32, float64, int32, int64 or uint32"
+
+
+class ForeignArrayError(SpiradTypeError):
+    """A numpy array / tensor that cannot be a kernel argument (dtype, layout, device)."""
+
+
+def host_array(obj) -> np.ndarray | None:
+    """A numpy view of `obj` when it is a numpy array or a host DLPack exporter (a torch CPU
+    tensor), else None. A tensor that requires grad is read through `detach()` (same memory)."""
+    if type(obj) is np.ndarray:
+        return obj
+    if isinstance(obj, np.ndarray):
+        return np.asarray(obj)
+    if not hasattr(obj, "__dlpack__"):
+        return None
+    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+        obj = obj.detach()
+    try:
+        return np.from_dlpack(obj)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        where = getattr(obj, "device", None)
+        raise ForeignArrayError(f"cannot read {type(obj).__name__} (device {where}) as host memory "
+                                f"through DLPack ({e}); move it to the CPU first "
+                                f"(tensor.cpu())") from None
+
+
+def element_type(arr: np.ndarray, ann_dtype, what: str):
+    """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
+    with element type `ann_dtype` (None: any scalar type); a clear error when it does not fit."""
+    from ..field import resolve_dtype
+    dt = _NP_TO_DTYPE.get(arr.dtype)
+    if dt is None:
+        hint = " (bools: pass arr.astype(np.uint32))" if arr.dtype == np.bool_ else ""
+        raise ForeignArrayError(f"{what} has dtype {arr.dtype}; kernels take {_ACCEPTED}{hint}")
+    comp = ()
+    if ann_dtype is not None:
+        want, comp = resolve_dtype(ann_dtype)
+        if want != dt:
+            raise ForeignArrayError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
+                                    f"{arr.dtype}; convert it (arr.astype(...)) or change the "
+                                    f"annotation")
+        if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
+            raise ForeignArrayError(f"{what} of shape {arr.shape} must end with the element shape "
+                                    f"{comp} of {ann_dtype}")
+    if not arr.flags.c_contiguous:
+        raise ForeignArrayError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
+                                f"np.ascontiguousarray(x) or tensor.contiguous()")
+    if not arr.flags.writeable:
+        raise ForeignArrayError(f"{what} is read-only; pass a writeable copy (arr.copy())")
+    return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
+
+
+def alias(arr: np.ndarray, dt, comp, shape):
+    """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
+    new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
+    from ..ndarray import Ndarray
+    be = _state.backend()
+    raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
+    storage = be.host_storage(raw)
+    zero_copy = storage is not None
+    if not zero_copy:
+        storage = be.allocate(raw.nbytes)
+    nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)
+    nd._owner = arr  # keep the exporter's memory alive as long as the alias
+    return nd, zero_copy
+
+
+class _Entry:
+    """One argument position's alias while the caller keeps passing the same array."""
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch")
+
+    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch):
+        self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
+            obj, arr, nd, zero_copy, ptr, epoch
+
+
+def _tensor_ptr(obj):
+    """Where a tensor's data is now (tensors can be resized or re-pointed in place)."""
+    return (obj.data_ptr(), tuple(obj.shape)) if hasattr(obj, "data_ptr") else None
+
+
+class KernelArrays:
+    """Per kernel: converts foreign arguments of `types.ndarray()` parameters to aliases."""
+
+    def __init__(self):
+        self.entries: dict = {}
+
+    def convert(self, kernel, args, index: int, ann) -> tuple:
+        """`args` with the foreign array at `index` replaced by its alias; the `_Entry`."""
+        obj = args[index]
+        st = _state.current()
+        e = self.entries.get(index)
+        if e is not None and e.obj is obj and e.epoch == st.epoch and (
+                type(obj) is np.ndarray or (e.ptr is not None and e.ptr == _tensor_ptr(obj))):
+            e.nd._host_written()  # the caller may have changed the data since the last launch
+        else:
+            name = kernel._annotations()[index][0]
+            what = f"argument '{name}' of {kernel.fn.__name__}"
+            try:
+                arr = host_array(obj)
+                if arr is None:
+                    raise ForeignArrayError(f"{what} must be an sd.ndarray, a numpy array or a "
+                                            f"torch tensor, got {type(obj).__name__}; fields go "
+                                            f"to sd.template() parameters")
+                dt, comp, shape = element_type(arr, ann.dtype, what)
+                if ann.ndim is not None and ann.ndim != len(shape):
+                    raise ForeignArrayError(f"{what} must have {ann.ndim} dimension(s), got "
+                                            f"{len(shape)} (shape {shape})")
+            except ForeignArrayError as err:
+                raise kernel._arg_error(ForeignArrayError, str(err), index) from None
+            nd, zero_copy = alias(arr, dt, comp, shape)
+            ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
+            e = self.entries[index] = _Entry(obj, arr, nd, zero_copy, ptr, st.epoch)
+        if not e.zero_copy:
+            _state.backend().write(e.nd._storage(), e.arr)
+        args = list(args)
+        args[index] = e.nd
+        return tuple(args), e
+
+
+def copy_out(entries, args, writes) -> None:
+    """After a launch on a copying backend: copy every written foreign argument back."""
+    written = {w[1] for w in writes if w[0] == "ndarray" and w[2] is False}
+    for index, e in entries:
+        if index in written:
+            e.arr[...] = e.nd._view()
+
+
+def from_dlpack(obj, dtype=None):
+    """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch CPU tensor)
+    or any numpy array: sharing its memory on host-memory backends, a copy on GPU backends.
+    `dtype`: a vector / matrix element type whose shape ends the array's shape."""
+    arr = host_array(obj)
+    if arr is None:
+        raise ForeignArrayError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
+                                f"torch tensor), got {type(obj).__name__}")
+    dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
+    nd, zero_copy = alias(arr, dt, comp, shape)
+    if not zero_copy:
+        nd._owner = None
+        _state.backend().write(nd._storage(), arr)
+    return nd
+
+
+__all__ = ["ForeignArrayError", "KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]

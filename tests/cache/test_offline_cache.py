@@ -1,0 +1,200 @@
+"""The offline compile cache: a second process loads instead of compiling (and computes the same
+results), corrupt and foreign entries are ignored and rewritten, keys change with the closure
+values and funcs a kernel depends on, `init(offline_cache=False)` turns it off."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import spirad as sd
+from spirad import offline_cache
+from tests.support.archs import arch_or_skip, test_archs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = '''
+import json, os, sys
+import numpy as np
+import spirad as sd
+from spirad import offline_cache
+
+SCALE = float(os.environ.get("SCALE", "1.5"))
+sd.init(arch=sys.argv[1])
+x = sd.field(sd.f32, shape=8, needs_grad=True)
+
+@sd.func
+def damp(s):
+    return sd.sin(s) * SCALE
+
+@sd.kernel
+def k(n: sd.i32, a: sd.types.ndarray()):
+    for i in x:
+        s = x[i]
+        for _ in range(n):     # dynamic loop: the adjoint has an adstack
+            s = damp(s)
+        a[i] = s
+
+a = sd.ndarray(sd.f32, 8, needs_grad=True)
+x.from_numpy(np.linspace(0, 1, 8).astype(np.float32))
+k(3, a)
+a.grad.fill(1.0)
+k.grad(3, a)
+print(json.dumps({"stats": offline_cache.stats, "a": a.to_numpy().tolist(),
+                  "gx": x.grad.to_numpy().tolist()}))
+'''
+
+
+def _reference(scale, n=3):
+    x = np.linspace(0, 1, 8)
+    s, d = x.copy(), np.ones(8)
+    for _ in range(n):
+        d = d * np.cos(s) * scale
+        s = np.sin(s) * scale
+    return s, d
+
+
+def _run(tmp_path, arch, scale="1.5"):
+    path = tmp_path / "prog.py"
+    path.write_text(SCRIPT)
+    env = dict(os.environ, SPIRAD_CACHE_DIR=str(tmp_path / "cache"), SCALE=scale,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, str(path), arch], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    s, d = _reference(float(scale))
+    np.testing.assert_allclose(out["a"], s, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["gx"], d, rtol=1e-4, atol=1e-5)
+    return out["stats"]
+
+
+def _entries(tmp_path):
+    return sorted(glob.glob(str(tmp_path / "cache" / "*" / "*.bin")))
+
+
+@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+def test_second_process_loads_instead_of_compiling(tmp_path, arch):
+    arch_or_skip(arch)
+    first = _run(tmp_path, arch)
+    assert first["hits"] == 0 and first["stores"] == 2  # forward and adjoint
+    assert len(_entries(tmp_path)) == 2
+    second = _run(tmp_path, arch)
+    assert second == {"hits": 2, "misses": 0, "stores": 0, "rejected": 0}
+
+
+def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tmp_path):
+    _run(tmp_path, "cpu")
+    fwd, adj = _entries(tmp_path)
+    with open(fwd, "r+b") as f:  # flip a byte in the payload: the digest no longer matches
+        f.seek(-10, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-10, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0xFF]))
+    good_adj = open(adj, "rb").read()
+    with open(adj, "wb") as f:
+        f.write(open(fwd, "rb").read()[:40])  # truncated
+    stats = _run(tmp_path, "cpu")
+    assert stats["rejected"] == 2 and stats["stores"] == 2 and stats["hits"] == 0
+    assert _run(tmp_path, "cpu")["hits"] == 2  # rewritten: valid again
+    with open(fwd, "wb") as f:
+        f.write(good_adj)  # a valid entry, but stored under another key: foreign
+    stats = _run(tmp_path, "cpu")
+    assert stats["rejected"] == 1 and stats["hits"] == 1 and stats["stores"] == 1
+
+
+def test_closure_value_changes_the_key(tmp_path):
+    _run(tmp_path, "cpu", scale="1.5")
+    stats = _run(tmp_path, "cpu", scale="0.5")   # the results check SCALE=0.5 was compiled in
+    assert stats["hits"] == 0 and stats["stores"] == 2
+    assert _run(tmp_path, "cpu", scale="1.5")["hits"] == 2
+    assert len(_entries(tmp_path)) == 4
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPIRAD_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _key(kernel, *args):
+    sd.init(arch=sd.cpu)
+    args = kernel._foreign_args(args)[0]
+    specs = kernel._signature(args, sd._state.current())[1]
+    return offline_cache.forward_key(kernel, specs, sd._state.current())
+
+
+def test_key_follows_funcs_fields_signature_and_options(cache_dir):
+    def make(c, body):
+        @sd.func
+        def f(v):
+            return v * c if body else v + c
+
+        @sd.kernel
+        def k(a: sd.types.ndarray()):
+            for i in a:
+                a[i] = f(a[i])
+        return k
+
+    a = np.zeros(3, np.float32)
+    base = _key(make(2.0, True), a)
+    assert base is not None and base == _key(make(2.0, True), a)
+    assert base != _key(make(3.0, True), a)          # a closure value of a called func
+    assert base != _key(make(2.0, False), a)         # the func's code
+    assert base != _key(make(2.0, True), np.zeros(3))  # the signature (f64)
+    sd.init(arch=sd.cpu, default_fp=sd.f64)
+    k = make(2.0, True)
+    specs = k._signature(k._foreign_args((a,))[0], sd._state.current())[1]
+    assert offline_cache.forward_key(k, specs, sd._state.current()) != base  # init options
+
+
+def test_uncacheable_closure_and_off_switch(cache_dir):
+    class Opaque:
+        pass
+    obj = Opaque()
+
+    @sd.kernel
+    def k(a: sd.types.ndarray()):
+        for i in a:
+            a[i] = 1.0 if obj is not None else 0.0
+
+    assert _key(k, np.zeros(2, np.float32)) is None  # described only by its address: not cached
+
+    @sd.kernel
+    def ok(a: sd.types.ndarray()):
+        for i in a:
+            a[i] = 1.0
+
+    sd.init(arch=sd.cpu, offline_cache=False)
+    before = dict(offline_cache.stats)
+    ok(np.zeros(2, np.float32))
+    assert offline_cache.stats == before and not os.listdir(cache_dir)
+
+
+@test_archs(archs=("cpu",))
+def test_hit_in_the_same_process_after_init_and_print_not_stored(arch, cache_dir):
+    x = sd.field(sd.f32, shape=4)
+
+    @sd.kernel
+    def k(s: sd.f32):
+        for i in x:
+            x[i] = s * i
+
+    @sd.kernel
+    def p():
+        print("hello")
+
+    k(2.0)
+    stores = offline_cache.stats["stores"]
+    p()
+    sd.sync()
+    sd.init(arch=sd.cpu, debug=True)  # a new state (same options): in-memory programs gone
+    x = sd.field(sd.f32, shape=4)   # k's closure now sees a field of the same id and layout
+    hits = offline_cache.stats["hits"]
+    k(3.0)
+    np.testing.assert_array_equal(x.to_numpy(), [0, 3, 6, 9])
+    assert offline_cache.stats["hits"] == hits + 1
+    assert offline_cache.stats["stores"] == stores  # the print kernel p was never stored
