@@ -208,9 +208,7 @@ class AdStacks:
                 return E.op("OpINotEqual", u1, lo, E.c(0, u32))
             return lo if dt == u32 else E.op("OpBitcast", dt, lo)
         hi = self._word(binding, E.op("OpIAdd", u32, word, E.c(1, u32)))
-        if dt == f64:
-            return E.f64_from_words(lo, hi)
-        return E.op("OpBitcast", dt, E.fn.op("OpCompositeConstruct", E.t_uvec2(), lo, hi))
+        return E.join64(lo, hi, dt)
 
     def _store(self, binding: int, word: int, dt, v: int) -> None:
         E = self.E
@@ -221,10 +219,9 @@ class AdStacks:
                 v = E.op("OpBitcast", u32, v)
             E.emit("OpStore", self._ptr(binding, word), v)
             return
-        pair = E.fn.op("OpBitcast", E.t_uvec2(), v)
-        E.emit("OpStore", self._ptr(binding, word), E.op("OpCompositeExtract", u32, pair, 0))
-        E.emit("OpStore", self._ptr(binding, E.op("OpIAdd", u32, word, E.c(1, u32))),
-               E.op("OpCompositeExtract", u32, pair, 1))
+        lo, hi = E.split64(v, dt)
+        E.emit("OpStore", self._ptr(binding, word), lo)
+        E.emit("OpStore", self._ptr(binding, E.op("OpIAdd", u32, word, E.c(1, u32))), hi)
 
     def _heap(self, is_float: bool) -> int:
         return self.b_float if is_float else self.b_int

@@ -72,7 +72,27 @@ class VkProgram:
 
 
 class VulkanBackend(BackendBase):
+    """Vulkan through `gfx_runtime.vulkan`; also the base of the Metal backend (`metal.py`),
+    which swaps the runtime (`_make_runtime`), the SPIR-V profile and the module checks."""
     name = "vulkan"
+
+    @property
+    def profile(self):
+        from spirv_codegen.profile import VULKAN
+        return VULKAN
+
+    def _make_runtime(self):
+        from gfx_runtime.vulkan import VulkanRuntime
+        return VulkanRuntime()
+
+    def _check_kernel(self, tl, abi) -> None:
+        """User errors this backend finds in a task list before code generation (none here)."""
+
+    def _check_module(self, name: str, words: bytes, num_bindings: int) -> None:
+        """Called on every module before the runtime sees it; spirv-val when validating."""
+        from spirv_codegen import validate
+        if self.validate:
+            validate(words)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -92,14 +112,13 @@ class VulkanBackend(BackendBase):
 
     def __init__(self, state):
         super().__init__(state)
-        from gfx_runtime.vulkan import VulkanRuntime
         from spirv_codegen import SpirvCaps
         try:
-            self.rt = VulkanRuntime()
+            self.rt = self._make_runtime()
         except GfxError as e:
             raise _user_error(e) from None
         self.caps = self.rt.caps
-        self.spirv_caps = SpirvCaps.from_device(self.caps)
+        self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
         self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
@@ -121,7 +140,8 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
-        from spirv_codegen import STATUS_WORDS, compile_tasks, validate
+        from spirv_codegen import STATUS_WORDS, compile_tasks
+        self._check_kernel(tl, abi)
         limit = self.caps.max_per_stage_storage_buffers
         if 2 + len(abi.bindings) > limit:
             raise SpiradDeviceError(
@@ -135,15 +155,13 @@ class VulkanBackend(BackendBase):
                               device_ranges=on_device)
         pipes = []
         for t in tasks:
-            if self.validate:
-                validate(t.words)
+            self._check_module(tl.name, t.words, t.num_bindings)
             pipes.append(self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes))
         ranges = [None] * len(tasks)
         for i in read:
             if i in on_device:
                 mod = compile_range_args(tl, i, abi, self.spirv_caps)
-                if self.validate:
-                    validate(mod.words)
+                self._check_module(tl.name, mod.words, mod.num_bindings)
                 ranges[i] = ("device", self.rt.pipeline(mod.words, mod.num_bindings,
                                                         mod.push_constant_bytes),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
