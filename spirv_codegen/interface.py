@@ -116,8 +116,29 @@ class Interface:
     # -- argument buffer ---------------------------------------------------------------------
     def arg_word(self, word: int) -> int:
         E = self.E
+        if E.profile.args_uniform:
+            return self.prologue(("argw", word), lambda: E.op("OpLoad", u32, self._uniform_arg(word)))
         return self.prologue(("argw", word), lambda: E.op(
             "OpLoad", u32, self.element_ptr(ARGS_BINDING, u32, E.c(word, i32))))
+
+    def _uniform_arg(self, word: int) -> int:
+        """Pointer to word `word` of the uniform argument buffer (profile.args_uniform): a
+        Block struct holding uvec4[ceil(arg bytes / 16)] with ArrayStride 16."""
+        E, m = self.E, self.E.m
+        if ARGS_BINDING not in self._buffers:
+            n16 = max(1, -(-self.abi.arg_buffer_size // 16))
+            uvec4 = m.t_vector(E.ty(u32), 4)
+            arr = m._type(("array", uvec4, n16, 16), "OpTypeArray", uvec4, E.c(n16, u32),
+                          decorate=lambda t: m.decorate(t, "ArrayStride", 16))
+            st = m.t_block_struct(arr)
+            var = m.global_variable(m.t_pointer("Uniform", st), "Uniform")
+            m.decorate(var, "DescriptorSet", 0)
+            m.decorate(var, "Binding", ARGS_BINDING)
+            m.name(var, "args")
+            self._buffers[ARGS_BINDING] = (var, m.t_pointer("Uniform", E.ty(u32)))
+        var, ptr = self._buffers[ARGS_BINDING]
+        return E.fn.op("OpAccessChain", ptr, var, E.c(0, i32), E.c(word // 4, i32),
+                       E.c(word % 4, i32))
 
     def scalar_arg(self, byte_offset: int, dt) -> int:
         def make():

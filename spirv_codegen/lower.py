@@ -144,6 +144,7 @@ class SpirvTask:
     adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
+    uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -179,9 +180,10 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
     words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
-    nb = 2 + len(abi.bindings) + (3 if stacks else 0) + (1 if device_range else 0)
+    prof = caps.profile
+    nb = 2 + len(abi.bindings) + (prof.adstack_buffers() if stacks else 0) + (1 if device_range else 0)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas), device_range)
+                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings)
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:

@@ -8,8 +8,8 @@ as RuntimeError naming the kernel and what was found. Checked (see `profile.py` 
 * no 64-bit float type (Metal has no f64);
 * no OpConstant of a float type whose value is NaN or ±Inf (they must be bitcasts);
 * no OpBitcast between a vector and a 64-bit scalar (64-bit join / split must use shifts);
-* at most `max_bindings` storage-buffer bindings (the layout's count, and every Binding decoration
-  below it).
+* at most `max_bindings` storage buffers (the layout's count, and the Binding decorations that are
+  not uniform buffers).
 """
 from __future__ import annotations
 
@@ -40,8 +40,10 @@ def _instructions(words):
         i += n
 
 
-def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = None) -> list:
-    """What in `spirv` the Metal profile forbids (empty: the module is fine)."""
+def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = None,
+               uniform=()) -> list:
+    """What in `spirv` the Metal profile forbids (empty: the module is fine). `num_bindings`:
+    the storage buffers of the module's layout; `uniform`: its uniform bindings (not counted)."""
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     if not words or words[0] != MAGIC:
         return ["not a SPIR-V module"]
@@ -60,7 +62,8 @@ def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = N
         elif op == _OP["OpTypeVector"]:
             vectors.add(a[0])
         elif op == _OP["OpDecorate"] and a[1] == DECORATION["Binding"]:
-            bindings.add(a[2])
+            if a[2] not in uniform:
+                bindings.add(a[2])
         elif op == _OP["OpConstant"] and a[0] in floats:
             bits = floats[a[0]]
             v = (struct.unpack("<f", struct.pack("<I", a[2]))[0] if bits == 32 else
@@ -76,14 +79,15 @@ def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = N
             ids_type.setdefault("int64", set()).add(a[0])
         if op not in _NO_RESULT and op not in _RESULT_ONLY and len(a) >= 2:
             ids_type[a[1]] = a[0]
-    if bindings and max(bindings) >= max_bindings:
-        out.append(f"binding {max(bindings)} (Metal allows bindings 0..{max_bindings - 1})")
+    if len(bindings) > max_bindings:
+        out.append(f"{len(bindings)} storage buffers declared (Metal allows {max_bindings})")
     return list(dict.fromkeys(out))
 
 
-def check(spirv: bytes, kernel: str, max_bindings: int = 8, num_bindings: int | None = None) -> None:
+def check(spirv: bytes, kernel: str, max_bindings: int = 8, num_bindings: int | None = None,
+          uniform=()) -> None:
     """RuntimeError naming `kernel` when `spirv` breaks the Metal profile (a compiler bug)."""
-    bad = violations(spirv, max_bindings, num_bindings)
+    bad = violations(spirv, max_bindings, num_bindings, uniform)
     if bad:
         raise RuntimeError(f"internal error: the SPIR-V of kernel {kernel} breaks the Metal profile "
                            f"({'; '.join(bad)}); it was not given to wgpu, whose shader translator "

@@ -55,7 +55,8 @@ class WgpuRuntime:
         self._queue = self._device.queue
         self.closed = False
         self._usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC |
-                       wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT)
+                       wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT |
+                       wgpu.BufferUsage.UNIFORM)
         self._bgls: dict = {}        # num_bindings -> bind group layout
         self._layouts: dict = {}     # (num_bindings, push bytes) -> pipeline layout
         self._pipelines: dict = {}
@@ -75,7 +76,7 @@ class WgpuRuntime:
             raise GfxDeviceError(
                 f"a buffer of {nbytes} bytes exceeds the storage-buffer limit of {self.caps.name} "
                 f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
-        size = max(16, (nbytes + 3) & ~3)
+        size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
         try:
             h = self._device.create_buffer(size=size, usage=self._usage)
         except Exception as e:
@@ -93,32 +94,38 @@ class WgpuRuntime:
         buf.handle.destroy()
 
     # -- pipelines -----------------------------------------------------------------------------
-    def _bgl(self, n: int):
-        if n not in self._bgls:
+    def _bgl(self, n: int, uniform=()):
+        key = (n, tuple(uniform))
+        if key not in self._bgls:
             wgpu = self._wgpu
-            self._bgls[n] = self._device.create_bind_group_layout(entries=[
+            kind = lambda i: (wgpu.BufferBindingType.uniform if i in uniform  # noqa: E731
+                              else wgpu.BufferBindingType.storage)
+            self._bgls[key] = self._device.create_bind_group_layout(entries=[
                 {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                 "buffer": {"type": wgpu.BufferBindingType.storage}} for i in range(n)])
-        return self._bgls[n]
+                 "buffer": {"type": kind(i)}} for i in range(n)])
+        return self._bgls[key]
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main") -> Pipeline:
+                 entry_point: str = "main", uniform=()) -> Pipeline:
+        """`uniform`: binding numbers that are uniform buffers (the rest are storage buffers)."""
         self._check_open()
-        if num_bindings > self.caps.max_per_stage_storage_buffers:
+        uniform = tuple(uniform)
+        if num_bindings - len(uniform) > self.caps.max_per_stage_storage_buffers:
             raise GfxDeviceError(
-                f"a pipeline with {num_bindings} storage buffers exceeds the limit of "
-                f"{self.caps.max_per_stage_storage_buffers} per stage on {self.caps.name}")
+                f"a pipeline with {num_bindings - len(uniform)} storage buffers exceeds the limit "
+                f"of {self.caps.max_per_stage_storage_buffers} per stage on {self.caps.name}")
         if push_constant_bytes > self.caps.max_push_constants_size:
             raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
                                  f"{self.caps.max_push_constants_size} on {self.caps.name}")
         k = (hashlib.sha256(bytes(spirv)).digest() if key is None else key, num_bindings,
-             push_constant_bytes, entry_point)
+             push_constant_bytes, entry_point, uniform)
         p = self._pipelines.get(k)
         if p is None:
-            lk = (num_bindings, push_constant_bytes)
+            lk = (num_bindings, push_constant_bytes, uniform)
             if lk not in self._layouts:
                 self._layouts[lk] = self._device.create_pipeline_layout(
-                    bind_group_layouts=[self._bgl(num_bindings)], immediate_size=push_constant_bytes)
+                    bind_group_layouts=[self._bgl(num_bindings, uniform)],
+                    immediate_size=push_constant_bytes)
             try:
                 mod = self._device.create_shader_module(code=bytes(spirv))
                 h = self._device.create_compute_pipeline(
@@ -126,12 +133,12 @@ class WgpuRuntime:
             except Exception as e:
                 raise GfxDeviceError(f"wgpu rejected a compute shader: {e}") from None
             p = self._pipelines[k] = Pipeline(h, num_bindings, push_constant_bytes, lk,
-                                              self._bgl(num_bindings))
+                                              self._bgl(num_bindings, uniform))
         return p
 
     # -- launches ------------------------------------------------------------------------------
     def _bind_group(self, pipeline: Pipeline, buffers):
-        key = (pipeline.num_bindings,) + tuple(id(b.handle) for b in buffers)
+        key = (pipeline.layout_key,) + tuple(id(b.handle) for b in buffers)
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]

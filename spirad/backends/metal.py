@@ -94,16 +94,32 @@ class MetalBackend(VulkanBackend):
                 f"kernel {tl.name}: atomic add on {n.dtype.name} is not available on Metal "
                 f"({self.caps.name}); Metal has 32-bit integer and f32 atomic adds only"), loc)
 
-    def _check_module(self, name: str, words: bytes, num_bindings: int) -> None:
+    def _check_module(self, name: str, mod) -> None:
         from spirv_codegen import metal_check, validate
         limit = self.caps.max_per_stage_storage_buffers
-        if num_bindings > limit:
+        storage = mod.num_bindings - len(mod.uniform_bindings)
+        if storage > limit:
             raise SpiradDeviceError(
-                f"kernel {name} needs {num_bindings} storage buffers in one task (arguments, "
-                f"status, its fields/ndarrays and, with autodiff stacks, 3 adstack buffers) but "
-                f"Metal allows {limit} per kernel; split the kernel or use fewer fields/ndarrays")
-        validate(words)  # always: an invalid module could crash naga, and the process with it
-        metal_check.check(words, name, limit)
+                f"kernel {name} needs {storage} storage buffers in one task (status, its "
+                f"{mod.num_bindings - 2 - (2 if mod.adstacks else 0)} fields/ndarrays/gradients"
+                f"{' and 2 autodiff-stack buffers' if mod.adstacks else ''}) but Metal allows "
+                f"{limit} per kernel; split the kernel or use fewer fields/ndarrays")
+        validate(mod.words)  # always: an invalid module could crash naga, and the process with it
+        metal_check.check(mod.words, name, limit, storage, mod.uniform_bindings)
+
+    def _pipeline(self, mod):
+        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
+                                uniform=mod.uniform_bindings)
+
+    def _heaps(self, layout, rows: int) -> list:
+        """One heap (profile single_heap): each row the float row, then the int row."""
+        need = (layout.stride_float + layout.stride_int) * rows
+        self.heap_float = self._grown_heap(self.heap_float, need)
+        return [self.heap_float]
+
+    def plan_adstack(self, program, ti, sized):
+        lay, _, meta, meta_bytes = super().plan_adstack(program, ti, sized)
+        return lay, max(lay.stride_float + lay.stride_int, 1), meta, meta_bytes
 
 
 Backend = MetalBackend

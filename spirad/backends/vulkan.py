@@ -88,11 +88,21 @@ class VulkanBackend(BackendBase):
     def _check_kernel(self, tl, abi) -> None:
         """User errors this backend finds in a task list before code generation (none here)."""
 
-    def _check_module(self, name: str, words: bytes, num_bindings: int) -> None:
-        """Called on every module before the runtime sees it; spirv-val when validating."""
+    def _check_module(self, name: str, mod) -> None:
+        """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when
+        validating."""
         from spirv_codegen import validate
         if self.validate:
-            validate(words)
+            validate(mod.words)
+
+    def _pipeline(self, mod):
+        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes)
+
+    def _heaps(self, layout, rows: int) -> list:
+        """The adstack heap buffers a launch binds after the metadata, grown for `rows` rows."""
+        hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
+        hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
+        return [hf, hi]
 
     @classmethod
     def is_available(cls) -> bool:
@@ -155,15 +165,14 @@ class VulkanBackend(BackendBase):
                               device_ranges=on_device)
         pipes = []
         for t in tasks:
-            self._check_module(tl.name, t.words, t.num_bindings)
-            pipes.append(self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes))
+            self._check_module(tl.name, t)
+            pipes.append(self._pipeline(t))
         ranges = [None] * len(tasks)
         for i in read:
             if i in on_device:
                 mod = compile_range_args(tl, i, abi, self.spirv_caps)
-                self._check_module(tl.name, mod.words, mod.num_bindings)
-                ranges[i] = ("device", self.rt.pipeline(mod.words, mod.num_bindings,
-                                                        mod.push_constant_bytes),
+                self._check_module(tl.name, mod)
+                ranges[i] = ("device", self._pipeline(mod),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             else:
                 ranges[i] = ("host", HostBounds(tl, tl.tasks[i], abi))
@@ -263,9 +272,7 @@ class VulkanBackend(BackendBase):
                 chunk = n if t.kind == "serial" else rows
                 if meta is None:
                     meta = self._small_buffer(p, meta_bytes)
-                hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
-                hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
-                tbufs = bufs + [meta, hf, hi]
+                tbufs = bufs + [meta] + self._heaps(layout, rows)
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
                                    f"the backend has {len(tbufs)} buffers for it")

@@ -22,7 +22,7 @@ import os
 
 import pytest
 
-ALL_ARCHS = ("cpu", "vulkan")
+ALL_ARCHS = ("cpu", "vulkan", "metal")  # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1
 # `interp` (the reference interpreter) is always available; tests opt into it explicitly.
 
 
