@@ -9,4 +9,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers >/dev/null
-python3 -m pip install -q -e '.[vulkan,test]'
+python3 -m pip install -q -e '.[vulkan,metal,test]'

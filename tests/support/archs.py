@@ -2,7 +2,7 @@
 
     from tests.support.archs import test_archs
 
-    @test_archs()                       # every arch: cpu, vulkan
+    @test_archs()                       # every arch: cpu, vulkan, metal
     def test_axpy(arch): ...
 
     @test_archs(require=("f64",), default_fp=sd.f64)
@@ -10,7 +10,8 @@
 
 The decorator parametrizes the test over archs (ids `arch=cpu`, `arch=vulkan`), calls
 `sd.init(arch=..., debug=True, **init_kwargs)` before the body, and turns a missing arch or a
-missing capability into a skip with the reason — unless the arch is listed in the environment
+missing capability into a skip with the reason (except f64 on metal: Metal has none, so such a
+test must raise spirad's compile-time f64 error there) — unless the arch is listed in the environment
 variable SPIRAD_REQUIRE_ARCHS (CI sets `cpu,vulkan`), where a missing arch is a failure, so a
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
 set by conftest) and any validation message fails the test.
@@ -46,6 +47,8 @@ def has_capability(arch: str, cap: str) -> bool:
 
 
 def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
+    if "vulkan" in archs and "metal" not in archs:
+        archs = tuple(archs) + ("metal",)  # the same SPIR-V glue: what runs on vulkan runs on metal
     archs = tuple(a for a in archs if a not in exclude)
 
     def deco(fn):
@@ -55,6 +58,12 @@ def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
             import spirad as sd
             arch_or_skip(arch)
             sd.init(arch=arch, debug=True, **init_kwargs)
+            if arch == "metal" and ("f64" in require or init_kwargs.get("default_fp") is sd.f64):
+                # Metal has no f64: the kernel must fail to compile with the clear error
+                from kernel_ir.errors import SpiradTypeError
+                with pytest.raises(SpiradTypeError, match="Metal has no 64-bit floats"):
+                    fn(arch, *args, **kwargs)
+                return None
             for cap in require:
                 if not has_capability(arch, cap):
                     pytest.skip(f"arch {arch} lacks capability {cap}")
