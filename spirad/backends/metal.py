@@ -73,6 +73,16 @@ class MetalBackend(VulkanBackend):
         from gfx_runtime.wgpu import WgpuRuntime
         return WgpuRuntime(emulate=emulated())
 
+    def __init__(self, state):
+        super().__init__(state)
+        from sizer.device_format import EVAL_BUFFERS
+        if EVAL_BUFFERS + 1 > self.caps.max_per_stage_storage_buffers:
+            # the GPU sizer's evaluation kernel binds its program, jobs, values, job states and
+            # 8 data slots (+ status): more than Metal's 8 storage buffers. Until its slots are
+            # packed, adstack sizes that read device data are evaluated on the host (through
+            # `view`), which the sizing cache makes a once-per-change cost.
+            self.gpu_sizer = None
+
     def capabilities(self) -> dict:
         return {"f64": False, "i64": self.caps.has_i64}
 
