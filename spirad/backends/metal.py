@@ -60,6 +60,14 @@ class MetalBackend(VulkanBackend):
         return avail(emulated())
 
     @classmethod
+    def gpu_candidate(cls) -> bool:
+        try:
+            from gfx_runtime.wgpu import is_available as avail
+        except ImportError:
+            return False
+        return avail(False)  # a real Metal adapter; SPIRAD_METAL_EMULATE never changes sd.gpu
+
+    @classmethod
     def unavailable_reason(cls) -> str:
         from gfx_runtime.wgpu import unavailable_reason as reason
         return reason(emulated())
