@@ -11,7 +11,9 @@ Batching: dispatches are recorded into one compute pass of one command encoder (
 storage accesses between dispatches of a pass), submitted at `flush` or past `max_batch`
 dispatches. Host access to a buffer that the unsubmitted pass binds flushes first, because
 `queue.write_buffer` / `read_buffer` are ordered before the next submission. Push constants use
-wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers).
+wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). Pipeline, bind group
+and immediates persist within a pass, so a dispatch sets only what differs from the previous
+one (each wgpu-native call costs microseconds).
 
 Every SPIR-V module must already have passed spirad's Metal-profile check: naga panics on some
 modules, which kills the process before Python sees an error.
@@ -174,11 +176,18 @@ class WgpuRuntime:
         if self._pass is None:
             self._encoder = self._device.create_command_encoder()
             self._pass = self._encoder.begin_compute_pass()
+            self._bound_pipe = self._bound_group = self._bound_pc = None
         cp = self._pass
-        cp.set_pipeline(pipeline.handle)
-        cp.set_bind_group(0, bg)
-        if push_constants:
+        if self._bound_pipe is not pipeline:  # pass state persists between dispatches
+            cp.set_pipeline(pipeline.handle)
+            self._bound_pipe = pipeline
+            self._bound_pc = None  # a new pipeline layout: immediates are set again
+        if self._bound_group is not bg:
+            cp.set_bind_group(0, bg)
+            self._bound_group = bg
+        if push_constants and push_constants != self._bound_pc:
             cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
+            self._bound_pc = push_constants
         if indirect is None:
             cp.dispatch_workgroups(gx, gy, gz)
         else:
