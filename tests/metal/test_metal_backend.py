@@ -94,10 +94,11 @@ def test_nan_and_inf_survive(metal):
         x[0] = sd.log(0.0 * x[1])      # -inf
         x[1] = sd.sqrt(x[1] - 1.0)     # NaN
         x[2] = 1.0 / (0.0 * x[3])      # inf (x[3] = 0)
+        x[3] = sd.select(x[1] != x[1], 1.0, 0.0)  # NaN != NaN (naga orders OpFUnordNotEqual)
 
     k()
     v = x.to_numpy()
-    assert v[0] == -np.inf and np.isnan(v[1]) and v[2] == np.inf
+    assert v[0] == -np.inf and np.isnan(v[1]) and v[2] == np.inf and v[3] == 1.0
 
 
 def _chain(nfields):
