@@ -10,4 +10,4 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
-python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,test,examples]'
+python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,test,examples]'

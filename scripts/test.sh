@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan}"
+export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan,metal}"
+export SPIRAD_METAL_EMULATE="${SPIRAD_METAL_EMULATE:-1}"  # the Metal backend on lavapipe, M1 limits
 export SPIRAD_VALIDATION=1
 python3 -m pytest -n 2 -q -p no:cacheprovider tests "$@"

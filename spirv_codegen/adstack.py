@@ -71,12 +71,15 @@ from .lower_math import lower_cast
 META_NAME = "AdStackMeta"
 HEAP_FLOAT_NAME = "AdStackHeapFloat"
 HEAP_INT_NAME = "AdStackHeapInt"
+HEAP_NAME = "AdStackHeap"  # both heaps in one buffer (single_heap)
 
 
-def adstack_bindings(num_arrays: int) -> tuple[int, int, int]:
-    """(meta, heap_float, heap_int) binding numbers for a kernel with `num_arrays` arrays."""
+def adstack_bindings(num_arrays: int, single_heap: bool = False) -> tuple[int, int, int]:
+    """(meta, heap_float, heap_int) binding numbers for a kernel with `num_arrays` arrays; with
+    `single_heap` (profile.py) both heaps are one buffer, each row the float row then the int
+    row."""
     b = FIRST_ARRAY_BINDING + num_arrays
-    return b, b + 1, b + 2
+    return (b, b + 1, b + 1) if single_heap else (b, b + 1, b + 2)
 
 
 class AdStacks:
@@ -86,9 +89,12 @@ class AdStacks:
         self.L, self.E, self.io = L, L.E, L.io
         self.allocas = adstack_allocas(L.task)
         self.index = {n: k for k, n in enumerate(self.allocas)}
-        self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings))
+        self.single = L.E.profile.single_heap
+        self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings), self.single)
         self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
                                      self.b_int: HEAP_INT_NAME})
+        if self.single:
+            self.io.buffer_names[self.b_float] = HEAP_NAME
         self._counts: dict[int, int] = {}  # stack k -> its Function-storage u32 count variable
         self._overflow = None  # Function u32: 1 + the first stack that overflowed, 0 = none
 
@@ -132,6 +138,14 @@ class AdStacks:
         E = self.E
 
         def make():
+            if self.single:  # one row = float row, then int row
+                row = E.op("OpShiftRightLogical", u32,
+                           E.op("OpIAdd", u32, self._meta(0), self._meta(1)), E.c(2, u32))
+                base = E.op("OpIMul", u32, self.io.linear_id(), row)
+                if is_float:
+                    return base
+                return E.op("OpIAdd", u32, base,
+                            E.op("OpShiftRightLogical", u32, self._meta(0), E.c(2, u32)))
             stride_w = E.op("OpShiftRightLogical", u32, self._meta(0 if is_float else 1),
                             E.c(2, u32))
             return E.op("OpIMul", u32, self.io.linear_id(), stride_w)
@@ -208,9 +222,7 @@ class AdStacks:
                 return E.op("OpINotEqual", u1, lo, E.c(0, u32))
             return lo if dt == u32 else E.op("OpBitcast", dt, lo)
         hi = self._word(binding, E.op("OpIAdd", u32, word, E.c(1, u32)))
-        if dt == f64:
-            return E.f64_from_words(lo, hi)
-        return E.op("OpBitcast", dt, E.fn.op("OpCompositeConstruct", E.t_uvec2(), lo, hi))
+        return E.join64(lo, hi, dt)
 
     def _store(self, binding: int, word: int, dt, v: int) -> None:
         E = self.E
@@ -221,10 +233,9 @@ class AdStacks:
                 v = E.op("OpBitcast", u32, v)
             E.emit("OpStore", self._ptr(binding, word), v)
             return
-        pair = E.fn.op("OpBitcast", E.t_uvec2(), v)
-        E.emit("OpStore", self._ptr(binding, word), E.op("OpCompositeExtract", u32, pair, 0))
-        E.emit("OpStore", self._ptr(binding, E.op("OpIAdd", u32, word, E.c(1, u32))),
-               E.op("OpCompositeExtract", u32, pair, 1))
+        lo, hi = E.split64(v, dt)
+        E.emit("OpStore", self._ptr(binding, word), lo)
+        E.emit("OpStore", self._ptr(binding, E.op("OpIAdd", u32, word, E.c(1, u32))), hi)
 
     def _heap(self, is_float: bool) -> int:
         return self.b_float if is_float else self.b_int

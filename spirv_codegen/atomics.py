@@ -27,6 +27,9 @@ def needs_cas(dt, caps) -> bool:
 def check_supported(dt, caps) -> None:
     if dt.kind == "b":
         raise RuntimeError("atomic add on u1 is not supported")
+    if needs_cas(dt, caps) and not getattr(caps, "profile").compare_exchange:
+        raise RuntimeError(f"atomic add on {dt} needs a compare-and-swap loop, which the "
+                           f"{caps.profile.name} profile forbids (the backend rejects it earlier)")
     if dt.bits == 64 and not caps.has_int64_atomics and (dt.kind != "f" or needs_cas(dt, caps)):
         raise RuntimeError(f"atomic add on {dt} needs shaderBufferInt64Atomics, which the device "
                            "lacks")

@@ -62,7 +62,12 @@ class Emitter:
             return self.m.const_bool(bool(v))
         self.ty(dt)
         if dt.kind == "f":
-            return self.m.const_float(dt.bits, float(v))
+            v = float(v)
+            if v != v or v in (float("inf"), float("-inf")):
+                import struct
+                fmt = ("<f", "<I") if dt.bits == 32 else ("<d", "<Q")
+                return self.float_bits(struct.unpack(fmt[1], struct.pack(fmt[0], v))[0], dt)
+            return self.m.const_float(dt.bits, v)
         return self.m.const_int(dt.bits, dt.kind == "i", int(v))
 
     def c_bits(self, bits: int, dt) -> int:
@@ -72,10 +77,25 @@ class Emitter:
         return self.m.const_words(self.ty(dt), words)
 
     def nan(self, dt) -> int:
-        return self.c_bits(0x7FC00000 if dt.bits == 32 else 0x7FF8000000000000, dt)
+        return self.float_bits(0x7FC00000 if dt.bits == 32 else 0x7FF8000000000000, dt)
 
     def inf(self, dt, sign: int = 1) -> int:
-        return self.c(float("inf") * sign, dt)
+        if dt.bits == 32:
+            return self.float_bits(0x7F800000 | (0x80000000 if sign < 0 else 0), dt)
+        return self.float_bits(0x7FF0000000000000 | ((1 << 63) if sign < 0 else 0), dt)
+
+    def float_bits(self, bits: int, dt) -> int:
+        """A float given by its bit pattern: a constant, or (profiles that reject NaN / Inf
+        constants, `profile.py`) an OpBitcast of an integer constant where it is used."""
+        if not self.profile.float_specials_by_bitcast or self.fn is None:
+            return self.c_bits(bits, dt)
+        ut = u32 if dt.bits == 32 else U64
+        return self.op("OpBitcast", dt, self.c(bits, ut))
+
+    @property
+    def profile(self):
+        from .profile import VULKAN
+        return getattr(self.caps, "profile", VULKAN)
 
     # -- instructions ------------------------------------------------------------------------
     def op(self, name: str, dt, *operands) -> int:
@@ -121,6 +141,27 @@ class Emitter:
     def f64_from_words(self, lo: int, hi: int) -> int:
         v = self.fn.op("OpCompositeConstruct", self.t_uvec2(), lo, hi)
         return self.op("OpBitcast", f64, v)
+
+    def join64(self, lo: int, hi: int, dt) -> int:
+        """The 64-bit value of dtype `dt` whose low / high u32 words are `lo` / `hi`. Integers
+        by shifts and OR (naga mistypes a vector bitcast, profile.py); f64 (never on Metal) by
+        the vector bitcast, which needs no Int64."""
+        if dt == f64:
+            return self.f64_from_words(lo, hi)
+        wide = lambda w: self.op("OpUConvert", U64, w)  # noqa: E731
+        v = self.op("OpBitwiseOr", U64, wide(lo),
+                    self.op("OpShiftLeftLogical", U64, wide(hi), self.c(32, u32)))
+        return v if dt.kind == "u" else self.op("OpBitcast", dt, v)
+
+    def split64(self, v: int, dt) -> tuple:
+        """(low, high) u32 words of the 64-bit value `v` of dtype `dt` (inverse of join64)."""
+        if dt == f64:
+            pair = self.fn.op("OpBitcast", self.t_uvec2(), v)
+            return (self.op("OpCompositeExtract", u32, pair, 0),
+                    self.op("OpCompositeExtract", u32, pair, 1))
+        u = v if dt.kind == "u" else self.op("OpBitcast", U64, v)
+        return (self.op("OpUConvert", u32, u),
+                self.op("OpUConvert", u32, self.op("OpShiftRightLogical", U64, u, self.c(32, u32))))
 
     # -- helper functions --------------------------------------------------------------------
     def call(self, key: str, ret_dt, param_dts, build, *args) -> int:

@@ -21,7 +21,8 @@ STATUS_OK = 0
 STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full (see adstack.py)
 STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
 STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access had an index out of range
-STATUS_WORDS = 8              # the status buffer holds at least this many u32 words
+STATUS_TICKET_WORD = 8        # profiles without compare-exchange: the first-error ticket counter
+STATUS_WORDS = 9              # the status buffer holds at least this many u32 words
 
 
 class Interface:
@@ -115,8 +116,29 @@ class Interface:
     # -- argument buffer ---------------------------------------------------------------------
     def arg_word(self, word: int) -> int:
         E = self.E
+        if E.profile.args_uniform:
+            return self.prologue(("argw", word), lambda: E.op("OpLoad", u32, self._uniform_arg(word)))
         return self.prologue(("argw", word), lambda: E.op(
             "OpLoad", u32, self.element_ptr(ARGS_BINDING, u32, E.c(word, i32))))
+
+    def _uniform_arg(self, word: int) -> int:
+        """Pointer to word `word` of the uniform argument buffer (profile.args_uniform): a
+        Block struct holding uvec4[ceil(arg bytes / 16)] with ArrayStride 16."""
+        E, m = self.E, self.E.m
+        if ARGS_BINDING not in self._buffers:
+            n16 = max(1, -(-self.abi.arg_buffer_size // 16))
+            uvec4 = m.t_vector(E.ty(u32), 4)
+            arr = m._type(("array", uvec4, n16, 16), "OpTypeArray", uvec4, E.c(n16, u32),
+                          decorate=lambda t: m.decorate(t, "ArrayStride", 16))
+            st = m.t_block_struct(arr)
+            var = m.global_variable(m.t_pointer("Uniform", st), "Uniform")
+            m.decorate(var, "DescriptorSet", 0)
+            m.decorate(var, "Binding", ARGS_BINDING)
+            m.name(var, "args")
+            self._buffers[ARGS_BINDING] = (var, m.t_pointer("Uniform", E.ty(u32)))
+        var, ptr = self._buffers[ARGS_BINDING]
+        return E.fn.op("OpAccessChain", ptr, var, E.c(0, i32), E.c(word // 4, i32),
+                       E.c(word % 4, i32))
 
     def scalar_arg(self, byte_offset: int, dt) -> int:
         def make():
@@ -128,9 +150,7 @@ class Interface:
             if dt.bits == 32:
                 return lo if dt == u32 else E.op("OpBitcast", dt, lo)
             hi = self.arg_word(w + 1)
-            if dt == f64:
-                return E.f64_from_words(lo, hi)
-            return E.op("OpBitcast", dt, E.fn.op("OpCompositeConstruct", E.t_uvec2(), lo, hi))
+            return E.join64(lo, hi, dt)
         return self.prologue(("arg", byte_offset, dt), make)
 
     def ndarray_shape(self, arg: int, axis: int) -> int:
@@ -196,7 +216,8 @@ class Interface:
 
     # -- status ------------------------------------------------------------------------------
     def write_error(self, code: int, aux: int, aux2: int | None = None) -> None:
-        """First error wins word 0 (compare-exchange from 0); the winner writes `aux` to word 1
+        """First error wins word 0 (compare-exchange from 0, or the ticket of word
+        STATUS_TICKET_WORD where the profile has no compare-exchange); the winner writes `aux` to word 1
         (and `aux2` to word 2 when given). Control continues after it in a new block."""
         E = self.E
         words = [lambda: E.c(aux, u32)] + ([] if aux2 is None else [lambda: E.c(aux2, u32)])
@@ -207,13 +228,20 @@ class Interface:
         giving ids (called where the winner stores them)."""
         E, fn = self.E, self.E.fn
         scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
-        p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
-        old = E.op("OpAtomicCompareExchange", u32, p0, scope, sem, sem, E.c(code, u32), E.c(0, u32))
+        if E.profile.compare_exchange:
+            p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
+            old = E.op("OpAtomicCompareExchange", u32, p0, scope, sem, sem, E.c(code, u32),
+                       E.c(0, u32))
+        else:  # Metal (profile.py): whoever draws ticket 0 is first; it writes word 0 as well
+            pt = self.element_ptr(STATUS_BINDING, u32, E.c(STATUS_TICKET_WORD, i32))
+            old = E.op("OpAtomicIAdd", u32, pt, scope, sem, E.c(1, u32))
         won, merge = fn.label(), fn.label()
         first = E.op("OpIEqual", u1, old, E.c(0, u32))
         fn.selection_merge(merge)
         fn.branch_cond(first, won, merge)
         fn.begin(won)
+        if not E.profile.compare_exchange:
+            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(0, i32)), E.c(code, u32))
         for i, w in enumerate(words, 1):
             E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(i, i32)),
                    w() if callable(w) else w)

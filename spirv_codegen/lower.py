@@ -9,9 +9,11 @@ Descriptors (all in set 0, all storage buffers):
                  at byte `abi.arg_offsets[i]` (32-bit values in one word, 64-bit values in two
                  little-endian words, u1 as a u32 0/1), ndarray extents (i32) at
                  `abi.shape_offsets`.
-  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 8 words, zeroed by
+  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 9 words, zeroed by
                  the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
                  error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
+                 Profiles without compare-exchange (Metal, `profile.py`) atomically add 1 to
+                 word 8 (STATUS_TICKET_WORD) instead; the writer that got 0 sets words 0, 1, ...
                    0 STATUS_OK                nothing happened
                    1 STATUS_ADSTACK_OVERFLOW  an ADSTACK_PUSH found its stack full; word 1 =
                                               task index, word 2 = stack index k. The
@@ -107,6 +109,7 @@ from .interface import (PUSH_CONSTANT_BYTES, STATUS_INDEX_OUT_OF_RANGE, STATUS_L
                         Interface)
 from .lower_math import lower_binary, lower_cast, lower_unary
 from .module import Module
+from .profile import VULKAN, Profile
 
 LOCAL_SIZE = 64
 
@@ -119,14 +122,15 @@ class SpirvCaps:
     has_atomic_float32_add: bool = False
     has_atomic_float64_add: bool = False
     loop_iteration_cap: int | None = None
+    profile: Profile = VULKAN  # what the module's consumer accepts (spirv_codegen.profile)
 
     @classmethod
-    def from_device(cls, dc) -> "SpirvCaps":
+    def from_device(cls, dc, profile: Profile = VULKAN) -> "SpirvCaps":
         """From a runtime's caps object (attributes of the same names; missing ones False)."""
         g = lambda n, d=False: getattr(dc, n, d)  # noqa: E731
         return cls(g("has_f64"), g("has_i64"), g("has_int64_atomics"),
                    g("has_atomic_float32_add"), g("has_atomic_float64_add"),
-                   g("loop_iteration_cap", None))
+                   g("loop_iteration_cap", None), profile)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class SpirvTask:
     adstacks: tuple = ()  # dtype of each adstack, in ABI stack order (empty: no adstack buffers)
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
+    uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -175,9 +180,10 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
     words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
-    nb = 2 + len(abi.bindings) + (3 if stacks else 0) + (1 if device_range else 0)
+    prof = caps.profile
+    nb = 2 + len(abi.bindings) + (prof.adstack_buffers() if stacks else 0) + (1 if device_range else 0)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas), device_range)
+                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings)
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:

@@ -148,7 +148,7 @@ def _fpow_build(dt):
         fy = E.glsl("Floor", dt, y)
         yint = E.fcmp("Equal", fy, y)
         half = E.op("OpFMul", dt, y, E.c(0.5, dt))
-        yodd = E.band(yint, E.op("OpFUnordNotEqual", u1, E.glsl("Floor", dt, half), half))
+        yodd = E.band(yint, E.bnot(E.op("OpFOrdEqual", u1, E.glsl("Floor", dt, half), half)))
         pneg = E.sel(yint, E.sel(yodd, E.op("OpFNegate", dt, p), p, dt), E.nan(dt), dt)
         r = E.sel(E.fcmp("LessThan", x, zero), pneg, p, dt)
         r = E.sel(E.isnan(y), y, r, dt)
@@ -171,6 +171,8 @@ def _fatan2(E, dt, y, x):
 _CMP_F = {Op.CMP_LT: "OpFOrdLessThan", Op.CMP_LE: "OpFOrdLessThanEqual",
           Op.CMP_GT: "OpFOrdGreaterThan", Op.CMP_GE: "OpFOrdGreaterThanEqual",
           Op.CMP_EQ: "OpFOrdEqual", Op.CMP_NE: "OpFUnordNotEqual"}
+# float != is lowered as not(==) (`_fne`), NaN-safe through naga, which translates
+# OpFUnordNotEqual to an *ordered* comparison (NaN != NaN came out false on Metal's path)
 _CMP_I = {Op.CMP_LT: "OpSLessThan", Op.CMP_LE: "OpSLessThanEqual", Op.CMP_GT: "OpSGreaterThan",
           Op.CMP_GE: "OpSGreaterThanEqual", Op.CMP_EQ: "OpIEqual", Op.CMP_NE: "OpINotEqual"}
 _CMP_U = {Op.CMP_LT: "OpULessThan", Op.CMP_LE: "OpULessThanEqual", Op.CMP_GT: "OpUGreaterThan",
@@ -208,6 +210,7 @@ BINARY.update({
 })
 for _op in _CMP_F:
     BINARY[(_op, "f")], BINARY[(_op, "i")], BINARY[(_op, "u")] = _CMP_F[_op], _CMP_I[_op], _CMP_U[_op]
+BINARY[(Op.CMP_NE, "f")] = lambda E, dt, a, b: E.bnot(E.op("OpFOrdEqual", u1, a, b))
 for _op, (_s, _u) in {Op.MIN: ("SMin", "UMin"), Op.MAX: ("SMax", "UMax")}.items():
     BINARY[(_op, "i")] = (lambda n: lambda E, dt, a, b: E.glsl(n, dt, a, b))(_s)
     BINARY[(_op, "u")] = (lambda n: lambda E, dt, a, b: E.glsl(n, dt, a, b))(_u)
@@ -327,7 +330,7 @@ def lower_cast(E: Emitter, x: int, src, dst) -> int:
         return x
     if dst.kind == "b":
         if src.kind == "f":
-            return E.op("OpFUnordNotEqual", u1, x, E.c(0.0, src))
+            return E.bnot(E.op("OpFOrdEqual", u1, x, E.c(0.0, src)))  # NaN -> True (see _CMP_F)
         return E.op("OpINotEqual", u1, x, E.c(0, src))
     if src.kind == "b":
         return E.sel(x, E.c(1, dst), E.c(0, dst), dst)

@@ -57,5 +57,6 @@ def compile_range_args(tl, task_index: int, abi, caps) -> SpirvTask:
     t = range_args_task(tl.tasks[task_index])
     abi2 = replace(abi, bindings=abi.bindings + (RANGE_ARGS_REF,))
     words = TaskLowerer(t, task_index, abi2, caps).run()
-    return SpirvTask(t.name, "serial", words, 2 + len(abi2.bindings), PUSH_CONSTANT_BYTES, 1)
+    return SpirvTask(t.name, "serial", words, 2 + len(abi2.bindings), PUSH_CONSTANT_BYTES, 1,
+                     uniform_bindings=caps.profile.uniform_bindings)
 

@@ -15,7 +15,7 @@ from kernel_ir.errors import SpiradArchError
 
 BACKENDS = {"cpu": "cpu", "vulkan": "vulkan", "metal": "metal", "cuda": "cuda", "amdgpu": "amdgpu",
             "interp": "interp"}
-GPU_ORDER = ("cuda", "vulkan", "metal", "amdgpu")
+GPU_ORDER = ("cuda", "amdgpu", "metal", "vulkan")  # metal: only where a Metal GPU is (macOS)
 
 
 def is_implemented(arch: str) -> bool:
@@ -44,7 +44,7 @@ def arch_available(arch: str) -> bool:
 def resolve_arch(arch: str) -> str:
     if arch == "gpu":
         for a in GPU_ORDER:
-            if arch_available(a):
+            if is_implemented(a) and backend_class(a).gpu_candidate():
                 return a
         raise SpiradArchError("arch=gpu: no GPU backend is available (tried " + ", ".join(GPU_ORDER) + ")")
     return arch

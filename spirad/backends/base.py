@@ -31,6 +31,11 @@ class BackendBase:
         return True
 
     @classmethod
+    def gpu_candidate(cls) -> bool:
+        """May `sd.gpu` pick this backend? (Metal: only a real Metal GPU, never the emulation.)"""
+        return cls.is_available()
+
+    @classmethod
     def unavailable_reason(cls) -> str:
         """Why `is_available()` is False: the missing piece and how to install it."""
         return ""

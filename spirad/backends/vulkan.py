@@ -73,7 +73,37 @@ class VkProgram:
 
 
 class VulkanBackend(BackendBase):
+    """Vulkan through `gfx_runtime.vulkan`; also the base of the Metal backend (`metal.py`),
+    which swaps the runtime (`_make_runtime`), the SPIR-V profile and the module checks."""
     name = "vulkan"
+
+    @property
+    def profile(self):
+        from spirv_codegen.profile import VULKAN
+        return VULKAN
+
+    def _make_runtime(self):
+        from gfx_runtime.vulkan import VulkanRuntime
+        return VulkanRuntime()
+
+    def _check_kernel(self, tl, abi) -> None:
+        """User errors this backend finds in a task list before code generation (none here)."""
+
+    def _check_module(self, name: str, mod) -> None:
+        """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when
+        validating."""
+        from spirv_codegen import validate
+        if self.validate:
+            validate(mod.words)
+
+    def _pipeline(self, mod):
+        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes)
+
+    def _heaps(self, layout, rows: int) -> list:
+        """The adstack heap buffers a launch binds after the metadata, grown for `rows` rows."""
+        hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
+        hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
+        return [hf, hi]
 
     @classmethod
     def is_available(cls) -> bool:
@@ -93,14 +123,13 @@ class VulkanBackend(BackendBase):
 
     def __init__(self, state):
         super().__init__(state)
-        from gfx_runtime.vulkan import VulkanRuntime
         from spirv_codegen import SpirvCaps
         try:
-            self.rt = VulkanRuntime()
+            self.rt = self._make_runtime()
         except GfxError as e:
             raise _user_error(e) from None
         self.caps = self.rt.caps
-        self.spirv_caps = SpirvCaps.from_device(self.caps)
+        self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
         self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
@@ -122,7 +151,8 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
-        from spirv_codegen import compile_tasks, validate
+        from spirv_codegen import compile_tasks
+        self._check_kernel(tl, abi)
         limit = self.caps.max_per_stage_storage_buffers
         if 2 + len(abi.bindings) > limit:
             raise SpiradDeviceError(
@@ -135,9 +165,8 @@ class VulkanBackend(BackendBase):
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
                               device_ranges=on_device)
         range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps) for i in sorted(on_device)}
-        if self.validate:
-            for m in tasks + tuple(range_mods.values()):
-                validate(m.words)
+        for m in tasks + tuple(range_mods.values()):
+            self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
         return self._build(tl, abi, (tasks, range_mods))
 
     def export_program(self, program):
@@ -145,22 +174,24 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def import_program(self, tl, abi, blob):
-        return self._build(tl, abi, blob)  # validated before it was stored (cache_features)
+        tasks, range_mods = blob
+        for m in tasks + tuple(range_mods.values()):
+            self._check_module(tl.name, m)  # a stored module meets this backend's profile too
+        return self._build(tl, abi, blob)
 
     def cache_features(self) -> tuple:
-        return ("vulkan", self.caps, self.spirv_caps, self.bounds_check, self.validate)
+        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate)
 
     def _build(self, tl, abi, blob):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module})."""
         from spirv_codegen import RANGE_ARGS_WORDS, STATUS_WORDS
         tasks, range_mods = blob
-        pipes = [self.rt.pipeline(t.words, t.num_bindings, t.push_constant_bytes) for t in tasks]
+        pipes = [self._pipeline(t) for t in tasks]
         ranges = [None] * len(tasks)
         for i, t in enumerate(tl.tasks):
             mod = range_mods.get(i)
             if mod is not None:
-                ranges[i] = ("device", self.rt.pipeline(mod.words, mod.num_bindings,
-                                                        mod.push_constant_bytes),
+                ranges[i] = ("device", self._pipeline(mod),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             elif device_bounds(t):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
@@ -262,9 +293,7 @@ class VulkanBackend(BackendBase):
                 chunk = n if t.kind == "serial" else rows
                 if meta is None:
                     meta = self._small_buffer(p, meta_bytes)
-                hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
-                hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
-                tbufs = bufs + [meta, hf, hi]
+                tbufs = bufs + [meta] + self._heaps(layout, rows)
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
                                    f"the backend has {len(tbufs)} buffers for it")

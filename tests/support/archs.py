@@ -2,7 +2,7 @@
 
     from tests.support.archs import test_archs
 
-    @test_archs()                       # every arch: cpu, vulkan
+    @test_archs()                       # every arch: cpu, vulkan, metal
     def test_axpy(arch): ...
 
     @test_archs(require=("f64",), default_fp=sd.f64)
@@ -10,7 +10,8 @@
 
 The decorator parametrizes the test over archs (ids `arch=cpu`, `arch=vulkan`), calls
 `sd.init(arch=..., debug=True, **init_kwargs)` before the body, and turns a missing arch or a
-missing capability into a skip with the reason — unless the arch is listed in the environment
+missing capability into a skip with the reason (except f64 on metal: Metal has none, so such a
+test must raise spirad's compile-time f64 error there) — unless the arch is listed in the environment
 variable SPIRAD_REQUIRE_ARCHS (CI sets `cpu,vulkan`), where a missing arch is a failure, so a
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
 set by conftest) and any validation message fails the test.
@@ -22,7 +23,8 @@ import os
 
 import pytest
 
-ALL_ARCHS = ("cpu", "vulkan")
+METAL_ERRORS = ("Metal has no 64-bit floats", "is not available on Metal")  # spirad/backends/metal.py
+ALL_ARCHS = ("cpu", "vulkan", "metal")  # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1
 # `interp` (the reference interpreter) is always available; tests opt into it explicitly.
 
 
@@ -46,6 +48,8 @@ def has_capability(arch: str, cap: str) -> bool:
 
 
 def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
+    if "vulkan" in archs and "metal" not in archs:
+        archs = tuple(archs) + ("metal",)  # the same SPIR-V glue: what runs on vulkan runs on metal
     archs = tuple(a for a in archs if a not in exclude)
 
     def deco(fn):
@@ -56,8 +60,19 @@ def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
             arch_or_skip(arch)
             sd.init(arch=arch, debug=True, **init_kwargs)
             for cap in require:
-                if not has_capability(arch, cap):
+                if not (arch == "metal" and cap == "f64") and not has_capability(arch, cap):
                     pytest.skip(f"arch {arch} lacks capability {cap}")
+            if arch == "metal":
+                # Metal has no f64 (nor 64-bit atomics): a test passes on metal where its kernels
+                # use none (f32 parametrisations, folded literals); where they do, it must stop
+                # at the backend's clear compile-time error (asserted here), never run or crash
+                from kernel_ir.errors import SpiradTypeError
+                try:
+                    return fn(arch, *args, **kwargs)
+                except SpiradTypeError as e:
+                    if not any(m in str(e) for m in METAL_ERRORS):
+                        raise
+                    return None
             return fn(arch, *args, **kwargs)
         return wrapper
     return deco

@@ -1,0 +1,255 @@
+"""`WgpuRuntime`: the wgpu counterpart of `gfx_runtime.vulkan.VulkanRuntime` (same calls).
+
+    rt = WgpuRuntime(emulate=False)       GfxUnavailable without a (Metal) adapter
+    rt.caps -> WgpuCaps
+    rt.alloc(nbytes, zero=True) -> Buffer  (wgpu zero-fills every new buffer)
+    rt.pipeline(spirv, num_bindings, push_constant_bytes=0) -> Pipeline   cached by content
+    rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
+    rt.flush() / rt.sync(), rt.take_validation_messages(), rt.close()
+
+Batching: dispatches are recorded into one compute pass of one command encoder (WebGPU orders
+storage accesses between dispatches of a pass), submitted at `flush` or past `max_batch`
+dispatches. Host access to a buffer that the unsubmitted pass binds flushes first, because
+`queue.write_buffer` / `read_buffer` are ordered before the next submission. Push constants use
+wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). Pipeline, bind group
+and immediates persist within a pass, so a dispatch sets only what differs from the previous
+one (each wgpu-native call costs microseconds).
+
+Every SPIR-V module must already have passed spirad's Metal-profile check: naga panics on some
+modules, which kills the process before Python sees an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import weakref
+
+from ..errors import GfxDeviceError
+from .buffer import Buffer
+from .caps import caps_of, device_limits, find_adapter
+
+MAX_BATCH = 4096
+_BIND_CACHE_MAX = 4096
+
+
+class Pipeline:
+    __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl")
+
+    def __init__(self, handle, num_bindings, push_constant_bytes, layout_key, bgl):
+        self.handle, self.num_bindings = handle, num_bindings
+        self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
+
+
+class WgpuRuntime:
+    validation = False  # wgpu validates every call itself and raises
+
+    def __init__(self, emulate: bool = False):
+        import wgpu
+        self._wgpu = wgpu
+        self.closed = True
+        adapter = find_adapter(emulate)
+        self.caps = caps_of(adapter, emulate)
+        try:
+            self._device = adapter.request_device_sync(
+                required_features=sorted(self.caps.features),
+                required_limits=device_limits(adapter, self.caps))
+        except Exception as e:
+            raise GfxDeviceError(f"wgpu could not create a device on {self.caps.name}: {e}") from None
+        self._queue = self._device.queue
+        self.closed = False
+        self._usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC |
+                       wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT |
+                       wgpu.BufferUsage.UNIFORM)
+        self._bgls: dict = {}        # num_bindings -> bind group layout
+        self._layouts: dict = {}     # (num_bindings, push bytes) -> pipeline layout
+        self._pipelines: dict = {}
+        self._bind_groups: dict = {}
+        self._encoder = self._pass = None
+        self._pending: set = set()   # id() of buffers bound by the unsubmitted pass
+        self._pending_refs: list = []
+        self._count = 0
+        self._fence = None
+        self.max_batch = MAX_BATCH
+
+    # -- buffers -------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, zero: bool = True, *, host_visible=None) -> Buffer:
+        self._check_open()
+        nbytes = int(nbytes)
+        if nbytes > self.caps.max_storage_buffer_range:
+            raise GfxDeviceError(
+                f"a buffer of {nbytes} bytes exceeds the storage-buffer limit of {self.caps.name} "
+                f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
+        size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
+        try:
+            h = self._device.create_buffer(size=size, usage=self._usage)
+        except Exception as e:
+            raise GfxDeviceError(f"wgpu could not allocate {nbytes} bytes: {e}") from None
+        return Buffer(self, h, nbytes)
+
+    def _before_host_access(self, buf: Buffer) -> None:
+        self._check_open()
+        if id(buf) in self._pending:
+            self.flush()
+
+    def _release(self, buf: Buffer) -> None:
+        if id(buf) in self._pending:
+            self.flush()
+        buf.handle.destroy()
+
+    # -- pipelines -----------------------------------------------------------------------------
+    def _bgl(self, n: int, uniform=()):
+        key = (n, tuple(uniform))
+        if key not in self._bgls:
+            wgpu = self._wgpu
+            kind = lambda i: (wgpu.BufferBindingType.uniform if i in uniform  # noqa: E731
+                              else wgpu.BufferBindingType.storage)
+            self._bgls[key] = self._device.create_bind_group_layout(entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                 "buffer": {"type": kind(i)}} for i in range(n)])
+        return self._bgls[key]
+
+    def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
+                 entry_point: str = "main", uniform=()) -> Pipeline:
+        """`uniform`: binding numbers that are uniform buffers (the rest are storage buffers)."""
+        self._check_open()
+        uniform = tuple(uniform)
+        if num_bindings - len(uniform) > self.caps.max_per_stage_storage_buffers:
+            raise GfxDeviceError(
+                f"a pipeline with {num_bindings - len(uniform)} storage buffers exceeds the limit "
+                f"of {self.caps.max_per_stage_storage_buffers} per stage on {self.caps.name}")
+        if push_constant_bytes > self.caps.max_push_constants_size:
+            raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
+                                 f"{self.caps.max_push_constants_size} on {self.caps.name}")
+        k = (hashlib.sha256(bytes(spirv)).digest() if key is None else key, num_bindings,
+             push_constant_bytes, entry_point, uniform)
+        p = self._pipelines.get(k)
+        if p is None:
+            lk = (num_bindings, push_constant_bytes, uniform)
+            if lk not in self._layouts:
+                self._layouts[lk] = self._device.create_pipeline_layout(
+                    bind_group_layouts=[self._bgl(num_bindings, uniform)],
+                    immediate_size=push_constant_bytes)
+            try:
+                mod = self._device.create_shader_module(code=bytes(spirv))
+                h = self._device.create_compute_pipeline(
+                    layout=self._layouts[lk], compute={"module": mod, "entry_point": entry_point})
+            except Exception as e:
+                raise GfxDeviceError(f"wgpu rejected a compute shader: {e}") from None
+            p = self._pipelines[k] = Pipeline(h, num_bindings, push_constant_bytes, lk,
+                                              self._bgl(num_bindings, uniform))
+        return p
+
+    # -- launches ------------------------------------------------------------------------------
+    def _bind_group(self, pipeline: Pipeline, buffers):
+        key = (pipeline.layout_key,) + tuple(id(b.handle) for b in buffers)
+        hit = self._bind_groups.get(key)
+        if hit is not None:
+            return hit[0]
+        if len(self._bind_groups) >= _BIND_CACHE_MAX:
+            self._bind_groups.clear()
+        bg = self._device.create_bind_group(layout=pipeline.bgl, entries=[
+            {"binding": i, "resource": {"buffer": b._live(), "offset": 0, "size": b.handle.size}}
+            for i, b in enumerate(buffers)])
+        self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
+        return bg
+
+    def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
+                 indirect=None) -> None:
+        self._check_open()
+        if len(buffers) != pipeline.num_bindings:
+            raise ValueError(f"pipeline has {pipeline.num_bindings} bindings, got {len(buffers)} buffers")
+        if len(push_constants) != pipeline.push_constant_bytes:
+            raise ValueError(f"pipeline takes {pipeline.push_constant_bytes} push-constant bytes, "
+                             f"got {len(push_constants)}")
+        gx, gy, gz = groups if indirect is None else (1, 1, 1)
+        mx = self.caps.max_compute_work_group_count
+        if not (0 <= gx <= mx[0] and 0 <= gy <= mx[1] and 0 <= gz <= mx[2]):
+            raise GfxDeviceError(f"dispatch of {tuple(groups)} workgroups exceeds the limit "
+                                 f"{tuple(mx)} of {self.caps.name}; split the launch")
+        if indirect is None and not (gx and gy and gz):
+            return
+        for b in buffers:
+            if b._mirror is not None:
+                b._upload_mirror()
+        if indirect is not None and indirect[0]._mirror is not None:
+            indirect[0]._upload_mirror()
+        bg = self._bind_group(pipeline, buffers)
+        if self._pass is None:
+            self._encoder = self._device.create_command_encoder()
+            self._pass = self._encoder.begin_compute_pass()
+            self._bound_pipe = self._bound_group = self._bound_pc = None
+        cp = self._pass
+        if self._bound_pipe is not pipeline:  # pass state persists between dispatches
+            cp.set_pipeline(pipeline.handle)
+            self._bound_pipe = pipeline
+            self._bound_pc = None  # a new pipeline layout: immediates are set again
+        if self._bound_group is not bg:
+            cp.set_bind_group(0, bg)
+            self._bound_group = bg
+        if push_constants and push_constants != self._bound_pc:
+            cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
+            self._bound_pc = push_constants
+        if indirect is None:
+            cp.dispatch_workgroups(gx, gy, gz)
+        else:
+            cp.dispatch_workgroups_indirect(indirect[0]._live(), indirect[1])
+            self._pending.add(id(indirect[0]))
+            self._pending_refs.append(indirect[0])
+        for b in buffers:
+            if id(b) not in self._pending:
+                self._pending.add(id(b))
+                self._pending_refs.append(b)
+        self._count += 1
+        if self._count >= self.max_batch:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._pass is not None:
+            self._pass.end()
+            self._queue.submit([self._encoder.finish()])
+            self._pass = self._encoder = None
+        self._pending.clear()
+        self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
+        self._count = 0
+
+    def flush(self) -> None:
+        """Submit the pending pass and wait for the device."""
+        if self.closed:
+            return
+        busy = self._pass is not None
+        self._submit()
+        if busy:
+            self._wait()
+
+    def _wait(self) -> None:
+        """Block until submitted work is done. wgpu-py 0.32's on_submitted_work_done has a
+        broken callback signature, so this polls the device (wgpuDevicePoll, wait=True)."""
+        poll = getattr(self._device, "_poll_wait", None)
+        if poll is not None:
+            poll()
+        else:  # a read-back is ordered after all submitted work
+            if self._fence is None:
+                self._fence = self._device.create_buffer(size=4, usage=self._usage)
+            self._queue.read_buffer(self._fence, 0, 4)
+
+    sync = flush
+
+    def take_validation_messages(self) -> list:
+        return []
+
+    # -- teardown ------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise GfxDeviceError("the wgpu runtime is closed (was spirad re-initialised?)")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self._bind_groups.clear()
+        self._pipelines.clear()
+        self._device.destroy()
+        self._device = None
+
+    def __repr__(self) -> str:
+        return f"<WgpuRuntime {'closed' if self.closed else self.caps.name}>"

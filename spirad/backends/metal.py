@@ -1,0 +1,143 @@
+"""The Metal backend: the Vulkan backend's glue over the wgpu runtime, with the Metal profile.
+
+wgpu-py runs SPIR-V on Metal by translating it with naga, so this backend reuses everything of
+`vulkan.py` (launch flow, adstack heaps, GPU sizer, sizing cache, status and overflow errors)
+and changes three things:
+
+* the runtime: `gfx_runtime.wgpu.WgpuRuntime` (`_make_runtime`);
+* the SPIR-V profile `spirv_codegen.profile.METAL` (no compare-exchange, NaN / Inf by bitcast);
+* the checks: before code generation a kernel that uses f64 (Metal has none) or an atomic add
+  that Metal cannot do is a user error naming the kernel line; after it, every module passes
+  spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
+  process), and a task binding more storage buffers than Metal's 8 is a user error.
+
+Availability: a Metal adapter (macOS), or any wgpu adapter with `SPIRAD_METAL_EMULATE=1`, which
+imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchError` says why.
+"""
+from __future__ import annotations
+
+import os
+
+from kernel_ir.dtypes import f64
+from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
+from kernel_ir.nodes import walk
+from kernel_ir.ops import Op
+from kernel_ir.source import user_error
+
+from .vulkan import VulkanBackend
+
+EMULATE_ENV = "SPIRAD_METAL_EMULATE"
+
+
+def emulated() -> bool:
+    return os.environ.get(EMULATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _first_use(tl, pred):
+    """(node, a source location near it) of the first node of `tl` for which `pred` holds."""
+    for t in tl.tasks:
+        loc = t.loc
+        for n in walk(t.body):
+            loc = n.loc or loc
+            if pred(n):
+                return n, loc
+    return None, None
+
+
+def _uses_f64(n) -> bool:
+    return n.dtype == f64 or getattr(n.arg, "dtype", None) == f64
+
+
+class MetalBackend(VulkanBackend):
+    name = "metal"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        try:
+            from gfx_runtime.wgpu import is_available as avail
+        except ImportError:
+            return False
+        return avail(emulated())
+
+    @classmethod
+    def gpu_candidate(cls) -> bool:
+        try:
+            from gfx_runtime.wgpu import is_available as avail
+        except ImportError:
+            return False
+        return avail(False)  # a real Metal adapter; SPIRAD_METAL_EMULATE never changes sd.gpu
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        from gfx_runtime.wgpu import unavailable_reason as reason
+        return reason(emulated())
+
+    @property
+    def profile(self):
+        from spirv_codegen.profile import METAL
+        return METAL
+
+    def _make_runtime(self):
+        from gfx_runtime.wgpu import WgpuRuntime
+        return WgpuRuntime(emulate=emulated())
+
+    def __init__(self, state):
+        super().__init__(state)
+        from sizer.device_format import EVAL_BUFFERS
+        if EVAL_BUFFERS + 1 > self.caps.max_per_stage_storage_buffers:
+            # the GPU sizer's evaluation kernel binds its program, jobs, values, job states and
+            # 8 data slots (+ status): more than Metal's 8 storage buffers. Until its slots are
+            # packed, adstack sizes that read device data are evaluated on the host (through
+            # `view`), which the sizing cache makes a once-per-change cost.
+            self.gpu_sizer = None
+
+    def capabilities(self) -> dict:
+        return {"f64": False, "i64": self.caps.has_i64}
+
+    def _check_kernel(self, tl, abi) -> None:
+        n, loc = _first_use(tl, _uses_f64)
+        if n is not None:
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name} uses f64, but Metal has no 64-bit floats; use sd.f32 "
+                f"(sd.init(arch=sd.metal, default_fp=sd.f32) for literals and defaults)"), loc)
+        if any(a.dtype == f64 for a in tl.args if getattr(a, "dtype", None) is not None):
+            raise SpiradTypeError(f"kernel {tl.name} takes an f64 argument, but Metal has no "
+                                  f"64-bit floats; use sd.f32")
+        caps = self.spirv_caps
+        n, loc = _first_use(tl, lambda n: n.op == Op.ATOMIC_ADD and (
+            (n.dtype.bits == 64 and not caps.has_int64_atomics) or
+            (n.dtype.kind == "f" and not caps.has_atomic_float32_add)))
+        if n is not None:
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name}: atomic add on {n.dtype.name} is not available on Metal "
+                f"({self.caps.name}); Metal has 32-bit integer and f32 atomic adds only"), loc)
+
+    def _check_module(self, name: str, mod) -> None:
+        from spirv_codegen import metal_check, validate
+        limit = self.caps.max_per_stage_storage_buffers
+        storage = mod.num_bindings - len(mod.uniform_bindings)
+        if storage > limit:
+            raise SpiradDeviceError(
+                f"kernel {name} needs {storage} storage buffers in one task (status, its "
+                f"{mod.num_bindings - 2 - (2 if mod.adstacks else 0)} fields/ndarrays/gradients"
+                f"{' and 2 autodiff-stack buffers' if mod.adstacks else ''}) but Metal allows "
+                f"{limit} per kernel; split the kernel or use fewer fields/ndarrays")
+        validate(mod.words)  # always: an invalid module could crash naga, and the process with it
+        metal_check.check(mod.words, name, limit, storage, mod.uniform_bindings)
+
+    def _pipeline(self, mod):
+        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
+                                uniform=mod.uniform_bindings)
+
+    def _heaps(self, layout, rows: int) -> list:
+        """One heap (profile single_heap): each row the float row, then the int row."""
+        need = (layout.stride_float + layout.stride_int) * rows
+        self.heap_float = self._grown_heap(self.heap_float, need)
+        return [self.heap_float]
+
+    def plan_adstack(self, program, ti, sized):
+        lay, _, meta, meta_bytes = super().plan_adstack(program, ti, sized)
+        return lay, max(lay.stride_float + lay.stride_int, 1), meta, meta_bytes
+
+
+Backend = MetalBackend

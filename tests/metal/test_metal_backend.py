@@ -1,0 +1,182 @@
+"""The Metal backend (emulated here): availability and the emulation variable, sd.gpu, the
+compile-time errors of the Metal profile, storage-buffer packing, adstacks with overflow."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradTypeError
+from tests.support.archs import arch_or_skip
+
+
+@pytest.fixture
+def metal():
+    arch_or_skip("metal")
+    sd.init(arch=sd.metal, debug=True)
+
+
+def _native_metal() -> bool:
+    from gfx_runtime.wgpu import is_available
+    return is_available(False)
+
+
+def test_without_emulation_a_non_metal_adapter_is_a_clear_arch_error(monkeypatch):
+    if _native_metal():
+        pytest.skip("a real Metal GPU is present")
+    monkeypatch.delenv("SPIRAD_METAL_EMULATE", raising=False)
+    with pytest.raises(SpiradArchError, match="SPIRAD_METAL_EMULATE=1"):
+        sd.init(arch=sd.metal)
+
+
+def test_sd_gpu_never_picks_the_emulation(monkeypatch):
+    from spirad.backends import GPU_ORDER, arch_available, resolve_arch
+    assert GPU_ORDER == ("cuda", "amdgpu", "metal", "vulkan")
+    monkeypatch.setenv("SPIRAD_METAL_EMULATE", "1")
+    if _native_metal() or not arch_available("vulkan"):
+        pytest.skip("needs Vulkan and no real Metal GPU")
+    assert arch_available("metal")  # the emulation is usable when asked for by name ...
+    assert resolve_arch("gpu") != "metal"  # ... but sd.gpu never picks it
+
+
+def test_emulated_caps_are_apple_silicon(metal):
+    import spirad.state as st
+    be = st.backend()
+    assert be.name == "metal" and be.caps.emulated
+    assert be.capabilities()["f64"] is False
+    assert be.caps.max_per_stage_storage_buffers == 8
+
+
+def test_f64_is_a_compile_error_naming_the_line(metal):
+    x = sd.field(sd.f64, 4)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            x[i] = x[i] * 2.0
+
+    with pytest.raises(SpiradTypeError) as e:
+        k()
+    msg = str(e.value)
+    assert "Metal has no 64-bit floats" in msg and "sd.f32" in msg
+    assert "x[i] = x[i] * 2.0" in msg and "^" in msg
+
+
+def test_i64_atomic_add_is_a_compile_error(metal):
+    c = sd.field(sd.i64, ())
+
+    @sd.kernel
+    def k():
+        for i in range(8):
+            sd.atomic_add(c[None], 1)
+
+    with pytest.raises(SpiradTypeError, match="atomic add on i64 is not available on Metal"):
+        k()
+
+
+def test_i64_arguments_and_values_round_trip(metal):
+    out = sd.field(sd.i64, 3)
+
+    @sd.kernel
+    def k(a: sd.i64, b: sd.i64):
+        out[0] = a + b
+        out[1] = a * 3
+        out[2] = -b
+
+    a, b = (1 << 40) + 7, -(1 << 35) - 3
+    k(a, b)
+    assert list(out.to_numpy()) == [a + b, a * 3, -b]
+
+
+def test_nan_and_inf_survive(metal):
+    x = sd.field(sd.f32, 4)
+
+    @sd.kernel
+    def k():
+        x[0] = sd.log(0.0 * x[1])      # -inf
+        x[1] = sd.sqrt(x[1] - 1.0)     # NaN
+        x[2] = 1.0 / (0.0 * x[3])      # inf (x[3] = 0)
+        x[3] = sd.select(x[1] != x[1], 1.0, 0.0)  # NaN != NaN (naga orders OpFUnordNotEqual)
+
+    k()
+    v = x.to_numpy()
+    assert v[0] == -np.inf and np.isnan(v[1]) and v[2] == np.inf and v[3] == 1.0
+
+
+def _chain(nfields):
+    """A dynamic loop (adstack) reading `nfields` fields: out += prod over fields of sin chains."""
+    fs = [sd.field(sd.f32, 4, needs_grad=True) for _ in range(nfields - 2)]
+    n = sd.field(sd.i32, 4)
+    out = sd.field(sd.f32, (), needs_grad=True)
+    for k, f in enumerate(fs):
+        f.from_numpy(np.linspace(0.1, 0.5, 4).astype(np.float32) + 0.1 * k)
+    n.from_numpy(np.array([1, 2, 3, 4], np.int32))
+    return fs, n, out
+
+
+def test_five_buffers_and_an_adstack_fit_in_eight(metal):
+    """status + 5 arrays + adstack meta + one heap = 8 storage buffers (arguments are uniform)."""
+    (a,), n, out = _chain(3)
+    # a, a.grad, n, out, out.grad: five arrays in the adjoint kernel
+
+    @sd.kernel
+    def k():
+        for i in a:
+            v = a[i]
+            for j in range(n[i]):
+                v = sd.sin(v) + 0.25
+            out[None] += v
+
+    with sd.ad.Tape(loss=out):
+        k()
+    x0 = np.linspace(0.1, 0.5, 4)
+
+    def f(x):
+        tot = 0.0
+        for i in range(4):
+            v = x[i]
+            for _ in range(i + 1):
+                v = np.sin(v) + 0.25
+            tot += v
+        return tot
+    eps = 1e-6
+    num = [(f(x0 + eps * np.eye(4)[i]) - f(x0 - eps * np.eye(4)[i])) / (2 * eps) for i in range(4)]
+    assert abs(out[None] - f(x0)) < 1e-5
+    assert np.allclose(a.grad.to_numpy(), num, atol=1e-4)
+
+
+def test_too_many_buffers_is_a_clear_device_error(metal):
+    (a, b), n, out = _chain(4)
+
+    @sd.kernel
+    def k():
+        for i in a:
+            v = a[i] * b[i]
+            for j in range(n[i]):
+                v = sd.sin(v)
+            out[None] += v
+
+    with pytest.raises(SpiradDeviceError, match=r"storage buffers .* Metal allows 8"):
+        with sd.ad.Tape(loss=out):
+            k()
+
+
+def test_adstack_overflow_is_reported(monkeypatch):
+    arch_or_skip("metal")
+    sd.init(arch=sd.metal, ad_stack_size=4)
+    x = sd.field(sd.f32, 2, needs_grad=True)
+    out = sd.field(sd.f32, (), needs_grad=True)
+    n = sd.field(sd.i32, 2)
+    n.from_numpy(np.array([2, 10], np.int32))
+    x.from_numpy(np.array([0.3, 0.4], np.float32))
+
+    @sd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            for j in range(n[i]):
+                v = sd.sin(v)
+            out[None] += v
+
+    with pytest.raises(sd.SpiradAdStackOverflow, match="k"):
+        with sd.ad.Tape(loss=out):
+            k()
+        sd.sync()
