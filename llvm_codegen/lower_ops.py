@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from kernel_ir.dtypes import DType, f32, i64
+from kernel_ir.dtypes import DType, i64
 from kernel_ir.interpreter import cast_value
 from kernel_ir.ops import Op
 
@@ -36,12 +36,9 @@ def _intrinsic1(name):
     return lambda ctx, a, dt: ctx.b.call(ctx.lib.intrinsic(name, dt, 1), [a])
 
 
-def _libm1(name):
-    def rule(ctx, a, dt):
-        t = reg_type(dt)
-        fn = ctx.lib.declare(name + ("f" if dt == f32 else ""), t, [t])
-        return ctx.b.call(fn, [a])
-    return rule
+def _math1(name):
+    """A math function: an intrinsic or libm call on the CPU, the device library on a GPU."""
+    return lambda ctx, a, dt: ctx.b.call(ctx.lib.math(name, dt, 1), [a])
 
 
 def _rsqrt(ctx, a, dt):
@@ -66,16 +63,16 @@ UNARY = {
     (Op.ABS, "i"): _iabs,
     (Op.ABS, "u"): _ident,
     (Op.ABS, "b"): _ident,
-    (Op.SIN, "f"): _intrinsic1("sin"),
-    (Op.COS, "f"): _intrinsic1("cos"),
-    (Op.EXP, "f"): _intrinsic1("exp"),
-    (Op.LOG, "f"): _intrinsic1("log"),
+    (Op.SIN, "f"): _math1("sin"),
+    (Op.COS, "f"): _math1("cos"),
+    (Op.EXP, "f"): _math1("exp"),
+    (Op.LOG, "f"): _math1("log"),
     (Op.SQRT, "f"): _intrinsic1("sqrt"),
     (Op.FLOOR, "f"): _intrinsic1("floor"),
-    (Op.TAN, "f"): _libm1("tan"),
-    (Op.TANH, "f"): _libm1("tanh"),
-    (Op.ASIN, "f"): _libm1("asin"),
-    (Op.ACOS, "f"): _libm1("acos"),
+    (Op.TAN, "f"): _math1("tan"),
+    (Op.TANH, "f"): _math1("tanh"),
+    (Op.ASIN, "f"): _math1("asin"),
+    (Op.ACOS, "f"): _math1("acos"),
     (Op.RSQRT, "f"): _rsqrt,
 }
 for _k in ("i", "u", "b"):
@@ -135,13 +132,11 @@ def _fmod(ctx, a, b, dt):
 
 
 def _fpow(ctx, a, b, dt):
-    return ctx.b.call(ctx.lib.intrinsic("pow", dt, 2), [a, b])
+    return ctx.b.call(ctx.lib.math("pow", dt, 2), [a, b])
 
 
 def _atan2(ctx, a, b, dt):
-    t = reg_type(dt)
-    fn = ctx.lib.declare("atan2f" if dt == f32 else "atan2", t, [t, t])
-    return ctx.b.call(fn, [a, b])
+    return ctx.b.call(ctx.lib.math("atan2", dt, 2), [a, b])
 
 
 def _ipow(ctx, a, b, dt):

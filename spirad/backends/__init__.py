@@ -15,7 +15,7 @@ from kernel_ir.errors import SpiradArchError
 
 BACKENDS = {"cpu": "cpu", "vulkan": "vulkan", "metal": "metal", "cuda": "cuda", "amdgpu": "amdgpu",
             "interp": "interp"}
-GPU_ORDER = ("cuda", "vulkan", "metal", "amdgpu")
+GPU_ORDER = ("cuda", "amdgpu", "metal", "vulkan")
 
 
 def is_implemented(arch: str) -> bool:

@@ -2,7 +2,7 @@
 
     from tests.support.archs import test_archs
 
-    @test_archs()                       # every arch: cpu, vulkan
+    @test_archs()                       # every arch: cpu, vulkan, cuda, amdgpu
     def test_axpy(arch): ...
 
     @test_archs(require=("f64",), default_fp=sd.f64)
@@ -22,7 +22,8 @@ import os
 
 import pytest
 
-ALL_ARCHS = ("cpu", "vulkan")
+ALL_ARCHS = ("cpu", "vulkan", "cuda", "amdgpu")
+# cuda / amdgpu: a device, or SPIRAD_CUDA_EMULATE=1 / SPIRAD_AMDGPU_EMULATE=1 (docs/gpu.md)
 # `interp` (the reference interpreter) is always available; tests opt into it explicitly.
 
 
