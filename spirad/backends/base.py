@@ -31,6 +31,11 @@ class BackendBase:
         return True
 
     @classmethod
+    def picked_by_gpu(cls) -> bool:
+        """May `sd.gpu` choose this backend? (Not an emulation: it is asked for by name.)"""
+        return cls.is_available()
+
+    @classmethod
     def unavailable_reason(cls) -> str:
         """Why `is_available()` is False: the missing piece and how to install it."""
         return ""

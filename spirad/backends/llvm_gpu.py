@@ -22,9 +22,10 @@ each thread one adstack heap row (heaps sized at each launch from the sizing cac
 task on one thread. A range whose bounds read globals is evaluated on the host after waiting for
 the device.
 
-Errors: every program has a status buffer (adstack overflow, bounds checks with
-`init(debug=True)`), read at `sync()` for every program launched since the last one; the first
-error is raised there as the user error the CPU backend raises.
+Errors: every task launch has its own status words (adstack overflow, bounds checks with
+`init(debug=True)`) in its arena slot, read at `sync()` in launch order; the first error is
+raised there, about the launch that made it (its arguments, its adstack sizes), as the user
+error the CPU backend raises.
 """
 from __future__ import annotations
 
@@ -39,13 +40,13 @@ from .range_bounds import HostBounds, device_bounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
 ARENA_BYTES = 1 << 16
+STATUS_BYTES = 32  # llvm_codegen.program.STATUS_WORDS u32 words per launch
 
 
 class GpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds, status):
+    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds):
         self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
         self.nbind, self.stacks, self.task_names, self.bounds = nbind, stacks, task_names, bounds
-        self.status = status  # 8 u32 words in device memory
         self.host_bounds = ()
         self.device_code = {}  # target name -> DeviceCode (what was assembled)
         self.module = None
@@ -100,6 +101,10 @@ class LlvmGpuBackend(BackendBase):
         return cls.device_runtime() is not None
 
     @classmethod
+    def picked_by_gpu(cls) -> bool:
+        return not cls.emulated() and cls.is_available()
+
+    @classmethod
     def unavailable_reason(cls) -> str:
         try:
             import llvmlite  # noqa: F401
@@ -127,7 +132,7 @@ class LlvmGpuBackend(BackendBase):
         self.arena = self.rt.alloc(ARENA_BYTES)
         self.arena_used = 0
         self.inflight = []   # storages replaced while launches that use them may run
-        self.launched = {}   # id(program) -> (program, [argbufs], last adstack plan)
+        self.launched = []   # (program, status words, argbuf, adstack plan) per task launch
 
     def allocate(self, nbytes):
         return self.rt.alloc(nbytes)
@@ -162,11 +167,10 @@ class LlvmGpuBackend(BackendBase):
             module = self.load_device_code(codes, symbols)
         temps = {k: self.rt.alloc(8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        status = self.rt.alloc(32).view(np.uint32)
         p = GpuProgram(tl.name, [module.function(s) for s in symbols],
                        [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
                        [t.name for t in tl.tasks],
-                       BoundsInfo(tl, abi) if self.bounds_check else None, status)
+                       BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module, p.device_code = module, codes
         p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
                               for t in tl.tasks)
@@ -185,20 +189,26 @@ class LlvmGpuBackend(BackendBase):
         return meta, sized.layout
 
     def _stage(self, table, argbuf: bytes) -> tuple:
-        """Copy the address table and argument bytes into a fresh arena slot: (addr, addr)."""
-        nt = 8 * len(table)
-        need = nt + ((len(argbuf) + 15) & ~15) + 16
+        """A fresh arena slot with this launch's status words (zeroed), its buffer-address table
+        (`table` + the status address) and its argument bytes: (bufs addr, args addr, status)."""
+        nt = 8 * (len(table) + 1)
+        need = STATUS_BYTES + nt + ((len(argbuf) + 15) & ~15)
         if self.arena_used + need > self.arena.nbytes:
             self.inflight.append(self.arena)
             self.arena = self.rt.alloc(grown(self.arena.nbytes, need))
             self.arena_used = 0
         off = self.arena_used
         a = self.arena
-        a[off:off + nt].view(np.uint64)[:] = table
-        a[off + nt:off + nt + len(argbuf)] = np.frombuffer(argbuf, np.uint8)
+        base = a.__array_interface__["data"][0] + off
+        status = a[off:off + STATUS_BYTES].view(np.uint32)
+        status[:] = 0
+        t = a[off + STATUS_BYTES:off + STATUS_BYTES + nt].view(np.uint64)
+        t[:-1] = table
+        t[-1] = base
+        o = off + STATUS_BYTES + nt
+        a[o:o + len(argbuf)] = np.frombuffer(argbuf, np.uint8)
         self.arena_used += need
-        base = a.__array_interface__["data"][0]
-        return base + off, base + off + nt
+        return base + STATUS_BYTES, base + STATUS_BYTES + nt, status
 
     def _heaps(self, nf, ni):
         if nf > self.heap_float.nbytes:
@@ -225,14 +235,7 @@ class LlvmGpuBackend(BackendBase):
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         base = [self._addr(st if st is not None else program.temps[k])
                 for k, st in enumerate(storages)]
-        status = self._addr(program.status)
         plan = None if adstack is None else adstack.tasks
-        rec = self.launched.get(id(program))
-        if rec is None:
-            rec = self.launched[id(program)] = (program, [], [None])
-        rec[1].append(argbuf)
-        if adstack is not None:
-            rec[2][0] = adstack
         for ti, (fn, kind, rng) in enumerate(zip(program.fns, program.kinds, ranges)):
             if rng is None:  # the bounds read device memory: wait for the earlier launches
                 self.rt.synchronize()
@@ -249,41 +252,39 @@ class LlvmGpuBackend(BackendBase):
                 nthreads, block = 1, 1
             else:
                 nthreads, block = self._threads(e - b, layout), self.rt.block
-            extra = [0, 0, 0, status]
+            extra = [0, 0, 0]
             if layout is not None:
                 self._heaps(*layout.heap_bytes(nthreads))
-                extra = [self._addr(meta), self._addr(self.heap_float), self._addr(self.heap_int),
-                         status]
-            bufs_addr, args_addr = self._stage(base + extra, argbuf)
+                extra = [self._addr(meta), self._addr(self.heap_float), self._addr(self.heap_int)]
+            bufs_addr, args_addr, status = self._stage(base + extra, argbuf)
             self.rt.launch(fn, bufs_addr, args_addr, b, e, nthreads, block)
+            self.launched.append((program, status, argbuf, adstack))
 
     def _errors(self):
+        """The error of the first launch (in launch order) whose status words report one."""
         err = None
-        for program, argbufs, ad in self.launched.values():
-            words = [int(x) for x in program.status]
-            if not words[0]:
+        for program, status, argbuf, adstack in self.launched:
+            if not status[0]:
                 continue
-            program.status[:] = 0
-            if err is not None:
-                continue
+            words = [int(x) for x in status]
             code, task, stack = words[:3]
             if code == STATUS_INDEX_OUT_OF_RANGE:
                 err = index_error(program.name, program.task_names, program.bounds, words,
-                                  tuple(argbufs))
+                                  (argbuf,))
             else:
-                adstack = ad[0]
                 err = overflow_error(program.name, program.task_names[task],
                                      program.stacks[task][stack], stack,
                                      adstack.capacity(task, stack),
                                      adstack.required(task, stack))
+            break
         self.launched.clear()
         return err
 
     def sync(self):
         self.rt.synchronize()
+        err = self._errors()  # reads the arena: before it is reused
         self.inflight.clear()
         self.arena_used = 0
-        err = self._errors()
         if err is not None:
             raise err
 

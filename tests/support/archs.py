@@ -46,7 +46,12 @@ def has_capability(arch: str, cap: str) -> bool:
     return bool(be.capabilities().get(cap, False))
 
 
+LLVM_GPU_ARCHS = ("cuda", "amdgpu")
+
+
 def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
+    if "cpu" in archs and "vulkan" in archs:  # a list written before the LLVM GPU archs existed
+        archs = tuple(archs) + tuple(a for a in LLVM_GPU_ARCHS if a not in archs)
     archs = tuple(a for a in archs if a not in exclude)
 
     def deco(fn):
