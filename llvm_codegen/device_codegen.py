@@ -78,6 +78,11 @@ def target_machine(target: Target):
 
 
 
+def data_layout(target: Target) -> str:
+    """The target's data layout string (from its TargetMachine)."""
+    return str(target_machine(target).target_data)
+
+
 def _library(path: str):
     """The parsed bitcode of a device library (parsed once; linking consumes a clone)."""
     with open(path, "rb") as f:

@@ -22,6 +22,7 @@ lowering rules ask the `Target` about and nothing else:
   so AMDGPU selects a native float atomic add instead of a CAS loop (off by default: spirad's
   AMDGPU buffers are managed, fine-grained memory, where the native instruction is not safe).
 
+The data layout of a target is its LLVM TargetMachine's (`device_codegen.data_layout`).
 `CPU` keeps the CPU output exactly as it was before targets existed (a test compares the IR).
 """
 from __future__ import annotations
@@ -50,10 +51,6 @@ class Target:
     def ordering(self, order: str = "monotonic") -> str:
         """The ordering text of an atomic instruction (with this target's syncscope)."""
         return f'syncscope("{self.atomic_scope}") {order}' if self.atomic_scope else order
-
-    def data_layout(self) -> str:
-        from .device_codegen import target_machine
-        return str(target_machine(self).target_data)
 
 
 CPU = Target("cpu", "cpu")
