@@ -8,5 +8,5 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers >/dev/null
-python3 -m pip install -q -e '.[vulkan,test]'
+    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers rocm-device-libs lld-22 >/dev/null
+python3 -m pip install -q -e '.[vulkan,cuda,test]'

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan}"
+export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan,cuda,amdgpu}"
+# no GPU in CI: cuda / amdgpu run their GPU lowering on the CPU, device code still assembled
+export SPIRAD_CUDA_EMULATE="${SPIRAD_CUDA_EMULATE:-1}" SPIRAD_AMDGPU_EMULATE="${SPIRAD_AMDGPU_EMULATE:-1}"
 export SPIRAD_VALIDATION=1
 python3 -m pytest -n 2 -q -p no:cacheprovider tests "$@"
