@@ -226,7 +226,11 @@ def main():
     reps = int(args[args.index("--reps") + 1]) if "--reps" in args else 5
     out = args[args.index("--json") + 1] if "--json" in args else None
     bundle = json.load(open(os.path.join(d, "bundle.json")))
-    cu = Cuda()
+    try:
+        cu = Cuda()
+    except (OSError, RuntimeError) as e:
+        print(f"no usable CUDA device: {e}")
+        return 2
     print(f"device: {cu.name}, sm_{cu.cc}, {cu.sms} SMs, grid up to {cu.max_threads} threads, "
           f"peak {cu.peak / 1e12:.2f} TB/s", flush=True)
     results, ok_all = [], True

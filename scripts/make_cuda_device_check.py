@@ -163,10 +163,10 @@ def _n_slots(program, argbuf):
             if int.from_bytes(argbuf[off:off + 4], "little") == N_REC]
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "device_check"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     sd.init(arch=sd.cuda)
     nsteps = sd.field(sd.i32, shape=())
     ka, kb = make_ab(nsteps)
