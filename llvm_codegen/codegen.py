@@ -29,6 +29,7 @@ from kernel_ir.nodes import Task, TaskList
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
+from .kernel_entry import lower_grid_task
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
@@ -36,6 +37,7 @@ from .lower_math import emit_kept
 from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
+from .target import CPU, Target
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
@@ -47,13 +49,21 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
     return "spirad_" + re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
-def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False) -> CpuProgram:
+def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
+                  target: Target = CPU) -> CpuProgram:
+    """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
+    GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`."""
     module = ir.Module(name=tl.name)
-    lib = ModuleLib(module)
+    if target.triple:
+        module.triple = target.triple
+    lib = ModuleLib(module, target)
     infos = []
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
-        nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
+        if target.is_gpu_entry:
+            nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER), 1
+        else:
+            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
@@ -71,6 +81,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.setup_spmd(width, why)
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+    ctx.worker = fn.args[4]
     ctx.task_index = task_index
     if bounds_check:
         ctx.bounds_check = True

@@ -12,6 +12,7 @@ from kernel_ir.abi import KernelABI
 from kernel_ir.nodes import Block, GlobalRef, Node
 
 from .lltypes import I32, I64, PTR, reg_type, suffix
+from .target import CPU, INTRINSIC_MATH, Target, math_symbol
 
 
 class CodegenError(RuntimeError):
@@ -21,8 +22,9 @@ class CodegenError(RuntimeError):
 class ModuleLib:
     """Declarations shared by all functions of one LLVM module (intrinsics, libm, helpers)."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, target: Target = CPU):
         self.module = module
+        self.target = target
         self._fns: dict[str, ir.Function] = {}
         self.kept: list[ir.Function] = []  # vecmath vector variants (lower_math.emit_kept)
 
@@ -43,6 +45,17 @@ class ModuleLib:
         t = reg_type(dtype)
         return self.declare(f"llvm.{base}.{suffix(dtype)}", t, [t] * nargs + list(extra))
 
+    def math(self, base: str, dtype, nargs: int) -> ir.Function:
+        """Math function `base` (sin, tan, atan2, pow, ...) of `dtype` as this target calls it:
+        on the CPU an LLVM intrinsic (`INTRINSIC_MATH`) or the C library (`tanf`), on a GPU the
+        device library's symbol (`llvm_codegen.target`)."""
+        t = reg_type(dtype)
+        if self.target.math == "libm":
+            if base in INTRINSIC_MATH:
+                return self.intrinsic(base, dtype, nargs)
+            return self.declare(base + ("f" if dtype.name == "f32" else ""), t, [t] * nargs)
+        return self.declare(math_symbol(self.target, base, dtype.name), t, [t] * nargs)
+
 
 class FnContext:
     def __init__(self, lib: ModuleLib, fn: ir.Function, abi: KernelABI, arg_specs, lower_table):
@@ -59,6 +72,7 @@ class FnContext:
         self.loops: list[tuple[ir.Block, ir.Block]] = []  # (continue target, break target)
         self.top_continue: ir.Block = None  # CONTINUE at task top level
         self.adstack = None  # lower_adstack.AdstackState of a task with adstacks
+        self.worker: ir.Value = None  # i32 heap row: CPU worker slot or GPU global thread id
         self.task_index = 0
         self.bounds_check = False  # emit index checks on global accesses (lower_memory)
         self.access_sites: dict = {}  # global access node -> its site number (bounds checks)
@@ -98,7 +112,7 @@ class FnContext:
 
     # -- entry-block hoisting -----------------------------------------------------------------
     def hoisted_alloca(self, t: ir.Type, name: str = "") -> ir.Value:
-        return self.entry_b.alloca(t, name=name)
+        return entry_alloca(self.entry_b, self.lib.target, t, name)
 
     def buffer_ptr(self, ref: GlobalRef) -> ir.Value:
         k = self.abi.binding_index(ref)
@@ -133,3 +147,27 @@ class FnContext:
         return self.arg_load(self.abi.shape_offset(arg, axis), I32)
 
 
+
+
+class _SpaceAlloca(ir.instructions.AllocaInstr):
+    """`alloca T, addrspace(N)` (llvmlite prints no address space on allocas)."""
+
+    def __init__(self, parent, typ, addrspace, name):
+        super().__init__(parent, typ, None, name)
+        self.type = ir.PointerType(addrspace=addrspace)
+        self.addrspace = addrspace
+
+    def descr(self, buf):
+        buf.append(f"alloca {self.allocated_type}, addrspace({self.addrspace})")
+        if self.metadata:
+            buf.append(self._stringify_metadata(leading_comma=True))
+
+
+def entry_alloca(b: ir.IRBuilder, target: Target, t: ir.Type, name: str = "") -> ir.Value:
+    """A private slot of type `t` as a flat pointer: a plain alloca, or on a target with private
+    allocas in another address space (AMDGPU: 5) one there, cast to flat."""
+    if not target.alloca_addrspace:
+        return b.alloca(t, name=name)
+    a = _SpaceAlloca(b.block, t, target.alloca_addrspace, name + ".p")
+    b._insert(a)
+    return b.addrspacecast(a, PTR, name=name)

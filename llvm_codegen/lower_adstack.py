@@ -40,7 +40,7 @@ from kernel_ir.dtypes import DType
 from kernel_ir.nodes import Task
 from kernel_ir.ops import Op
 
-from .context import CodegenError, FnContext
+from .context import CodegenError, FnContext, entry_alloca
 from .lltypes import I8, I32, I64, PTR, VOID, const, mem_type, reg_type
 from .lower_ops import convert
 from .program import STATUS_ADSTACK_OVERFLOW as ADSTACK_OVERFLOW
@@ -94,7 +94,7 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         p = eb.gep(meta, [ir.Constant(I64, i)], inbounds=True, source_etype=I32)
         return eb.zext(eb.load(p, typ=I32, name=name), I64)
 
-    worker = eb.zext(ctx.fn.args[4], I64, name="ad.worker")
+    worker = eb.zext(ctx.worker, I64, name="ad.worker")  # the heap row: worker slot / GPU thread
     row_f = _byte_gep(eb, heap_f, eb.mul(worker, word(0, "ad.stridef")), "ad.rowf")
     row_i = _byte_gep(eb, heap_i, eb.mul(worker, word(1, "ad.stridei")), "ad.rowi")
     stacks = {}
@@ -104,7 +104,7 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
             raise CodegenError(f"LLVM codegen: ADSTACK_ALLOCA {a.arg!r} has no dtype")
         off, cap = word(2 + 2 * k, f"ad.off{k}"), word(3 + 2 * k, f"ad.cap{k}")
         dummy = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.slot{k}")
-        count = eb.alloca(I64, name=f"ad.count{k}")
+        count = entry_alloca(eb, ctx.lib.target, I64, name=f"ad.count{k}")
         eb.store(ir.Constant(I64, 0), count)
         if dt.is_float and not a.arg.adjoint_in_heap:  # 'primal' kind: the top adjoint is a local
             entries, adjoints = _byte_gep(eb, row_f, off, f"ad.primal{k}"), None
@@ -143,8 +143,8 @@ def _overflow_helper(ctx: FnContext) -> ir.Function:
     status, task, stack = fn.args
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, ADSTACK_OVERFLOW), "monotonic",
-                    "monotonic")
+    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, ADSTACK_OVERFLOW),
+                    lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
     for i, v in ((1, task), (2, stack)):

@@ -19,6 +19,8 @@ def vm_rule(name: str, libm_rule):
     """A lowering rule `(ctx, *args, dt)` for op `name` falling back to `libm_rule`."""
     def rule(ctx, *args):
         dt = args[-1]
+        if ctx.lib.target.math != "libm":
+            return libm_rule(ctx, *args)  # a GPU target: its device library, never vecmath
         mode = math_policy.mode(name, dt.name)
         if mode == "inline":
             from . import vecmath

@@ -127,7 +127,7 @@ def _bounds_helper(ctx: FnContext) -> ir.Function:
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
     res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
-                    "monotonic", "monotonic")
+                    lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
     hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
@@ -212,7 +212,11 @@ def _atomic_add(ctx: FnContext, n):
 
     def rmw(p):
         v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
-        old = ctx.b.atomic_rmw(op, p, _to_memory(ctx, v, dt), "monotonic")
+        target = ctx.lib.target
+        old = ctx.b.atomic_rmw(op, p, _to_memory(ctx, v, dt), target.ordering())
+        if op == "fadd" and target.fadd_metadata:  # AMDGPU: native float atomic, not a CAS loop
+            for md in ("amdgpu.no.fine.grained.memory", "amdgpu.ignore.denormal.mode"):
+                old.set_metadata(md, ctx.lib.module.add_metadata([]))
         if dt.is_bool:
             old = ctx.b.icmp_unsigned("!=", old, ir.Constant(I32, 0))
         return convert(ctx, old, dt, n.dtype)

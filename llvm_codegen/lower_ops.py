@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from kernel_ir.dtypes import DType, f32, i64
+from kernel_ir.dtypes import DType, i64
 from kernel_ir.interpreter import cast_value
 from kernel_ir.ops import Op
 
@@ -38,12 +38,9 @@ def _intrinsic1(name):
     return lambda ctx, a, dt: ctx.b.call(ctx.lib.intrinsic(name, dt, 1), [a])
 
 
-def _libm1(name):
-    def rule(ctx, a, dt):
-        t = reg_type(dt)
-        fn = ctx.lib.declare(name + ("f" if dt == f32 else ""), t, [t])
-        return ctx.b.call(fn, [a])
-    return rule
+def _math1(name):
+    """A math function: an intrinsic or libm call on the CPU, the device library on a GPU."""
+    return lambda ctx, a, dt: ctx.b.call(ctx.lib.math(name, dt, 1), [a])
 
 
 def _rsqrt(ctx, a, dt):
@@ -68,16 +65,16 @@ UNARY = {
     (Op.ABS, "i"): _iabs,
     (Op.ABS, "u"): _ident,
     (Op.ABS, "b"): _ident,
-    (Op.SIN, "f"): _vm("sin", _intrinsic1("sin")),
-    (Op.COS, "f"): _vm("cos", _intrinsic1("cos")),
-    (Op.EXP, "f"): _vm("exp", _intrinsic1("exp")),
-    (Op.LOG, "f"): _vm("log", _intrinsic1("log")),
+    (Op.SIN, "f"): _vm("sin", _math1("sin")),
+    (Op.COS, "f"): _vm("cos", _math1("cos")),
+    (Op.EXP, "f"): _vm("exp", _math1("exp")),
+    (Op.LOG, "f"): _vm("log", _math1("log")),
     (Op.SQRT, "f"): _intrinsic1("sqrt"),
     (Op.FLOOR, "f"): _intrinsic1("floor"),
-    (Op.TAN, "f"): _vm("tan", _libm1("tan")),
-    (Op.TANH, "f"): _vm("tanh", _libm1("tanh")),
-    (Op.ASIN, "f"): _vm("asin", _libm1("asin")),
-    (Op.ACOS, "f"): _vm("acos", _libm1("acos")),
+    (Op.TAN, "f"): _vm("tan", _math1("tan")),
+    (Op.TANH, "f"): _vm("tanh", _math1("tanh")),
+    (Op.ASIN, "f"): _vm("asin", _math1("asin")),
+    (Op.ACOS, "f"): _vm("acos", _math1("acos")),
     (Op.RSQRT, "f"): _rsqrt,
 }
 for _k in ("i", "u", "b"):
@@ -137,13 +134,11 @@ def _fmod(ctx, a, b, dt):
 
 
 def _fpow(ctx, a, b, dt):
-    return ctx.b.call(ctx.lib.intrinsic("pow", dt, 2), [a, b])
+    return ctx.b.call(ctx.lib.math("pow", dt, 2), [a, b])
 
 
 def _atan2(ctx, a, b, dt):
-    t = reg_type(dt)
-    fn = ctx.lib.declare("atan2f" if dt == f32 else "atan2", t, [t, t])
-    return ctx.b.call(fn, [a, b])
+    return ctx.b.call(ctx.lib.math("atan2", dt, 2), [a, b])
 
 
 def _ipow(ctx, a, b, dt):

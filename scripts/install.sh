@@ -8,6 +8,6 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers >/dev/null
+    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers rocm-device-libs lld-22 >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
-python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,test,examples]'
+python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,cuda,test,examples]'

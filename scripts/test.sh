@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan,metal}"
+export SPIRAD_REQUIRE_ARCHS="${SPIRAD_REQUIRE_ARCHS:-cpu,vulkan,metal,cuda,amdgpu}"
 export SPIRAD_METAL_EMULATE="${SPIRAD_METAL_EMULATE:-1}"  # the Metal backend on lavapipe, M1 limits
+# no GPU in CI: cuda / amdgpu run their GPU lowering on the CPU, device code still assembled
+export SPIRAD_CUDA_EMULATE="${SPIRAD_CUDA_EMULATE:-1}" SPIRAD_AMDGPU_EMULATE="${SPIRAD_AMDGPU_EMULATE:-1}"
 export SPIRAD_VALIDATION=1
 python3 -m pytest -n 2 -q -p no:cacheprovider tests "$@"

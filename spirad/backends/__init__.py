@@ -44,7 +44,7 @@ def arch_available(arch: str) -> bool:
 def resolve_arch(arch: str) -> str:
     if arch == "gpu":
         for a in GPU_ORDER:
-            if is_implemented(a) and backend_class(a).gpu_candidate():
+            if is_implemented(a) and backend_class(a).picked_by_gpu():
                 return a
         raise SpiradArchError("arch=gpu: no GPU backend is available (tried " + ", ".join(GPU_ORDER) + ")")
     return arch

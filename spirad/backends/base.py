@@ -31,8 +31,8 @@ class BackendBase:
         return True
 
     @classmethod
-    def gpu_candidate(cls) -> bool:
-        """May `sd.gpu` pick this backend? (Metal: only a real Metal GPU, never the emulation.)"""
+    def picked_by_gpu(cls) -> bool:
+        """May `sd.gpu` choose this backend? (Not an emulation: it is asked for by name.)"""
         return cls.is_available()
 
     @classmethod

@@ -60,7 +60,7 @@ class MetalBackend(VulkanBackend):
         return avail(emulated())
 
     @classmethod
-    def gpu_candidate(cls) -> bool:
+    def picked_by_gpu(cls) -> bool:
         try:
             from gfx_runtime.wgpu import is_available as avail
         except ImportError:

@@ -2,7 +2,7 @@
 
     from tests.support.archs import test_archs
 
-    @test_archs()                       # every arch: cpu, vulkan, metal
+    @test_archs()                       # every arch: cpu, vulkan, metal, cuda, amdgpu
     def test_axpy(arch): ...
 
     @test_archs(require=("f64",), default_fp=sd.f64)
@@ -24,7 +24,9 @@ import os
 import pytest
 
 METAL_ERRORS = ("Metal has no 64-bit floats", "is not available on Metal")  # spirad/backends/metal.py
-ALL_ARCHS = ("cpu", "vulkan", "metal")  # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1
+ALL_ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
+# metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1; cuda / amdgpu: a device, or
+# SPIRAD_CUDA_EMULATE=1 / SPIRAD_AMDGPU_EMULATE=1 (docs/gpu.md)
 # `interp` (the reference interpreter) is always available; tests opt into it explicitly.
 
 
@@ -47,9 +49,14 @@ def has_capability(arch: str, cap: str) -> bool:
     return bool(be.capabilities().get(cap, False))
 
 
+LLVM_GPU_ARCHS = ("cuda", "amdgpu")
+
+
 def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
     if "vulkan" in archs and "metal" not in archs:
         archs = tuple(archs) + ("metal",)  # the same SPIR-V glue: what runs on vulkan runs on metal
+    if "cpu" in archs and "vulkan" in archs:  # a list written before the LLVM GPU archs existed
+        archs = tuple(archs) + tuple(a for a in LLVM_GPU_ARCHS if a not in archs)
     archs = tuple(a for a in archs if a not in exclude)
 
     def deco(fn):
