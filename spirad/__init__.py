@@ -8,6 +8,7 @@ from . import state as _state
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+                     SpiradAssertionError,
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
@@ -77,6 +78,8 @@ def sync():
         st.backend.sync()
         from .printing import flush
         flush(st)
+        from .asserts import check
+        check(st)
 
 
 def reset():

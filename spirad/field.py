@@ -79,6 +79,9 @@ class _HostArray:
         if st.prints is not None and st.prints.dirty:  # a host read is a sync point: print
             from .printing import flush
             flush(st)
+        if st.asserts is not None:  # a host read is a sync point: report failed asserts
+            from .asserts import check
+            check(st)
         return be.view(self._storage(), self.dtype.np, self.full_shape)
 
     def _host_written(self):
