@@ -124,6 +124,10 @@ class _HostArray:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
         return arr.astype(self.dtype.np)
 
+    def copy_from(self, other) -> None:
+        """Copy another field's / ndarray's values (same shape)."""
+        self.from_numpy(other.to_numpy())
+
     def to_torch(self, device=None):
         """A torch tensor copy (needs torch installed)."""
         import torch
