@@ -270,8 +270,13 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
-def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
-    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)
+def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
+          order=None, layout=None) -> Field:
+    if offset is not None:
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("field(..., offset=) is not supported: index from 0 and add "
+                                      "the offset in the kernel")
+    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)  # order / layout: C order
 
 
 class Axis:
