@@ -54,3 +54,7 @@ class SpiradNotSupportedError(SpiradError, NotImplementedError):
 class SpiradGradCheckError(SpiradAutodiffError, AssertionError):
     """`Tape(grad_check=[...])` found a gradient that disagrees with finite differences (an
     AssertionError, as Taichi's failed check is)."""
+
+
+class SpiradAssertionError(SpiradError, AssertionError):
+    """An `assert` in a kernel failed (checked under `init(debug=True)`, as in Taichi)."""

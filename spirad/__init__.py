@@ -8,6 +8,7 @@ from . import state as _state
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
+                     SpiradAssertionError,
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
@@ -18,7 +19,8 @@ from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
-from .lang import assume_in_range, atan, atomic_sub, block_local, polar_decompose
+from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
+                   static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
                    loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
                    tan, tanh)
@@ -77,6 +79,8 @@ def sync():
         st.backend.sync()
         from .printing import flush
         flush(st)
+        from .asserts import check
+        check(st)
 
 
 def reset():

@@ -153,7 +153,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     internal = (returns.fields if returns is not None else ()) + \
         (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
         ((state.rng,) if state.rng is not None else ()) + \
-        (state.validation.fields() if state.validation is not None else ())
+        (state.validation.fields() if state.validation is not None else ()) + \
+        ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written = set()

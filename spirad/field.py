@@ -79,6 +79,9 @@ class _HostArray:
         if st.prints is not None and st.prints.dirty:  # a host read is a sync point: print
             from .printing import flush
             flush(st)
+        if st.asserts is not None:  # a host read is a sync point: report failed asserts
+            from .asserts import check
+            check(st)
         return be.view(self._storage(), self.dtype.np, self.full_shape)
 
     def _host_written(self):
@@ -120,6 +123,10 @@ class _HostArray:
             if not (np.isfinite(lo) and np.isfinite(hi)) or lo < info.min or hi > info.max:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
         return arr.astype(self.dtype.np)
+
+    def copy_from(self, other) -> None:
+        """Copy another field's / ndarray's values (same shape)."""
+        self.from_numpy(other.to_numpy())
 
     def to_torch(self, device=None):
         """A torch tensor copy (needs torch installed)."""
@@ -263,8 +270,13 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
-def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
-    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)
+def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
+          order=None, layout=None) -> Field:
+    if offset is not None:
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("field(..., offset=) is not supported: index from 0 and add "
+                                      "the offset in the kernel")
+    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)  # order / layout: C order
 
 
 class Axis:

@@ -56,6 +56,18 @@ def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False
     raise _python_scope("loop_config")
 
 
+def static_assert(cond, msg=""):
+    """A compile-time assertion (Taichi's ti.static_assert)."""
+    if not cond:
+        from kernel_ir.errors import SpiradValueError
+        raise SpiradValueError(f"static_assert failed: {msg}" if msg else "static_assert failed")
+
+
+def static_print(*args):
+    """Print at compile time (Taichi's ti.static_print)."""
+    print(*args)
+
+
 def block_local(*fields):
     """Taichi's shared-memory cache hint: accepted, no effect (the backend schedules)."""
     return None

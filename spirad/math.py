@@ -14,6 +14,7 @@ from kernel_ir import dtypes as _T
 from .func import Func
 from .matrix import Matrix, Vector
 from .lang import abs, cos, exp, floor, log, max, min, select, sin, sqrt  # noqa: A004
+from .lang import acos, asin, atan, atan2, pow, rsqrt, tan, tanh  # noqa: F401,A004 (ti.math names)
 from .types import MatrixType, VectorType
 
 pi = _m.pi
@@ -148,6 +149,21 @@ def refract(x, n, eta):
     d = n.dot(x)
     k = 1.0 - eta * eta * (1.0 - d * d)
     return select(k < 0.0, 0.0, 1.0) * (eta * x - (eta * d + sqrt(max(k, 0.0))) * n)
+
+
+@_both
+def isinf(x):
+    return abs(x) == inf
+
+
+@_both
+def isnan(x):
+    return x != x
+
+
+@_both
+def vdir(angle):
+    return Vector([cos(angle), sin(angle)])
 
 
 @_both

@@ -23,6 +23,7 @@ class State:
     epoch: int = 0
     fields: list = field(default_factory=list)
     layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
+    asserts: object = None     # asserts.AssertState, made by the first assert compiled in debug
     validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)
     rng: object = None     # frontend.rng: the launch counter field of kernels using sd.random()
     py_rng: object = None  # numpy Generator behind sd.random() called from Python

@@ -80,8 +80,11 @@ class Template:
     """`template()`: the argument is bound at compile time (fields, Python values)."""
 
 
-def ndarray(dtype=None, ndim=None, needs_grad=None) -> NdarrayType:
-    return NdarrayType(dtype, ndim, needs_grad)
+def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=None,
+            element_shape=None, layout=None, boundary=None) -> NdarrayType:
+    """Taichi's older keywords are accepted: `field_dim` is `ndim`; `element_dim` /
+    `element_shape` / `layout` / `boundary` are not checked (the dtype carries the element)."""
+    return NdarrayType(dtype, ndim if ndim is not None else field_dim, needs_grad)
 
 
 def template() -> Template:

@@ -250,6 +250,18 @@ def _filled(kind):
     return h
 
 
+def h_static_assert(v, args, node):
+    vals = [v.rvalue(a) for a in args]
+    if not vals or not all(is_py_scalar(x) or isinstance(x, str) for x in vals):
+        raise v.ctx.error(SpiradTypeError, "static_assert(cond, msg) needs a compile-time "
+                                           "condition", node)
+    if not vals[0]:
+        from kernel_ir.errors import SpiradValueError
+        msg = vals[1] if len(vals) > 1 else ""
+        raise v.ctx.error(SpiradValueError, f"static_assert failed{': ' + msg if msg else ''}", node)
+    return None
+
+
 def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
@@ -284,6 +296,8 @@ HANDLERS = {
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
     lang.polar_decompose: h_polar_decompose,
     lang.block_local: lambda v, args, kw, node: None,
+    lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
+    lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,

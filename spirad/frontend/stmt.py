@@ -100,6 +100,34 @@ class StmtVisitor:
             return
         raise ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}", target)
 
+    def build_Assert(self, node):
+        """`assert cond[, msg]`: under init(debug=True) a failing thread records the site
+        (spirad.asserts, raised at the next sync); otherwise nothing, as in Taichi."""
+        ctx = self.ctx
+        if not ctx.state.debug:
+            return
+        msg = ""
+        if node.msg is not None:
+            msg = self.rvalue(self.build(node.msg))
+            if not isinstance(msg, str):
+                raise ctx.error(SpiradTypeError, "an assert's message must be a string known at "
+                                                 "compile time", node.msg)
+        cond = self.rvalue(self.build(node.test))
+        if is_py_scalar(cond):
+            if not cond:
+                raise ctx.error(SpiradSyntaxError,
+                                f"this assert always fails: {msg or 'assertion failed'}", node)
+            return
+        from ..asserts import state_of
+        from ..field import internal_field
+        a = state_of(ctx.state, internal_field)
+        site = a.site(msg, ctx.loc(node))
+        b = ctx.b
+        failed = b.unary(Op.NOT, self.to_cond(cond))
+        with b.if_(failed) as (then, _):
+            with then:
+                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
+
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
         from ..struct import StructVal

@@ -219,3 +219,32 @@ def test_polar_decompose_and_atomic_sub(arch):
         d[idx] = h
         g[idx] = (f(fs + d) - f(fs - d)) / (2 * h)
     np.testing.assert_allclose(F.grad.to_numpy(), g, rtol=1e-6, atol=1e-8)
+
+
+@test_archs()
+def test_isnan_isinf_vdir_static_assert(arch):
+    x = sd.field(sd.f32, shape=4)
+    out = sd.field(sd.i32, shape=(4, 2))
+    d = sd.Vector.field(2, sd.f32, shape=4)
+    N = 4
+
+    @sd.kernel
+    def k():
+        sd.static_assert(N == 4, "N must be 4")
+        for i in x:
+            out[i, 0] = sd.cast(tm.isnan(x[i]), sd.i32)
+            out[i, 1] = sd.cast(tm.isinf(x[i]), sd.i32)
+            d[i] = tm.vdir(i * 0.5)
+
+    x.from_numpy(np.array([1.0, np.nan, np.inf, -np.inf], np.float32))
+    k()
+    np.testing.assert_array_equal(out.to_numpy(), [[0, 0], [1, 0], [0, 1], [0, 1]])
+    a = np.arange(4) * 0.5
+    np.testing.assert_allclose(d.to_numpy(), np.stack([np.cos(a), np.sin(a)], axis=1), rtol=1e-6)
+
+    @sd.kernel
+    def bad():
+        sd.static_assert(N == 3, "N must be 3")
+
+    with pytest.raises(sd.SpiradValueError, match="N must be 3"):
+        bad()

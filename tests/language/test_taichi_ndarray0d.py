@@ -69,3 +69,19 @@ def test_needs_grad_annotation_checked(arch):
         k(sd.ndarray(sd.f32, shape=(), needs_grad=True))
     k(x)
     assert x[None] == 1.0
+
+
+@test_archs(archs=("cpu",))
+def test_older_annotation_keywords_and_copy_from(arch):
+    @sd.kernel
+    def k(a: sd.types.ndarray(field_dim=1, element_dim=0)):
+        for i in a:
+            a[i] = i
+
+    a = sd.ndarray(sd.f32, shape=3)
+    k(a)
+    with pytest.raises(sd.SpiradTypeError, match="dimension"):
+        k(sd.ndarray(sd.f32, shape=(2, 2)))
+    f = sd.field(sd.f32, shape=3)
+    f.copy_from(a)
+    np.testing.assert_array_equal(f.to_numpy(), [0, 1, 2])

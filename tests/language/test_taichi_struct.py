@@ -123,3 +123,37 @@ def test_struct_values_in_kernels(arch):
     np.testing.assert_allclose(p.pos.grad.to_numpy(), 8.0 * pos, rtol=1e-6)   # d/dpos (m pos)^2
     np.testing.assert_allclose(p.mass.grad.to_numpy(), 2 * 2.0 * np.sum(pos ** 2, axis=1) + 1,
                                rtol=1e-6)
+
+
+@test_archs()
+def test_kernel_asserts_in_debug(arch):
+    """The decorator inits with debug=True: asserts are checked and raised at the next sync."""
+    x = sd.field(sd.f32, shape=8)
+
+    @sd.kernel
+    def k(limit: sd.f32):
+        for i in x:
+            assert x[i] < limit, "x must stay below the limit"
+            x[i] += 1.0
+
+    k(10.0)
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(8))
+    x[3] = 50.0
+    k(10.0)
+    with pytest.raises(AssertionError, match="x must stay below the limit") as e:
+        sd.sync()
+    assert isinstance(e.value, sd.SpiradAssertionError) and "assert x[i] < limit" in str(e.value)
+    k(100.0)
+    sd.sync()  # cleared: no stale failure
+    sd.init(arch=arch)  # debug off: asserts are compiled away (Taichi)
+    y = sd.field(sd.f32, shape=2)
+
+    @sd.kernel
+    def k2():
+        for i in y:
+            assert y[i] > 1.0
+            y[i] = 2.0
+
+    k2()
+    sd.sync()
+    assert y[0] == 2.0

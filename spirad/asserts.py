@@ -1,0 +1,45 @@
+"""`assert cond, "message"` in kernels, with Taichi's semantics: checked only under
+`init(debug=True)` (otherwise compiled away), reported at the next sync or host read.
+
+Each assert site gets a number; a failing thread stores it into an internal i32 field
+(`AssertState.flag`, last writer wins). `check(state)` — called by `sd.sync()` and host reads —
+reads the flag, clears it and raises `SpiradAssertionError` (an AssertionError) with the message
+and the kernel source line of the failed assert.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_ir.errors import SpiradAssertionError
+from kernel_ir.source import user_error
+
+
+class AssertState:
+    def __init__(self, field_factory):
+        from kernel_ir import dtypes as T
+        self.flag = field_factory(T.i32, (), "assert.flag")  # field.internal_field (no cycle)
+        self.sites = [None]  # site number -> (message, SrcLoc); 0 = no failure
+        self.cleared = False
+
+    def site(self, message, loc) -> int:
+        self.sites.append((message, loc))
+        return len(self.sites) - 1
+
+
+def state_of(st, field_factory) -> AssertState:
+    if st.asserts is None:
+        st.asserts = AssertState(field_factory)
+    return st.asserts
+
+
+def check(st) -> None:
+    """Raise the first recorded assert failure of `st`'s kernels, if any (after a sync)."""
+    a = st.asserts
+    if a is None or a.flag._buf is None or st.backend is None:
+        return
+    view = st.backend.view(a.flag._storage(), np.int32, ())
+    k = int(view[()])
+    if k:
+        view[()] = 0
+        msg, loc = a.sites[k]
+        raise user_error(SpiradAssertionError, msg or "assertion failed", loc)
