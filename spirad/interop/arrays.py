@@ -26,6 +26,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 
 from .. import state as _state
+from ..ndarray import Ndarray
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
@@ -85,7 +86,6 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
 def alias(arr: np.ndarray, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
     new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
-    from ..ndarray import Ndarray
     be = _state.backend()
     raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
     storage = be.host_storage(raw)
@@ -117,37 +117,48 @@ class KernelArrays:
     def __init__(self):
         self.entries: dict = {}
 
-    def convert(self, kernel, args, index: int, ann) -> tuple:
-        """`args` with the foreign array at `index` replaced by its alias; the `_Entry`."""
-        obj = args[index]
-        st = _state.current()
-        e = self.entries.get(index)
-        if e is not None and e.obj is obj and e.epoch == st.epoch and (
-                type(obj) is np.ndarray or (e.ptr is not None and e.ptr == _tensor_ptr(obj))):
-            e.nd._host_written()  # the caller may have changed the data since the last launch
-        else:
-            name = kernel._annotations()[index][0]
-            what = f"argument '{name}' of {kernel.fn.__name__}"
-            try:
-                arr = host_array(obj)
-                if arr is None:
-                    raise ForeignArrayError(f"{what} must be an sd.ndarray, a numpy array or a "
-                                            f"torch tensor, got {type(obj).__name__}; fields go "
-                                            f"to sd.template() parameters")
-                dt, comp, shape = element_type(arr, ann.dtype, what)
-                if ann.ndim is not None and ann.ndim != len(shape):
-                    raise ForeignArrayError(f"{what} must have {ann.ndim} dimension(s), got "
-                                            f"{len(shape)} (shape {shape})")
-            except ForeignArrayError as err:
-                raise kernel._arg_error(ForeignArrayError, str(err), index) from None
-            nd, zero_copy = alias(arr, dt, comp, shape)
-            ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-            e = self.entries[index] = _Entry(obj, arr, nd, zero_copy, ptr, st.epoch)
-        if not e.zero_copy:
-            _state.backend().write(e.nd._storage(), e.arr)
-        args = list(args)
-        args[index] = e.nd
-        return tuple(args), e
+    def convert(self, kernel, args, indices) -> tuple:
+        """(`args` with every foreign array at `indices` replaced by its alias, the (index,
+        entry) pairs a copying backend must copy back after the launch, or None)."""
+        out = copies = None
+        epoch = _state.state.epoch
+        entries = self.entries
+        for i in indices:
+            obj = args[i]
+            if isinstance(obj, Ndarray):
+                continue
+            e = entries.get(i)
+            if e is None or e.obj is not obj or e.epoch != epoch or (
+                    type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
+                e = entries[i] = self._entry(kernel, obj, i, epoch)
+            e.nd.generation += 1  # the caller may have changed the data since the last launch
+            if not e.zero_copy:
+                _state.backend().write(e.nd._storage(), e.arr)
+                copies = (copies or []) + [(i, e)]
+            if out is None:
+                out = list(args)
+            out[i] = e.nd
+        return (args if out is None else tuple(out)), copies
+
+    @staticmethod
+    def _entry(kernel, obj, index: int, epoch) -> _Entry:
+        name, ann = kernel._annotations()[index]
+        what = f"argument '{name}' of {kernel.fn.__name__}"
+        try:
+            arr = host_array(obj)
+            if arr is None:
+                raise ForeignArrayError(f"{what} must be an sd.ndarray, a numpy array or a "
+                                        f"torch tensor, got {type(obj).__name__}; fields go "
+                                        f"to sd.template() parameters")
+            dt, comp, shape = element_type(arr, ann.dtype, what)
+            if ann.ndim is not None and ann.ndim != len(shape):
+                raise ForeignArrayError(f"{what} must have {ann.ndim} dimension(s), got "
+                                        f"{len(shape)} (shape {shape})")
+        except ForeignArrayError as err:
+            raise kernel._arg_error(ForeignArrayError, str(err), index) from None
+        nd, zero_copy = alias(arr, dt, comp, shape)
+        ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
+        return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
 
 
 def copy_out(entries, args, writes) -> None:
