@@ -68,7 +68,7 @@ def value_key(v, names=(), depth=0, seen=None):
         return ("type", repr(v))
     if isinstance(v, Field):
         return ("field", v.id, v.dtype.name, v.shape, v.comp_shape, v.grad is not None,
-                getattr(v, "dual", None) is not None)
+                v.dual is not None)
     if isinstance(v, PyFunction):
         return ("func", _function(v, seen))
     if isinstance(v, (tuple, list)):
