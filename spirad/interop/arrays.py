@@ -33,10 +33,6 @@ _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
 _ACCEPTED = "float32, float64, int32, int64 or uint32"
 
 
-class ForeignArrayError(SpiradTypeError):
-    """A numpy array / tensor that cannot be a kernel argument (dtype, layout, device)."""
-
-
 def host_array(obj) -> np.ndarray | None:
     """A numpy view of `obj` when it is a numpy array or a host DLPack exporter (a torch CPU
     tensor), else None. A tensor that requires grad is read through `detach()` (same memory)."""
@@ -52,9 +48,9 @@ def host_array(obj) -> np.ndarray | None:
         return np.from_dlpack(obj)
     except (BufferError, RuntimeError, TypeError, ValueError) as e:
         where = getattr(obj, "device", None)
-        raise ForeignArrayError(f"cannot read {type(obj).__name__} (device {where}) as host memory "
-                                f"through DLPack ({e}); move it to the CPU first "
-                                f"(tensor.cpu())") from None
+        raise SpiradTypeError(f"cannot read {type(obj).__name__} (device {where}) as host memory "
+                              f"through DLPack ({e}); move it to the CPU first "
+                              f"(tensor.cpu())") from None
 
 
 def element_type(arr: np.ndarray, ann_dtype, what: str):
@@ -64,22 +60,22 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
         hint = " (bools: pass arr.astype(np.uint32))" if arr.dtype == np.bool_ else ""
-        raise ForeignArrayError(f"{what} has dtype {arr.dtype}; kernels take {_ACCEPTED}{hint}")
+        raise SpiradTypeError(f"{what} has dtype {arr.dtype}; kernels take {_ACCEPTED}{hint}")
     comp = ()
     if ann_dtype is not None:
         want, comp = resolve_dtype(ann_dtype)
         if want != dt:
-            raise ForeignArrayError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
-                                    f"{arr.dtype}; convert it (arr.astype(...)) or change the "
-                                    f"annotation")
+            raise SpiradTypeError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
+                                  f"{arr.dtype}; convert it (arr.astype(...)) or change the "
+                                  f"annotation")
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
-            raise ForeignArrayError(f"{what} of shape {arr.shape} must end with the element shape "
-                                    f"{comp} of {ann_dtype}")
+            raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
+                                  f"{comp} of {ann_dtype}")
     if not arr.flags.c_contiguous:
-        raise ForeignArrayError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
-                                f"np.ascontiguousarray(x) or tensor.contiguous()")
+        raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
+                              f"np.ascontiguousarray(x) or tensor.contiguous()")
     if not arr.flags.writeable:
-        raise ForeignArrayError(f"{what} is read-only; pass a writeable copy (arr.copy())")
+        raise SpiradTypeError(f"{what} is read-only; pass a writeable copy (arr.copy())")
     return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
 
 
@@ -92,8 +88,7 @@ def alias(arr: np.ndarray, dt, comp, shape):
     zero_copy = storage is not None
     if not zero_copy:
         storage = be.allocate(raw.nbytes)
-    nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)
-    nd._owner = arr  # keep the exporter's memory alive as long as the alias
+    nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)  # `raw` views (keeps alive) `arr`
     return nd, zero_copy
 
 
@@ -147,15 +142,15 @@ class KernelArrays:
         try:
             arr = host_array(obj)
             if arr is None:
-                raise ForeignArrayError(f"{what} must be an sd.ndarray, a numpy array or a "
-                                        f"torch tensor, got {type(obj).__name__}; fields go "
-                                        f"to sd.template() parameters")
+                raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
+                                      f"torch tensor, got {type(obj).__name__}; fields go "
+                                      f"to sd.template() parameters")
             dt, comp, shape = element_type(arr, ann.dtype, what)
             if ann.ndim is not None and ann.ndim != len(shape):
-                raise ForeignArrayError(f"{what} must have {ann.ndim} dimension(s), got "
-                                        f"{len(shape)} (shape {shape})")
-        except ForeignArrayError as err:
-            raise kernel._arg_error(ForeignArrayError, str(err), index) from None
+                raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
+                                      f"{len(shape)} (shape {shape})")
+        except SpiradTypeError as err:
+            raise kernel._arg_error(SpiradTypeError, str(err), index) from None
         nd, zero_copy = alias(arr, dt, comp, shape)
         ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
         return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
@@ -175,14 +170,13 @@ def from_dlpack(obj, dtype=None):
     `dtype`: a vector / matrix element type whose shape ends the array's shape."""
     arr = host_array(obj)
     if arr is None:
-        raise ForeignArrayError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
-                                f"torch tensor), got {type(obj).__name__}")
+        raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
+                              f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:
-        nd._owner = None
         _state.backend().write(nd._storage(), arr)
     return nd
 
 
-__all__ = ["ForeignArrayError", "KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]
+__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]
