@@ -122,6 +122,7 @@ def _source_text(fn) -> str:
     """The source lines of `fn` (decorators to its last line), read through linecache: no
     tokenizing, unlike `inspect.getsource` (the first tokenize in a process costs ~25 ms)."""
     code = fn.__code__
+    linecache.checkcache(code.co_filename)  # a file rewritten in this process is read again
     lines = linecache.getlines(code.co_filename)
     ends = [ln for c in _codes(code) for _, _, ln in c.co_lines() if ln is not None]
     if not lines or not ends:
@@ -140,7 +141,7 @@ def _function(pf, seen) -> tuple:
     names = _names(fn.__code__)
     scope = _scope(fn)
     refs = tuple((n, value_key(scope[n], names, 0, seen)) for n in sorted(names) if n in scope)
-    return key + (src, refs)
+    return key + (src, _code_key(fn.__code__), refs)  # source and bytecode
 
 
 def describe(kernel, template_args=()) -> tuple | None:
