@@ -229,16 +229,15 @@ class Kernel(PyFunction):
         if nd is None:
             nd = self._nd_params = tuple(i for i, (_, a) in enumerate(self._annotations())
                                          if isinstance(a, NdarrayType))
-        copies = None
-        for i in nd:
-            if i < len(args) and not isinstance(args[i], Ndarray):
-                if self._arrays is None:
-                    from .interop.arrays import KernelArrays
-                    self._arrays = KernelArrays()
-                args, e = self._arrays.convert(self, args, i, self.params[i][1])
-                if not e.zero_copy:
-                    copies = (copies or []) + [(i, e)]
-        return args, copies
+        if len(args) < len(self.params):  # a wrong argument count: _signature reports it
+            nd = [i for i in nd if i < len(args)]
+        arrays = self._arrays
+        if arrays is None:
+            if all(isinstance(args[i], Ndarray) for i in nd):
+                return args, None
+            from .interop.arrays import KernelArrays
+            arrays = self._arrays = KernelArrays()
+        return arrays.convert(self, args, nd)
 
     def _run(self, args, mode: int):
         args, copies = self._foreign_args(args)

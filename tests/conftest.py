@@ -10,8 +10,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 os.environ.setdefault("SPIRAD_VALIDATION", "1")
-# The offline compile cache (on by default) writes to a fresh directory per test session.
-os.environ["SPIRAD_CACHE_DIR"] = __import__("tempfile").mkdtemp(prefix="spirad-test-cache-")
+
+
+def _session_cache_dir():
+    """The offline compile cache (on by default) writes to a fresh directory per test session."""
+    import atexit
+    import shutil
+    import tempfile
+    d = os.environ["SPIRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="spirad-test-cache-")
+    atexit.register(shutil.rmtree, d, True)
+
+
+_session_cache_dir()
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ stably across processes (an object known only by its address) makes the kernel u
 from __future__ import annotations
 
 import enum
-import inspect
+import linecache
 import numbers
 import types
 
@@ -68,7 +68,7 @@ def value_key(v, names=(), depth=0, seen=None):
         return ("type", repr(v))
     if isinstance(v, Field):
         return ("field", v.id, v.dtype.name, v.shape, v.comp_shape, v.grad is not None,
-                getattr(v, "dual", None) is not None)
+                v.dual is not None)
     if isinstance(v, PyFunction):
         return ("func", _function(v, seen))
     if isinstance(v, (tuple, list)):
@@ -111,6 +111,25 @@ def _module_attr(v, names, seen):
         return ("opaque", type(v).__qualname__)
 
 
+def _codes(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+def _source_text(fn) -> str:
+    """The source lines of `fn` (decorators to its last line), read through linecache: no
+    tokenizing, unlike `inspect.getsource` (the first tokenize in a process costs ~25 ms)."""
+    code = fn.__code__
+    linecache.checkcache(code.co_filename)  # a file rewritten in this process is read again
+    lines = linecache.getlines(code.co_filename)
+    ends = [ln for c in _codes(code) for _, _, ln in c.co_lines() if ln is not None]
+    if not lines or not ends:
+        raise _Uncacheable(f"no source for {fn.__qualname__}")
+    return "".join(lines[code.co_firstlineno - 1:max(ends)])
+
+
 def _function(pf, seen) -> tuple:
     """Source and referenced values of an `sd.func` / kernel, recursing into funcs it calls."""
     fn = pf.fn
@@ -118,14 +137,11 @@ def _function(pf, seen) -> tuple:
     if key in seen:
         return ("seen",) + key
     seen[key] = True
-    try:
-        src = "".join(inspect.getsourcelines(fn)[0])
-    except (OSError, TypeError):
-        raise _Uncacheable(f"no source for {fn.__qualname__}") from None
+    src = _source_text(fn)
     names = _names(fn.__code__)
     scope = _scope(fn)
     refs = tuple((n, value_key(scope[n], names, 0, seen)) for n in sorted(names) if n in scope)
-    return key + (src, refs)
+    return key + (src, _code_key(fn.__code__), refs)  # source and bytecode
 
 
 def describe(kernel, template_args=()) -> tuple | None:

@@ -26,14 +26,11 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 
 from .. import state as _state
+from ..ndarray import Ndarray
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
 _ACCEPTED = "float32, float64, int32, int64 or uint32"
-
-
-class ForeignArrayError(SpiradTypeError):
-    """A numpy array / tensor that cannot be a kernel argument (dtype, layout, device)."""
 
 
 def host_array(obj) -> np.ndarray | None:
@@ -51,9 +48,9 @@ def host_array(obj) -> np.ndarray | None:
         return np.from_dlpack(obj)
     except (BufferError, RuntimeError, TypeError, ValueError) as e:
         where = getattr(obj, "device", None)
-        raise ForeignArrayError(f"cannot read {type(obj).__name__} (device {where}) as host memory "
-                                f"through DLPack ({e}); move it to the CPU first "
-                                f"(tensor.cpu())") from None
+        raise SpiradTypeError(f"cannot read {type(obj).__name__} (device {where}) as host memory "
+                              f"through DLPack ({e}); move it to the CPU first "
+                              f"(tensor.cpu())") from None
 
 
 def element_type(arr: np.ndarray, ann_dtype, what: str):
@@ -63,37 +60,35 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
         hint = " (bools: pass arr.astype(np.uint32))" if arr.dtype == np.bool_ else ""
-        raise ForeignArrayError(f"{what} has dtype {arr.dtype}; kernels take {_ACCEPTED}{hint}")
+        raise SpiradTypeError(f"{what} has dtype {arr.dtype}; kernels take {_ACCEPTED}{hint}")
     comp = ()
     if ann_dtype is not None:
         want, comp = resolve_dtype(ann_dtype)
         if want != dt:
-            raise ForeignArrayError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
-                                    f"{arr.dtype}; convert it (arr.astype(...)) or change the "
-                                    f"annotation")
+            raise SpiradTypeError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
+                                  f"{arr.dtype}; convert it (arr.astype(...)) or change the "
+                                  f"annotation")
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
-            raise ForeignArrayError(f"{what} of shape {arr.shape} must end with the element shape "
-                                    f"{comp} of {ann_dtype}")
+            raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
+                                  f"{comp} of {ann_dtype}")
     if not arr.flags.c_contiguous:
-        raise ForeignArrayError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
-                                f"np.ascontiguousarray(x) or tensor.contiguous()")
+        raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
+                              f"np.ascontiguousarray(x) or tensor.contiguous()")
     if not arr.flags.writeable:
-        raise ForeignArrayError(f"{what} is read-only; pass a writeable copy (arr.copy())")
+        raise SpiradTypeError(f"{what} is read-only; pass a writeable copy (arr.copy())")
     return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
 
 
 def alias(arr: np.ndarray, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
     new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
-    from ..ndarray import Ndarray
     be = _state.backend()
     raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
     storage = be.host_storage(raw)
     zero_copy = storage is not None
     if not zero_copy:
         storage = be.allocate(raw.nbytes)
-    nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)
-    nd._owner = arr  # keep the exporter's memory alive as long as the alias
+    nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)  # `raw` views (keeps alive) `arr`
     return nd, zero_copy
 
 
@@ -117,37 +112,48 @@ class KernelArrays:
     def __init__(self):
         self.entries: dict = {}
 
-    def convert(self, kernel, args, index: int, ann) -> tuple:
-        """`args` with the foreign array at `index` replaced by its alias; the `_Entry`."""
-        obj = args[index]
-        st = _state.current()
-        e = self.entries.get(index)
-        if e is not None and e.obj is obj and e.epoch == st.epoch and (
-                type(obj) is np.ndarray or (e.ptr is not None and e.ptr == _tensor_ptr(obj))):
-            e.nd._host_written()  # the caller may have changed the data since the last launch
-        else:
-            name = kernel._annotations()[index][0]
-            what = f"argument '{name}' of {kernel.fn.__name__}"
-            try:
-                arr = host_array(obj)
-                if arr is None:
-                    raise ForeignArrayError(f"{what} must be an sd.ndarray, a numpy array or a "
-                                            f"torch tensor, got {type(obj).__name__}; fields go "
-                                            f"to sd.template() parameters")
-                dt, comp, shape = element_type(arr, ann.dtype, what)
-                if ann.ndim is not None and ann.ndim != len(shape):
-                    raise ForeignArrayError(f"{what} must have {ann.ndim} dimension(s), got "
-                                            f"{len(shape)} (shape {shape})")
-            except ForeignArrayError as err:
-                raise kernel._arg_error(ForeignArrayError, str(err), index) from None
-            nd, zero_copy = alias(arr, dt, comp, shape)
-            ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-            e = self.entries[index] = _Entry(obj, arr, nd, zero_copy, ptr, st.epoch)
-        if not e.zero_copy:
-            _state.backend().write(e.nd._storage(), e.arr)
-        args = list(args)
-        args[index] = e.nd
-        return tuple(args), e
+    def convert(self, kernel, args, indices) -> tuple:
+        """(`args` with every foreign array at `indices` replaced by its alias, the (index,
+        entry) pairs a copying backend must copy back after the launch, or None)."""
+        out = copies = None
+        epoch = _state.state.epoch
+        entries = self.entries
+        for i in indices:
+            obj = args[i]
+            if isinstance(obj, Ndarray):
+                continue
+            e = entries.get(i)
+            if e is None or e.obj is not obj or e.epoch != epoch or (
+                    type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
+                e = entries[i] = self._entry(kernel, obj, i, epoch)
+            e.nd.generation += 1  # the caller may have changed the data since the last launch
+            if not e.zero_copy:
+                _state.backend().write(e.nd._storage(), e.arr)
+                copies = (copies or []) + [(i, e)]
+            if out is None:
+                out = list(args)
+            out[i] = e.nd
+        return (args if out is None else tuple(out)), copies
+
+    @staticmethod
+    def _entry(kernel, obj, index: int, epoch) -> _Entry:
+        name, ann = kernel._annotations()[index]
+        what = f"argument '{name}' of {kernel.fn.__name__}"
+        try:
+            arr = host_array(obj)
+            if arr is None:
+                raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
+                                      f"torch tensor, got {type(obj).__name__}; fields go "
+                                      f"to sd.template() parameters")
+            dt, comp, shape = element_type(arr, ann.dtype, what)
+            if ann.ndim is not None and ann.ndim != len(shape):
+                raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
+                                      f"{len(shape)} (shape {shape})")
+        except SpiradTypeError as err:
+            raise kernel._arg_error(SpiradTypeError, str(err), index) from None
+        nd, zero_copy = alias(arr, dt, comp, shape)
+        ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
+        return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
 
 
 def copy_out(entries, args, writes) -> None:
@@ -164,14 +170,13 @@ def from_dlpack(obj, dtype=None):
     `dtype`: a vector / matrix element type whose shape ends the array's shape."""
     arr = host_array(obj)
     if arr is None:
-        raise ForeignArrayError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
-                                f"torch tensor), got {type(obj).__name__}")
+        raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
+                              f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:
-        nd._owner = None
         _state.backend().write(nd._storage(), arr)
     return nd
 
 
-__all__ = ["ForeignArrayError", "KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]
+__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]

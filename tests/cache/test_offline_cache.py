@@ -198,3 +198,15 @@ def test_hit_in_the_same_process_after_init_and_print_not_stored(arch, cache_dir
     np.testing.assert_array_equal(x.to_numpy(), [0, 3, 6, 9])
     assert offline_cache.stats["hits"] == hits + 1
     assert offline_cache.stats["stores"] == stores  # the print kernel p was never stored
+
+
+def test_a_file_rewritten_in_the_same_process_is_a_new_key(cache_dir, tmp_path):
+    import runpy
+    path = tmp_path / "mod.py"
+    body = ("import numpy as np\nimport spirad as sd\nsd.init(arch=sd.cpu)\n"
+            "@sd.kernel\ndef k(a: sd.types.ndarray()):\n    for i in a:\n        a[i] = {}\n"
+            "out = np.zeros(2, np.float32)\nk(out)\n")
+    for value in (1.0, 2.0):
+        path.write_text(body.format(value))
+        os.utime(path, (0, 1_000_000 + value))  # a different mtime even within one tick
+        assert runpy.run_path(str(path))["out"].tolist() == [value, value]
