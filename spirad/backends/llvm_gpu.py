@@ -218,7 +218,8 @@ class LlvmGpuBackend(BackendBase):
             self.inflight.append(self.heap_int)
             self.heap_int = self.rt.alloc(grown(self.heap_int.nbytes, ni))
 
-    def _threads(self, n: int, layout=None) -> int:
+    def heap_rows(self, n: int, layout=None) -> int:
+        """Threads (= adstack heap rows) of a range launch of `n` iterations."""
         rt = self.rt
         block = rt.block
         t = min(-(-n // block) * block, rt.max_threads)
@@ -251,7 +252,7 @@ class LlvmGpuBackend(BackendBase):
             if kind == "serial":
                 nthreads, block = 1, 1
             else:
-                nthreads, block = self._threads(e - b, layout), self.rt.block
+                nthreads, block = self.heap_rows(e - b, layout), self.rt.block
             extra = [0, 0, 0]
             if layout is not None:
                 self._heaps(*layout.heap_bytes(nthreads))
