@@ -150,14 +150,14 @@ class LlvmGpuBackend(BackendBase):
     # -- compile -----------------------------------------------------------------------------------
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        from llvm_codegen.device_codegen import build
+        from llvm_codegen.device_codegen import build_many
         from llvm_codegen.target import emulation
-        codes = {}
-        prog = None
-        for t in self.targets:
-            prog = compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t)
-            codes[t.name] = build(prog.llvm_ir, t, [ti.symbol for ti in prog.tasks],
-                                  require_assembly=self.emulated())
+        progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t)
+                 for t in self.targets]
+        built = build_many([(p.llvm_ir, t, [ti.symbol for ti in p.tasks])
+                            for p, t in zip(progs, self.targets)], self.emulated())
+        codes = {t.name: c for t, c in zip(self.targets, built)}
+        prog = progs[0]
         symbols = [ti.symbol for ti in prog.tasks]
         if self.emulated():
             emu = compile_tasks(tl, abi, bounds_check=self.bounds_check,
