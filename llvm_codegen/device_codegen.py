@@ -83,10 +83,73 @@ def data_layout(target: Target) -> str:
     return str(target_machine(target).target_data)
 
 
-def _library(path: str):
-    """The parsed bitcode of a device library (parsed once; linking consumes a clone)."""
-    with open(path, "rb") as f:
-        return llvm.parse_bitcode(f.read())
+_pieces: dict = {}
+_defined: dict = {}
+LIB_PREFIXES = ("__nv_", "__ocml_", "__ockl_")
+
+
+def _defined_names(path: str) -> frozenset:
+    """Names of the functions the library at `path` defines (parsed once per process)."""
+    with _lock:
+        names = _defined.get(path)
+    if names is None:
+        with open(path, "rb") as f:
+            lib = llvm.parse_bitcode(f.read())
+        names = frozenset(fn.name for fn in lib.functions if not fn.is_declaration)
+        with _lock:
+            _defined[path] = names
+    return names
+
+
+def _piece(path: str, target: Target, name: str):
+    """The device library at `path` cut down to function `name` and what it calls (the rest
+    internalized and dropped by GlobalDCE), as a fresh module. Cut once per function and target
+    and kept as bitcode, in memory and in the device cache, so a program links and optimizes a
+    few functions, not all of libdevice; pieces that share a helper each carry an internal copy."""
+    key = (path, target.name, name)
+    with _lock:
+        bc = _pieces.get(key)
+    disk = device_cache().key(CACHE_VERSION, "piece", device_libs.file_identity(path),
+                              target.name, name, llvm.llvm_version_info)
+    if bc is None:
+        bc = device_cache().get(disk)
+    if bc is None:
+        with open(path, "rb") as f:
+            lib = llvm.parse_bitcode(f.read())
+        lib.triple = target.triple
+        lib.data_layout = data_layout(target)
+        for fn in lib.functions:
+            if not fn.is_declaration:  # the kept one external: ocml's are linkonce (discardable)
+                fn.linkage = "external" if fn.name == name else "internal"
+        for g in lib.global_variables:
+            if not g.is_declaration:
+                g.linkage = "internal"
+        mpm = llvm.create_new_module_pass_manager()
+        mpm.add_global_dead_code_eliminate_pass()
+        mpm.run(lib, llvm.create_pass_builder(target_machine(target),
+                                              llvm.create_pipeline_tuning_options(speed_level=0)))
+        bc = lib.as_bitcode()
+        device_cache().put(disk, bc)
+    with _lock:
+        _pieces[key] = bc
+    return llvm.parse_bitcode(bc)
+
+
+def _link_libraries(mod, target: Target, libs):
+    """Link the library pieces of every device-library function `mod` calls, until none is left
+    undefined (an ocml piece may call ockl)."""
+    linked = set()
+    while True:
+        needed = sorted(f.name for f in mod.functions if f.is_declaration
+                        and f.name.startswith(LIB_PREFIXES) and f.name not in linked)
+        if not needed:
+            return
+        for name in needed:
+            linked.add(name)
+            for path in libs:
+                if name in _defined_names(path):
+                    mod.link_in(_piece(path, target, name))
+                    break
 
 
 def _oclc_constants(target: Target) -> str:
@@ -124,14 +187,9 @@ def optimized_module(llvm_ir: str, target: Target, symbols):
     else:
         d = device_libs.find_rocm_bitcode()
         libs = [os.path.join(d, "ocml.bc"), os.path.join(d, "ockl.bc")]
-    needs_lib = any(f.is_declaration and f.name.startswith(("__nv_", "__ocml_"))
-                    for f in mod.functions)
+    needs_lib = any(f.is_declaration and f.name.startswith(LIB_PREFIXES) for f in mod.functions)
     if needs_lib:
-        for path in libs:
-            lib = _library(path)
-            lib.triple = target.triple
-            lib.data_layout = mod.data_layout
-            mod.link_in(lib)
+        _link_libraries(mod, target, libs)
         if target.arch == "amdgpu":
             consts = llvm.parse_assembly(_oclc_constants(target))
             consts.data_layout = mod.data_layout
@@ -180,33 +238,57 @@ def build(llvm_ir: str, target: Target, symbols, require_assembly: bool = True) 
     """The device code of one program for `target` (cached by content). NVPTX: without
     `require_assembly` a missing `ptxas` only leaves `cubin` empty (the driver JIT-compiles the
     PTX)."""
-    symbols = tuple(symbols)
-    if target.arch == "nvptx" and not require_assembly:
-        try:
-            device_libs.find_ptxas()
-        except device_libs.ToolMissing:
-            return _ptx_only(llvm_ir, target, symbols)
+    return build_many([(llvm_ir, target, symbols)], require_assembly)[0]
+
+
+def build_many(items, require_assembly: bool = True) -> list:
+    """`build` for several (llvm_ir, target, symbols): the LLVM steps one after another (LLVM's
+    context is shared), the external assemblers / linkers concurrently."""
+    from concurrent.futures import ThreadPoolExecutor
     cache = device_cache()
-    key = cache.key(CACHE_VERSION, target, symbols, _tool_ids(target), llvm_ir)
-    blob = cache.get(key)
-    if blob is not None:
-        return _unpack(target, blob, symbols)
-    try:
-        mod = optimized_module(llvm_ir, target, symbols)
-        tm = target_machine(target)
+    out, todo = [], []
+    for llvm_ir, target, symbols in items:
+        symbols = tuple(symbols)
+        if target.arch == "nvptx" and not require_assembly:
+            try:
+                device_libs.find_ptxas()
+            except device_libs.ToolMissing:
+                out.append(_ptx_only(llvm_ir, target, symbols))
+                continue
+        key = cache.key(CACHE_VERSION, target, symbols, _tool_ids(target), llvm_ir)
+        blob = cache.get(key)
+        if blob is not None:
+            out.append(_unpack(target, blob, symbols))
+            continue
+        try:
+            mod = optimized_module(llvm_ir, target, symbols)
+            tm = target_machine(target)
+            image = tm.emit_assembly(mod).encode() if target.arch == "nvptx" else \
+                tm.emit_object(mod)
+        except RuntimeError as e:
+            if isinstance(e, (DeviceBuildError, device_libs.ToolMissing)):
+                raise
+            raise DeviceBuildError(f"LLVM rejected the {target.name} module: {e}") from e
+        todo.append((len(out), key, target, symbols, image))
+        out.append(None)
+
+    def finish(job):
+        i, key, target, symbols, image = job
         if target.arch == "nvptx":
-            image = tm.emit_assembly(mod).encode()
-            cubin = _assemble_ptx(image, target.cpu)
-            code = DeviceCode(target.name, "ptx", image + b"\0", cubin, symbols)
-        else:
-            code = DeviceCode(target.name, "hsaco", _link_hsaco(tm.emit_object(mod)), b"",
+            code = DeviceCode(target.name, "ptx", image + b"\0", _assemble_ptx(image, target.cpu),
                               symbols)
-    except RuntimeError as e:
-        if isinstance(e, (DeviceBuildError, device_libs.ToolMissing)):
-            raise
-        raise DeviceBuildError(f"LLVM rejected the {target.name} module: {e}") from e
-    cache.put(key, _pack(code))
-    return code
+        else:
+            code = DeviceCode(target.name, "hsaco", _link_hsaco(image), b"", symbols)
+        cache.put(key, _pack(code))
+        return i, code
+    if len(todo) > 1:
+        with ThreadPoolExecutor(len(todo)) as pool:
+            done = list(pool.map(finish, todo))
+    else:
+        done = [finish(j) for j in todo]
+    for i, code in done:
+        out[i] = code
+    return out
 
 
 def _ptx_only(llvm_ir, target, symbols) -> DeviceCode:

@@ -80,7 +80,7 @@ class Cuda:
         self.ck(self.lib.cuMemsetD32_v2(ctypes.c_uint64(p), ctypes.c_uint(bits),
                                         ctypes.c_size_t(count)), "memsetD32")
 
-    def module(self, ptx: str):
+    def module(self, ptx: str, name: str = ""):
         m = ctypes.c_void_p()
         data = ptx.encode() + b"\0"
         self.ck(self.lib.cuModuleLoadData(ctypes.byref(m), data), "cuModuleLoadData")
@@ -106,6 +106,9 @@ class Cuda:
         self.ck(self.lib.cuEventCreate(ctypes.byref(e), 0), "event")
         return e
 
+    def record(self, e):
+        self.ck(self.lib.cuEventRecord(e, None), "record")
+
     def elapsed_ms(self, a, b):
         ms = ctypes.c_float()
         self.ck(self.lib.cuEventElapsedTime(ctypes.byref(ms), a, b), "elapsed")
@@ -122,7 +125,7 @@ class Replay:
     def __init__(self, cu, bundle, d, n):
         self.cu, self.n = cu, n
         target = "sm_90" if cu.cc >= 90 else "sm_80"
-        self.mods = {m: cu.module(open(os.path.join(d, f"{m}.{target}.ptx")).read())
+        self.mods = {m: cu.module(open(os.path.join(d, f"{m}.{target}.ptx")).read(), m)
                      for m in bundle["modules"]}
         self.bufs = {}
         for name, spec in bundle["buffers"].items():
@@ -220,14 +223,15 @@ def check(rp, case, samples):
     return worst < 2e-3, f"max rel err {worst:.2e} over {len(exp)} samples"
 
 
-def main():
-    args = sys.argv[1:]
+def main(argv=None, make_cuda=None):
+    """`make_cuda`: what opens the device (tests pass a stand-in); default: libcuda."""
+    args = sys.argv[1:] if argv is None else list(argv)
     d = args[0] if args and not args[0].startswith("--") else os.path.join(os.path.dirname(HERE), "device_check")
     reps = int(args[args.index("--reps") + 1]) if "--reps" in args else 5
     out = args[args.index("--json") + 1] if "--json" in args else None
     bundle = json.load(open(os.path.join(d, "bundle.json")))
     try:
-        cu = Cuda()
+        cu = (make_cuda or Cuda)()
     except (OSError, RuntimeError) as e:
         print(f"no usable CUDA device: {e}")
         return 2
@@ -250,9 +254,9 @@ def main():
             times = []
             for _ in range(reps):
                 rp.pre(case["pre"], case["steps"])
-                cu.ck(cu.lib.cuEventRecord(start, None), "record")
+                cu.record(start)
                 rp.run(case["launches"])
-                cu.ck(cu.lib.cuEventRecord(stop, None), "record")
+                cu.record(stop)
                 cu.sync()
                 times.append(cu.elapsed_ms(start, stop))
             ms = statistics.median(times)

@@ -166,6 +166,7 @@ def _n_slots(program, argbuf):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "device_check"))
+    ap.add_argument("--sizes", default="1048576,16777216", help="N values the check runs at")
     a = ap.parse_args(argv)
     sd.init(arch=sd.cuda)
     nsteps = sd.field(sd.i32, shape=())
@@ -218,7 +219,7 @@ def main(argv=None):
                       "launches": grad, "check": "x.grad", "ref": name, "bytes_per_elem": 12})
     llvm_gpu.LlvmGpuBackend.launch = orig
 
-    sizes = (1 << 20, 1 << 24)
+    sizes = tuple(int(v) for v in a.sizes.split(","))
     samples = {}
     for n in sizes:
         idx = sorted(set(np.linspace(0, n - 1, 257).astype(np.int64).tolist()))

@@ -15,7 +15,6 @@ import numpy as np
 
 from . import DriverUnavailable
 
-c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 
 class GpuDriverRuntime:

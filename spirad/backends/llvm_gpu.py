@@ -40,6 +40,7 @@ from .range_bounds import HostBounds, device_bounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
 ARENA_BYTES = 1 << 16
+ARENA_LIMIT = 1 << 24  # a full arena this large is reused after waiting, not replaced
 STATUS_BYTES = 32  # llvm_codegen.program.STATUS_WORDS u32 words per launch
 
 
@@ -133,6 +134,7 @@ class LlvmGpuBackend(BackendBase):
         self.arena_used = 0
         self.inflight = []   # storages replaced while launches that use them may run
         self.launched = []   # (program, status words, argbuf, adstack plan) per task launch
+        self.pending = None  # an error found while draining, raised at the next sync()
 
     def allocate(self, nbytes):
         return self.rt.alloc(nbytes)
@@ -150,14 +152,14 @@ class LlvmGpuBackend(BackendBase):
     # -- compile -----------------------------------------------------------------------------------
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        from llvm_codegen.device_codegen import build
+        from llvm_codegen.device_codegen import build_many
         from llvm_codegen.target import emulation
-        codes = {}
-        prog = None
-        for t in self.targets:
-            prog = compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t)
-            codes[t.name] = build(prog.llvm_ir, t, [ti.symbol for ti in prog.tasks],
-                                  require_assembly=self.emulated())
+        progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t)
+                 for t in self.targets]
+        built = build_many([(p.llvm_ir, t, [ti.symbol for ti in p.tasks])
+                            for p, t in zip(progs, self.targets)], self.emulated())
+        codes = {t.name: c for t, c in zip(self.targets, built)}
+        prog = progs[0]
         symbols = [ti.symbol for ti in prog.tasks]
         if self.emulated():
             emu = compile_tasks(tl, abi, bounds_check=self.bounds_check,
@@ -194,9 +196,12 @@ class LlvmGpuBackend(BackendBase):
         nt = 8 * (len(table) + 1)
         need = STATUS_BYTES + nt + ((len(argbuf) + 15) & ~15)
         if self.arena_used + need > self.arena.nbytes:
-            self.inflight.append(self.arena)
-            self.arena = self.rt.alloc(grown(self.arena.nbytes, need))
-            self.arena_used = 0
+            if self.arena.nbytes >= ARENA_LIMIT and need <= self.arena.nbytes:
+                self._drain()  # many launches without a sync: wait, and reuse the arena
+            else:
+                self.inflight.append(self.arena)
+                self.arena = self.rt.alloc(grown(self.arena.nbytes, need))
+                self.arena_used = 0
         off = self.arena_used
         a = self.arena
         base = a.__array_interface__["data"][0] + off
@@ -218,7 +223,8 @@ class LlvmGpuBackend(BackendBase):
             self.inflight.append(self.heap_int)
             self.heap_int = self.rt.alloc(grown(self.heap_int.nbytes, ni))
 
-    def _threads(self, n: int, layout=None) -> int:
+    def heap_rows(self, n: int, layout=None) -> int:
+        """Threads (= adstack heap rows) of a range launch of `n` iterations."""
         rt = self.rt
         block = rt.block
         t = min(-(-n // block) * block, rt.max_threads)
@@ -251,7 +257,7 @@ class LlvmGpuBackend(BackendBase):
             if kind == "serial":
                 nthreads, block = 1, 1
             else:
-                nthreads, block = self._threads(e - b, layout), self.rt.block
+                nthreads, block = self.heap_rows(e - b, layout), self.rt.block
             extra = [0, 0, 0]
             if layout is not None:
                 self._heaps(*layout.heap_bytes(nthreads))
@@ -280,12 +286,19 @@ class LlvmGpuBackend(BackendBase):
         self.launched.clear()
         return err
 
-    def sync(self):
+    def _drain(self):
+        """Wait for the device; keep the first error for `sync()`; free the staging space."""
         self.rt.synchronize()
         err = self._errors()  # reads the arena: before it is reused
+        if self.pending is None:
+            self.pending = err
         self.inflight.clear()
         self.arena_used = 0
-        if err is not None:
+
+    def sync(self):
+        self._drain()
+        if self.pending is not None:
+            err, self.pending = self.pending, None
             raise err
 
     def close(self):

@@ -64,6 +64,8 @@ def _rows(arch, n_iter, layout):
     be = sd_state.backend()
     if arch == "cpu":
         return be.rt.num_workers
+    if arch in ("cuda", "amdgpu"):  # one row per grid thread (spirad/backends/llvm_gpu.py)
+        return be.heap_rows(n_iter, layout)
     limit = be.caps.max_storage_buffer_range
     per_row = max(layout.stride_float, layout.stride_int, 1)
     return max(1, min(ROWS_CAP, n_iter, limit // per_row))
@@ -98,14 +100,14 @@ class HeapModel:
     def __init__(self, arch):
         self.arch = arch
         # CPU starts with 8-byte placeholder heaps; Vulkan allocates on first use (>= 16 bytes)
-        self.f, self.i = (8, 8) if arch == "cpu" else (0, 0)
+        self.f, self.i = (0, 0) if arch == "vulkan" else (8, 8)  # cuda / amdgpu: as the CPU
         self.fresh = True
 
     def launch(self, kernel, args, n_iter):
         for names, caps, layout in _layouts(kernel, args):
             rows = _rows(self.arch, n_iter, layout)
             nf, ni = layout.heap_bytes(rows)
-            if self.arch == "cpu":
+            if self.arch != "vulkan":
                 self.f, self.i = _grown(self.f, nf), _grown(self.i, ni)
             else:
                 fl = 16 if self.fresh else 0
@@ -210,6 +212,8 @@ def test_heap_is_rows_times_stride_not_iterations(arch):
     assert rows < n
     if arch == "cpu":
         assert rows == sd_state.backend().rt.num_workers
+    elif arch in ("cuda", "amdgpu"):
+        assert rows == sd_state.backend().rt.max_threads  # the whole grid
     else:
         assert rows == ROWS_CAP
     got = _launch(k_one, (x, y, k))

@@ -56,3 +56,25 @@ def test_out_of_range_index_is_reported_at_sync(gpu_arch):
         sd.sync()
     bad(x, 0)  # the status is cleared: the next launch runs normally
     np.testing.assert_array_equal(x.to_numpy(), np.ones(8))
+
+
+def test_many_launches_without_sync_reuse_the_arena_and_keep_the_first_error(gpu_arch, monkeypatch):
+    from spirad.backends import llvm_gpu
+    import spirad.state as st
+    monkeypatch.setattr(llvm_gpu, "ARENA_LIMIT", 1 << 16)
+    sd.init(arch=gpu_arch, debug=True)
+    x = arr(sd.f32, np.zeros(64))
+
+    @sd.kernel
+    def inc(x: kernels.ND, k: sd.i32):
+        for i in x:
+            x[i + k] += 1.0
+
+    inc(x, 100)  # every access out of range: the error waits for sync()
+    for _ in range(3000):
+        inc(x, 0)
+    be = st.backend()
+    assert be.arena.nbytes == 1 << 16 and len(be.launched) < 3000  # drained and reused
+    with pytest.raises(sd.SpiradValueError, match="index out of range in kernel inc"):
+        sd.sync()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(64, 3000.0))

@@ -8,7 +8,9 @@
     @test_archs(require=("f64",), default_fp=sd.f64)
     def test_f64(arch): ...
 
-The decorator parametrizes the test over archs (ids `arch=cpu`, `arch=vulkan`), calls
+The decorator parametrizes the test over archs (ids `arch=cpu`, `arch=vulkan`, ...; a list that
+names both cpu and vulkan, written before the LLVM GPU archs existed, also gets cuda and amdgpu,
+which run emulated in CI: docs/gpu.md), calls
 `sd.init(arch=..., debug=True, **init_kwargs)` before the body, and turns a missing arch or a
 missing capability into a skip with the reason (except f64 on metal: Metal has none, so such a
 test must raise spirad's compile-time f64 error there) — unless the arch is listed in the environment
