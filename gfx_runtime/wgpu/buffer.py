@@ -34,6 +34,10 @@ class Buffer:
         return nbytes
 
     def _host_bytes(self) -> np.ndarray:
+        from .runtime import wgpu_errors
+        return wgpu_errors(self._fill_mirror)()
+
+    def _fill_mirror(self) -> np.ndarray:
         """The mirror, filled from the device when there is none (waits for pending work)."""
         if self._mirror is None:
             self._rt._before_host_access(self)
@@ -62,7 +66,8 @@ class Buffer:
         if offset % 4 or raw.nbytes % 4:  # queue.write_buffer takes whole words only
             self._host_bytes()[offset:offset + raw.nbytes] = raw
             return
-        self._rt._queue.write_buffer(self._live(), offset, raw)
+        from .runtime import wgpu_errors
+        wgpu_errors(self._rt._queue.write_buffer)(self._live(), offset, raw)
 
     def fill_zero(self) -> None:
         self.write(np.zeros(self.nbytes, np.uint8))

@@ -31,6 +31,24 @@ MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
 
 
+def wgpu_errors(method):
+    """Report wgpu's own exceptions (validation, out of memory, lost device) as GfxDeviceError:
+    the backend glue maps the runtime's errors to user errors, never wgpu's."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except (GfxDeviceError, ValueError):
+            raise
+        except Exception as e:
+            if type(e).__module__.split(".")[0] != "wgpu":
+                raise
+            raise GfxDeviceError(f"wgpu: {e}") from None
+    return wrapper
+
+
 class Pipeline:
     __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl")
 
@@ -152,6 +170,7 @@ class WgpuRuntime:
         self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
         return bg
 
+    @wgpu_errors
     def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
                  indirect=None) -> None:
         self._check_open()
@@ -211,6 +230,7 @@ class WgpuRuntime:
         self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
         self._count = 0
 
+    @wgpu_errors
     def flush(self) -> None:
         """Submit the pending pass and wait for the device."""
         if self.closed:
