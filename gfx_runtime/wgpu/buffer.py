@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GfxDeviceError
+from .errors import wgpu_errors
 
 
 class Buffer:
@@ -34,7 +35,6 @@ class Buffer:
         return nbytes
 
     def _host_bytes(self) -> np.ndarray:
-        from .runtime import wgpu_errors
         return wgpu_errors(self._fill_mirror)()
 
     def _fill_mirror(self) -> np.ndarray:
@@ -66,7 +66,6 @@ class Buffer:
         if offset % 4 or raw.nbytes % 4:  # queue.write_buffer takes whole words only
             self._host_bytes()[offset:offset + raw.nbytes] = raw
             return
-        from .runtime import wgpu_errors
         wgpu_errors(self._rt._queue.write_buffer)(self._live(), offset, raw)
 
     def fill_zero(self) -> None:

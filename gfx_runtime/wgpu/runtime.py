@@ -25,28 +25,11 @@ import weakref
 
 from ..errors import GfxDeviceError
 from .buffer import Buffer
+from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
-
-
-def wgpu_errors(method):
-    """Report wgpu's own exceptions (validation, out of memory, lost device) as GfxDeviceError:
-    the backend glue maps the runtime's errors to user errors, never wgpu's."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        try:
-            return method(*args, **kwargs)
-        except (GfxDeviceError, ValueError):
-            raise
-        except Exception as e:
-            if type(e).__module__.split(".")[0] != "wgpu":
-                raise
-            raise GfxDeviceError(f"wgpu: {e}") from None
-    return wrapper
 
 
 class Pipeline:
