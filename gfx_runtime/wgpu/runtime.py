@@ -21,7 +21,6 @@ modules, which kills the process before Python sees an error.
 from __future__ import annotations
 
 import hashlib
-import weakref
 
 from ..errors import GfxDeviceError
 from .buffer import Buffer
