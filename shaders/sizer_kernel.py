@@ -47,7 +47,7 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                di3: sd.types.ndarray(), df0: sd.types.ndarray(), df1: sd.types.ndarray(),
                dd0: sd.types.ndarray(), dd1: sd.types.ndarray(),
                n_jobs: sd.i32, round_: sd.i32, budget: sd.i64, vstride: sd.i32,
-               with_f64: sd.template()):
+               with_f64: sd.template(), n_int: sd.template(), n_f32: sd.template()):
     for j in range(n_jobs):
         n_roots = jobs[F.JOBS_N_ROOTS]
         jw = F.JOBS_HEADER + F.JOBS_ROOT_WORDS * n_roots + F.JOB_WORDS * j
@@ -173,22 +173,27 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                                 wi = 2 * wi
                             w0 = 0
                             w1 = 0
+                            # slots past n_int / n_f32 are never read (no binding): a backend
+                            # with few storage buffers (Metal) compiles a smaller kernel
                             if slot == 0:
                                 w0 = di0[wi]
                                 if dt == F.DT_I64:
                                     w1 = di0[wi + 1]
-                            elif slot == 1:
-                                w0 = di1[wi]
-                                if dt == F.DT_I64:
-                                    w1 = di1[wi + 1]
-                            elif slot == 2:
-                                w0 = di2[wi]
-                                if dt == F.DT_I64:
-                                    w1 = di2[wi + 1]
-                            else:
-                                w0 = di3[wi]
-                                if dt == F.DT_I64:
-                                    w1 = di3[wi + 1]
+                            if sd.static(n_int > 1):
+                                if slot == 1:
+                                    w0 = di1[wi]
+                                    if dt == F.DT_I64:
+                                        w1 = di1[wi + 1]
+                            if sd.static(n_int > 2):
+                                if slot == 2:
+                                    w0 = di2[wi]
+                                    if dt == F.DT_I64:
+                                        w1 = di2[wi + 1]
+                            if sd.static(n_int > 3):
+                                if slot == 3:
+                                    w0 = di3[wi]
+                                    if dt == F.DT_I64:
+                                        w1 = di3[wi + 1]
                             if dt == F.DT_I32:
                                 v = sd.cast(w0, sd.i64)
                             elif dt == F.DT_U32:
@@ -202,8 +207,9 @@ def sizer_eval(prog: sd.types.ndarray(), jobs: sd.types.ndarray(), val: sd.types
                             f = df0[0]
                             if slot == 0:
                                 f = df0[sd.cast(lin, sd.i32)]
-                            else:
-                                f = df1[sd.cast(lin, sd.i32)]
+                            if sd.static(n_f32 > 1):
+                                if slot == 1:
+                                    f = df1[sd.cast(lin, sd.i32)]
                             if f > -F.LIMIT_F and f < F.LIMIT_F:
                                 v = sd.cast(f, sd.i64)
                             else:

@@ -46,7 +46,11 @@ Descriptors (all in set 0, all storage buffers):
   binding 2+n    (n = len(abi.bindings)) only in tasks with ADSTACK_* nodes: AdStackMeta,
   3+n, 4+n       AdStackHeapFloat, AdStackHeapInt; see `spirv_codegen/adstack.py` and the Adstack
                  ABI in `kernel_ir/abi.py`.
-  `SpirvTask.num_bindings` = 2 + n for a task without adstacks, 2 + n + 3 for a task with them
+  Profiles with `single_heap` (Metal, `profile.py`) bind AdStackMeta at 2+n and one AdStackHeap
+                 at 3+n (a row = the float row, then the int row); with `args_uniform` binding 0
+                 is a uniform buffer (uvec4[ceil(arg bytes / 16)], std140), listed in
+                 `SpirvTask.uniform_bindings`.
+  `SpirvTask.num_bindings` = 2 + n for a task without adstacks, 2 + n + 3 (single heap: + 2) for a task with them
   (`SpirvTask.adstacks` non-empty: the stacks' dtypes in ABI order, `adstack_kinds` their
   layout kinds); the runtime binds exactly
   that many buffers per dispatch. A range task with adstacks is dispatched in chunks of at most

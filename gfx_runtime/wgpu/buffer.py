@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GfxDeviceError
+from .errors import wgpu_errors
 
 
 class Buffer:
@@ -34,6 +35,9 @@ class Buffer:
         return nbytes
 
     def _host_bytes(self) -> np.ndarray:
+        return wgpu_errors(self._fill_mirror)()
+
+    def _fill_mirror(self) -> np.ndarray:
         """The mirror, filled from the device when there is none (waits for pending work)."""
         if self._mirror is None:
             self._rt._before_host_access(self)
@@ -62,7 +66,7 @@ class Buffer:
         if offset % 4 or raw.nbytes % 4:  # queue.write_buffer takes whole words only
             self._host_bytes()[offset:offset + raw.nbytes] = raw
             return
-        self._rt._queue.write_buffer(self._live(), offset, raw)
+        wgpu_errors(self._rt._queue.write_buffer)(self._live(), offset, raw)
 
     def fill_zero(self) -> None:
         self.write(np.zeros(self.nbytes, np.uint8))

@@ -21,10 +21,10 @@ modules, which kills the process before Python sees an error.
 from __future__ import annotations
 
 import hashlib
-import weakref
 
 from ..errors import GfxDeviceError
 from .buffer import Buffer
+from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
 
 MAX_BATCH = 4096
@@ -152,6 +152,7 @@ class WgpuRuntime:
         self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
         return bg
 
+    @wgpu_errors
     def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
                  indirect=None) -> None:
         self._check_open()
@@ -211,6 +212,7 @@ class WgpuRuntime:
         self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
         self._count = 0
 
+    @wgpu_errors
     def flush(self) -> None:
         """Submit the pending pass and wait for the device."""
         if self.closed:

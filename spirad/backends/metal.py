@@ -83,12 +83,18 @@ class MetalBackend(VulkanBackend):
 
     def __init__(self, state):
         super().__init__(state)
-        from sizer.device_format import EVAL_BUFFERS
-        if EVAL_BUFFERS + 1 > self.caps.max_per_stage_storage_buffers:
-            # the GPU sizer's evaluation kernel binds its program, jobs, values, job states and
-            # 8 data slots (+ status): more than Metal's 8 storage buffers. Until its slots are
-            # packed, adstack sizes that read device data are evaluated on the host (through
-            # `view`), which the sizing cache makes a once-per-change cost.
+        from sizer.device_format import INT_SLOTS
+        from .gpu_sizer import GpuSizer
+        # the GPU sizer's evaluation kernel binds status, program, jobs, values, job states and
+        # its data slots: with 2 int slots and 1 f32 slot it fits Metal's 8 storage buffers (no
+        # f64 slots: Metal has no f64). A task whose size leaves need more distinct buffers is
+        # sized on the host (through `view`), once per change thanks to the sizing cache.
+        spare = self.caps.max_per_stage_storage_buffers - 1 - 4
+        if spare >= 2:
+            n_int = min(INT_SLOTS, spare - 1)
+            self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap, int_slots=n_int,
+                                      f32_slots=spare - n_int)
+        else:
             self.gpu_sizer = None
 
     def capabilities(self) -> dict:

@@ -154,11 +154,13 @@ class VulkanBackend(BackendBase):
         from spirv_codegen import compile_tasks
         self._check_kernel(tl, abi)
         limit = self.caps.max_per_stage_storage_buffers
-        if 2 + len(abi.bindings) > limit:
+        uniform_args = self.profile.args_uniform  # Metal: the arguments are a uniform buffer
+        if 2 - uniform_args + len(abi.bindings) > limit:
             raise SpiradDeviceError(
-                f"kernel {tl.name} binds {2 + len(abi.bindings)} storage buffers (arguments, status and "
+                f"kernel {tl.name} binds {2 - uniform_args + len(abi.bindings)} storage buffers "
+                f"({'' if uniform_args else 'arguments, '}status and "
                 f"{len(abi.bindings)} fields/ndarrays/temporaries) but the device allows "
-                f"maxPerStageDescriptorStorageBuffers = {limit}; split the kernel")
+                f"{limit} per stage (maxPerStageDescriptorStorageBuffers); split the kernel")
         from spirv_codegen import compile_range_args
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))

@@ -139,7 +139,8 @@ def test_grad_launch_binds_the_device_written_metadata(arch, monkeypatch):
     assert host_words not in spy.uploads                      # nothing uploaded from the host
 
 
-@on_archs(archs=("vulkan",))
+# not metal: the kernel binds 9 storage buffers, more than Metal's 8
+@on_archs(archs=("vulkan",), exclude=("metal",))
 def test_every_result_owns_its_metadata_buffer(arch, monkeypatch):
     """Two tasks of one kernel, and a second kernel, sized one after the other: each launch binds
     its own result's words; a cache hit after other sizings still finds its words intact."""

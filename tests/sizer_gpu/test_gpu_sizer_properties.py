@@ -33,7 +33,8 @@ def _check(cases, got):
     assert not bad, f"{len(bad)} disagreements, first: {bad[:3]}"
 
 
-@on_archs()
+# not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
+@on_archs(exclude=("metal",))
 def test_agrees_with_reference_on_strategies(arch):
     seen = {"cases": 0, "errors": 0}
 
@@ -127,7 +128,8 @@ def wide_expr(rng: random.Random, depth: int, bound: tuple, loops: int):
     return sz.MaxOverRange(var, begin, end, body)
 
 
-@on_archs()
+# not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
+@on_archs(exclude=("metal",))
 def test_agrees_with_reference_on_wide_values(arch):
     rng = random.Random(1234)
     n_cases = n_roots = n_err = 0

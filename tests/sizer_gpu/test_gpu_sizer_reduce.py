@@ -91,7 +91,8 @@ def _device_outcome(gs, root, data):
     return got[0], False
 
 
-@on_archs()
+# not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
+@on_archs(exclude=("metal",))
 def test_fast_path_agrees_with_reference(arch):
     rng = random.Random(11)
     gs = device_sizer()
@@ -106,7 +107,8 @@ def test_fast_path_agrees_with_reference(arch):
     assert fast >= 40 and errors >= 10, (fast, errors)  # both sides of the path really ran
 
 
-@on_archs()
+# not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
+@on_archs(exclude=("metal",))
 def test_values_without_a_sizer_int_are_errors(arch):
     """NaN, inf, |x| >= 2**62 (floats) and |x| > MAX_ABS (i64) inside the range: the reduction
     flags them, the node stays for the interpreter, and the evaluation raises as on the host.

@@ -77,7 +77,8 @@ class DeviceProgram:
 
 
 def build(exprs, *, leaves: dict, scalars: dict, shapes: dict, entry_sizes=None, kinds=None,
-          has_f64: bool = True) -> DeviceProgram:
+          has_f64: bool = True, int_slots: int = F.INT_SLOTS,
+          f32_slots: int = F.F32_SLOTS) -> DeviceProgram:
     """The device tables of `exprs`. `leaves`: {('field', id) | ('ndarray', arg): Leaf};
     `scalars`: {arg: value}; `shapes`: {arg: shape tuple}; `entry_sizes` / `kinds`: the stacks
     (one per root, or None: no layout). Raises `Unsupported`."""
@@ -96,7 +97,7 @@ def build(exprs, *, leaves: dict, scalars: dict, shapes: dict, entry_sizes=None,
         raise Unsupported("no roots")
     dev = code.astype(np.int64)
     rec = dev[h.nodes_off:h.index_off].reshape(h.n_nodes, sz.RECORD_WORDS)
-    table, leaf_index, leaf_info, slots = _leaf_table(leaves, has_f64)
+    table, leaf_index, leaf_info, slots = _leaf_table(leaves, has_f64, int_slots, f32_slots)
     host_errors = _resolve_host_records(rec, leaf_index, scalars, shapes)
 
     n_stacks = len(entry_sizes) if entry_sizes is not None else 0
@@ -130,9 +131,12 @@ def build(exprs, *, leaves: dict, scalars: dict, shapes: dict, entry_sizes=None,
                          host_errors, split, tuple(prepass))
 
 
-def _leaf_table(leaves: dict, has_f64: bool):
-    """(leaf records, leaf key -> index, index -> (key, shape), per-slot storages)."""
-    limits = {"i32": F.INT_SLOTS, "f32": F.F32_SLOTS, "f64": F.F64_SLOTS if has_f64 else 0}
+def _leaf_table(leaves: dict, has_f64: bool, int_slots: int = F.INT_SLOTS,
+                f32_slots: int = F.F32_SLOTS):
+    """(leaf records, leaf key -> index, index -> (key, shape), per-slot storages); at most
+    `int_slots` / `f32_slots` distinct int / f32 buffers (the slots the backend's kernel reads)."""
+    limits = {"i32": min(int_slots, F.INT_SLOTS), "f32": min(f32_slots, F.F32_SLOTS),
+              "f64": F.F64_SLOTS if has_f64 else 0}
     first_slot = {cl: SLOT_DTYPES.index(cl) for cl in limits}
     slot_of: dict = {}          # (class, id(storage)) -> slot number within the class
     slots = [None] * F.DATA_SLOTS

@@ -89,8 +89,13 @@ class GpuSizer:
 
     `loop_cap`: the device's loop-iteration cap per invocation (None: none)."""
 
-    def __init__(self, backend, loop_cap=None):
+    def __init__(self, backend, loop_cap=None, int_slots=None, f32_slots=None):
+        """`int_slots` / `f32_slots`: how many int / f32 data slots `sizer_eval` reads (default
+        all of `sizer.device_format`); fewer bind fewer buffers (Metal's 8 storage buffers),
+        and a task whose leaves need more is sized on the host (`Unsupported`)."""
         self.be = backend
+        self.int_slots = F.INT_SLOTS if int_slots is None else int(int_slots)
+        self.f32_slots = F.F32_SLOTS if f32_slots is None else int(f32_slots)
         self.loop_cap = loop_cap
         self.has_f64 = bool(backend.capabilities().get("f64", False))
         self.budget = loop_cap - BUDGET_MARGIN if loop_cap else UNLIMITED
@@ -147,7 +152,8 @@ class GpuSizer:
         """Build (`device_program.build`) and upload. Raises `Unsupported`."""
         from kernel_ir import dtypes as T
         program = dp.build(exprs, leaves=leaves, scalars=scalars, shapes=shapes,
-                           entry_sizes=entry_sizes, kinds=kinds, has_f64=self.has_f64)
+                           entry_sizes=entry_sizes, kinds=kinds, has_f64=self.has_f64,
+                           int_slots=self.int_slots, f32_slots=self.f32_slots)
         prog = self._ndarray(T.i32, len(program.words))
         self._write(prog, program.words)
         plan = Plan(key, program, prog, self._slot_views(program.slots))
@@ -170,7 +176,8 @@ class GpuSizer:
         val = self.scratch("val", T.i64, n_jobs * vstride)
         jst = self.scratch("jst", T.i64, n_jobs * F.JST_WORDS)
         self.kernels.run("sizer_eval", (plan.prog, jobs_nd, val, jst, *plan.slots, n_jobs, round_,
-                                        self.budget, vstride, self.has_f64))
+                                        self.budget, vstride, self.has_f64, self.int_slots,
+                                        self.f32_slots))
         return jst
 
     def _run_prepass(self, plan: Plan) -> int:
