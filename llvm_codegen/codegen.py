@@ -32,7 +32,7 @@ from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
-from .lower_math import emit_kept
+from .lower_math import emit_kept, variant_sites
 from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
@@ -72,6 +72,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER)
     ctx.task_index = task_index
+    ctx.variant_sites = variant_sites(task)
     if bounds_check:
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
