@@ -114,5 +114,9 @@ def _spmd_choice(task, bounds_check):
     if os.environ.get("SPIRAD_CPU_SPMD", "1") == "0":
         return 1, spmd.Analysis(False, "")
     a = spmd.analyze(task, bounds_check)
-    return (math_policy.lanes("f32") if a.ok else 1), a
+    if not a.ok:
+        return 1, a
+    # lanes: the host's f32 width; SPIRAD_CPU_SPMD_LANES=32/64 runs 2-4 registers per value
+    # (hides more latency in long dependent chains, costs compile time: docs/cpu_spmd.md)
+    return int(os.environ.get("SPIRAD_CPU_SPMD_LANES") or math_policy.lanes("f32")), a
 
