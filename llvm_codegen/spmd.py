@@ -159,6 +159,7 @@ class SpmdContext(FnContext):
             rule = _SPMD_RULES.get(n.op) if vec else None
             outer = self._vector_node
             self._vector_node = vec
+            self.current = n
             try:
                 with lanes(self.width if vec else 1):
                     if rule is not None:
