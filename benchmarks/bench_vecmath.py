@@ -1,6 +1,6 @@
 """CPU math: vecmath (our polynomial bodies) against libm / LLVM intrinsics, in one run.
 
-    python benchmarks/bench_vecmath.py [--n 1048576] [--reps 7] [--fns sin cos ...]
+    python benchmarks/bench_vecmath.py [--n 1048576] [--reps 7] [--fns sin cos ...] [--spmd]
 
 For every function and precision three kernels run on `arch=cpu`, each compiled three times:
 SPIRAD_CPU_VECMATH=0 (libm only), unset (auto: libm calls carrying vecmath vector variants) and
@@ -100,7 +100,12 @@ def main():
     p.add_argument("--n", type=int, default=1 << 20)
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--fns", nargs="*", default=list(FNS))
+    p.add_argument("--spmd", action="store_true",
+                   help="leave the SPMD lane lowering on (default: off, so the math lowering "
+                        "modes are compared in the scalar task loop)")
     args = p.parse_args()
+    if not args.spmd:
+        os.environ["SPIRAD_CPU_SPMD"] = "0"
     sd.init(arch=sd.cpu)
     print(f"N={args.n}, reps={args.reps}: libm min (median) ms, then min-time ratios auto/libm "
           "and inline/libm (below 1: faster than libm)")

@@ -33,7 +33,7 @@ from .kernel_entry import lower_grid_task
 from .lltypes import I32, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
-from .lower_math import emit_kept
+from .lower_math import emit_kept, variant_sites
 from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
 from .program import CpuProgram, CpuTaskInfo
@@ -83,6 +83,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx = FnContext(lib, fn, abi, tl.args, LOWER)
     ctx.worker = fn.args[4]
     ctx.task_index = task_index
+    ctx.variant_sites = variant_sites(task)
     if bounds_check:
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
@@ -124,5 +125,9 @@ def _spmd_choice(task, bounds_check):
     if os.environ.get("SPIRAD_CPU_SPMD", "1") == "0":
         return 1, spmd.Analysis(False, "")
     a = spmd.analyze(task, bounds_check)
-    return (math_policy.lanes("f32") if a.ok else 1), a
+    if not a.ok:
+        return 1, a
+    # lanes: the host's f32 width; SPIRAD_CPU_SPMD_LANES=32/64 runs 2-4 registers per value
+    # (hides more latency in long dependent chains, costs compile time: docs/cpu_spmd.md)
+    return int(os.environ.get("SPIRAD_CPU_SPMD_LANES") or math_policy.lanes("f32")), a
 

@@ -76,6 +76,8 @@ class FnContext:
         self.task_index = 0
         self.bounds_check = False  # emit index checks on global accesses (lower_memory)
         self.access_sites: dict = {}  # global access node -> its site number (bounds checks)
+        self.current: Node = None  # the node being lowered
+        self.variant_sites: frozenset = frozenset()  # math nodes worth a vector variant (lower_math)
         self._status = None
         self._bufs: dict[int, ir.Value] = {}
         self._shapes: dict[tuple, ir.Value] = {}
@@ -96,6 +98,7 @@ class FnContext:
             rule = self.table.get(n.op)
             if rule is None:
                 raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule")
+            self.current = n
             v = rule(self, n)
             if v is not None:
                 self.env[n] = v

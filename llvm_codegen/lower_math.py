@@ -2,6 +2,7 @@
 tagged with a `vecmath` vector variant (LLVM's vector-function ABI attribute), or the inlined
 scalar `vecmath` body.
 
+Only math ops in an innermost loop of a task without adstacks get variants (`variant_sites`).
 A variant is `spirad.vm.<name>.v<W><T>` for the host width W (math_policy.lanes), named on the
 call as `"vector-function-abi-variant"="_ZGV_LLVM_N<W>v.._<callee>(<variant>)"`; the loop
 vectoriser then calls it for W iterations at once. Variants are kept alive until the vectoriser
@@ -26,10 +27,43 @@ def vm_rule(name: str, libm_rule):
             from . import vecmath
             return vecmath.emit(ctx.b, name, args[:-1], reg_type(dt))
         v = libm_rule(ctx, *args)
-        if mode == "variant":
+        if mode == "variant" and ctx.current in ctx.variant_sites:
             _tag_variant(ctx.lib, v, name, dt, len(args) - 1)
         return v
     return rule
+
+
+def variant_sites(task) -> frozenset:
+    """Math nodes whose loop LLVM's vectoriser can take: the nearest enclosing loop (a
+    RANGE_FOR, WHILE or the task loop) has no loop inside it, and the task has no adstacks
+    (their push / pop order keeps every loop scalar). Variants elsewhere would only cost
+    compile time (each is a full vector body)."""
+    from kernel_ir.ops import Op
+
+    loops = (Op.RANGE_FOR, Op.WHILE)
+    if task.kind != "range" or any(n.op.name.startswith("ADSTACK") for n in _walk(task.body)):
+        return frozenset()
+    out = set()
+
+    def has_loop(block):
+        return any(n.op in loops for n in _walk(block))
+
+    def visit(block, innermost):
+        for n in block.nodes:
+            if n.op in loops:
+                visit(n.blocks[0], not has_loop(n.blocks[0]))
+            elif n.blocks:
+                for b in n.blocks:
+                    visit(b, innermost)
+            elif innermost:
+                out.add(n)
+    visit(task.body, not has_loop(task.body))
+    return frozenset(out)
+
+
+def _walk(block):
+    from kernel_ir.nodes import walk
+    return walk(block)
 
 
 def _tag_variant(lib, call: ir.CallInstr, name: str, dt, arity: int):

@@ -70,7 +70,8 @@ def _store(ctx: FnContext, n):
 
 
 # -- globals ----------------------------------------------------------------------------------
-def _extent(ctx: FnContext, ref: GlobalRef, axis: int) -> ir.Value:
+def axis_extent(ctx: FnContext, ref: GlobalRef, axis: int) -> ir.Value:
+    """Axis extent of a global as i64 (static for fields, from the arguments for ndarrays)."""
     if ref.shape is not None:
         return ir.Constant(I64, int(ref.shape[axis]))
     if ref.kind == "temp":
@@ -98,7 +99,7 @@ def _ptr(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
     """Element pointer from the i64 indices `idx` (C order)."""
     lin = ir.Constant(I64, 0)
     for axis, i in enumerate(idx):
-        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, _extent(ctx, ref, axis)), i)
+        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), i)
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
@@ -107,7 +108,7 @@ def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
     lin = ir.Constant(I64, 0)
     for axis, node in enumerate(index_nodes):
         idx = _index64(ctx, node)
-        lin = idx if axis == 0 else ctx.b.add(ctx.b.mul(lin, _extent(ctx, ref, axis)), idx)
+        lin = idx if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), idx)
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
@@ -149,7 +150,7 @@ def _access(ctx: FnContext, n, index_nodes, access):
     _check_arity(ref, index_nodes)
     idx = [_index64(ctx, node) for node in index_nodes]
     b = ctx.b
-    ext = [_extent(ctx, ref, axis) for axis in range(len(idx))]
+    ext = [axis_extent(ctx, ref, axis) for axis in range(len(idx))]
     oks = [b.icmp_unsigned("<", i, e) for i, e in zip(idx, ext)]
     ok = oks[0]
     for o in oks[1:]:

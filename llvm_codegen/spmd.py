@@ -29,6 +29,8 @@ from kernel_ir.ops import Op
 from . import math_policy
 from .context import FnContext
 from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
+from .lower_memory import axis_extent as _extent64
+from .lower_ops import convert
 
 _CONTROL_OK = {Op.IF, Op.RANGE_FOR}
 _REFUSED = {Op.WHILE: "a WHILE loop", Op.BREAK: "BREAK", Op.CONTINUE: "CONTINUE",
@@ -157,6 +159,7 @@ class SpmdContext(FnContext):
             rule = _SPMD_RULES.get(n.op) if vec else None
             outer = self._vector_node
             self._vector_node = vec
+            self.current = n
             try:
                 with lanes(self.width if vec else 1):
                     if rule is not None:
@@ -203,11 +206,6 @@ def lower_task(ctx: SpmdContext, task, begin, end):
     b.position_at_end(exit_)
 
 
-def _extent64(ctx, ref, axis):
-    from .lower_memory import _extent
-    return _extent(ctx, ref, axis)
-
-
 def _scalar_index64(ctx, v, dt):
     if scalar_reg_type(dt).width == 64:
         return v
@@ -246,7 +244,6 @@ def _spmd_global_load(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
-    from .lower_ops import convert
     if consecutive(ctx.affine, ctx.varying, n.srcs):
         vals = [_lane(ctx, ctx.env[s], 0) for s in n.srcs]
         p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])],
@@ -270,7 +267,6 @@ def _spmd_global_load(ctx: SpmdContext, n):
 
 def _spmd_global_store(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
-    from .lower_ops import convert
     mt = mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype)

@@ -159,7 +159,9 @@ class Em:
 
     def libm_where(self, mask, res, libm_name, *args):
         """Replace lanes of `res` where `mask` holds by the libm function on those lanes; the
-        calls sit in a cold block that runs only when some lane needs it (huge arguments)."""
+        calls sit in a cold block that runs only when some lane needs it (huge arguments). For
+        vectors the lane loop is one shared never-inlined function per module and type, so the
+        inlined fast path stays small."""
         b = self.b
         cname = libm_name + ("f" if not self.is64 else "")
         fn = self.module.globals.get(cname)
@@ -171,16 +173,10 @@ class Em:
         br = b.cbranch(self.any(mask), slow, done)
         br.set_weights([1, 1 << 20])
         b.position_at_end(slow)
-        out = res
         if self.n == 1:
             out = b.call(fn, list(args))
         else:
-            for i in range(self.n):
-                idx = ir.Constant(ir.IntType(32), i)
-                lane = b.call(fn, [b.extract_element(a, idx) for a in args])
-                keep = b.extract_element(res, idx)
-                out = b.insert_element(out, b.select(b.extract_element(mask, idx), lane, keep),
-                                       idx)
+            out = b.call(self._lanes_helper(fn, len(args)), [mask, res, *args])
         slow_end = b.block
         b.branch(done)
         b.position_at_end(done)
@@ -188,3 +184,26 @@ class Em:
         phi.add_incoming(res, here)
         phi.add_incoming(out, slow_end)
         return phi
+
+    def _lanes_helper(self, fn, nargs):
+        """`<ty> spirad.vm.libm.<f>.<ty>(mask, res, args...)`: lanes of res where mask holds
+        replaced by the scalar libm `fn` of those lanes (cold, noinline)."""
+        name = f"spirad.vm.libm.{fn.name}.{type_suffix(self.ty)}"
+        h = self.module.globals.get(name)
+        if h is not None:
+            return h
+        h = ir.Function(self.module, ir.FunctionType(self.ty, [self.bty, self.ty] +
+                                                     [self.ty] * nargs), name)
+        h.linkage = "internal"
+        for a in ("noinline", "cold", "nounwind"):
+            h.attributes.add(a)
+        mask, res, *args = h.args
+        b = ir.IRBuilder(h.append_basic_block("entry"))
+        out = res
+        for i in range(self.n):
+            idx = ir.Constant(ir.IntType(32), i)
+            lane = b.call(fn, [b.extract_element(a, idx) for a in args])
+            keep = b.extract_element(res, idx)
+            out = b.insert_element(out, b.select(b.extract_element(mask, idx), lane, keep), idx)
+        b.ret(out)
+        return h

@@ -55,8 +55,12 @@ def _arrays(*refs, seed=0):
     return out
 
 
-def test_uniform_loop_locals_and_tail(monkeypatch):
-    """v = x[i]; for s in range(k): v = v * a + b (a scalar argument count): kernel a."""
+@pytest.mark.parametrize("width", [None, "32"], ids=["host", "32"])
+def test_uniform_loop_locals_and_tail(monkeypatch, width):
+    """v = x[i]; for s in range(k): v = v * a + b (a scalar argument count): kernel a; also
+    with SPIRAD_CPU_SPMD_LANES=32 (two registers per value)."""
+    if width:
+        monkeypatch.setenv("SPIRAD_CPU_SPMD_LANES", width)
     X, Y, K = field(0, f32, (N,)), field(1, f32, (N,)), field(2, i32, ())
 
     def body(b, i):
@@ -71,7 +75,7 @@ def test_uniform_loop_locals_and_tail(monkeypatch):
     arrays = _arrays(X, Y)
     arrays[("field", 2, False)] = np.array(37, np.int32)
     lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
-    assert lanes == [W]
+    assert lanes == [int(width or W)]
     _assert_all_equal(vec, scal, ref)
 
 

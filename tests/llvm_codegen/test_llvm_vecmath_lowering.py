@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from kernel_ir.dtypes import f32, f64
+from kernel_ir.dtypes import f32, f64, i32
 from kernel_ir.ops import Op
 from llvm_codegen import math_policy, vecmath
 from tests.llvm_codegen.harness import compile_and_load, run_llvm
@@ -95,3 +95,31 @@ def test_policy_modes(monkeypatch):
     monkeypatch.setenv("SPIRAD_CPU_VECMATH", "0")
     assert math_policy.mode("sin", "f32") == "libm"
     assert math_policy.lanes("f32") == 2 * math_policy.lanes("f64") >= 4
+
+
+def test_variant_sites_are_innermost_loops_only():
+    """Variants (each a compiled vector body) only where the vectoriser can use them."""
+    from llvm_codegen.lower_math import variant_sites
+    X, Y = field(0, f32, (N,)), field(1, f32, (N,))
+    marks = {}
+
+    def body(b, i):
+        outer = b.emit(Op.SIN, f32, (b.global_load(X, [i]),))  # the task loop has a loop inside
+        v = b.alloca(f32, "v")
+        b.store(v, outer)
+        with b.range_for(b.const(0, i32), b.const(4, i32)):
+            inner = b.emit(Op.COS, f32, (b.load(v),))
+            b.store(v, inner)
+            marks["inner"] = inner
+        marks["outer"] = outer
+        b.global_store(Y, [i], b.load(v))
+
+    sites = variant_sites(_range(body))
+    assert marks["inner"] in sites and marks["outer"] not in sites
+    flat = _kernel(Op.SIN, f32).tasks[0]
+    assert any(n.op == Op.SIN for n in variant_sites(flat))
+
+
+def _range(body):
+    from tests.llvm_codegen.kit import range_task
+    return range_task(body, 0, N)
