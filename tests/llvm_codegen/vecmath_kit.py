@@ -49,7 +49,7 @@ def _kernel(name, dtype, lanes):
     bb.ret_void()
     t = _Target.get()
     with t.compile_lock:
-        tracker = t.link(t.optimize(str(m)), [sym])
+        tracker = t.link(t.emit_object(t.optimize(str(m))), [sym])
     f = _FN(tracker[sym])
     _CACHE[key] = (f, tracker)
     return _CACHE[key]
