@@ -131,3 +131,12 @@ def _spmd_choice(task, bounds_check):
     # (hides more latency in long dependent chains, costs compile time: docs/cpu_spmd.md)
     return int(os.environ.get("SPIRAD_CPU_SPMD_LANES") or math_policy.lanes("f32")), a
 
+
+
+CODEGEN_SWITCHES = ("SPIRAD_CPU_VECMATH", "SPIRAD_CPU_SPMD", "SPIRAD_CPU_SPMD_LANES")
+
+
+def switches_key() -> tuple:
+    """The environment switches that change the generated CPU code: part of the offline-cache
+    key, so a program compiled under one setting is never loaded under another."""
+    return tuple(os.environ.get(k, "") for k in CODEGEN_SWITCHES)

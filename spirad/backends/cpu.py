@@ -100,7 +100,8 @@ class CpuBackend(BackendBase):
         return self._build(tl, abi, blob)
 
     def cache_features(self) -> tuple:
-        return ("cpu", self.rt.target_key, self.bounds_check)
+        from llvm_codegen.codegen import switches_key
+        return ("cpu", self.rt.target_key, self.bounds_check, switches_key())
 
     def _build(self, tl, abi, blob):
         """The program of `blob` = (object code, task symbols, task kinds, optimized IR text)."""
