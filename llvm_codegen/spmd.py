@@ -46,8 +46,9 @@ _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW
 
 
 class Analysis:
-    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset()):
+    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset()):
         self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
+        self.own = own  # ATOMIC_ADDs whose lane elements no other iteration touches
 
 
 def analyze(task, bounds_check: bool = False) -> Analysis:
@@ -97,7 +98,21 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     why = _memory_hazard(nodes, affine, varying)
     if why:
         return Analysis(False, why)
-    return Analysis(True, "", frozenset(varying), frozenset(affine))
+    return Analysis(True, "", frozenset(varying), frozenset(affine),
+                    _own_atomics(nodes, affine, varying))
+
+
+def _own_atomics(nodes, affine, varying):
+    """ATOMIC_ADDs at a consecutive index tuple through which alone the task touches their
+    global (`x.grad[i] += ...` in an adjoint): each element belongs to one iteration, so a
+    masked vector read-add-write of the lanes is the same as per-lane atomics."""
+    tuples = {}
+    for n in nodes:
+        if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
+            tuples.setdefault(n.arg.buffer, set()).add(idx)
+    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
+                     and consecutive(affine, varying, n.srcs[:-1]))
 
 
 def _affine(task, nodes, varying):
@@ -143,6 +158,7 @@ class SpmdContext(FnContext):
         self.width = width
         self.varying = analysis.varying
         self.affine = analysis.affine
+        self.own_atomics = analysis.own
         self.mask = None
         self._vector_node = False
 
@@ -313,6 +329,8 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
     idx = n.srcs[:-1]
     mt = mem_type(dt)
+    if n in ctx.own_atomics:
+        return _own_atomic_add(ctx, n, v, op)
     res = ir.Constant(ir.VectorType(mt, w), None)
     for k in range(w):
         on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
@@ -333,6 +351,26 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         phi.add_incoming(res, pre)
         res = phi
     return convert(ctx, vec_from_mem(ctx, res, dt), dt, n.dtype)
+
+
+def _own_atomic_add(ctx: SpmdContext, n, v, op):
+    """Masked vector load, add, masked store: no other iteration touches these elements."""
+    ref, w, b = n.arg, ctx.width, ctx.b
+    dt, mt = ref.dtype, mem_type(ref.dtype)
+    vt = ir.VectorType(mt, w)
+    idx = n.srcs[:-1]
+    vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
+    p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
+              inbounds=True, source_etype=mt)
+    sfx, align = _elem(mt)
+    old = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
+                            [p, ir.Constant(I32, align), ctx.mask, ir.Constant(vt, None)])
+    add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
+    vm = b.zext(v, vt) if dt.is_bool else v
+    fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
+                         [vt, PTR, I32, ctx.mask.type])
+    b.call(fn, [add(old, vm), p, ir.Constant(I32, align), ctx.mask])
+    return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
 
 
 def _spmd_math(ctx: SpmdContext, n):
