@@ -11,6 +11,8 @@ A task with ADSTACK_ALLOCA nodes reads four extra launch buffers after the kerne
 `setup_adstacks` runs once per task function: it numbers the stacks (`adstack_allocas`), and in
 the entry block loads meta and computes the worker's row bases (`heap + worker*stride`, in i64)
 and, per stack, the pointer to its entries, adjoints and its capacity; so no op reads meta.
+In an SPMD task function of W lanes (`spmd_adstack`) a worker owns W rows, lane-interleaved:
+row bases and offsets are scaled by W and entry j of lane l is element `j*W + l`.
 
 Entry counts are private to the call, so each stack's count is an i64 `alloca` in the entry block
 (zeroed there, re-zeroed by ADSTACK_ALLOCA); mem2reg turns it into SSA values, and the ops only

@@ -238,3 +238,25 @@ def test_random_programs_on_lanes(monkeypatch, capfd, seed):
     check_program(seed)
     on_lanes = [ln for ln in _grad_lanes(capfd) if "SPMD" in ln]
     assert on_lanes or seed not in LANE_SEEDS, on_lanes
+
+
+@pytest.mark.parametrize("k_trips", [1, 37])
+def test_heap_holds_a_row_per_lane(monkeypatch, capfd, k_trips):
+    """A worker of a W-lane adjoint task owns W heap rows: the first launch from a fresh init
+    allocates exactly workers * W rows of the launch's layout."""
+    from llvm_codegen import math_policy
+    from tests.autodiff.gradutil import arr
+    from tests.autodiff.test_heap_memory import _launch, _layouts, k_one
+    import spirad.state as sd_state
+    _init(monkeypatch, True, default_fp=sd.f64)
+    x = arr(sd.f64, np.linspace(0.1, 0.8, N), needs_grad=True)
+    y = sd.ndarray(sd.f64, N, needs_grad=True)
+    args = (x, y, k_trips)
+    capfd.readouterr()
+    (_, _, layout), = _layouts(k_one, args)
+    got = _launch(k_one, args)
+    _assert_grad_on_lanes(capfd)
+    rows = sd_state.backend().rt.num_workers * math_policy.lanes("f32")
+    assert got == layout.heap_bytes(rows)
+    np.testing.assert_allclose(x.grad.to_numpy(), _overflowing_grad(np.linspace(0.1, 0.8, N),
+                                                                    k_trips), rtol=1e-12)
