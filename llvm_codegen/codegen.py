@@ -133,6 +133,14 @@ def _spmd_choice(task, bounds_check):
 
 
 
+def task_lanes(task, bounds_check=False) -> int:
+    """The lanes `compile_tasks` gives `task` under the current switches: the CPU backend sizes
+    an SPMD reverse task's adstack heap for `lanes` rows per worker (`spmd_adstack`)."""
+    if task.kind != "range":
+        return 1
+    return _spmd_choice(task, bounds_check)[0]
+
+
 CODEGEN_SWITCHES = ("SPIRAD_CPU_VECMATH", "SPIRAD_CPU_SPMD", "SPIRAD_CPU_SPMD_LANES")
 
 

@@ -11,6 +11,8 @@ A task with ADSTACK_ALLOCA nodes reads four extra launch buffers after the kerne
 `setup_adstacks` runs once per task function: it numbers the stacks (`adstack_allocas`), and in
 the entry block loads meta and computes the worker's row bases (`heap + worker*stride`, in i64)
 and, per stack, the pointer to its entries, adjoints and its capacity; so no op reads meta.
+In an SPMD task function of W lanes (`spmd_adstack`) a worker owns W rows, lane-interleaved:
+row bases and offsets are scaled by W and entry j of lane l is element `j*W + l`.
 
 Entry counts are private to the call, so each stack's count is an i64 `alloca` in the entry block
 (zeroed there, re-zeroed by ADSTACK_ALLOCA); mem2reg turns it into SSA values, and the ops only
@@ -58,6 +60,7 @@ class _Stack:
     adjoints: ir.Value   # ptr to adjoint entry 0 (float stacks with heap adjoints) or None
     cap: ir.Value        # i64 capacity
     empty_cap: ir.Value  # i1: cap == 0
+    lanes: int = 1       # SPMD: entry j of lane l is element j*lanes + l (lane-interleaved)
 
 
 @dataclass
@@ -94,15 +97,21 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         p = eb.gep(meta, [ir.Constant(I64, i)], inbounds=True, source_etype=I32)
         return eb.zext(eb.load(p, typ=I32, name=name), I64)
 
+    w = lanes_of(ctx)
+
+    def scaled(v):  # SPMD: a worker's row is `w` rows wide, lane-interleaved (see spmd_adstack)
+        return v if w == 1 else eb.mul(v, ir.Constant(I64, w))
+
     worker = eb.zext(ctx.worker, I64, name="ad.worker")  # the heap row: worker slot / GPU thread
-    row_f = _byte_gep(eb, heap_f, eb.mul(worker, word(0, "ad.stridef")), "ad.rowf")
-    row_i = _byte_gep(eb, heap_i, eb.mul(worker, word(1, "ad.stridei")), "ad.rowi")
+    row_f = _byte_gep(eb, heap_f, scaled(eb.mul(worker, word(0, "ad.stridef"))), "ad.rowf")
+    row_i = _byte_gep(eb, heap_i, scaled(eb.mul(worker, word(1, "ad.stridei"))), "ad.rowi")
     stacks = {}
     for k, a in enumerate(allocas):
         dt = a.dtype
         if dt is None:
             raise CodegenError(f"LLVM codegen: ADSTACK_ALLOCA {a.arg!r} has no dtype")
         off, cap = word(2 + 2 * k, f"ad.off{k}"), word(3 + 2 * k, f"ad.cap{k}")
+        off = scaled(off)
         dummy = _byte_gep(eb, row_i, ir.Constant(I64, 8 * k), f"ad.slot{k}")
         count = entry_alloca(eb, ctx.lib.target, I64, name=f"ad.count{k}")
         eb.store(ir.Constant(I64, 0), count)
@@ -112,13 +121,18 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
             entries = _byte_gep(eb, row_f, off, f"ad.primal{k}")
             region = eb.and_(eb.add(eb.mul(cap, ir.Constant(I64, dt.nbytes)), ir.Constant(I64, 7)),
                              ir.Constant(I64, ~7))
-            adjoints = _byte_gep(eb, entries, region, f"ad.adj{k}")
+            adjoints = _byte_gep(eb, entries, scaled(region), f"ad.adj{k}")
         else:
             entries, adjoints = _byte_gep(eb, row_i, off, f"ad.entries{k}"), None
         empty = eb.icmp_unsigned("==", cap, ir.Constant(I64, 0), name=f"ad.nocap{k}")
-        stacks[a] = _Stack(k, dt, count, dummy, entries, adjoints, cap, empty)
+        stacks[a] = _Stack(k, dt, count, dummy, entries, adjoints, cap, empty, w)
     ctx.adstack = AdstackState(task_index, status, stacks)
     return len(allocas)
+
+
+def lanes_of(ctx: FnContext) -> int:
+    """Lanes of an SPMD task function (`llvm_codegen.spmd`), else 1."""
+    return getattr(ctx, "width", 1)
 
 
 def _stack(ctx: FnContext, n) -> _Stack:
@@ -155,7 +169,10 @@ def _overflow_helper(ctx: FnContext) -> ir.Function:
     return fn
 
 
-def _entry_ptr(ctx, base, idx, dt):
+def _entry_ptr(ctx, base, idx, dt, lanes=1):
+    """Entry `idx` of `base` (lane 0's element in a lane-interleaved SPMD stack)."""
+    if lanes > 1:
+        idx = ctx.b.mul(idx, ir.Constant(I64, lanes), flags=["nuw"])
     return ctx.b.gep(base, [idx], inbounds=True, source_etype=mem_type(dt))
 
 
@@ -198,9 +215,9 @@ def _push(ctx: FnContext, n):
     b.branch(merge)
     b.position_at_end(ok)
     v = _value_as(ctx, n.srcs[1], s.dtype)
-    b.store(_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype))
+    b.store(_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype, s.lanes))
     if s.adjoints is not None:
-        b.store(const(s.dtype, 0), _entry_ptr(ctx, s.adjoints, cnt, s.dtype))
+        b.store(const(s.dtype, 0), _entry_ptr(ctx, s.adjoints, cnt, s.dtype, s.lanes))
     b.store(b.add(cnt, ir.Constant(I64, 1), flags=["nuw"]), s.count)
     b.branch(merge)
     b.position_at_end(merge)
@@ -217,7 +234,7 @@ def _read_top(ctx, s: _Stack, base, node_dtype):
     """Entry max(count-1, 0) of `base`; 0 when cap == 0 (the load then reads the stack's unused
     heap_int counter slot, which is 8 bytes and always in bounds, and the result is discarded)."""
     b = ctx.b
-    p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype)
+    p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype, s.lanes)
     p = b.select(s.empty_cap, s.dummy, p)
     v = _from_mem(ctx, b.load(p, typ=mem_type(s.dtype)), s.dtype)
     v = b.select(s.empty_cap, const(s.dtype, 0), v)
@@ -254,7 +271,7 @@ def _acc_adj(ctx: FnContext, n):
     write, merge = ctx.block("ad.acc"), ctx.block("ad.accd")
     b.cbranch(s.empty_cap, merge, write)
     b.position_at_end(write)
-    p = _entry_ptr(ctx, s.adjoints, _top_index(ctx, s), s.dtype)
+    p = _entry_ptr(ctx, s.adjoints, _top_index(ctx, s), s.dtype, s.lanes)
     old = b.load(p, typ=reg_type(s.dtype))
     b.store(b.fadd(old, _value_as(ctx, n.srcs[1], s.dtype)), p)
     b.branch(merge)

@@ -2,9 +2,10 @@
 
 A range task qualifies (`analyze`) when its control flow is uniform across iterations: no
 WHILE / BREAK / CONTINUE, every IF condition and RANGE_FOR bound independent of the task index,
-no atomics, adstacks or prints, no bounds checks; integer POW and libm-only math only on
-uniform values; and a global both read and written only through one consecutive index tuple
-(each lane then touches its own element, so the order between lanes cannot matter).
+no prints, no bounds checks; integer POW and libm-only math only on uniform values; and a
+global both read and written (or atomically added to) only through one consecutive index tuple
+(each lane then touches its own element, so the order between lanes cannot matter). Reverse-mode
+tasks qualify too: adstacks get per-lane entries (`spmd_adstack`), atomics run lane by lane.
 
 Lowering: the task loop steps by W; the index is `<base, base+1, ...>` and the lanes past `end`
 are masked off. A node depending on the index (directly, through a local, or through a global
@@ -30,11 +31,14 @@ from . import math_policy
 from .context import FnContext
 from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
+from .lower_memory import _to_memory
 from .lower_ops import convert
+from .spmd_adstack import SPMD_ADSTACK_RULES, vec_from_mem
 
 _CONTROL_OK = {Op.IF, Op.RANGE_FOR}
 _REFUSED = {Op.WHILE: "a WHILE loop", Op.BREAK: "BREAK", Op.CONTINUE: "CONTINUE",
-            Op.ATOMIC_ADD: "an atomic add", Op.PRINT: "print", Op.CALL: "a CALL region"}
+            Op.PRINT: "print", Op.CALL: "a CALL region"}
+_STACK_WRITES = (Op.ADSTACK_PUSH, Op.ADSTACK_ACC_ADJ)  # a varying value makes the stack varying
 _LIBM_RULE_OPS = {Op.TAN: "tan", Op.TANH: "tanh", Op.ASIN: "asin", Op.ACOS: "acos",
                   Op.ATAN2: "atan2"}  # plain libm calls (no LLVM vector intrinsic)
 _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW: "pow",
@@ -42,8 +46,9 @@ _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW
 
 
 class Analysis:
-    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset()):
+    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset()):
         self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
+        self.own = own  # ATOMIC_ADDs whose lane elements no other iteration touches
 
 
 def analyze(task, bounds_check: bool = False) -> Analysis:
@@ -56,9 +61,8 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     for n in nodes:
         if n.op in _REFUSED:
             return Analysis(False, _REFUSED[n.op])
-        if n.op.name.startswith("ADSTACK"):
-            return Analysis(False, "adstacks")
-    varying = {task.index}
+    # atomics are never uniform: each iteration's add happens, once per lane
+    varying = {task.index} | {n for n in nodes if n.op == Op.ATOMIC_ADD}
     changed = True
     while changed:  # fixpoint: locals can carry a varying value back to an earlier load
         changed = False
@@ -71,7 +75,12 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
                     varying.add(n.srcs[0])
                     changed = True
                 continue
-            if n.op in (Op.IF, Op.RANGE_FOR, Op.GLOBAL_STORE):
+            if n.op in _STACK_WRITES:  # the stack (its ALLOCA node) holds per-lane values
+                if n.srcs[1] in varying and n.srcs[0] not in varying:
+                    varying.add(n.srcs[0])
+                    changed = True
+                continue
+            if n.op in (Op.IF, Op.RANGE_FOR, Op.GLOBAL_STORE, Op.ADSTACK_POP):
                 continue
             if any(s in varying for s in n.srcs):
                 varying.add(n)
@@ -89,7 +98,21 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     why = _memory_hazard(nodes, affine, varying)
     if why:
         return Analysis(False, why)
-    return Analysis(True, "", frozenset(varying), frozenset(affine))
+    return Analysis(True, "", frozenset(varying), frozenset(affine),
+                    _own_atomics(nodes, affine, varying))
+
+
+def _own_atomics(nodes, affine, varying):
+    """ATOMIC_ADDs at a consecutive index tuple through which alone the task touches their
+    global (`x.grad[i] += ...` in an adjoint): each element belongs to one iteration, so a
+    masked vector read-add-write of the lanes is the same as per-lane atomics."""
+    tuples = {}
+    for n in nodes:
+        if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
+            tuples.setdefault(n.arg.buffer, set()).add(idx)
+    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
+                     and consecutive(affine, varying, n.srcs[:-1]))
 
 
 def _affine(task, nodes, varying):
@@ -117,7 +140,7 @@ def _memory_hazard(nodes, affine, varying):
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
             reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
-        elif n.op == Op.GLOBAL_STORE:
+        elif n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
@@ -135,6 +158,7 @@ class SpmdContext(FnContext):
         self.width = width
         self.varying = analysis.varying
         self.affine = analysis.affine
+        self.own_atomics = analysis.own
         self.mask = None
         self._vector_node = False
 
@@ -155,7 +179,8 @@ class SpmdContext(FnContext):
     def lower_block(self, block):
         for n in block.nodes:
             vec = n in self.varying or (n.op == Op.STORE and n.srcs[0] in self.varying) or (
-                n.op == Op.GLOBAL_STORE and any(s in self.varying for s in n.srcs))
+                n.op == Op.GLOBAL_STORE and any(s in self.varying for s in n.srcs)) or (
+                n.op in _STACK_WRITES and n.srcs[0] in self.varying)
             rule = _SPMD_RULES.get(n.op) if vec else None
             outer = self._vector_node
             self._vector_node = vec
@@ -295,6 +320,59 @@ def _spmd_global_store(ctx: SpmdContext, n):
     return None
 
 
+def _spmd_atomic_add(ctx: SpmdContext, n):
+    """Lane by lane in lane order (the scalar path's), each active lane an atomic
+    read-modify-write of its element; the result holds each active lane's old value."""
+    ref, w, b = n.arg, ctx.width, ctx.b
+    dt = ref.dtype
+    op = "fadd" if dt.is_float else ("or" if dt.is_bool else "add")
+    v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
+    idx = n.srcs[:-1]
+    mt = mem_type(dt)
+    if n in ctx.own_atomics:
+        return _own_atomic_add(ctx, n, v, op)
+    res = ir.Constant(ir.VectorType(mt, w), None)
+    for k in range(w):
+        on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
+        pre = b.block
+        b.cbranch(b.extract_element(ctx.mask, ir.Constant(I32, k)), on, after)
+        b.position_at_end(on)
+        vals = [_lane(ctx, ctx.env[s], k) for s in idx]
+        lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
+        p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+        lane_v = _to_memory(ctx, b.extract_element(v, ir.Constant(I32, k)), dt)
+        old = b.atomic_rmw(op, p, lane_v, ctx.lib.target.ordering())
+        got = b.insert_element(res, old, ir.Constant(I32, k))
+        on_end = b.block
+        b.branch(after)
+        b.position_at_end(after)
+        phi = b.phi(res.type)
+        phi.add_incoming(got, on_end)
+        phi.add_incoming(res, pre)
+        res = phi
+    return convert(ctx, vec_from_mem(ctx, res, dt), dt, n.dtype)
+
+
+def _own_atomic_add(ctx: SpmdContext, n, v, op):
+    """Masked vector load, add, masked store: no other iteration touches these elements."""
+    ref, w, b = n.arg, ctx.width, ctx.b
+    dt, mt = ref.dtype, mem_type(ref.dtype)
+    vt = ir.VectorType(mt, w)
+    idx = n.srcs[:-1]
+    vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
+    p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
+              inbounds=True, source_etype=mt)
+    sfx, align = _elem(mt)
+    old = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
+                            [p, ir.Constant(I32, align), ctx.mask, ir.Constant(vt, None)])
+    add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
+    vm = b.zext(v, vt) if dt.is_bool else v
+    fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
+                         [vt, PTR, I32, ctx.mask.type])
+    b.call(fn, [add(old, vm), p, ir.Constant(I32, align), ctx.mask])
+    return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
+
+
 def _spmd_math(ctx: SpmdContext, n):
     """A math op on lanes: vecmath's vector body (vector intrinsics in libm mode)."""
     from . import vecmath
@@ -306,5 +384,7 @@ def _spmd_math(ctx: SpmdContext, n):
     return ctx.table[n.op](ctx, n)
 
 
-_SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store}
+_SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store,
+               Op.ATOMIC_ADD: _spmd_atomic_add}
 _SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})
+_SPMD_RULES.update(SPMD_ADSTACK_RULES)

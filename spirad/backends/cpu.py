@@ -110,11 +110,15 @@ class CpuBackend(BackendBase):
         fns = [mod.function(s) for s in symbols]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
+        from llvm_codegen.codegen import task_lanes
+        # an SPMD task's worker owns `lanes` heap rows (llvm_codegen.spmd_adstack)
+        lanes = [task_lanes(t, self.bounds_check) if s else 1 for t, s in zip(tl.tasks, stacks)]
         p = CpuProgram(tl.name, fns, list(kinds), temps, len(abi.bindings), stacks,
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module = mod
         p.blob = blob
+        p.lanes = lanes
         p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
         return p
 
@@ -134,7 +138,7 @@ class CpuBackend(BackendBase):
     def plan_adstack(self, program, ti, sized):
         """(metadata address, float heap bytes, int heap bytes, metadata words kept alive)."""
         meta = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)
-        nf, ni = sized.layout.heap_bytes(self.rt.num_workers)
+        nf, ni = sized.layout.heap_bytes(self.rt.num_workers * program.lanes[ti])
         return meta.__array_interface__["data"][0], nf, ni, meta
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):

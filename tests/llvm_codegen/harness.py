@@ -158,7 +158,7 @@ def run_llvm_adstack(tl, arrays, scalars=(), capacities=(), loaded=None, paralle
     launches = []
     for task, info, c in zip(tl.tasks, prog.tasks, caps):
         if adstack_allocas(task):
-            launch = AdstackLaunch(task, c, rows)
+            launch = AdstackLaunch(task, c, rows * info.lanes)  # SPMD: lanes rows a worker
             extra = [b.addr for b in launch.buffers()] + [status.addr]
         else:
             launch, extra = None, []

@@ -183,6 +183,30 @@ def test_read_write_hazard_falls_back(monkeypatch):
     _assert_all_equal(vec, scal, ref)
 
 
+@pytest.mark.parametrize("dt", [f32, f64, i32, u1], ids=str)
+def test_atomics_own_uniform_and_scattered(monkeypatch, dt):
+    """ATOMIC_ADD on lanes: at the task index (each element one iteration's: a masked vector
+    read-add-write), returning the old value; at one uniform target and at i % 7 (per lane,
+    integer counts so the order between workers cannot change the bits)."""
+    A, OWN, OLD = field(0, dt, (N,)), field(1, dt, (N,)), field(2, dt, (N,))
+    CNT, HIST = field(3, i32, ()), field(4, i32, (7,))
+
+    def body(b, i):
+        a = b.global_load(A, [i])
+        b.global_store(OLD, [i], b.atomic_add(OWN, [i], a))
+        b.atomic_add(OWN, [i], a)                     # twice at the same element: in order
+        b.atomic_add(CNT, [], b.const(1, i32))
+        b.atomic_add(HIST, [b.emit(Op.MOD, i32, (i, b.const(7, i32)))], b.const(2, i32))
+
+    tl = kernel(f"kat_{dt}", range_task(body, 0, N))
+    arrays = _arrays(A, OWN, OLD, HIST, seed=5)
+    arrays[("field", 3, False)] = np.array(3, np.int32)
+    lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
+    assert lanes == [W]
+    _assert_all_equal(vec, scal, ref)
+    assert int(vec[("field", 3, False)]) == 3 + N
+
+
 def _lane_seeds(limit=24):
     """Seeds of the random corpus with a task that qualifies for lanes (analysis only)."""
     out = []
