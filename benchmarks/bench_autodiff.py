@@ -16,7 +16,9 @@ cpu rows only, 2 threads like ours, written idiomatically: `dr.while_loop` over 
 trip count with `max_iterations`, `dr.eval` + `dr.sync_thread` inside the timed region; its
 grad time includes its forward trace and the backward kernel, ours is the reverse kernel).
 A missing peer is printed "not installed" and skipped. Systems are timed alternately, each
-repetition running every system once; min and median are printed, and the ratios spirad/peer
+repetition running every system once, each timed call after `--settle` seconds (default 0.1)
+of idle (Dr.Jit's worker threads spin ~20 ms of CPU after each kernel; back to back, that
+time is taken from the next system's run); min and median are printed, and the ratios spirad/peer
 of the mins (below 1: spirad faster). Gradients are compared on 8 elements (max relative
 difference printed; b256 is chaotic enough that f32 systems differ by ~1e-3 there, both that
 close to float64 central differences). Where Quadrants fails at N (its Vulkan sizer stops at a
@@ -182,8 +184,11 @@ def stats(ts):
     return min(ts) * 1e3, statistics.median(ts) * 1e3
 
 
-def measure(systems, name, steps, reps):
-    """Alternate: each repetition runs every system's fwd, then every system's grad."""
+def measure(systems, name, steps, reps, settle=0.0):
+    """Alternate: each repetition runs every system's fwd, then every system's grad. Each timed
+    call starts after `settle` seconds of sleep, so no system's worker threads are still busy
+    from the previous call (Dr.Jit's pool keeps spinning ~20 ms of CPU after a kernel, measured
+    with getrusage on this machine; on 2 cores that slows whichever system runs next)."""
     for s in systems:
         s.prepare(name, steps)
     t = {(s.label, k): [] for s in systems for k in ("fwd", "grad")}
@@ -191,6 +196,7 @@ def measure(systems, name, steps, reps):
         for k in ("fwd", "grad"):
             for s in systems:
                 f = getattr(s, k)
+                time.sleep(settle)
                 t0 = time.perf_counter()
                 f()
                 t[(s.label, k)].append(time.perf_counter() - t0)
@@ -218,6 +224,8 @@ def main():
     p.add_argument("--n", type=int, default=1 << 20)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--workloads", nargs="*", default=[w for w, _ in WORKLOADS])
+    p.add_argument("--settle", type=float, default=0.1,
+                   help="seconds of idle before each timed call (0: back to back)")
     args = p.parse_args()
     import spirad as sd
     from spirad.backends import arch_available
@@ -264,7 +272,7 @@ def run_arch(sd, qd, dr, arch, n, args, threads, quiet_failure=False):
     steps_of = dict(WORKLOADS)
     for name in args.workloads:
         try:
-            res, samples = measure(systems, name, steps_of[name], args.reps)
+            res, samples = measure(systems, name, steps_of[name], args.reps, args.settle)
         except Exception as e:
             if not (len(systems) > 1 and systems[1].label == "quadrants"):
                 raise
@@ -272,7 +280,7 @@ def run_arch(sd, qd, dr, arch, n, args, threads, quiet_failure=False):
             print(f"quadrants failed on {name} at N={n}: {str(e).strip().splitlines()[0][:160]}; "
                   "left out of the remaining rows")
             systems.pop(1)
-            res, samples = measure(systems, name, steps_of[name], args.reps)
+            res, samples = measure(systems, name, steps_of[name], args.reps, args.settle)
         report(arch, n, name, res, samples, [s.label for s in systems])
     return failed
 

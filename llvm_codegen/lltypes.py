@@ -13,6 +13,8 @@ from llvmlite import ir
 
 from kernel_ir.dtypes import DType
 
+from .splat import splat
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
@@ -63,7 +65,7 @@ def const(dt: DType, v) -> ir.Constant:
     else:
         c = ir.Constant(scalar_reg_type(dt), int(v) & ((1 << dt.bits) - 1))
     w = current_lanes()
-    return c if w == 1 else ir.Constant(ir.VectorType(c.type, w), [c] * w)
+    return splat(c, w)
 
 
 def suffix(dt: DType) -> str:

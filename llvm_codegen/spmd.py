@@ -34,6 +34,7 @@ from .lower_memory import axis_extent as _extent64
 from .lower_memory import _to_memory
 from .lower_ops import convert
 from .spmd_adstack import SPMD_ADSTACK_RULES, vec_from_mem
+from .splat import splat, zeros
 
 _CONTROL_OK = {Op.IF, Op.RANGE_FOR}
 _REFUSED = {Op.WHILE: "a WHILE loop", Op.BREAK: "BREAK", Op.CONTINUE: "CONTINUE",
@@ -170,11 +171,12 @@ class SpmdContext(FnContext):
         return v
 
     def broadcast(self, v):
+        if isinstance(v, ir.Constant):
+            return splat(v, self.width)
         vt = ir.VectorType(v.type, self.width)
-        undef = ir.Constant(vt, None)
+        undef = ir.Constant(vt, ir.Undefined)
         x = self.b.insert_element(undef, v, ir.Constant(I32, 0))
-        zeros = ir.Constant(ir.VectorType(I32, self.width), [0] * self.width)
-        return self.b.shuffle_vector(x, undef, zeros)
+        return self.b.shuffle_vector(x, undef, zeros(ir.VectorType(I32, self.width)))
 
     def lower_block(self, block):
         for n in block.nodes:
@@ -275,9 +277,9 @@ def _spmd_global_load(ctx: SpmdContext, n):
                   inbounds=True, source_etype=mt)
         sfx, align = _elem(mt)
         v = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                              [p, ir.Constant(I32, align), ctx.mask, ir.Constant(vt, None)])
+                              [p, ir.Constant(I32, align), ctx.mask, zeros(vt)])
     else:
-        v = ir.Constant(vt, None)
+        v = zeros(vt)
         for k in range(w):
             vals = [_lane(ctx, ctx.env[s], k) for s in n.srcs]
             lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])
@@ -286,7 +288,7 @@ def _spmd_global_load(ctx: SpmdContext, n):
             p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
             v = b.insert_element(v, b.load(p, typ=mt), ir.Constant(I32, k))
     if ref.dtype.is_bool:
-        v = b.icmp_unsigned("!=", v, ir.Constant(vt, [ir.Constant(I32, 0)] * w))
+        v = b.icmp_unsigned("!=", v, zeros(vt))
     return convert(ctx, v, ref.dtype, n.dtype)
 
 
@@ -331,7 +333,7 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     mt = mem_type(dt)
     if n in ctx.own_atomics:
         return _own_atomic_add(ctx, n, v, op)
-    res = ir.Constant(ir.VectorType(mt, w), None)
+    res = zeros(ir.VectorType(mt, w))
     for k in range(w):
         on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
         pre = b.block
@@ -364,7 +366,7 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
               inbounds=True, source_etype=mt)
     sfx, align = _elem(mt)
     old = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                            [p, ir.Constant(I32, align), ctx.mask, ir.Constant(vt, None)])
+                            [p, ir.Constant(I32, align), ctx.mask, zeros(vt)])
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     vm = b.zext(v, vt) if dt.is_bool else v
     fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),

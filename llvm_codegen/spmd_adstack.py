@@ -26,6 +26,7 @@ from llvmlite import ir
 from kernel_ir.ops import Op
 
 from .lltypes import I32, I64, PTR, mem_type, reg_type
+from .splat import zeros
 from .lower_adstack import LOWER_ADSTACK, _entry_ptr, _heap_adjoints, _overflow_helper, \
     _stack, _top_index
 from .lower_ops import convert
@@ -39,7 +40,7 @@ def _vec_to_mem(ctx, v, dt):
 
 def vec_from_mem(ctx, v, dt):
     if dt.is_bool:
-        zero = ir.Constant(ir.VectorType(I32, ctx.width), [ir.Constant(I32, 0)] * ctx.width)
+        zero = zeros(ir.VectorType(I32, ctx.width))
         return ctx.b.icmp_unsigned("!=", v, zero)
     return v
 
@@ -77,7 +78,7 @@ def _push(ctx, n):
     v = convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)
     _vstore(ctx, _vec_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype, w))
     if s.adjoints is not None:
-        zero = ir.Constant(ir.VectorType(mem_type(s.dtype), w), None)  # zeroinitializer
+        zero = zeros(ir.VectorType(mem_type(s.dtype), w))
         _vstore(ctx, zero, _entry_ptr(ctx, s.adjoints, cnt, s.dtype, w))
     b.store(b.add(cnt, ir.Constant(I64, 1), flags=["nuw"]), s.count)
     b.branch(merge)
@@ -93,7 +94,7 @@ def _read_top(ctx, s, base, node_dtype):
     mask = ctx.broadcast(b.not_(s.empty_cap))
     sfx, align = _elem(mt)
     fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, mask.type, vt])
-    v = b.call(fn, [p, ir.Constant(I32, align), mask, ir.Constant(vt, None)])
+    v = b.call(fn, [p, ir.Constant(I32, align), mask, zeros(vt)])
     return convert(ctx, vec_from_mem(ctx, v, s.dtype), s.dtype, node_dtype or s.dtype)
 
 

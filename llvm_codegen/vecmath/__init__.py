@@ -6,9 +6,12 @@
 Why: libm is a scalar call per element, which blocks vectorisation and costs a call in every
 loop trip; these bodies are plain IR (range reduction + minimax polynomial, `llvm.fma`, bit
 tricks) that LLVM inlines and vectorises. NaN, infinities and signed zeros follow numpy; no
-fast-math flags. Each function is defined once per module and type as an internal
-`alwaysinline` function `spirad.vm.<name>.<type>`, so callers see a single call instruction
-(no new blocks in the caller). Measured accuracy is in `BOUND_ULP` (tests assert it; the table
+fast-math flags. Each function is defined once per module and type as an internal function
+`spirad.vm.<name>.<type>`, so callers see a single call instruction (no new blocks in the
+caller): scalar bodies are `alwaysinline` (LLVM may then vectorise the caller's loop), vector
+bodies `noinline` (one copy per module: inlining every call site of a 16-lane body doubled the
+CPU compile time of a kernel with four sin/cos calls and its gradient, and measured no faster,
+since the body's own latency dominates the call). Measured accuracy is in `BOUND_ULP` (tests assert it; the table
 is in docs/vecmath.md). Arguments the fast reduction does not cover (|x| > 2**17 for f32
 sin/cos/tan, 2**26 for f64) are sent to libm per lane, in a cold block.
 """
@@ -56,7 +59,7 @@ def function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
         return fn
     fn = ir.Function(module, ir.FunctionType(ty, [ty] * arity), sym)
     fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
+    fn.attributes.add("noinline" if isinstance(ty, ir.VectorType) else "alwaysinline")
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.ret(build(Em(b, ty), *fn.args))

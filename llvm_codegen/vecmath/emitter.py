@@ -15,6 +15,8 @@ from fractions import Fraction
 
 from llvmlite import ir
 
+from ..splat import splat
+
 F32, F64 = ir.FloatType(), ir.DoubleType()
 
 
@@ -55,9 +57,7 @@ class Em:
 
     # -- constants ----------------------------------------------------------------------------
     def _splat(self, t, c):
-        if isinstance(t, ir.VectorType):
-            return ir.Constant(t, [c] * t.count)
-        return c
+        return splat(c, t.count) if isinstance(t, ir.VectorType) else c
 
     def c(self, v: float):
         return self._splat(self.ty, ir.Constant(self.st, float(v)))
