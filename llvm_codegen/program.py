@@ -64,3 +64,10 @@ class CpuProgram:
     llvm_ir: str
     tasks: tuple  # CpuTaskInfo per task, in TaskList order
     bounds_check: bool = False  # every task reads the status buffer bufs[n+3]
+
+    @property
+    def vectorised(self) -> bool:
+        """Every range task runs in SPMD lanes: the IR is vector code already, so the CPU
+        runtime optimises it with the lighter pipeline (`cpu_runtime.optimize`)."""
+        ranges = [t for t in self.tasks if t.kind == "range"]
+        return bool(ranges) and all(t.lanes > 1 for t in ranges)

@@ -47,9 +47,11 @@ _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW
 
 
 class Analysis:
-    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset()):
+    def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset(),
+                 sincos=frozenset()):
         self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
         self.own = own  # ATOMIC_ADDs whose lane elements no other iteration touches
+        self.sincos = sincos  # values whose sin and cos the task both takes (reverse passes)
 
 
 def analyze(task, bounds_check: bool = False) -> Analysis:
@@ -100,7 +102,16 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     if why:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
-                    _own_atomics(nodes, affine, varying))
+                    _own_atomics(nodes, affine, varying), _sincos_pairs(nodes, varying))
+
+
+def _sincos_pairs(nodes, varying):
+    """Varying values with both a SIN and a COS (the reverse pass of sin(v) takes cos(v))."""
+    of = {Op.SIN: set(), Op.COS: set()}
+    for n in nodes:
+        if n.op in of and n in varying:
+            of[n.op].add(n.srcs[0])
+    return frozenset(of[Op.SIN] & of[Op.COS])
 
 
 def _own_atomics(nodes, affine, varying):
@@ -160,6 +171,7 @@ class SpmdContext(FnContext):
         self.varying = analysis.varying
         self.affine = analysis.affine
         self.own_atomics = analysis.own
+        self.sincos_args = analysis.sincos
         self.mask = None
         self._vector_node = False
 
@@ -382,6 +394,8 @@ def _spmd_math(ctx: SpmdContext, n):
     name = _MATH_NAME[n.op]
     args = [ctx.value(s) for s in n.srcs]
     if dt.is_float and math_policy.mode(name, dt.name) != "libm":
+        if n.srcs[0] in ctx.sincos_args:  # sin and cos of this value: one shared body
+            return vecmath.emit_sincos(ctx.b, name, args[0], reg_type(dt))
         return vecmath.emit(ctx.b, name, args, reg_type(dt))
     return ctx.table[n.op](ctx, n)
 

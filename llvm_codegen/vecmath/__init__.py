@@ -66,6 +66,32 @@ def function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
     return fn
 
 
+def sincos_function(module: ir.Module, ty: ir.Type) -> ir.Function:
+    """The module's `spirad.vm.sincos.<type>`: `{ty, ty}` = (sin x, cos x), one reduction.
+    Marked readnone (its libm lanes are finite huge arguments, where libm sets no errno), so
+    LLVM merges the calls a paired sin and cos at the same value make (`emit_sincos`)."""
+    sym = f"spirad.vm.sincos.{type_suffix(ty)}"
+    fn = module.globals.get(sym)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]), sym)
+    fn.linkage = "internal"
+    for a in ("noinline" if isinstance(ty, ir.VectorType) else "alwaysinline", "nounwind",
+              "readnone"):
+        fn.attributes.add(a)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    s, c = trig.sincos(Em(b, ty), fn.args[0])
+    pair = b.insert_value(ir.Constant(fn.return_value.type, ir.Undefined), s, 0)
+    b.ret(b.insert_value(pair, c, 1))
+    return fn
+
+
+def emit_sincos(builder: ir.IRBuilder, which: str, x, ty: ir.Type) -> ir.Value:
+    """`which` ('sin' / 'cos') of x through the shared sincos body."""
+    pair = builder.call(sincos_function(builder.module, ty), [x])
+    return builder.extract_value(pair, 0 if which == "sin" else 1)
+
+
 def emit(builder: ir.IRBuilder, name: str, args, ty: ir.Type) -> ir.Value:
     """Call vecmath `name` on `args` (all of type `ty`) at the builder's position."""
     return builder.call(function(builder.module, name, ty), list(args))

@@ -104,6 +104,20 @@ class Em:
     def copysign(self, mag, sign):
         return self.intr("copysign", mag, sign)
 
+    def estrin(self, x, coeffs):
+        """The polynomial of `horner`, evaluated pairwise (Estrin): p = A(x) * x**k + B(x) with
+        both halves in parallel, so the dependent chain is ~log2(n) fmas instead of n - 1
+        (what matters inside a loop-carried chain such as sin(sin(...)))."""
+        n = len(coeffs)
+        if n <= 2:
+            return self.horner(x, coeffs)
+        k = n // 2
+        hi, lo = coeffs[:n - k], coeffs[n - k:]
+        xk = x
+        for _ in range(k - 1):
+            xk = self.mul(xk, x)
+        return self.fma(self.estrin(x, hi), xk, self.estrin(x, lo))
+
     def horner(self, x, coeffs):
         """coeffs[0]*x**(n-1) + ... + coeffs[-1] with fused multiply-adds."""
         acc = self.c(coeffs[0])
@@ -187,7 +201,9 @@ class Em:
 
     def _lanes_helper(self, fn, nargs):
         """`<ty> spirad.vm.libm.<f>.<ty>(mask, res, args...)`: lanes of res where mask holds
-        replaced by the scalar libm `fn` of those lanes (cold, noinline)."""
+        replaced by the scalar libm `fn` of those lanes (cold, noinline). A loop over the
+        lanes through stack arrays, not one unrolled call per lane: its machine code is the
+        same few instructions at every width (it is compiled into every module using it)."""
         name = f"spirad.vm.libm.{fn.name}.{type_suffix(self.ty)}"
         h = self.module.globals.get(name)
         if h is not None:
@@ -195,15 +211,33 @@ class Em:
         h = ir.Function(self.module, ir.FunctionType(self.ty, [self.bty, self.ty] +
                                                      [self.ty] * nargs), name)
         h.linkage = "internal"
-        for a in ("noinline", "cold", "nounwind"):
+        for a in ("noinline", "cold", "nounwind", "minsize", "optsize"):  # minsize: not unrolled
             h.attributes.add(a)
         mask, res, *args = h.args
-        b = ir.IRBuilder(h.append_basic_block("entry"))
-        out = res
-        for i in range(self.n):
-            idx = ir.Constant(ir.IntType(32), i)
-            lane = b.call(fn, [b.extract_element(a, idx) for a in args])
-            keep = b.extract_element(res, idx)
-            out = b.insert_element(out, b.select(b.extract_element(mask, idx), lane, keep), idx)
-        b.ret(out)
+        i32, arr = ir.IntType(32), ir.ArrayType(self.st, self.n)
+        entry, loop, call, nxt, done = (h.append_basic_block(s) for s in
+                                        ("entry", "lane", "call", "next", "done"))
+        b = ir.IRBuilder(entry)
+        slots = []
+        for v in (res, *args):
+            p = b.alloca(self.ty)  # the vector's alignment; its lanes indexed as an array below
+            b.store(v, p)
+            slots.append(b.bitcast(p, arr.as_pointer()))
+        bits = b.zext(b.bitcast(mask, ir.IntType(self.n)), ir.IntType(64))
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i32)
+        i.add_incoming(ir.Constant(i32, 0), entry)
+        on = b.trunc(b.lshr(bits, b.zext(i, ir.IntType(64))), ir.IntType(1))
+        b.cbranch(on, call, nxt)
+        b.position_at_end(call)
+        ptrs = [b.gep(p, [ir.Constant(i32, 0), i], inbounds=True) for p in slots]
+        b.store(b.call(fn, [b.load(p) for p in ptrs[1:]]), ptrs[0])
+        b.branch(nxt)
+        b.position_at_end(nxt)
+        i2 = b.add(i, ir.Constant(i32, 1))
+        i.add_incoming(i2, nxt)
+        b.cbranch(b.icmp_unsigned("<", i2, ir.Constant(i32, self.n)), loop, done)
+        b.position_at_end(done)
+        b.ret(b.load(b.bitcast(slots[0], self.ty.as_pointer())))
         return h

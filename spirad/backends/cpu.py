@@ -88,7 +88,7 @@ class CpuBackend(BackendBase):
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
         prog = compile_tasks(tl, abi, bounds_check=self.bounds_check)
-        obj, optimized = self.rt.compile_object(prog.llvm_ir)
+        obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                 optimized)
         return self._build(tl, abi, blob)

@@ -121,3 +121,14 @@ def test_f64_pow_is_not_offered():
     assert vecmath.supports("pow", ir.VectorType(ir.FloatType(), 8))
     with pytest.raises(ValueError):
         vecmath.function(ir.Module(), "pow", ir.DoubleType())
+
+
+@pytest.mark.parametrize("dt", (np.float32, np.float64), ids=("float32", "float64"))
+def test_sincos_is_sin_and_cos_bit_for_bit(dt):
+    """The shared body (paired sin / cos in reverse passes) gives exactly sin's and cos's bits."""
+    x = inputs("sin", dt, np.random.default_rng(5))
+    for lanes in (1, 16):
+        for which in ("sin", "cos"):
+            got = run(f"sincos.{which}", dt, lanes, x)
+            want = run(which, dt, lanes, x)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (which, lanes)

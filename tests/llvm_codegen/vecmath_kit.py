@@ -1,7 +1,8 @@
 """JIT-run `llvm_codegen.vecmath` functions over numpy arrays and measure errors in ulps.
 
 `run(name, dtype, lanes, *inputs)` compiles `out[i] = name(in0[i], ...)` with the function
-emitted for `<lanes x T>` (lanes=1: the scalar type) and runs it on the inputs.
+emitted for `<lanes x T>` (lanes=1: the scalar type) and runs it on the inputs; `sincos.sin` /
+`sincos.cos` are the two results of the shared sincos body.
 `ulp_error(got, ref, dtype)` is |got - ref| in ulps of dtype at ref (ref in higher precision);
 NaN vs NaN and the correctly rounded value count 0; a wrong NaN / infinity or a zero of the
 wrong sign counts inf.
@@ -26,7 +27,7 @@ def _kernel(name, dtype, lanes):
         return _CACHE[key]
     st = ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
     ty = ir.VectorType(st, lanes) if lanes > 1 else st
-    arity = vecmath.FUNCTIONS[name][0]
+    arity = 1 if name.startswith("sincos.") else vecmath.FUNCTIONS[name][0]
     i64, ptr = ir.IntType(64), ir.PointerType()
     m = ir.Module(name=f"vm_{name}")
     sym = f"vmtest_{name}_{key[1]}_{lanes}"
@@ -39,7 +40,10 @@ def _kernel(name, dtype, lanes):
     i = bb.phi(i64)
     args = [bb.load(bb.gep(p, [i], source_etype=st), typ=ty, align=np.dtype(dtype).itemsize)
             for p in (a, b)[:arity]]
-    y = vecmath.emit(bb, name, args, ty)
+    if name.startswith("sincos."):
+        y = vecmath.emit_sincos(bb, name.split(".")[1], args[0], ty)
+    else:
+        y = vecmath.emit(bb, name, args, ty)
     bb.store(y, bb.gep(out, [i], source_etype=st), align=np.dtype(dtype).itemsize)
     i2 = bb.add(i, ir.Constant(i64, lanes))
     i.add_incoming(ir.Constant(i64, 0), entry)
