@@ -12,7 +12,8 @@ from llvmlite import ir
 
 class SplatConstant(ir.Constant):
     def __init__(self, vt: ir.VectorType, elem: ir.Constant):
-        super().__init__(vt, [elem] * vt.count)
+        self.type = vt  # (not ir.Constant.__init__: it would wrap every lane again)
+        self.constant = [elem] * vt.count
         self.elem = elem
 
     def _get_reference(self):

@@ -15,7 +15,8 @@ from tests.llvm_codegen.kit import field, kernel, range_task
 from tests.support.random_kernels import generate
 
 N = 1000 + 7  # full chunks of lanes and a masked tail
-W = math_policy.lanes("f32")
+W = 2 * math_policy.lanes("f32")  # codegen.default_lanes: two registers per 32-bit value
+W64 = math_policy.lanes("f32")  # tasks with a 64-bit varying value
 
 
 def _both(monkeypatch, tl, arrays, scalars=()):
@@ -100,7 +101,7 @@ def test_elementwise_dtypes_casts_select(monkeypatch, dt):
 
     tl = kernel(f"k_{dt}", range_task(body, 0, N))
     lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(A, B, OUT, C, seed=3))
-    assert lanes == [W]
+    assert lanes == [W64 if dt.bits == 64 else W]
     _assert_all_equal(vec, scal, ref)
 
 
@@ -202,7 +203,7 @@ def test_atomics_own_uniform_and_scattered(monkeypatch, dt):
     arrays = _arrays(A, OWN, OLD, HIST, seed=5)
     arrays[("field", 3, False)] = np.array(3, np.int32)
     lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
-    assert lanes == [W]
+    assert lanes == [W64 if dt.bits == 64 else W]
     _assert_all_equal(vec, scal, ref)
     assert int(vec[("field", 3, False)]) == 3 + N
 
@@ -230,7 +231,7 @@ def test_random_kernels_both_paths(monkeypatch, seed):
     case = generate(seed)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
     loaded = compile_and_load(case.tl)
-    assert max(t.lanes for t in loaded[1].tasks) == W
+    assert max(t.lanes for t in loaded[1].tasks) in (W, W64)
     vec = run_llvm(case.tl, case.arrays, case.scalars, loaded=loaded)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
     scal = run_llvm(case.tl, case.arrays, case.scalars)
@@ -242,3 +243,18 @@ def test_random_kernels_both_paths(monkeypatch, seed):
             from kernel_ir.dtypes import from_numpy
             rtol, atol = case.tolerance(from_numpy(w.dtype)) if w.dtype.kind == "f" else (0, 0)
             np.testing.assert_allclose(vec[k], w, rtol=rtol, atol=atol, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("dt,want", [(f32, W), (i32, W), (f64, W64), (i64, W64)], ids=str)
+def test_default_lanes_two_registers_per_value(monkeypatch, dt, want):
+    """The default lane count is two vector registers per varying value: 2x the host's f32
+    width for 32-bit values, the f32 width where a varying value is 64-bit;
+    SPIRAD_CPU_SPMD_LANES overrides it."""
+    X, Y = field(0, dt, (N,)), field(1, dt, (N,))
+    tl = kernel(f"kw_{dt}", range_task(lambda b, i: b.global_store(Y, [i], b.global_load(X, [i])),
+                                       0, N))
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    monkeypatch.delenv("SPIRAD_CPU_SPMD_LANES", raising=False)
+    assert [t.lanes for t in compile_and_load(tl)[1].tasks] == [want]
+    monkeypatch.setenv("SPIRAD_CPU_SPMD_LANES", "8")
+    assert [t.lanes for t in compile_and_load(tl)[1].tasks] == [8]

@@ -18,7 +18,8 @@ from tests.llvm_codegen.harness import compile_and_load, run_interp_adstack, run
 from tests.llvm_codegen.kit import field, key, kernel, range_task
 
 N = 200 + 5  # full lane groups and a masked tail
-W = math_policy.lanes("f32")
+W = 2 * math_policy.lanes("f32")  # codegen.default_lanes: two registers per 32-bit value
+W64 = math_policy.lanes("f32")  # tasks with a 64-bit varying value
 
 
 def _stack(b, dt, name, heap_adjoints=True):
@@ -113,7 +114,7 @@ def test_lanes_equal_scalar_and_interpreter(monkeypatch, dt, steps):
     tl, arrays = _setup(dt, steps)
     caps = _caps(tl, steps, n_cap=1)
     lanes, (vec, vst, _), (scal, sst, _) = _run_both(monkeypatch, tl, arrays, caps)
-    assert lanes == [W]
+    assert lanes == [W64 if dt == f64 else W]
     assert vst.tolist() == sst.tolist() == [0, 0, 0, 0]
     want = run_interp_adstack(tl, arrays, (), caps)
     for k in want:
@@ -143,6 +144,6 @@ def test_overflow_same_status(monkeypatch, cap):
     tl, arrays = _setup(f64, 9)
     caps = _caps(tl, cap, n_cap=1)
     lanes, (vec, vst, _), (scal, sst, _) = _run_both(monkeypatch, tl, arrays, caps)
-    assert lanes == [W]
+    assert lanes == [W64]  # f64
     assert vst[0] == 1 and vst.tolist() == sst.tolist()
     assert _same_bits(vec[("field", 1, False)], scal[("field", 1, False)])  # the forward values
