@@ -88,6 +88,8 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
     nstacks = setup_adstacks(ctx, task, task_index)  # without adstacks: nothing emitted
+    if width > 1:
+        spmd.setup_lane_counts(ctx)  # stacks pushed under varying control: per-lane counts
     start = ctx.block("start")
     ctx.b = ir.IRBuilder(start)
     ret = ctx.block("ret")
