@@ -272,3 +272,86 @@ def test_overflow_of_a_per_lane_stack(monkeypatch, capfd):
     assert err_lanes is not None and err_lanes == str(e.value)
     err, g2 = run(fits)  # the runtime keeps working
     assert err is None and _same_bits(g, g2)
+
+
+# -- random reverse-mode programs with per-lane control flow ----------------------------------
+LANE_PROGRAM_SEEDS = range(24)
+
+
+def _run_lane_program(mod, xs, steps):
+    from tests.support.random_lane_programs import N as NP
+    x = sd.ndarray(sd.f64, NP, needs_grad=True)
+    y = sd.ndarray(sd.f64, NP, needs_grad=True)
+    x.from_numpy(xs)
+    n = _nd_i32(steps)
+    mod.k(x, y, n)
+    y.grad.fill(1.0)
+    x.grad.fill(0.0)
+    mod.k.grad(x, y, n)
+    return y.to_numpy(), x.grad.to_numpy()
+
+
+def _ref_lane_program(prog, xs, steps):
+    from tests.support.random_grad_programs import RefArray, reference_sd
+    ref = prog.load(reference_sd())
+    x, y, n = RefArray(np.float64, len(xs)), RefArray(np.float64, len(xs)), RefArray(np.int64, len(xs))
+    x.from_numpy(xs)
+    n.from_numpy(steps)
+    ref.k(x, y, n)
+    return y.to_numpy()
+
+
+@pytest.mark.parametrize("seed", LANE_PROGRAM_SEEDS)
+def test_random_lane_programs(monkeypatch, capfd, seed):
+    """tests/support/random_lane_programs: trip counts, exits and branches varying per lane, on
+    100 elements (several lane groups and a tail). The adjoint task runs masked on lanes; its
+    gradient equals the scalar path's (bit for bit without math) and central differences."""
+    from tests.support.random_lane_programs import N as NP, generate
+    prog = generate(seed)
+    rng = np.random.default_rng(seed)
+    xs = rng.uniform(-0.9, 0.9, NP)
+    steps = rng.integers(0, 5, NP).astype(np.int32)
+    kw = dict(default_fp=sd.f64, default_ad_stack_size=512)
+    _init(monkeypatch, True, **kw)
+    capfd.readouterr()
+    yv, gv = _run_lane_program(prog.load(sd), xs, steps)
+    lines = _grad_lanes(capfd)
+    assert lines and all("SPMD" in ln for ln in lines), lines
+    if "n[i]" in prog.source or "(i " in prog.source:  # control flow that depends on i
+        assert all("masked" in ln for ln in lines), lines
+    _init(monkeypatch, False, **kw)
+    ys, gs = _run_lane_program(prog.load(sd), xs, steps)
+    if prog.math:
+        np.testing.assert_allclose(gv, gs, rtol=1e-10, atol=1e-12, err_msg=prog.source)
+    else:
+        assert _same_bits(yv, ys) and _same_bits(gv, gs), prog.source
+    np.testing.assert_allclose(yv, _ref_lane_program(prog, xs, steps), rtol=1e-10, atol=1e-12,
+                               err_msg=prog.source)
+    eps = 1e-6
+    cd = (_ref_lane_program(prog, xs + eps, steps) - _ref_lane_program(prog, xs - eps, steps)) / (
+        2 * eps)
+    np.testing.assert_allclose(gv, cd, rtol=1e-6, atol=1e-7, err_msg=prog.source)
+
+
+def test_random_grad_programs_count_on_lanes(monkeypatch, capfd):
+    """The 24 programs of tests/support/random_grad_programs (as in
+    test_spmd_grad.py::test_random_programs_on_lanes): 17 have an adjoint task on lanes (14
+    before per-lane masks), 24 of their 75 adjoint tasks run on lanes, 7 of them masked; every
+    adjoint task left scalar is so for a global written and accessed at other indices, not
+    for its control flow."""
+    from tests.autodiff.test_random_grad import check_program
+    seeds, on, masked, total = set(), 0, 0, 0
+    for seed in range(24):
+        _init(monkeypatch, True, default_fp=sd.f64, default_ad_stack_size=1024)
+        capfd.readouterr()
+        check_program(seed)
+        lines = _grad_lanes(capfd)
+        total += len(lines)
+        for ln in lines:
+            if "SPMD" in ln:
+                seeds.add(seed)
+                on += 1
+                masked += "masked" in ln
+            else:
+                assert "written and accessed at other indices" in ln, ln
+    assert (len(seeds), on, masked, total) == (17, 24, 7, 75)
