@@ -132,12 +132,19 @@ def refresh(ctx):
 
 
 def _if(ctx, n):
+    b = ctx.b
     if n.srcs[0] not in ctx.varying:  # a branch; the mask is carried through
-        m0 = ctx.mask  # (a side's own refreshed masks do not dominate the merge)
-        LOWER_CONTROL[Op.IF](ctx, n)
+        m0 = ctx.mask  # (each side starts from it: a side's refreshed masks dominate no other)
+        then_bb, else_bb, merge = ctx.block("then"), ctx.block("else"), ctx.block("endif")
+        b.cbranch(ctx.value(n.srcs[0]), then_bb, else_bb)
+        for bb, blk in ((then_bb, n.blocks[0]), (else_bb, n.blocks[1])):
+            b.position_at_end(bb)
+            ctx.mask = m0
+            ctx.lower_block(blk)
+            ctx.close_into(merge)
+        b.position_at_end(merge)
         ctx.mask = m0
         return None
-    b = ctx.b
     c = ctx.value(n.srcs[0])
     m0, masked0 = ctx.mask, ctx.masked
     sides = ((b.and_(m0, c), n.blocks[0]), (b.and_(m0, not_mask(ctx, c)), n.blocks[1]))

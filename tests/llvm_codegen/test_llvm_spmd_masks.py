@@ -327,7 +327,7 @@ def test_most_corpus_tasks_qualify():
     assert all("written and accessed at other indices" in r for r in REASONS), REASONS
 
 
-@pytest.mark.parametrize("seed", MASKED_SEEDS[:40])
+@pytest.mark.parametrize("seed", MASKED_SEEDS)
 def test_random_kernels_with_masks(monkeypatch, seed):
     """Corpus kernels with varying control on lanes: bit-equal to the scalar path unless a math
     function is involved (then within the corpus tolerance)."""
