@@ -1,21 +1,22 @@
-"""SPMD lowering of simple forward range tasks: W consecutive iterations in vector lanes.
+"""SPMD lowering of range tasks: W consecutive iterations in vector lanes.
 
-A range task qualifies (`analyze`) when its control flow is uniform across iterations: no
-WHILE / BREAK / CONTINUE, every IF condition and RANGE_FOR bound independent of the task index,
-no prints, no bounds checks; integer POW and libm-only math only on uniform values; and a
-global both read and written (or atomically added to) only through one consecutive index tuple
-(each lane then touches its own element, so the order between lanes cannot matter). Reverse-mode
-tasks qualify too: adstacks get per-lane entries (`spmd_adstack`), atomics run lane by lane.
+A range task qualifies (`analyze`) unless it prints, has bounds checks, calls libm-only math on
+varying values (SPIRAD_CPU_VECMATH=0), or touches a global it writes at more than one index tuple
+or at one that is not consecutive (the order between lanes would then matter). Control flow may
+differ per lane: IF conditions, loop bounds and exits that depend on the task index run under
+per-lane masks (`spmd_control`); reverse-mode tasks get per-lane adstack entries, with per-lane
+entry counts for stacks pushed under a partial mask (`spmd_adstack`); atomics run lane by lane.
 
 Lowering: the task loop steps by W; the index is `<base, base+1, ...>` and the lanes past `end`
-are masked off. A node depending on the index (directly, through a local, or through a global
-read at a varying index) is *varying* and lowered by the ordinary scalar rules under
-`lltypes.lanes(W)` (so its values are `<W x T>`); uniform nodes stay scalar and are broadcast
-where a varying node uses them. Global reads and writes whose last index is the task index plus
-a uniform offset (others uniform) are masked vector loads / stores; other varying accesses go
-lane by lane (loads of inactive lanes read element 0, stores of inactive lanes are skipped).
-Math ops call `vecmath`'s vector bodies (or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0
-where an intrinsic exists).
+are masked off (`ctx.mask`). A node depending on the index (directly, through a local, through a
+global read at a varying index, or through control flow that differs per lane) is *varying*
+and lowered by the ordinary scalar rules under `lltypes.lanes(W)` (so its values are
+`<W x T>`); uniform nodes stay scalar and are broadcast where a varying node uses them. Global
+reads and writes whose last index is the task index plus a uniform offset (others uniform) are
+masked vector loads / stores; other varying accesses go lane by lane (loads of inactive lanes
+read element 0, stores of inactive lanes are skipped). Math ops call `vecmath`'s vector bodies
+(or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0 where an intrinsic exists); integer POW
+a vector helper.
 
 Everything else keeps the scalar path; `compile_tasks` records the choice per task
 (`CpuTaskInfo.lanes`, and `SPIRAD_DEBUG_CPU=1` prints it with the reason).
@@ -33,7 +34,8 @@ from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
 from .lower_memory import _to_memory
 from .lower_ops import convert
-from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, setup_lane_counts, vec_from_mem
+from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, vec_from_mem
+from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
 from .spmd_control import CONTROL_RULES, LOCAL_RULES, Control, Frame, control, refresh
 
 _REFUSED = {Op.PRINT: "print", Op.CALL: "a CALL region"}

@@ -1,21 +1,28 @@
 """Adstacks and atomics of reverse-mode range tasks in SPMD lanes (`llvm_codegen.spmd`).
 
-Why this works with one entry count per stack: an SPMD task's control flow is uniform (every
-IF condition and loop bound is the same in all lanes), so every lane pushes and pops the same
-stacks the same number of times; the count, the capacity test and hence overflow detection stay
-scalar and exact (a lane overflows exactly when all do, at the same push as the scalar path).
+Why one entry count per stack mostly suffices: where a stack's pushes and pops all run under
+uniform control (every IF condition and loop bound around them the same in all lanes), every
+lane pushes and pops it the same number of times; the count, the capacity test and hence
+overflow detection stay scalar and exact (a lane overflows exactly when all do, at the same push
+as the scalar path). A stack pushed or popped under a partial mask (`spmd_control`: a per-lane
+trip count, a branch that differs between lanes) instead has a `<W x i64>` count
+(`setup_lane_counts`, `Analysis.lane_stacks`): a push is a masked scatter at each active lane's
+own entry, a pop decrements the active lanes' non-zero counts, a top read is a masked gather; an
+active lane at capacity records the overflow through the scalar path's helper (same task and
+stack) and writes nothing.
 
 Heap layout (DESIGN §4 allows it): a worker of a W-lane task owns W heap rows, laid out
 lane-interleaved: byte offsets and strides of the sizer's layout are scaled by W, and entry j of
-lane l of a stack is element `j*W + l` of its region, so a push of W lanes is one vector store
-and a top read one vector load. The CPU backend sizes the heap for `workers * W` rows
-(`spirad.backends.cpu`). `setup_adstacks` does the scaling (`lower_adstack.lanes_of`).
+lane l of a stack is element `j*W + l` of its region, so a push of W lanes at one count is one
+vector store and a top read one vector load. The CPU backend sizes the heap for `workers * W`
+rows (`spirad.backends.cpu`). `setup_adstacks` does the scaling (`lower_adstack.lanes_of`).
 
-A stack is *varying* (`spmd.analyze`) when a varying value is pushed or accumulated into it;
-its LOAD_TOP / LOAD_TOP_ADJ results are then varying too. A uniform stack (e.g. a loop bound
-saved for the reverse loop) keeps the scalar rules and uses lane 0's slots only, so a RANGE_FOR
-bound read back from it stays uniform. With cap == 0 the vector reads are masked loads under an
-all-false mask (they read no memory and give 0), matching the scalar rule's 0.
+A stack is *varying* (`spmd.analyze`) when a varying value is pushed or accumulated into it or
+an op on it runs under a partial mask; its LOAD_TOP / LOAD_TOP_ADJ results are then varying
+too. A uniform stack (e.g. a loop bound saved for the reverse loop) keeps the scalar rules and
+uses lane 0's slots only, so a RANGE_FOR bound read back from it stays uniform. With cap == 0
+the vector reads are masked loads / gathers under an all-false mask (they read no memory and
+give 0), matching the scalar rule's 0.
 
 ATOMIC_ADD on lanes (`spmd._spmd_atomic_add`) runs lane by lane in lane order.
 """

@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from kernel_ir.ops import Op
 
-from .lltypes import I1, I32, lanes, reg_type, const
+from .lltypes import I1, const, lanes, reg_type
 from .lower_control import LOWER_CONTROL
 from .lower_ops import convert
 
@@ -293,11 +293,6 @@ def _alloca(ctx, n):
         zero = ctx.b.select(ctx.mask, zero, ctx.b.load(slot, typ=zero.type))
     ctx.b.store(zero, slot)
     return slot
-
-
-def check_masked_store(ctx, n):
-    if ctx.masked and n.srcs[0] not in ctx.varying:
-        raise RuntimeError(f"SPMD lowering: a masked STORE to a uniform local {n.srcs[0]!r}")
 
 
 CONTROL_RULES = {Op.IF: _if, Op.RANGE_FOR: _range_for, Op.WHILE: _while, Op.BREAK: _break,
