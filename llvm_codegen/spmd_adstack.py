@@ -178,20 +178,66 @@ def _lane_ptrs(ctx, base, entry, dt):
     return p
 
 
-def _gather(ctx, ptrs, mask, dt):
-    mt = mem_type(dt)
-    vt = ir.VectorType(mt, ctx.width)
-    sfx, align = _elem(mt)
-    fn = ctx.lib.declare(f"llvm.masked.gather.v{ctx.width}{sfx}.v{ctx.width}p0", vt,
-                         [ptrs.type, I32, mask.type, vt])
-    return ctx.b.call(fn, [ptrs, ir.Constant(I32, align), mask, ir.Constant(vt, None)])
+def _masked(ctx, kind, mt, args):
+    w, (sfx, align) = ctx.width, _elem(mt)
+    vt = ir.VectorType(mt, w)
+    a = ir.Constant(I32, align)
+    if kind == "load":    # (ptr, mask)
+        fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, args[1].type, vt])
+        return ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)])
+    if kind == "gather":  # (ptrs, mask)
+        fn = ctx.lib.declare(f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
+                             [args[0].type, I32, args[1].type, vt])
+        return ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)])
+    if kind == "store":   # (value, ptr, mask)
+        fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
+                             [vt, PTR, I32, args[2].type])
+    else:                 # scatter: (value, ptrs, mask)
+        fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
+                             [vt, args[1].type, I32, args[2].type])
+    return ctx.b.call(fn, [args[0], args[1], a, args[2]])
 
 
-def _scatter(ctx, v, ptrs, mask):
-    sfx, align = _elem(v.type.element)
-    fn = ctx.lib.declare(f"llvm.masked.scatter.v{ctx.width}{sfx}.v{ctx.width}p0", ir.VoidType(),
-                         [v.type, ptrs.type, I32, mask.type])
-    ctx.b.call(fn, [v, ptrs, ir.Constant(I32, align), mask])
+def _reduce(ctx, op, v):
+    fn = ctx.lib.declare(f"llvm.vector.reduce.{op}.v{ctx.width}i64", I64, [v.type])
+    return ctx.b.call(fn, [v])
+
+
+def _rows(ctx, entry, mask, emit):
+    """Run `emit(one, e)` for an access of each active lane l at its entry `entry[l]`: when
+    all active lanes share one entry e (lanes in step, the common case) `one` is True and the
+    access is a plain masked vector load / store at element e*W; otherwise gather / scatter.
+    Returns the phi of emit's results (or None)."""
+    b = ctx.b
+    hi = _reduce(ctx, "umax", b.select(mask, entry, _splat64(ctx, 0)))
+    lo = _reduce(ctx, "umin", b.select(mask, entry, _splat64(ctx, -1)))
+    one_bb, many_bb, done = ctx.block("ad.row"), ctx.block("ad.rows"), ctx.block("ad.rowsd")
+    b.cbranch(b.icmp_unsigned("==", hi, lo), one_bb, many_bb)
+    out = []
+    for bb, one in ((one_bb, True), (many_bb, False)):
+        b.position_at_end(bb)
+        out.append((emit(one, hi), b.block))
+        b.branch(done)
+    b.position_at_end(done)
+    if out[0][0] is None:
+        return None
+    phi = b.phi(out[0][0].type)
+    for v, bb in out:
+        phi.add_incoming(v, bb)
+    return phi
+
+
+def _row_load(ctx, one, e, base, entry, mask, dt):
+    if one:
+        return _masked(ctx, "load", mem_type(dt), [_entry_ptr(ctx, base, e, dt, ctx.width), mask])
+    return _masked(ctx, "gather", mem_type(dt), [_lane_ptrs(ctx, base, entry, dt), mask])
+
+
+def _row_store(ctx, one, e, base, entry, v, mask, dt):
+    if one:
+        _masked(ctx, "store", mem_type(dt), [v, _entry_ptr(ctx, base, e, dt, ctx.width), mask])
+    else:
+        _masked(ctx, "scatter", mem_type(dt), [v, _lane_ptrs(ctx, base, entry, dt), mask])
 
 
 def _top_entries(ctx, s):
@@ -209,39 +255,54 @@ def _live(ctx, s):
 
 def _push_lanes(ctx, n):
     """Each active lane pushes at its own count; an active lane at capacity records the
-    overflow (the scalar path's helper: same task and stack) and writes nothing."""
+    overflow (the scalar path's helper: same task and stack) and writes nothing. Fast path:
+    the active lanes share one count below the capacity (one masked vector store)."""
     s, b, w = _stack(ctx, n), ctx.b, ctx.width
-    cnt = _counts(ctx, s)
-    room = b.icmp_unsigned("<", cnt, ctx.broadcast(s.cap))
-    full = b.and_(ctx.mask, b.not_(room))
-    ovf, go = ctx.block("ad.loverflow"), ctx.block("ad.lpush")
-    b.cbranch(_any(ctx, full), ovf, go).set_weights([1, 1 << 20])
-    b.position_at_end(ovf)
-    st = ctx.adstack
-    b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
-                                   ir.Constant(I32, s.index)])
-    b.branch(go)
-    b.position_at_end(go)
-    ok = b.and_(ctx.mask, room)
-    v = convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)
-    _scatter(ctx, _vec_to_mem(ctx, v, s.dtype), _lane_ptrs(ctx, s.entries, cnt, s.dtype), ok)
-    if s.adjoints is not None:
-        zero = ir.Constant(ir.VectorType(mem_type(s.dtype), w), None)
-        _scatter(ctx, zero, _lane_ptrs(ctx, s.adjoints, cnt, s.dtype), ok)
+    cnt, mask = _counts(ctx, s), ctx.mask
+    v = _vec_to_mem(ctx, convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype), s.dtype)
+    zero = ir.Constant(ir.VectorType(mem_type(s.dtype), w), None)
+    hi = _reduce(ctx, "umax", b.select(mask, cnt, _splat64(ctx, 0)))
+    lo = _reduce(ctx, "umin", b.select(mask, cnt, _splat64(ctx, -1)))
+    fast = b.and_(b.icmp_unsigned("==", hi, lo), b.icmp_unsigned("<", hi, s.cap))
+    one_bb, many_bb, done = ctx.block("ad.lpush"), ctx.block("ad.lpushs"), ctx.block("ad.lpushd")
+    b.cbranch(fast, one_bb, many_bb).set_weights([1 << 10, 1])
+    for bb, one in ((one_bb, True), (many_bb, False)):
+        b.position_at_end(bb)
+        ok = mask
+        if not one:
+            room = b.icmp_unsigned("<", cnt, ctx.broadcast(s.cap))
+            ovf, go = ctx.block("ad.loverflow"), ctx.block("ad.lpushok")
+            b.cbranch(_any(ctx, b.and_(mask, b.not_(room))), ovf, go).set_weights([1, 1 << 20])
+            b.position_at_end(ovf)
+            st = ctx.adstack
+            b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
+                                           ir.Constant(I32, s.index)])
+            b.branch(go)
+            b.position_at_end(go)
+            ok = b.and_(mask, room)
+        _row_store(ctx, one, hi, s.entries, cnt, v, ok, s.dtype)
+        if s.adjoints is not None:
+            _row_store(ctx, one, hi, s.adjoints, cnt, zero, ok, s.dtype)
+        b.branch(done)
+    b.position_at_end(done)
+    ok = b.and_(mask, b.icmp_unsigned("<", cnt, ctx.broadcast(s.cap)))
     b.store(b.add(cnt, b.zext(ok, cnt.type)), s.count)
 
 
 def _gather_top(ctx, s, base, node_dtype):
-    v = _gather(ctx, _lane_ptrs(ctx, base, _top_entries(ctx, s), s.dtype), _live(ctx, s), s.dtype)
+    top, live = _top_entries(ctx, s), _live(ctx, s)
+    v = _rows(ctx, top, live, lambda one, e: _row_load(ctx, one, e, base, top, live, s.dtype))
     return convert(ctx, vec_from_mem(ctx, v, s.dtype), s.dtype, node_dtype or s.dtype)
 
 
 def _acc_lanes(ctx, n, s):
-    ptrs = _lane_ptrs(ctx, s.adjoints, _top_entries(ctx, s), s.dtype)
-    live = _live(ctx, s)
-    old = _gather(ctx, ptrs, live, s.dtype)
-    _scatter(ctx, ctx.b.fadd(old, convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)),
-             ptrs, live)
+    top, live = _top_entries(ctx, s), _live(ctx, s)
+    add = convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)
+
+    def emit(one, e):
+        old = _row_load(ctx, one, e, s.adjoints, top, live, s.dtype)
+        _row_store(ctx, one, e, s.adjoints, top, ctx.b.fadd(old, add), live, s.dtype)
+    _rows(ctx, top, live, emit)
 
 
 def _any(ctx, m):
