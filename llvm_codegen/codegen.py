@@ -88,6 +88,8 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
     nstacks = setup_adstacks(ctx, task, task_index)  # without adstacks: nothing emitted
+    if width > 1:
+        spmd.setup_lane_counts(ctx)  # stacks pushed under varying control: per-lane counts
     start = ctx.block("start")
     ctx.b = ir.IRBuilder(start)
     ret = ctx.block("ret")
@@ -115,9 +117,21 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     ctx.b.ret_void()
     ctx.entry_b.branch(start)
     if os.environ.get("SPIRAD_DEBUG_CPU") == "1" and task.kind == "range":
-        how = f"SPMD, {width} lanes" if width > 1 else f"scalar ({why.reason or 'SPIRAD_CPU_SPMD=0'})"
+        how = f"SPMD, {width} lanes{_mask_note(why)}" if width > 1 else \
+            f"scalar ({why.reason or 'SPIRAD_CPU_SPMD=0'})"
         print(f"[spirad cpu] {sym}: {how}", file=sys.stderr)
     return nstacks, width
+
+
+def _mask_note(a) -> str:
+    """`, masked (2 varying loops, 1 per-lane stack)` for a task with varying control flow."""
+    if not (a.ctl.masked or a.ctl.loops or a.ctl.top):
+        return ""
+    parts = [f"{len(a.ctl.loops)} varying loop{'s' * (len(a.ctl.loops) != 1)}"]
+    if a.lane_stacks:
+        k = len(a.lane_stacks)
+        parts.append(f"{k} per-lane stack{'s' * (k != 1)}")
+    return f", masked ({', '.join(parts)})"
 
 
 def _spmd_choice(task, bounds_check):

@@ -1,21 +1,22 @@
-"""SPMD lowering of simple forward range tasks: W consecutive iterations in vector lanes.
+"""SPMD lowering of range tasks: W consecutive iterations in vector lanes.
 
-A range task qualifies (`analyze`) when its control flow is uniform across iterations: no
-WHILE / BREAK / CONTINUE, every IF condition and RANGE_FOR bound independent of the task index,
-no prints, no bounds checks; integer POW and libm-only math only on uniform values; and a
-global both read and written (or atomically added to) only through one consecutive index tuple
-(each lane then touches its own element, so the order between lanes cannot matter). Reverse-mode
-tasks qualify too: adstacks get per-lane entries (`spmd_adstack`), atomics run lane by lane.
+A range task qualifies (`analyze`) unless it prints, has bounds checks, calls libm-only math on
+varying values (SPIRAD_CPU_VECMATH=0), or touches a global it writes at more than one index tuple
+or at one that is not consecutive (the order between lanes would then matter). Control flow may
+differ per lane: IF conditions, loop bounds and exits that depend on the task index run under
+per-lane masks (`spmd_control`); reverse-mode tasks get per-lane adstack entries, with per-lane
+entry counts for stacks pushed under a partial mask (`spmd_adstack`); atomics run lane by lane.
 
 Lowering: the task loop steps by W; the index is `<base, base+1, ...>` and the lanes past `end`
-are masked off. A node depending on the index (directly, through a local, or through a global
-read at a varying index) is *varying* and lowered by the ordinary scalar rules under
-`lltypes.lanes(W)` (so its values are `<W x T>`); uniform nodes stay scalar and are broadcast
-where a varying node uses them. Global reads and writes whose last index is the task index plus
-a uniform offset (others uniform) are masked vector loads / stores; other varying accesses go
-lane by lane (loads of inactive lanes read element 0, stores of inactive lanes are skipped).
-Math ops call `vecmath`'s vector bodies (or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0
-where an intrinsic exists).
+are masked off (`ctx.mask`). A node depending on the index (directly, through a local, through a
+global read at a varying index, or through control flow that differs per lane) is *varying*
+and lowered by the ordinary scalar rules under `lltypes.lanes(W)` (so its values are
+`<W x T>`); uniform nodes stay scalar and are broadcast where a varying node uses them. Global
+reads and writes whose last index is the task index plus a uniform offset (others uniform) are
+masked vector loads / stores; other varying accesses go lane by lane (loads of inactive lanes
+read element 0, stores of inactive lanes are skipped). Math ops call `vecmath`'s vector bodies
+(or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0 where an intrinsic exists); integer POW
+a vector helper.
 
 Everything else keeps the scalar path; `compile_tasks` records the choice per task
 (`CpuTaskInfo.lanes`, and `SPIRAD_DEBUG_CPU=1` prints it with the reason).
@@ -33,13 +34,14 @@ from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
 from .lower_memory import _to_memory
 from .lower_ops import convert
-from .spmd_adstack import SPMD_ADSTACK_RULES, vec_from_mem
+from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, vec_from_mem
+from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
+from .spmd_control import CONTROL_RULES, LOCAL_RULES, Control, Frame, control, refresh
 from .splat import splat, zeros
 
-_CONTROL_OK = {Op.IF, Op.RANGE_FOR}
-_REFUSED = {Op.WHILE: "a WHILE loop", Op.BREAK: "BREAK", Op.CONTINUE: "CONTINUE",
-            Op.PRINT: "print", Op.CALL: "a CALL region"}
+_REFUSED = {Op.PRINT: "print", Op.CALL: "a CALL region"}
 _STACK_WRITES = (Op.ADSTACK_PUSH, Op.ADSTACK_ACC_ADJ)  # a varying value makes the stack varying
+_STACK_OPS = (Op.ADSTACK_PUSH, Op.ADSTACK_POP, Op.ADSTACK_ACC_ADJ)
 _LIBM_RULE_OPS = {Op.TAN: "tan", Op.TANH: "tanh", Op.ASIN: "asin", Op.ACOS: "acos",
                   Op.ATAN2: "atan2"}  # plain libm calls (no LLVM vector intrinsic)
 _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW: "pow",
@@ -48,9 +50,11 @@ _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW
 
 class Analysis:
     def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset(),
-                 sincos=frozenset()):
+                 ctl=None, lane_stacks=frozenset(), sincos=frozenset()):
         self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
         self.own = own  # ATOMIC_ADDs whose lane elements no other iteration touches
+        self.ctl = ctl or Control()  # varying control flow (spmd_control)
+        self.lane_stacks = lane_stacks  # ADSTACK_ALLOCAs pushed / popped under a partial mask
         self.sincos = sincos  # values whose sin and cos the task both takes (reverse passes)
 
 
@@ -66,33 +70,12 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
             return Analysis(False, _REFUSED[n.op])
     # atomics are never uniform: each iteration's add happens, once per lane
     varying = {task.index} | {n for n in nodes if n.op == Op.ATOMIC_ADD}
-    changed = True
-    while changed:  # fixpoint: locals can carry a varying value back to an earlier load
-        changed = False
-        for n in nodes:
-            if n in varying:
-                continue
-            if n.op == Op.STORE:
-                hit = n.srcs[1] in varying and n.srcs[0] not in varying
-                if hit:
-                    varying.add(n.srcs[0])
-                    changed = True
-                continue
-            if n.op in _STACK_WRITES:  # the stack (its ALLOCA node) holds per-lane values
-                if n.srcs[1] in varying and n.srcs[0] not in varying:
-                    varying.add(n.srcs[0])
-                    changed = True
-                continue
-            if n.op in (Op.IF, Op.RANGE_FOR, Op.GLOBAL_STORE, Op.ADSTACK_POP):
-                continue
-            if any(s in varying for s in n.srcs):
-                varying.add(n)
-                changed = True
+    lane_stacks = set()
+    while True:  # locals / stacks made varying can make conditions varying, and back
+        ctl = control(task, varying)
+        if not _propagate(nodes, varying, lane_stacks, ctl):
+            break
     for n in nodes:
-        if n.op in _CONTROL_OK and any(s in varying for s in n.srcs):
-            return Analysis(False, f"{n.op.name} depends on the task index")
-        if n in varying and n.op == Op.POW and n.srcs[0].dtype.kind in ("i", "u"):
-            return Analysis(False, "integer POW on lanes")
         if n in varying and n.op in _MATH_NAME and n.srcs[0].dtype.is_float:
             name = _MATH_NAME[n.op]
             if math_policy.mode(name, n.srcs[0].dtype.name) == "libm" and n.op in _LIBM_RULE_OPS:
@@ -102,7 +85,48 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     if why:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
-                    _own_atomics(nodes, affine, varying), _sincos_pairs(nodes, varying))
+                    _own_atomics(nodes, affine, varying), ctl, frozenset(lane_stacks),
+                    _sincos_pairs(nodes, varying))
+
+
+def _propagate(nodes, varying, lane_stacks, ctl) -> bool:
+    """One fixpoint over values, locals and stacks given the control flow `ctl`; True when
+    anything became varying."""
+    grew = False
+    changed = True
+    while changed:  # locals can carry a varying value back to an earlier load
+        changed = False
+        for n in nodes:
+            if n in varying:
+                continue
+            masked = n in ctl.masked
+            if n.op == Op.STORE:  # a blend under a partial mask: the slot differs per lane
+                if (n.srcs[1] in varying or masked) and n.srcs[0] not in varying:
+                    varying.add(n.srcs[0])
+                    changed = True
+                continue
+            if n.op in _STACK_OPS:
+                st = n.srcs[0]
+                if masked and n.op != Op.ADSTACK_ACC_ADJ and st not in lane_stacks:
+                    lane_stacks.add(st)  # per-lane entry counts
+                    changed = True
+                writes = n.op in _STACK_WRITES and n.srcs[1] in varying
+                if (writes or masked or st in lane_stacks) and st not in varying:
+                    varying.add(st)  # the stack (its ALLOCA node) holds per-lane values
+                    changed = True
+                continue
+            if n.op == Op.RANGE_FOR:
+                if any(s in varying for s in n.srcs) and n.arg.index not in varying:
+                    varying.add(n.arg.index)  # a per-lane loop index
+                    changed = True
+                continue
+            if n.op in (Op.IF, Op.WHILE, Op.GLOBAL_STORE, Op.ADSTACK_POP):
+                continue
+            if any(s in varying for s in n.srcs):
+                varying.add(n)
+                changed = True
+        grew |= changed
+    return grew
 
 
 def _sincos_pairs(nodes, varying):
@@ -172,7 +196,13 @@ class SpmdContext(FnContext):
         self.affine = analysis.affine
         self.own_atomics = analysis.own
         self.sincos_args = analysis.sincos
-        self.mask = None
+        self.vloops = analysis.ctl.loops
+        self.lane_stacks = analysis.lane_stacks
+        self.top_masked = analysis.ctl.top
+        self.mask = None     # <W x i1>: the lanes active at this point
+        self.masked = False  # the mask may be partial (varying control): stores blend
+        self.frames = []     # per enclosing loop: a spmd_control.Frame (varying) or None
+        self.top_frame = None
         self._vector_node = False
 
     def value(self, n: Node):
@@ -192,13 +222,23 @@ class SpmdContext(FnContext):
 
     def lower_block(self, block):
         for n in block.nodes:
+            self.current = n
+            always = _ALWAYS_RULES.get(n.op)
+            if always is not None:  # control flow and stack counts: the rule picks its lanes
+                v = always(self, n)
+                if v is not None:
+                    self.env[n] = v
+                refresh(self)
+                continue
             vec = n in self.varying or (n.op == Op.STORE and n.srcs[0] in self.varying) or (
-                n.op == Op.GLOBAL_STORE and any(s in self.varying for s in n.srcs)) or (
+                n.op == Op.GLOBAL_STORE and (self.masked or any(
+                    s in self.varying for s in n.srcs))) or (
                 n.op in _STACK_WRITES and n.srcs[0] in self.varying)
+            if n.op == Op.STORE and self.masked and not vec:
+                raise RuntimeError(f"SPMD lowering: a masked STORE to uniform local {n.srcs[0]!r}")
             rule = _SPMD_RULES.get(n.op) if vec else None
             outer = self._vector_node
             self._vector_node = vec
-            self.current = n
             try:
                 with lanes(self.width if vec else 1):
                     if rule is not None:
@@ -234,11 +274,17 @@ def lower_task(ctx: SpmdContext, task, begin, end):
         idx = b.add(ctx.broadcast(base), _lane_consts(w, dt), name="spmd.index")
         ctx.mask = cmp("<", idx, ctx.broadcast(end))
     ctx.env[task.index] = idx
-    ctx.top_continue = None
+    latch = ctx.block("spmd.latch")
+    ctx.top_continue = latch  # a uniform top-level CONTINUE: the whole lane group is done
+    if ctx.top_masked:  # a varying one clears lanes from the group's iteration mask
+        ctx.top_frame = Frame(None, ctx.hoisted_alloca(ir.VectorType(ir.IntType(1), w), "spmd.iter"))
+        b.store(ctx.mask, ctx.top_frame.iter_ptr)
+        ctx.masked = True
     ctx.lower_block(task.body)
+    ctx.close_into(latch)
+    b.position_at_end(latch)
     # base + W can pass `end` (and wrap only past 2**31 - W, beyond any launch range)
     nxt = b.add(base, ir.Constant(t, w), name="spmd.next")
-    latch = b.block
     b.branch(head)
     base.add_incoming(begin, pre)
     base.add_incoming(nxt, latch)
@@ -400,7 +446,53 @@ def _spmd_math(ctx: SpmdContext, n):
     return ctx.table[n.op](ctx, n)
 
 
+def _spmd_pow(ctx: SpmdContext, n):
+    dt = n.srcs[0].dtype
+    if dt.kind not in ("i", "u"):
+        return _spmd_math(ctx, n) if dt.is_float else ctx.table[n.op](ctx, n)
+    return ctx.b.call(_vector_ipow(ctx, dt), [ctx.value(s) for s in n.srcs])
+
+
+def _vector_ipow(ctx, dt):
+    """`spirad.ipow.v<W>i<N>(a, e)`: lower_ops.ipow_helper per lane (wrapping a**e by squaring,
+    e unsigned), looping while any lane's exponent is non-zero; a lane whose exponent ran out
+    keeps its product, so every lane gets the scalar helper's bits."""
+    t = reg_type(dt)
+    name = f"spirad.ipow.v{ctx.width}i{t.element.width}"
+    lib = ctx.lib
+    if lib.has(name):
+        return lib.declare(name, t, [t, t])
+    fn = lib.declare(name, t, [t, t])
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    base, exp = fn.args
+    entry, head, body, done = (fn.append_basic_block(s) for s in ("entry", "head", "body", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(head)
+    b.position_at_end(head)
+    acc, x, e = b.phi(t, "acc"), b.phi(t, "x"), b.phi(t, "e")
+    zero = ir.Constant(t, None)
+    live = b.icmp_unsigned("!=", e, zero)
+    anyf = lib.declare(f"llvm.vector.reduce.or.v{ctx.width}i1", ir.IntType(1), [live.type])
+    b.cbranch(b.call(anyf, [live]), body, done)
+    b.position_at_end(body)
+    one = ir.Constant(t, [ir.Constant(t.element, 1)] * ctx.width)
+    odd = b.trunc(b.and_(e, one), live.type)
+    acc2 = b.select(odd, b.mul(acc, x), acc)
+    x2, e2 = b.mul(x, x), b.lshr(e, one)
+    b.branch(head)
+    acc.add_incoming(one, entry); acc.add_incoming(acc2, body)
+    x.add_incoming(base, entry); x.add_incoming(x2, body)
+    e.add_incoming(exp, entry); e.add_incoming(e2, body)
+    b.position_at_end(done)
+    b.ret(acc)
+    return fn
+
+
 _SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store,
                Op.ATOMIC_ADD: _spmd_atomic_add}
 _SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})
+_SPMD_RULES[Op.POW] = _spmd_pow  # integer POW: a vector helper
 _SPMD_RULES.update(SPMD_ADSTACK_RULES)
+_SPMD_RULES.update(LOCAL_RULES)
+_ALWAYS_RULES = {**CONTROL_RULES, **LANE_STACK_RULES}

@@ -32,17 +32,18 @@ def _op(b, op, s, v=None):
     return b.emit(op, dt, srcs, s.arg)
 
 
-def _kernel(dt, X, OUT, G, I, BO, K):
+def _kernel(dt, X, OUT, G, I, BO, K, per_lane=False):
     """Forward x <- x*x*a + 0.25 per lane, pushing x (heap adjoints), x*2 (primal kind), the
     trip count (uniform, read back as the reverse loop's bound), i*7+j (int), (i+j)%3 == 0 (bool);
-    reverse: adjoints accumulated on the stack in two parts and read back."""
+    reverse: adjoints accumulated on the stack in two parts and read back. `per_lane`: the trip
+    count is K[i] (every stack then has per-lane counts: test_llvm_spmd_masks)."""
     def body(b, i):
         sx, sp = _stack(b, dt, "x"), _stack(b, dt, "p", heap_adjoints=False)
         sn, si, sb = _stack(b, i32, "n"), _stack(b, i32, "k"), _stack(b, u1, "b")
         a = b.const(0.75, dt)
         x = b.alloca(dt, "xv")
         b.store(x, b.global_load(X, [i]))
-        steps = b.global_load(K, [])
+        steps = b.global_load(K, [i] if per_lane else [])
         _op(b, Op.ADSTACK_PUSH, sn, steps)
         with b.range_for(b.const(0, i32), steps) as j:
             xv = b.load(x)
@@ -75,7 +76,7 @@ def _kernel(dt, X, OUT, G, I, BO, K):
         b.global_store(G, [i], b.load(g))
         b.global_store(I, [i], b.load(cnt))
         b.global_store(BO, [i], b.load(ones))
-    return kernel(f"spmd_ad_{dt}", range_task(body, 0, N))
+    return kernel(f"spmd_ad_{dt}{'_lanes' * per_lane}", range_task(body, 0, N))
 
 
 def _setup(dt, steps):
