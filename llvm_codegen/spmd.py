@@ -257,7 +257,34 @@ def _lane_consts(w, dt):
 
 
 def lower_task(ctx: SpmdContext, task, begin, end):
-    """The chunked task loop: `for base in range(begin, end, W)` with masked lanes."""
+    """The chunked task loop: `for base in range(begin, end, W)` with masked lanes.
+
+    A task without loops or stacks (a map such as axpy: memory-bound, where masked loads and
+    stores cost: AVX-512 masked stores ran the 16M axpy at 6.5 ms against 4.1 ms unmasked on
+    this Zen 4) gets its body twice: full lane groups under an all-true mask (plain vector
+    loads / stores) up to the last multiple of W, then the masked tail group. Tasks with loops
+    keep one masked body (their memory ops are a small part; the body would double compile
+    time)."""
+    if _split_tail(task):
+        b, w = ctx.b, ctx.width
+        dt = task.index.dtype
+        t = scalar_reg_type(dt)
+        gt = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
+        n = b.select(gt(">", end, begin), b.sub(end, begin), ir.Constant(t, 0))
+        split = b.add(begin, b.and_(n, ir.Constant(t, -w)), name="spmd.split")  # whole groups
+        _group_loop(ctx, task, begin, split, full=True)
+        _group_loop(ctx, task, split, end, full=False)
+    else:
+        _group_loop(ctx, task, begin, end, full=False)
+
+
+def _split_tail(task) -> bool:
+    return not any(n.op in (Op.RANGE_FOR, Op.WHILE) or n.op.name.startswith("ADSTACK")
+                   for n in walk(task.body))
+
+
+def _group_loop(ctx: SpmdContext, task, begin, end, full: bool):
+    """`for base in range(begin, end, W)`; `full`: every group is whole (all-true mask)."""
     b, w = ctx.b, ctx.width
     dt = task.index.dtype
     t = scalar_reg_type(dt)
@@ -272,7 +299,8 @@ def lower_task(ctx: SpmdContext, task, begin, end):
     b.position_at_end(body)
     with lanes(w):
         idx = b.add(ctx.broadcast(base), _lane_consts(w, dt), name="spmd.index")
-        ctx.mask = cmp("<", idx, ctx.broadcast(end))
+        ctx.mask = splat(ir.Constant(ir.IntType(1), 1), w) if full else \
+            cmp("<", idx, ctx.broadcast(end))
     ctx.env[task.index] = idx
     latch = ctx.block("spmd.latch")
     ctx.top_continue = latch  # a uniform top-level CONTINUE: the whole lane group is done

@@ -256,3 +256,24 @@ def test_default_lanes_two_registers_per_value(monkeypatch, dt, want):
     assert [t.lanes for t in compile_and_load(tl)[1].tasks] == [want]
     monkeypatch.setenv("SPIRAD_CPU_SPMD_LANES", "8")
     assert [t.lanes for t in compile_and_load(tl)[1].tasks] == [8]
+
+
+@pytest.mark.parametrize("n", [0, 1, W - 1, W, W + 1, 3 * W + 5])
+def test_loop_free_task_whole_groups_unmasked(monkeypatch, n):
+    """A task without loops (axpy: y[i] = a * x[i] + y[i]) runs whole lane groups with plain
+    vector loads / stores and only the tail group masked: bit-equal to the scalar path and the
+    interpreter at every size around the lane count."""
+    X, Y = field(0, f32, (max(n, 1),)), field(1, f32, (max(n, 1),))
+
+    def body(b, i):
+        ax = b.emit(Op.MUL, f32, (b.const(2.5, f32), b.global_load(X, [i])))
+        b.global_store(Y, [i], b.emit(Op.ADD, f32, (ax, b.global_load(Y, [i]))))
+
+    tl = kernel(f"kaxpy{n}", range_task(body, 0, n))
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(X, Y, seed=n))
+    assert lanes == [W]
+    _assert_all_equal(vec, scal, ref)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    opt = compile_and_load(tl)[2].optimized_ir
+    assert opt.count("@llvm.masked.store") == 2  # the tail's call and its declaration
+    assert f"store <{W} x float>" in opt  # the whole groups'

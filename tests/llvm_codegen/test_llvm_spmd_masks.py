@@ -11,13 +11,15 @@ import pytest
 from kernel_ir.dtypes import f32, f64, i32, i64, u1
 from kernel_ir.ops import Op
 from llvm_codegen import math_policy, spmd
+from llvm_codegen.codegen import default_lanes
 from tests.llvm_codegen.harness import compile_and_load, run_llvm
 from tests.llvm_codegen.kit import field, kernel, range_task
 from tests.llvm_codegen.test_llvm_spmd import _arrays, _assert_all_equal, _both, _same_bits
 from tests.support.random_kernels import generate
 
 N = 1000 + 7
-W = math_policy.lanes("f32")
+W = 2 * math_policy.lanes("f32")  # codegen.default_lanes: two registers per 32-bit value
+W64 = math_policy.lanes("f32")  # tasks with a 64-bit varying value
 
 
 def c(b, v, dt=i32):
@@ -34,7 +36,8 @@ def cmp(b, op, x, y):
 
 def _on_lanes(monkeypatch, tl, arrays, scalars=(), ntasks=1):
     lanes, vec, scal, ref = _both(monkeypatch, tl, arrays, scalars)
-    assert lanes == [W] * ntasks
+    assert lanes == [default_lanes(spmd.analyze(t)) for t in tl.tasks] and len(lanes) == ntasks
+    assert all(n in (W, W64) for n in lanes), lanes
     _assert_all_equal(vec, scal, ref)
     return vec
 
@@ -264,7 +267,7 @@ def test_per_lane_stacks_equal_scalar_and_interpreter(monkeypatch, dt, steps):
             ] == ["n"]
     caps = t._caps(tl, most, n_cap=1)
     lanes, (vec, vst, _), (scal, sst, _) = t._run_both(monkeypatch, tl, arrays, caps)
-    assert lanes == [W]
+    assert lanes == [W64 if dt == f64 else W]
     assert vst.tolist() == sst.tolist() == [0, 0, 0, 0]
     want = run_interp_adstack(tl, arrays, (), caps)
     for k in want:
@@ -282,7 +285,7 @@ def test_per_lane_stack_overflow_same_status(monkeypatch, cap):
     tl, arrays, _ = _lane_stack_setup(f64, 9)
     caps = t._caps(tl, cap, n_cap=1)
     lanes, (vec, vst, _), (scal, sst, _) = t._run_both(monkeypatch, tl, arrays, caps)
-    assert lanes == [W]
+    assert lanes == [W64]  # f64
     assert vst[0] == 1 and vst.tolist() == sst.tolist()
     assert _same_bits(vec[("field", 1, False)], scal[("field", 1, False)])  # the forward values
 
@@ -334,7 +337,7 @@ def test_random_kernels_with_masks(monkeypatch, seed):
     case = generate(seed)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
     loaded = compile_and_load(case.tl)
-    assert max(t.lanes for t in loaded[1].tasks) == W
+    assert max(t.lanes for t in loaded[1].tasks) in (W, W64)
     vec = run_llvm(case.tl, case.arrays, case.scalars, loaded=loaded)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
     scal = run_llvm(case.tl, case.arrays, case.scalars)
