@@ -289,7 +289,7 @@ def _group_loop(ctx: SpmdContext, task, begin, end, full: bool):
     dt = task.index.dtype
     t = scalar_reg_type(dt)
     pre = b.block
-    head, body, exit_ = ctx.block("spmd.head"), ctx.block("spmd.body"), ctx.block("spmd.exit")
+    head, body, exit_ = ctx.block("spmd.group"), ctx.block("spmd.body"), ctx.block("spmd.exit")
     b.branch(head)
     b.position_at_end(head)
     base = b.phi(t, name="spmd.base")
