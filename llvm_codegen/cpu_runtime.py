@@ -72,12 +72,18 @@ class _Target:
         self.lljit = llvm.create_lljit_compiler(self.jit_tm)
         self.compile_lock = threading.Lock()
         self._names = itertools.count()
+        self._support_addrs = None  # vecmath lane helpers: symbol -> address (`builder`)
+        self._support_tracker = None
 
     def optimize(self, llvm_ir: str, vectorised: bool = False) -> str:
         """O3 with LLVM's loop and SLP vectorisers; `vectorised` (every range task already in
         SPMD lanes): O2 without them, which has nothing left to vectorise and halves the
         optimisation time of such modules (kernel b's gradient: 54 -> 24 ms at 32 lanes) at
         the same run time (docs/cpu_spmd.md)."""
+        return str(self.optimized_module(llvm_ir, vectorised))
+
+    def optimized_module(self, llvm_ir: str, vectorised: bool = False) -> llvm.ModuleRef:
+        """`optimize`'s module itself (`compile_object` emits it without re-parsing its text)."""
         mod = llvm.parse_assembly(llvm_ir)
         mod.triple = self.triple
         mod.data_layout = str(self.tm.target_data)
@@ -88,7 +94,7 @@ class _Target:
         pto.loop_unrolling = True
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
-        return str(mod)
+        return mod
 
     def emit_object(self, optimized_ir: str) -> bytes:
         mod = llvm.parse_assembly(optimized_ir)
@@ -97,10 +103,37 @@ class _Target:
         return bytes(self.jit_tm.emit_object(mod))
 
     def link(self, obj: bytes, symbols) -> llvm.ResourceTracker:
-        builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
+        builder = self.builder(b"spirad_vm_lanes" in obj).add_object_img(obj)
         for s in symbols:
             builder.export_symbol(s)
         return builder.link(self.lljit, f"spirad_cpu_{next(self._names)}")
+
+    def builder(self, lane_helpers: bool = True) -> llvm.JITLibraryBuilder:
+        """A JIT library builder resolving the process's symbols (libm) and, with
+        `lane_helpers` (the code calls them), the vecmath lane helpers
+        (`vecmath.lanes_support`, compiled on first use and kept for the process)."""
+        builder = llvm.JITLibraryBuilder().add_current_process()
+        for name, addr in (self._support().items() if lane_helpers else ()):
+            builder.import_symbol(name, addr)
+        return builder
+
+    def _support(self) -> dict:
+        if self._support_addrs is None:
+            from .vecmath import lanes_support
+            syms = lanes_support.symbols()
+            # cold code: straight to machine code at -O0 (~1 ms instead of ~7 at -O3)
+            mod = llvm.parse_assembly(lanes_support.module_ir())
+            mod.triple = self.triple
+            mod.data_layout = str(self.tm.target_data)
+            tm0 = llvm.Target.from_default_triple().create_target_machine(
+                cpu=self.cpu, features=self.features, opt=0, jit=True)
+            obj = bytes(tm0.emit_object(mod))
+            b = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
+            for s in syms:
+                b.export_symbol(s)
+            self._support_tracker = b.link(self.lljit, "spirad_vm_lanes")
+            self._support_addrs = {s: self._support_tracker[s] for s in syms}
+        return self._support_addrs
 
 
 class CpuModule:
@@ -141,8 +174,8 @@ class CpuRuntime:
         """Host object code of `llvm_ir` after `optimize`, and the optimized IR text."""
         t = self._target
         with t.compile_lock:
-            optimized = t.optimize(llvm_ir, vectorised)
-            return t.emit_object(optimized), optimized
+            mod = t.optimized_module(llvm_ir, vectorised)
+            return bytes(t.jit_tm.emit_object(mod)), str(mod)
 
     def load_object(self, obj: bytes, symbols, optimized_ir: str = "") -> CpuModule:
         """Link object code from `compile_object` (maybe of another process) into the JIT."""

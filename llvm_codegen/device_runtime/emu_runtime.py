@@ -81,8 +81,7 @@ class EmuRuntime:
 
 
 def llvm_builder(llvm_ir, symbols):
-    import llvmlite.binding as llvm
-    b = llvm.JITLibraryBuilder().add_ir(llvm_ir).add_current_process()
+    b = _Target.get().builder("spirad_vm_lanes" in llvm_ir).add_ir(llvm_ir)  # libm (+ helpers)
     for s in symbols:
         b.export_symbol(s)
     return b

@@ -11,11 +11,11 @@ and signed zeros follow IEEE 754 as numpy does.
 from __future__ import annotations
 
 import struct
-from fractions import Fraction
 
 from llvmlite import ir
 
 from ..splat import splat
+from . import lanes_support
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 
@@ -69,6 +69,7 @@ class Em:
     def split(self, v, parts: int = 3):
         """`v` (a float, or a tuple of floats whose exact sum is meant) as a sum of `parts`
         constants of this precision (Cody-Waite style), the first ones exact."""
+        from fractions import Fraction  # here: only constants need it (import time)
         rest = sum((Fraction(t) for t in (v if isinstance(v, tuple) else (v,))), Fraction(0))
         out = []
         for _ in range(parts):
@@ -174,8 +175,7 @@ class Em:
     def libm_where(self, mask, res, libm_name, *args):
         """Replace lanes of `res` where `mask` holds by the libm function on those lanes; the
         calls sit in a cold block that runs only when some lane needs it (huge arguments). For
-        vectors the lane loop is one shared never-inlined function per module and type, so the
-        inlined fast path stays small."""
+        vectors the lane loop is `lanes_support`'s helper, compiled once per process."""
         b = self.b
         cname = libm_name + ("f" if not self.is64 else "")
         fn = self.module.globals.get(cname)
@@ -190,7 +190,7 @@ class Em:
         if self.n == 1:
             out = b.call(fn, list(args))
         else:
-            out = b.call(self._lanes_helper(fn, len(args)), [mask, res, *args])
+            out = self._lanes_fallback(fn, mask, res, args)
         slow_end = b.block
         b.branch(done)
         b.position_at_end(done)
@@ -199,45 +199,23 @@ class Em:
         phi.add_incoming(out, slow_end)
         return phi
 
-    def _lanes_helper(self, fn, nargs):
-        """`<ty> spirad.vm.libm.<f>.<ty>(mask, res, args...)`: lanes of res where mask holds
-        replaced by the scalar libm `fn` of those lanes (cold, noinline). A loop over the
-        lanes through stack arrays, not one unrolled call per lane: its machine code is the
-        same few instructions at every width (it is compiled into every module using it)."""
-        name = f"spirad.vm.libm.{fn.name}.{type_suffix(self.ty)}"
-        h = self.module.globals.get(name)
-        if h is not None:
-            return h
-        h = ir.Function(self.module, ir.FunctionType(self.ty, [self.bty, self.ty] +
-                                                     [self.ty] * nargs), name)
-        h.linkage = "internal"
-        for a in ("noinline", "cold", "nounwind", "minsize", "optsize"):  # minsize: not unrolled
-            h.attributes.add(a)
-        mask, res, *args = h.args
-        i32, arr = ir.IntType(32), ir.ArrayType(self.st, self.n)
-        entry, loop, call, nxt, done = (h.append_basic_block(s) for s in
-                                        ("entry", "lane", "call", "next", "done"))
-        b = ir.IRBuilder(entry)
+
+    def _lanes_fallback(self, fn, mask, res, args):
+        """`res` with the lanes where `mask` holds replaced by `fn` of those lanes, through
+        `lanes_support`'s helper: the vectors pass through stack slots."""
+        b = self.b
+        p = ir.PointerType()
         slots = []
         for v in (res, *args):
-            p = b.alloca(self.ty)  # the vector's alignment; its lanes indexed as an array below
-            b.store(v, p)
-            slots.append(b.bitcast(p, arr.as_pointer()))
+            s = b.alloca(self.ty)
+            b.store(v, s)
+            slots.append(b.bitcast(s, p))
+        slots += [slots[-1]] * (3 - len(slots))  # arity 1: the second input is unused
+        prec = "f64" if self.is64 else "f32"
+        sym = lanes_support.symbol(len(args), prec)
+        helper = self.module.globals.get(sym)
+        if helper is None:
+            helper = ir.Function(self.module, lanes_support.helper_type(len(args), prec), sym)
         bits = b.zext(b.bitcast(mask, ir.IntType(self.n)), ir.IntType(64))
-        b.branch(loop)
-        b.position_at_end(loop)
-        i = b.phi(i32)
-        i.add_incoming(ir.Constant(i32, 0), entry)
-        on = b.trunc(b.lshr(bits, b.zext(i, ir.IntType(64))), ir.IntType(1))
-        b.cbranch(on, call, nxt)
-        b.position_at_end(call)
-        ptrs = [b.gep(p, [ir.Constant(i32, 0), i], inbounds=True) for p in slots]
-        b.store(b.call(fn, [b.load(p) for p in ptrs[1:]]), ptrs[0])
-        b.branch(nxt)
-        b.position_at_end(nxt)
-        i2 = b.add(i, ir.Constant(i32, 1))
-        i.add_incoming(i2, nxt)
-        b.cbranch(b.icmp_unsigned("<", i2, ir.Constant(i32, self.n)), loop, done)
-        b.position_at_end(done)
-        b.ret(b.load(b.bitcast(slots[0], self.ty.as_pointer())))
-        return h
+        b.call(helper, [fn, *slots, bits, ir.Constant(ir.IntType(32), self.n)])
+        return b.load(b.bitcast(slots[0], self.ty.as_pointer()))
