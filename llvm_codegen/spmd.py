@@ -364,15 +364,11 @@ def _spmd_global_load(ctx: SpmdContext, n):
         sfx, align = _elem(mt)
         v = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
                               [p, ir.Constant(I32, align), ctx.mask, zeros(vt)])
-    else:
-        v = zeros(vt)
-        for k in range(w):
-            vals = [_lane(ctx, ctx.env[s], k) for s in n.srcs]
-            lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])
-            lin = b.select(b.extract_element(ctx.mask, ir.Constant(I32, k)), lin,
-                           ir.Constant(I64, 0))
-            p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
-            v = b.insert_element(v, b.load(p, typ=mt), ir.Constant(I32, k))
+    else:  # a gather: inactive lanes read nothing
+        sfx, align = _elem(mt)
+        ptrs = _lane_ptrs(ctx, ref, n.srcs)
+        v = _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
+                              [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)])
     if ref.dtype.is_bool:
         v = b.icmp_unsigned("!=", v, zeros(vt))
     return convert(ctx, v, ref.dtype, n.dtype)
@@ -395,17 +391,30 @@ def _spmd_global_store(ctx: SpmdContext, n):
                              [vt, PTR, I32, ctx.mask.type])
         b.call(fn, [v, p, ir.Constant(I32, align), ctx.mask])
         return None
-    for k in range(w):  # lane by lane, in lane order (the scalar path's order)
-        on, after = ctx.block("spmd.st"), ctx.block("spmd.st.next")
-        b.cbranch(b.extract_element(ctx.mask, ir.Constant(I32, k)), on, after)
-        b.position_at_end(on)
-        vals = [_lane(ctx, ctx.env[s], k) for s in idx]
-        lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx])
-        p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
-        b.store(b.extract_element(v, ir.Constant(I32, k)), p)
-        b.branch(after)
-        b.position_at_end(after)
+    # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
+    sfx, align = _elem(mt)
+    fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
+                         [vt, ir.VectorType(PTR, w), I32, ctx.mask.type])
+    b.call(fn, [v, _lane_ptrs(ctx, ref, idx), ir.Constant(I32, align), ctx.mask])
     return None
+
+
+def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
+    """`<W x ptr>`: each lane's element of `ref` at the index tuple (uniform indices
+    broadcast), for gathers and scatters."""
+    b, w = ctx.b, ctx.width
+    v64 = ir.VectorType(I64, w)
+    lin = None
+    for axis, s in enumerate(index_nodes):
+        v = ctx.env[s]
+        if not isinstance(v.type, ir.VectorType):
+            v = ctx.broadcast(v)
+        if v.type.element.width != 64:
+            v = (b.sext if s.dtype.kind == "i" else b.zext)(v, v64)
+        lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(_extent64(ctx, ref, axis))), v)
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
+    p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
+    return p
 
 
 def _spmd_atomic_add(ctx: SpmdContext, n):
