@@ -13,8 +13,8 @@ global read at a varying index, or through control flow that differs per lane) i
 and lowered by the ordinary scalar rules under `lltypes.lanes(W)` (so its values are
 `<W x T>`); uniform nodes stay scalar and are broadcast where a varying node uses them. Global
 reads and writes whose last index is the task index plus a uniform offset (others uniform) are
-masked vector loads / stores; other varying accesses go lane by lane (loads of inactive lanes
-read element 0, stores of inactive lanes are skipped). Math ops call `vecmath`'s vector bodies
+masked vector loads / stores; other varying accesses are masked gathers / scatters (inactive
+lanes touch no memory; a scatter writes in lane order). Math ops call `vecmath`'s vector bodies
 (or LLVM's vector intrinsics with SPIRAD_CPU_VECMATH=0 where an intrinsic exists); integer POW
 a vector helper.
 
