@@ -30,6 +30,7 @@ from kernel_ir.ops import Op
 
 from . import math_policy
 from .context import FnContext
+from .freeze import freeze
 from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
 from .lower_memory import _to_memory
@@ -50,12 +51,13 @@ _MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW
 
 class Analysis:
     def __init__(self, ok, reason, varying=frozenset(), affine=frozenset(), own=frozenset(),
-                 ctl=None, lane_stacks=frozenset(), sincos=frozenset()):
+                 ctl=None, lane_stacks=frozenset(), sincos=frozenset(), used=frozenset()):
         self.ok, self.reason, self.varying, self.affine = ok, reason, varying, affine
         self.own = own  # ATOMIC_ADDs whose lane elements no other iteration touches
         self.ctl = ctl or Control()  # varying control flow (spmd_control)
         self.lane_stacks = lane_stacks  # ADSTACK_ALLOCAs pushed / popped under a partial mask
         self.sincos = sincos  # values whose sin and cos the task both takes (reverse passes)
+        self.used = used  # nodes some node reads (an ATOMIC_ADD outside it: old value unused)
 
 
 def analyze(task, bounds_check: bool = False) -> Analysis:
@@ -86,7 +88,7 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
                     _own_atomics(nodes, affine, varying), ctl, frozenset(lane_stacks),
-                    _sincos_pairs(nodes, varying))
+                    _sincos_pairs(nodes, varying), frozenset(s for m in nodes for s in m.srcs))
 
 
 def _propagate(nodes, varying, lane_stacks, ctl) -> bool:
@@ -196,6 +198,7 @@ class SpmdContext(FnContext):
         self.affine = analysis.affine
         self.own_atomics = analysis.own
         self.sincos_args = analysis.sincos
+        self.used = analysis.used
         self.vloops = analysis.ctl.loops
         self.lane_stacks = analysis.lane_stacks
         self.top_masked = analysis.ctl.top
@@ -362,13 +365,13 @@ def _spmd_global_load(ctx: SpmdContext, n):
         p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])],
                   inbounds=True, source_etype=mt)
         sfx, align = _elem(mt)
-        v = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                              [p, ir.Constant(I32, align), ctx.mask, zeros(vt)])
+        v = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
+                                        [p, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
     else:  # a gather: inactive lanes read nothing
         sfx, align = _elem(mt)
         ptrs = _lane_ptrs(ctx, ref, n.srcs)
-        v = _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
-                              [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)])
+        v = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
+                                        [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
     if ref.dtype.is_bool:
         v = b.icmp_unsigned("!=", v, zeros(vt))
     return convert(ctx, v, ref.dtype, n.dtype)
@@ -428,6 +431,8 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     mt = mem_type(dt)
     if n in ctx.own_atomics:
         return _own_atomic_add(ctx, n, v, op)
+    if not any(s in ctx.varying for s in idx) and n not in ctx.used:
+        return _one_target_atomic_add(ctx, n, v, op)
     res = zeros(ir.VectorType(mt, w))
     for k in range(w):
         on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
@@ -450,6 +455,53 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     return convert(ctx, vec_from_mem(ctx, res, dt), dt, n.dtype)
 
 
+def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
+    """Every lane adds to one element (`loss[None] += ...`) and nobody reads the old values:
+    the active lanes are reduced in registers first, then one atomic. Integers: a sum (or an
+    OR for bools) and one atomic add. Floats: a compare-and-swap loop whose new value is the
+    ordered reduction `((old + v0) + v1) + ...` (llvm.vector.reduce.fadd without reassoc;
+    inactive lanes add -0.0, which changes nothing), the same additions in the same order as
+    the scalar path's per-lane atomics within one lane group."""
+    ref, w, b = n.arg, ctx.width, ctx.b
+    dt, mt = ref.dtype, mem_type(ref.dtype)
+    vt = ir.VectorType(mt, w)
+    idx = n.srcs[:-1]
+    lin = _lin_scalar(ctx, ref, [ctx.env[s] for s in idx], [s.dtype for s in idx]) \
+        if idx else ir.Constant(I64, 0)
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+    order = ctx.lib.target.ordering()
+    on, done = ctx.block("spmd.atom1"), ctx.block("spmd.atom1.done")
+    anyf = ctx.lib.declare(f"llvm.vector.reduce.or.v{w}i1", ir.IntType(1), [ctx.mask.type])
+    b.cbranch(b.call(anyf, [ctx.mask]), on, done)
+    b.position_at_end(on)
+    sfx, align = _elem(mt)
+    if dt.is_float:
+        vm = b.select(ctx.mask, v, splat(ir.Constant(mt, -0.0), w))
+        it = I64 if isinstance(mt, ir.DoubleType) else I32
+        pi = b.bitcast(p, it.as_pointer())
+        red = ctx.lib.declare(f"llvm.vector.reduce.fadd.v{w}{sfx}", mt, [mt, vt])
+        start = b.load_atomic(pi, order, align, typ=it)
+        head = ctx.block("spmd.atom1.cas")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        cur = b.phi(it)
+        cur.add_incoming(start, pre)
+        new = b.bitcast(b.call(red, [b.bitcast(cur, mt), vm]), it)
+        pair = b.cmpxchg(pi, cur, new, order, order)
+        cur.add_incoming(b.extract_value(pair, 0), head)
+        b.cbranch(b.extract_value(pair, 1), done, head)
+    else:
+        vm = b.zext(v, vt) if dt.is_bool else v
+        vm = b.select(ctx.mask, vm, zeros(vt))
+        kind = "or" if dt.is_bool else "add"
+        red = ctx.lib.declare(f"llvm.vector.reduce.{kind}.v{w}{sfx}", mt, [vt])
+        b.atomic_rmw(op, p, b.call(red, [vm]), order)
+        b.branch(done)
+    b.position_at_end(done)
+    return None
+
+
 def _own_atomic_add(ctx: SpmdContext, n, v, op):
     """Masked vector load, add, masked store: no other iteration touches these elements."""
     ref, w, b = n.arg, ctx.width, ctx.b
@@ -460,8 +512,8 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
     p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
               inbounds=True, source_etype=mt)
     sfx, align = _elem(mt)
-    old = _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                            [p, ir.Constant(I32, align), ctx.mask, zeros(vt)])
+    old = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
+                                      [p, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     vm = b.zext(v, vt) if dt.is_bool else v
     fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),

@@ -33,6 +33,7 @@ from llvmlite import ir
 from kernel_ir.ops import Op
 
 from .context import entry_alloca
+from .freeze import freeze
 from .lltypes import I32, I64, PTR, mem_type, reg_type
 from .lower_adstack import LOWER_ADSTACK, _entry_ptr, _heap_adjoints, _overflow_helper, \
     _stack, _top_index
@@ -104,7 +105,7 @@ def _read_top(ctx, s, base, node_dtype):
     mask = ctx.broadcast(b.not_(s.empty_cap))
     sfx, align = _elem(mt)
     fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, mask.type, vt])
-    v = b.call(fn, [p, ir.Constant(I32, align), mask, zeros(vt)])
+    v = freeze(b, b.call(fn, [p, ir.Constant(I32, align), mask, zeros(vt)]))
     return convert(ctx, vec_from_mem(ctx, v, s.dtype), s.dtype, node_dtype or s.dtype)
 
 
@@ -185,11 +186,11 @@ def _masked(ctx, kind, mt, args):
     a = ir.Constant(I32, align)
     if kind == "load":    # (ptr, mask)
         fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, args[1].type, vt])
-        return ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)])
+        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)]))
     if kind == "gather":  # (ptrs, mask)
         fn = ctx.lib.declare(f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
                              [args[0].type, I32, args[1].type, vt])
-        return ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)])
+        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)]))
     if kind == "store":   # (value, ptr, mask)
         fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
                              [vt, PTR, I32, args[2].type])

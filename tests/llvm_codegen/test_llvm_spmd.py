@@ -277,3 +277,51 @@ def test_loop_free_task_whole_groups_unmasked(monkeypatch, n):
     opt = compile_and_load(tl)[2].optimized_ir
     assert opt.count("@llvm.masked.store") == 2  # the tail's call and its declaration
     assert f"store <{W} x float>" in opt  # the whole groups'
+
+
+@pytest.mark.parametrize("dt", [f32, f64, i32, u1], ids=str)
+def test_one_target_atomics_reduced_in_registers(monkeypatch, dt):
+    """`loss[None] += f(i)` with the old value unused: the active lanes are reduced in
+    registers, then one atomic (floats: a CAS of the ordered reduction, the scalar path's
+    additions in its order), also under a varying IF (a partial mask)."""
+    A, LOSS, HALF = field(0, dt, (N,)), field(1, dt, ()), field(2, dt, ())
+
+    def body(b, i):
+        a = b.global_load(A, [i])
+        v = a if dt.is_bool else b.emit(Op.MUL, dt, (a, a))
+        b.atomic_add(LOSS, [], v)
+        odd = b.emit(Op.CMP_EQ, u1, (b.emit(Op.MOD, i32, (i, b.const(3, i32))), b.const(1, i32)))
+        with b.if_(odd) as (t, e):
+            with t:
+                b.atomic_add(HALF, [], a)
+
+    tl = kernel(f"kloss_{dt}", range_task(body, 0, N))
+    lanes, vec, scal, ref = _both(monkeypatch, tl, _arrays(A, LOSS, HALF, seed=11))
+    assert lanes == [W64 if dt.bits == 64 else W]
+    _assert_all_equal(vec, scal, ref)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    opt = compile_and_load(tl)[2].optimized_ir
+    # one per site (per body: whole groups and the tail), not one per lane
+    assert opt.count(" atomicrmw ") + opt.count(" cmpxchg ") <= 4
+
+
+def test_masked_load_select_after_store(monkeypatch):
+    """The shape of the store-overwrite adjoint under a varying IF: v = g[i]; g[i] = 0;
+    t[None] += v (the old value unused: reduced in registers under the mask). LLVM 22 folds a
+    select of a masked load past a store to its address; the lane path freezes masked loads
+    (llvm_codegen/freeze.py), so t gets the values read before the zeroing."""
+    X, G, T = field(0, f64, (N,)), field(1, f64, (N,)), field(2, f64, ())
+
+    def body(b, i):
+        with b.if_(b.emit(Op.CMP_GT, u1, (b.global_load(X, [i]), b.const(0.0, f64)))) as (t, e):
+            with t:
+                v = b.global_load(G, [i])
+                b.global_store(G, [i], b.const(0.0, f64))
+                b.atomic_add(T, [], v)
+
+    tl = kernel("kzero", range_task(body, 0, N))
+    arrays = _arrays(X, G, T, seed=13)
+    lanes, vec, scal, ref = _both(monkeypatch, tl, arrays)
+    assert lanes == [W64]
+    _assert_all_equal(vec, scal, ref)
+    assert vec[("field", 2, False)] != 0.0
