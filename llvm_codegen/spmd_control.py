@@ -125,10 +125,21 @@ def as_vector(ctx, node, dt):
 
 
 def refresh(ctx):
-    """After a node that may have run a masked BREAK / CONTINUE: drop the lanes that left."""
+    """After a node that may have run a masked BREAK / CONTINUE: drop the lanes that left, and
+    when none is left skip the rest of the trip (to the loop's latch, or the lane group's at
+    the top): the scalar path runs nothing after its jump, so neither may a uniform load here
+    (its index may be valid only while some lane goes on)."""
     f = ctx.frames[-1] if ctx.frames else ctx.top_frame
     if f is not None and f.dirty:
-        ctx.mask = ctx.b.and_(ctx.mask, ctx.b.load(f.iter_ptr, typ=mask_type(ctx)))
+        b = ctx.b
+        if b.block.is_terminated:
+            return
+        live = b.load(f.iter_ptr, typ=mask_type(ctx))  # the lanes still in this trip
+        ctx.mask = b.and_(ctx.mask, live)
+        latch = ctx.loops[-1][0] if ctx.frames else ctx.top_continue
+        rest = ctx.block("vjump.rest")
+        b.cbranch(any_lane(ctx, live), rest, latch)  # (ctx.mask may be an IF side's only)
+        b.position_at_end(rest)
 
 
 def _if(ctx, n):

@@ -349,3 +349,29 @@ def test_random_kernels_with_masks(monkeypatch, seed):
             from kernel_ir.dtypes import from_numpy
             rtol, atol = case.tolerance(from_numpy(w.dtype)) if w.dtype.kind == "f" else (0, 0)
             np.testing.assert_allclose(vec[k], w, rtol=rtol, atol=atol, err_msg=f"seed {seed}")
+
+
+def test_no_statement_runs_after_every_lane_left(monkeypatch):
+    """for j in range(64): if j >= lim[i]: break; s += a[j] with a as long as the largest lim:
+    once every lane of a group broke, the rest of the trip (the uniform load a[j], whose index
+    is then past a's end) is skipped, as on the scalar path: a branch to the latch on the trip's
+    lanes (llvm_codegen/spmd_control.refresh). Bit-equal to both references."""
+    L = 40
+    A, LIM, OUT = field(0, f32, (L,)), field(1, i32, (N,)), field(2, f32, (N,))
+
+    def body(b, i):
+        s = b.alloca(f32, "s")
+        b.store(s, c(b, 0.0, f32))
+        with b.range_for(c(b, 0), c(b, 64), carried=(s,)) as j:
+            with b.if_(cmp(b, Op.CMP_GE, j, b.global_load(LIM, [i]))) as (th, _):
+                with th:
+                    b.break_()
+            b.store(s, bin_(b, Op.ADD, b.load(s), b.global_load(A, [j])))
+        b.global_store(OUT, [i], b.load(s))
+
+    tl = kernel("kskip", range_task(body, 0, N))
+    arrays = _arrays(A, OUT)
+    arrays[("field", 1, False)] = np.random.default_rng(9).integers(0, L + 1, N).astype(np.int32)
+    _on_lanes(monkeypatch, tl, arrays)
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
+    assert "vjump.rest" in compile_and_load(tl)[1].llvm_ir
