@@ -111,8 +111,6 @@ def main():
           "and inline/libm (below 1: faster than libm)")
     for prec, dt in (("f32", sd.f32), ("f64", sd.f64)):
         for name in args.fns:
-            if prec == "f64" and name == "pow":
-                continue
             fns = {}
             for mode in MODES:
                 built, _ = build(name, dt, args.n, mode)

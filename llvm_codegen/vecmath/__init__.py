@@ -30,7 +30,7 @@ FUNCTIONS = {
     "atan": (1, inverse.atan), "atan2": (2, inverse.atan2),
     "asin": (1, inverse.asin), "acos": (1, inverse.acos),
 }
-F64_MISSING = frozenset({"pow"})  # f64 pow stays libm (no double-double log here yet)
+F64_MISSING = frozenset()  # every function has an f64 body (f64 pow: powd.py)
 
 # measured max error in ulps against numpy float64 (tests/llvm_codegen/test_vecmath.py asserts
 # these; the inputs are listed there and in docs/vecmath.md)
@@ -38,7 +38,7 @@ BOUND_ULP = {
     "f32": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
             "pow": 1.0, "atan": 2.0, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
     "f64": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
-            "atan": 1.5, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
+            "pow": 0.6, "atan": 1.5, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
 }
 
 

@@ -4,7 +4,8 @@ exp: x = k*ln2 + r, |r| <= ln2/2 (two-part ln2, fma), e**r = 1 + r + r^2 P(r), s
 two exact steps so subnormal results round once and overflow gives inf.
 log: x = 2**e * m with m in [sqrt(1/2), sqrt(2)) (subnormals pre-scaled), f = m - 1,
 s = f/(2+f), log(1+f) = f - f^2/2 + s (f^2/2 + R(s^2)) (the fdlibm arrangement).
-pow (f32): exp(y log|x|) in f64, rounded once to f32, with C99/numpy special cases.
+pow (f32): exp(y log|x|) in f64, rounded once to f32, with C99/numpy special cases; f64 pow is
+`powd.py` (double-double log and exp).
 tanh: |x| < 0.55 odd polynomial, else 1 - 2/(exp(2|x|) + 1), signed.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 
 from llvmlite import ir
 
+from . import powd
 from .coefficients import COEFFS
 from .emitter import F64, Em
 
@@ -81,9 +83,9 @@ def _is_odd_int(em, y):
 
 
 def pow(em: Em, x, y):
-    """f32 pow through f64 exp/log (f64 pow uses libm: see docs/vecmath.md)."""
+    """f32 pow through f64 exp/log; f64 lanes go to `powd.pow` (double-double)."""
     if em.is64:
-        raise ValueError("vecmath: pow is implemented for f32 only")
+        return powd.pow(em, x, y)
     b = em.b
     wide = ir.VectorType(F64, em.n) if em.n > 1 else F64
     ed = Em(b, wide)

@@ -6,6 +6,9 @@ Each core is a smooth function P on a small interval, fitted by Chebyshev interp
 50-digit arithmetic (mpmath.chebyfit, close to minimax); the degree is the smallest whose
 relative error is below 2**-27 (f32) or 2**-57 (f64), so the core's own error is a small part
 of the final rounding. Coefficients are printed highest degree first (Horner order).
+`F64_CORES` are fitted for f64 only (the double-double f64 pow: their leading terms are carried
+exactly in the code, so the functions are defined by their Taylor series, which stays exact at
+t = 0 where the closed form cancels completely).
 """
 from __future__ import annotations
 
@@ -27,6 +30,29 @@ CORES = {
     "tanh": (lambda z: (mp.tanh(mp.sqrt(z)) - mp.sqrt(z)) / mp.sqrt(z) ** 3,
              (0, mp.mpf("0.55") ** 2)),
 }
+
+
+def _series(term, first):
+    """t -> sum_{n >= first} term(n, t), summed until the terms fall below 10**-130."""
+    def f(t):
+        t, acc, n = mp.mpf(t), mp.mpf(0), first
+        while True:
+            v = term(n, t)
+            acc += v
+            if abs(v) < mp.mpf(10) ** -130 * max(abs(acc), 1):
+                return acc
+            n += 1
+    return f
+
+
+# f64 pow: log(m) = 2s + s z (2/3 + 2z/5 + 2z^2/7 + z^3 Q(z)), z = s^2 with s = (m-1)/(m+1),
+# m in [sqrt(1/2), sqrt(2)); exp(r) = 1 + r + r^2/2 + r^3 E(r), |r| <= ln2/2 (+ margin)
+F64_CORES = {
+    "powlog": (_series(lambda n, z: 2 * z ** (n - 4) / (2 * n + 1), 4),
+               (0, ((SQ2 - 1) / (SQ2 + 1)) ** 2)),
+    "powexp": (_series(lambda n, r: r ** (n - 3) / mp.factorial(n), 3),
+               (-mp.mpf("0.35"), mp.mpf("0.35"))),
+}
 TARGET = {"f32": mp.mpf(2) ** -27, "f64": mp.mpf(2) ** -57}
 
 
@@ -39,7 +65,7 @@ def _eval_zero_safe(f):
 
 
 def fit(name, prec):
-    f, (a, b) = CORES[name]
+    f, (a, b) = CORES[name] if name in CORES else F64_CORES[name]
     g = _eval_zero_safe(f)
     scale = min(abs(g(mp.mpf(a))), abs(g(mp.mpf(b))))
     for n in range(2, 30):
@@ -55,7 +81,7 @@ def main():
     print()
     print("COEFFS = {")
     for prec in ("f32", "f64"):
-        for name in CORES:
+        for name in list(CORES) + (list(F64_CORES) if prec == "f64" else []):
             coeffs, rel = fit(name, prec)
             body = ", ".join(mp.nstr(c, 20, min_fixed=1, max_fixed=0) for c in coeffs)
             print(f"    ({name!r}, {prec!r}): ({body},),  # rel err {mp.nstr(rel, 3)}")

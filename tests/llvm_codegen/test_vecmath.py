@@ -115,12 +115,69 @@ def test_pow_f32_ulps():
     assert err[k] <= vecmath.BOUND_ULP["f32"]["pow"], (x[k], y[k], outs[0][k], ref[k])
 
 
-def test_f64_pow_is_not_offered():
+def _pow_f64_inputs(rng):
+    """Pairs for f64 pow: the specials' pairs and atan2's pairs, then |x| log-uniform from the
+    smallest subnormal to max with y = t / log|x| for t over the whole result range (results
+    near overflow, in the subnormals, underflowing), x near 1 with large |y|, y log-uniform from
+    1e-300 to 1e300 of both signs, negative x with integer y (odd and even), extra specials."""
+    x, y = _pairs(np.float64, rng)
+    xs, ys = [x], [y]
+    ax = 10.0 ** rng.uniform(-323.5, 308.2, N)
+    with np.errstate(all="ignore"):
+        t = rng.uniform(-746, 710, N)
+        xs.append(ax * rng.choice([-1.0, 1.0], N))
+        ys.append(np.where(np.log(ax) != 0, t / np.log(ax), 1.0))
+        for lo, hi in ((-705, -703), (708, 709.8), (-745.2, -707)):  # edges of the result range
+            t = rng.uniform(lo, hi, N // 8)
+            a = ax[: N // 8]
+            xs.append(a)
+            ys.append(np.where(np.log(a) != 0, t / np.log(a), 1.0))
+    near1 = 1 + rng.choice([-1.0, 1.0], N // 2) * 10.0 ** rng.uniform(-15.5, -1, N // 2)
+    xs.append(near1)
+    ys.append(rng.uniform(-700, 700, N // 2) / np.log(near1))
+    xs.append(_mag(rng, np.float64, -300, 300, N // 2))
+    ys.append(_mag(rng, np.float64, -300, 300, N // 2))
+    xs.append(-np.abs(_mag(rng, np.float64, -3, 3, N // 4)))
+    ys.append(np.round(rng.uniform(-60, 60, N // 4)))
+    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0,
+                  -3.0, 2.0 ** 53, -(2.0 ** 53), 2.0 ** 53 + 2, 2.0 ** 52 + 1, -(2.0 ** 52 + 1),
+                  1e308, -1e308, 1e-308, 5e-324, -5e-324, 1 + 2.0 ** -52, 1 - 2.0 ** -53,
+                  -1 - 2.0 ** -52, 0.1, 1e300, -1e300, 1e-300])
+    a, b = np.meshgrid(s, s)
+    xs.append(a.ravel())
+    ys.append(b.ravel())
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def test_pow_f64_ulps():
+    """Against numpy longdouble; the specials exactly numpy float64's (glibc / C99) results."""
+    rng = np.random.default_rng(7)
+    x, y = _pow_f64_inputs(rng)
+    with np.errstate(all="ignore"):
+        ref = np.power(x.astype(np.longdouble), y.astype(np.longdouble))
+        ref64 = np.power(x, y)
+    outs = [run("pow", np.float64, lanes, x, y) for lanes in LANES]
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    got = outs[0]
+    err = ulp_error(got, ref, np.float64)
+    k = int(np.argmax(err))
+    assert err[k] <= vecmath.BOUND_ULP["f64"]["pow"], (x[k], y[k], got[k], ref[k], err[k])
+    # NaN, infinities and zeros (with their signs) exactly where numpy float64 gives them
+    special = np.isnan(ref64) | np.isinf(ref64) | (ref64 == 0)
+    assert special.sum() > 1000
+    same = (np.isnan(got) & np.isnan(ref64)) | ((got == ref64) & (np.signbit(got) == np.signbit(ref64)))
+    bad = np.where(special & ~same)[0]
+    assert bad.size == 0, [(x[i], y[i], got[i], ref64[i]) for i in bad[:5]]
+    assert not np.any((np.isnan(got) | np.isinf(got) | (got == 0)) & ~special & (err > 0))
+
+
+def test_pow_is_offered_for_f32_and_f64():
     from llvmlite import ir
-    assert not vecmath.supports("pow", ir.DoubleType())
+    assert vecmath.supports("pow", ir.DoubleType())
+    assert vecmath.supports("pow", ir.VectorType(ir.DoubleType(), 8))
     assert vecmath.supports("pow", ir.VectorType(ir.FloatType(), 8))
-    with pytest.raises(ValueError):
-        vecmath.function(ir.Module(), "pow", ir.DoubleType())
+    assert not vecmath.F64_MISSING
 
 
 @pytest.mark.parametrize("dt", (np.float32, np.float64), ids=("float32", "float64"))
