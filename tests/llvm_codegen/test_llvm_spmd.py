@@ -148,6 +148,38 @@ def test_math_within_tolerance(monkeypatch):
     np.testing.assert_allclose(scal[k], ref[k], rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("flag", ["1", "auto"])
+def test_f64_pow_on_lanes(monkeypatch, flag):
+    """f64 pow on lanes calls vecmath's vector body (powd.py); with SPIRAD_CPU_VECMATH=1 the
+    scalar path inlines the scalar body of the same IR, so both paths give identical bits; both
+    within vecmath's bound of numpy longdouble (auto: the scalar path is glibc's pow)."""
+    from vecmath_kit import ulp_error
+    from llvm_codegen import vecmath
+    monkeypatch.setenv("SPIRAD_CPU_VECMATH", flag)
+    X, P, Y = field(0, f64, (N,)), field(1, f64, (N,)), field(2, f64, (N,))
+
+    def body(b, i):
+        b.global_store(Y, [i], b.emit(Op.POW, f64, (b.global_load(X, [i]), b.global_load(P, [i]))))
+
+    tl = kernel(f"kpow64_{flag}", range_task(body, 0, N))
+    rng = np.random.default_rng(4)
+    x = 10.0 ** rng.uniform(-300, 300, N) * rng.choice([-1.0, 1.0], N)
+    y = np.where(rng.random(N) < 0.3, np.round(rng.uniform(-9, 9, N)),
+                 rng.uniform(-700, 700, N) / np.log(np.abs(x)))
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, -2.0]
+    y[:8] = [-1.0, -3.0, -0.5, 3.0, 0.0, np.nan, np.inf, 0.5]
+    arrays = {("field", 0, False): x, ("field", 1, False): y, ("field", 2, False): np.zeros(N)}
+    lanes, vec, scal, _ = _both(monkeypatch, tl, arrays)
+    assert lanes == [W64]
+    k = ("field", 2, False)
+    if flag == "1":
+        assert _same_bits(vec[k], scal[k])
+    with np.errstate(all="ignore"):
+        ref = np.power(x.astype(np.longdouble), y.astype(np.longdouble))
+    assert ulp_error(vec[k], ref, np.float64).max() <= vecmath.BOUND_ULP["f64"]["pow"]
+    assert ulp_error(scal[k], ref, np.float64).max() <= 1.0
+
+
 def test_fallback_says_why(monkeypatch, capfd):
     """y[i] = y[i + 1] keeps the scalar path and says why (varying IFs and integer POW now take
     lanes: test_llvm_spmd_masks.py)."""
