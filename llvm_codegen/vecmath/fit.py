@@ -45,10 +45,10 @@ def _series(term, first):
     return f
 
 
-# f64 pow: log(m) = 2s + s z (2/3 + 2z/5 + 2z^2/7 + z^3 Q(z)), z = s^2 with s = (m-1)/(m+1),
+# f64 pow: log(m) = 2s + s z (2/3 + 2z/5 + z^2 Q(z)), z = s^2 with s = (m-1)/(m+1),
 # m in [sqrt(1/2), sqrt(2)); exp(r) = 1 + r + r^2/2 + r^3 E(r), |r| <= ln2/2 (+ margin)
 F64_CORES = {
-    "powlog": (_series(lambda n, z: 2 * z ** (n - 4) / (2 * n + 1), 4),
+    "powlog": (_series(lambda n, z: 2 * z ** (n - 3) / (2 * n + 1), 3),
                (0, ((SQ2 - 1) / (SQ2 + 1)) ** 2)),
     "powexp": (_series(lambda n, r: r ** (n - 3) / mp.factorial(n), 3),
                (-mp.mpf("0.35"), mp.mpf("0.35"))),

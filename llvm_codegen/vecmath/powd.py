@@ -5,10 +5,10 @@ reaches 745, so log|x| needs ~2**-70 relative accuracy (a plain f64 log gives 2*
 2**9.5 ulps of the result). Lane-wise through `Em`, so one body serves scalars and vectors.
 
 log|x|: |x| = 2**e * m, m in [sqrt(1/2), sqrt(2)) (subnormals pre-scaled by 2**52), s = (m-1)/(m+1)
-as hi + lo (the division's residual by fma), then log m = 2s + s z (2/3 + 2z/5 + 2z^2/7 +
-z^3 Q(z)), z = s^2, with every step down to the 2/3 term carried in double-double (Q's share of
-the result is below 2**-23, so Q itself is a plain f64 polynomial); plus e*ln2 with a 42-bit
-ln2_hi (e*ln2_hi exact).
+as hi + lo (the division's residual by fma), then log m = 2s + s z (2/3 + 2z/5 + z^2 Q(z)),
+z = s^2 <= 0.0295, with the steps from 2z/5 on carried in double-double (Q's share of log m is
+below 2**-18, so Q itself is a plain f64 polynomial: its rounding is 2**-70 of log m); plus
+e*ln2 with a 42-bit ln2_hi (e*ln2_hi exact).
 t = y * log|x| as hi + lo (fma).
 exp(t_hi + t_lo): k = rint(t_hi / ln2), r = t_hi - k ln2_hi (exact) + (t_lo - k ln2_lo) as
 hi + lo; e**r = 1 + r + r^2/2 + r^3 E(r) with 1 + r + r^2/2 summed exactly and one final
@@ -44,7 +44,7 @@ def _ln2_parts():
 
 
 _LN2_HI, _LN2_LO = _ln2_parts()
-_TAYLOR = (Fraction(2, 7), Fraction(2, 5), Fraction(2, 3))  # log m's terms in s z, innermost first
+_TAYLOR = (Fraction(2, 5), Fraction(2, 3))  # log m's terms in s z, innermost first
 
 
 # -- double-double arithmetic (error-free transformations; hi + lo carries ~106 bits) -----------
