@@ -219,3 +219,16 @@ class Em:
         bits = b.zext(b.bitcast(mask, ir.IntType(self.n)), ir.IntType(64))
         b.call(helper, [fn, *slots, bits, ir.Constant(ir.IntType(32), self.n)])
         return b.load(b.bitcast(slots[0], self.ty.as_pointer()))
+
+
+def is_int(em: Em, y):
+    """Lanes where y is an integer (true for +-inf, false for NaN): pow's special cases."""
+    return em.eq(em.floor(y), y)
+
+
+def is_odd_int(em: Em, y):
+    b = em.b
+    small = em.lt(em.fabs(y), em.c(2.0 ** (em.mant + 1)))  # larger floats are all even
+    k = em.to_int(y, mask_ok=small)
+    odd = b.icmp_unsigned("!=", b.and_(k, em.ci(1)), em.ci(0))
+    return em.and_(em.and_(small, is_int(em, y)), odd)

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from . import powd
 from .coefficients import COEFFS
-from .emitter import F64, Em
+from .emitter import F64, Em, is_int as _is_int, is_odd_int as _is_odd_int
 
 # (lowest clamp, highest clamp): beyond them exp is 0 / inf in this precision
 _EXP_CLAMP = {False: (-105.0, 89.0), True: (-750.0, 710.0)}
@@ -68,18 +68,6 @@ def log(em: Em, x):
     res = em.sel(em.eq(x, em.c(math.inf)), x, res)
     res = em.sel(em.eq(x, em.c(0.0)), em.c(-math.inf), res)
     return em.sel(b.fcmp_unordered("<", x, em.c(0.0)), em.c(math.nan), res)
-
-
-def _is_int(em, y):
-    return em.eq(em.floor(y), y)  # true for +-inf, false for NaN
-
-
-def _is_odd_int(em, y):
-    b = em.b
-    small = em.lt(em.fabs(y), em.c(2.0 ** (em.mant + 1)))  # larger floats are all even
-    k = em.to_int(y, mask_ok=small)
-    odd = b.icmp_unsigned("!=", b.and_(k, em.ci(1)), em.ci(0))
-    return em.and_(em.and_(small, _is_int(em, y)), odd)
 
 
 def pow(em: Em, x, y):

@@ -15,7 +15,7 @@ hi + lo; e**r = 1 + r + r^2/2 + r^3 E(r) with 1 + r + r^2/2 summed exactly and o
 rounding, then scaled by 2**k in two exact steps (overflow is inf); results below 2**-1022 are
 rounded once on the subnormal grid (through 1 + y, see `_exp_dd`), not twice.
 Special cases (zeros, infinities, NaN, negative bases, |x| = 1) as C99 / numpy, with the f32
-pow's selects (`explog._is_int`, `_is_odd_int`).
+pow's selects (`emitter.is_int`, `is_odd_int`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import struct
 from fractions import Fraction
 
 from .coefficients import COEFFS
-from .emitter import Em
+from .emitter import Em, is_int as _is_int, is_odd_int as _is_odd_int
 
 LN2 = (0.6931471805599453, 2.3190468138462996e-17)  # ln 2 as hi + lo (hi = round(ln 2))
 
@@ -136,7 +136,6 @@ def _exp_dd(em: Em, th, tl):
 
 def pow(em: Em, x, y):
     """x ** y for f64 lanes (the C99 / numpy special cases included)."""
-    from .explog import _is_int, _is_odd_int
     if not em.is64:
         raise RuntimeError("vecmath.powd: f64 only")
     b = em.b
