@@ -38,14 +38,14 @@ class Tape:
         if Tape.active is not None:
             raise SpiradAutodiffError("ad.Tape cannot be nested")
         if self.loss is not None:
-            if self.loss.grad is None:
+            if not self.loss.needs_grad:
                 raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True")
             if self.loss.shape and int(np.prod(self.loss.shape)) != 1:
                 raise SpiradAutodiffError(f"the Tape's loss must be a 0-d field or ndarray (one "
                                           f"element), got shape {tuple(self.loss.shape)}")
         if self.clear:
             for f in _state.current().fields:
-                if f.grad is not None and f.shape is not None:
+                if f.needs_grad and f.shape is not None:
                     f.grad.fill(0)
         if self.loss is not None:
             self.loss.fill(0)  # as in Taichi: the loss starts from 0 in every Tape

@@ -67,7 +67,7 @@ def value_key(v, names=(), depth=0, seen=None):
     if isinstance(v, (VectorType, MatrixType, NdarrayType, Template)):
         return ("type", repr(v))
     if isinstance(v, Field):
-        return ("field", v.id, v.dtype.name, v.shape, v.comp_shape, v.grad is not None,
+        return ("field", v.id, v.dtype.name, v.shape, v.comp_shape, v.needs_grad,
                 v.dual is not None)
     if isinstance(v, PyFunction):
         return ("func", _function(v, seen))
