@@ -34,6 +34,8 @@ from .interop.arrays import from_dlpack
 from .types import template
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
+x64 = arm64 = cpu  # Taichi's names of the host CPU
+opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",

@@ -51,7 +51,17 @@ class SNodeGradType(enum.Enum):
     ADJOINT_CHECKBIT = 3
 
 
-enums = _module("enums", "SNodeGradType", SNodeGradType=SNodeGradType)
+class AutodiffMode(enum.Enum):
+    """Taichi's kernel autodiff modes."""
+    NONE = 0
+    VALIDATION = 1
+    FORWARD = 2
+    REVERSE = 3
+    CHECK_AUTODIFF_VALID = 4
+
+
+enums = _module("enums", "SNodeGradType, AutodiffMode", SNodeGradType=SNodeGradType,
+                AutodiffMode=AutodiffMode)
 exception = _module("exception", "Taichi's error classes (spirad's, under Taichi's names)",
                     **{n: getattr(_sd, n) for n in (
                         "TaichiCompilationError", "TaichiSyntaxError", "TaichiNameError",
