@@ -235,6 +235,20 @@ class Field(_HostArray):
         return self._grad is not None
 
     @property
+    def n(self) -> int:
+        """Rows of a vector / matrix field's elements (Taichi's MatrixField.n)."""
+        if not self.comp_shape:
+            raise AttributeError(f"field {self.name} has scalar elements: no .n")
+        return self.comp_shape[0]
+
+    @property
+    def m(self) -> int:
+        """Columns of a matrix field's elements; 1 for a vector field (Taichi's MatrixField.m)."""
+        if not self.comp_shape:
+            raise AttributeError(f"field {self.name} has scalar elements: no .m")
+        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
+
+    @property
     def needs_dual(self) -> bool:
         return self.dual is not None
 
