@@ -210,6 +210,7 @@ class Field(_HostArray):
             if self._pending is None:
                 self._pending = Field(self._dtype_arg, None, name=self.name + ".grad", _is_grad=True)
                 self._pending._primal = self
+            self._pending.shape = self.shape
             return self._pending
         return None
 

@@ -120,6 +120,12 @@ def _tensor_ptr(obj):
     return (obj.data_ptr(), tuple(obj.shape), None if g is None else g.data_ptr())
 
 
+def _stale_grad(t) -> bool:
+    """No `.grad` yet, or one left from before the tensor was re-pointed (`t.data = ...`)."""
+    g = t.grad
+    return g is None or g.shape != t.shape or g.dtype != t.dtype
+
+
 def _wants_grad(obj, ann) -> bool:
     """A torch tensor that requires grad gets a gradient unless annotated needs_grad=False."""
     return bool(getattr(obj, "requires_grad", False)) and ann.needs_grad is not False and \
@@ -144,7 +150,7 @@ class KernelArrays:
                 continue
             e = entries.get(i)
             if type(obj) is not np.ndarray and getattr(obj, "requires_grad", False) \
-                    and getattr(obj, "grad", 0) is None and hasattr(obj, "data_ptr"):
+                    and hasattr(obj, "data_ptr") and _stale_grad(obj):
                 import torch  # as Taichi does: a tensor that requires grad gets a gradient
                 obj.grad = torch.zeros_like(obj)
             if e is None or e.obj is not obj or e.epoch != epoch or (
