@@ -18,6 +18,8 @@ from collections import deque
 
 import numpy as np
 
+from kernel_ir.errors import SpiradNotSupportedError, SpiradValueError
+
 from .canvas import Canvas
 from .font import text_mask
 from .image_io import to_rows, write_image
@@ -58,7 +60,7 @@ def _points(a, name: str, n=None) -> np.ndarray:
         p = p[:, :, 0]
     if p.ndim != 2 or p.shape[1] != 2 or (n is not None and p.shape[0] != n):
         want = f"({n}, 2)" if n is not None else "(n, 2)"
-        raise ValueError(f"{name} must be an array of shape {want}, got shape {p.shape}")
+        raise SpiradValueError(f"{name} must be an array of shape {want}, got shape {p.shape}")
     return p
 
 
@@ -66,7 +68,7 @@ def _point(a, name: str) -> np.ndarray:
     """One position: a 2-sequence (list, tuple, array of shape (2,) or (2, 1), sd.Vector)."""
     p = np.asarray(_host(a), np.float64).reshape(-1)
     if p.shape != (2,):
-        raise ValueError(f"{name} must have 2 coordinates, got {np.asarray(a).shape}")
+        raise SpiradValueError(f"{name} must have 2 coordinates, got {np.asarray(a).shape}")
     return p[None, :]
 
 
@@ -77,7 +79,7 @@ def _colors(color, n: int, name: str = "color") -> np.ndarray:
     else:
         c = np.asarray(_host(color))
         if c.dtype.kind not in "uif" or c.shape != (n,):
-            raise ValueError(f"{name} must be an int (e.g. 0x956333) or an integer array of shape "
+            raise SpiradValueError(f"{name} must be an int (e.g. 0x956333) or an integer array of shape "
                              f"({n},), got {color!r:.80}")
         c = c.astype(np.int64)
     rgb = np.stack([(c >> 16) & 255, (c >> 8) & 255, c & 255], axis=1)
@@ -89,7 +91,7 @@ def _radii(radius, n: int) -> np.ndarray:
         return np.full(n, float(radius))
     r = np.asarray(_host(radius), np.float64)
     if r.shape != (n,):
-        raise ValueError(f"radius must be a number or an array of shape ({n},), got shape {r.shape}")
+        raise SpiradValueError(f"radius must be a number or an array of shape ({n},), got shape {r.shape}")
     return r
 
 
@@ -114,7 +116,7 @@ class GUI:
             res = (res, res)
         self.res = (int(res[0]), int(res[1]))
         if self.res[0] <= 0 or self.res[1] <= 0:
-            raise ValueError(f"res must be positive, got {res}")
+            raise SpiradValueError(f"res must be positive, got {res}")
         self.fast_gui = bool(fast_gui)   # accepted; every image takes the same path here
         self.canvas = Canvas(self.res)
         self.background_color = background_color
@@ -180,13 +182,13 @@ class GUI:
         n = len(pos)
         if palette is not None:
             if palette_indices is None:
-                raise ValueError("palette must be used together with palette_indices")
+                raise SpiradValueError("palette must be used together with palette_indices")
             ind = np.asarray(_host(palette_indices))
             if ind.dtype.kind not in "ui" or ind.shape != (n,):
-                raise ValueError(f"palette_indices must be an integer array of shape ({n},), "
+                raise SpiradValueError(f"palette_indices must be an integer array of shape ({n},), "
                                  f"got {ind.dtype} of shape {ind.shape}")
             if n and (ind.min() < 0 or ind.max() >= len(palette)):
-                raise ValueError(f"palette_indices must lie in [0, {len(palette)}) (the palette's "
+                raise SpiradValueError(f"palette_indices must lie in [0, {len(palette)}) (the palette's "
                                  f"length), got [{ind.min()}, {ind.max()}]")
             colors = _colors(np.asarray(palette, np.int64)[ind], n)
         else:
@@ -263,19 +265,19 @@ class GUI:
         elif img.dtype.kind == "f":
             img = img.astype(np.float32)
         else:
-            raise ValueError(f"Data type {img.dtype} not supported in GUI.set_image: use floats "
+            raise SpiradValueError(f"Data type {img.dtype} not supported in GUI.set_image: use floats "
                              f"in [0, 1] or unsigned integers")
         if img.ndim == 2:
             img = img[..., None]
         if img.ndim != 3 or img.shape[2] not in (1, 2, 3, 4):
-            raise ValueError(f"GUI.set_image: an image must be grey (w, h), RG, RGB or RGBA "
+            raise SpiradValueError(f"GUI.set_image: an image must be grey (w, h), RG, RGB or RGBA "
                              f"(w, h, 2 | 3 | 4), got shape {img.shape}")
         if img.shape[2] == 1:
             img = np.repeat(img, 4, axis=2)
         elif img.shape[2] < 4:
             img = np.concatenate([img, np.zeros(img.shape[:2] + (4 - img.shape[2],), np.float32)], 2)
         if img.shape[:2] != self.res:
-            raise ValueError(f"GUI.set_image: image resolution {img.shape[:2]} does not match "
+            raise SpiradValueError(f"GUI.set_image: image resolution {img.shape[:2]} does not match "
                              f"the GUI resolution {self.res} (images are indexed [x, y])")
         return np.ascontiguousarray(img)
 
@@ -321,14 +323,14 @@ class GUI:
         """A grid of circles whose radii are the (w, h) array `radius`."""
         radius = np.asarray(_host(radius), np.float64)
         if radius.ndim != 2:
-            raise ValueError(f"point_field: radius must be a 2-d array, got shape {radius.shape}")
+            raise SpiradValueError(f"point_field: radius must be a 2-d array, got shape {radius.shape}")
         self.circles(self._field_base(*radius.shape, bound), radius=radius.reshape(-1), color=color)
 
     def arrow_field(self, direction, radius=1, color=0xFFFFFF, bound=0.5, **kwargs) -> None:
         """A grid of arrows along the (w, h, 2) array `direction`."""
         d = np.asarray(_host(direction), np.float64)
         if d.ndim != 3 or d.shape[2] != 2:
-            raise ValueError(f"arrow_field: direction must have shape (w, h, 2), got {d.shape}")
+            raise SpiradValueError(f"arrow_field: direction must have shape (w, h, 2), got {d.shape}")
         self.arrows(self._field_base(d.shape[0], d.shape[1], bound), d.reshape(-1, 2),
                     radius=radius, color=color, **kwargs)
 
@@ -381,11 +383,13 @@ class GUI:
 
     # -- events ------------------------------------------------------------------------------
 
-    def _input(self, kind: str, key: str, x: int, y: int, delta) -> None:
-        """A window's input callback: x, y in window pixels, y down."""
-        w, h = self.res
-        pos = (x / w, (h - 1 - y) / h)
-        self._cursor = pos
+    def _input(self, kind: str, key: str, x, y, delta) -> None:
+        """A window's input callback: x, y in window pixels, y down (None for keys)."""
+        if x is None:   # a key: Taichi gives the last mouse position
+            pos = self._cursor
+        else:
+            w, h = self.res
+            pos = self._cursor = (x / w, (h - 1 - y) / h)
         e = GUI.Event()
         e.type = {"press": EType.Press, "release": EType.Release, "move": EType.Move}[kind]
         e.key, e.pos, e.delta = key, pos, tuple(delta)
@@ -465,14 +469,14 @@ class GUI:
     # -- widgets -----------------------------------------------------------------------------
 
     def slider(self, text, minimum, maximum, step=1):
-        raise NotImplementedError("GUI.slider is not supported by sd.GUI: read keys with "
+        raise SpiradNotSupportedError("GUI.slider is not supported by sd.GUI: read keys with "
                                   "gui.get_event() and show the value with gui.text()")
 
     def label(self, text):
-        raise NotImplementedError("GUI.label is not supported by sd.GUI: show values with gui.text()")
+        raise SpiradNotSupportedError("GUI.label is not supported by sd.GUI: show values with gui.text()")
 
     def button(self, text, event_name=None):
-        raise NotImplementedError("GUI.button is not supported by sd.GUI: read keys or clicks "
+        raise SpiradNotSupportedError("GUI.button is not supported by sd.GUI: read keys or clicks "
                                   "with gui.get_event()")
 
 

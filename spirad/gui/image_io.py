@@ -14,6 +14,8 @@ import zlib
 
 import numpy as np
 
+from kernel_ir.errors import SpiradValueError
+
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 _COLOR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}     # channels -> PNG colour type
 _CHANNELS = {v: k for k, v in _COLOR_TYPES.items()}
@@ -25,7 +27,7 @@ def to_rows(img) -> np.ndarray:
     if a.ndim == 2:
         a = a[:, :, None]
     if a.ndim != 3 or a.shape[2] not in (1, 2, 3, 4):
-        raise ValueError(f"an image must have shape (w, h) or (w, h, 1 | 2 | 3 | 4), got {a.shape}")
+        raise SpiradValueError(f"an image must have shape (w, h) or (w, h, 1 | 2 | 3 | 4), got {a.shape}")
     if a.shape[2] == 2:  # Taichi shows (r, g) images with blue 0
         a = np.concatenate([a, np.zeros(a.shape[:2] + (1,), a.dtype)], axis=2)
     if a.dtype == np.uint8:
@@ -37,7 +39,7 @@ def to_rows(img) -> np.ndarray:
     elif a.dtype == np.bool_:
         u8 = a.astype(np.uint8) * 255
     else:
-        raise ValueError(f"unsupported image dtype {a.dtype}: use floats in [0, 1] or unsigned "
+        raise SpiradValueError(f"unsupported image dtype {a.dtype}: use floats in [0, 1] or unsigned "
                          f"integers")
     return np.ascontiguousarray(u8.transpose(1, 0, 2)[::-1])
 
@@ -65,7 +67,7 @@ def read_png(path: str) -> np.ndarray:
     with open(path, "rb") as f:
         data = f.read()
     if data[:8] != _PNG_SIG:
-        raise ValueError(f"{path} is not a PNG file")
+        raise SpiradValueError(f"{path} is not a PNG file")
     pos, idat, hdr = 8, [], None
     while pos < len(data):
         n, kind = struct.unpack(">I4s", data[pos:pos + 8])
@@ -79,7 +81,7 @@ def read_png(path: str) -> np.ndarray:
         pos += 12 + n
     w, h, depth, ctype, _, _, interlace = hdr
     if depth != 8 or ctype not in _CHANNELS or interlace:
-        raise ValueError(f"{path}: only 8-bit non-interlaced grey / RGB(A) PNGs are read here "
+        raise SpiradValueError(f"{path}: only 8-bit non-interlaced grey / RGB(A) PNGs are read here "
                          f"(depth {depth}, colour type {ctype}, interlace {interlace})")
     c = _CHANNELS[ctype]
     raw = np.frombuffer(zlib.decompress(b"".join(idat)), np.uint8).reshape(h, 1 + w * c)
@@ -111,7 +113,7 @@ def _unfilter(kinds: np.ndarray, rows: np.ndarray, bpp: int) -> np.ndarray:
                     pred = left if pa <= pb and pa <= pc else (up if pb <= pc else ul)
                     cur[x] = (cur[x] + pred) & 255
         else:
-            raise ValueError(f"bad PNG filter type {kind}")
+            raise SpiradValueError(f"bad PNG filter type {kind}")
         out[y] = cur
         prev = cur
     return out.astype(np.uint8)
@@ -131,11 +133,11 @@ def write_image(path: str, rows: np.ndarray) -> None:
         try:
             from PIL import Image
         except ImportError:
-            raise ValueError(f"writing {ext} files needs Pillow (pip install pillow); "
+            raise SpiradValueError(f"writing {ext} files needs Pillow (pip install pillow); "
                              f".png needs nothing") from None
         Image.fromarray(rows[:, :, 0] if rows.shape[2] == 1 else rows).save(path)
         return
-    raise ValueError(f"cannot write {path!r}: use a .png, .jpg or .bmp file name")
+    raise SpiradValueError(f"cannot write {path!r}: use a .png, .jpg or .bmp file name")
 
 
 def read_image(path: str) -> np.ndarray:
@@ -148,7 +150,7 @@ def read_image(path: str) -> np.ndarray:
     try:
         from PIL import Image
     except ImportError:
-        raise ValueError(f"reading {path!r} needs Pillow (pip install pillow); "
+        raise SpiradValueError(f"reading {path!r} needs Pillow (pip install pillow); "
                          f"8-bit PNGs need nothing") from None
     a = np.asarray(Image.open(path).convert("RGBA"))
     return a if (a[:, :, 3] < 255).any() else a[:, :, :3]
@@ -231,11 +233,11 @@ def gif_bytes(frames: list, fps: float = 24.0, loop: bool = True) -> bytes:
     """An animated GIF of uint8 rows (all of one size; grey, RGB or RGBA: alpha dropped), each
     frame with its own palette."""
     if not frames:
-        raise ValueError("a GIF needs at least one frame")
+        raise SpiradValueError("a GIF needs at least one frame")
     frames = [f[:, :, :3] if f.shape[2] >= 3 else np.repeat(f[:, :, :1], 3, 2) for f in frames]
     h, w = frames[0].shape[:2]
     if any(f.shape[:2] != (h, w) for f in frames):
-        raise ValueError("every GIF frame must have the same size")
+        raise SpiradValueError("every GIF frame must have the same size")
     out = [b"GIF89a", struct.pack("<HHBBB", w, h, 0, 0, 0)]   # no global colour table
     if loop and len(frames) > 1:
         out.append(b"\x21\xFF\x0BNETSCAPE2.0\x03\x01\x00\x00\x00")

@@ -35,7 +35,7 @@ def unavailable_reason() -> str | None:
 
 class TkWindow:
     """One GUI window. `on_event(kind, key, x, y, delta)` receives input: kind 'press', 'release'
-    or 'move'; x, y in window pixels (y down, as Tk gives them)."""
+    or 'move'; x, y in window pixels (y down, as Tk gives them), None for keys."""
 
     _root = None   # one hidden Tk root per process; each window is a Toplevel of it
 
@@ -74,7 +74,7 @@ class TkWindow:
         # else the X11 keysym name ('Escape', 'Shift_L', 'Return', 'Up')
         num = e.keysym_num if isinstance(e.keysym_num, int) else 0   # '??' when Tk has none
         key = chr(num).lower() if 0 < num < 128 else e.keysym
-        self._on_event(kind, key, e.x, e.y, (0, 0))
+        self._on_event(kind, key, None, None, (0, 0))   # keys: at the last mouse position
 
     def _button(self, e, kind: str) -> None:
         if e.num in (4, 5):   # X11 wheel: buttons 4 / 5, one event per notch

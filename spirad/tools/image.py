@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_ir.errors import SpiradValueError
+
 from ..gui.image_io import from_rows, read_image, to_rows, write_image
 
 
@@ -34,7 +36,7 @@ def imread(filename, channels=0) -> np.ndarray:
                 rgb = np.concatenate([rgb, alpha], 2)
             rows = rgb
         else:
-            raise ValueError(f"imread: channels must be 0, 1, 3 or 4, got {channels}")
+            raise SpiradValueError(f"imread: channels must be 0, 1, 3 or 4, got {channels}")
         rows = rows.astype(np.uint8)
     return from_rows(rows)
 

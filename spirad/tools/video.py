@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import warnings
 
+from kernel_ir.errors import SpiradValueError
+
 from ..gui.image_io import gif_bytes, read_image, to_rows, write_image
 from .image import _host
 
@@ -30,7 +32,7 @@ class VideoManager:
     def __init__(self, output_dir, video_filename=None, width=None, height=None,
                  post_processor=None, framerate=24, automatic_build=True):
         if (width is None) != (height is None):
-            raise ValueError("VideoManager: give both width and height, or neither")
+            raise SpiradValueError("VideoManager: give both width and height, or neither")
         self.width, self.height = width, height
         self.directory = str(output_dir)
         self.frame_directory = os.path.join(self.directory, FRAME_DIR)
@@ -82,7 +84,7 @@ class VideoManager:
         """Build `video.gif` (always possible) and `video.mp4` (when `ffmpeg` is on PATH)."""
         paths = [os.path.join(self.frame_directory, fn) for fn in self.frame_fns]
         if not paths:
-            raise ValueError("VideoManager.make_video: no frame was written")
+            raise SpiradValueError("VideoManager.make_video: no frame was written")
         if gif:
             with open(self.get_output_filename(".gif"), "wb") as f:
                 f.write(gif_bytes([read_image(p) for p in paths], fps=self.framerate))
