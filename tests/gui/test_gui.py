@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
+from tests.support.archs import test_archs
 from spirad.gui.image_io import gif_bytes, png_bytes, read_image, read_png, to_rows
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -202,6 +203,37 @@ def test_set_image_forms():
         gui.set_image(np.zeros((h, w)))
     with pytest.raises(ValueError, match="not supported in GUI.set_image"):
         gui.set_image(np.zeros((w, h), np.int32))
+
+
+@test_archs()
+def test_fields_and_ndarrays_of_every_arch(arch):
+    """Positions, colours and images straight from device memory (through to_numpy)."""
+    w, h = 16, 12
+    img = sd.Vector.field(3, sd.f32, shape=(w, h))
+    pts = sd.ndarray(sd.f32, (4, 2))
+    col = sd.field(sd.u32, shape=4)
+
+    @sd.kernel
+    def fill(pts: sd.types.ndarray(ndim=2)):
+        for i, j in img:
+            img[i, j] = sd.Vector([i / w, j / h, 0.5])
+        for k in range(4):
+            pts[k, 0] = 0.2 + 0.2 * k
+            pts[k, 1] = 0.5
+            col[k] = sd.u32(0xFF0000 >> (4 * k))
+
+    fill(pts)
+    gui = offscreen((w, h))
+    gui.set_image(img)
+    ramp = np.dstack([*np.meshgrid(np.arange(w) / w, np.arange(h) / h, indexing="ij"),
+                      np.full((w, h), 0.5)])
+    assert np.allclose(gui.canvas.img, ramp)
+    gui.circles(pts, radius=1.0, color=col)
+    want = offscreen((w, h))
+    want.set_image(ramp.astype(np.float32))
+    want.circles(np.array([[0.2, 0.5], [0.4, 0.5], [0.6, 0.5], [0.8, 0.5]]), radius=1.0,
+                 color=np.array([0xFF0000 >> (4 * k) for k in range(4)]))
+    np.testing.assert_allclose(gui.canvas.img, want.canvas.img, atol=1e-6)
 
 
 def test_image_layout_is_x_y_with_y_up(tmp_path):
