@@ -11,8 +11,8 @@ draws the same picture on both:
 - triangle: the pixels whose centres lie inside (edges included), no anti-aliasing.
 A zero-length line is a disk (Taichi divides by its length and draws NaNs).
 
-Items are composited in call order, `dest = lerp(coverage, dest, colour)` one item after the
-other, exactly as Taichi's loop over items does — also where anti-aliased rims overlap:
+Items are composited in call order, `dest = (1 - coverage) dest + coverage colour` (Taichi's
+`lerp`: an opaque pixel gets the colour exactly) one item after the other, exactly as Taichi's loop over items does — also where anti-aliased rims overlap:
 `_composite` sorts the contributions to a pixel by item and folds them in closed form.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ class Canvas:
             return
         a = alpha[None, xa:xb, ya:yb].astype(np.float32)
         region = self.planes[:, x0 + xa:x0 + xb, y0 + ya:y0 + yb]
-        region += (np.asarray(rgb, np.float32)[:, None, None] - region) * a
+        region[...] = region * (1 - a) + np.asarray(rgb, np.float32)[:, None, None] * a
 
     # -- the shared machinery ------------------------------------------------------------------
 
@@ -172,8 +172,7 @@ class Canvas:
         hits = np.bincount(lin, minlength=flat.shape[1])
         if hits.max() <= 1:   # no pixel touched twice: one lerp each
             for ch in range(3):
-                d = flat[ch, lin]
-                flat[ch, lin] = d + (rgb[ch][item] - d) * alpha
+                flat[ch, lin] = flat[ch, lin] * (1 - alpha) + rgb[ch][item] * alpha
             return
         # sort the contributions by (pixel, item); the alpha rides along in the low 16 bits
         item_bits = max(1, int(item.max()).bit_length())
