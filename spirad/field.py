@@ -50,6 +50,9 @@ def normalize_shape(shape) -> tuple:
     return shape
 
 
+HOST_ELEMENT = [None]  # spirad.matrix.host_element (set there: matrix imports this module)
+
+
 class _HostArray:
     """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
 
@@ -164,8 +167,7 @@ class _HostArray:
         index = self._index(key)
         v = self._view()[index]
         if self.comp_shape:  # a copy that writes through: `x[i][c] = v` changes x, as in Taichi
-            from .matrix import host_element
-            return host_element(self, index, v)
+            return HOST_ELEMENT[0](self, index, v)
         return bool(v) if self.dtype == T.u1 else v.item()
 
     @_guard.locked

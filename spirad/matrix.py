@@ -13,7 +13,7 @@ import numpy as np
 
 from kernel_ir.errors import SpiradTypeError
 
-from .field import Field
+from .field import HOST_ELEMENT, Field
 from .ndarray import Ndarray
 from .types import MatrixType, VectorType, _CompoundType
 
@@ -222,3 +222,4 @@ class Matrix(_Methods):
 
 
 _CompoundType._makers.update(value=matrix_value, field=Field, ndarray=Ndarray)
+HOST_ELEMENT[0] = host_element

@@ -12,7 +12,7 @@ from .. import lang
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType
 from kernel_ir.ops import Op
-from ..matrix import CLASS_LEVEL_METHODS, Matrix, Vector
+from ..matrix import Matrix, Vector
 from .formatting import h_print
 from .rng import h_random
 from .ops import is_py_scalar
@@ -214,16 +214,6 @@ def h_diag(v, args, kw, node):
                   None)
 
 
-def _class_method(name):
-    """`sd.Vector.normalized(v, eps)` in a kernel: the method of `v`."""
-    def h(v, args, kw, node):
-        from .expr import VEC_METHODS
-        if not args or not isinstance(v.rvalue(args[0]), VecVal):
-            raise v.ctx.error(SpiradTypeError, f"{name}() needs a vector or matrix first", node)
-        return VEC_METHODS[name](v, args[0], list(args[1:]), node)
-    return h
-
-
 def _math(op, pyfn):
     """A function of Python's `math` module: folded in Python (double precision) on constants,
     as Taichi does; on kernel values the spirad function of the same meaning."""
@@ -386,7 +376,6 @@ HANDLERS = {
     math.atan2: lambda v, args, kw, node: (math.atan2(*[v.rvalue(a) for a in args])
                                            if all(is_py_scalar(v.rvalue(a)) for a in args)
                                            else _binary(Op.ATAN2)(v, args, kw, node)),
-    **{getattr(Vector, n): _class_method(n) for n in CLASS_LEVEL_METHODS},
 }
 
 

@@ -476,8 +476,11 @@ def _m_cast(v, obj, args, node):
     """`v.cast(dtype)`: every component cast (Taichi's Matrix.cast)."""
     if len(args) != 1:
         raise v.ctx.error(SpiradTypeError, "cast(dtype) takes one dtype", node)
-    from .builtins import h_cast
-    return h_cast(v, [obj, args[0]], {}, node)
+    dtype = args[0]
+    dtype = v.ctx.default_fp if dtype is float else v.ctx.default_ip if dtype is int else dtype
+    if not isinstance(dtype, T.DType):
+        raise v.ctx.error(SpiradTypeError, "cast(dtype) needs a dtype such as sd.f32", node)
+    return v.cast(obj, dtype)
 
 
 def _m_reduce(op, what):
@@ -593,3 +596,21 @@ VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
                "norm_inv": _m_norm_inv, "cast": _m_cast, "max": _m_reduce(Op.MAX, "max"),
                "min": _m_reduce(Op.MIN, "min")}
 VEC_PROPERTIES = {"n": lambda shape: shape[0], "m": lambda shape: shape[1] if len(shape) == 2 else 1}
+
+
+
+def _class_method(name):
+    """`sd.Vector.normalized(v, eps)` in a kernel: the method of `v`."""
+    def h(v, args, kw, node):
+        if not args or not isinstance(v.rvalue(args[0]), VecVal):
+            raise v.ctx.error(SpiradTypeError, f"{name}() needs a vector or matrix first", node)
+        return VEC_METHODS[name](v, args[0], list(args[1:]), node)
+    return h
+
+
+def _register_class_methods():
+    from ..matrix import CLASS_LEVEL_METHODS, Vector
+    HANDLERS.update({getattr(Vector, n): _class_method(n) for n in CLASS_LEVEL_METHODS})
+
+
+_register_class_methods()
