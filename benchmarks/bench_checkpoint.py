@@ -4,13 +4,14 @@
 
 A cloth of side x side particles joined by structural and shear springs falls under gravity for
 `--steps` steps (three kernels a step: clear the forces, spring forces by atomic adds, a
-symplectic Euler update). The loss reads the final positions and velocities; the gradient is
+symplectic Euler update; with `--substeps m` the update runs m drag substeps per particle, a
+dynamic loop whose values live on the adstack). The loss reads the final positions and velocities; the gradient is
 taken with respect to every spring's rest length and stiffness and every initial position.
 
-  full   DiffTaichi's form: positions and velocities indexed by time step (x[t, i], v[t, i],
-         shape (steps + 1, particles)), every launch on one `sd.ad.Tape`
-  ckpt   the same arithmetic on state of one step's size (x[i], v[i]) updated in place, the
-         steps run by `sd.ad.checkpointed(step, state=[x, v], steps=n, snapshots=k)`
+  full   DiffTaichi's form: positions, velocities and forces indexed by time step (x[t, i],
+         v[t, i]: shape (steps + 1, particles); f[t, i]), every launch on one `sd.ad.Tape`
+  ckpt   the same arithmetic on fields of one step's size (x[i], v[i], f[i]) updated in place,
+         the steps run by `sd.ad.checkpointed(step, state=[x, v], steps=n, snapshots=k)`
 
 Each runs in its own process (so its peak RSS is its own): one untimed Tape (compiles), then
 `--reps` timed Tapes (forward and backward; min printed). Printed per variant: time, the bytes
@@ -54,7 +55,7 @@ def springs(side):
     return np.array(out, np.float32)
 
 
-def worker(variant, arch, n, side, k, reps, threads, out):
+def worker(variant, arch, n, side, k, reps, threads, out, m):
     import spirad as sd
     kw = {"cpu_max_num_threads": threads} if arch == "cpu" and threads else {}
     sd.init(arch=getattr(sd, arch), **kw)
@@ -68,17 +69,25 @@ def worker(variant, arch, n, side, k, reps, threads, out):
     timed = variant == "full"
     x = sd.Vector.field(2, sd.f32, shape=(n + 1, P) if timed else P, needs_grad=True)
     v = sd.Vector.field(2, sd.f32, shape=(n + 1, P) if timed else P, needs_grad=True)
-    f = sd.Vector.field(2, sd.f32, shape=P, needs_grad=True)  # scratch: written, then read
+    # forces: read non-linearly with --substeps, so a full tape must keep every step's too
+    f = sd.Vector.field(2, sd.f32, shape=(n, P) if timed else P, needs_grad=True)
+    xn = sd.Vector.field(2, sd.f32, shape=P, needs_grad=True)  # --substeps, in place: next x, v
+    vn = sd.Vector.field(2, sd.f32, shape=P, needs_grad=True)
     sp = sd.Vector.field(4, sd.f32, shape=S, needs_grad=True)
     x0 = sd.Vector.field(2, sd.f32, shape=P, needs_grad=True)
     loss = sd.field(sd.f32, (), needs_grad=True)
     sp.from_numpy(SP)
     x0.from_numpy(X0)
 
-    @sd.kernel
-    def clear():
-        for i in f:
-            f[i] = sd.Vector([0.0, -9.8])
+    @sd.func
+    def substeps(xv, vv, fv, m: sd.i32):
+        """--substeps m: m drag substeps, a dynamic loop (its values on the adstack)."""
+        vv = vv + dt * fv
+        h = dt / m
+        for _ in range(m):
+            vv = vv - h * 0.5 * vv * vv.norm()
+            xv = xv + h * vv
+        return xv, vv
 
     if timed:
         @sd.kernel
@@ -88,32 +97,45 @@ def worker(variant, arch, n, side, k, reps, threads, out):
                 v[0, i] = sd.Vector([0.0, 0.0])
 
         @sd.kernel
+        def clear(t: sd.i32):
+            for i in x0:
+                f[t, i] = sd.Vector([0.0, -9.8])
+
+        @sd.kernel
         def force(t: sd.i32):
             for s in sp:
                 a, b = sd.cast(sp[s][0], sd.i32), sd.cast(sp[s][1], sd.i32)
                 d = x[t, b] - x[t, a]
                 le = d.norm()
                 fs = sp[s][3] * (le - sp[s][2]) / le * d
-                f[a] += fs
-                f[b] -= fs
+                f[t, a] += fs
+                f[t, b] -= fs
 
         @sd.kernel
         def advance(t: sd.i32):
-            for i in f:
-                v[t + 1, i] = v[t, i] * damp + dt * f[i]
+            for i in x0:
+                v[t + 1, i] = v[t, i] * damp + dt * f[t, i]
                 x[t + 1, i] = x[t, i] + dt * v[t + 1, i]
 
         @sd.kernel
+        def advance_sub(t: sd.i32, m: sd.i32):
+            for i in x0:
+                x[t + 1, i], v[t + 1, i] = substeps(x[t, i], v[t, i], f[t, i], m)
+
+        @sd.kernel
         def compute_loss():
-            for i in f:
+            for i in x0:
                 loss[None] += x[n, i][1] * x[n, i][0] + 0.1 * v[n, i][0]
 
         def run():
             init()
             for t in range(n):
-                clear()
+                clear(t)
                 force(t)
-                advance(t)
+                if m:
+                    advance_sub(t, m)
+                else:
+                    advance(t)
             compute_loss()
             return None
     else:
@@ -122,6 +144,11 @@ def worker(variant, arch, n, side, k, reps, threads, out):
             for i in x0:
                 x[i] = x0[i]
                 v[i] = sd.Vector([0.0, 0.0])
+
+        @sd.kernel
+        def clear():
+            for i in f:
+                f[i] = sd.Vector([0.0, -9.8])
 
         @sd.kernel
         def force():
@@ -140,6 +167,17 @@ def worker(variant, arch, n, side, k, reps, threads, out):
                 x[i] = x[i] + dt * v[i]
 
         @sd.kernel
+        def advance_sub(m: sd.i32):
+            for i in f:
+                xn[i], vn[i] = substeps(x[i], v[i], f[i], m)
+
+        @sd.kernel
+        def commit():  # advance_sub reads x and v non-linearly: the new values come after
+            for i in f:
+                x[i] = xn[i]
+                v[i] = vn[i]
+
+        @sd.kernel
         def compute_loss():
             for i in f:
                 loss[None] += x[i][1] * x[i][0] + 0.1 * v[i][0]
@@ -147,7 +185,11 @@ def worker(variant, arch, n, side, k, reps, threads, out):
         def step():
             clear()
             force()
-            advance()
+            if m:
+                advance_sub(m)
+                commit()
+            else:
+                advance()
 
         def run():
             init()
@@ -168,7 +210,8 @@ def worker(variant, arch, n, side, k, reps, threads, out):
             times.append(time.perf_counter() - t0)
     from spirad import state as _state
     be = _state.backend()
-    field_bytes = sum(int(np.prod(a.shape)) * 2 * 4 * 2 for a in (x, v, f))  # with .grad
+    field_bytes = sum(int(np.prod(a.shape)) * 2 * 4 * 2 for a in (x, v, f) + ((xn, vn) if m and
+                                                                               not timed else ()))
     res = {
         "variant": variant, "time_s": min(times), "times": times, "loss": float(loss[None]),
         "state_bytes": field_bytes, "heap_bytes": list(be.heap_bytes()),
@@ -191,11 +234,14 @@ def main():
     ap.add_argument("--snapshots", type=int, default=32)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="CPU worker threads (0: default)")
+    ap.add_argument("--substeps", type=int, default=0, help="m > 0: the update runs m drag "
+                    "substeps per particle (a dynamic loop: the adstack)")
     ap.add_argument("--worker", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.worker:
-        worker(a.worker, a.arch, a.steps, a.side, a.snapshots, a.reps, a.threads, a.out)
+        worker(a.worker, a.arch, a.steps, a.side, a.snapshots, a.reps, a.threads, a.out,
+               a.substeps)
         return
     import tempfile
     results, grads = {}, {}
@@ -205,7 +251,7 @@ def main():
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", variant, "--arch", a.arch,
                    "--steps", str(a.steps), "--side", str(a.side), "--snapshots",
                    str(a.snapshots), "--reps", str(a.reps), "--threads", str(a.threads),
-                   "--out", out]
+                   "--substeps", str(a.substeps), "--out", out]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode:
                 print(r.stdout[-2000:], r.stderr[-4000:])
@@ -215,7 +261,8 @@ def main():
     full, ck = results["full"], results["ckpt"]
     P = a.side * a.side
     print(f"mass-spring: {P} particles, {len(springs(a.side))} springs, {a.steps} steps, "
-          f"arch {a.arch}, {a.threads or 'default'} worker thread(s); k = {a.snapshots}")
+          f"arch {a.arch}, {a.threads or 'default'} worker thread(s); k = {a.snapshots}"
+          + (f"; {a.substeps} drag substeps a step (adstack)" if a.substeps else ""))
     mb = 2**20
     for name, r in (("full tape", full), ("checkpointed", ck)):
         extra = ""

@@ -139,6 +139,7 @@ class Checkpointed:
         self.state = list(state) + [self.rng]
         self.state_ids = {id(a) for a in self.state}
         self._user = {id(f) for f in st.fields}
+        self._tracked = {}       # id -> (array, tracked?)
         self.written = {}        # id -> array, every tracked array a step wrote (forward sweep)
         self.slots = {}          # slot -> (step index, _Saved)
         self.stats = CheckpointStats(self.n, self.k)
@@ -199,8 +200,11 @@ class Checkpointed:
 
     def tracked(self, a) -> bool:
         """A user's array (not a print buffer or another internal field), or the rng counter."""
-        return isinstance(a, Ndarray) or a is self.rng or a._primal is not None or \
-            id(a) in self._user
+        hit = self._tracked.get(id(a))
+        if hit is None or hit[0] is not a:
+            hit = self._tracked[id(a)] = (a, isinstance(a, Ndarray) or a is self.rng or
+                                          a._primal is not None or id(a) in self._user)
+        return hit[1]
 
     # -- reverse pass -----------------------------------------------------------------------------
     def grad(self):
