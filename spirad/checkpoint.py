@@ -59,12 +59,13 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
 from kernel_ir.source import user_error
 
+from . import guard as _guard
 from . import revolve
 from . import state as _state
 from .custom_grad import _Replaced
 from .field import Field
 from .ndarray import Ndarray
-from .tape import Tape
+from .tape import _ACTIVE, Tape
 from .types import ndarray as _nd_arg
 
 
@@ -98,10 +99,11 @@ def checkpointed(step, state, steps, snapshots):
         raise SpiradAutodiffError("sd.ad.checkpointed cannot be nested: a step of a checkpointed "
                                   "region called checkpointed() again; run the inner steps "
                                   "directly in the step")
-    region = Checkpointed(step, state, steps, snapshots)
-    if tape is not None and not tape.suspended and not tape.replaying:
-        tape.record(region, ())
-    region.forward()
+    with _guard.LOCK:  # one region at a time per process (spirad.guard)
+        region = Checkpointed(step, state, steps, snapshots)
+        if tape is not None and not tape.suspended and not tape.replaying:
+            tape.record(region, ())
+        region.forward()
     return region
 
 
@@ -211,6 +213,10 @@ class Checkpointed:
         """Reverse the steps (the Tape's backward pass calls this at the region's place): the
         gradients flow from the final state's `.grad` to the initial state's and accumulate in
         the parameters' `.grad`."""
+        with _guard.LOCK:
+            self._grad()
+
+    def _grad(self):
         if self._done:
             raise SpiradAutodiffError("this checkpointed region already ran its reverse pass; run "
                                       "sd.ad.checkpointed(...) again (in a new Tape) to "
@@ -287,7 +293,7 @@ class Checkpointed:
     # -- grad_check -----------------------------------------------------------------------------
     def rerun(self, args):
         """Run the steps forward again, nothing stored (Tape(grad_check=...))."""
-        with _active(None):
+        with _guard.LOCK, _active(None):
             for i in range(self.n):
                 self._call(i)
 
@@ -461,12 +467,13 @@ def _copy_kernel():
 
 @contextlib.contextmanager
 def _active(tape):
+    """This thread's `Tape.active` is `tape` inside the block."""
     saved = Tape.active
-    Tape.active = tape
+    _ACTIVE.set(tape)
     try:
         yield
     finally:
-        Tape.active = saved
+        _ACTIVE.set(saved)
 
 
 def _takes_index(step) -> bool:
