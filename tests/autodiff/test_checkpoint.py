@@ -643,3 +643,37 @@ def test_ndarray_state_and_zero_steps():
     r0 = sd.ad.checkpointed(lambda: double(a), state=[a], steps=0, snapshots=2)
     r0.grad()
     assert r0.stats.forward_steps == 0
+
+
+def test_regions_in_two_threads_equal_serial():
+    """Each thread's Tape records its own region (Tape.active is per thread); results equal the
+    serial ones."""
+    import threading
+    sd.init(arch=sd.cpu)
+    chains = [_scalar_chain() for _ in range(2)]
+
+    def run(t):
+        x, y, c, loss, half, other_half, compute_loss = chains[t]
+        x.from_numpy(np.array([0.2, 0.4, 0.6], np.float32) + t)
+        with sd.ad.Tape(loss=loss, clear_gradients=False):
+            sd.ad.checkpointed(lambda: (half(), other_half()), state=[x], steps=20, snapshots=3)
+            compute_loss()
+        return loss[None], c.grad[None], x.grad.to_numpy()
+
+    serial = []
+    for t in range(2):
+        chains[t][2].grad.fill(0)
+        chains[t][0].grad.fill(0)
+        serial.append(run(t))
+    out = [None, None]
+    for t in range(2):
+        chains[t][2].grad.fill(0)
+        chains[t][0].grad.fill(0)
+    threads = [threading.Thread(target=lambda t=t: out.__setitem__(t, run(t))) for t in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for a, b in zip(serial, out):
+        assert a[0] == b[0] and a[1] == b[1]
+        np.testing.assert_array_equal(a[2], b[2])
