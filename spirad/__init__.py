@@ -31,6 +31,8 @@ from .ndarray import ndarray
 from .interop.arrays import from_dlpack
 from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
+from .gui import GUI, hex_to_rgb, rgb_to_hex
+from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
 float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
@@ -116,7 +118,7 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+    "profiler": "time launches with sd.sync()",
 }
 
 
