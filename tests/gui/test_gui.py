@@ -12,9 +12,8 @@ import spirad as sd
 from tests.support.archs import test_archs
 from spirad.gui.image_io import gif_bytes, png_bytes, read_image, read_png, to_rows
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from images import assert_close  # noqa: E402
-from scene import BACKGROUND, RES, draw_scene, draw_text  # noqa: E402
+from tests.gui.images import assert_close
+from tests.gui.scene import BACKGROUND, RES, draw_scene, draw_text
 
 EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected")
 
