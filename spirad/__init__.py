@@ -31,6 +31,7 @@ from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi nam
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .interop.arrays import from_dlpack
+from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
@@ -49,7 +50,8 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
               "make_thread_local", "make_block_local", "check_out_of_bound",
               "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
-              "excepthook", "real_matrix_scalarize", "opt_level", "offline_cache_file_path"}
+              "excepthook", "real_matrix_scalarize", "opt_level", "offline_cache_file_path",
+              "offline_cache_max_size_of_files"}
 
 
 def init(arch=None, **kwargs):
