@@ -19,6 +19,7 @@ from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
+from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
@@ -112,8 +113,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
        for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
                  "float16", "uint64")},
-    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
-       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
