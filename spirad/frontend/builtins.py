@@ -316,3 +316,5 @@ HANDLERS = {
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,
 }
+from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
+HANDLERS.update(_bit_handlers())

@@ -9,7 +9,8 @@ from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
 from kernel_ir.ops import ATOMIC_COMBINE, Op
 from .typing import literal_type, promote, true_div_type
-from .values import GlobalElem, Slot, VecVal
+from .local_index import read_view, store_view
+from .values import GlobalElem, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
 
@@ -29,6 +30,8 @@ class ValueOps:
             if not v.shape:
                 return b.load(v.allocas[0])
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
+        if isinstance(v, SlotView):
+            return read_view(self, v)
         if isinstance(v, GlobalElem):
             if not v.comp_shape:
                 return b.global_load(v.ref, v.indices)
@@ -161,6 +164,9 @@ class ValueOps:
         """Assign `value` to a Slot or GlobalElem (casting to the target's type)."""
         b = self.ctx.b
         value = self.rvalue(value)
+        if isinstance(target, SlotView):
+            store_view(self, target, value)
+            return
         if isinstance(target, Slot):
             if target.shape:
                 comps = self._comps_for(value, target.shape)

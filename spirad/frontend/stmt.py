@@ -11,7 +11,7 @@ from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, Slot, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 
 
 class _Unrolled(Exception):
@@ -94,7 +94,7 @@ class StmtVisitor:
                                                      f"{lhs.stype.name} element", target)
                 self.store_struct(lhs, value, target)
                 return
-            if not isinstance(lhs, (Slot, GlobalElem)):
+            if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
@@ -159,7 +159,7 @@ class StmtVisitor:
         if isinstance(lhs, GlobalElem) and op in _BIT_ATOMICS:  # Taichi: |= &= ^= on globals are atomic
             self.atomic_into(_BIT_ATOMICS[op], lhs, rhs, f"{_BIT_NAMES[op]}=")
             return
-        if not isinstance(lhs, (Slot, GlobalElem)):
+        if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
             raise self.ctx.error(SpiradSyntaxError, "this expression cannot be updated in place", node)
         self.store_into(lhs, self.binop(op, lhs, rhs))
 
