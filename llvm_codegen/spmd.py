@@ -183,9 +183,20 @@ def _memory_hazard(nodes, affine, varying):
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
-            if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
+            rows = {_row(t) for t in both}  # x[i][0] and x[i][1]: one row, lane i's own
+            if len(rows) != 1 or not consecutive(affine, varying, next(iter(rows))):
                 return f"global {buf} written and accessed at other indices in the same task"
     return ""
+
+
+def _row(index: tuple) -> tuple:
+    """An element's index without its trailing constant indices (the components of a vector /
+    matrix element): accesses with one row, consecutive over the lanes, stay in each lane's own
+    elements whatever their components."""
+    k = len(index)
+    while k > 1 and index[k - 1].op == Op.CONST:
+        k -= 1
+    return index[:k]
 
 
 # -- lowering ---------------------------------------------------------------------------------
