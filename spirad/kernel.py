@@ -41,6 +41,7 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -232,6 +233,7 @@ class Kernel(PyFunction):
                                          if isinstance(a, NdarrayType))
         if len(args) < len(self.params):  # a wrong argument count: _signature reports it
             nd = [i for i in nd if i < len(args)]
+        args = self._gradless(args, nd)
         arrays = self._arrays
         if arrays is None:
             if all(isinstance(args[i], Ndarray) for i in nd):
@@ -239,6 +241,24 @@ class Kernel(PyFunction):
             from .interop.arrays import KernelArrays
             arrays = self._arrays = KernelArrays()
         return arrays.convert(self, args, nd)
+
+    def _gradless(self, args, nd):
+        """An sd.ndarray with a `.grad` given to a parameter annotated `needs_grad=False` is
+        passed as a view without one: a constant for the adjoint (Taichi's meaning)."""
+        out = None
+        for i in nd:
+            a = args[i]
+            if isinstance(a, Ndarray) and a.grad is not None and \
+                    self._annotations()[i][1].needs_grad is False:
+                views = self._views
+                v = views.get(i)
+                if v is None or v[0] is not a:
+                    v = views[i] = (a, Ndarray._alias(a._storage(), a.dtype, a.shape,
+                                                      comp_shape=a.comp_shape))
+                v[1].generation += 1  # the caller may have written `a` since the last launch
+                out = list(args) if out is None else out
+                out[i] = v[1]
+        return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
