@@ -20,6 +20,7 @@ from kernel_ir.abi import kernel_abi
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
+from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from . import state as _state
@@ -185,7 +186,7 @@ def _stored(key, c: Compiled) -> Compiled:
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
-    binding sources, what the program may write (generations to bump), its return values
+    binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
     abi = kernel_abi(tl)
@@ -201,10 +202,14 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
         ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
-    written = set()
+    written, read = set(), set()
     for t in tl.tasks:
-        written |= {r.buffer for r in globals_used(t.body)[1]}
-    writes, srcs = [], []
+        r, w = globals_used(t.body)
+        written |= {g.buffer for g in w}
+        read |= {g.buffer for g in r}
+        for bound in (t.begin, t.end) if t.kind == "range" else ():  # a range read from globals
+            read |= {n.arg.buffer for n in expr_nodes(bound) if n.op == Op.GLOBAL_LOAD}
+    writes, reads, srcs = [], [], []
     for ref in abi.bindings:
         if ref.kind == "field":
             srcs.append(("field", fields[ref.key]))
@@ -214,9 +219,11 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
             srcs.append(("temp", ref.key))
         if ref.buffer in written:
             writes.append(srcs[-1])
+        if ref.buffer in read:
+            reads.append(srcs[-1])
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
-                    returns=returns, prints=prints)
+                    returns=returns, prints=prints, reads=tuple(reads))
 
 
 def grad_of_factory(args, state):

@@ -75,6 +75,11 @@ class Tape:
             self.checker.check(self.calls)
         return False
 
+    def launching(self, plan):
+        """Called before each forward kernel launch while this Tape is active, with its
+        `launch.LaunchPlan` (what it reads and may write: `plan.compiled.reads / writes`).
+        Nothing to do for a Tape; `checkpoint`'s step recorder saves what the launch overwrites."""
+
     def record(self, kernel, args):
         """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""
         if not self.suspended:
