@@ -14,11 +14,12 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
-from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
+from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
@@ -35,7 +36,7 @@ from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
-float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
+float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
@@ -110,11 +111,9 @@ TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradT
 TaichiCompilationError = TaichiRuntimeError = SpiradError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
-       for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
-                 "float16", "uint64")},
-    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
-       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
+    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
+       for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
+                 "float16")},
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
