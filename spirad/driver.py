@@ -189,7 +189,7 @@ def grad_of_factory(args, state):
     def grad_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.grad is None:
+            if f is None or not f.needs_grad:
                 return None
             g = f.grad
             return GlobalRef("field", g.id, g.dtype, ref.ndim, ref.shape, g.name, False)

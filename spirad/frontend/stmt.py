@@ -290,6 +290,17 @@ class StmtVisitor:
             bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
         if parallel and len(bounds) > 1:
             return self._parallel_nd(bounds, names, node, grouped)
+        if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
+            self.ctx.loops.append("parallel" if parallel else "serial")
+            try:
+                with b.range_for(b.const(0, T.i32), b.const(1, T.i32), parallel=parallel) as i:
+                    saved = rng.enter_parallel(ctx, i) if parallel else None
+                    self._bind_indices(names, [], grouped, node)
+                if parallel:
+                    rng.leave_parallel(ctx, saved)
+            finally:
+                self.ctx.loops.pop()
+            return
         if parallel:
             ctx.loops.append("parallel")
             try:
