@@ -5,8 +5,9 @@
 A cloth of side x side particles joined by structural and shear springs falls under gravity for
 `--steps` steps (three kernels a step: clear the forces, spring forces by atomic adds, a
 symplectic Euler update; with `--substeps m` the update runs m drag substeps per particle, a
-dynamic loop whose values live on the adstack). The loss reads the final positions and velocities; the gradient is
-taken with respect to every spring's rest length and stiffness and every initial position.
+dynamic loop whose values live on the adstack). The loss reads the final positions and
+velocities; the gradient is taken with respect to every spring's rest length and stiffness and
+every initial position.
 
   full   DiffTaichi's form: positions, velocities and forces indexed by time step (x[t, i],
          v[t, i]: shape (steps + 1, particles); f[t, i]), every launch on one `sd.ad.Tape`
@@ -220,7 +221,8 @@ def worker(variant, arch, n, side, k, reps, threads, out, m):
     field_bytes = sum(int(np.prod(a.shape)) * 2 * 4 * 2 for a in (x, v, f) + ((xn, vn) if m and
                                                                                not timed else ()))
     res = {
-        "variant": variant, "time_s": min(times), "cpu_s": min(cpu_times), "loss": float(loss[None]),
+        "variant": variant, "time_s": min(times), "cpu_s": min(cpu_times),
+        "loss": float(loss[None]),
         "state_bytes": field_bytes, "heap_bytes": list(be.heap_bytes()),
         "rss_start_mb": rss0, "rss_peak_mb": peak_rss_mb(),
     }

@@ -208,7 +208,8 @@ def test_mass_spring_bit_equal_on_one_thread():
         ck = mass_spring(9, k)
         for a, b in zip(full[:4], ck[:4]):
             np.testing.assert_array_equal(a, b)
-        assert ck[4].stats.max_held <= k and ck[4].stats.forward_steps == expected_forward_steps(9, k)
+        st = ck[4].stats
+        assert st.max_held <= k and st.forward_steps == expected_forward_steps(9, k)
 
 
 def test_against_central_differences():
