@@ -205,7 +205,11 @@ class AdjointBuilder:
     uses the replay's own load (SSA: the replay dominates the whole reverse walk); nested in an
     `if` or a loop, the replay copies it into a local declared at the top (`held`), and the reverse
     walk reads that copy — the value the load had then, whatever the local held later. The trip
-    count of a loop outside every dynamic loop is held the same way, read after the loop."""
+    count of a loop outside every dynamic loop is held the same way, read after the loop.
+    Likewise a read of a global at the top level is not repeated in the reverse walk: the replay's
+    value is used (the adjoint writes gradient buffers only, so a primal read gives the same
+    value anywhere in it), so `t = a[i] * x[i]; y[i] = sin(t)` reads `a` and `x` once, as
+    `y[i] = sin(a[i] * x[i])` does."""
 
     def __init__(self, body: Block, grad_of, on_stack: set, capacities: list, needed=frozenset()):
         self.body = body
@@ -217,6 +221,15 @@ class AdjointBuilder:
                       if n.op in LOOPS and n.arg.trips is not None and n.arg.trips not in on_stack}
         self.top = set(body.nodes)
         self.held = {}          # held load / loop -> the replay's value (top level) or a local
+        written = set()         # the buffers the adjoint writes: gradients of what the body uses
+        for n in walk(body):
+            if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+                g = grad_of(n.arg)
+                if g is not None:
+                    written.add(g.buffer)
+        self.top_reads = {n for n in body.nodes
+                          if n.op == Op.GLOBAL_LOAD and n.arg.buffer not in written}
+        self.renv = {}          # body node -> its replay node (where the replay changed it)
         self.b = IRBuilder()
         self.e = Emit(self.b)
         self.pos = {n: k for k, n in enumerate(walk(body))}
@@ -240,7 +253,7 @@ class AdjointBuilder:
             if n in self.hold and n not in self.top:
                 dt, name = (n.dtype, n.srcs[0].arg) if n.op == Op.LOAD else (i32, "trips")
                 self.held[n] = b.alloca(dt, (name or "v") + ".held")
-        replay = rebuild(self.body, self._replay)
+        replay = rebuild(self.body, self._replay, self.renv)
         for n in replay.nodes:
             b.append(n)
         if index is not None:
@@ -302,6 +315,8 @@ class AdjointBuilder:
                 r = self.held_value(n)
             else:
                 raise RuntimeError(f"adjoint: primal of plain local {n.srcs[0].arg!r} needed in reverse")
+        elif n in self.top_reads:
+            r = self.renv.get(n, n)  # the replay's read (class docstring)
         elif n.op == Op.GLOBAL_LOAD:
             r = b.global_load(n.arg, [self.rc(s, memo) for s in n.srcs])
         elif n.op == Op.ATOMIC_ADD:
