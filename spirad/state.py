@@ -42,7 +42,7 @@ class State:
             m = {}
             for f in self.fields:
                 m[f.id] = f
-                if f.grad is not None:
+                if f.needs_grad:
                     m[f.grad.id] = f.grad
                 if f.dual is not None:
                     m[f.dual.id] = f.dual
@@ -88,6 +88,10 @@ def backend():
     """The live backend, created on first use."""
     s = state
     if s.backend is None:
-        from .backends import load_backend
-        s.backend = load_backend(s.arch, s)
+        from .guard import LOCK, install
+        with LOCK:
+            if s.backend is None:
+                install()
+                from .backends import load_backend
+                s.backend = load_backend(s.arch, s)
     return s.backend
