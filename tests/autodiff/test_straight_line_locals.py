@@ -14,7 +14,7 @@ import pytest
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
 from tests.autodiff.gradutil import FP, Case, X5, arr, run_case
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 ND = sd.types.ndarray()
 X4 = np.array([0.17, 0.35, 0.52, 0.74])
@@ -207,13 +207,13 @@ STACKS = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@on_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_straight_line_f64(arch, name, request):
     run_case(CASES[name], "f64", request)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@on_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=("cpu", "vulkan"))
 def test_straight_line_f32(arch, name, request):
     run_case(CASES[name], "f32", request)
 
