@@ -51,8 +51,10 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
               "make_thread_local", "make_block_local", "check_out_of_bound",
               "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
-              "excepthook", "real_matrix_scalarize", "opt_level", "offline_cache_file_path",
-              "offline_cache_max_size_of_files"}
+              "excepthook", "real_matrix_scalarize", "opt_level",
+              # the offline cache's directory and size cap (docs/cache.md), the unroll cap
+              "offline_cache_file_path", "offline_cache_max_size_of_files",
+              "static_unroll_limit"}
 
 
 def init(arch=None, **kwargs):
