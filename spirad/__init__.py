@@ -5,6 +5,7 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 from __future__ import annotations
 
 from . import state as _state
+from .tracebacks import api as _api
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
@@ -12,7 +13,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow)
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from .func import func
@@ -40,6 +41,7 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "adstack_cache"}
 
 
+@_api
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
@@ -71,6 +73,7 @@ def init(arch=None, **kwargs):
     return None
 
 
+@_api
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""

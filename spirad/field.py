@@ -7,14 +7,17 @@ uses it to notice changed loop bounds).
 """
 from __future__ import annotations
 
+import itertools
 import numbers
+import re
 
 import numpy as np
 
 from . import state as _state
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradIndexError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
+from .tracebacks import api, api_class
 from .types import MatrixType, VectorType
 
 
@@ -49,6 +52,41 @@ def normalize_shape(shape) -> tuple:
     return shape
 
 
+_NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
+_TARGET = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*$")
+
+
+def creation_name() -> str | None:
+    """The Python variable a field is being created for: `x` in `x = sd.field(...)`, the
+    attribute name in `self.x = sd.Vector.field(...)` (data-oriented classes), else None.
+
+    Errors then speak of `x`, not of an internal number. Read from the user's call site (the
+    innermost frame outside spirad): the source text before the call's column must be one
+    assignment target. Python 3.11+ knows the column of the running call; older versions give
+    no name."""
+    from .tracebacks import internal_file
+    import sys
+    f = sys._getframe(1)
+    while f is not None and internal_file(f.f_code.co_filename):
+        f = f.f_back
+    if f is None or not hasattr(f.f_code, "co_positions"):
+        return None
+    key = (f.f_code, f.f_lasti)
+    if key in _NAMES:
+        return _NAMES[key]
+    name = None
+    pos = next(itertools.islice(f.f_code.co_positions(), f.f_lasti // 2, None), None)
+    if pos is not None and pos[0] is not None and pos[2] is not None:
+        import linecache
+        line = linecache.getline(f.f_code.co_filename, pos[0], f.f_globals)
+        m = _TARGET.match(line[:pos[2]])
+        name = m.group(1) if m else None
+    if len(_NAMES) < 4096:
+        _NAMES[key] = name
+    return name
+
+
+@api_class
 class _HostArray:
     """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
 
@@ -147,11 +185,15 @@ class _HostArray:
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) != len(self.shape):
-            raise SpiradValueError(f"{self._kind} of shape {self.shape} needs {len(self.shape)} "
-                                   f"indices, got {len(key)}")
+            raise SpiradIndexError(f"{self._kind} {self._label()} of shape {self.shape} needs "
+                                   f"{len(self.shape)} indices, got {len(key)}")
         for k, n in zip(key, self.shape):
-            if not isinstance(k, numbers.Integral) or not 0 <= k < n:
-                raise SpiradValueError(f"index {key} out of range for shape {self.shape}")
+            if not isinstance(k, numbers.Integral):
+                raise SpiradTypeError(f"{self._kind} {self._label()} is indexed with integers, "
+                                      f"got {k!r} ({type(k).__name__})")
+            if not 0 <= k < n:
+                raise SpiradIndexError(f"index {key} is out of range for {self._kind} "
+                                       f"{self._label()} of shape {self.shape}")
         return tuple(int(k) for k in key)
 
     def __getitem__(self, key):
@@ -165,6 +207,7 @@ class _HostArray:
         self._host_written()
 
 
+@api_class
 class Field(_HostArray):
     _kind = "field"
 
@@ -174,7 +217,7 @@ class Field(_HostArray):
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
-        self.name = name or f"field{self.id}"
+        self.name = name or (not _is_grad and creation_name()) or f"field{self.id}"
         self.shape = normalize_shape(shape)
         self.generation = 0
         self._buf = None
@@ -197,8 +240,10 @@ class Field(_HostArray):
 
     @property
     def grad(self):
-        """The gradient field, or None. A float field without a shape yet (`sd.field(dtype)`)
-        offers its future gradient here so that `place(x, x.grad)` can enable it, as in Taichi."""
+        """The gradient field, or None (with a `SpiradWarning` when user code asks: the field
+        was created without `needs_grad=True`). A float field without a shape yet
+        (`sd.field(dtype)`) offers its future gradient here so that `place(x, x.grad)` can
+        enable it, as in Taichi."""
         if self._grad is not None:
             return self._grad
         if self.shape is None and self.dtype.is_float and self._primal is None \
@@ -207,7 +252,25 @@ class Field(_HostArray):
                 self._pending = Field(self._dtype_arg, None, name=self.name + ".grad", _is_grad=True)
                 self._pending._primal = self
             return self._pending
+        from .tracebacks import called_from_user, user_stacklevel
+        if called_from_user():
+            import warnings
+            from kernel_ir.errors import SpiradWarning
+            warnings.warn(self.no_companion_message("grad") + f" ({self.name}.grad is None)", SpiradWarning,
+                          stacklevel=user_stacklevel())
         return None
+
+    def no_companion_message(self, what: str) -> str:
+        """Why `x.grad` / `x.dual` is None, and how to give the field one."""
+        if what == "dual":
+            return (f"field '{self.name}' has no dual: create it with needs_dual=True, or call "
+                    f"sd.root.lazy_dual()")
+        if not self.dtype.is_float:
+            return (f"field '{self.name}' has no gradient: it is {self.dtype}, and only float "
+                    f"fields have gradients")
+        return (f"field '{self.name}' has no gradient: create it with needs_grad=True, place "
+                f"{self.name}.grad (sd.root.dense(...).place({self.name}, {self.name}.grad)) or "
+                f"call sd.root.lazy_grad() before using it")
 
     def _add_grad(self):
         """Give this field its gradient (`needs_grad=True`, `place(x.grad)`, `root.lazy_grad()`);
@@ -270,6 +333,7 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
+@api
 def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
           order=None, layout=None) -> Field:
     if offset is not None:
@@ -289,6 +353,7 @@ _SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a fie
                 "another field")
 
 
+@api_class
 class SNode:
     """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m).
 

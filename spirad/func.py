@@ -12,6 +12,7 @@ import functools
 from kernel_ir.errors import SpiradSyntaxError
 
 from .frontend.source import SourceInfo
+from .tracebacks import api
 
 
 class PyFunction:
@@ -29,6 +30,7 @@ class PyFunction:
 
 
 class Func(PyFunction):
+    @api
     def __call__(self, *args, **kwargs):
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel "
                                 f"or func")

@@ -20,8 +20,10 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 
 from . import state as _state
+from .tracebacks import api_class
 
 
+@api_class
 class FwdMode:
     active = None  # the FwdMode block being run (kernel launches check it)
 

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
 from . import launch as _launch
 from . import state as _state
@@ -26,6 +26,7 @@ from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
+from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -250,21 +251,38 @@ class Kernel(PyFunction):
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):
-        tape = Tape.active
-        mode = FWD_MODE if FwdMode.active is not None else \
-            VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-        value = self._run(args, mode)
-        if Tape.active is not None:
-            Tape.active.record(self, args)
-        return value
+        """Launch the kernel (compiled for these arguments' types at the first call)."""
+        try:
+            tape = Tape.active
+            mode = FWD_MODE if FwdMode.active is not None else \
+                VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
+            value = self._run(args, mode)
+            if Tape.active is not None:
+                Tape.active.record(self, args)
+            return value
+        except SpiradError as e:  # user frames only (spirad.tracebacks)
+            reraise_stripped(e)
+            raise
 
+    @api
     def grad(self, *args):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
         self._run(args, ADJOINT)
+        if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
+            from .tracebacks import called_from_user, user_stacklevel
+            if called_from_user():
+                import warnings
+                from kernel_ir.errors import SpiradWarning
+                warnings.warn(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray "
+                              f"that kernel {self.fn.__name__} reads or writes has a gradient. "
+                              f"Create the values to differentiate with needs_grad=True (fields, "
+                              f"sd.ndarray) or call sd.root.lazy_grad()", SpiradWarning,
+                              stacklevel=user_stacklevel())
 
 
+@api_class
 class BoundKernel:
     """`obj.kernel`: calls (and `.grad`) pass `obj` as the kernel's first argument."""
 
@@ -298,7 +316,28 @@ def _scalar_annotation(ann, st, name, kname):
     if ann is inspect.Parameter.empty:
         raise SpiradTypeError(f"argument '{name}' of kernel {kname} needs a type annotation "
                               f"(sd.f32, int, sd.types.ndarray(), sd.template(), ...)")
-    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation {ann!r}")
+    hint = _ANNOTATION_HINTS.get(getattr(ann, "__module__", "").split(".")[0], {}).get(
+        getattr(ann, "__name__", None))
+    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation "
+                          f"{_annotation_name(ann)}" + (f"; {hint}" if hint else
+                          "; use a dtype (sd.f32, int, float), sd.types.ndarray(), "
+                          "sd.template() or a vector / matrix type"))
+
+
+_ARRAY_HINT = ("annotate array parameters with sd.types.ndarray() (optionally "
+               "sd.types.ndarray(dtype=sd.f32, ndim=1)); numpy arrays and torch tensors are passed "
+               "to it as they are")
+_ANNOTATION_HINTS = {"numpy": {"ndarray": _ARRAY_HINT, "float32": "use sd.f32",
+                               "float64": "use sd.f64", "int32": "use sd.i32", "int64": "use sd.i64"},
+                     "torch": {"Tensor": _ARRAY_HINT}}
+
+
+def _annotation_name(ann) -> str:
+    if isinstance(ann, type):
+        mod = ann.__module__
+        short = {"numpy": "np", "builtins": ""}.get(mod.split(".")[0], mod)
+        return f"{short}.{ann.__qualname__}" if short else ann.__qualname__
+    return repr(ann)
 
 
 def _template_key(a):

@@ -15,6 +15,7 @@ from kernel_ir.errors import SpiradTypeError
 
 from .field import Field
 from .ndarray import Ndarray
+from .tracebacks import api_class
 from .types import MatrixType, VectorType, _CompoundType
 
 _AXES = {"x": 0, "y": 1, "z": 2, "w": 3}
@@ -94,6 +95,7 @@ def _np_dtype(dt):
     return resolve_dtype(dt)[0].np
 
 
+@api_class
 class Vector:
     def __new__(cls, data, dt=None):
         v = matrix_value(data, dt)
@@ -122,6 +124,7 @@ class Vector:
         return matrix_value(np.eye(n)[i], dt)
 
 
+@api_class
 class Matrix:
     def __new__(cls, data, dt=None):
         return matrix_value(data, dt)  # a flat list gives a vector, as in Taichi

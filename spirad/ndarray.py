@@ -10,8 +10,10 @@ import numpy as np
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, normalize_shape, resolve_dtype
+from .tracebacks import api, api_class
 
 
+@api_class
 class Ndarray(_HostArray):
     _kind = "ndarray"
 
@@ -96,5 +98,6 @@ def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
     return view.__dlpack__(**kw)
 
 
+@api
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
     return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from kernel_ir.errors import SpiradTypeError
 
+from .tracebacks import api_class
+
 
 class StructType:
     """`sd.types.struct(a=float, v=sd.math.vec3)`: member name -> element type, in order."""
@@ -33,6 +35,7 @@ class StructType:
         return f"<spirad struct {self.name} {list(self.members)}>"
 
 
+@api_class
 class StructField:
     """A struct field: `members` maps each name to its Field."""
 
@@ -41,7 +44,8 @@ class StructField:
     def __init__(self, stype: StructType, shape, needs_grad=False, name="", needs_dual=False):
         from .field import Field
         self.stype = stype
-        self.name = name or stype.name
+        from .field import creation_name
+        self.name = name or creation_name() or stype.name
         self.members = {}
         for m, dt in stype.members.items():
             f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False)

@@ -19,8 +19,10 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError
 
 from . import state as _state
+from .tracebacks import api_class
 
 
+@api_class
 class Tape:
     active = None  # the Tape being recorded (kernel launches call `record`)
 
