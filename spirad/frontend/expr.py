@@ -411,11 +411,11 @@ def _uncallable(fn, node) -> str:
     name = getattr(fn, "__name__", type(fn).__name__)
     module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
     if isinstance(fn, np.ufunc) or module.split(".")[0] == "numpy":
-        import spirad
+        from .. import lang, math as sdmath
         cand = _NP_NAMES.get(name, name)
-        alt = f"sd.{cand}" if callable(getattr(spirad, cand, None)) and \
-            not isinstance(getattr(spirad, cand), type) else \
-            f"sd.math.{cand}" if callable(getattr(spirad.math, cand, None)) else None
+        alt = f"sd.{cand}" if callable(getattr(lang, cand, None)) and \
+            not isinstance(getattr(lang, cand), type) else \
+            f"sd.math.{cand}" if callable(getattr(sdmath, cand, None)) else None
         use = f"; use {alt}(...)" if alt else "; write it with spirad's math (sd.sin, sd.exp, ...)"
         return (f"cannot call {written} inside a kernel: numpy functions run on the host, not in "
                 f"kernels{use}")
