@@ -88,7 +88,9 @@ class ValueOps:
         if op == Op.DIV:
             t = true_div_type(t, fp)
         elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
-            raise self.ctx.error(SpiradTypeError, f"bit operation {op.name.lower()} needs integers, got {t}")
+            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.SHL: "<<", Op.SHR: ">>"}[op]
+            raise self.ctx.error(SpiradTypeError, f"bit operation {sym} needs integers, got {t}; "
+                                                  f"convert first, e.g. sd.cast(v, sd.i32)")
         elif op == Op.POW and is_py_scalar(b) and isinstance(b, numbers.Integral) and 0 <= b <= 8:
             return self._int_power(self.to_node(a, t), int(b))
         elif op in (Op.ATAN2,) and not t.is_float:
