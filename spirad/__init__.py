@@ -45,6 +45,13 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
+    from .guard import LOCK, install
+    install()  # Ctrl-C during a launch stops it cleanly (spirad.guard)
+    with LOCK:
+        return _init(arch, **kwargs)
+
+
+def _init(arch=None, **kwargs):
     unknown = sorted(set(kwargs) - _INIT_KEYS)
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
@@ -77,6 +84,12 @@ def init(arch=None, **kwargs):
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""
+    from .guard import launching
+    with launching():
+        _sync()
+
+
+def _sync():
     st = _state.current()
     if st.backend is not None:
         st.backend.sync()
@@ -87,7 +100,9 @@ def sync():
 
 
 def reset():
-    _state.reset()
+    from .guard import LOCK
+    with LOCK:
+        _state.reset()
 
 
 # Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)

@@ -20,11 +20,15 @@ from kernel_ir.errors import SpiradAutodiffError
 
 from . import state as _state
 from .tracebacks import api_class
+from .guard import PerThread
+
+
+_ACTIVE = PerThread()
 
 
 @api_class
 class Tape:
-    active = None  # the Tape being recorded (kernel launches call `record`)
+    active = _ACTIVE  # this thread's Tape being recorded (launches `record`)
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
@@ -57,11 +61,11 @@ class Tape:
         if self.validation:
             from .tape_validation import current
             current().clear()
-        Tape.active = self
+        _ACTIVE.set(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        Tape.active = None
+        _ACTIVE.set(None)
         if exc_type is not None:
             return False
         if self.loss is not None:
