@@ -4,6 +4,7 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 """
 from __future__ import annotations
 
+from ._version import __version__
 from . import state as _state
 from .tracebacks import api as _api
 from . import types
@@ -32,6 +33,9 @@ from .ndarray import ndarray
 from .interop.arrays import from_dlpack
 from .types import template
 
+from . import profiler
+from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
+TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
 float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
 
@@ -73,8 +77,17 @@ def _init(arch=None, **kwargs):
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
+    if kwargs.get("log_level") is not None:
+        from .log import set_level
+        set_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
+    from . import profiler
+    profiler.enable(None)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
+    if kwargs.get("kernel_profiler"):
+        profiler.enable(st.backend)
+    from .log import logger
+    logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())
     from .sizing_cache import refresh_debug_flag
     refresh_debug_flag()
     return None
@@ -100,8 +113,11 @@ def _sync():
 
 
 def reset():
+    """Drop all state (fields, kernels' programs, the backend), as Taichi's `ti.reset()`."""
     from .guard import LOCK
+    from . import profiler
     with LOCK:
+        profiler.enable(None)
         _state.reset()
 
 
@@ -118,7 +134,7 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+    "GUI": "plot to_numpy() results with matplotlib",
 }
 
 

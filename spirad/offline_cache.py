@@ -32,7 +32,7 @@ import os
 import pickle
 import tempfile
 
-VERSION = "0.1.0"  # spirad's version (pyproject.toml)
+from ._version import __version__ as VERSION  # noqa: E402 - spirad's version
 MAGIC = b"SPIRAD-OFFLINE-CACHE-1\n"
 _DIGEST = 32
 _PACKAGES = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders")
