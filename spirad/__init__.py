@@ -32,6 +32,8 @@ from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .interop.arrays import from_dlpack
 from .types import template
+from .gui import GUI, hex_to_rgb, rgb_to_hex
+from . import tools
 
 from . import profiler
 from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
@@ -134,7 +136,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "GUI": "plot to_numpy() results with matplotlib",
 }
 
 
