@@ -80,7 +80,7 @@ def _init(arch=None, **kwargs):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
     if kwargs.get("log_level") is not None:
-        from .log import set_level
+        from .logs import set_level
         set_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
     from . import profiler
@@ -88,7 +88,7 @@ def _init(arch=None, **kwargs):
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
     if kwargs.get("kernel_profiler"):
         profiler.enable(st.backend)
-    from .log import logger
+    from .logs import logger
     logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())
     from .sizing_cache import refresh_debug_flag
     refresh_debug_flag()

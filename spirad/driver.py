@@ -32,7 +32,7 @@ from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
 from .passes.simplify import simplify_kernel, simplify_tasks
-from .log import logger, ms
+from .logs import logger, ms
 from .sizing_cache import ProgramSizing
 
 KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
@@ -65,7 +65,7 @@ _saved = False   # the last `_stored` call wrote the offline cache
 
 def _logged(kind: str):
     """Log each compile (INFO): the program, whether it was compiled or loaded from the
-    offline cache, and the time it took (`spirad.log`)."""
+    offline cache, and the time it took (`spirad.logs`)."""
     def deco(fn):
         @functools.wraps(fn)
         def compile_logged(*args, **kwargs):

@@ -129,11 +129,13 @@ class _HostArray:
 
     @_guard.locked
     def to_numpy(self) -> np.ndarray:
+        """A numpy copy of the values (waits for pending launches)."""
         out = np.array(self._view(), copy=True)
         return out.astype(bool) if self.dtype == T.u1 else out
 
     @_guard.locked
     def from_numpy(self, arr) -> None:
+        """Copy `arr` (same shape, a numeric dtype that fits) into the array."""
         arr = np.asarray(arr)
         if arr.shape != self.full_shape:
             raise SpiradValueError(f"from_numpy: array of shape {arr.shape} does not match "
@@ -177,10 +179,12 @@ class _HostArray:
         return t if device is None else t.to(device)
 
     def from_torch(self, tensor) -> None:
+        """Copy a torch tensor's values (same shape) into the array."""
         self.from_numpy(tensor.detach().cpu().numpy())
 
     @_guard.locked
     def fill(self, value) -> None:
+        """Set every element to `value`."""
         self._view()[...] = self._to_storage(value)
         self._host_written()
 
@@ -203,6 +207,8 @@ class _HostArray:
 
     @_guard.locked
     def __getitem__(self, key):
+        """The element at `key` (a tuple of ints): a Python number, or a numpy array for vector /
+        matrix elements."""
         v = self._view()[self._index(key)]
         if self.comp_shape:
             return np.array(v, copy=True)
@@ -210,12 +216,16 @@ class _HostArray:
 
     @_guard.locked
     def __setitem__(self, key, value):
+        """Set the element at `key` to `value`."""
         self._view()[self._index(key)] = self._to_storage(value)
         self._host_written()
 
 
 @api_class
 class Field(_HostArray):
+    """A global array with a static shape, created by `sd.field` / `sd.Vector.field` / placement.
+    Read and write it in kernels (`x[i]`) and from Python (`x[i]`, `to_numpy`, `from_numpy`,
+    `fill`); `x.grad` is its gradient field."""
     _kind = "field"
 
     def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
@@ -296,10 +306,12 @@ class Field(_HostArray):
 
     @property
     def needs_grad(self) -> bool:
+        """Whether the field has a gradient field (`x.grad`)."""
         return self._grad is not None
 
     @property
     def needs_dual(self) -> bool:
+        """Whether the field has a forward-mode dual (`x.dual`)."""
         return self.dual is not None
 
     def _check_live(self):
@@ -321,6 +333,7 @@ class Field(_HostArray):
         return self._buf
 
     def ref(self) -> GlobalRef:
+        """Internal: the IR reference of this field (checks that it is live and has a shape)."""
         self._check_live()
         return GlobalRef("field", self.id, self.dtype, len(self.full_shape), self.full_shape,
                          self.name, False)
@@ -344,6 +357,11 @@ def _comp_type(f):
 @api
 def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
           order=None, layout=None) -> Field:
+    """A field of `dtype` (`sd.f32`, `float`, `sd.math.vec3`, ...) and `shape` (an int or tuple;
+    None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
+    (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
+    the variable it is assigned to). Taichi's `order` / `layout` are accepted; `offset` is not
+    supported."""
     if offset is not None:
         from kernel_ir.errors import SpiradNotSupportedError
         raise SpiradNotSupportedError("field(..., offset=) is not supported: index from 0 and add "
@@ -372,6 +390,8 @@ class SNode:
         self.shape = shape
 
     def dense(self, axes, shape) -> "SNode":
+        """A dense block of `shape` along `axes` (`sd.i`, `sd.ij`, ...) under this one:
+        `root.dense(sd.ij, (n, m)).place(x)` gives x shape (n, m)."""
         n = len(axes.dims) if isinstance(axes, Axis) else 1
         if isinstance(shape, numbers.Integral):
             shape = (int(shape),) * n  # Taichi: dense(ti.ij, n) is n along every axis
@@ -386,21 +406,28 @@ class SNode:
                                       f"{_SPARSE_HINT}")
 
     def pointer(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("pointer")
 
     def bitmasked(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bitmasked")
 
     def dynamic(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("dynamic")
 
     def hash(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
     def bit_struct(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bit_struct")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
+        """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its
+        gradient, also after kernels using `x` were compiled."""
         if offset is not None:
             from kernel_ir.errors import SpiradNotSupportedError
             raise SpiradNotSupportedError("place(..., offset=) is not supported: index from 0 "

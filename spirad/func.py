@@ -30,6 +30,7 @@ class PyFunction:
 
 
 class Func(PyFunction):
+    """A function inlined into the kernels that call it (`@sd.func`); it may return a value."""
     @api
     def __call__(self, *args, **kwargs):
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel "
@@ -48,6 +49,8 @@ class BoundFunc:
 
 
 def func(fn) -> Func:
+    """Decorator: a function callable from kernels and funcs, inlined at each call (Taichi's
+    `@ti.func`). Recursion is an error."""
     return Func(fn)
 
 

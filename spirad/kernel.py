@@ -35,6 +35,8 @@ FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the 
 
 
 class Kernel(PyFunction):
+    """A compiled kernel (`@sd.kernel`). Call it to launch; `k.grad(*args)` runs its adjoint.
+    Compiled once per argument signature, at the first call."""
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
@@ -296,6 +298,7 @@ class BoundKernel:
         return self.kernel(self.obj, *args)
 
     def grad(self, *args):
+        """The adjoint of the kernel method, with the object as its first argument."""
         return self.kernel.grad(self.obj, *args)
 
 
@@ -353,4 +356,7 @@ def _template_key(a):
 
 
 def kernel(fn) -> Kernel:
+    """Decorator: compile `fn` as a kernel. Its outermost `for` runs in parallel; arguments are
+    annotated (`sd.f32`, `int`, `sd.types.ndarray()`, `sd.template()`, vector types); `-> type`
+    declares a return value."""
     return Kernel(fn)

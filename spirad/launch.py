@@ -26,7 +26,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
 from . import guard as _guard
-from . import log as _log
+from . import logs as _log
 from . import printing, sizing_cache
 from . import profiler as _profiler
 from . import state as _state
@@ -200,7 +200,7 @@ def _launch(p: LaunchPlan) -> None:
 
 
 def _log_sizing(name, sized, seconds) -> None:
-    """The DEBUG line of a launch whose adstack sizes changed (`spirad.log`)."""
+    """The DEBUG line of a launch whose adstack sizes changed (`spirad.logs`)."""
     parts = [f"task {k}: capacities {list(s.caps)}, strides {s.layout.stride_float} B float / "
              f"{s.layout.stride_int} B int" for k, s in enumerate(sized) if s is not None]
     _log.logger.debug("sized the adstacks of %s in %s: %s", name, _log.ms(seconds),

@@ -16,6 +16,10 @@ from .tracebacks import api, api_class
 
 @api_class
 class Ndarray(_HostArray):
+    """An array passed to kernels as an argument (`sd.types.ndarray()` parameters); its shape is
+    known only at launch. Host access as for fields; `.grad` / `.dual` exist with
+    `needs_grad=True` / `needs_dual=True`. DLPack: `torch.from_dlpack(nd)` /
+    `np.from_dlpack(nd)`."""
     _kind = "ndarray"
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
@@ -58,10 +62,12 @@ class Ndarray(_HostArray):
 
     @property
     def needs_grad(self) -> bool:
+        """Whether the ndarray has a gradient (`nd.grad`)."""
         return self.grad is not None
 
     @property
     def needs_dual(self) -> bool:
+        """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
 
     def _storage(self):
@@ -103,4 +109,6 @@ def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
 
 @api
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+    """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;
+    fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`."""
     return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)

@@ -57,12 +57,14 @@ class KernelProfiler:
 
     # -- launches (spirad.launch.run) -----------------------------------------------------------
     def start(self):
+        """Before a launch: a token for `stop` (a device timestamp, or the host time after a sync)."""
         if self.timer is not None:
             return self.timer.begin()
         self.backend.sync()  # earlier launches are not this one's time
         return time.perf_counter()
 
     def stop(self, name: str, token) -> None:
+        """After a launch of program `name`: record its time."""
         if self.timer is not None:
             self.timer.end(token)
             self.pending.append((name, token))
@@ -80,6 +82,7 @@ class KernelProfiler:
 
     # -- reports ---------------------------------------------------------------------------------
     def stats(self) -> dict:
+        """Program name -> KernelStats (times in ms) of every launch so far."""
         self._resolve()
         out = {}
         for name, ts in self.times.items():
@@ -89,10 +92,12 @@ class KernelProfiler:
         return out
 
     def clear(self) -> None:
+        """Forget every launch recorded so far."""
         self._resolve()
         self.times = {}
 
     def report(self, mode: str = "count") -> str:
+        """The profiler table as text (`mode`: 'count', or 'trace' for every launch)."""
         if mode not in ("count", "trace"):
             raise SpiradValueError(f"print_kernel_profiler_info: mode must be 'count' or 'trace', "
                                    f"got {mode!r}")

@@ -28,6 +28,8 @@ _ACTIVE = PerThread()
 
 @api_class
 class Tape:
+    """`with sd.ad.Tape(loss=loss): ...` records the kernel launches of the block and, at its end,
+    runs their adjoints in reverse order (module doc)."""
     active = _ACTIVE  # this thread's Tape being recorded (launches `record`)
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
@@ -41,6 +43,7 @@ class Tape:
         self.replaying = False  # the backward pass runs (custom gradients call kernels freely)
 
     def __enter__(self):
+        """Start recording: clear the gradients (`clear_gradients=True`) and set the loss to 0."""
         if Tape.active is not None:
             raise SpiradAutodiffError("ad.Tape cannot be nested")
         if self.loss is not None:
@@ -65,6 +68,7 @@ class Tape:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        """Stop recording; seed `loss.grad` with 1 and run the adjoints in reverse order."""
         _ACTIVE.set(None)
         if exc_type is not None:
             return False
