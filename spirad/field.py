@@ -96,6 +96,7 @@ class _HostArray:
 
     @property
     def full_shape(self) -> tuple:
+        """`shape` followed by the element shape of vector / matrix elements."""
         return tuple(self.shape) + tuple(self.comp_shape)
 
     def _storage(self):
