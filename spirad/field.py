@@ -270,12 +270,9 @@ class Field(_HostArray):
                 self._pending = Field(self._dtype_arg, None, name=self.name + ".grad", _is_grad=True)
                 self._pending._primal = self
             return self._pending
-        from .tracebacks import called_from_user, user_stacklevel
+        from .tracebacks import called_from_user, warn_user
         if called_from_user():
-            import warnings
-            from kernel_ir.errors import SpiradWarning
-            warnings.warn(self.no_companion_message("grad") + f" ({self.name}.grad is None)", SpiradWarning,
-                          stacklevel=user_stacklevel())
+            warn_user(self.no_companion_message("grad") + f" ({self.name}.grad is None)")
         return None
 
     def no_companion_message(self, what: str) -> str:

@@ -226,6 +226,11 @@ class Kernel(PyFunction):
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
+    def release_plans(self) -> None:
+        """Forget the last launch plans: they keep their arguments alive (kernel_function binds
+        new buffers at every call, which may then be reused)."""
+        self._plans = [None] * len(self._plans)
+
     def _foreign_args(self, args):
         """numpy arrays / torch tensors given to types.ndarray() parameters replaced by their
         aliases (`spirad.interop.arrays`); also those that must be copied back after the launch."""
@@ -245,8 +250,11 @@ class Kernel(PyFunction):
 
     def _run(self, args, mode: int):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
+            given = args
             args, copies = self._foreign_args(args)
             p = self._plan(args, mode)
+            if args is not given:  # foreign arrays: refuse writes into torch leaves (as torch)
+                self._arrays.check_writes(self, given, p.compiled.writes)
             value = _launch.run(p)  # interrupts deferred in there
             if copies:
                 from .interop.arrays import copy_out
@@ -275,15 +283,12 @@ class Kernel(PyFunction):
         numpy / torch arguments have no `.grad`: they are constants here."""
         self._run(args, ADJOINT)
         if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
-            from .tracebacks import called_from_user, user_stacklevel
+            from .tracebacks import called_from_user, warn_user
             if called_from_user():
-                import warnings
-                from kernel_ir.errors import SpiradWarning
-                warnings.warn(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray "
-                              f"that kernel {self.fn.__name__} reads or writes has a gradient. "
-                              f"Create the values to differentiate with needs_grad=True (fields, "
-                              f"sd.ndarray) or call sd.root.lazy_grad()", SpiradWarning,
-                              stacklevel=user_stacklevel())
+                warn_user(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray that "
+                          f"kernel {self.fn.__name__} reads or writes has a gradient. Create the "
+                          f"values to differentiate with needs_grad=True (fields, sd.ndarray) or "
+                          f"call sd.root.lazy_grad()")
 
 
 @api_class

@@ -96,6 +96,11 @@ def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
         raise BufferError(f"this sd.ndarray lives in {be.name} device memory, which DLPack cannot "
                           f"export without a copy; pass copy=None (or call to_numpy())")
     else:
+        if copy is None:  # not asked for: say so
+            from .tracebacks import warn_user
+            warn_user(f"this sd.ndarray lives in {be.name} device memory: DLPack exported a "
+                      f"host copy (later kernel writes do not reach it; on the CPU backend "
+                      f"DLPack shares the memory)")
         view, copy = nd.to_numpy(), None
     kw = {"stream": stream}
     if max_version is not None:

@@ -121,9 +121,22 @@ def called_from_user(depth: int = 2) -> bool:
     return f is None or not internal_file(f.f_code.co_filename)
 
 
+def warn_user(msg: str) -> None:
+    """A `SpiradWarning` pointing at the user's call site (shown once per site by Python's
+    default warning filter)."""
+    import warnings
+    from kernel_ir.errors import SpiradWarning
+    warnings.warn(msg, SpiradWarning, stacklevel=user_stacklevel())
+
+
+_PASSED_THROUGH = ("torch.",)  # libraries between the user and spirad (torch.autograd, DLPack)
+
+
 def user_stacklevel() -> int:
-    """`warnings.warn` stacklevel of the innermost user frame (the call site in user code)."""
+    """`warnings.warn` stacklevel of the innermost user frame (the call site in user code):
+    spirad's frames and torch's in between are skipped."""
     f, level = sys._getframe(1), 1
-    while f is not None and internal_file(f.f_code.co_filename):
+    while f is not None and (internal_file(f.f_code.co_filename) or
+                             str(f.f_globals.get("__name__", "")).startswith(_PASSED_THROUGH)):
         f, level = f.f_back, level + 1
     return level
