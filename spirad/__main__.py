@@ -36,46 +36,13 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-def cache_usage(directory: str) -> tuple[int, int]:
-    """(entries, bytes) of the offline cache in `directory` (0, 0 if it does not exist)."""
-    count = size = 0
-    for root, _dirs, files in os.walk(directory):
-        for f in files:
-            if f.endswith(".bin"):
-                try:
-                    size += os.path.getsize(os.path.join(root, f))
-                    count += 1
-                except OSError:
-                    pass
-    return count, size
-
-
 def _cache_line() -> str:
     from . import offline_cache
-    d = offline_cache.cache_dir()
-    n, size = cache_usage(d)
+    size, n = offline_cache.size()
     off = "" if os.environ.get("SPIRAD_OFFLINE_CACHE", "1") != "0" else \
         " (off: SPIRAD_OFFLINE_CACHE=0)"
-    return f"offline cache: {d} ({n} entries, {_bytes(size)}){off}"
-
-
-def clear_cache() -> tuple[int, int]:
-    """Delete the offline cache's entries; returns what was there (entries, bytes)."""
-    from . import offline_cache
-    d = offline_cache.cache_dir()
-    before = cache_usage(d)
-    clear = getattr(offline_cache, "clear", None)  # spirad.offline_cache.clear (size cap / LRU)
-    if clear is not None:
-        clear()
-    else:
-        for root, _dirs, files in os.walk(d):
-            for f in files:
-                if f.endswith(".bin"):
-                    try:
-                        os.remove(os.path.join(root, f))
-                    except OSError:
-                        pass
-    return before
+    return (f"offline cache: {offline_cache.cache_dir()} ({n} entries, {_bytes(size)}; "
+            f"cap {_bytes(offline_cache.max_bytes())}){off}")
 
 
 def info() -> str:
@@ -113,7 +80,8 @@ def main(argv=None) -> int:
         return 0
     if argv == ["cache", "clear"]:
         from . import offline_cache
-        n, size = clear_cache()
+        size, _ = offline_cache.size()
+        n = offline_cache.clear()
         print(f"cleared the offline cache {offline_cache.cache_dir()}: {n} entries, {_bytes(size)}")
         return 0
     if argv in (["-h"], ["--help"], ["help"]):

@@ -248,13 +248,15 @@ class Kernel(PyFunction):
             arrays = self._arrays = KernelArrays()
         return arrays.convert(self, args, nd)
 
-    def _run(self, args, mode: int):
+    def _run(self, args, mode: int, tape=None):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             given = args
             args, copies = self._foreign_args(args)
             p = self._plan(args, mode)
             if args is not given:  # foreign arrays: refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)
+            if tape is not None:
+                tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
             if copies:
                 from .interop.arrays import copy_out
@@ -268,7 +270,7 @@ class Kernel(PyFunction):
             tape = Tape.active
             mode = FWD_MODE if FwdMode.active is not None else \
                 VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-            value = self._run(args, mode)
+            value = self._run(args, mode, tape)
             if Tape.active is not None:
                 Tape.active.record(self, args)
             return value

@@ -55,6 +55,7 @@ class Compiled:
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
+    reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
 
 
 @dataclass(frozen=True, eq=False)

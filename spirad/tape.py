@@ -143,6 +143,11 @@ class Tape:
             raise SpiradAutodiffError(f"the Tape's loss must be a 0-d field or ndarray (one "
                                       f"element), got shape {tuple(loss.shape)}")
 
+    def launching(self, plan):
+        """Called before each forward kernel launch while this Tape is active, with its
+        `launch.LaunchPlan` (what it reads and may write: `plan.compiled.reads / writes`).
+        Nothing to do for a Tape; `checkpoint`'s step recorder saves what the launch overwrites."""
+
     def record(self, kernel, args):
         """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""
         if not self.suspended:

@@ -11,8 +11,8 @@ draws the same picture on both:
 - triangle: the pixels whose centres lie inside (edges included), no anti-aliasing.
 A zero-length line is a disk (Taichi divides by its length and draws NaNs).
 
-Items are composited in call order, `dest = lerp(coverage, dest, colour)` one item after the
-other, exactly as Taichi's loop over items does — also where anti-aliased rims overlap:
+Items are composited in call order, `dest = (1 - coverage) dest + coverage colour` (Taichi's
+`lerp`: an opaque pixel gets the colour exactly) one item after the other, exactly as Taichi's loop over items does — also where anti-aliased rims overlap:
 `_composite` sorts the contributions to a pixel by item and folds them in closed form.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ class Canvas:
             return
         a = alpha[None, xa:xb, ya:yb].astype(np.float32)
         region = self.planes[:, x0 + xa:x0 + xb, y0 + ya:y0 + yb]
-        region += (np.asarray(rgb, np.float32)[:, None, None] - region) * a
+        region[...] = region * (1 - a) + np.asarray(rgb, np.float32)[:, None, None] * a
 
     # -- the shared machinery ------------------------------------------------------------------
 
@@ -163,19 +163,29 @@ class Canvas:
                         colors.astype(np.float32))
 
     def _composite(self, lin, item, alpha, colors) -> None:
-        """dest = lerp(alpha, dest, colours[item]) for every contribution, in item order per
-        pixel (pixels are `x * height + y`)."""
+        """dest = (1 - alpha) dest + alpha colours[item] for every contribution, in item order
+        per pixel (pixels are `x * height + y`)."""
         if len(lin) == 0:
             return
         flat = self.planes.reshape(3, -1)
         rgb = [np.ascontiguousarray(colors[:, ch]) for ch in range(3)]
+        opaque = alpha >= 1
+        if opaque.any():   # what lies under a later opaque contribution is never seen: drop it
+            top = np.full(flat.shape[1], -1, np.int64)
+            np.maximum.at(top, lin[opaque], item[opaque])
+            seen = item >= top[lin]
+            lin, item, alpha = lin[seen], item[seen], alpha[seen]
         hits = np.bincount(lin, minlength=flat.shape[1])
-        if hits.max() <= 1:   # no pixel touched twice: one lerp each
+        one = hits[lin] == 1
+        if one.any():      # pixels touched once: one lerp each
+            p, i, a = lin[one], item[one], alpha[one]
             for ch in range(3):
-                d = flat[ch, lin]
-                flat[ch, lin] = d + (rgb[ch][item] - d) * alpha
+                plane = flat[ch]
+                plane[p] = plane[p] * (1 - a) + rgb[ch][i] * a
+        if one.all():
             return
-        # sort the contributions by (pixel, item); the alpha rides along in the low 16 bits
+        lin, item, alpha = lin[~one], item[~one], alpha[~one]
+        # sort the rest by (pixel, item); the alpha rides along in the low 16 bits
         item_bits = max(1, int(item.max()).bit_length())
         if int(lin.max()).bit_length() + item_bits + 16 <= 62:
             key = (lin << item_bits | item) << 16 | np.round(alpha * 65535).astype(np.int64)
@@ -198,10 +208,13 @@ class Canvas:
         keep_dest = np.exp(cs[last] - cs[starts] + lt[starts])
         p = lin[starts]
         for ch in range(3):
+            plane = flat[ch]
             acc = np.bincount(seg, weights=rgb[ch][item] * weight, minlength=len(starts))
-            flat[ch, p] = flat[ch, p] * keep_dest + acc
+            plane[p] = plane[p] * keep_dest + acc
 
 
 def _bucket(size: np.ndarray) -> np.ndarray:
-    """Round box sizes up so few distinct shapes remain (exact to 8, then multiples of 8)."""
-    return np.where(size <= 8, size, (size + 7) // 8 * 8)
+    """Round box sizes up so few distinct shapes remain: exact to 16, then multiples of 4 to 64,
+    then of 16 (at most a quarter of a box is padding)."""
+    return np.where(size <= 16, size, np.where(size <= 64, (size + 3) // 4 * 4,
+                                               (size + 15) // 16 * 16))

@@ -12,9 +12,8 @@ import spirad as sd
 from tests.support.archs import test_archs
 from spirad.gui.image_io import gif_bytes, png_bytes, read_image, read_png, to_rows
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from images import assert_close  # noqa: E402
-from scene import BACKGROUND, RES, draw_scene, draw_text  # noqa: E402
+from tests.gui.images import assert_close
+from tests.gui.scene import BACKGROUND, RES, draw_scene, draw_text
 
 EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected")
 
@@ -351,3 +350,31 @@ def test_video_manager_collects_frames(tmp_path, monkeypatch):
     data = (tmp_path / "video.gif").read_bytes()
     assert data[:6] == b"GIF89a" and data[6:10] == bytes([30, 0, 20, 0])
     assert read_image(str(tmp_path / "frames" / "000001.png")).shape == (20, 30, 4)   # RGBA
+
+
+def test_difftaichi_call_forms(tmp_path):
+    """The GUI calls of DiffTaichi's examples, with their argument forms (written here, not
+    copied): positional colour and radius, numpy-int colours from rgb_to_hex, lists and (2, 1)
+    arrays as points, uint32 colour arrays, `show(file=None)`, a positional background."""
+    gui = sd.GUI("Mass Spring Robot", (128, 128), 0xFFFFFF, show_gui=False)   # background 3rd
+    x, y = 0.25, 0.5
+    color = sd.rgb_to_hex((0.5 + 0.3, 0.5 - abs(0.3), 0.5 - 0.3))        # a numpy integer
+    gui.circle((x, y), color, 7)                                              # pos, color, radius
+    gui.circle([0.75, 0.5], 0xccaa44, 12 // 2)                                # a list, an int radius
+    gui.line(begin=(0, 0.1), end=(1, 0.1), color=0x0, radius=3)
+    gui.line(np.array([[0.1], [0.9]]), np.array([[0.9], [0.9]]), color=0x000000, radius=2)
+    particles = np.random.default_rng(0).random((300, 2)) * 0.2 + 0.4
+    colors = np.empty(300, dtype=np.uint32)
+    colors[:] = 0x111111
+    gui.circles(pos=particles, color=colors, radius=1.5)
+    gui.show(file=None)                                   # off screen: only clears
+    assert np.all(gui.canvas.img == 1.0)
+    gui.circle((x, y), color, 7)
+    gui.circle([0.75, 0.5], 0xccaa44, 12 // 2)
+    gui.line(begin=(0, 0.1), end=(1, 0.1), color=0x0, radius=3)
+    gui.line(np.array([[0.1], [0.9]]), np.array([[0.9], [0.9]]), color=0x000000, radius=2)
+    gui.show(str(tmp_path / "mass_spring" / "final0" / "0001.png"))
+    rows = read_png(str(tmp_path / "mass_spring" / "final0" / "0001.png"))
+    assert tuple(rows[128 - 64, 32]) == (0xCC, 0x33, 0x33)   # opaque: the exact colour
+    assert tuple(rows[128 - 64, 96]) == (0xCC, 0xAA, 0x44)
+    assert tuple(rows[128 - 13, 64]) == (0, 0, 0) and tuple(rows[128 - 116, 64]) == (0, 0, 0)

@@ -12,9 +12,8 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from images import assert_close  # noqa: E402
-from xwd import read_xwd  # noqa: E402
+from tests.gui.images import assert_close
+from tests.gui.xwd import read_xwd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -44,7 +44,7 @@ def test_python_m_spirad_lists_every_arch_and_the_cache(tmp_path):
     assert re.search(r"^  vulkan +available$", out, re.M), out  # lavapipe in CI
     assert "sd.gpu picks: vulkan" in out or "sd.gpu picks: cuda" in out or \
         "sd.gpu picks: amdgpu" in out
-    assert f"offline cache: {tmp_path} (0 entries, 0 B)" in out
+    assert f"offline cache: {tmp_path} (0 entries, 0 B; cap 1.0 GiB)" in out
 
 
 def test_python_m_spirad_without_vulkan_says_why(tmp_path):
@@ -74,7 +74,7 @@ def test_cache_clear(tmp_path):
     r = _run(["cache", "clear"], env=env)
     assert r.returncode == 0 and f"cleared the offline cache {tmp_path}: {m.group(1)} entries" \
         in r.stdout, r.stdout + r.stderr
-    assert "(0 entries, 0 B)" in _run(["cache"], env=env).stdout
+    assert "(0 entries, 0 B;" in _run(["cache"], env=env).stdout
     bad = _run(["cache", "wipe"], env=env)
     assert bad.returncode == 2 and "usage: python -m spirad" in bad.stderr
 
