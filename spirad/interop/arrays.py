@@ -94,6 +94,12 @@ def alias(arr: np.ndarray, dt, comp, shape):
     return nd, zero_copy
 
 
+def _kind(obj) -> str:
+    """How a message names a user's array: 'numpy array', 'torch tensor', else its type."""
+    mod = type(obj).__module__.split(".")[0]
+    return {"numpy": "numpy array", "torch": "torch tensor"}.get(mod, type(obj).__name__)
+
+
 class _Entry:
     """One argument position's alias while the caller keeps passing the same array."""
     __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "leaf")
@@ -183,7 +189,7 @@ class KernelArrays:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
         nd, zero_copy = alias(arr, dt, comp, shape)
         if not zero_copy:
-            warn_user(f"{what}: the {type(obj).__name__} is copied to "
+            warn_user(f"{what}: the {_kind(obj)} is copied to "
                        f"{_state.backend().name} device memory before every launch and back "
                        f"after launches that write it; keep the data in an sd.ndarray (or "
                        f"sd.from_dlpack it once) to avoid the copies")
@@ -213,7 +219,7 @@ def from_dlpack(obj, dtype=None, needs_grad=False):
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:
-        warn_user(f"sd.from_dlpack: the {type(obj).__name__} was copied to "
+        warn_user(f"sd.from_dlpack: the {_kind(obj)} was copied to "
                    f"{_state.backend().name} device memory (later changes to it are not seen); "
                    f"the CPU backend shares its memory")
         _state.backend().write(nd._storage(), arr)

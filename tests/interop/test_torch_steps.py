@@ -169,14 +169,14 @@ def test_silent_copies_warn_once_per_call_site(arch):
             a[i] = a[i] * 2
 
     a = np.ones(4, np.float32)
-    with pytest.warns(sd.SpiradWarning, match=r"argument 'a' of double: the ndarray is copied "
+    with pytest.warns(sd.SpiradWarning, match=r"argument 'a' of double: the numpy array is copied "
                                               r"to vulkan device memory before every launch") as w:
         for _ in range(3):
             double(a)  # one site: one warning
     assert len([r for r in w if issubclass(r.category, sd.SpiradWarning)]) == 1
     assert w[0].filename == __file__
     np.testing.assert_array_equal(a, 8)  # copied back
-    with pytest.warns(sd.SpiradWarning, match="sd.from_dlpack: the Tensor was copied to vulkan"):
+    with pytest.warns(sd.SpiradWarning, match="sd.from_dlpack: the torch tensor was copied to vulkan"):
         sd.from_dlpack(torch.ones(3))
     nd = sd.ndarray(sd.f32, 3)
     with pytest.warns(sd.SpiradWarning, match="DLPack exported a host copy") as w:
