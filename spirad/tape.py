@@ -59,10 +59,10 @@ class Tape:
             self._check_loss(self.loss)
         if self.clear:
             for f in _state.current().fields:
-                if f.grad is not None and f.shape is not None:
+                if f.needs_grad and f.shape is not None:
                     f.grad.fill(0)
         if self.loss is not None:
-            self.loss.fill(0)  # as in Taichi: the loss starts from 0 in every Tape
+            _fill(self.loss, 0)  # as in Taichi: the loss starts from 0 in every Tape
         if self.grad_check:
             from .grad_check import GradChecker
             self.checker = GradChecker(self.loss, self.grad_check)
@@ -106,7 +106,7 @@ class Tape:
                                       "call it after the block ends")
         if loss is not None:
             self._check_loss(loss)
-            loss.grad.fill(1)
+            _seed_loss(loss)
         for target, g in (grads or {}).items():
             _seed(target, g)
         self.replaying = True
@@ -137,8 +137,9 @@ class Tape:
 
     @staticmethod
     def _check_loss(loss):
-        if getattr(loss, "grad", None) is None:
-            raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True")
+        if not _has_grad(loss):
+            raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True "
+                                      "(a torch tensor: requires_grad=True)")
         if loss.shape and int(np.prod(loss.shape)) != 1:
             raise SpiradAutodiffError(f"the Tape's loss must be a 0-d field or ndarray (one "
                                       f"element), got shape {tuple(loss.shape)}")
@@ -164,7 +165,7 @@ def _seed(target, g) -> None:
     if not isinstance(target, (Field, Ndarray)):
         raise SpiradAutodiffError(f"Tape.backward(grads=...): the keys are the fields / ndarrays "
                                   f"whose gradients to seed, got {type(target).__name__}")
-    if target.grad is None:
+    if not target.needs_grad:
         raise SpiradAutodiffError(f"Tape.backward(grads=...): {target._kind} {target._label()} "
                                   f"has no gradient (create it with needs_grad=True)")
     if isinstance(g, (Field, Ndarray)):
@@ -180,3 +181,35 @@ def _seed(target, g) -> None:
                                       f"{target._kind} {target._label()} has shape {arr.shape}, "
                                       f"expected {target.full_shape}")
         target.grad.from_numpy(arr.astype(target.dtype.np, copy=False))
+
+
+# A Tape's loss is a 0-d field / one-element ndarray, or (as in Taichi) a one-element torch tensor
+# that requires grad; the launches bind the tensor's `.grad` (spirad.interop.arrays).
+def _is_tensor(x) -> bool:
+    return hasattr(x, "requires_grad") and hasattr(x, "data_ptr")
+
+
+def _has_grad(loss) -> bool:
+    return bool(loss.requires_grad) if _is_tensor(loss) else loss.needs_grad
+
+
+def _fill(loss, value) -> None:
+    if _is_tensor(loss):
+        import torch
+        with torch.no_grad():
+            loss.fill_(value)
+    else:
+        loss.fill(value)
+
+
+def _seed_loss(loss) -> None:
+    """d loss / d loss = 1."""
+    if _is_tensor(loss):
+        import torch
+        if loss.grad is None:
+            loss.grad = torch.ones_like(loss)
+        else:
+            with torch.no_grad():
+                loss.grad.fill_(1)
+    else:
+        loss.grad.fill(1)

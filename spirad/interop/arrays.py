@@ -15,8 +15,10 @@ costs about what an `sd.ndarray` does. Each launch counts as a host write of the
 generation is bumped): the caller may have changed the data, and adstack sizes read from it must
 be evaluated again.
 
-A foreign array has no `.grad`: `kernel.grad` treats it as a constant. For gradients with
-PyTorch, see `spirad.interop.autograd`.
+A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
+requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
+(`torch.zeros_like`) when it is None and binds it as the argument's gradient, so `kernel.grad`
+accumulates into it. For gradients through torch.autograd, see `spirad.interop.autograd`.
 """
 from __future__ import annotations
 
@@ -55,9 +57,10 @@ def host_array(obj) -> np.ndarray | None:
                               f"(tensor.cpu())") from None
 
 
-def element_type(arr: np.ndarray, ann_dtype, what: str):
+def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
-    with element type `ann_dtype` (None: any scalar type); a clear error when it does not fit."""
+    with element type `ann_dtype` (None: any scalar type; `element_dim` 1 / 2: its last axes
+    are a vector / matrix element); a clear error when it does not fit."""
     from ..field import resolve_dtype
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
@@ -73,6 +76,11 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
             raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
                                   f"{comp} of {ann_dtype}")
+    elif element_dim:
+        if arr.ndim <= element_dim:
+            raise SpiradTypeError(f"{what} of shape {arr.shape} has no room for element_dim="
+                                  f"{element_dim} element axes")
+        comp = tuple(arr.shape[arr.ndim - element_dim:])
     if not arr.flags.c_contiguous:
         raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
                               f"np.ascontiguousarray(x) or tensor.contiguous()")
@@ -101,19 +109,37 @@ def _kind(obj) -> str:
 
 
 class _Entry:
-    """One argument position's alias while the caller keeps passing the same array."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "leaf")
+    """One argument position's alias while the caller keeps passing the same array
+    (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf")
 
-    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch):
+    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
         # a torch tensor (requires_grad may change later: checked at every launch)
         self.leaf = obj if hasattr(obj, "requires_grad") else None
+        self.grad_arr = grad_arr
 
 
 def _tensor_ptr(obj):
-    """Where a tensor's data is now (tensors can be resized or re-pointed in place)."""
-    return (obj.data_ptr(), tuple(obj.shape)) if hasattr(obj, "data_ptr") else None
+    """Where a tensor's data (and gradient) is now (tensors can be resized or re-pointed in
+    place, and `.grad` replaced)."""
+    if not hasattr(obj, "data_ptr"):
+        return None
+    g = getattr(obj, "grad", None)
+    return (obj.data_ptr(), tuple(obj.shape), None if g is None else g.data_ptr())
+
+
+def _stale_grad(t) -> bool:
+    """No `.grad` yet, or one left from before the tensor was re-pointed (`t.data = ...`)."""
+    g = t.grad
+    return g is None or g.shape != t.shape or g.dtype != t.dtype
+
+
+def _wants_grad(obj, ann) -> bool:
+    """A torch tensor that requires grad gets a gradient unless annotated needs_grad=False."""
+    return bool(getattr(obj, "requires_grad", False)) and ann.needs_grad is not False and \
+        hasattr(obj, "data_ptr")
 
 
 class KernelArrays:
@@ -136,7 +162,9 @@ class KernelArrays:
             obj = args[w[1]]
             if getattr(obj, "requires_grad", False) and getattr(obj, "is_leaf", False):
                 import torch
-                if torch.is_grad_enabled():
+                from ..tape import Tape
+                # under a Tape spirad differentiates the launch itself (Taichi's torch loss)
+                if torch.is_grad_enabled() and Tape.active is None:
                     name = kernel._annotations()[w[1]][0]
                     raise kernel._arg_error(
                         SpiradValueError,
@@ -157,6 +185,10 @@ class KernelArrays:
             if isinstance(obj, Ndarray):
                 continue
             e = entries.get(i)
+            if type(obj) is not np.ndarray and getattr(obj, "requires_grad", False) \
+                    and hasattr(obj, "data_ptr") and _stale_grad(obj):
+                import torch  # as Taichi does: a tensor that requires grad gets a gradient
+                obj.grad = torch.zeros_like(obj)
             if e is None or e.obj is not obj or e.epoch != epoch or (
                     type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
@@ -165,6 +197,8 @@ class KernelArrays:
                 self.leaves = True
             if not e.zero_copy:
                 _state.backend().write(e.nd._storage(), e.arr)
+                if e.grad_arr is not None:
+                    _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
             if out is None:
                 out = list(args)
@@ -181,28 +215,39 @@ class KernelArrays:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
                                       f"to sd.template() parameters")
-            dt, comp, shape = element_type(arr, ann.dtype, what)
+            dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
         except SpiradTypeError as err:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
         nd, zero_copy = alias(arr, dt, comp, shape)
+        grad_arr = None
+        if _wants_grad(obj, ann) and dt.is_float:
+            grad_arr = host_array(obj.grad)
+            gdt, gcomp, gshape = element_type(grad_arr, ann.dtype, f"{what}.grad", ann.element_dim)
+            if (gdt, gcomp, gshape) != (dt, comp, shape):
+                raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
+                                        f"dtype and shape", index)
+            nd.grad = alias(grad_arr, dt, comp, shape)[0]
         if not zero_copy:
             warn_user(f"{what}: the {_kind(obj)} is copied to "
                        f"{_state.backend().name} device memory before every launch and back "
                        f"after launches that write it; keep the data in an sd.ndarray (or "
                        f"sd.from_dlpack it once) to avoid the copies")
         ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-        return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
+        return _Entry(obj, arr, nd, zero_copy, ptr, epoch, grad_arr)
 
 
 def copy_out(entries, args, writes) -> None:
-    """After a launch on a copying backend: copy every written foreign argument back."""
-    written = {w[1] for w in writes if w[0] == "ndarray" and w[2] is False}
+    """After a launch on a copying backend: copy every written foreign argument (and written
+    gradient) back."""
+    written = {(w[1], w[2]) for w in writes if w[0] == "ndarray"}
     for index, e in entries:
-        if index in written:
+        if (index, False) in written:
             e.arr[...] = e.nd._view()
+        if e.grad_arr is not None and (index, True) in written:
+            e.grad_arr[...] = e.nd.grad._view()
 
 
 @_guard.locked
