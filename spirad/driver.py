@@ -32,6 +32,7 @@ from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.demote_atomics import demote_atomics
 from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .logs import logger, ms
@@ -231,7 +232,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    # what the backend compiles (`tl` stays for autodiff)
+    ctl = demote_atomics(promote_accumulators(tl))
     abi = kernel_abi(ctl)
     be = _state.backend()
     program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
