@@ -145,10 +145,11 @@ class CpuBackend(BackendBase):
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
         last = program.last_storages
-        if last is None or len(last) != len(storages) or any(a is not b for a, b in zip(storages, last)):
+        if last is not storages and (last is None or len(last) != len(storages) or
+                                     any(a is not b for a, b in zip(storages, last))):
             for k, st in enumerate(storages):
                 bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
-            program.last_storages = list(storages)
+        program.last_storages = storages  # a plan's list, never changed (launch.LaunchPlan)
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run

@@ -242,7 +242,7 @@ class VulkanBackend(BackendBase):
         buf = p.spare.pop() if p.spare else self.rt.alloc(256, zero=False)
         if len(data) > buf.nbytes:
             buf = self.rt.alloc(len(data), zero=False)
-        buf.write(data)
+        buf.write_unused(data)  # new, or spare since the sync above: no pending work reads it
         p.arg_bufs[data] = buf
         return buf
 
