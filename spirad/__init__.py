@@ -5,6 +5,9 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 from __future__ import annotations
 
 from . import state as _state
+from . import _logging
+from ._logging import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN
+from .perf_dispatch import perf_dispatch
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
@@ -28,20 +31,32 @@ from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, gr
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
-from .ndarray import ndarray
+from .ndarray import Ndarray, ndarray
+from .field import Field
+from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
+from . import simt, graph, algorithms
+from .lang import atomic_exchange, raw_mod
+from .math import outer
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
+x64 = x86_64 = arm64 = cpu  # Quadrants' names of its CPU backends
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
               "adstack_cache", "offline_cache_file_path", "offline_cache_max_size_of_files"}
+# Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
+# no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
+# sizes adstacks per launch and compiles on the calling thread
+_INIT_KEYS |= {"enable_fallback", "check_out_of_bound", "force_scalarize_matrix",
+               "advanced_optimization", "cfg_optimization", "fast_math",
+               "ad_stack_sparse_threshold_bytes", "num_compile_threads", "print_ir"}
 
 
 def init(arch=None, **kwargs):
@@ -75,6 +90,8 @@ def _init(arch=None, **kwargs):
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
+    if kwargs.get("log_level") is not None:
+        _logging.set_logging_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
     from .sizing_cache import refresh_debug_flag

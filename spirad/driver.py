@@ -61,7 +61,7 @@ def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    templates = tuple(sp[1] for sp in specs if sp[0] == "template")
+    templates = tuple(sp[1] for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:

@@ -16,6 +16,7 @@ from . import state as _state
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
+from .tensor import TensorSurface
 from .types import MatrixType, VectorType
 
 
@@ -50,8 +51,9 @@ def normalize_shape(shape) -> tuple:
     return shape
 
 
-class _HostArray:
-    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
+class _HostArray(TensorSurface):
+    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access
+    (and Quadrants' tensor methods: spirad.tensor.TensorSurface)."""
 
     dtype: T.DType
     comp_shape: tuple
@@ -90,9 +92,10 @@ class _HostArray:
         self.generation += 1
 
     @_guard.locked
-    def to_numpy(self) -> np.ndarray:
+    def to_numpy(self, dtype=None, *, copy=True) -> np.ndarray:
         out = np.array(self._view(), copy=True)
-        return out.astype(bool) if self.dtype == T.u1 else out
+        out = out.astype(bool) if self.dtype == T.u1 else out
+        return out if dtype is None else out.astype(dtype)
 
     @_guard.locked
     def from_numpy(self, arr) -> None:
@@ -132,9 +135,19 @@ class _HostArray:
         """Copy another field's / ndarray's values (same shape)."""
         self.from_numpy(other.to_numpy())
 
-    def to_torch(self, device=None):
-        """A torch tensor copy (needs torch installed)."""
+    def to_torch(self, device=None, *, copy=True):
+        """A torch tensor copy (needs torch installed). `copy=False` (Quadrants): the live memory
+        itself where it is host memory (stays valid: CPU launches are synchronous; u1 elements
+        are their 0/1 int32 words), TypeError where that is impossible (device memory);
+        `copy=None`: zero-copy when possible (u1: a bool copy)."""
         import torch
+        if copy is not True and (device is None or str(device) == "cpu"):
+            view = self._zero_copy_view(words_for_bools=copy is False)
+            if view is not None:
+                return torch.from_numpy(view)
+            if copy is False:
+                raise TypeError(f"{self._kind} {self._label()} lives in device memory: it cannot "
+                                f"be shared without a copy; pass copy=True")
         t = torch.from_numpy(self.to_numpy())
         return t if device is None else t.to(device)
 

@@ -12,6 +12,7 @@ check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -27,6 +28,8 @@ from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
+from .program import materialize_if_needed
+from .struct_args import is_struct_annotation, ndarray_leaves, struct_key
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -53,6 +56,7 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            self._has_structs = any(is_struct_annotation(a) for _, a in self.params)
         return self.params
 
     def __get__(self, obj, objtype=None):
@@ -89,9 +93,27 @@ class Kernel(PyFunction):
         node = fdef.args.args[index] if index is not None and index < len(fdef.args.args) else fdef
         return user_error(cls, msg, src.loc(node))
 
+    def _expand(self, args):
+        """Dataclass arguments: their ndarrays appended as hidden arguments (struct_args)."""
+        params = self._annotations()
+        if not self._has_structs or len(args) != len(params):
+            return args
+        extra = []
+        for (_, ann), a in zip(params, args):
+            if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                extra.extend(nd for _, nd in ndarray_leaves(a))
+        return tuple(args) + tuple(extra)
+
     def _signature(self, args, st):
         params = self._annotations()
         kname = self.fn.__name__
+        hidden = []
+        if self._has_structs and len(args) > len(params):
+            for (name, ann), a in zip(params, args):
+                if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                    hidden.extend((f"{name}.{'.'.join(path)}", NdarrayType())
+                                  for path, _ in ndarray_leaves(a))
+            params = list(params) + hidden
         if len(args) != len(params):
             raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
@@ -130,6 +152,22 @@ class Kernel(PyFunction):
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
+            elif is_struct_annotation(ann):
+                if not dataclasses.is_dataclass(a):
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
+                                          f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)
+                first = len(self.params) + sum(len(sp[2]) for sp in specs if sp[0] == "struct")
+                paths = tuple((path, first + k) for k, (path, _) in enumerate(ndarray_leaves(a)))
+                specs.append(("struct", a, paths))
+                key.append(("struct", struct_key(a)))
+            elif _is_tensor_annotation(ann):  # sd.Tensor: a field (template) or an ndarray
+                if isinstance(a, Ndarray):
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                    specs.append(spec)
+                    key.append(spec)
+                else:
+                    specs.append(("template", a))
+                    key.append(("template", _template_key(a)))
             else:
                 try:
                     dtype = _scalar_annotation(ann, st, name, kname)
@@ -173,6 +211,7 @@ class Kernel(PyFunction):
                 out.extend(np.asarray(a).reshape(-1).tolist())
             else:
                 out.append(a)
+        out.extend(args[len(params):])  # hidden ndarrays of dataclass arguments
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
@@ -241,8 +280,10 @@ class Kernel(PyFunction):
         return arrays.convert(self, args, nd)
 
     def _run(self, args, mode: int, tape=None):
+        materialize_if_needed()  # spirad.program: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             args, copies = self._foreign_args(args)
+            args = self._expand(args)
             p = self._plan(args, mode)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
@@ -253,7 +294,20 @@ class Kernel(PyFunction):
             return value
 
     # -- launch -------------------------------------------------------------------------------
-    def __call__(self, *args):
+    def bind(self, args, kwargs) -> tuple:
+        """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would."""
+        if not kwargs:
+            return args
+        import inspect
+        try:
+            ba = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
+        return tuple(ba.args)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self.bind(args, kwargs)
         tape = Tape.active
         mode = FWD_MODE if FwdMode.active is not None else \
             VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
@@ -262,11 +316,11 @@ class Kernel(PyFunction):
             Tape.active.record(self, args)
         return value
 
-    def grad(self, *args):
+    def grad(self, *args, **kwargs):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
-        self._run(args, ADJOINT)
+        self._run(self.bind(args, kwargs), ADJOINT)
 
 
 class BoundKernel:
@@ -276,11 +330,11 @@ class BoundKernel:
         self.kernel, self.obj = kernel, obj
         self.__name__ = kernel.fn.__name__
 
-    def __call__(self, *args):
-        return self.kernel(self.obj, *args)
+    def __call__(self, *args, **kwargs):
+        return self.kernel(self.obj, *args, **kwargs)
 
-    def grad(self, *args):
-        return self.kernel.grad(self.obj, *args)
+    def grad(self, *args, **kwargs):
+        return self.kernel.grad(self.obj, *args, **kwargs)
 
 
 def data_oriented(cls):
@@ -315,5 +369,20 @@ def _template_key(a):
     return ("id", id(a))
 
 
-def kernel(fn) -> Kernel:
+KERNEL_OPTIONS = ("fastcache", "graph")
+
+
+def kernel(fn=None, **options) -> Kernel:
+    """`@sd.kernel`, also as `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:
+    accepted; spirad's own offline cache is always on, and a launch is already one submission)."""
+    unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+    if unknown:
+        raise SpiradTypeError(f"kernel() got unknown option(s) {unknown}; known: {list(KERNEL_OPTIONS)}")
+    if fn is None:
+        return lambda f: Kernel(f)
     return Kernel(fn)
+
+
+def _is_tensor_annotation(ann) -> bool:
+    from .tensor import Tensor
+    return isinstance(ann, type) and issubclass(ann, Tensor)

@@ -50,7 +50,7 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
 
 
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
-                bit_vectorize=False):
+                bit_vectorize=False, name=None):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
     block_dim / parallelize are hints. Only meaningful inside kernels."""
     raise _python_scope("loop_config")
@@ -102,6 +102,16 @@ def atomic_or(target, value):
 
 def atomic_xor(target, value):
     raise _python_scope("atomic_xor")
+
+
+def atomic_exchange(target, value):
+    """Store `value`, return the old value, atomically (Quadrants)."""
+    raise _python_scope("atomic_exchange")
+
+
+def raw_mod(a, b):
+    """C's remainder: the sign of `a` (Python's `%` takes the sign of `b`)."""
+    return np.fmod(a, b)
 
 
 def polar_decompose(a, dt=None):

@@ -110,6 +110,12 @@ class Vector:
         return Ndarray(VectorType(n, dtype), shape, needs_grad, needs_dual=needs_dual)
 
     @staticmethod
+    def tensor(n, dtype, shape, **kwargs):
+        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.tensor)."""
+        from .tensor import vector_tensor
+        return vector_tensor(n, dtype, shape, **kwargs)
+
+    @staticmethod
     def zero(dt, n):
         return matrix_value(np.zeros(n), dt)
 
@@ -133,6 +139,12 @@ class Matrix:
     @staticmethod
     def ndarray(n, m, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
         return Ndarray(MatrixType(n, m, dtype), shape, needs_grad, needs_dual=needs_dual)
+
+    @staticmethod
+    def tensor(n, m, dtype, shape, **kwargs):
+        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.tensor)."""
+        from .tensor import matrix_tensor
+        return matrix_tensor(n, m, dtype, shape, **kwargs)
 
     @staticmethod
     def rows(rows):

@@ -57,6 +57,8 @@ state = State(epoch=next(_epoch))
 def reset(**kw) -> State:
     global state
     old = state
+    from .program import cleared
+    cleared()
     if old.backend is not None:
         _flush_prints(old)
         old.backend.close()

@@ -122,6 +122,21 @@ def _atomic(op, name):
     return h
 
 
+def h_raw_mod(v, args, node):
+    """`raw_mod(a, b)`: a - b * trunc(a / b) (C's %, fmod on floats)."""
+    _arity(v, args, 2, node)
+    a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if is_py_scalar(a) and is_py_scalar(b):
+        return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
+    q = v.binop(Op.DIV, a, b)
+    n = v.binop(Op.MOD, a, b)  # typed like a op b
+    if n.dtype.is_float:
+        q = v.unop(Op.FLOOR, v.unop(Op.ABS, q))
+        q = v.select(v.binop(Op.CMP_LT, v.binop(Op.MUL, a, b), 0), v.unop(Op.NEG, q), q)
+        return v.binop(Op.SUB, a, v.binop(Op.MUL, b, q))
+    return v.binop(Op.SUB, a, v.binop(Op.MUL, b, q))  # int DIV truncates toward zero
+
+
 def h_polar_decompose(v, args, kw, node):
     """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
     (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
@@ -277,7 +292,8 @@ def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
     block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
-    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize"}
+    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
+                         "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
                                            "block_dim=, parallelize=", node)
@@ -307,7 +323,8 @@ HANDLERS = {
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
     lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
     lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
-    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"),
+    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),
+    lang.raw_mod: lambda v, args, kw, node: h_raw_mod(v, args, node),
     lang.polar_decompose: h_polar_decompose,
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
@@ -318,3 +335,5 @@ HANDLERS = {
 }
 from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
 HANDLERS.update(_bit_handlers())
+from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
+HANDLERS.update(_simt_handlers())

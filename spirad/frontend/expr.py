@@ -219,7 +219,7 @@ class ExprVisitor:
         obj = self.build(node.value)
         sl = node.slice
         idx = self.build(sl)
-        idx = idx if isinstance(idx, tuple) else (idx,)
+        idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x

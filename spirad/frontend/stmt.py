@@ -38,6 +38,12 @@ class StmtVisitor:
         value = self.build(node.value)
         if len(node.targets) > 1:
             value = self.rvalue(value)
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static \
+                and all(isinstance(t, ast.Name) and self.ctx.find_local(t.id) is None
+                        for t in node.targets):
+            for t in node.targets:  # `X = sd.static(v)`: X names the compile-time value itself
+                self.ctx.bind(t.id, value)
+            return
         for t in node.targets:
             self.assign(t, value)
 

@@ -128,8 +128,9 @@ class KernelArrays:
                     type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
             e.nd.generation += 1  # the caller may have changed the data since the last launch
-            if not e.zero_copy:
-                _state.backend().write(e.nd._storage(), e.arr)
+            if not e.zero_copy:  # (bool arrays: as the 0/1 words u1 is stored in)
+                _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
+                                       else e.arr.astype(np.uint32))
                 copies = (copies or []) + [(i, e)]
             if out is None:
                 out = list(args)
@@ -146,13 +147,21 @@ class KernelArrays:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
                                       f"to sd.template() parameters")
-            dt, comp, shape = element_type(arr, ann.dtype, what)
+            if arr.dtype == np.bool_:  # a copy as u1 words, copied back after a write
+                if not arr.flags.c_contiguous:
+                    raise SpiradTypeError(f"{what} must be C-contiguous")
+                dt, comp, shape = T.u1, (), tuple(arr.shape)
+            else:
+                dt, comp, shape = element_type(arr, ann.dtype, what)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
         except SpiradTypeError as err:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
-        nd, zero_copy = alias(arr, dt, comp, shape)
+        if dt == T.u1:
+            nd, zero_copy = Ndarray(T.u1, shape), False
+        else:
+            nd, zero_copy = alias(arr, dt, comp, shape)
         ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
         return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
 
