@@ -31,6 +31,14 @@ class Program:
     def prog(self):
         return self
 
+    @property
+    def default_fp(self):
+        return _state.current().default_fp
+
+    @property
+    def default_ip(self):
+        return _state.current().default_ip
+
     def synchronize(self) -> None:
         from . import sync
         sync()
