@@ -18,6 +18,7 @@ class FuncFrame:
         self.src = src
         self.is_kernel = is_kernel
         self.scopes: list[dict] = [{}]
+        self.loop_base = self.scope_base = 0  # a func's own loops / scopes start there
         closure = {}
         if fn.__closure__:
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):

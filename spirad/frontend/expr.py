@@ -280,6 +280,13 @@ class ExprVisitor:
             if not isinstance(k, numbers.Integral):
                 raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
             return obj[k]
+        key = tuple(self.rvalue(k) for k in idx)
+        if hasattr(obj, "__getitem__") and _is_compile_time(obj) and _is_compile_time(key):
+            try:  # a compile-time container (dict, numpy array, ...) at a compile-time key
+                return self.py_constant(obj[key[0] if len(key) == 1 else key])
+            except (KeyError, IndexError, TypeError) as e:
+                raise self.ctx.error(SpiradTypeError, f"{type(obj).__name__}[{key}]: "
+                                                      f"{type(e).__name__}: {e}", node) from None
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
     def field_elem(self, obj, idx, node):

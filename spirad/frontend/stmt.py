@@ -466,7 +466,13 @@ class StmtVisitor:
             return self.kernel_return(node)
         if frame.ret is not None:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
+        if self.ctx.nested_scopes > frame.scope_base or \
+                any(k != "static" for k in self.ctx.loops[frame.loop_base:]):
+            raise self.ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while "
+                                 "of a @sd.func is not supported; assign the value to a variable "
+                                 "and return it at the end", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
+        frame.returned = True  # a return under sd.static if / for: the rest is not compiled
 
     def kernel_return(self, node):
         """`return v` in a kernel: stores into the kernel's return fields (`kernel_return`)."""

@@ -99,6 +99,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             ctx.call_depth += 1
             saved_loops = ctx.loops
             ctx.loops = list(saved_loops)
+            frame.loop_base, frame.scope_base = len(ctx.loops), ctx.nested_scopes
             try:
                 for p, (kind, v) in values.items():
                     frame.scopes[0][p] = self.new_slot(v, p) if kind == "slot" else v
@@ -154,11 +155,33 @@ def _assigned_names(fdef) -> set:
     return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def _is_static_call(node) -> bool:
+    f = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr == "static") or \
+        (isinstance(f, ast.Name) and f.id == "static")
+
+
+def _static_returns(stmt) -> set:
+    """Returns reached only through `if sd.static(...)` / `for ... in sd.static(...)`: allowed
+    anywhere (the static choice decides at compile time whether they end the function)."""
+    out = set()
+    if isinstance(stmt, ast.Return):
+        out.add(stmt)
+    elif isinstance(stmt, ast.If) and _is_static_call(stmt.test) or \
+            isinstance(stmt, ast.For) and _is_static_call(stmt.iter):
+        for s in stmt.body + stmt.orelse:
+            out |= _static_returns(s)
+    return out
+
+
 def _check_returns(ctx, src, fdef):
     body = fdef.body
+    allowed = set()
+    for stmt in body:
+        allowed |= _static_returns(stmt)
     for i, stmt in enumerate(body):
         for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Return) and not (i == len(body) - 1 and sub is stmt):
+            if isinstance(sub, ast.Return) and sub not in allowed and not (i == len(body) - 1 and sub is stmt):
                 from kernel_ir.source import user_error
                 raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
                                                     "(assign to a variable and return it at the end)",
