@@ -42,7 +42,7 @@ class State:
             m = {}
             for f in self.fields:
                 m[f.id] = f
-                if f.grad is not None:
+                if f.needs_grad:
                     m[f.grad.id] = f.grad
                 if f.dual is not None:
                     m[f.dual.id] = f.dual

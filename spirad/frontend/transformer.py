@@ -242,7 +242,14 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     ctx.b.loc = None
     from . import rng
     ctx.rng_anchor = rng.RngAnchor(ctx.b._stack[0], 0, None)
-    v.build_stmts(fdef.body)
+    try:
+        v.build_stmts(fdef.body)
+    except RecursionError:
+        where = ctx.last_stmt
+        raise user_error(SpiradSyntaxError, "this statement nests expressions too deeply to "
+                         "compile (a chain of thousands of operations); split it into several "
+                         "statements with intermediate variables",
+                         where[0].loc(where[1]) if where else src.loc(fdef)) from None
     rng.finish_kernel(ctx)
     if returns is not None and not frame.returned:
         raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "

@@ -15,8 +15,10 @@ costs about what an `sd.ndarray` does. Each launch counts as a host write of the
 generation is bumped): the caller may have changed the data, and adstack sizes read from it must
 be evaluated again.
 
-A foreign array has no `.grad`: `kernel.grad` treats it as a constant. For gradients with
-PyTorch, see `spirad.interop.autograd`.
+A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
+requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
+(`torch.zeros_like`) when it is None and binds it as the argument's gradient, so `kernel.grad`
+accumulates into it. For gradients through torch.autograd, see `spirad.interop.autograd`.
 """
 from __future__ import annotations
 
@@ -54,9 +56,10 @@ def host_array(obj) -> np.ndarray | None:
                               f"(tensor.cpu())") from None
 
 
-def element_type(arr: np.ndarray, ann_dtype, what: str):
+def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
-    with element type `ann_dtype` (None: any scalar type); a clear error when it does not fit."""
+    with element type `ann_dtype` (None: any scalar type; `element_dim` 1 / 2: its last axes
+    are a vector / matrix element); a clear error when it does not fit."""
     from ..field import resolve_dtype
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
@@ -72,6 +75,11 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
             raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
                                   f"{comp} of {ann_dtype}")
+    elif element_dim:
+        if arr.ndim <= element_dim:
+            raise SpiradTypeError(f"{what} of shape {arr.shape} has no room for element_dim="
+                                  f"{element_dim} element axes")
+        comp = tuple(arr.shape[arr.ndim - element_dim:])
     if not arr.flags.c_contiguous:
         raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
                               f"np.ascontiguousarray(x) or tensor.contiguous()")
@@ -94,17 +102,35 @@ def alias(arr: np.ndarray, dt, comp, shape):
 
 
 class _Entry:
-    """One argument position's alias while the caller keeps passing the same array."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch")
+    """One argument position's alias while the caller keeps passing the same array
+    (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr")
 
-    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch):
+    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
+        self.grad_arr = grad_arr
 
 
 def _tensor_ptr(obj):
-    """Where a tensor's data is now (tensors can be resized or re-pointed in place)."""
-    return (obj.data_ptr(), tuple(obj.shape)) if hasattr(obj, "data_ptr") else None
+    """Where a tensor's data (and gradient) is now (tensors can be resized or re-pointed in
+    place, and `.grad` replaced)."""
+    if not hasattr(obj, "data_ptr"):
+        return None
+    g = getattr(obj, "grad", None)
+    return (obj.data_ptr(), tuple(obj.shape), None if g is None else g.data_ptr())
+
+
+def _stale_grad(t) -> bool:
+    """No `.grad` yet, or one left from before the tensor was re-pointed (`t.data = ...`)."""
+    g = t.grad
+    return g is None or g.shape != t.shape or g.dtype != t.dtype
+
+
+def _wants_grad(obj, ann) -> bool:
+    """A torch tensor that requires grad gets a gradient unless annotated needs_grad=False."""
+    return bool(getattr(obj, "requires_grad", False)) and ann.needs_grad is not False and \
+        hasattr(obj, "data_ptr")
 
 
 class KernelArrays:
@@ -124,6 +150,10 @@ class KernelArrays:
             if isinstance(obj, Ndarray):
                 continue
             e = entries.get(i)
+            if type(obj) is not np.ndarray and getattr(obj, "requires_grad", False) \
+                    and hasattr(obj, "data_ptr") and _stale_grad(obj):
+                import torch  # as Taichi does: a tensor that requires grad gets a gradient
+                obj.grad = torch.zeros_like(obj)
             if e is None or e.obj is not obj or e.epoch != epoch or (
                     type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
@@ -131,6 +161,8 @@ class KernelArrays:
             if not e.zero_copy:  # (bool arrays: as the 0/1 words u1 is stored in)
                 _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
                                        else e.arr.astype(np.uint32))
+                if e.grad_arr is not None:
+                    _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
             if out is None:
                 out = list(args)
@@ -152,7 +184,7 @@ class KernelArrays:
                     raise SpiradTypeError(f"{what} must be C-contiguous")
                 dt, comp, shape = T.u1, (), tuple(arr.shape)
             else:
-                dt, comp, shape = element_type(arr, ann.dtype, what)
+                dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
@@ -162,16 +194,27 @@ class KernelArrays:
             nd, zero_copy = Ndarray(T.u1, shape), False
         else:
             nd, zero_copy = alias(arr, dt, comp, shape)
+        grad_arr = None
+        if _wants_grad(obj, ann) and dt.is_float:
+            grad_arr = host_array(obj.grad)
+            gdt, gcomp, gshape = element_type(grad_arr, ann.dtype, f"{what}.grad", ann.element_dim)
+            if (gdt, gcomp, gshape) != (dt, comp, shape):
+                raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
+                                        f"dtype and shape", index)
+            nd.grad = alias(grad_arr, dt, comp, shape)[0]
         ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-        return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
+        return _Entry(obj, arr, nd, zero_copy, ptr, epoch, grad_arr)
 
 
 def copy_out(entries, args, writes) -> None:
-    """After a launch on a copying backend: copy every written foreign argument back."""
-    written = {w[1] for w in writes if w[0] == "ndarray" and w[2] is False}
+    """After a launch on a copying backend: copy every written foreign argument (and written
+    gradient) back."""
+    written = {(w[1], w[2]) for w in writes if w[0] == "ndarray"}
     for index, e in entries:
-        if index in written:
+        if (index, False) in written:
             e.arr[...] = e.nd._view()
+        if e.grad_arr is not None and (index, True) in written:
+            e.grad_arr[...] = e.nd.grad._view()
 
 
 @_guard.locked
