@@ -29,15 +29,34 @@ def _members(obj):
     return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
 
 
+_LEAVES: dict = {}  # id(frozen dataclass) -> (obj, leaves): members of a frozen one never change
+
+
 def ndarray_leaves(obj, prefix=()):
-    """[(path, Ndarray)] of every ndarray inside dataclass `obj`, depth first in member order."""
+    """[(path, Ndarray)] of every ndarray inside dataclass `obj`, depth first in member order
+    (cached for frozen dataclasses: a launch with the same argument walks nothing)."""
+    if not prefix:
+        hit = _LEAVES.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        leaves = _walk(obj, ())
+        params = getattr(type(obj), "__dataclass_params__", None)
+        if params is not None and params.frozen:
+            if len(_LEAVES) > 4096:
+                _LEAVES.clear()
+            _LEAVES[id(obj)] = (obj, leaves)
+        return leaves
+    return _walk(obj, prefix)
+
+
+def _walk(obj, prefix):
     from .ndarray import Ndarray
     out = []
     for name, v in _members(obj):
         if isinstance(v, Ndarray):
             out.append((prefix + (name,), v))
         elif dataclasses.is_dataclass(v) and not isinstance(v, type):
-            out.extend(ndarray_leaves(v, prefix + (name,)))
+            out.extend(_walk(v, prefix + (name,)))
     return out
 
 

@@ -128,13 +128,16 @@ def h_raw_mod(v, args, node):
     a, b = v.rvalue(args[0]), v.rvalue(args[1])
     if is_py_scalar(a) and is_py_scalar(b):
         return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
-    q = v.binop(Op.DIV, a, b)
-    n = v.binop(Op.MOD, a, b)  # typed like a op b
-    if n.dtype.is_float:
-        q = v.unop(Op.FLOOR, v.unop(Op.ABS, q))
-        q = v.select(v.binop(Op.CMP_LT, v.binop(Op.MUL, a, b), 0), v.unop(Op.NEG, q), q)
-        return v.binop(Op.SUB, a, v.binop(Op.MUL, b, q))
-    return v.binop(Op.SUB, a, v.binop(Op.MUL, b, q))  # int DIV truncates toward zero
+    t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
+    na, nb = v.to_node(a, t), v.to_node(b, t)
+    bb = v.ctx.b
+    if t.is_float:
+        q = bb.binary(Op.DIV, na, nb)
+        q = bb.select(bb.binary(Op.CMP_LT, q, bb.const(0.0, t)), v.unop(Op.NEG, v.unop(Op.FLOOR, v.unop(Op.NEG, q))),
+                      v.unop(Op.FLOOR, q))  # trunc(a / b)
+    else:
+        q = bb.binary(Op.DIV, na, nb)  # integer DIV truncates toward zero (kernel_ir)
+    return bb.binary(Op.SUB, na, bb.binary(Op.MUL, nb, q))
 
 
 def h_polar_decompose(v, args, kw, node):
