@@ -12,7 +12,7 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 from spirad import revolve
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 RTOL = 1e-6
 
@@ -182,7 +182,7 @@ def mass_spring(n, k=None):
     return loss[None], sp.grad.to_numpy(), x0.grad.to_numpy(), final, region
 
 
-@on_archs()
+@test_archs()
 def test_mass_spring_matches_full_tape(arch):
     n, k = 12, 3
     loss, gsp, gx0, final, _ = mass_spring(n)
@@ -392,7 +392,7 @@ def particles(n, k=None, nsub=3):
     return loss[None], w.grad.to_numpy(), p0.grad.to_numpy(), final
 
 
-@on_archs()
+@test_archs()
 def test_particles_with_dynamic_loop_match_full_tape(arch):
     n = 7
     loss, gw, gp0, final = particles(n)
