@@ -16,7 +16,7 @@ from . import state as _state
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
-from .tensor import TensorSurface
+from .tensor_surface import TensorSurface
 from .types import MatrixType, VectorType
 
 

@@ -40,8 +40,9 @@ class Program:
         return _state.current().default_ip
 
     def synchronize(self) -> None:
-        from . import sync
-        sync()
+        st = _state.current()
+        if st.backend is not None:
+            st.backend.sync()
 
 
 _program = Program()
@@ -63,3 +64,6 @@ def materialize_if_needed() -> None:
 def cleared() -> None:
     _seen[:] = [0, 0]
     type(_program).clear(_program)
+
+
+_state.RESET_HOOKS.append(cleared)

@@ -54,11 +54,14 @@ _epoch = itertools.count(1)
 state = State(epoch=next(_epoch))
 
 
+RESET_HOOKS: list = []  # called when the state is dropped (modules that keep per-state work)
+
+
 def reset(**kw) -> State:
     global state
     old = state
-    from .program import cleared
-    cleared()
+    for hook in RESET_HOOKS:  # spirad.program's `clear` moment
+        hook()
     if old.backend is not None:
         _flush_prints(old)
         old.backend.close()

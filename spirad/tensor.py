@@ -12,13 +12,12 @@ parameter annotation `sd.Tensor` accepts either kind: a field is bound at compil
 `layout=` (the physical axis order) is validated and otherwise ignored: spirad stores every
 tensor in its canonical order, which gives the same values; it is a performance hint in
 Quadrants. `TensorSurface` holds the host-side methods Quadrants adds to both kinds
-(`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`).
+(`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`;
+module `tensor_surface`, which fields import without importing this module).
 """
 from __future__ import annotations
 
 from enum import IntEnum
-
-import numpy as np
 
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
@@ -58,45 +57,6 @@ class VectorTensor(Tensor):
 
 class MatrixTensor(Tensor):
     _rank = 2
-
-
-class TensorSurface:
-    """Host-side methods of Quadrants' tensors, shared by fields and ndarrays."""
-
-    @property
-    def element_shape(self) -> tuple:
-        return tuple(self.comp_shape)
-
-    @property
-    def layout(self):
-        return None  # canonical storage (see the module docstring)
-
-    def has_grad(self) -> bool:
-        return bool(self.needs_grad)
-
-    def has_dual(self) -> bool:
-        return bool(self.needs_dual)
-
-    def _unwrap(self):
-        return self
-
-    def _zero_copy_view(self, words_for_bools=False):
-        """The live host memory as numpy (zero-copy), or None where there is none: device
-        memory, or u1 elements (stored as 4-byte 0/1 words, which no bool view can alias;
-        `words_for_bools`: those words, as int32)."""
-        from . import state as _state
-        from kernel_ir import dtypes as T
-        if (self.dtype == T.u1 and not words_for_bools) or \
-                _state.backend().host_storage(self._storage()) is None:
-            return None
-        from .program import materialize_if_needed
-        materialize_if_needed()  # exported memory: deferred fills first (spirad.program)
-        view = self._view()
-        return view.view(np.int32) if self.dtype == T.u1 else view
-
-    def to_dlpack(self, versioned: bool = False):
-        view = self._zero_copy_view()
-        return (view if view is not None else self.to_numpy()).__dlpack__()
 
 
 def _check_layout(shape, layout):
