@@ -149,8 +149,13 @@ def _own_atomics(nodes, affine, varying):
         if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
-    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
-                     and consecutive(affine, varying, n.srcs[:-1]))
+    def own(n):
+        ts = tuples[n.arg.buffer]
+        if len(ts) == 1 and consecutive(affine, varying, n.srcs[:-1]):
+            return True
+        rows = {_row(t) for t in ts}  # components of the lane's own element (`v[i] += ...`)
+        return len(rows) == 1 and consecutive(affine, varying, next(iter(rows)))
+    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and own(n))
 
 
 def _affine(task, nodes, varying):
@@ -183,9 +188,20 @@ def _memory_hazard(nodes, affine, varying):
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
-            if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
+            rows = {_row(t) for t in both}  # x[i][0] and x[i][1]: one row, lane i's own
+            if len(rows) != 1 or not consecutive(affine, varying, next(iter(rows))):
                 return f"global {buf} written and accessed at other indices in the same task"
     return ""
+
+
+def _row(index: tuple) -> tuple:
+    """An element's index without its trailing constant indices (the components of a vector /
+    matrix element): accesses with one row, consecutive over the lanes, stay in each lane's own
+    elements whatever their components."""
+    k = len(index)
+    while k > 1 and index[k - 1].op == Op.CONST:
+        k -= 1
+    return index[:k]
 
 
 # -- lowering ---------------------------------------------------------------------------------
@@ -503,11 +519,23 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
 
 
 def _own_atomic_add(ctx: SpmdContext, n, v, op):
-    """Masked vector load, add, masked store: no other iteration touches these elements."""
+    """Masked vector load, add, masked store: no other iteration touches these elements (a
+    gather and a scatter for a component of each lane's own vector element)."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt, mt = ref.dtype, mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
     idx = n.srcs[:-1]
+    if not consecutive(ctx.affine, ctx.varying, idx):
+        sfx, align = _elem(mt)
+        ptrs = _lane_ptrs(ctx, ref, idx)
+        old = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
+                                          [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
+        add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
+        fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
+                             [vt, ir.VectorType(PTR, w), I32, ctx.mask.type])
+        b.call(fn, [add(old, b.zext(v, vt) if dt.is_bool else v), ptrs, ir.Constant(I32, align),
+                    ctx.mask])
+        return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
     vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
     p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
               inbounds=True, source_etype=mt)

@@ -30,6 +30,7 @@ from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .sizing_cache import ProgramSizing
 
@@ -189,9 +190,10 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    abi = kernel_abi(tl)
+    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    abi = kernel_abi(ctl)
     be = _state.backend()
-    program = be.compile(tl, abi) if blob is None else be.import_program(tl, abi, blob)
+    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
     bounds = tuple(None if t.kind == "serial" else
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)

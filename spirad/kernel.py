@@ -29,7 +29,7 @@ from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
 from .program import materialize_if_needed
-from .struct_args import is_struct_annotation, ndarray_leaves, struct_key
+from .struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -44,6 +44,16 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        self._py_signature = None   # inspect.Signature, for keyword arguments at launch
+        self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
+        _state.kernels.add(self)    # forget() at the next init()
+
+    def forget(self) -> None:
+        """Drop every compiled program and plan (a new init(): they hold the old memory)."""
+        self._cache = {}
+        self._plans = [None] * len(self._plans)
+        self._arrays = None
+        self._views = {}
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -56,7 +66,9 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
-            self._has_structs = any(is_struct_annotation(a) for _, a in self.params)
+            self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
+                                        if is_struct_annotation(a))
+            self._has_structs = bool(self._struct_params)
         return self.params
 
     def __get__(self, obj, objtype=None):
@@ -98,11 +110,12 @@ class Kernel(PyFunction):
         params = self._annotations()
         if not self._has_structs or len(args) != len(params):
             return args
-        extra = []
-        for (_, ann), a in zip(params, args):
-            if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
-                extra.extend(nd for _, nd in ndarray_leaves(a))
-        return tuple(args) + tuple(extra)
+        extra = ()
+        for k in self._struct_params:
+            a = args[k]
+            if dataclasses.is_dataclass(a):
+                extra += leaf_arrays(a)
+        return tuple(args) + extra
 
     def _signature(self, args, st):
         params = self._annotations()
@@ -142,7 +155,13 @@ class Kernel(PyFunction):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
                                           f"needs_grad={bool(ann.needs_grad)} but the ndarray was "
                                           f"created with needs_grad={a.needs_grad}", i)
-                spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                same = next((j for j, b in enumerate(args[:i])
+                             if b is a and isinstance(params[j][1], NdarrayType)), None)
+                if same is not None:  # one ndarray passed twice: one buffer in the program
+                    spec = ("ndarray_alias", same)
+                else:
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad,
+                            a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, (VectorType, MatrixType)):
@@ -271,6 +290,7 @@ class Kernel(PyFunction):
                                          if isinstance(a, NdarrayType))
         if len(args) < len(self.params):  # a wrong argument count: _signature reports it
             nd = [i for i in nd if i < len(args)]
+        args = self._gradless(args, nd)
         arrays = self._arrays
         if arrays is None:
             if all(isinstance(args[i], Ndarray) for i in nd):
@@ -278,6 +298,24 @@ class Kernel(PyFunction):
             from .interop.arrays import KernelArrays
             arrays = self._arrays = KernelArrays()
         return arrays.convert(self, args, nd)
+
+    def _gradless(self, args, nd):
+        """An sd.ndarray with a `.grad` given to a parameter annotated `needs_grad=False` is
+        passed as a view without one: a constant for the adjoint (Taichi's meaning)."""
+        out = None
+        for i in nd:
+            a = args[i]
+            if isinstance(a, Ndarray) and a.grad is not None and \
+                    self._annotations()[i][1].needs_grad is False:
+                views = self._views
+                v = views.get(i)
+                if v is None or v[0] is not a:
+                    v = views[i] = (a, Ndarray._alias(a._storage(), a.dtype, a.shape,
+                                                      comp_shape=a.comp_shape))
+                v[1].generation += 1  # the caller may have written `a` since the last launch
+                out = list(args) if out is None else out
+                out[i] = v[1]
+        return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
         materialize_if_needed()  # spirad.program: the hook deferred work runs at
@@ -298,9 +336,12 @@ class Kernel(PyFunction):
         """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would."""
         if not kwargs:
             return args
-        import inspect
+        sig = self._py_signature
+        if sig is None:
+            import inspect
+            sig = self._py_signature = inspect.signature(self.fn)
         try:
-            ba = inspect.signature(self.fn).bind(*args, **kwargs)
+            ba = sig.bind(*args, **kwargs)
         except TypeError as e:
             raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
         return tuple(ba.args)
@@ -361,11 +402,15 @@ def _scalar_annotation(ann, st, name, kname):
 
 def _template_key(a):
     """Cache key of a template argument: plain values by value (a new float may reuse a dead
-    one's id), everything else (fields, modules, functions) by identity."""
+    one's id), lists, tuples and dicts by their contents (a list mutated between two calls is
+    compiled again: `launch.same_args` never reuses a plan for a mutable container), everything
+    else (fields, modules, functions, objects) by identity."""
     if isinstance(a, (bool, numbers.Number, str, T.DType)) or a is None:
         return ("value", type(a), a)
-    if isinstance(a, tuple):
-        return ("tuple",) + tuple(_template_key(x) for x in a)
+    if isinstance(a, (tuple, list)):
+        return (type(a).__name__,) + tuple(_template_key(x) for x in a)
+    if isinstance(a, dict):
+        return ("dict",) + tuple((_template_key(k), _template_key(v)) for k, v in a.items())
     return ("id", id(a))
 
 

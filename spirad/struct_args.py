@@ -44,9 +44,25 @@ def ndarray_leaves(obj, prefix=()):
         if params is not None and params.frozen:
             if len(_LEAVES) > 4096:
                 _LEAVES.clear()
+                _ARRAYS.clear()
             _LEAVES[id(obj)] = (obj, leaves)
         return leaves
     return _walk(obj, prefix)
+
+
+def leaf_arrays(obj) -> tuple:
+    """The ndarrays of `ndarray_leaves(obj)` as a tuple (the hidden launch arguments), cached
+    with them."""
+    hit = _ARRAYS.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    arrays = tuple(nd for _, nd in ndarray_leaves(obj))
+    if id(obj) in _LEAVES:  # frozen: cache
+        _ARRAYS[id(obj)] = (obj, arrays)
+    return arrays
+
+
+_ARRAYS: dict = {}
 
 
 def _walk(obj, prefix):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
 from .. import guard as _guard
 from .. import state as _state
@@ -113,12 +113,16 @@ class _Entry:
 
 
 def _tensor_ptr(obj):
-    """Where a tensor's data (and gradient) is now (tensors can be resized or re-pointed in
-    place, and `.grad` replaced)."""
+    """What an alias depends on besides the object, read at every call: a numpy array's shape,
+    strides and dtype (changed in place by `a.shape = ...`); a tensor's data, shape, strides
+    and dtype (resized, re-pointed or transposed in place: `t.t_()`) and its `.grad`."""
+    if type(obj) is np.ndarray:
+        return (obj.shape, obj.strides, obj.dtype)
     if not hasattr(obj, "data_ptr"):
         return None
     g = getattr(obj, "grad", None)
-    return (obj.data_ptr(), tuple(obj.shape), None if g is None else g.data_ptr())
+    return (obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), obj.dtype,
+            None if g is None else g.data_ptr())
 
 
 def _stale_grad(t) -> bool:
@@ -145,29 +149,55 @@ class KernelArrays:
         out = copies = None
         epoch = _state.state.epoch
         entries = self.entries
+        changed = False
         for i in indices:
             obj = args[i]
             if isinstance(obj, Ndarray):
+                continue
+            first = next((j for j in indices if j < i and args[j] is obj), None)
+            if first is not None:  # the same array again: the same alias (one buffer)
+                out[i] = out[first]
+                entries.pop(i, None)
                 continue
             e = entries.get(i)
             if type(obj) is not np.ndarray and getattr(obj, "requires_grad", False) \
                     and hasattr(obj, "data_ptr") and _stale_grad(obj):
                 import torch  # as Taichi does: a tensor that requires grad gets a gradient
                 obj.grad = torch.zeros_like(obj)
-            if e is None or e.obj is not obj or e.epoch != epoch or (
-                    type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
+            if e is None or e.obj is not obj or e.epoch != epoch or e.ptr != _tensor_ptr(obj):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
+                changed = True
             e.nd.generation += 1  # the caller may have changed the data since the last launch
-            if not e.zero_copy:  # (bool arrays: as the 0/1 words u1 is stored in)
-                _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
-                                       else e.arr.astype(np.uint32))
-                if e.grad_arr is not None:
+            if not e.zero_copy:
+                if e.arr.size:  # an empty array: nothing to copy (wgpu refuses empty writes)
+                    # (bool arrays: as the 0/1 words u1 is stored in)
+                    _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
+                                           else e.arr.astype(np.uint32))
+                if e.grad_arr is not None and e.grad_arr.size:
                     _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
             if out is None:
                 out = list(args)
             out[i] = e.nd
+        if changed:
+            self._check_overlaps(kernel, args, indices)
         return (args if out is None else tuple(out)), copies
+
+    def _check_overlaps(self, kernel, args, indices) -> None:
+        """Different arrays over the same memory (views of one numpy array) cannot be told
+        apart by the compiler: refused. (The same array twice is one buffer: `convert`.)"""
+        arrs = [(i, self.entries[i].arr) for i in indices
+                if i in self.entries and self.entries[i].obj is args[i]]
+        for a in range(len(arrs)):
+            for b in range(a + 1, len(arrs)):
+                (i, x), (j, y) = arrs[a], arrs[b]
+                if x.size and y.size and np.shares_memory(x, y, max_work=1 << 16):
+                    names = kernel._annotations()
+                    raise kernel._arg_error(SpiradValueError, f"arguments '{names[i][0]}' and "
+                                            f"'{names[j][0]}' of {kernel.fn.__name__} are "
+                                            f"different arrays over the same memory (views of "
+                                            f"one array); pass the array once per parameter, or "
+                                            f"copies", j)
 
     @staticmethod
     def _entry(kernel, obj, index: int, epoch) -> _Entry:
@@ -202,8 +232,7 @@ class KernelArrays:
                 raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
                                         f"dtype and shape", index)
             nd.grad = alias(grad_arr, dt, comp, shape)[0]
-        ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-        return _Entry(obj, arr, nd, zero_copy, ptr, epoch, grad_arr)
+        return _Entry(obj, arr, nd, zero_copy, _tensor_ptr(obj), epoch, grad_arr)
 
 
 def copy_out(entries, args, writes) -> None:
@@ -228,7 +257,7 @@ def from_dlpack(obj, dtype=None):
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
-    if not zero_copy:
+    if not zero_copy and arr.size:
         _state.backend().write(nd._storage(), arr)
     return nd
 
