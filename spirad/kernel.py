@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
 from . import guard as _guard
 from . import launch as _launch
@@ -30,6 +30,7 @@ from .ndarray import Ndarray
 from .tape import Tape
 from .program import materialize_if_needed
 from .struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
+from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -37,6 +38,8 @@ FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the 
 
 
 class Kernel(PyFunction):
+    """A compiled kernel (`@sd.kernel`). Call it to launch; `k.grad(*args)` runs its adjoint.
+    Compiled once per argument signature, at the first call."""
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
@@ -281,6 +284,11 @@ class Kernel(PyFunction):
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
 
+    def release_plans(self) -> None:
+        """Forget the last launch plans: they keep their arguments alive (kernel_function binds
+        new buffers at every call, which may then be reused)."""
+        self._plans = [None] * len(self._plans)
+
     def _foreign_args(self, args):
         """numpy arrays / torch tensors given to types.ndarray() parameters replaced by their
         aliases (`spirad.interop.arrays`); also those that must be copied back after the launch."""
@@ -320,9 +328,12 @@ class Kernel(PyFunction):
     def _run(self, args, mode: int, tape=None):
         materialize_if_needed()  # spirad.program: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
+            given = args
             args, copies = self._foreign_args(args)
             args = self._expand(args)
             p = self._plan(args, mode)
+            if args is not given:  # foreign arrays: refuse writes into torch leaves (as torch)
+                self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
@@ -347,23 +358,38 @@ class Kernel(PyFunction):
         return tuple(ba.args)
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            args = self.bind(args, kwargs)
-        tape = Tape.active
-        mode = FWD_MODE if FwdMode.active is not None else \
-            VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-        value = self._run(args, mode, tape)
-        if Tape.active is not None:
-            Tape.active.record(self, args)
-        return value
+        """Launch the kernel (compiled for these arguments' types at the first call); keyword
+        arguments are bound to positions (Quadrants)."""
+        try:
+            if kwargs:
+                args = self.bind(args, kwargs)
+            tape = Tape.active
+            mode = FWD_MODE if FwdMode.active is not None else \
+                VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
+            value = self._run(args, mode, tape)
+            if Tape.active is not None:
+                Tape.active.record(self, args)
+            return value
+        except SpiradError as e:  # user frames only (spirad.tracebacks)
+            reraise_stripped(e)
+            raise
 
+    @api
     def grad(self, *args, **kwargs):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
         self._run(self.bind(args, kwargs), ADJOINT)
+        if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
+            from .tracebacks import called_from_user, warn_user
+            if called_from_user():
+                warn_user(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray that "
+                          f"kernel {self.fn.__name__} reads or writes has a gradient. Create the "
+                          f"values to differentiate with needs_grad=True (fields, sd.ndarray) or "
+                          f"call sd.root.lazy_grad()")
 
 
+@api_class
 class BoundKernel:
     """`obj.kernel`: calls (and `.grad`) pass `obj` as the kernel's first argument."""
 
@@ -375,6 +401,7 @@ class BoundKernel:
         return self.kernel(self.obj, *args, **kwargs)
 
     def grad(self, *args, **kwargs):
+        """The adjoint of the kernel method, with the object as its first argument."""
         return self.kernel.grad(self.obj, *args, **kwargs)
 
 
@@ -397,7 +424,28 @@ def _scalar_annotation(ann, st, name, kname):
     if ann is inspect.Parameter.empty:
         raise SpiradTypeError(f"argument '{name}' of kernel {kname} needs a type annotation "
                               f"(sd.f32, int, sd.types.ndarray(), sd.template(), ...)")
-    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation {ann!r}")
+    hint = _ANNOTATION_HINTS.get(getattr(ann, "__module__", "").split(".")[0], {}).get(
+        getattr(ann, "__name__", None))
+    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation "
+                          f"{_annotation_name(ann)}" + (f"; {hint}" if hint else
+                          "; use a dtype (sd.f32, int, float), sd.types.ndarray(), "
+                          "sd.template() or a vector / matrix type"))
+
+
+_ARRAY_HINT = ("annotate array parameters with sd.types.ndarray() (optionally "
+               "sd.types.ndarray(dtype=sd.f32, ndim=1)); numpy arrays and torch tensors are passed "
+               "to it as they are")
+_ANNOTATION_HINTS = {"numpy": {"ndarray": _ARRAY_HINT, "float32": "use sd.f32",
+                               "float64": "use sd.f64", "int32": "use sd.i32", "int64": "use sd.i64"},
+                     "torch": {"Tensor": _ARRAY_HINT}}
+
+
+def _annotation_name(ann) -> str:
+    if isinstance(ann, type):
+        mod = ann.__module__
+        short = {"numpy": "np", "builtins": ""}.get(mod.split(".")[0], mod)
+        return f"{short}.{ann.__qualname__}" if short else ann.__qualname__
+    return repr(ann)
 
 
 def _template_key(a):
@@ -418,7 +466,9 @@ KERNEL_OPTIONS = ("fastcache", "graph")
 
 
 def kernel(fn=None, **options) -> Kernel:
-    """`@sd.kernel`, also as `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:
+    """Decorator: compile `fn` as a kernel. Its outermost `for` runs in parallel; arguments are
+    annotated (`sd.f32`, `int`, `sd.types.ndarray()`, `sd.template()`, vector types); `-> type`
+    declares a return value. Also `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:
     accepted; spirad's own offline cache is always on, and a launch is already one submission)."""
     unknown = sorted(set(options) - set(KERNEL_OPTIONS))
     if unknown:
