@@ -330,9 +330,10 @@ class Kernel(PyFunction):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             given = args
             args, copies = self._foreign_args(args)
+            foreign = args is not given
             args = self._expand(args)
             p = self._plan(args, mode)
-            if args is not given:  # foreign arrays: refuse writes into torch leaves (as torch)
+            if foreign:  # foreign arrays: refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)

@@ -440,19 +440,24 @@ class ExprVisitor:
                                                          for x in vals):
             return list(fn(*vals))  # enumerate / zip / reversed over compile-time sequences
         kvals = {k: self.rvalue(x) for k, x in kwargs.items()}
-        if callable(fn) and all(_is_compile_time(x) for x in vals + list(kvals.values())):
-            try:  # a Python call on compile-time values runs at compile time (Taichi, Quadrants)
+        if self.ctx.static_depth and callable(fn) and \
+                all(_is_compile_time(x) for x in vals + list(kvals.values())):
+            try:  # inside sd.static(...), a Python call on compile-time values runs now (Quadrants)
                 return self.py_constant(fn(*vals, **kvals))
             except SpiradError:
                 raise
             except Exception as e:
                 raise self.ctx.error(SpiradTypeError, f"calling '{name}' at compile time failed: "
                                                       f"{type(e).__name__}: {e}", node) from None
-        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node) + " (other Python "
-                             "functions run at compile time on values known then)", node)
+        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node) + " (inside sd.static(...), "
+                             "other Python functions run at compile time on values known then)", node)
 
     def build_static(self, node):
-        vals = [self.rvalue(self.build(a)) for a in node.args]
+        self.ctx.static_depth += 1  # Python calls in here run at compile time
+        try:
+            vals = [self.rvalue(self.build(a)) for a in node.args]
+        finally:
+            self.ctx.static_depth -= 1
         for v in vals:  # a sequence known at compile time may hold run-time values (unrolled)
             if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
