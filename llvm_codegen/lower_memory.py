@@ -94,10 +94,13 @@ def _index64(ctx: FnContext, node) -> ir.Value:
     return index64(ctx.b, ctx.value(node), node.dtype)
 
 
-def linear_index(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
-    """The C-order element offset of the i64 indices `idx` (one per axis, scalar)."""
+def linear_index(ctx: FnContext, ref: GlobalRef, idx, dtypes=None) -> ir.Value:
+    """The C-order element offset of the indices `idx` (one scalar per axis): i64 values, or
+    values of `dtypes`, each widened (`index64`) as its axis is reached."""
     lin = ir.Constant(I64, 0)
     for axis, i in enumerate(idx):
+        if dtypes is not None:
+            i = index64(ctx.b, i, dtypes[axis])
         lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), i)
     return lin
 
@@ -110,13 +113,15 @@ def _check_arity(ref: GlobalRef, index_nodes):
 
 def ptr_at(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
     """Element pointer from the i64 indices `idx` (C order)."""
-    return ctx.b.gep(ctx.buffer_ptr(ref), [linear_index(ctx, ref, idx)], inbounds=True,
-                     source_etype=mem_type(ref.dtype))
+    lin = linear_index(ctx, ref, idx)
+    return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
 def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
     _check_arity(ref, index_nodes)
-    return ptr_at(ctx, ref, [_index64(ctx, node) for node in index_nodes])
+    lin = linear_index(ctx, ref, [ctx.value(s) for s in index_nodes],
+                       [s.dtype for s in index_nodes])
+    return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
 def _bounds_helper(ctx: FnContext) -> ir.Function:

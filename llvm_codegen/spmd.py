@@ -323,7 +323,7 @@ def _group_loop(ctx: SpmdContext, task, begin, end, full: bool):
 
 
 def _lin_scalar(ctx, ref, vals, dts):
-    return linear_index(ctx, ref, [index64(ctx.b, v, dt) for v, dt in zip(vals, dts)])
+    return linear_index(ctx, ref, vals, dts)
 
 
 def _lane(ctx, v, k):
@@ -474,8 +474,8 @@ def _spmd_math(ctx: SpmdContext, n):
     from . import vecmath
     dt = n.srcs[0].dtype
     name = _MATH_NAME[n.op]
-    args = [ctx.value(s) for s in n.srcs]
     if dt.is_float and math_policy.mode(name, dt.name, ctx.options.vecmath) != "libm":
+        args = [ctx.value(s) for s in n.srcs]
         if n.srcs[0] in ctx.sincos_args:  # sin and cos of this value: one shared body
             return vecmath.emit_sincos(ctx.b, name, args[0], ctx.reg_type(dt))
         return vecmath.emit(ctx.b, name, args, ctx.reg_type(dt))
