@@ -150,8 +150,13 @@ def _own_atomics(nodes, affine, varying):
         if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
-    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
-                     and consecutive(affine, varying, n.srcs[:-1]))
+    def own(n):
+        ts = tuples[n.arg.buffer]
+        if len(ts) == 1 and consecutive(affine, varying, n.srcs[:-1]):
+            return True
+        rows = {_row(t) for t in ts}  # components of the lane's own element (`v[i] += ...`)
+        return len(rows) == 1 and consecutive(affine, varying, next(iter(rows)))
+    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and own(n))
 
 
 def _affine(task, nodes, varying):
@@ -184,9 +189,20 @@ def _memory_hazard(nodes, affine, varying):
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
-            if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
+            rows = {_row(t) for t in both}  # x[i][0] and x[i][1]: one row, lane i's own
+            if len(rows) != 1 or not consecutive(affine, varying, next(iter(rows))):
                 return f"global {buf} written and accessed at other indices in the same task"
     return ""
+
+
+def _row(index: tuple) -> tuple:
+    """An element's index without its trailing constant indices (the components of a vector /
+    matrix element): accesses with one row, consecutive over the lanes, stay in each lane's own
+    elements whatever their components."""
+    k = len(index)
+    while k > 1 and index[k - 1].op == Op.CONST:
+        k -= 1
+    return index[:k]
 
 
 # -- lowering ---------------------------------------------------------------------------------
@@ -459,12 +475,19 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
 
 
 def _own_atomic_add(ctx: SpmdContext, n, v, op):
-    """Masked vector load, add, masked store: no other iteration touches these elements."""
+    """Masked vector load, add, masked store: no other iteration touches these elements (a
+    gather and a scatter for a component of each lane's own vector element)."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt, mt = ref.dtype, mem_type(ref.dtype)
-    p = _first_lane_ptr(ctx, ref, n.srcs[:-1])
-    old = masked(ctx, "load", mt, [p, ctx.mask])
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
+    idx = n.srcs[:-1]
+    if not consecutive(ctx.affine, ctx.varying, idx):
+        ptrs = _lane_ptrs(ctx, ref, idx)
+        old = masked(ctx, "gather", mt, [ptrs, ctx.mask])
+        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, ctx.mask])
+        return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
+    p = _first_lane_ptr(ctx, ref, idx)
+    old = masked(ctx, "load", mt, [p, ctx.mask])
     masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, ctx.mask])
     return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
 

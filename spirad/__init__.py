@@ -4,7 +4,9 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 """
 from __future__ import annotations
 
+from ._version import __version__
 from . import state as _state
+from .tracebacks import api as _api
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
@@ -12,7 +14,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow)
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .extension import extension, is_extension_supported
@@ -37,6 +39,9 @@ from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 
+from . import profiler
+from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
+TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
 x64 = arm64 = cpu  # Taichi's names of the host CPU
 opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
@@ -57,6 +62,7 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "static_unroll_limit"}
 
 
+@_api
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
@@ -88,13 +94,23 @@ def _init(arch=None, **kwargs):
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
+    if kwargs.get("log_level") is not None:
+        from .logs import set_level
+        set_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
+    from . import profiler
+    profiler.enable(None)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
+    if kwargs.get("kernel_profiler"):
+        profiler.enable(st.backend)
+    from .logs import logger
+    logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())
     from .sizing_cache import refresh_debug_flag
     refresh_debug_flag()
     return None
 
 
+@_api
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""
@@ -114,8 +130,11 @@ def _sync():
 
 
 def reset():
+    """Drop all state (fields, kernels' programs, the backend), as Taichi's `ti.reset()`."""
     from .guard import LOCK
+    from . import profiler
     with LOCK:
+        profiler.enable(None)
         _state.reset()
 
 
@@ -132,7 +151,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "profiler": "time launches with sd.sync()",
 }
 
 

@@ -51,7 +51,7 @@ import pickle
 import stat
 import tempfile
 
-VERSION = "0.1.0"  # spirad's version (pyproject.toml)
+from ._version import __version__ as VERSION  # noqa: E402 - spirad's version
 FORMAT = 2
 MAGIC = b"SPIRAD-OFFLINE-CACHE-%d\n" % FORMAT
 _DIGEST = 32

@@ -23,13 +23,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
 class Switch:
     name: str
-    kind: str        # "flag" (1/true/yes/on), "off" (0 turns it off), "path", "str", "int",
+    kind: str        # "flag" (on unless 0/false/no/off), "off" (0 turns it off), "path", "str", "int",
     default: object  # "choice"
     doc: str
     choices: tuple = ()
@@ -39,7 +39,7 @@ class Switch:
         if raw is None or raw == "":
             return self.default
         if self.kind == "flag":
-            return raw.strip().lower() in _TRUE
+            return raw.strip().lower() not in _FALSE
         if self.kind == "off":
             return raw.strip() != "0"
         if self.kind == "int":
@@ -79,6 +79,9 @@ SWITCHES = {s.name: s for s in (
            "(default 1G)", hint="bytes, 500M, 2G"),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
            "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes"),
+    Switch("SPIRAD_DEBUG", "flag", False,
+           "tracebacks of user errors keep spirad's own frames (by default they show the user's "
+           "frames only)"),
     # Vulkan / Metal
     Switch("SPIRAD_VULKAN_DEVICE", "str", None, "the Vulkan device to use (default: the best)",
            hint="index or name substring"),

@@ -52,17 +52,21 @@ class VectorType(_CompoundType):
 
     @property
     def comp_shape(self) -> tuple:
+        """The element shape, (n,)."""
         return (self.n,)
 
 
 @dataclass(frozen=True)
 class MatrixType(_CompoundType):
+    """Element type of a matrix field / ndarray: `n` x `m` components of `dtype`
+    (`sd.types.matrix(2, 2, float)`, `sd.math.mat3`)."""
     n: int
     m: int
     dtype: DType
 
     @property
     def comp_shape(self) -> tuple:
+        """The element shape, (n, m)."""
         return (self.n, self.m)
 
 
@@ -96,14 +100,19 @@ def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=
 
 
 def template() -> Template:
+    """The annotation of a parameter bound at compile time: fields, Python numbers, objects (a new
+    value compiles a new program)."""
     return Template()
 
 
 def vector(n: int, dtype) -> VectorType:
+    """The vector type of `n` components of `dtype` (an annotation, a field element type, a
+    constructor)."""
     return VectorType(n, dtype)
 
 
 def matrix(n: int, m: int, dtype) -> MatrixType:
+    """The matrix type of `n` x `m` components of `dtype`."""
     return MatrixType(n, m, dtype)
 
 

@@ -53,6 +53,10 @@ class DeviceCaps:
     # Iterations after which the driver silently ends every loop of an invocation (all loops of
     # the invocation together); None where no such cap is known. lavapipe: 65,535.
     loop_iteration_cap: int | None
+    # Nanoseconds per timestamp tick on the compute queue, 0.0 where timestamps cannot be
+    # written there (the kernel profiler then times on the host); valid bits of a timestamp.
+    timestamp_period_ns: float = 0.0
+    timestamp_valid_bits: int = 0
 
 
 _TYPE_NAMES = {
@@ -106,6 +110,22 @@ def _compute_queue_family(phys) -> int | None:
     # drivers and the only one on lavapipe); any compute family works.
     universal = [i for i in compute if props[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT]
     return (universal or compute)[0]
+
+
+def _timestamps(phys, limits) -> dict:
+    """The timestamp fields of DeviceCaps: usable when the compute queue family has valid bits."""
+    family = _compute_queue_family(phys)
+    if family is None:
+        return {}
+    count = ffi.new("uint32_t*")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, ffi.NULL)
+    props = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, props)
+    bits = int(props[family].timestampValidBits)
+    period = float(limits.timestampPeriod)
+    if bits == 0 or period <= 0:
+        return {}
+    return {"timestamp_period_ns": period, "timestamp_valid_bits": bits}
 
 
 def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
@@ -190,6 +210,7 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                          else C.UINT64_MAX),
         is_lavapipe=is_lavapipe,
         loop_iteration_cap=C.LAVAPIPE_LOOP_ITERATION_CAP if is_lavapipe else None,
+        **_timestamps(phys, limits),
     )
     return PhysicalDevice(index=index, handle=phys, caps=caps,
                           queue_family=_compute_queue_family(phys), extensions=extensions,

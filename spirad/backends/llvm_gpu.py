@@ -139,6 +139,9 @@ class LlvmGpuBackend(BackendBase):
         self.launched = []   # (program, status words, argbuf, adstack plan) per task launch
         self.pending = None  # an error found while draining, raised at the next sync()
 
+    def device_name(self) -> str:
+        return f"{self.name} emulated on the host CPU" if self.emulated() else f"{self.name} device"
+
     def allocate(self, nbytes):
         return self.rt.alloc(nbytes)
 

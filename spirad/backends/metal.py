@@ -72,6 +72,9 @@ class MetalBackend(VulkanBackend):
         from gfx_runtime.wgpu import unavailable_reason as reason
         return reason(emulated())
 
+    def device_timer(self):
+        return None  # wgpu's timestamp queries are an optional feature: host times
+
     @property
     def profile(self):
         from spirv_codegen.profile import METAL

@@ -71,6 +71,22 @@ class VkProgram:
         self.ranges = ranges or [None] * len(tasks)
 
 
+class _Timestamps:
+    """`BackendBase.device_timer` on Vulkan: a pair of device timestamps per launch."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def begin(self):
+        return self.rt.timestamp_begin()
+
+    def end(self, token) -> None:
+        self.rt.timestamp_end(token)
+
+    def collect(self) -> dict:
+        return {k: ns * 1e-9 for k, ns in self.rt.take_timestamps().items()}
+
+
 class VulkanBackend(BackendBase):
     """Vulkan through `gfx_runtime.vulkan`; also the base of the Metal backend (`metal.py`),
     which swaps the runtime (`_make_runtime`), the SPIR-V profile and the module checks."""
@@ -145,6 +161,15 @@ class VulkanBackend(BackendBase):
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
+
+    def device_name(self) -> str:
+        return self.caps.name
+
+    def device_timer(self):
+        """Timestamp queries around each launch's dispatches (`gfx_runtime.vulkan.timestamps`)."""
+        if self.caps.timestamp_period_ns <= 0:
+            return None
+        return _Timestamps(self.rt)
 
     @_runtime_errors_as_user_errors
     def allocate(self, nbytes):

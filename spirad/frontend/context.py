@@ -30,6 +30,8 @@ class FuncFrame:
         self.returns = None  # kernels: the KernelReturn of `-> type` (spirad.kernel_return)
         self.returned = False  # kernels: a `return` was compiled; the statements after it are not
         self.loop_depth = 0  # serial loops entered inside this frame
+        from ..tracebacks import internal_file
+        self.internal = internal_file(src.filename)  # spirad's own kernels (GPU sizer): no warnings
 
 
 class Ctx:

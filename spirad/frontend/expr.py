@@ -6,7 +6,8 @@ import numbers
 
 import numpy as np
 
-from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import (SpiradAutodiffError, SpiradIndexError, SpiradSyntaxError,
+                              SpiradTypeError)
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
@@ -195,6 +196,10 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
                                                       f"'{name}' (members: {list(obj.sf.members)})", node)
             return self.field_elem(f, obj.idx, node)
+        from ..field import Field
+        if isinstance(obj, Field) and obj._primal is None and (
+                name == "grad" and not obj.needs_grad or name == "dual" and obj.dual is None):
+            raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError as e:
@@ -251,8 +256,17 @@ class ExprVisitor:
             return self.component(obj, idx, node)
         if isinstance(obj, (tuple, list)):
             k = self.rvalue(idx[0])
+            what = f"{ast.unparse(node.value)}" if isinstance(node, ast.Subscript) else "it"
+            kind = type(obj).__name__
             if not isinstance(k, numbers.Integral):
-                raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
+                raise self.ctx.error(SpiradTypeError, f"{what} is a Python {kind}: a kernel indexes it "
+                                     f"only with compile-time constants, and this index is a run-time "
+                                     f"value. Put the values in a field or ndarray (t = sd.field(sd.f32, "
+                                     f"{len(obj)}); t.from_numpy(np.array({what}))) and index that, or "
+                                     f"loop with `for j in sd.static(range({len(obj)}))`", node)
+            if not -len(obj) <= k < len(obj):
+                raise self.ctx.error(SpiradIndexError, f"{kind} index {k} is out of range: {what} has "
+                                                       f"{len(obj)} element(s)", node)
             return obj[k]
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
@@ -303,7 +317,7 @@ class ExprVisitor:
             comps = self.rvalue(obj).comps
             return VecVal(comps[r * shape[1]:(r + 1) * shape[1]], (shape[1],))
         if len(ks) != len(shape) or any(not 0 <= k < s for k, s in zip(ks, shape)):
-            raise self.ctx.error(SpiradTypeError, f"index {tuple(ks)} out of range for shape {shape}", node)
+            raise self.ctx.error(SpiradIndexError, f"index {tuple(ks)} is out of range for shape {shape}", node)
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
         if isinstance(obj, Slot):
             return Slot((obj.allocas[flat],), (), obj.dtype)
@@ -385,9 +399,7 @@ class ExprVisitor:
             if dt is not None:
                 a = self.rvalue(args[0])
                 return fn(a).item() if is_py_scalar(a) else self.cast(a, dt)
-        name = getattr(fn, "__name__", type(fn).__name__)
-        raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "
-                                                f"functions, @sd.func and math builtins are allowed", node)
+        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node), node)
 
     def build_static(self, node):
         vals = [self.rvalue(self.build(a)) for a in node.args]
@@ -399,6 +411,31 @@ class ExprVisitor:
     def build_JoinedStr(self, node):
         from .formatting import joined_str
         return joined_str(self, node)
+
+
+_NP_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+             "power": "pow", "absolute": "abs", "fabs": "abs", "minimum": "min", "maximum": "max",
+             "fmin": "min", "fmax": "max", "where": "select", "round": "round", "rint": "round"}
+
+
+def _uncallable(fn, node) -> str:
+    """The message for a call of something kernels cannot call, naming it as written
+    (`np.sin`) and the spirad function to use instead when there is one."""
+    written = ast.unparse(node.func)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    if isinstance(fn, np.ufunc) or module.split(".")[0] == "numpy":
+        from .. import lang, math as sdmath
+        cand = _NP_NAMES.get(name, name)
+        alt = f"sd.{cand}" if callable(getattr(lang, cand, None)) and \
+            not isinstance(getattr(lang, cand), type) else \
+            f"sd.math.{cand}" if callable(getattr(sdmath, cand, None)) else None
+        use = f"; use {alt}(...)" if alt else "; write it with spirad's math (sd.sin, sd.exp, ...)"
+        return (f"cannot call {written} inside a kernel: numpy functions run on the host, not in "
+                f"kernels{use}")
+    return (f"cannot call {written} ({type(fn).__name__} {name!r}) inside a kernel: only spirad "
+            f"functions (sd.sin, ...), @sd.func, plain Python functions and math builtins are "
+            f"allowed")
 
 
 def _numpy_constant(v):

@@ -17,6 +17,11 @@ from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
+def _kind_of(v) -> str:
+    return "vector" if isinstance(v, VecVal) else "run-time scalar" \
+        if not isinstance(v, (tuple, list)) and hasattr(v, "dtype") else type(v).__name__
+
+
 class _Unrolled(Exception):
     """Raised to stop compiling a static branch after `break`/`continue` (not supported)."""
 
@@ -85,9 +90,25 @@ class StmtVisitor:
         if isinstance(target, (ast.Tuple, ast.List)):
             v = self.rvalue(value)
             items = v.comps if isinstance(v, VecVal) else v
-            if not isinstance(items, (tuple, list)) or len(items) != len(target.elts):
-                raise ctx.error(SpiradSyntaxError, "cannot unpack: length mismatch", target)
-            for t, x in zip(target.elts, items):
+            elts = target.elts
+            if not isinstance(items, (tuple, list)):
+                raise ctx.error(SpiradTypeError, f"cannot unpack a {_kind_of(items)} into "
+                                                 f"{len(elts)} targets: only tuples, lists and "
+                                                 f"vectors unpack", target)
+            stars = [k for k, e in enumerate(elts) if isinstance(e, ast.Starred)]
+            if stars:  # `a, *b = ...`: b is a compile-time list of the values in the middle
+                k, after = stars[0], len(elts) - stars[0] - 1
+                if len(items) < len(elts) - 1:
+                    raise ctx.error(SpiradValueError, f"not enough values to unpack (expected at "
+                                                      f"least {len(elts) - 1}, got {len(items)})",
+                                    target)
+                items = list(items[:k]) + [list(items[k:len(items) - after])] + \
+                    list(items[len(items) - after:])
+                elts = [e.value if isinstance(e, ast.Starred) else e for e in elts]
+            elif len(items) != len(elts):
+                raise ctx.error(SpiradValueError, f"cannot unpack {len(items)} values into "
+                                                  f"{len(elts)} targets", target)
+            for t, x in zip(elts, items):
                 self.assign(t, x)
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -520,7 +541,7 @@ class StmtVisitor:
             if shape != f.comp_shape:
                 raise ctx.error(SpiradTypeError, f"the kernel returns a value of shape {shape} "
                                 f"but its return type is {_type_name(f)}", node)
-            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
+            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v, warn=False)  # declared
         frame.returned = True
 
 

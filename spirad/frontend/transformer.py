@@ -181,6 +181,11 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
                                             needs_dual=needs_dual)
+        elif kind == "ndarray_alias":  # the ndarray of parameter spec[1], passed again
+            first = frame.scopes[0][params[spec[1]]]
+            args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
+                                first.needs_grad))
+            frame.scopes[0][p] = first  # one buffer: reads and writes of both names are seen
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
