@@ -14,7 +14,6 @@ task list and the backend's compiled form, and only the launch data is rebuilt (
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 from kernel_ir import verifier
@@ -336,4 +335,5 @@ def _host_fn(expr):
 
 
 def debug_enabled(state) -> bool:
-    return state.debug or os.environ.get("SPIRAD_VERIFY") == "1"
+    from . import options
+    return state.debug or options.get("SPIRAD_VERIFY")

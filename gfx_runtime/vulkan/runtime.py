@@ -2,10 +2,10 @@
 
 Public API (stable; the driver calls exactly this)::
 
-    rt = VulkanRuntime(validation: bool | None = None, device: str | None = None)
-        validation: None reads env SPIRAD_VALIDATION (1/true/yes/on); True enables
-            VK_LAYER_KHRONOS_validation, its warnings and errors are collected.
-        device: index or name substring; None reads env SPIRAD_VULKAN_DEVICE, else the best
+    rt = VulkanRuntime(validation: bool = False, device: str | None = None)
+        validation: True enables VK_LAYER_KHRONOS_validation, its warnings and errors are
+            collected (spirad passes SPIRAD_VALIDATION; the runtime reads no environment).
+        device: index or name substring (spirad passes SPIRAD_VULKAN_DEVICE); None: the best
             device (discrete > integrated > virtual > CPU/lavapipe).
         Raises GfxUnavailable when no usable Vulkan device exists.
     rt.caps -> DeviceCaps                     frozen device capabilities and limits
@@ -55,7 +55,7 @@ from . import buffer as buffer_mod
 from .commands import Batch
 from .descriptors import DescriptorSets
 from .device import DeviceCaps, create_logical_device, select_physical_device
-from .instance import ffi, get_instance, lib, take_validation_messages, validation_requested
+from .instance import ffi, get_instance, lib, take_validation_messages
 from .memory import MemoryTypes, format_bytes
 from .pipeline import Pipeline, PipelineFactory
 from .queue import Queue
@@ -65,11 +65,11 @@ MAX_BATCH = 4096
 
 
 class VulkanRuntime:
-    def __init__(self, validation: bool | None = None, device: str | None = None):
+    def __init__(self, validation: bool = False, device: str | None = None):
         self.closed = True
         self._device = None
         self._frame = None
-        self.validation = validation_requested(validation)
+        self.validation = bool(validation)
         self._instance = get_instance(self.validation)
         phys = select_physical_device(self._instance, device)
         self.caps: DeviceCaps = phys.caps

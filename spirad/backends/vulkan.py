@@ -19,7 +19,6 @@ instead, after flushing the queued work.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
@@ -100,7 +99,10 @@ class VulkanBackend(BackendBase):
 
     def _make_runtime(self):
         from gfx_runtime.vulkan import VulkanRuntime
-        return VulkanRuntime()
+
+        from .. import options
+        return VulkanRuntime(validation=options.get("SPIRAD_VALIDATION"),
+                             device=options.get("SPIRAD_VULKAN_DEVICE"))
 
     def _check_kernel(self, tl, abi) -> None:
         """User errors this backend finds in a task list before code generation (none here)."""
@@ -146,7 +148,11 @@ class VulkanBackend(BackendBase):
             raise _user_error(e) from None
         self.caps = self.rt.caps
         self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
-        self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
+        from spirv_codegen import validator
+
+        from .. import options
+        validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
+        self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
