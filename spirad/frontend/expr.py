@@ -391,8 +391,13 @@ class ExprVisitor:
             return self.build_static(node)
         args = []
         for a in node.args:
-            if isinstance(a, ast.Starred):
-                raise self.ctx.error(SpiradSyntaxError, "*args calls are not supported in kernels", a)
+            if isinstance(a, ast.Starred):  # f(*seq) over a sequence known at compile time
+                seq = self.rvalue(self.build(a.value))
+                if not isinstance(seq, (tuple, list)):
+                    raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
+                                                            "compile time in kernels", a)
+                args.extend(seq)
+                continue
             args.append(self.build(a))
         kwargs = {}
         for kw in node.keywords:
