@@ -393,6 +393,8 @@ class ExprVisitor:
         for a in node.args:
             if isinstance(a, ast.Starred):  # f(*seq) over a sequence known at compile time
                 seq = self.rvalue(self.build(a.value))
+                if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
+                    seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
                 if not isinstance(seq, (tuple, list)):
                     raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
                                                             "compile time in kernels", a)

@@ -107,7 +107,7 @@ def test_compile_time_errors_name_the_line(arch):
 
 @test_archs(archs=("cpu", "vulkan"))
 def test_starred_arguments_and_struct_layout(arch):
-    res = (2, 3)
+    res = np.array([2, 3])
     grid = sd.field(sd.i32, shape=(2, 3, 2))
     P = sd.types.struct(x=sd.f32)
     p = P.field(shape=4, layout=sd.Layout.SOA)
