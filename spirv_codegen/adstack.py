@@ -94,7 +94,7 @@ class AdStacks:
         self.allocas = adstack_allocas(L.task)
         self.index = {n: k for k, n in enumerate(self.allocas)}
         self.single = L.E.profile.single_heap
-        self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings), self.single)
+        self.b_meta, self.b_float, self.b_int = adstack_bindings(L.io.bmap.num_arrays, self.single)
         self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
                                      self.b_int: HEAP_INT_NAME})
         if self.single:

@@ -26,13 +26,18 @@ STATUS_WORDS = 9              # the status buffer holds at least this many u32 w
 
 
 class Interface:
-    def __init__(self, E: Emitter, abi, storage: dict, device_range_local_size=None):
+    def __init__(self, E: Emitter, abi, storage: dict, device_range_local_size=None, bmap=None):
         self.E = E
         self.abi = abi
-        # device ranges (lower.py): begin / end from the range-arguments buffer (binding 2 + n),
-        # threads per row = num_workgroups.x * this local size; None: from the push constants
+        # where each ref lives (`buffers.BufferMap`): its own buffer, or a root view at an offset
+        from .buffers import BufferMap  # buffers imports this module's binding numbers
+        self.bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
+        # device ranges (lower.py): begin / end from the range-arguments buffer (binding 2 +
+        # num_arrays, read-only), threads per row = num_workgroups.x * this local size; None:
+        # from the push constants
         self.device_range_local_size = device_range_local_size
         self.storage = storage  # binding index k -> 'native' | 'bool' | 'bits'
+        self.readonly: set = set()  # bindings declared NonWritable (read-only storage)
         self._buffers: dict[int, tuple] = {}
         self._prologue_cache: dict = {}
         self._pc = None
@@ -72,6 +77,8 @@ class Interface:
             var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
             m.decorate(var, "DescriptorSet", 0)
             m.decorate(var, "Binding", binding)
+            if binding in self.readonly:
+                m.decorate(var, "NonWritable")
             name = {ARGS_BINDING: "args", STATUS_BINDING: "status", **self.buffer_names}
             m.name(var, name.get(binding, f"buf{binding - FIRST_ARRAY_BINDING}"))
             self._buffers[binding] = (var, m.t_pointer("StorageBuffer", elem))
@@ -83,16 +90,30 @@ class Interface:
         return E.fn.op("OpAccessChain", ptr, var, E.c(0, i32), index)
 
     def storage_dtype(self, k: int, dt):
-        kind = self.storage.get(k, "native")
+        """(the element type ref k is accessed as, 'native' | 'bool' | 'bits'): u1 is a u32 0/1;
+        'bits' is a same-width unsigned int bitcast to and from `dt` (compare-and-swap atomics,
+        root views of ints: `buffers.view_dtype`)."""
+        cas = self.storage.get(k, "native") == "bits"
         if dt.kind == "b":
             return u32, "bool"
-        if kind == "bits":
+        if self.bmap.in_root(k):
+            from .buffers import view_dtype
+            sdt = view_dtype(dt, cas)
+            return sdt, ("native" if sdt == dt else "bits")
+        if cas:
             return (u32 if dt.bits == 32 else U64), "bits"
         return dt, "native"
 
     def array_ptr(self, k: int, dt, index: int) -> tuple[int, object, str]:
         sdt, kind = self.storage_dtype(k, dt)
-        return self.element_ptr(FIRST_ARRAY_BINDING + k, sdt, index), sdt, kind
+        bm = self.bmap
+        if not bm.in_root(k):
+            return self.element_ptr(bm.own_binding(k), sdt, index), sdt, kind
+        E = self.E
+        base = self.prologue(("root_base", k), lambda: E.op(
+            "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
+        index = E.op("OpIAdd", i32, base, index)
+        return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
 
     def load_elem(self, k: int, dt, index: int) -> int:
         E = self.E
@@ -126,7 +147,7 @@ class Interface:
         Block struct holding uvec4[ceil(arg bytes / 16)] with ArrayStride 16."""
         E, m = self.E, self.E.m
         if ARGS_BINDING not in self._buffers:
-            n16 = max(1, -(-self.abi.arg_buffer_size // 16))
+            n16 = max(1, -(-self.bmap.arg_bytes // 16))
             uvec4 = m.t_vector(E.ty(u32), 4)
             arr = m._type(("array", uvec4, n16, 16), "OpTypeArray", uvec4, E.c(n16, u32),
                           decorate=lambda t: m.decorate(t, "ArrayStride", 16))
@@ -177,8 +198,9 @@ class Interface:
         if self.device_range_local_size is None:
             return self.push_constant(0), self.push_constant(1)
         E = self.E
-        b = FIRST_ARRAY_BINDING + len(self.abi.bindings)
+        b = FIRST_ARRAY_BINDING + self.bmap.num_arrays
         self.buffer_names[b] = "range_args"
+        self.readonly.add(b)  # also the dispatch's indirect buffer: WebGPU forbids read-write
 
         def word(k):
             return lambda: E.op("OpBitcast", i32, E.op("OpLoad", u32, self.element_ptr(b, u32, E.c(k, i32))))

@@ -149,6 +149,7 @@ class SpirvTask:
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
     uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
+    readonly_bindings: tuple = ()  # storage buffers declared NonWritable (a device range's args)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -169,25 +170,38 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
 
 
 def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
-                  device_ranges=frozenset()) -> tuple[SpirvTask, ...]:
-    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges)
+                  device_ranges=frozenset(), bmap=None) -> tuple[SpirvTask, ...]:
+    """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer)."""
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, bmap)
                  for i in range(len(tl.tasks)))
 
 
+def task_bindings(task: Task, bmap, profile, device_range: bool = False) -> int:
+    """The bindings of a task's module: arguments, status, the map's arrays, then adstack
+    buffers (tasks with adstacks) and the range arguments (device ranges)."""
+    stacks = bool(adstack_allocas(task))
+    return (2 + bmap.num_arrays + (profile.adstack_buffers() if stacks else 0)
+            + (1 if device_range else 0))
+
+
 def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False) -> SpirvTask:
+                 bounds_check: bool = False, device_range: bool = False, bmap=None) -> SpirvTask:
+    from .buffers import BufferMap
+    bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
     t: Task = tl.tasks[task_index]
     name = t.name or f"{tl.name}_t{task_index}"
     allocas = adstack_allocas(t)
     if device_range and (t.kind != "range" or allocas):
         raise RuntimeError("spirv_codegen: a device range needs a range task without adstacks")
-    words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
+    lowerer = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range, bmap)
+    words = lowerer.run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
     prof = caps.profile
-    nb = 2 + len(abi.bindings) + (prof.adstack_buffers() if stacks else 0) + (1 if device_range else 0)
+    nb = task_bindings(t, bmap, prof, device_range)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings)
+                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings,
+                     tuple(sorted(lowerer.io.readonly)))
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
@@ -224,7 +238,7 @@ def global_accesses(task: Task) -> list:
 
 class TaskLowerer:
     def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False):
+                 bounds_check: bool = False, device_range: bool = False, bmap=None):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
         self.bounds_check = bounds_check
         self.device_range = device_range
@@ -235,7 +249,7 @@ class TaskLowerer:
         self.m.memory_model()
         self.E = Emitter(self.m, caps)
         self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps),
-                            LOCAL_SIZE if device_range else None)
+                            LOCAL_SIZE if device_range else None, bmap)
         self.values: dict[Node, int] = {}
         self.slots: dict[Node, int] = {}
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
@@ -507,8 +521,12 @@ class TaskLowerer:
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
         def add(lin):
-            ptr, _, _ = self.io.array_ptr(k, dt, lin)
-            return atomics.atomic_add(self, ptr, self.v(n.srcs[-1]), dt)
+            ptr, sdt, kind = self.io.array_ptr(k, dt, lin)
+            v = self.v(n.srcs[-1])
+            if kind == "bits" and not dt.is_float:  # an int in a root view of unsigned words
+                old = atomics.atomic_add(self, ptr, self.E.op("OpBitcast", sdt, v), sdt)
+                return self.E.op("OpBitcast", dt, old)
+            return atomics.atomic_add(self, ptr, v, dt)
         self.values[n] = self._access(n, n.srcs[:-1], add)
 
     # -- control flow ------------------------------------------------------------------------
