@@ -13,7 +13,9 @@ buffer(s) it touches, whatever the number of fields. Ndarrays keep their own buf
 Binding numbers (descriptor set 0):
 
     0                   the argument buffer
-    1                   the status buffer
+    1                   the status buffer, unless the status words live in a root chunk (then
+                        they are u32 words there, at the offset of argument word `status_word`,
+                        and the views start at binding 1: `first_array`)
     2 .. 2+V-1          root *views*: view v = (chunk c, element type T) is chunk c's buffer
                         declared as a runtime array of T (ArrayStride = T's size). A field is
                         read and written through the view of its storage type (`view_dtype`):
@@ -24,8 +26,8 @@ Binding numbers (descriptor set 0):
                         task, and distinct fields do not overlap.
     2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`)
     2+V+O ...           adstack metadata and heap(s), then a device range's arguments
-                        (`num_arrays` = V + O replaces the ref count of the one-buffer-per-ref
-                        layout)
+                        (`end` = first_array + V + O replaces 2 + the ref count of the
+                        one-buffer-per-ref layout)
 
 A root-placed ref k finds element 0 at element `base` of its view, where `base` (a u32, the ref's
 byte offset / its element size) is argument-buffer word `offset_words[k]`: the words follow the
@@ -45,8 +47,9 @@ from kernel_ir.ops import Op
 
 from . import atomics
 from .emitter import U64
-from .interface import FIRST_ARRAY_BINDING
-
+ARGS_BINDING = 0
+STATUS_BINDING = 1
+FIRST_ARRAY_BINDING = 2
 ROOT_ALIGN = 8          # byte alignment of every root-placed ref (f64 / i64 views)
 MAX_CHUNK_BYTES = 1 << 31  # element indices are i32
 
@@ -65,9 +68,11 @@ def view_dtype(dt, cas: bool = False):
 class BufferMap:
     chunk: tuple         # per abi binding k: root chunk index, or -1 (its own buffer)
     own: tuple           # abi indices of the refs with their own buffer, in binding order
-    views: tuple         # ((chunk, view dtype), ...) in binding order from FIRST_ARRAY_BINDING
+    views: tuple         # ((chunk, view dtype), ...) in binding order from `first_array`
     offset_words: tuple  # per abi binding k: argument-buffer word of its element offset, or -1
     arg_bytes: int       # the whole argument buffer: the KernelABI's bytes + 4 per offset word
+    status_chunk: int = -1  # the status words in root chunk c (its u32 view), or -1: binding 1
+    status_word: int = -1   # argument-buffer word of the status words' u32 offset in the chunk
 
     @classmethod
     def own_buffers(cls, abi) -> "BufferMap":
@@ -75,25 +80,39 @@ class BufferMap:
         return cls((-1,) * n, tuple(range(n)), (), (-1,) * n, abi.arg_buffer_size)
 
     @property
+    def first_array(self) -> int:
+        """The first binding after the argument (and status) buffer."""
+        return FIRST_ARRAY_BINDING if self.status_chunk < 0 else FIRST_ARRAY_BINDING - 1
+
+    @property
     def num_arrays(self) -> int:
-        """Bindings between the status buffer and the adstack / range-argument buffers."""
+        """Bindings of the root views and own buffers."""
         return len(self.views) + len(self.own)
+
+    @property
+    def end(self) -> int:
+        """The first binding after the arrays: adstack buffers, range arguments."""
+        return self.first_array + self.num_arrays
 
     def in_root(self, k: int) -> bool:
         return self.chunk[k] >= 0
 
     def view_binding(self, k: int, vdt) -> int:
-        return FIRST_ARRAY_BINDING + self.views.index((self.chunk[k], vdt))
+        return self.first_array + self.views.index((self.chunk[k], vdt))
+
+    def status_binding(self) -> int:
+        return self.first_array + self.views.index((self.status_chunk, u32))
 
     def own_binding(self, k: int) -> int:
-        return FIRST_ARRAY_BINDING + len(self.views) + self.own.index(k)
+        return self.first_array + len(self.views) + self.own.index(k)
 
     def with_own(self, extra: int) -> "BufferMap":
         """This map for an ABI with `extra` more refs at the end, each in its own buffer (the
         range-arguments module's output)."""
         n = len(self.chunk)
         return BufferMap(self.chunk + (-1,) * extra, self.own + tuple(range(n, n + extra)),
-                         self.views, self.offset_words + (-1,) * extra, self.arg_bytes)
+                         self.views, self.offset_words + (-1,) * extra, self.arg_bytes,
+                         self.status_chunk, self.status_word)
 
 
 def cas_refs(task, abi, caps) -> set:
@@ -112,12 +131,13 @@ def task_refs(task, abi) -> set:
             if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)}
 
 
-def root_map(tl, abi, caps, chunk_of: dict) -> BufferMap:
+def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap:
     """The map placing ABI refs `chunk_of` (k -> root chunk index) in root chunks and every other
-    ref in its own buffer; the views are those some task of `tl` accesses."""
+    ref in its own buffer; the views are those some task of `tl` accesses. `status_chunk`: the
+    root chunk of the status words (-1: a buffer of their own at binding 1)."""
     n = len(abi.bindings)
     chunk = tuple(int(chunk_of.get(k, -1)) for k in range(n))
-    views = []
+    views = [(status_chunk, u32)] if status_chunk >= 0 else []
     for t in tl.tasks:
         cas = cas_refs(t, abi, caps)
         for k in sorted(task_refs(t, abi)):
@@ -134,12 +154,29 @@ def root_map(tl, abi, caps, chunk_of: dict) -> BufferMap:
         words.append(w if chunk[k] >= 0 else -1)
         w += chunk[k] >= 0
     own = tuple(k for k in range(n) if chunk[k] < 0)
-    return BufferMap(chunk, own, tuple(views), tuple(words), 4 * w)
+    status_word = w if status_chunk >= 0 else -1
+    w += status_chunk >= 0
+    return BufferMap(chunk, own, tuple(views), tuple(words), 4 * w, status_chunk, status_word)
 
 
-def offset_words(bmap: BufferMap, abi, byte_offsets: dict) -> bytes:
+def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
+    """`bmap` restricted to what one task touches: the views and own buffers it accesses (a task
+    binds only those; the offset words stay the kernel's, so every task reads the same argument
+    buffer)."""
+    refs = task_refs(task, abi)
+    cas = cas_refs(task, abi, caps)
+    views = tuple(v for v in bmap.views if v == (bmap.status_chunk, u32) or any(
+        bmap.chunk[k] == v[0] and view_dtype(abi.bindings[k].dtype, k in cas) == v[1]
+        for k in refs if bmap.chunk[k] >= 0))
+    own = tuple(k for k in bmap.own if k in refs)
+    return BufferMap(bmap.chunk, own, views, bmap.offset_words, bmap.arg_bytes,
+                     bmap.status_chunk, bmap.status_word)
+
+
+def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 0) -> bytes:
     """The argument-buffer tail holding the element offsets of the root-placed refs (`byte_offsets`:
-    k -> byte offset in its chunk), to append to the KernelABI's argument bytes."""
+    k -> byte offset in its chunk) and of the status words (`status_offset`, bytes), to append
+    to the KernelABI's argument bytes."""
     import struct
     out = []
     for k, w in enumerate(bmap.offset_words):
@@ -151,4 +188,8 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict) -> bytes:
             raise RuntimeError(f"root offset {off} of {abi.bindings[k]!r} is not 8-byte aligned "
                                f"below 2**31")
         out.append(off // size)
+    if bmap.status_chunk >= 0:
+        if status_offset % ROOT_ALIGN:
+            raise RuntimeError(f"status offset {status_offset} is not 8-byte aligned")
+        out.append(status_offset // 4)
     return struct.pack(f"<{len(out)}I", *out)

@@ -171,8 +171,10 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
 
 def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
                   device_ranges=frozenset(), bmap=None) -> tuple[SpirvTask, ...]:
-    """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer)."""
-    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, bmap)
+    """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer), or
+    one map per task (`buffers.task_map`: a task binds only what it touches)."""
+    maps = bmap if isinstance(bmap, (tuple, list)) else [bmap] * len(tl.tasks)
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, maps[i])
                  for i in range(len(tl.tasks)))
 
 
@@ -180,7 +182,7 @@ def task_bindings(task: Task, bmap, profile, device_range: bool = False) -> int:
     """The bindings of a task's module: arguments, status, the map's arrays, then adstack
     buffers (tasks with adstacks) and the range arguments (device ranges)."""
     stacks = bool(adstack_allocas(task))
-    return (2 + bmap.num_arrays + (profile.adstack_buffers() if stacks else 0)
+    return (bmap.end + (profile.adstack_buffers() if stacks else 0)
             + (1 if device_range else 0))
 
 

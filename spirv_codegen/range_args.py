@@ -61,6 +61,6 @@ def compile_range_args(tl, task_index: int, abi, caps, bmap=None) -> SpirvTask:
     t = range_args_task(tl.tasks[task_index])
     abi2 = replace(abi, bindings=abi.bindings + (RANGE_ARGS_REF,))
     words = TaskLowerer(t, task_index, abi2, caps, bmap=bmap).run()
-    return SpirvTask(t.name, "serial", words, 2 + bmap.num_arrays, PUSH_CONSTANT_BYTES, 1,
+    return SpirvTask(t.name, "serial", words, bmap.end, PUSH_CONSTANT_BYTES, 1,
                      uniform_bindings=caps.profile.uniform_bindings)
 

@@ -62,8 +62,8 @@ class VkProgram:
         self.name, self.tasks, self.pipelines = name, tasks, pipelines
         self.status, self.task_names = status, task_names
         self.temps = temps  # abi index -> RootSlice of each kernel temporary
-        self.views = views  # per root view binding: its Chunk (the buffer bound is the current one)
-        self.own = own      # abi indices of the refs bound as buffers of their own (ndarrays)
+        self.views = views  # per task, per root view binding: its Chunk (bound: its buffer now)
+        self.own = own      # per task: abi indices of the refs with buffers of their own
         self.arg_tail = arg_tail  # root offsets, appended to the argument bytes (buffers.py)
         self.stacks = stacks  # per task: [StackInfo] or None
         self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
@@ -176,22 +176,24 @@ class VulkanBackend(BackendBase):
 
     def _compile(self, tl, abi, placement):
         from spirv_codegen import compile_range_args, compile_tasks
-        bmap = self._buffer_map(tl, abi, placement)
+        maps = self._buffer_maps(tl, abi, placement)
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
-        self._check_bindings(tl, abi, bmap, on_device)  # before code generation: a user error
+        self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
-                              device_ranges=on_device, bmap=bmap)
-        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, bmap)
+                              device_ranges=on_device, bmap=maps)
+        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
                       for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
-        return self._build(tl, abi, (tasks, range_mods, bmap), placement)
+        return self._build(tl, abi, (tasks, range_mods, maps), placement)
 
     def _placement(self, tl, abi) -> dict:
-        """abi index -> RootSlice of every field and temporary (temporaries get new slices: one
-        per compiled program). Fields were allocated by the driver before compiling."""
-        out = {}
+        """abi index -> RootSlice of every field and temporary, and under None the program's
+        status words (temporaries and status get new slices: one per compiled program). Fields
+        were allocated by the driver before compiling."""
+        from spirv_codegen import STATUS_WORDS
+        out = {None: self.roots.place(4 * STATUS_WORDS)}
         for k, ref in enumerate(abi.bindings):
             if ref.kind == "field":
                 sl = self.roots.by_key.get(ref.key)
@@ -202,24 +204,32 @@ class VulkanBackend(BackendBase):
                 out[k] = self.roots.place(8)
         return out
 
-    def _buffer_map(self, tl, abi, placement):
-        from spirv_codegen.buffers import root_map
-        return root_map(tl, abi, self.spirv_caps, {k: sl.chunk.index for k, sl in placement.items()})
+    def _buffer_maps(self, tl, abi, placement) -> tuple:
+        """Per task, the `spirv_codegen.buffers.BufferMap` of what it binds: the root views and
+        ndarrays it touches (offsets: the kernel's)."""
+        from spirv_codegen.buffers import root_map, task_map
+        bmap = root_map(tl, abi, self.spirv_caps,
+                        {k: sl.chunk.index for k, sl in placement.items() if k is not None},
+                        status_chunk=placement[None].chunk.index)
+        return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
 
-    def _check_bindings(self, tl, abi, bmap, on_device) -> None:
+    def _check_bindings(self, tl, abi, maps, on_device) -> None:
         """Every storage buffer a launch of each task binds, counted before the device (or wgpu)
         sees a module: a kernel over the limit is a user error naming what to change."""
+        from spirv_codegen.buffers import task_refs
         from spirv_codegen.lower import task_bindings
         prof = self.profile
         limit = self.caps.max_per_stage_storage_buffers
         for i, t in enumerate(tl.tasks):
+            bmap = maps[i]
             n = task_bindings(t, bmap, prof, i in on_device) - len(prof.uniform_bindings)
             if n <= limit:
                 continue
-            parts = ([] if prof.args_uniform else ["the argument buffer"]) + ["status"]
-            n_fields = sum(1 for r in abi.bindings if r.kind == "field")
+            parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
+                ([] if bmap.status_chunk >= 0 else ["status"])
+            n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
             parts.append(f"{len(bmap.views)} root-buffer view(s) holding its {n_fields} "
-                         f"fields/gradients" if bmap.views else "no field")
+                         f"fields/gradients and the status words")
             names = [abi.bindings[k].name for k in bmap.own]
             if names:
                 parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
@@ -244,9 +254,9 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def import_program(self, tl, abi, blob):
-        tasks, range_mods, bmap = blob
+        tasks, range_mods, maps = blob
         placement = self._placement(tl, abi)
-        if self._buffer_map(tl, abi, placement) != bmap:
+        if self._buffer_maps(tl, abi, placement) != maps:
             # its fields sit in other root chunks than where it was compiled: new code (offsets
             # alone are launch data and never make a stored module stale)
             return self._compile(tl, abi, placement)
@@ -260,9 +270,9 @@ class VulkanBackend(BackendBase):
     def _build(self, tl, abi, blob, placement):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
         BufferMap they were compiled for); `placement`: abi index -> RootSlice."""
-        from spirv_codegen import RANGE_ARGS_WORDS, STATUS_WORDS
+        from spirv_codegen import RANGE_ARGS_WORDS
         from spirv_codegen.buffers import offset_words
-        tasks, range_mods, bmap = blob
+        tasks, range_mods, maps = blob
         label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
         pipes = [self._pipeline(t, label(t)) for t in tasks]
         ranges = [None] * len(tasks)
@@ -273,14 +283,16 @@ class VulkanBackend(BackendBase):
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             elif device_bounds(t):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
-        status = self.rt.alloc(4 * STATUS_WORDS)
+        status = placement[None]  # the status words: in a root chunk
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        views = tuple(self.roots.chunks[c] for c, _ in bmap.views)
-        tail = offset_words(bmap, abi, {k: sl.offset for k, sl in placement.items()})
+        # per task: the root chunks of its views and the abi indices of its own buffers
+        views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
+        tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
+                            status.offset) if maps else b""
         p = VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
                       BoundsInfo(tl, abi) if self.bounds_check else None, ranges, views,
-                      bmap.own, tail)
+                      tuple(m.own for m in maps), tail)
         p.blob = blob
         return p
 
@@ -345,11 +357,6 @@ class VulkanBackend(BackendBase):
     def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
         from spirv_codegen import dispatch_geometry
         args = self._small_buffer(p, argbuf, argbuf + p.arg_tail)
-        bufs = [args, p.status]
-        for c in p.views:  # root chunks: their buffers now (a chunk grows by a new buffer)
-            bufs.append(c.buffer)
-        for k in p.own:
-            bufs.append(storages[k])
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:
@@ -358,6 +365,11 @@ class VulkanBackend(BackendBase):
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         plans = None if adstack is None else adstack.tasks
         for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
+            bufs = [args]  # the status words are in a root chunk: one of the views
+            for c in p.views[ti]:  # root chunks: their buffers now (a chunk grows by a new one)
+                bufs.append(c.buffer)
+            for k in p.own[ti]:
+                bufs.append(storages[k])
             if rng is None:
                 how = p.ranges[ti]
                 if how[0] == "device":  # evaluated and dispatched on the device
@@ -427,7 +439,7 @@ class VulkanBackend(BackendBase):
         from spirv_codegen import STATUS_WORDS
         self.rt.flush()
         for p in launched:
-            words = p.status.view(np.uint32, STATUS_WORDS)
+            words = self.view(p.status, np.uint32, (STATUS_WORDS,))
             code = int(words[0])
             recent, p.recent_args = p.recent_args, []
             if code:
