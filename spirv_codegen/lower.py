@@ -1,8 +1,15 @@
 """IR TaskList -> one SPIR-V compute module per task.
 
-    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False, device_ranges=(), bmap=None)
+        -> tuple[SpirvTask, ...]
 
-Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"):
+Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"). They
+are described here for the default `bmap=None`: every global in its own buffer, the layout of
+the tests' harness. The Vulkan and Metal backends pass a `buffers.BufferMap` per task instead:
+fields, gradients, temporaries and the status words live in shared *root buffers* at offsets
+given in the argument buffer, bound as one binding per (root chunk, element type) the task
+touches, and only the ndarrays keep a binding each (`spirv_codegen/buffers.py`: the binding
+numbers, views and offset words). Below, "2 + n" is then `bmap.end`.
 
 Descriptors (all in set 0, all storage buffers):
   binding 0      argument buffer, a runtime array of u32. The KernelABI layout: scalar argument i
@@ -65,7 +72,10 @@ local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
 
 Device ranges (`compile_tasks(..., device_ranges={task index, ...})`, range tasks whose bounds
 read globals, without adstacks): the task binds one more buffer, binding 2 + n, the *range
-arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`):
+arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`),
+declared NonWritable and listed in `SpirvTask.readonly_bindings` (the dispatch reads its
+workgroup counts from the same buffer, and WebGPU refuses a buffer that is both read-write
+storage and indirect argument of one dispatch):
 u32 words [groups x, groups y, groups z, begin, end]. The runtime dispatches the args module
 (1, 1, 1), then the task with vkCmdDispatchIndirect from that buffer; the task reads begin / end
 from words 3 / 4 instead of the push constants and uses threads_per_row = num_workgroups.x *
