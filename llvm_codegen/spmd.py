@@ -26,14 +26,14 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernel_ir.nodes import Node, walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from . import math_policy
 from .context import FnContext
 from .freeze import freeze
 from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
-from .lower_memory import _to_memory
+from .lower_memory import _to_memory, rmw_op
 from .lower_ops import convert
 from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, vec_from_mem
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
@@ -71,7 +71,7 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
         if n.op in _REFUSED:
             return Analysis(False, _REFUSED[n.op])
     # atomics are never uniform: each iteration's add happens, once per lane
-    varying = {task.index} | {n for n in nodes if n.op == Op.ATOMIC_ADD}
+    varying = {task.index} | {n for n in nodes if n.op in ATOMICS}
     lane_stacks = set()
     while True:  # locals / stacks made varying can make conditions varying, and back
         ctl = control(task, varying)
@@ -146,7 +146,7 @@ def _own_atomics(nodes, affine, varying):
     masked vector read-add-write of the lanes is the same as per-lane atomics."""
     tuples = {}
     for n in nodes:
-        if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
     return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
@@ -178,7 +178,7 @@ def _memory_hazard(nodes, affine, varying):
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
             reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
-        elif n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
@@ -425,13 +425,13 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     read-modify-write of its element; the result holds each active lane's old value."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt = ref.dtype
-    op = "fadd" if dt.is_float else ("or" if dt.is_bool else "add")
+    op = rmw_op(n.op, dt)
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
     idx = n.srcs[:-1]
     mt = mem_type(dt)
-    if n in ctx.own_atomics:
+    if n.op == Op.ATOMIC_ADD and n in ctx.own_atomics:
         return _own_atomic_add(ctx, n, v, op)
-    if not any(s in ctx.varying for s in idx) and n not in ctx.used:
+    if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used:
         return _one_target_atomic_add(ctx, n, v, op)
     res = zeros(ir.VectorType(mt, w))
     for k in range(w):
@@ -579,7 +579,7 @@ def _vector_ipow(ctx, dt):
 
 
 _SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store,
-               Op.ATOMIC_ADD: _spmd_atomic_add}
+               **{op: _spmd_atomic_add for op in ATOMICS}}
 _SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})
 _SPMD_RULES[Op.POW] = _spmd_pow  # integer POW: a vector helper
 _SPMD_RULES.update(SPMD_ADSTACK_RULES)

@@ -14,11 +14,12 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
-from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
+from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
@@ -29,20 +30,30 @@ from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi nam
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .interop.arrays import from_dlpack
+from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
+from .gui import GUI, hex_to_rgb, rgb_to_hex
+from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
-float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
+float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache"}
+              "adstack_cache", "offline_cache_file_path", "offline_cache_max_size_of_files"}
 
 
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
+    from .guard import LOCK, install
+    install()  # Ctrl-C during a launch stops it cleanly (spirad.guard)
+    with LOCK:
+        return _init(arch, **kwargs)
+
+
+def _init(arch=None, **kwargs):
     unknown = sorted(set(kwargs) - _INIT_KEYS)
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
@@ -74,6 +85,12 @@ def init(arch=None, **kwargs):
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""
+    from .guard import launching
+    with launching():
+        _sync()
+
+
+def _sync():
     st = _state.current()
     if st.backend is not None:
         st.backend.sync()
@@ -84,7 +101,9 @@ def sync():
 
 
 def reset():
-    _state.reset()
+    from .guard import LOCK
+    with LOCK:
+        _state.reset()
 
 
 # Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
@@ -92,15 +111,13 @@ TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradT
 TaichiCompilationError = TaichiRuntimeError = SpiradError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
-       for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
-                 "float16", "uint64")},
-    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
-       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
+    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
+       for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
+                 "float16")},
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+    "profiler": "time launches with sd.sync()",
 }
 
 

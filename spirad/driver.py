@@ -20,6 +20,7 @@ from kernel_ir.abi import kernel_abi
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
+from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from . import state as _state
@@ -119,8 +120,8 @@ def compile_validation(fwd: Compiled, state) -> Compiled:
 
 def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
     """The program stored under offline-cache `key`, rebuilt for this process, or None."""
-    entry = offline_cache.load(key)
-    if entry is None or not offline_cache.fields_match(entry["tl"], state):
+    entry = offline_cache.load(key, state)
+    if entry is None or not offline_cache.fields_match(entry["tl"], state, key.fields):
         return None
     tl = entry["tl"]
     c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
@@ -135,13 +136,13 @@ def _stored(key, c: Compiled) -> Compiled:
     if key is not None and not c.prints and c.returns is None:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
-            offline_cache.store(key, {"tl": c.tl, "blob": blob})
+            offline_cache.store(key, {"tl": c.tl, "blob": blob}, _state.current())
     return c
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
-    binding sources, what the program may write (generations to bump), its return values
+    binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
     abi = kernel_abi(tl)
@@ -160,10 +161,14 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
-    written = set()
+    written, read = set(), set()
     for t in tl.tasks:
-        written |= {r.buffer for r in globals_used(t.body)[1]}
-    writes, srcs = [], []
+        r, w = globals_used(t.body)
+        written |= {g.buffer for g in w}
+        read |= {g.buffer for g in r}
+        for bound in (t.begin, t.end) if t.kind == "range" else ():  # a range read from globals
+            read |= {n.arg.buffer for n in expr_nodes(bound) if n.op == Op.GLOBAL_LOAD}
+    writes, reads, srcs = [], [], []
     for ref in abi.bindings:
         if ref.kind == "field":
             srcs.append(("field", fields[ref.key]))
@@ -173,9 +178,11 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
             srcs.append(("temp", ref.key))
         if ref.buffer in written:
             writes.append(srcs[-1])
+        if ref.buffer in read:
+            reads.append(srcs[-1])
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
-                    returns=returns, prints=prints)
+                    returns=returns, prints=prints, reads=tuple(reads))
 
 
 def grad_of_factory(args, state):

@@ -82,6 +82,28 @@ def atomic_sub(target, value):
     raise _python_scope("atomic_sub")
 
 
+# Quadrants' other atomics: `x = op(x, v)` as one atomic step on a field / ndarray element (a
+# plain update on a local), returning the old value. min / max on numbers; and / or / xor on ints.
+def atomic_min(target, value):
+    raise _python_scope("atomic_min")
+
+
+def atomic_max(target, value):
+    raise _python_scope("atomic_max")
+
+
+def atomic_and(target, value):
+    raise _python_scope("atomic_and")
+
+
+def atomic_or(target, value):
+    raise _python_scope("atomic_or")
+
+
+def atomic_xor(target, value):
+    raise _python_scope("atomic_xor")
+
+
 def polar_decompose(a, dt=None):
     """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 matrices (Taichi's closed form)."""
     a = np.asarray(a, dtype=np.float64)

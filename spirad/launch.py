@@ -24,12 +24,13 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
+from . import guard as _guard
 from . import printing, sizing_cache
 from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 @dataclass(eq=False)
@@ -51,6 +52,7 @@ class Compiled:
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
+    reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +146,22 @@ def run_once(c: Compiled, args):
 def run(p: LaunchPlan):
     """Launch `p`: size the adstacks (cached) if the program has any, launch, bump the write
     generations of everything the program may write; returns the kernel's return value (None
-    without a return type)."""
+    without a return type). Holds the process lock with interrupts deferred (`spirad.guard`);
+    the generations are bumped even when the launch fails or stops part way."""
+    with _guard.launching():
+        try:
+            _launch(p)
+        finally:
+            _bump(p)
+        c = p.compiled
+        if c.returns is not None:
+            value = c.returns.read(_state.backend())
+            printing.flush(_state.current())
+            return value
+    return None
+
+
+def _launch(p: LaunchPlan) -> None:
     c = p.compiled
     be = _state.backend()
     if c.prints:
@@ -161,15 +178,13 @@ def run(p: LaunchPlan):
             sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+def _bump(p: LaunchPlan) -> None:
+    """Write generations of everything `p`'s program may write (sizing cache, DESIGN §4)."""
     args = p.args
-    for w in c.writes:
+    for w in p.compiled.writes:
         if w[0] == "field":
             w[1].generation += 1
         elif w[0] == "ndarray":
-            arr = args[w[1]]
-            _buffer(arr, w[2]).generation += 1
-    if c.returns is not None:
-        value = c.returns.read(be)
-        printing.flush(_state.current())
-        return value
-    return None
+            _buffer(args[w[1]], w[2]).generation += 1

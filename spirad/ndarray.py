@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, normalize_shape, resolve_dtype
@@ -23,7 +24,8 @@ class Ndarray(_HostArray):
         self.shape = normalize_shape(shape)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-        self._buf = _state.backend().allocate(nbytes)
+        with _guard.LOCK:
+            self._buf = _state.backend().allocate(nbytes)
         self.grad = None
         self.dual = None
         for flag, what in ((needs_grad, "grad"), (needs_dual, "dual")):
@@ -64,6 +66,7 @@ class Ndarray(_HostArray):
         return self._buf
 
     # -- DLPack (spirad.interop.arrays): zero-copy on host-memory backends, else a host copy --------
+    @_guard.locked
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self._check_live()
         return _to_dlpack(self, stream, max_version, dl_device, copy)

@@ -19,10 +19,14 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError
 
 from . import state as _state
+from .guard import PerThread
+
+
+_ACTIVE = PerThread()
 
 
 class Tape:
-    active = None  # the Tape being recorded (kernel launches call `record`)
+    active = _ACTIVE  # this thread's Tape being recorded (launches `record`)
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
@@ -55,11 +59,11 @@ class Tape:
         if self.validation:
             from .tape_validation import current
             current().clear()
-        Tape.active = self
+        _ACTIVE.set(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        Tape.active = None
+        _ACTIVE.set(None)
         if exc_type is not None:
             return False
         if self.loss is not None:
@@ -70,6 +74,11 @@ class Tape:
         if self.checker is not None:
             self.checker.check(self.calls)
         return False
+
+    def launching(self, plan):
+        """Called before each forward kernel launch while this Tape is active, with its
+        `launch.LaunchPlan` (what it reads and may write: `plan.compiled.reads / writes`).
+        Nothing to do for a Tape; `checkpoint`'s step recorder saves what the launch overwrites."""
 
     def record(self, kernel, args):
         """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""

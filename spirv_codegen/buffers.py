@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from kernel_ir.dtypes import f32, f64, u32
 from kernel_ir.nodes import walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS
 
 from . import atomics
 from .emitter import U64
@@ -55,8 +55,9 @@ MAX_CHUNK_BYTES = 1 << 31  # element indices are i32
 
 
 def view_dtype(dt, cas: bool = False):
-    """The element type a root view of a ref of dtype `dt` is declared with; `cas`: a task adds
-    to the ref with a compare-and-swap loop (its bits are then accessed as unsigned ints)."""
+    """The element type a root view of a ref of dtype `dt` is declared with; `cas`: a task
+    updates the ref atomically on its bit patterns (compare-and-swap loop, exchange: its bits
+    are then accessed as unsigned ints)."""
     if dt == f32:
         return u32 if cas else f32
     if dt == f64:
@@ -116,9 +117,10 @@ class BufferMap:
 
 
 def cas_refs(task, abi, caps) -> set:
-    """ABI indices of the refs this task adds to with a compare-and-swap loop."""
+    """ABI indices of the refs a task updates atomically on their bit patterns (a float atomic
+    as a compare-and-swap loop, or an exchange)."""
     return {abi.binding_index(n.arg) for n in walk(task.body)
-            if n.op == Op.ATOMIC_ADD and atomics.needs_cas(n.arg.dtype, caps)}
+            if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op)}
 
 
 def task_refs(task, abi) -> set:
@@ -127,8 +129,7 @@ def task_refs(task, abi) -> set:
     nodes = list(walk(task.body))
     if task.kind == "range":
         nodes += expr_nodes(task.begin) + expr_nodes(task.end)
-    return {abi.binding_index(n.arg) for n in nodes
-            if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)}
+    return {abi.binding_index(n.arg) for n in nodes if n.op in GLOBAL_ACCESS}
 
 
 def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap:

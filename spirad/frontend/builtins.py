@@ -16,7 +16,7 @@ from ..matrix import Matrix, Vector
 from .formatting import h_print
 from .rng import h_random
 from .ops import is_py_scalar
-from .values import GlobalElem, VecVal
+from .values import GlobalElem, Slot, VecVal
 
 
 def _unary(op, pyfn=None):
@@ -109,6 +109,17 @@ def h_atomic_sub(v, args, kw, node):
         raise v.ctx.error(SpiradTypeError, "atomic_sub's first argument must be a field or ndarray element", node)
     a = v.rvalue(args[1])
     return v.atomic_add_into(args[0], -a if is_py_scalar(a) else v.unop(Op.NEG, a))
+
+
+def _atomic(op, name):
+    """`sd.atomic_<name>(target, value)` (Quadrants' family): returns the old value."""
+    def h(v, args, kw, node):
+        _arity(v, args, 2, node)
+        if not isinstance(args[0], (GlobalElem, Slot)):
+            raise v.ctx.error(SpiradTypeError, f"atomic_{name}'s first argument must be a field or "
+                                               f"ndarray element or a local variable", node)
+        return v.atomic_into(op, args[0], args[1], f"atomic_{name}")
+    return h
 
 
 def h_polar_decompose(v, args, kw, node):
@@ -294,6 +305,9 @@ HANDLERS = {
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
+    lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
+    lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
+    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"),
     lang.polar_decompose: h_polar_decompose,
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
@@ -302,3 +316,5 @@ HANDLERS = {
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print,
 }
+from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
+HANDLERS.update(_bit_handlers())

@@ -13,7 +13,9 @@ from kernel_ir.ops import Op
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
+from .local_index import index_view
+from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
@@ -96,6 +98,12 @@ class ExprVisitor:
             resolve_dtype(dt)[0]
         return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
+    def build_Slice(self, node):
+        """`a:b:c` inside a subscript: a compile-time slice (local_index.py)."""
+        parts = [None if p is None else self.rvalue(self.build(p))
+                 for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
     def build_Tuple(self, node):
         return tuple(self.build(e) for e in node.elts)
 
@@ -173,7 +181,7 @@ class ExprVisitor:
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
                                   obj.name, dual=True)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
-        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+        if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
         from ..struct import StructElem, StructVal
         if isinstance(obj, StructVal):
@@ -196,7 +204,7 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
     def vec_attr(self, obj, name, node):
-        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if name in VEC_ATTRS and len(shape) == 1:
             k = VEC_ATTRS[name]
             if k >= shape[0]:
@@ -237,7 +245,7 @@ class ExprVisitor:
             if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
                 raise self.ctx.error(SpiradTypeError, f"shape index must be a constant in [0, {obj.arr.ndim})", node)
             return self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arr.arg_index, int(k)))
-        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+        if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.component(obj, idx, node)
         if isinstance(obj, (tuple, list)):
             k = self.rvalue(idx[0])
@@ -277,7 +285,7 @@ class ExprVisitor:
 
     def component(self, obj, idx, node):
         """obj[idx] for a vector/matrix local, value or global element."""
-        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
         if isinstance(obj, GlobalElem):
@@ -285,9 +293,9 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
             return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
         ks = [self.rvalue(k) for k in idx]
-        if not all(isinstance(k, numbers.Integral) for k in ks):
-            raise self.ctx.error(SpiradTypeError, "vector/matrix locals need compile-time constant indices "
-                                                  "(use sd.static or a static loop)", node)
+        if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
+                or isinstance(obj, Slot) and len(ks) < len(shape):
+            return index_view(self, obj, ks, node)  # run-time indices, slices (local_index.py)
         if len(ks) == 1 and len(shape) == 2:  # row of a matrix
             r = ks[0]
             comps = self.rvalue(obj).comps
@@ -303,6 +311,9 @@ class ExprVisitor:
         if not (isinstance(a, VecVal) and isinstance(b, VecVal)):
             raise self.ctx.error(SpiradTypeError, "@ needs matrices/vectors", node)
         sa, sb = a.shape, b.shape
+        r = matmul_vectors(self, a, b, node)
+        if r is not None:
+            return r
         if len(sa) == 2 and len(sb) == 1:
             if sa[1] != sb[0]:
                 raise self.ctx.error(SpiradTypeError, f"@ shape mismatch {sa} @ {sb}", node)
@@ -413,7 +424,7 @@ def _static_marker():
 
 def _is_compile_time(v):
     from kernel_ir.nodes import Node
-    if isinstance(v, (Node, VecVal, Slot, GlobalElem)):
+    if isinstance(v, (Node, VecVal, Slot, GlobalElem, SlotView)):
         return False
     if isinstance(v, (list, tuple)):
         return all(_is_compile_time(x) for x in v)
@@ -538,3 +549,4 @@ VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
                "determinant": _m_determinant, "inverse": _m_inverse,
                "dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
                "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross}
+VEC_METHODS.update(_MATRIX_METHODS)  # fill / any / all (matrix_ops.py)

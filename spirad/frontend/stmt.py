@@ -11,7 +11,7 @@ from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, Slot, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 
 
 class _Unrolled(Exception):
@@ -94,7 +94,7 @@ class StmtVisitor:
                                                      f"{lhs.stype.name} element", target)
                 self.store_struct(lhs, value, target)
                 return
-            if not isinstance(lhs, (Slot, GlobalElem)):
+            if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
@@ -156,7 +156,10 @@ class StmtVisitor:
                 rhs = self.unop(Op.NEG, self.rvalue(rhs) if not is_py_scalar(self.rvalue(rhs)) else self.to_node(self.rvalue(rhs), lhs.ref.dtype))
             self.atomic_add_into(lhs, rhs)
             return
-        if not isinstance(lhs, (Slot, GlobalElem)):
+        if isinstance(lhs, GlobalElem) and op in _BIT_ATOMICS:  # Taichi: |= &= ^= on globals are atomic
+            self.atomic_into(_BIT_ATOMICS[op], lhs, rhs, f"{_BIT_NAMES[op]}=")
+            return
+        if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
             raise self.ctx.error(SpiradSyntaxError, "this expression cannot be updated in place", node)
         self.store_into(lhs, self.binop(op, lhs, rhs))
 
@@ -516,3 +519,7 @@ def _type_name(f) -> str:
     if not cs:
         return str(f.dtype)
     return f"vector({cs[0]}, {f.dtype})" if len(cs) == 1 else f"matrix({cs[0]}, {cs[1]}, {f.dtype})"
+
+
+_BIT_ATOMICS = {Op.AND: Op.ATOMIC_AND, Op.OR: Op.ATOMIC_OR, Op.XOR: Op.ATOMIC_XOR}
+_BIT_NAMES = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}

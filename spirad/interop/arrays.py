@@ -25,6 +25,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 
+from .. import guard as _guard
 from .. import state as _state
 from ..ndarray import Ndarray
 
@@ -164,6 +165,7 @@ def copy_out(entries, args, writes) -> None:
             e.arr[...] = e.nd._view()
 
 
+@_guard.locked
 def from_dlpack(obj, dtype=None):
     """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch CPU tensor)
     or any numpy array: sharing its memory on host-memory backends, a copy on GPU backends.

@@ -30,13 +30,15 @@ from kernel_ir.source import user_error
 from kernel_ir.builder import IRBuilder
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import AdStackArg, Block, Node, walk
-from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, LEAVES, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from .normalize import _is_exit_check
 from .rules import VJP_RULES
 
 
 LINEAR = {Op.ADD, Op.SUB, Op.NEG, Op.CAST}
+# atomics whose new value is one of its operands: the adjoint goes to the operand that won
+_ARG_ATOMICS = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_XCHG)
 
 
 def stack_slots(body: Block, has_grad) -> tuple[set, set]:
@@ -58,11 +60,13 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
         elif op == Op.RANGE_FOR:
             for x in n.srcs:
                 need(x)
-        elif op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif op in GLOBAL_ACCESS:
             if has_grad(n.arg):
                 k = len(n.srcs) - (0 if op == Op.GLOBAL_LOAD else 1)
                 for x in n.srcs[:k]:
                     need(x)
+                if op in _ARG_ATOMICS and n.arg.dtype.is_float:
+                    need(n.srcs[-1])  # compared with the final value in the reverse walk
         elif op == Op.SELECT:
             need(n.srcs[0])
         elif op in PURE and op not in LEAVES and op not in LINEAR and n.dtype is not None \
@@ -220,7 +224,7 @@ class AdjointBuilder:
             return Node(Op.ADSTACK_LOAD_TOP, n.dtype, (st[n.srcs[0]],), None, (), n.loc)
         if n.op == Op.GLOBAL_STORE:
             return None
-        if n.op == Op.ATOMIC_ADD:  # dropped; a use of its old value reads 0 (never differentiated)
+        if n.op in ATOMICS:  # dropped; a use of its old value reads 0 (never differentiated)
             z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
             return Splice([z], z)
         return keep(n, srcs, blocks, arg, env)
@@ -239,8 +243,9 @@ class AdjointBuilder:
             r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (stack,))
         elif n.op == Op.GLOBAL_LOAD:
             r = b.global_load(n.arg, [self.rc(s, memo) for s in n.srcs])
-        elif n.op == Op.ATOMIC_ADD:
-            raise user_error(SpiradAutodiffError, "the value returned by atomic_add cannot be "
+        elif n.op in ATOMICS:
+            name = n.op.name.lower().replace("xchg", "exchange")
+            raise user_error(SpiradAutodiffError, f"the value returned by {name} cannot be "
                              "differentiated; use the updated field instead", n.loc)
         elif n.op in PURE:
             r = b.emit(n.op, n.dtype, tuple(self.rc(s, memo) for s in n.srcs), n.arg)
@@ -326,11 +331,16 @@ class AdjointBuilder:
             else:
                 return
             self.propagate(v, a, memo)
-        elif op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif op in _ARG_ATOMICS:
+            self.rev_arg_atomic(n, memo)
+        elif op == Op.GLOBAL_STORE or op in ATOMICS:
             v = n.srcs[-1]
             g = self.grad_of(n.arg) if v.dtype.is_float else None
             if g is None:
                 return
+            if op not in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+                raise user_error(SpiradAutodiffError, f"{op.name.lower()} on a float with a "
+                                 f"gradient cannot be differentiated", n.loc)
             idx = [self.rc(s, memo) for s in n.srcs[:-1]]
             a = b.global_load(g, idx)
             if op == Op.GLOBAL_STORE:
@@ -351,6 +361,26 @@ class AdjointBuilder:
             self.rev_loop(n, memo)
         elif op in (Op.BREAK, Op.CONTINUE):
             raise RuntimeError("adjoint: jumps must be lowered before reverse mode")
+
+    def rev_arg_atomic(self, n: Node, memo):
+        """x[I] = min / max(x[I], v) or exchange(x[I], v): the final x[I] is one operand's value.
+        The thread whose v equals it (read from the primal, which the forward left there) takes
+        x.grad[I] with an atomic exchange against 0, so exactly one winner receives it (ties:
+        whichever arrives first); when no v won, x.grad[I] stays for the value x[I] held before
+        (as after atomic_add)."""
+        v = n.srcs[-1]
+        g = self.grad_of(n.arg) if v.dtype.is_float else None
+        if g is None:
+            return
+        b = self.b
+        idx = [self.rc(s, memo) for s in n.srcs[:-1]]
+        won = b.binary(Op.CMP_EQ, self.rc(v, memo), b.global_load(n.arg, idx))
+        with b.if_(won) as (then, other):
+            with then:
+                a = b.atomic(Op.ATOMIC_XCHG, g, idx, b.const(0.0, g.dtype))
+                self.propagate(v, a, dict(memo))
+            with other:
+                pass
 
     def rev_loop(self, n: Node, memo):
         b = self.b

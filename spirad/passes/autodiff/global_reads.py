@@ -22,7 +22,7 @@ from __future__ import annotations
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.source import user_error
 from kernel_ir.nodes import Block, Node, walk
-from kernel_ir.ops import LEAVES, LOOPS, PURE, Op
+from kernel_ir.ops import ATOMICS, LEAVES, LOOPS, PURE, Op
 from .index_forms import IndexForms
 
 
@@ -36,7 +36,7 @@ def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_writt
     forms = IndexForms(body)
     writes: dict = {}
     for n in walk(body):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        if n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(_key(n.arg), []).append(n)
     many_threads = index is not None and not (rng is not None and rng[1] - rng[0] <= 1)
 
