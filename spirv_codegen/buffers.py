@@ -21,7 +21,8 @@ Binding numbers (descriptor set 0):
                         read and written through the view of its storage type (`view_dtype`):
                         f32 -> f32 (u32 where a task adds to it with a compare-and-swap loop),
                         f64 -> f64 (u64 likewise), i32 / u32 / u1 -> u32 (bitcast; u1 as 0/1),
-                        i64 -> u64 (bitcast). Two views of a chunk alias one buffer but never
+                        i64 / u64 -> u64 (bitcast), except a signed int a task takes an atomic
+                        min / max of (its own type). Two views of a chunk alias one buffer but never
                         the same bytes within a task: a field is accessed through one view per
                         task, and distinct fields do not overlap.
     2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`)
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 
 from kernel_ir.dtypes import f32, f64, u32
 from kernel_ir.nodes import walk
-from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from . import atomics
 from .emitter import U64
@@ -54,14 +55,18 @@ ROOT_ALIGN = 8          # byte alignment of every root-placed ref (f64 / i64 vie
 MAX_CHUNK_BYTES = 1 << 31  # element indices are i32
 
 
-def view_dtype(dt, cas: bool = False):
-    """The element type a root view of a ref of dtype `dt` is declared with; `cas`: a task
-    updates the ref atomically on its bit patterns (compare-and-swap loop, exchange: its bits
-    are then accessed as unsigned ints)."""
+def view_dtype(dt, kind: str = "native"):
+    """The element type a root view of a ref of dtype `dt` is declared with, given how a task
+    accesses it (`access_kinds`): 'bits' (a float updated atomically on its bit patterns: a
+    compare-and-swap loop or an exchange) and plain ints use unsigned words; 'signed' (an atomic
+    min / max on a signed int) keeps the signed type, whose signedness naga reads from the
+    pointer, not from the opcode."""
     if dt == f32:
-        return u32 if cas else f32
+        return u32 if kind == "bits" else f32
     if dt == f64:
-        return U64 if cas else f64
+        return U64 if kind == "bits" else f64
+    if kind == "signed":
+        return dt
     return U64 if dt.bits == 64 else u32
 
 
@@ -116,11 +121,19 @@ class BufferMap:
                          self.status_chunk, self.status_word)
 
 
-def cas_refs(task, abi, caps) -> set:
-    """ABI indices of the refs a task updates atomically on their bit patterns (a float atomic
-    as a compare-and-swap loop, or an exchange)."""
-    return {abi.binding_index(n.arg) for n in walk(task.body)
-            if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op)}
+def access_kinds(task, abi, caps) -> dict:
+    """ABI index -> 'bits' for the refs a task updates atomically on their bit patterns (a float
+    atomic as a compare-and-swap loop, or an exchange), 'signed' for signed ints it takes an
+    atomic min / max of; refs not listed are 'native'."""
+    out = {}
+    for n in walk(task.body):
+        if n.op in ATOMICS:
+            dt = n.arg.dtype
+            if atomics.needs_bits(dt, caps, n.op):
+                out[abi.binding_index(n.arg)] = "bits"
+            elif dt.kind == "i" and n.op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX):
+                out[abi.binding_index(n.arg)] = "signed"
+    return out
 
 
 def task_refs(task, abi) -> set:
@@ -140,10 +153,10 @@ def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap
     chunk = tuple(int(chunk_of.get(k, -1)) for k in range(n))
     views = [(status_chunk, u32)] if status_chunk >= 0 else []
     for t in tl.tasks:
-        cas = cas_refs(t, abi, caps)
+        kinds = access_kinds(t, abi, caps)
         for k in sorted(task_refs(t, abi)):
             if chunk[k] >= 0:
-                v = (chunk[k], view_dtype(abi.bindings[k].dtype, k in cas))
+                v = (chunk[k], view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")))
                 if v not in views:
                     views.append(v)
     for k in range(n):  # a ref no task accesses (a temp of an emptied task): a view anyway
@@ -165,10 +178,10 @@ def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
     binds only those; the offset words stay the kernel's, so every task reads the same argument
     buffer)."""
     refs = task_refs(task, abi)
-    cas = cas_refs(task, abi, caps)
+    kinds = access_kinds(task, abi, caps)
     views = tuple(v for v in bmap.views if v == (bmap.status_chunk, u32) or any(
-        bmap.chunk[k] == v[0] and view_dtype(abi.bindings[k].dtype, k in cas) == v[1]
-        for k in refs if bmap.chunk[k] >= 0))
+        bmap.chunk[k] == v[0] and view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")) ==
+        v[1] for k in refs if bmap.chunk[k] >= 0))
     own = tuple(k for k in bmap.own if k in refs)
     return BufferMap(bmap.chunk, own, views, bmap.offset_words, bmap.arg_bytes,
                      bmap.status_chunk, bmap.status_word)

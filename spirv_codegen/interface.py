@@ -33,7 +33,7 @@ class Interface:
         # num_arrays, read-only), threads per row = num_workgroups.x * this local size; None:
         # from the push constants
         self.device_range_local_size = device_range_local_size
-        self.storage = storage  # binding index k -> 'native' | 'bool' | 'bits'
+        self.storage = storage  # binding index k -> 'native' | 'bits' | 'signed' (buffers.py)
         self.readonly: set = set()  # bindings declared NonWritable (read-only storage)
         self._buffers: dict[int, tuple] = {}
         self._prologue_cache: dict = {}
@@ -94,11 +94,12 @@ class Interface:
         """(the element type ref k is accessed as, 'native' | 'bool' | 'bits'): u1 is a u32 0/1;
         'bits' is a same-width unsigned int bitcast to and from `dt` (compare-and-swap atomics,
         root views of ints: `buffers.view_dtype`)."""
-        cas = self.storage.get(k, "native") == "bits"
+        access = self.storage.get(k, "native")
+        cas = access == "bits"
         if dt.kind == "b":
             return u32, "bool"
         if self.bmap.in_root(k):
-            sdt = view_dtype(dt, cas)
+            sdt = view_dtype(dt, access)
             return sdt, ("native" if sdt == dt else "bits")
         if cas:
             return (u32 if dt.bits == 32 else U64), "bits"

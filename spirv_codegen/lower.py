@@ -218,12 +218,9 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
     """Per binding: 'bits' where a float atomic works on bit patterns (CAS loop or exchange),
-    else 'native'."""
-    out = {}
-    for n in walk(t.body):
-        if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op):
-            out[abi.binding_index(n.arg)] = "bits"
-    return out
+    'signed' for a signed int's atomic min / max, else 'native' (`buffers.access_kinds`)."""
+    from .buffers import access_kinds
+    return access_kinds(t, abi, caps)
 
 
 ACCESS_OPS = tuple(GLOBAL_ACCESS)
