@@ -14,6 +14,8 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
+from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
+from .extension import extension, is_extension_supported
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
@@ -23,8 +25,8 @@ from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
-                   tan, tanh)
+                   loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin, sqrt,
+                   static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
@@ -36,12 +38,23 @@ from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
+x64 = arm64 = cpu  # Taichi's names of the host CPU
+opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache", "offline_cache_file_path", "offline_cache_max_size_of_files"}
+              "adstack_cache",
+              # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
+              "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
+              "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
+              "make_thread_local", "make_block_local", "check_out_of_bound",
+              "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
+              "excepthook", "real_matrix_scalarize", "opt_level",
+              # the offline cache's directory and size cap (docs/cache.md), the unroll cap
+              "offline_cache_file_path", "offline_cache_max_size_of_files",
+              "static_unroll_limit"}
 
 
 def init(arch=None, **kwargs):
@@ -109,6 +122,8 @@ def reset():
 # Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
 TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
 TaichiCompilationError = TaichiRuntimeError = SpiradError
+TaichiIndexError, TaichiRuntimeTypeError = SpiradValueError, SpiradTypeError
+TaichiAssertionError = SpiradAssertionError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"

@@ -103,7 +103,7 @@ def checkpointed(step, state, steps, snapshots):
         region = Checkpointed(step, state, steps, snapshots)
         if tape is not None and not tape.suspended and not tape.replaying:
             tape.record(region, ())
-        region.forward()
+        region._forward()
     return region
 
 
@@ -149,30 +149,36 @@ class Checkpointed:
         self.stats.snapshot_bytes = sum(_nbytes(a) for a in self.state)
         self._schedule = None
         self._done = False
+        self._failed = False
 
     def __repr__(self):
         return f"<spirad checkpointed region: {self.n} steps, {self.k} snapshots>"
 
     # -- forward sweep ----------------------------------------------------------------------------
-    def forward(self):
+    def _forward(self):
         """Run all steps, storing the snapshots of revolve's forward sweep (checking the declared
         state); the state is then the final one."""
         if self.n == 0:
             return
         sched = revolve.schedule(self.n, self.k)
         rec = _StepRecorder(self, taped=False)
-        with _active(rec):
-            for action in sched:
-                if isinstance(action, revolve.Reverse):  # of step n-1: the backward pass's part
-                    break
-                if isinstance(action, revolve.Takeshot):
-                    self._takeshot(action)
-                elif isinstance(action, revolve.Advance):
-                    for i in range(action.start, action.stop):
-                        self._observed(rec, i)
-                else:
-                    raise RuntimeError(f"revolve: {action} in the forward sweep")
-            self._observed(rec, self.n - 1)
+        try:
+            with _active(rec):
+                for action in sched:
+                    if isinstance(action, revolve.Reverse):  # of step n-1: the backward pass's
+                        break
+                    if isinstance(action, revolve.Takeshot):
+                        self._takeshot(action)
+                    elif isinstance(action, revolve.Advance):
+                        for i in range(action.start, action.stop):
+                            self._observed(rec, i)
+                    else:
+                        raise RuntimeError(f"revolve: {action} in the forward sweep")
+                self._observed(rec, self.n - 1)
+        except BaseException:
+            self._failed = True  # nothing to reverse: the snapshots go now
+            self._release()
+            raise
         self._schedule = sched
         if id(self.rng) not in self.written:  # no step draws random numbers: leave it out
             self.state.remove(self.rng)
@@ -193,7 +199,7 @@ class Checkpointed:
             a = _array(entry, plan.args)
             if a is None or id(a) in self.state_ids or id(a) in rec.written_now:
                 continue
-            if id(a) in self.written and self.tracked(a):
+            if id(a) in self.written:  # (only tracked arrays are listed there)
                 raise _carried_error(c, entry, a, rec.step_index, self.step)
         for entry in c.writes:
             a = _array(entry, plan.args)
@@ -217,6 +223,9 @@ class Checkpointed:
             self._grad()
 
     def _grad(self):
+        if self._failed:
+            raise SpiradAutodiffError("this checkpointed region's forward pass failed: nothing to "
+                                      "differentiate")
         if self._done:
             raise SpiradAutodiffError("this checkpointed region already ran its reverse pass; run "
                                       "sd.ad.checkpointed(...) again (in a new Tape) to "
@@ -251,9 +260,12 @@ class Checkpointed:
             final.restore()
         finally:
             final.release()
-            for _, saved in self.slots.values():
-                saved.release()
-            self.slots.clear()
+            self._release()
+
+    def _release(self):
+        for _, saved in self.slots.values():
+            saved.release()
+        self.slots.clear()
 
     def _takeshot(self, action):
         if action.slot in self.slots or len(self.slots) >= self.k:
@@ -485,9 +497,11 @@ def _active(tape):
 
 def _takes_index(step) -> bool:
     """Does `step` take the step index (one positional argument) or nothing?"""
-    from .kernel import Kernel
+    from .kernel import BoundKernel, Kernel
     if isinstance(step, Kernel):
         return len(step._annotations()) == 1
+    if isinstance(step, BoundKernel):  # obj.kernel: `self` comes first
+        return len(step.kernel._annotations()) == 2
     try:
         sig = inspect.signature(step)
     except (TypeError, ValueError):

@@ -57,8 +57,42 @@ def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
     return tl
 
 
+class _Deep:
+    """Compiling a deep expression (a generated chain of hundreds of additions) recurses in the
+    frontend's visitor about twice per level: the recursion limit is raised to DEEP_LIMIT while
+    compiling, so ~4,000 levels compile; deeper ones raise a SpiradSyntaxError naming the
+    statement (frontend.transformer), never a bare RecursionError."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        import sys
+        self.old = sys.getrecursionlimit()
+        if self.old < DEEP_LIMIT:
+            sys.setrecursionlimit(DEEP_LIMIT)
+
+    def __exit__(self, exc_type, exc, tb):
+        import sys
+        sys.setrecursionlimit(self.old)
+        if exc_type is RecursionError:  # below the frontend: a pass or a code generator
+            from kernel_ir.errors import SpiradSyntaxError
+            raise SpiradSyntaxError(f"kernel {self.name} nests expressions too deeply to compile; "
+                                    f"split long chains of operations into several statements "
+                                    f"with intermediate variables") from None
+        return False
+
+
+DEEP_LIMIT = 8000
+
+
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
+    with _Deep(kernel.fn.__name__):
+        return _compile_forward(kernel, specs, state)
+
+
+def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
     templates = tuple(sp[1] for sp in specs if sp[0] == "template")
@@ -75,6 +109,11 @@ def compile_forward(kernel, specs, state) -> Compiled:
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
+    with _Deep(fwd.tl.name):
+        return _compile_adjoint(fwd, args, state)
+
+
+def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     opts = state.options
     sizing_of = lambda tl: ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))  # noqa: E731
     key = offline_cache.derived_key(fwd.cache_key, "adjoint")
@@ -92,6 +131,11 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
 def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
     `args`: the launch's, for which ndarrays have duals."""
+    with _Deep(fwd.tl.name):
+        return _compile_forward_mode(fwd, args, state)
+
+
+def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     key = offline_cache.derived_key(fwd.cache_key, "forward_mode")
     c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
     if c is not None:
@@ -192,7 +236,7 @@ def grad_of_factory(args, state):
     def grad_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.grad is None:
+            if f is None or not f.needs_grad:
                 return None
             g = f.grad
             return GlobalRef("field", g.id, g.dtype, ref.ndim, ref.shape, g.name, False)

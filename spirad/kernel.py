@@ -41,6 +41,13 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        _state.kernels.add(self)    # forget() at the next init()
+
+    def forget(self) -> None:
+        """Drop every compiled program and plan (a new init(): they hold the old memory)."""
+        self._cache = {}
+        self._plans = [None] * len(self._plans)
+        self._arrays = None
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -120,7 +127,13 @@ class Kernel(PyFunction):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
                                           f"needs_grad={bool(ann.needs_grad)} but the ndarray was "
                                           f"created with needs_grad={a.needs_grad}", i)
-                spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                same = next((j for j, b in enumerate(args[:i])
+                             if b is a and isinstance(params[j][1], NdarrayType)), None)
+                if same is not None:  # one ndarray passed twice: one buffer in the program
+                    spec = ("ndarray_alias", same)
+                else:
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad,
+                            a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, (VectorType, MatrixType)):
@@ -307,11 +320,15 @@ def _scalar_annotation(ann, st, name, kname):
 
 def _template_key(a):
     """Cache key of a template argument: plain values by value (a new float may reuse a dead
-    one's id), everything else (fields, modules, functions) by identity."""
+    one's id), lists, tuples and dicts by their contents (a list mutated between two calls is
+    compiled again: `launch.same_args` never reuses a plan for a mutable container), everything
+    else (fields, modules, functions, objects) by identity."""
     if isinstance(a, (bool, numbers.Number, str, T.DType)) or a is None:
         return ("value", type(a), a)
-    if isinstance(a, tuple):
-        return ("tuple",) + tuple(_template_key(x) for x in a)
+    if isinstance(a, (tuple, list)):
+        return (type(a).__name__,) + tuple(_template_key(x) for x in a)
+    if isinstance(a, dict):
+        return ("dict",) + tuple((_template_key(k), _template_key(v)) for k, v in a.items())
     return ("id", id(a))
 
 

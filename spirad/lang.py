@@ -49,6 +49,14 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
     return float(st.py_rng.random())
 
 
+def randn(dt=None):
+    """A standard normal sample (Taichi's ti.randn): Box-Muller over `random()` in kernels; from
+    Python, numpy's generator seeded by init(random_seed=)."""
+    random()  # makes the seeded generator on first use
+    from . import state as _state
+    return float(_state.current().py_rng.standard_normal())
+
+
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
                 bit_vectorize=False):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;

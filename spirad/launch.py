@@ -91,11 +91,14 @@ def _buffer(arr, which):
 
 
 def same_args(a, b) -> bool:
-    """The same launch inputs: identical objects, or equal numbers of the same type."""
+    """The same launch inputs: identical objects (not mutable containers: a list template
+    argument may have changed in place), or equal numbers of the same type."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
         if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
+            return False
+        if type(x) in (list, dict):
             return False
     return True
 

@@ -5,13 +5,16 @@ import ast
 import numbers
 
 from .. import lang
-from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+
+
+DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
 class _Unrolled(Exception):
@@ -23,6 +26,7 @@ class StmtVisitor:
         for s in stmts:
             if self.ctx.frame.returned:
                 return  # after a kernel's `return` (reached through sd.static if / for)
+            self.ctx.last_stmt = (self.ctx.frame.src, s)  # where a RecursionError is reported
             self.build(s)
 
     def build_Pass(self, node):
@@ -290,6 +294,17 @@ class StmtVisitor:
             bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
         if parallel and len(bounds) > 1:
             return self._parallel_nd(bounds, names, node, grouped)
+        if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
+            self.ctx.loops.append("parallel" if parallel else "serial")
+            try:
+                with b.range_for(b.const(0, T.i32), b.const(1, T.i32), parallel=parallel) as i:
+                    saved = rng.enter_parallel(ctx, i) if parallel else None
+                    self._bind_indices(names, [], grouped, node)
+                if parallel:
+                    rng.leave_parallel(ctx, saved)
+            finally:
+                self.ctx.loops.pop()
+            return
         if parallel:
             ctx.loops.append("parallel")
             try:
@@ -366,6 +381,7 @@ class StmtVisitor:
         except TypeError:
             raise ctx.error(SpiradSyntaxError, "static(...) in a for-loop needs an iterable known at compile time", node.iter) from None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        self._count_unrolled(node, len(items))
         jumps = _loop_jumps(node.body)
         if jumps:  # break / continue: each iteration runs in a one-trip serial loop (see below)
             return self._static_for_with_jumps(node, items, targets, grouped, "break" in jumps)
@@ -382,6 +398,19 @@ class StmtVisitor:
                     ctx.frame.scopes.pop()
         finally:
             ctx.loops.pop()
+
+    def _count_unrolled(self, node, n: int):
+        """Every iteration an `sd.static` loop unrolls (nested ones multiply) counts towards
+        the kernel's limit, `init(static_unroll_limit=)`: past it, a clear error instead of a
+        compile that takes minutes and gigabytes."""
+        ctx = self.ctx
+        ctx.unrolled += n
+        limit = ctx.state.options.get("static_unroll_limit", DEFAULT_UNROLL_LIMIT)
+        if limit and ctx.unrolled > limit:
+            raise ctx.error(SpiradValueError, f"sd.static loops unroll {ctx.unrolled:,} "
+                            f"iterations in this kernel (this loop: {n:,}), more than the limit of "
+                            f"{limit:,}; use a run-time loop (range without sd.static), or raise "
+                            f"the limit with sd.init(static_unroll_limit=...)", node.iter)
 
     def _bind_static(self, targets, item, grouped):
         if grouped or len(targets) == 1:

@@ -68,7 +68,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         check_overwritten_reads(body, on_stack, needed,
                                 lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
-        adj = promote_stack_tops(AdjointBuilder(body, grad_of, on_stack, caps).build(t.index))
+        adj = promote_stack_tops(AdjointBuilder(body, grad_of, on_stack, caps, needed).build(t.index))
         tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))
     out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
         g for g in (grad_of(r) for r in tl.temps) if g is not None))
