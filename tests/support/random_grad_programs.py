@@ -472,7 +472,7 @@ class _Gen:
             lines += ls
             used |= nds
         nds = sorted(used)
-        params = [f"{g}: ND" for g in nds] + [f"{a}: sd.f64" for a in args]
+        params = [f"{g}: ND" for g in nds] + [f"{a}: sd.{self.fp}" for a in args]
         self.kernels.append(f"@sd.kernel\ndef {name}({', '.join(params)}):\n" +
                             "\n".join(lines) + "\n")
         call = nds + [self.c(0.3, 1.2) for _ in args]
