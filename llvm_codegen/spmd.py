@@ -415,6 +415,8 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
         if v.type.element.width != 64:
             v = (b.sext if s.dtype.kind == "i" else b.zext)(v, v64)
         lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(_extent64(ctx, ref, axis))), v)
+    if lin is None:  # a 0-d global: every lane's element is the one element
+        lin = ctx.broadcast(ir.Constant(I64, 0))
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p
