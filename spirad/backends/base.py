@@ -119,3 +119,14 @@ class BackendBase:
     def take_validation_messages(self) -> list:
         """Driver validation messages since the last call (the tests fail on any)."""
         return []
+
+    # -- the kernel profiler (spirad.profiler) and `python -m spirad` ---------------------------
+    def device_timer(self):
+        """An object timing launches on the device — `begin() -> token` before a launch,
+        `end(token)` after it, `collect() -> {token: seconds}` (waits for the work) — or None:
+        the profiler then times launches on the host (sync, launch, sync)."""
+        return None
+
+    def device_name(self) -> str:
+        """The device this backend runs on, for people (profiler header, `python -m spirad`)."""
+        return "host CPU"

@@ -16,7 +16,6 @@ imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchE
 """
 from __future__ import annotations
 
-import os
 
 from kernel_ir.dtypes import f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
@@ -30,7 +29,8 @@ EMULATE_ENV = "SPIRAD_METAL_EMULATE"
 
 
 def emulated() -> bool:
-    return os.environ.get(EMULATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    from .. import options
+    return options.get("SPIRAD_METAL_EMULATE")
 
 
 def _first_use(tl, pred):
@@ -71,6 +71,9 @@ class MetalBackend(VulkanBackend):
     def unavailable_reason(cls) -> str:
         from gfx_runtime.wgpu import unavailable_reason as reason
         return reason(emulated())
+
+    def device_timer(self):
+        return None  # wgpu's timestamp queries are an optional feature: host times
 
     @property
     def profile(self):

@@ -19,7 +19,6 @@ instead, after flushing the queued work.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
@@ -72,6 +71,22 @@ class VkProgram:
         self.ranges = ranges or [None] * len(tasks)
 
 
+class _Timestamps:
+    """`BackendBase.device_timer` on Vulkan: a pair of device timestamps per launch."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def begin(self):
+        return self.rt.timestamp_begin()
+
+    def end(self, token) -> None:
+        self.rt.timestamp_end(token)
+
+    def collect(self) -> dict:
+        return {k: ns * 1e-9 for k, ns in self.rt.take_timestamps().items()}
+
+
 class VulkanBackend(BackendBase):
     """Vulkan through `gfx_runtime.vulkan`; also the base of the Metal backend (`metal.py`),
     which swaps the runtime (`_make_runtime`), the SPIR-V profile and the module checks."""
@@ -84,7 +99,10 @@ class VulkanBackend(BackendBase):
 
     def _make_runtime(self):
         from gfx_runtime.vulkan import VulkanRuntime
-        return VulkanRuntime()
+
+        from .. import options
+        return VulkanRuntime(validation=options.get("SPIRAD_VALIDATION"),
+                             device=options.get("SPIRAD_VULKAN_DEVICE"))
 
     def _check_kernel(self, tl, abi) -> None:
         """User errors this backend finds in a task list before code generation (none here)."""
@@ -130,7 +148,11 @@ class VulkanBackend(BackendBase):
             raise _user_error(e) from None
         self.caps = self.rt.caps
         self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
-        self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
+        from spirv_codegen import validator
+
+        from .. import options
+        validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
+        self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
@@ -139,6 +161,15 @@ class VulkanBackend(BackendBase):
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
+
+    def device_name(self) -> str:
+        return self.caps.name
+
+    def device_timer(self):
+        """Timestamp queries around each launch's dispatches (`gfx_runtime.vulkan.timestamps`)."""
+        if self.caps.timestamp_period_ns <= 0:
+            return None
+        return _Timestamps(self.rt)
 
     @_runtime_errors_as_user_errors
     def allocate(self, nbytes):

@@ -37,6 +37,11 @@ def _loop_dtype(dims) -> T.DType:
     return T.i64 if static and len(dims) > 1 and total >= 1 << 31 else T.i32
 
 
+def _kind_of(v) -> str:
+    return "vector" if isinstance(v, VecVal) else "run-time scalar" \
+        if not isinstance(v, (tuple, list)) and hasattr(v, "dtype") else type(v).__name__
+
+
 class _Unrolled(Exception):
     """Raised to stop compiling a static branch after `break`/`continue` (not supported)."""
 
@@ -62,6 +67,12 @@ class StmtVisitor:
         value = self.build(node.value)
         if len(node.targets) > 1:
             value = self.rvalue(value)
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static \
+                and all(isinstance(t, ast.Name) and self.ctx.find_local(t.id) is None
+                        for t in node.targets):
+            for t in node.targets:  # `X = sd.static(v)`: X names the compile-time value itself
+                self.ctx.bind(t.id, value)
+            return
         for t in node.targets:
             self.assign(t, value)
 
@@ -105,9 +116,25 @@ class StmtVisitor:
         if isinstance(target, (ast.Tuple, ast.List)):
             v = self.rvalue(value)
             items = v.comps if isinstance(v, VecVal) else v
-            if not isinstance(items, (tuple, list)) or len(items) != len(target.elts):
-                raise ctx.error(SpiradSyntaxError, "cannot unpack: length mismatch", target)
-            for t, x in zip(target.elts, items):
+            elts = target.elts
+            if not isinstance(items, (tuple, list)):
+                raise ctx.error(SpiradTypeError, f"cannot unpack a {_kind_of(items)} into "
+                                                 f"{len(elts)} targets: only tuples, lists and "
+                                                 f"vectors unpack", target)
+            stars = [k for k, e in enumerate(elts) if isinstance(e, ast.Starred)]
+            if stars:  # `a, *b = ...`: b is a compile-time list of the values in the middle
+                k, after = stars[0], len(elts) - stars[0] - 1
+                if len(items) < len(elts) - 1:
+                    raise ctx.error(SpiradValueError, f"not enough values to unpack (expected at "
+                                                      f"least {len(elts) - 1}, got {len(items)})",
+                                    target)
+                items = list(items[:k]) + [list(items[k:len(items) - after])] + \
+                    list(items[len(items) - after:])
+                elts = [e.value if isinstance(e, ast.Starred) else e for e in elts]
+            elif len(items) != len(elts):
+                raise ctx.error(SpiradValueError, f"cannot unpack {len(items)} values into "
+                                                  f"{len(elts)} targets", target)
+            for t, x in zip(elts, items):
                 self.assign(t, x)
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -510,7 +537,13 @@ class StmtVisitor:
             return self.kernel_return(node)
         if frame.ret is not None:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
+        if self.ctx.nested_scopes > frame.scope_base or \
+                any(k != "static" for k in self.ctx.loops[frame.loop_base:]):
+            raise self.ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while "
+                                 "of a @sd.func is not supported; assign the value to a variable "
+                                 "and return it at the end", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
+        frame.returned = True  # a return under sd.static if / for: the rest is not compiled
 
     def kernel_return(self, node):
         """`return v` in a kernel: stores into the kernel's return fields (`kernel_return`)."""
@@ -541,7 +574,7 @@ class StmtVisitor:
             if shape != f.comp_shape:
                 raise ctx.error(SpiradTypeError, f"the kernel returns a value of shape {shape} "
                                 f"but its return type is {_type_name(f)}", node)
-            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
+            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v, warn=False)  # declared
         frame.returned = True
 
 
