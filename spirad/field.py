@@ -1,6 +1,7 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
-A field's memory is one buffer owned by the backend, allocated on first use. Element layout is C
+A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
 order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
 shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
 uses it to notice changed loop bounds).
@@ -382,7 +383,7 @@ class Field(_HostArray):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate(nbytes)
+            self._buf = _state.backend().allocate_field(nbytes, self.id)
         return self._buf
 
     def ref(self) -> GlobalRef:
