@@ -39,7 +39,8 @@ def _bytes(n: int) -> str:
 def _cache_line() -> str:
     from . import offline_cache
     size, n = offline_cache.size()
-    off = "" if os.environ.get("SPIRAD_OFFLINE_CACHE", "1") != "0" else \
+    from . import options
+    off = "" if options.get("SPIRAD_OFFLINE_CACHE") else \
         " (off: SPIRAD_OFFLINE_CACHE=0)"
     return (f"offline cache: {offline_cache.cache_dir()} ({n} entries, {_bytes(size)}; "
             f"cap {_bytes(offline_cache.max_bytes())}){off}")

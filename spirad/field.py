@@ -1,6 +1,7 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
-A field's memory is one buffer owned by the backend, allocated on first use. Element layout is C
+A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
 order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
 shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
 uses it to notice changed loop bounds).
@@ -18,6 +19,7 @@ from . import state as _state
 from kernel_ir.errors import SpiradIndexError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
+from .tensor_surface import TensorSurface
 from .tracebacks import api, api_class
 from .types import MatrixType, VectorType
 
@@ -37,6 +39,30 @@ def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
     if dtype is bool:
         return T.u1, ()
     raise SpiradTypeError(f"unsupported dtype {dtype!r}; use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1")
+
+
+NDARRAY_MAX_ELEMENTS = 2**31 - 1  # ndarray extents are 32-bit words of the argument buffer
+
+
+def check_elements(shape, comp_shape, what: str, ndarray: bool = False) -> None:
+    """Refuse, when it is created, an array more elements than the backend indexes (fields:
+    `Backend.max_elements`, 64-bit on the CPU; ndarrays: 2**31-1 everywhere)."""
+    if shape is None:
+        return
+    n = int(np.prod(tuple(shape) + tuple(comp_shape), dtype=object))
+    if n <= 2**31 - 1:
+        return
+    if ndarray:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; an sd.ndarray "
+                               f"holds at most {NDARRAY_MAX_ELEMENTS:,} (its extents are 32-bit "
+                               f"words of the argument buffer): use a field (the CPU indexes "
+                               f"fields in 64 bits) or split the array")
+    be = _state.backend()
+    if n > be.max_elements:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; the {be.name} "
+                               f"backend indexes at most {be.max_elements:,} elements per field "
+                               f"(32-bit indices): split it into several fields, or use "
+                               f"arch=sd.cpu, which indexes in 64 bits")
 
 
 def normalize_shape(shape) -> tuple:
@@ -91,8 +117,9 @@ def creation_name() -> str | None:
 
 
 @api_class
-class _HostArray:
-    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
+class _HostArray(TensorSurface):
+    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access
+    (and Quadrants' tensor methods: spirad.tensor_surface.TensorSurface)."""
 
     dtype: T.DType
     comp_shape: tuple
@@ -132,10 +159,11 @@ class _HostArray:
         self.generation += 1
 
     @_guard.locked
-    def to_numpy(self) -> np.ndarray:
-        """A numpy copy of the values (waits for pending launches)."""
+    def to_numpy(self, dtype=None, *, copy=True) -> np.ndarray:
+        """A numpy copy of the values (waits for pending launches); `dtype`: converted."""
         out = np.array(self._view(), copy=True)
-        return out.astype(bool) if self.dtype == T.u1 else out
+        out = out.astype(bool) if self.dtype == T.u1 else out
+        return out if dtype is None else out.astype(dtype)
 
     @_guard.locked
     def from_numpy(self, arr) -> None:
@@ -176,9 +204,19 @@ class _HostArray:
         """Copy another field's / ndarray's values (same shape)."""
         self.from_numpy(other.to_numpy())
 
-    def to_torch(self, device=None):
-        """A torch tensor copy (needs torch installed)."""
+    def to_torch(self, device=None, *, copy=True):
+        """A torch tensor copy (needs torch installed). `copy=False` (Quadrants): the live memory
+        itself where it is host memory (stays valid: CPU launches are synchronous; u1 elements
+        are their 0/1 int32 words), TypeError where that is impossible (device memory);
+        `copy=None`: zero-copy when possible (u1: a bool copy)."""
         import torch
+        if copy is not True and (device is None or str(device) == "cpu"):
+            view = self._zero_copy_view(words_for_bools=copy is False)
+            if view is not None:
+                return torch.from_numpy(view)
+            if copy is False:
+                raise TypeError(f"{self._kind} {self._label()} lives in device memory: it cannot "
+                                f"be shared without a copy; pass copy=True")
         t = torch.from_numpy(self.to_numpy())
         return t if device is None else t.to(device)
 
@@ -241,6 +279,7 @@ class Field(_HostArray):
         self.epoch = st.epoch
         self.name = name or (not _is_grad and creation_name()) or f"field{self.id}"
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, f"field {self.name}")
         self.generation = 0
         self._buf = None
         self._grad = None      # the gradient field, once the field has one
@@ -344,7 +383,7 @@ class Field(_HostArray):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate(nbytes)
+            self._buf = _state.backend().allocate_field(nbytes, self.id)
         return self._buf
 
     def ref(self) -> GlobalRef:
@@ -501,6 +540,7 @@ class SNode:
                 continue
             if f.shape is not None and f.shape != self.shape:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
+            check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
             if needs_grad and f._grad is None:
                 if not f.dtype.is_float:

@@ -148,8 +148,19 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
 
 
 def _ranges(c: Compiled, scalars, shapes) -> list:
-    return [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
-            (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
+    """Per task (begin, end) from the host bound functions (None: evaluated on the device),
+    checked against the backend's index range."""
+    ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
+              (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
+    limit = _state.backend().max_elements
+    for r in ranges:
+        if r is not None and r[1] > r[0] and (r[1] - r[0] > limit or max(map(abs, r)) > limit):
+            be = _state.backend()
+            raise SpiradValueError(f"kernel {c.tl.name}: a parallel loop over [{r[0]}, {r[1]}) "
+                                   f"runs past the {limit:,} iterations / indices the {be.name} "
+                                   f"backend's 32-bit task ranges hold; split the loop, or use "
+                                   f"arch=sd.cpu (64-bit)")
+    return ranges
 
 
 _NUMBER_TYPES = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64,

@@ -23,9 +23,11 @@ class StructType:
         self.members = dict(members)
         self.name = name
 
-    def field(self, shape=None, needs_grad=False, name="", needs_dual=False) -> "StructField":
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False,
+              layout=None) -> "StructField":
         """A struct field of this type: one field per member, all of `shape` (`needs_grad` gives
-        every float member a gradient)."""
+        every float member a gradient). `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted;
+        spirad stores members apart (SOA) either way, with the same values."""
         return StructField(self, shape, needs_grad, name, needs_dual)
 
     def __call__(self, *a, **k):

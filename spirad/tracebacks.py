@@ -36,7 +36,8 @@ def internal_file(filename: str) -> bool:
 
 
 def debug() -> bool:
-    return os.environ.get("SPIRAD_DEBUG", "0") not in ("", "0")
+    from . import options
+    return options.get("SPIRAD_DEBUG")
 
 
 def _user_tb(tb):

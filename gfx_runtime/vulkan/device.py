@@ -19,7 +19,6 @@ Int64Atomics on a device that did not enable it, even where the driver would run
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..errors import GfxUnavailable
@@ -240,9 +239,8 @@ def enumerate_physical_devices(instance: Instance) -> list[PhysicalDevice]:
 
 
 def select_physical_device(instance: Instance, selector: str | None = None) -> PhysicalDevice:
-    """Pick the device named by `selector` / SPIRAD_VULKAN_DEVICE, else the best suitable one."""
-    if selector is None:
-        selector = os.environ.get("SPIRAD_VULKAN_DEVICE") or None
+    """Pick the device named by `selector` (index or name substring; spirad passes
+    SPIRAD_VULKAN_DEVICE), else the best suitable one."""
     devices = enumerate_physical_devices(instance)
     if not devices:
         raise GfxUnavailable("no Vulkan device found; install mesa-vulkan-drivers for lavapipe "

@@ -2,10 +2,10 @@
 
 Public API (stable; the driver calls exactly this)::
 
-    rt = VulkanRuntime(validation: bool | None = None, device: str | None = None)
-        validation: None reads env SPIRAD_VALIDATION (1/true/yes/on); True enables
-            VK_LAYER_KHRONOS_validation, its warnings and errors are collected.
-        device: index or name substring; None reads env SPIRAD_VULKAN_DEVICE, else the best
+    rt = VulkanRuntime(validation: bool = False, device: str | None = None)
+        validation: True enables VK_LAYER_KHRONOS_validation, its warnings and errors are
+            collected (spirad passes SPIRAD_VALIDATION; the runtime reads no environment).
+        device: index or name substring (spirad passes SPIRAD_VULKAN_DEVICE); None: the best
             device (discrete > integrated > virtual > CPU/lavapipe).
         Raises GfxUnavailable when no usable Vulkan device exists.
     rt.caps -> DeviceCaps                     frozen device capabilities and limits
@@ -23,6 +23,7 @@ Public API (stable; the driver calls exactly this)::
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
+    rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
     rt.timestamp_begin() -> int / rt.timestamp_end(id)   device timestamps around a launch's
@@ -56,7 +57,7 @@ from . import buffer as buffer_mod
 from .commands import Batch
 from .descriptors import DescriptorSets
 from .device import DeviceCaps, create_logical_device, select_physical_device
-from .instance import ffi, get_instance, lib, take_validation_messages, validation_requested
+from .instance import ffi, get_instance, lib, take_validation_messages
 from .memory import MemoryTypes, format_bytes
 from .pipeline import Pipeline, PipelineFactory
 from .queue import Queue
@@ -66,11 +67,11 @@ MAX_BATCH = 4096
 
 
 class VulkanRuntime:
-    def __init__(self, validation: bool | None = None, device: str | None = None):
+    def __init__(self, validation: bool = False, device: str | None = None):
         self.closed = True
         self._device = None
         self._frame = None
-        self.validation = validation_requested(validation)
+        self.validation = bool(validation)
         self._instance = get_instance(self.validation)
         phys = select_physical_device(self._instance, device)
         self.caps: DeviceCaps = phys.caps
@@ -133,6 +134,22 @@ class VulkanRuntime:
         self._dsets.invalidate(res.handle)
         self._buffers.pop(id(res), None)
         res.destroy(self._device)
+
+    def copy(self, src, dst, nbytes: int, src_offset: int = 0, dst_offset: int = 0) -> None:
+        """Copy `nbytes` bytes of `src` (from `src_offset`) into `dst` (at `dst_offset`), after
+        the pending work; synchronous (a root buffer that grows moves its contents this way)."""
+        self._check_open()
+        nbytes = int(nbytes)
+        src._range(src_offset, nbytes)
+        dst._range(dst_offset, nbytes)
+        self.flush()
+        if not nbytes:
+            return
+        if src.host_visible and dst.host_visible:
+            ffi.memmove(dst._res.allocation.ptr + dst_offset, src._res.allocation.ptr + src_offset,
+                        nbytes)
+        else:
+            self._transfer._copy(src._res.handle, dst._res.handle, src_offset, dst_offset, nbytes)
 
     # -- pipelines -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from kernel_ir.nodes import Node
 from kernel_ir.ops import ATOMIC_COMBINE, Op
 from .typing import literal_type, promote, true_div_type
 from .local_index import read_view, store_view
-from .values import GlobalElem, Slot, SlotView, VecVal
+from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
 _WARNED: dict = {}  # filename -> warnings registry of narrowing warnings (once per line)
@@ -33,6 +33,9 @@ class ValueOps:
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
         if isinstance(v, SlotView):
             return read_view(self, v)
+        if isinstance(v, ShapeVal):  # `n, m = arr.shape`: one i32 per axis
+            return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
+                         for k in range(v.arr.ndim))
         if isinstance(v, GlobalElem):
             if not v.comp_shape:
                 return b.global_load(v.ref, v.indices)
@@ -57,6 +60,7 @@ class ValueOps:
             return self.ctx.b.cast(v, dtype) if dtype is not None else v
         if is_py_scalar(v):
             t = dtype or literal_type(v, None, self.ctx.default_fp, self.ctx.default_ip)
+            self.check_literal(v, t)
             return self.const(v, t)
         if isinstance(v, VecVal):
             raise self.ctx.error(SpiradTypeError, "expected a scalar, got a vector/matrix")
@@ -64,6 +68,20 @@ class ValueOps:
         if isinstance(v, FormatStr):
             raise self.ctx.error(SpiradTypeError, FormatStr.ONLY_PRINTED)
         raise self.ctx.error(SpiradTypeError, f"expected a number, got {type(v).__name__}")
+
+    def check_literal(self, v, t):
+        """An integer literal must fit the type it takes (Taichi and Quadrants refuse it too):
+        3000000000 as an i32 would wrap silently. Unsigned types also take the negative
+        literals of their width (`x & -1`). An explicit cast (`sd.i64(3000000000)`) types it."""
+        if not (t.is_int and t != T.u1 and isinstance(v, numbers.Integral)) or isinstance(v, bool):
+            return
+        lo = -(1 << (t.bits - 1))
+        hi = (1 << t.bits) - 1 if not t.is_signed else (1 << (t.bits - 1)) - 1
+        if not lo <= v <= hi:
+            wide = "sd.i64" if -(1 << 63) <= v < (1 << 63) else "a smaller value"
+            raise self.ctx.error(SpiradTypeError, f"integer literal {v} does not fit {t} (the type "
+                                 f"it takes here); write {wide}({v}) to type it, or use "
+                                 f"sd.init(default_ip=sd.i64)")
 
     def to_cond(self, v) -> Node:
         n = self.to_node(v)
@@ -140,6 +158,15 @@ class ValueOps:
 
     def select(self, c, a, b):
         c, a, b = self.rvalue(c), self.rvalue(a), self.rvalue(b)
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+            if len(a) != len(b):  # `x, y = (a, b) if c else (d, e)`: element by element
+                raise self.ctx.error(SpiradTypeError, f"if / else gives tuples of different "
+                                                      f"lengths ({len(a)} and {len(b)})")
+            return tuple(self.select(c, x, y) for x, y in zip(a, b))
+        for x in (a, b):
+            if not isinstance(x, (Node, VecVal)) and not is_py_scalar(x):
+                raise self.ctx.error(SpiradTypeError, f"if / else needs numbers, vectors or "
+                                                      f"tuples of them, got {type(x).__name__}")
         if isinstance(a, VecVal) or isinstance(b, VecVal):
             n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
             shape = a.shape if isinstance(a, VecVal) else b.shape
@@ -160,6 +187,11 @@ class ValueOps:
         v = self.rvalue(v)
         if isinstance(v, VecVal):
             return VecVal(tuple(self.cast(c, dtype) for c in v.comps), v.shape)
+        if dtype.is_int and dtype != T.u1 and isinstance(v, numbers.Integral) \
+                and not isinstance(v, bool):  # an explicit cast of a literal wraps, as in C
+            v = v % (1 << dtype.bits)
+            if dtype.is_signed and v >= 1 << (dtype.bits - 1):
+                v -= 1 << dtype.bits
         return self.to_node(v, dtype)
 
     # -- writing ------------------------------------------------------------------------------
