@@ -1,6 +1,7 @@
 """The compile pipeline, in order: frontend -> passes -> offload -> codegen (per backend).
 
-    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> simplify -> dce
+    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> forward_stores -> simplify
+        -> dce
         -> offload -> simplify_tasks -> dce_tasks -> backend.compile            = compile_forward
     forward task list -> reverse_mode (passes/autodiff) -> simplify_tasks -> dce_tasks
         -> backend.compile, with the adstack sizing of the result           = compile_adjoint
@@ -28,6 +29,7 @@ from . import state as _state
 from .backends.range_bounds import device_bounds
 from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
+from .passes.forward_stores import forward_stores
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
@@ -37,7 +39,8 @@ from .passes.simplify import simplify_kernel, simplify_tasks
 from .logs import logger, ms
 from .sizing_cache import ProgramSizing
 
-KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
+KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
+                 ("simplify", simplify_kernel), ("dce", dce_kernel))
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 

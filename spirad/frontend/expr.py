@@ -191,7 +191,8 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
-        return self.select(c, self.build(node.body), self.build(node.orelse))
+        from .conditional import build_conditional  # only the chosen side runs
+        return build_conditional(self, node, c)
 
     def build_Attribute(self, node):
         obj = self.build(node.value)
