@@ -21,10 +21,16 @@ import ctypes
 
 import numpy as np
 
+from kernel_ir.nodes import walk
+from kernel_ir.ops import ATOMICS
+
 from .adstack_support import grown, overflow_error, task_stacks
 from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .range_bounds import HostBounds, device_bounds
+from .work_estimate import NEVER, Adaptive, clock, never_split, split_threshold
+
+ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
 
 class CpuProgram:
@@ -47,6 +53,9 @@ class CpuProgram:
         self.module = None  # the JIT module: keeps the task functions alive
         self.blob = None    # (object code, symbols, kinds, IR): what the offline cache stores
         self.host_bounds = ()  # per task: HostBounds of a range read from globals, else None
+        self.min_split = ()    # per task: iterations from which a launch is split (range tasks)
+        self.fns_1t = ()       # per task: its one-thread variant (plain read-modify-writes) or None
+        self.adaptive = ()     # per task: work_estimate.Adaptive (range tasks without atomics)
 
 
 class CpuBackend(BackendBase):
@@ -93,12 +102,39 @@ class CpuBackend(BackendBase):
         from llvm_codegen.codegen import compile_tasks
 
         from .. import options
-        prog = compile_tasks(tl, abi, bounds_check=self.bounds_check,
+        code, one_thread = self._one_thread_variants(tl)
+        prog = compile_tasks(code, abi, bounds_check=self.bounds_check,
                              options=options.llvm_codegen_options())
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
-                optimized, tuple(t.lanes for t in prog.tasks))
+                optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
+
+    def _one_thread_variants(self, tl):
+        """(the task list to compile, per task of `tl`: None, ONLY — its code is its one-thread
+        variant, never split — or k: the variant is extra task len(tl.tasks) + k, run when a
+        launch is not split). Range tasks with atomics, without adstacks or bounds checks
+        (`passes/demote_atomics.one_thread_variant`, `work_estimate`)."""
+        from dataclasses import replace
+
+        from kernel_ir.nodes import TaskList
+
+        from ..passes.demote_atomics import one_thread_variant
+        tasks, extra, marks = list(tl.tasks), [], []
+        for k, t in enumerate(tl.tasks):
+            v = None if self.bounds_check or t.kind != "range" or task_stacks(t) else \
+                one_thread_variant(t)
+            if v is None:
+                marks.append(None)
+            elif never_split(t, self.rt.num_workers):
+                tasks[k] = v
+                marks.append(ONLY)
+            else:
+                marks.append(len(extra))
+                extra.append(replace(v, name=v.name + "_1t"))
+        if not extra and all(m is None for m in marks):
+            return tl, tuple(marks)
+        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), tuple(marks)
 
     def export_program(self, program):
         return program.blob
@@ -109,14 +145,18 @@ class CpuBackend(BackendBase):
     def cache_features(self) -> tuple:
         from .. import options
         return ("cpu", self.rt.target_key, self.bounds_check,
-                options.llvm_codegen_options().key())
+                options.llvm_codegen_options().key(), "one-thread variants", self.rt.num_workers)
 
     def _build(self, tl, abi, blob):
         """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
         task lanes: the SPMD choice code generation made)."""
-        obj, symbols, kinds, optimized, task_lanes = blob
+        obj, symbols, kinds, optimized, task_lanes, one_thread = blob
         mod = self.rt.load_object(obj, symbols, optimized)
         fns = [mod.function(s) for s in symbols]
+        n = len(tl.tasks)
+        # per task: its one-thread variant run when a launch is not split, else None
+        fns_1t = [fns[n + m] if type(m) is int else None for m in one_thread]
+        fns, kinds, task_lanes = fns[:n], kinds[:n], task_lanes[:n]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
         # an SPMD task's worker owns `lanes` heap rows (llvm_codegen.spmd_adstack)
@@ -127,6 +167,16 @@ class CpuBackend(BackendBase):
         p.module = mod
         p.blob = blob
         p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
+        # per task: the fewest iterations worth the worker pool (work_estimate)
+        workers = self.rt.num_workers
+        atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
+        p.min_split = tuple(NEVER if m == ONLY else
+                            split_threshold(t, w, workers) if t.kind == "range" and a else None
+                            for t, w, m, a in zip(tl.tasks, task_lanes, one_thread, atomics))
+        # range tasks without atomics: split by measured time (the same results either way)
+        p.adaptive = tuple(Adaptive(workers) if t.kind == "range" and not a and workers > 1
+                           else None for t, a in zip(tl.tasks, atomics))
+        p.fns_1t = fns_1t
         return p
 
     def heap_bytes(self) -> tuple:
@@ -182,7 +232,17 @@ class CpuBackend(BackendBase):
                     bufs[n + 2] = heaps[1]
                     bufs[n + 3] = program.status_addr
                     program.bound_meta, program.bound_heaps = meta_addr, heaps
-            run(fn, bufs, addr, b, e, kind == "range")
+            fn1 = program.fns_1t[ti]
+            adaptive = program.adaptive[ti]
+            if adaptive is not None:  # no atomics: split by the measured time
+                split = adaptive.split(e - b)
+                t0 = clock()
+                run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
+                adaptive.measured(e - b, clock() - t0, split)
+            elif fn1 is not None and e - b < program.min_split[ti]:  # one thread: no atomics
+                run(fn1, bufs, addr, b, e, False)
+            else:
+                run(fn, bufs, addr, b, e, kind == "range", program.min_split[ti])
             if (stacks or checked) and program.status_word.value:
                 words = [int(x) for x in program.status]
                 code, task, stack = words[:3]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kernel_ir.nodes import Node, TaskList
+from kernel_ir.nodes import Node, TaskList, walk
 from kernel_ir.ops import ATOMIC_COMBINE, ATOMICS, Op
 from kernel_ir.ownership import private_buffers
 from kernel_ir.rewrite import Splice, keep, rebuild
@@ -32,8 +32,21 @@ def demote_atomics(tl: TaskList) -> TaskList:
     return TaskList(tl.name, tl.args, tasks, tl.temps)
 
 
-def _task(task):
-    private = private_buffers(task)
+def one_thread_variant(task):
+    """`task` with every atomic demoted (as if every buffer were private), or None when it has
+    no atomic left to demote: the CPU backend runs this variant when a launch is not split
+    over threads (`backends/cpu.py`), where no other thread can touch any element. DiffTaichi's
+    scattered adds (`grid[base + offset] += ...` in P2G, `p.grad[t, i - 1, j] += ...` in
+    `wave`'s adjoint) then cost a load and a store instead of a locked compare-and-swap loop
+    (`wave`'s adjoint: 4.6 -> 0.6 ms on one core; Taichi: 3.7 ms on one core)."""
+    if not any(n.op in ATOMICS and _plain(n) for n in walk(task.body)):
+        return None
+    everything = frozenset(n.arg.buffer for n in walk(task.body) if n.op in ATOMICS)
+    return _task(task, everything)
+
+
+def _task(task, private=None):
+    private = private_buffers(task) if private is None else private
     if not private:
         return task
 
