@@ -52,6 +52,25 @@ def _asin_slope(e, x, out):
     return e.op(Op.RSQRT, e.sub(_one(e, x), e.mul(x, x)))
 
 
+def _log1p(e, x):
+    """log(1 + x) without losing x's digits near 0: for -1/2 < x < 1 the series
+    log1p(x) = 2 atanh(s) = 2 s (1 + z/3 + z^2/5 + ...), s = x / (2 + x), z = s^2 < 1/9 (17
+    terms reach 2^-55, 9 reach 2^-27); elsewhere log(1 + x), whose argument is exact for
+    x <= -1/2 and rounded by at most 1/2 ulp of a result >= log 2 above. No compensated sums,
+    so no code generator's reassociation (Mesa simplifies `(1 + x) - 1` to x) can change it."""
+    dt = x.dtype
+    terms = 17 if dt.bits == 64 else 9
+    s = e.div(x, e.add(e.const(2.0, dt), x))
+    z = e.mul(s, s)
+    acc = e.const(1.0 / (2 * terms - 1), dt)
+    for k in range(terms - 2, -1, -1):
+        acc = e.add(e.mul(acc, z), e.const(1.0 / (2 * k + 1), dt))
+    series = e.mul(e.add(s, s), acc)
+    small = e.select(e.cmp(Op.CMP_GT, x, e.const(-0.5, dt)),
+                     e.cmp(Op.CMP_LT, x, _one(e, x)), e.cmp(Op.CMP_NE, x, x))
+    return e.select(small, series, e.op(Op.LOG, e.add(_one(e, x), x)))
+
+
 MATH = tuple([
     MathFn(Op.SIN, "sin", np.sin, lambda e, x, o: e.op(Op.COS, x), domain=(-3.0, 3.0)),
     MathFn(Op.COS, "cos", np.cos, lambda e, x, o: e.neg(e.op(Op.SIN, x)), domain=(-3.0, 3.0)),
@@ -70,6 +89,10 @@ MATH = tuple([
     MathFn(Op.RSQRT, "rsqrt", lambda x: type(x)(1) / np.sqrt(x),
            lambda e, x, o: e.mul(e.const(-0.5, x.dtype), e.div(o, x)), uses_out=True,
            singular=True, domain=(0.1, 4.0)),
+    MathFn(Op.LOG1P, "log1p", np.log1p, lambda e, x, o: e.div(_one(e, x), e.add(_one(e, x), x)),
+           singular=True,
+           expand=_log1p, domain=(-0.9, 3.0), ulp={"f32": 2.5, "f64": 2.0}),  # above x = 1 and
+    # below -1/2 the backend's own log decides (lavapipe's f32 log: 2.2 ulp)
 ])
 BY_OP = {f.op: f for f in MATH}
 BY_NAME = {f.name: f for f in MATH}
