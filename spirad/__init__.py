@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ._version import __version__
 from . import state as _state
+from . import _logging  # Quadrants' `qd._logging`
+from .perf_dispatch import perf_dispatch
 from .tracebacks import api as _api
 from . import types
 from . import ad
@@ -32,18 +34,23 @@ from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, gr
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
-from .ndarray import ndarray
+from .ndarray import Ndarray, ndarray
+from .field import Field
+from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
+from . import simt, graph, algorithms
+from .lang import atomic_exchange, raw_mod
+from .math import outer
 
 from . import profiler
 from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
-x64 = arm64 = cpu  # Taichi's names of the host CPU
+x64 = x86_64 = arm64 = cpu  # Taichi's / Quadrants' names of the host CPU
 opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
@@ -60,6 +67,10 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # the offline cache's directory and size cap (docs/cache.md), the unroll cap
               "offline_cache_file_path", "offline_cache_max_size_of_files",
               "static_unroll_limit"}
+# Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
+# no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
+# sizes adstacks per launch and compiles on the calling thread
+_INIT_KEYS |= {"force_scalarize_matrix", "ad_stack_sparse_threshold_bytes", "num_compile_threads"}
 
 
 @_api

@@ -135,7 +135,7 @@ def compile_forward(kernel, specs, state) -> Compiled:
 def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    templates = tuple(sp[1] for sp in specs if sp[0] == "template")
+    templates = tuple(sp[1] for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
@@ -238,16 +238,19 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     ctl = expand_math(promote_accumulators(tl))  # what the backend compiles (`tl`: autodiff's)
     abi = kernel_abi(ctl)
     be = _state.backend()
-    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
-    bounds = tuple(None if t.kind == "serial" else
-                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
         (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
         ((state.rng,) if state.rng is not None else ()) + \
         (state.validation.fields() if state.validation is not None else ()) + \
         ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
+    for ref in abi.bindings:  # the program's fields get their memory (a backend places them)
+        if ref.kind == "field":
+            fields[ref.key]._storage()
+    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
+    bounds = tuple(None if t.kind == "serial" else
+                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
+                   for t in tl.tasks)
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:

@@ -1,6 +1,7 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
-A field's memory is one buffer owned by the backend, allocated on first use. Element layout is C
+A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
 order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
 shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
 uses it to notice changed loop bounds).
@@ -18,6 +19,7 @@ from . import state as _state
 from kernel_ir.errors import SpiradIndexError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
+from .tensor_surface import TensorSurface
 from .tracebacks import api, api_class
 from .types import MatrixType, VectorType
 
@@ -91,8 +93,9 @@ def creation_name() -> str | None:
 
 
 @api_class
-class _HostArray:
-    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
+class _HostArray(TensorSurface):
+    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access
+    (and Quadrants' tensor methods: spirad.tensor_surface.TensorSurface)."""
 
     dtype: T.DType
     comp_shape: tuple
@@ -132,10 +135,11 @@ class _HostArray:
         self.generation += 1
 
     @_guard.locked
-    def to_numpy(self) -> np.ndarray:
-        """A numpy copy of the values (waits for pending launches)."""
+    def to_numpy(self, dtype=None, *, copy=True) -> np.ndarray:
+        """A numpy copy of the values (waits for pending launches); `dtype`: converted."""
         out = np.array(self._view(), copy=True)
-        return out.astype(bool) if self.dtype == T.u1 else out
+        out = out.astype(bool) if self.dtype == T.u1 else out
+        return out if dtype is None else out.astype(dtype)
 
     @_guard.locked
     def from_numpy(self, arr) -> None:
@@ -176,9 +180,19 @@ class _HostArray:
         """Copy another field's / ndarray's values (same shape)."""
         self.from_numpy(other.to_numpy())
 
-    def to_torch(self, device=None):
-        """A torch tensor copy (needs torch installed)."""
+    def to_torch(self, device=None, *, copy=True):
+        """A torch tensor copy (needs torch installed). `copy=False` (Quadrants): the live memory
+        itself where it is host memory (stays valid: CPU launches are synchronous; u1 elements
+        are their 0/1 int32 words), TypeError where that is impossible (device memory);
+        `copy=None`: zero-copy when possible (u1: a bool copy)."""
         import torch
+        if copy is not True and (device is None or str(device) == "cpu"):
+            view = self._zero_copy_view(words_for_bools=copy is False)
+            if view is not None:
+                return torch.from_numpy(view)
+            if copy is False:
+                raise TypeError(f"{self._kind} {self._label()} lives in device memory: it cannot "
+                                f"be shared without a copy; pass copy=True")
         t = torch.from_numpy(self.to_numpy())
         return t if device is None else t.to(device)
 
@@ -344,7 +358,7 @@ class Field(_HostArray):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate(nbytes)
+            self._buf = _state.backend().allocate_field(nbytes, self.id)
         return self._buf
 
     def ref(self) -> GlobalRef:

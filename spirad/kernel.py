@@ -12,6 +12,7 @@ check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -27,6 +28,8 @@ from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
+from .program import materialize_if_needed
+from .struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
 from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
@@ -44,6 +47,7 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        self._py_signature = None   # inspect.Signature, for keyword arguments at launch
         self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
         _state.kernels.add(self)    # forget() at the next init()
 
@@ -65,6 +69,9 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
+                                        if is_struct_annotation(a))
+            self._has_structs = bool(self._struct_params)
         return self.params
 
     def __get__(self, obj, objtype=None):
@@ -101,9 +108,28 @@ class Kernel(PyFunction):
         node = fdef.args.args[index] if index is not None and index < len(fdef.args.args) else fdef
         return user_error(cls, msg, src.loc(node))
 
+    def _expand(self, args):
+        """Dataclass arguments: their ndarrays appended as hidden arguments (struct_args)."""
+        params = self._annotations()
+        if not self._has_structs or len(args) != len(params):
+            return args
+        extra = ()
+        for k in self._struct_params:
+            a = args[k]
+            if dataclasses.is_dataclass(a):
+                extra += leaf_arrays(a)
+        return tuple(args) + extra
+
     def _signature(self, args, st):
         params = self._annotations()
         kname = self.fn.__name__
+        hidden = []
+        if self._has_structs and len(args) > len(params):
+            for (name, ann), a in zip(params, args):
+                if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                    hidden.extend((f"{name}.{'.'.join(path)}", NdarrayType())
+                                  for path, _ in ndarray_leaves(a))
+            params = list(params) + hidden
         if len(args) != len(params):
             raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
@@ -148,6 +174,22 @@ class Kernel(PyFunction):
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
+            elif is_struct_annotation(ann):
+                if not dataclasses.is_dataclass(a):
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
+                                          f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)
+                first = len(self.params) + sum(len(sp[2]) for sp in specs if sp[0] == "struct")
+                paths = tuple((path, first + k) for k, (path, _) in enumerate(ndarray_leaves(a)))
+                specs.append(("struct", a, paths))
+                key.append(("struct", struct_key(a)))
+            elif _is_tensor_annotation(ann):  # sd.Tensor: a field (template) or an ndarray
+                if isinstance(a, Ndarray):
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                    specs.append(spec)
+                    key.append(spec)
+                else:
+                    specs.append(("template", a))
+                    key.append(("template", _template_key(a)))
             else:
                 try:
                     dtype = _scalar_annotation(ann, st, name, kname)
@@ -191,6 +233,7 @@ class Kernel(PyFunction):
                 out.extend(np.asarray(a).reshape(-1).tolist())
             else:
                 out.append(a)
+        out.extend(args[len(params):])  # hidden ndarrays of dataclass arguments
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
@@ -283,11 +326,14 @@ class Kernel(PyFunction):
         return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
+        materialize_if_needed()  # spirad.program: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             given = args
             args, copies = self._foreign_args(args)
+            foreign = args is not given
+            args = self._expand(args)
             p = self._plan(args, mode)
-            if args is not given:  # foreign arrays: refuse writes into torch leaves (as torch)
+            if foreign:  # foreign arrays: refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
@@ -298,9 +344,26 @@ class Kernel(PyFunction):
             return value
 
     # -- launch -------------------------------------------------------------------------------
-    def __call__(self, *args):
-        """Launch the kernel (compiled for these arguments' types at the first call)."""
+    def bind(self, args, kwargs) -> tuple:
+        """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would."""
+        if not kwargs:
+            return args
+        sig = self._py_signature
+        if sig is None:
+            import inspect
+            sig = self._py_signature = inspect.signature(self.fn)
         try:
+            ba = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
+        return tuple(ba.args)
+
+    def __call__(self, *args, **kwargs):
+        """Launch the kernel (compiled for these arguments' types at the first call); keyword
+        arguments are bound to positions (Quadrants)."""
+        try:
+            if kwargs:
+                args = self.bind(args, kwargs)
             tape = Tape.active
             mode = FWD_MODE if FwdMode.active is not None else \
                 VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
@@ -313,11 +376,11 @@ class Kernel(PyFunction):
             raise
 
     @api
-    def grad(self, *args):
+    def grad(self, *args, **kwargs):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
-        self._run(args, ADJOINT)
+        self._run(self.bind(args, kwargs), ADJOINT)
         if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
             from .tracebacks import called_from_user, warn_user
             if called_from_user():
@@ -335,12 +398,12 @@ class BoundKernel:
         self.kernel, self.obj = kernel, obj
         self.__name__ = kernel.fn.__name__
 
-    def __call__(self, *args):
-        return self.kernel(self.obj, *args)
+    def __call__(self, *args, **kwargs):
+        return self.kernel(self.obj, *args, **kwargs)
 
-    def grad(self, *args):
+    def grad(self, *args, **kwargs):
         """The adjoint of the kernel method, with the object as its first argument."""
-        return self.kernel.grad(self.obj, *args)
+        return self.kernel.grad(self.obj, *args, **kwargs)
 
 
 def data_oriented(cls):
@@ -400,8 +463,22 @@ def _template_key(a):
     return ("id", id(a))
 
 
-def kernel(fn) -> Kernel:
+KERNEL_OPTIONS = ("fastcache", "graph")
+
+
+def kernel(fn=None, **options) -> Kernel:
     """Decorator: compile `fn` as a kernel. Its outermost `for` runs in parallel; arguments are
     annotated (`sd.f32`, `int`, `sd.types.ndarray()`, `sd.template()`, vector types); `-> type`
-    declares a return value."""
+    declares a return value. Also `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:
+    accepted; spirad's own offline cache is always on, and a launch is already one submission)."""
+    unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+    if unknown:
+        raise SpiradTypeError(f"kernel() got unknown option(s) {unknown}; known: {list(KERNEL_OPTIONS)}")
+    if fn is None:
+        return lambda f: Kernel(f)
     return Kernel(fn)
+
+
+def _is_tensor_annotation(ann) -> bool:
+    from .tensor import Tensor
+    return isinstance(ann, type) and issubclass(ann, Tensor)

@@ -136,7 +136,7 @@ def randn(dt=None):
 
 
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
-                bit_vectorize=False):
+                bit_vectorize=False, name=None):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
     block_dim / parallelize are hints. Only meaningful inside kernels."""
     raise _python_scope("loop_config")
@@ -199,6 +199,16 @@ def atomic_xor(target, value):
     """`target ^= value` atomically on an integer global element (kernels only); returns the old
     value."""
     raise _python_scope("atomic_xor")
+
+
+def atomic_exchange(target, value):
+    """Store `value`, return the old value, atomically (Quadrants)."""
+    raise _python_scope("atomic_exchange")
+
+
+def raw_mod(a, b):
+    """C's remainder: the sign of `a` (Python's `%` takes the sign of `b`)."""
+    return np.fmod(a, b)
 
 
 def polar_decompose(a, dt=None):

@@ -197,6 +197,12 @@ class Vector(_Methods):
         return Ndarray(VectorType(n, dtype), shape, needs_grad, needs_dual=needs_dual)
 
     @staticmethod
+    def tensor(n, dtype, shape, **kwargs):
+        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.tensor)."""
+        from .tensor import vector_tensor
+        return vector_tensor(n, dtype, shape, **kwargs)
+
+    @staticmethod
     def zero(dt, n):
         """The zero vector of `n` components of type `dt`."""
         return matrix_value(np.zeros(n), dt)
@@ -234,6 +240,12 @@ class Matrix(_Methods):
     def ndarray(n, m, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
         """An ndarray whose elements are `n` x `m` matrices of `dtype`."""
         return Ndarray(MatrixType(n, m, dtype), shape, needs_grad, needs_dual=needs_dual)
+
+    @staticmethod
+    def tensor(n, m, dtype, shape, **kwargs):
+        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.tensor)."""
+        from .tensor import matrix_tensor
+        return matrix_tensor(n, m, dtype, shape, **kwargs)
 
     @staticmethod
     def rows(rows):

@@ -55,6 +55,7 @@ _epoch = itertools.count(1)
 state = State(epoch=next(_epoch))
 
 
+RESET_HOOKS: list = []  # called when the state is dropped (modules that keep per-state work)
 kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
 
 
@@ -65,6 +66,8 @@ def reset(**kw) -> State:
     and its backend closed."""
     global state
     old = state
+    for hook in RESET_HOOKS:  # spirad.program's `clear` moment
+        hook()
     pending = None
     if old.backend is not None:
         try:

@@ -105,13 +105,13 @@ def template() -> Template:
     return Template()
 
 
-def vector(n: int, dtype) -> VectorType:
+def vector(n: int, dtype=float, unpacked=False) -> VectorType:
     """The vector type of `n` components of `dtype` (an annotation, a field element type, a
-    constructor)."""
+    constructor); without a dtype (Quadrants) the default float type."""
     return VectorType(n, dtype)
 
 
-def matrix(n: int, m: int, dtype) -> MatrixType:
+def matrix(n: int, m: int, dtype=float) -> MatrixType:
     """The matrix type of `n` x `m` components of `dtype`."""
     return MatrixType(n, m, dtype)
 
@@ -122,3 +122,25 @@ def struct(**members):
 
 
 _makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)
+
+
+class _PrimitiveTypes:
+    """`types.primitive_types` (Quadrants): the scalar types by family."""
+    real_types = (f32, f64)
+    integer_types = (i32, i64, u32)
+    all_types = (f32, f64, i32, i64, u32, u1)
+
+
+primitive_types = _PrimitiveTypes()
+
+
+class _NDArrayAnnotation:
+    """`types.NDArray[dtype, ndim]` (Quadrants' subscript form of `types.ndarray(dtype, ndim)`)."""
+
+    def __getitem__(self, key):
+        dtype, ndim = key if isinstance(key, tuple) else (key, None)
+        return NdarrayType(dtype, ndim, None)
+
+
+NDArray = _NDArrayAnnotation()
+Template = Template

@@ -23,6 +23,7 @@ Public API (stable; the driver calls exactly this)::
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
+    rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
     rt.timestamp_begin() -> int / rt.timestamp_end(id)   device timestamps around a launch's
@@ -132,6 +133,22 @@ class VulkanRuntime:
         self._dsets.invalidate(res.handle)
         self._buffers.pop(id(res), None)
         res.destroy(self._device)
+
+    def copy(self, src, dst, nbytes: int, src_offset: int = 0, dst_offset: int = 0) -> None:
+        """Copy `nbytes` bytes of `src` (from `src_offset`) into `dst` (at `dst_offset`), after
+        the pending work; synchronous (a root buffer that grows moves its contents this way)."""
+        self._check_open()
+        nbytes = int(nbytes)
+        src._range(src_offset, nbytes)
+        dst._range(dst_offset, nbytes)
+        self.flush()
+        if not nbytes:
+            return
+        if src.host_visible and dst.host_visible:
+            ffi.memmove(dst._res.allocation.ptr + dst_offset, src._res.allocation.ptr + src_offset,
+                        nbytes)
+        else:
+            self._transfer._copy(src._res.handle, dst._res.handle, src_offset, dst_offset, nbytes)
 
     # -- pipelines -----------------------------------------------------------------------------
 

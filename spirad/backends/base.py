@@ -61,6 +61,17 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
+    def allocate_field(self, nbytes: int, key=None):
+        """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
+        field's id. The SPIR-V backends place fields in shared root buffers
+        (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
+        return self.allocate(nbytes)
+
+    def storage_parts(self, storage) -> tuple:
+        """(buffer, byte offset) of a storage: where its bytes live for code that binds buffers
+        itself (the GPU sizer reads fields through an alias of the buffer). Default: itself, 0."""
+        return storage, 0
+
     # -- offline compile cache (spirad.offline_cache) -------------------------------------------
     def cache_features(self) -> tuple:
         """What this backend's compiled code depends on besides the IR (device, features,

@@ -6,8 +6,8 @@ import numbers
 
 import numpy as np
 
-from kernel_ir.errors import (SpiradAutodiffError, SpiradIndexError, SpiradSyntaxError,
-                              SpiradTypeError)
+from kernel_ir.errors import (SpiradAutodiffError, SpiradError, SpiradIndexError,
+                              SpiradSyntaxError, SpiradTypeError)
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
@@ -115,6 +115,10 @@ class ExprVisitor:
         a, b = self.build(node.left), self.build(node.right)
         if isinstance(node.op, ast.MatMult):
             return self.matmul(self.rvalue(a), self.rvalue(b), node)
+        ra, rb = self.rvalue(a), self.rvalue(b)
+        if _is_compile_time(ra) and _is_compile_time(rb) and not (is_py_scalar(ra) and is_py_scalar(rb)) \
+                and type(node.op) in _PY_BINOPS:  # `[x] * 12`, list + list, dtype arithmetic
+            return _PY_BINOPS[type(node.op)](ra, rb)
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}", node)
@@ -124,13 +128,29 @@ class ExprVisitor:
         a = self.rvalue(self.build(node.operand))
         if isinstance(node.op, ast.UAdd):
             return a
+        if isinstance(node.op, ast.Not) and _is_compile_time(a) and not is_py_scalar(a):
+            return not a  # `not some_tuple`, `not None`
         if is_py_scalar(a):
             return {ast.USub: lambda x: -x, ast.Not: lambda x: not x, ast.Invert: lambda x: ~x}[type(node.op)](a)
         op = {ast.USub: Op.NEG, ast.Not: Op.NOT, ast.Invert: Op.BIT_NOT}[type(node.op)]
         return self.unop(op, a)
 
     def build_BoolOp(self, node):
-        vals = [self.rvalue(self.build(v)) for v in node.values]
+        vals = []
+        for v in node.values:  # compile-time operands short-circuit as in Python
+            x = self.rvalue(self.build(v))
+            vals.append(x)
+            if _is_compile_time(x) and not is_py_scalar(x) and all(_is_compile_time(y) for y in vals):
+                if bool(x) == isinstance(node.op, ast.Or):
+                    break
+            elif is_py_scalar(x) and all(_is_compile_time(y) for y in vals) \
+                    and bool(x) == isinstance(node.op, ast.Or):
+                break
+        if all(_is_compile_time(v) for v in vals):
+            r = vals[0]
+            for v in vals[1:]:
+                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
+            return r
         if all(is_py_scalar(v) for v in vals):
             r = vals[0]
             for v in vals[1:]:
@@ -147,6 +167,14 @@ class ExprVisitor:
         result = None
         for op, comp in zip(node.ops, node.comparators):
             right = self.build(comp)
+            lv, rv = self.rvalue(left), self.rvalue(right)
+            if _is_compile_time(lv) and _is_compile_time(rv) and (
+                    type(op) not in CMPOPS or not (is_py_scalar(lv) and is_py_scalar(rv))):
+                r = _PY_CMPOPS[type(op)](lv, rv)  # `in`, `is`, `==` on dtypes, tuples, objects
+                result = r if result is None else (result and r) if is_py_scalar(result) else \
+                    self.ctx.b.binary(Op.AND, self.to_cond(result), self.to_cond(bool(r)))
+                left = right
+                continue
             if type(op) not in CMPOPS:
                 raise self.ctx.error(SpiradSyntaxError, f"unsupported comparison {type(op).__name__}", node)
             r = self.binop(CMPOPS[type(op)], left, right)
@@ -226,7 +254,7 @@ class ExprVisitor:
         obj = self.build(node.value)
         sl = node.slice
         idx = self.build(sl)
-        idx = idx if isinstance(idx, tuple) else (idx,)
+        idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
@@ -268,6 +296,13 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradIndexError, f"{kind} index {k} is out of range: {what} has "
                                                        f"{len(obj)} element(s)", node)
             return obj[k]
+        key = tuple(self.rvalue(k) for k in idx)
+        if hasattr(obj, "__getitem__") and _is_compile_time(obj) and _is_compile_time(key):
+            try:  # a compile-time container (dict, numpy array, ...) at a compile-time key
+                return self.py_constant(obj[key[0] if len(key) == 1 else key])
+            except (KeyError, IndexError, TypeError) as e:
+                raise self.ctx.error(SpiradTypeError, f"{type(obj).__name__}[{key}]: "
+                                                      f"{type(e).__name__}: {e}", node) from None
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
     def field_elem(self, obj, idx, node):
@@ -399,12 +434,32 @@ class ExprVisitor:
             if dt is not None:
                 a = self.rvalue(args[0])
                 return fn(a).item() if is_py_scalar(a) else self.cast(a, dt)
-        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node), node)
+        name = getattr(fn, "__name__", type(fn).__name__)
+        vals = [self.rvalue(a) for a in args]
+        if fn in _SEQUENCE_BUILTINS and not kwargs and all(isinstance(x, (tuple, list, range))
+                                                         for x in vals):
+            return list(fn(*vals))  # enumerate / zip / reversed over compile-time sequences
+        kvals = {k: self.rvalue(x) for k, x in kwargs.items()}
+        if self.ctx.static_depth and callable(fn) and \
+                all(_is_compile_time(x) for x in vals + list(kvals.values())):
+            try:  # inside sd.static(...), a Python call on compile-time values runs now (Quadrants)
+                return self.py_constant(fn(*vals, **kvals))
+            except SpiradError:
+                raise
+            except Exception as e:
+                raise self.ctx.error(SpiradTypeError, f"calling '{name}' at compile time failed: "
+                                                      f"{type(e).__name__}: {e}", node) from None
+        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node) + " (inside sd.static(...), "
+                             "other Python functions run at compile time on values known then)", node)
 
     def build_static(self, node):
-        vals = [self.rvalue(self.build(a)) for a in node.args]
-        for v in vals:
-            if not _is_compile_time(v):
+        self.ctx.static_depth += 1  # Python calls in here run at compile time
+        try:
+            vals = [self.rvalue(self.build(a)) for a in node.args]
+        finally:
+            self.ctx.static_depth -= 1
+        for v in vals:  # a sequence known at compile time may hold run-time values (unrolled)
+            if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
 
@@ -644,6 +699,15 @@ VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
                "norm_inv": _m_norm_inv, "cast": _m_cast, "max": _m_reduce(Op.MAX, "max"),
                "min": _m_reduce(Op.MIN, "min")}
 VEC_METHODS.update(_MATRIX_METHODS)  # fill / any / all (matrix_ops.py)
+
+import operator as _operator  # noqa: E402
+_PY_CMPOPS = {ast.Eq: _operator.eq, ast.NotEq: _operator.ne, ast.Lt: _operator.lt,
+              ast.LtE: _operator.le, ast.Gt: _operator.gt, ast.GtE: _operator.ge,
+              ast.Is: _operator.is_, ast.IsNot: _operator.is_not,
+              ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_PY_BINOPS = {ast.Add: _operator.add, ast.Mult: _operator.mul, ast.Sub: _operator.sub,
+              ast.BitOr: _operator.or_, ast.BitAnd: _operator.and_}
+_SEQUENCE_BUILTINS = (enumerate, zip, reversed, list, tuple, sorted)
 VEC_PROPERTIES = {"n": lambda shape: shape[0], "m": lambda shape: shape[1] if len(shape) == 2 else 1}
 
 

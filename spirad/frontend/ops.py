@@ -10,7 +10,7 @@ from kernel_ir.nodes import Node
 from kernel_ir.ops import ATOMIC_COMBINE, FLOAT_UNARY, Op
 from .typing import literal_type, promote, true_div_type
 from .local_index import read_view, store_view
-from .values import GlobalElem, Slot, SlotView, VecVal
+from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
 _WARNED: dict = {}  # filename -> warnings registry of narrowing warnings (once per line)
@@ -33,6 +33,9 @@ class ValueOps:
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
         if isinstance(v, SlotView):
             return read_view(self, v)
+        if isinstance(v, ShapeVal):  # `n, m = arr.shape`: one i32 per axis
+            return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
+                         for k in range(v.arr.ndim))
         if isinstance(v, GlobalElem):
             if not v.comp_shape:
                 return b.global_load(v.ref, v.indices)
@@ -139,6 +142,15 @@ class ValueOps:
 
     def select(self, c, a, b):
         c, a, b = self.rvalue(c), self.rvalue(a), self.rvalue(b)
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+            if len(a) != len(b):  # `x, y = (a, b) if c else (d, e)`: element by element
+                raise self.ctx.error(SpiradTypeError, f"if / else gives tuples of different "
+                                                      f"lengths ({len(a)} and {len(b)})")
+            return tuple(self.select(c, x, y) for x, y in zip(a, b))
+        for x in (a, b):
+            if not isinstance(x, (Node, VecVal)) and not is_py_scalar(x):
+                raise self.ctx.error(SpiradTypeError, f"if / else needs numbers, vectors or "
+                                                      f"tuples of them, got {type(x).__name__}")
         if isinstance(a, VecVal) or isinstance(b, VecVal):
             n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
             shape = a.shape if isinstance(a, VecVal) else b.shape

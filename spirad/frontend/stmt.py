@@ -47,6 +47,12 @@ class StmtVisitor:
         value = self.build(node.value)
         if len(node.targets) > 1:
             value = self.rvalue(value)
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static \
+                and all(isinstance(t, ast.Name) and self.ctx.find_local(t.id) is None
+                        for t in node.targets):
+            for t in node.targets:  # `X = sd.static(v)`: X names the compile-time value itself
+                self.ctx.bind(t.id, value)
+            return
         for t in node.targets:
             self.assign(t, value)
 
@@ -510,7 +516,13 @@ class StmtVisitor:
             return self.kernel_return(node)
         if frame.ret is not None:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
+        if self.ctx.nested_scopes > frame.scope_base or \
+                any(k != "static" for k in self.ctx.loops[frame.loop_base:]):
+            raise self.ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while "
+                                 "of a @sd.func is not supported; assign the value to a variable "
+                                 "and return it at the end", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
+        frame.returned = True  # a return under sd.static if / for: the rest is not compiled
 
     def kernel_return(self, node):
         """`return v` in a kernel: stores into the kernel's return fields (`kernel_return`)."""

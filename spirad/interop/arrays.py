@@ -207,7 +207,9 @@ class KernelArrays:
                 self.leaves = True
             if not e.zero_copy:
                 if e.arr.size:  # an empty array: nothing to copy (wgpu refuses empty writes)
-                    _state.backend().write(e.nd._storage(), e.arr)
+                    # (bool arrays: as the 0/1 words u1 is stored in)
+                    _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
+                                           else e.arr.astype(np.uint32))
                 if e.grad_arr is not None and e.grad_arr.size:
                     _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
@@ -244,13 +246,21 @@ class KernelArrays:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
                                       f"to sd.template() parameters")
-            dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
+            if arr.dtype == np.bool_:  # a copy as u1 words, copied back after a write
+                if not arr.flags.c_contiguous:
+                    raise SpiradTypeError(f"{what} must be C-contiguous")
+                dt, comp, shape = T.u1, (), tuple(arr.shape)
+            else:
+                dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
         except SpiradTypeError as err:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
-        nd, zero_copy = alias(arr, dt, comp, shape)
+        if dt == T.u1:
+            nd, zero_copy = Ndarray(T.u1, shape), False
+        else:
+            nd, zero_copy = alias(arr, dt, comp, shape)
         grad_arr = None
         if _wants_grad(obj, ann) and dt.is_float:
             grad_arr = host_array(obj.grad)
