@@ -389,6 +389,8 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
             v = ctx.broadcast(v)
         v = index64(b, v, s.dtype)
         lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(axis_extent(ctx, ref, axis))), v)
+    if lin is None:  # a 0-d global: every lane's element is the one element
+        lin = ctx.broadcast(ir.Constant(I64, 0))
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p

@@ -41,6 +41,30 @@ def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
     raise SpiradTypeError(f"unsupported dtype {dtype!r}; use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1")
 
 
+NDARRAY_MAX_ELEMENTS = 2**31 - 1  # ndarray extents are 32-bit words of the argument buffer
+
+
+def check_elements(shape, comp_shape, what: str, ndarray: bool = False) -> None:
+    """Refuse, when it is created, an array more elements than the backend indexes (fields:
+    `Backend.max_elements`, 64-bit on the CPU; ndarrays: 2**31-1 everywhere)."""
+    if shape is None:
+        return
+    n = int(np.prod(tuple(shape) + tuple(comp_shape), dtype=object))
+    if n <= 2**31 - 1:
+        return
+    if ndarray:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; an sd.ndarray "
+                               f"holds at most {NDARRAY_MAX_ELEMENTS:,} (its extents are 32-bit "
+                               f"words of the argument buffer): use a field (the CPU indexes "
+                               f"fields in 64 bits) or split the array")
+    be = _state.backend()
+    if n > be.max_elements:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; the {be.name} "
+                               f"backend indexes at most {be.max_elements:,} elements per field "
+                               f"(32-bit indices): split it into several fields, or use "
+                               f"arch=sd.cpu, which indexes in 64 bits")
+
+
 def normalize_shape(shape) -> tuple:
     if shape is None:
         return None
@@ -255,6 +279,7 @@ class Field(_HostArray):
         self.epoch = st.epoch
         self.name = name or (not _is_grad and creation_name()) or f"field{self.id}"
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, f"field {self.name}")
         self.generation = 0
         self._buf = None
         self._grad = None      # the gradient field, once the field has one
@@ -515,6 +540,7 @@ class SNode:
                 continue
             if f.shape is not None and f.shape != self.shape:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
+            check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
             if needs_grad and f._grad is None:
                 if not f.dtype.is_float:

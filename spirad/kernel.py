@@ -333,7 +333,7 @@ class Kernel(PyFunction):
             foreign = args is not given
             args = self._expand(args)
             p = self._plan(args, mode)
-            if foreign:  # foreign arrays: refuse writes into torch leaves (as torch)
+            if foreign and self._arrays is not None:  # refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)

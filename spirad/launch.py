@@ -141,6 +141,14 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(None)  # temps: the backend owns them
     ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
               (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
+    limit = _state.backend().max_elements
+    for r in ranges:
+        if r is not None and r[1] > r[0] and (r[1] - r[0] > limit or max(map(abs, r)) > limit):
+            be = _state.backend()
+            raise SpiradValueError(f"kernel {c.tl.name}: a parallel loop over [{r[0]}, {r[1]}) "
+                                   f"runs past the {limit:,} iterations / indices the {be.name} "
+                                   f"backend's 32-bit task ranges hold; split the loop, or use "
+                                   f"arch=sd.cpu (64-bit)")
     return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
 
 

@@ -51,6 +51,7 @@ class CpuProgram:
 
 class CpuBackend(BackendBase):
     name = "cpu"
+    max_elements = 2**62  # 64-bit element offsets and task ranges
 
     @classmethod
     def is_available(cls) -> bool:
