@@ -37,9 +37,9 @@ def main():
     t0 = time.perf_counter()
     scene.build()
     build = time.perf_counter() - t0
-    v_list = [tensor([0.0, 1.0, 0.0], True) for _ in range(a.horizon)]
+    v_list = [tensor([[0.0, 1.0, 0.0]], True) for _ in range(a.horizon)]
     scene.reset()
-    stick.set_position(tensor([0.3, 0.1, 0.28], True))
+    stick.set_position(tensor([[0.3, 0.1, 0.28]], True))
     pos0 = tensor([0.3, 0.3, 0.1], True)
     box.set_position(pos0)
     vel0 = tensor([0.0, -1.0, 0.0], True)

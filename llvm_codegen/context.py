@@ -134,7 +134,9 @@ class FnContext:
         for n in block.nodes:
             rule = self.table.get(n.op)
             if rule is None:
-                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule")
+                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule (the math "
+                                   f"functions with an `expand` in kernel_ir.mathfns are expanded "
+                                   f"before code generation: spirad.passes.expand_math)")
             self.current = n
             v = rule(self, n)
             if v is not None:

@@ -29,8 +29,8 @@ from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin, sqrt,
-                   static, tan, tanh)
+                   log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin,
+                   sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector

@@ -8,6 +8,10 @@
     forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
         -> backend.compile                                             = compile_forward_mode
 
+What a backend compiles is the task list after `promote_accumulators` and `expand_math` (math
+functions without a native lowering become IR ops); autodiff and the offline cache see the task
+list before them.
+
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
 stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
 task list and the backend's compiled form, and only the launch data is rebuilt (`_program`). The backend that compiles is the current state's (`spirad.backends` loads it by name).
@@ -29,6 +33,7 @@ from . import state as _state
 from .backends.range_bounds import device_bounds
 from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
+from .passes.expand_math import expand_math
 from .passes.forward_stores import forward_stores
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
@@ -234,8 +239,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    # what the backend compiles (`tl` stays for autodiff)
-    ctl = demote_atomics(promote_accumulators(tl))
+    # what the backend compiles (`tl`: autodiff's)
+    ctl = demote_atomics(expand_math(promote_accumulators(tl)))
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \

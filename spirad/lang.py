@@ -59,6 +59,11 @@ def sqrt(x):
     return np.sqrt(x)
 
 
+def log1p(x):
+    """log(1 + x), accurate for x near 0 (where log(1 + x) loses x's digits)."""
+    return np.log1p(x)
+
+
 def rsqrt(x):
     """1 / sqrt(x)."""
     return 1.0 / np.sqrt(x)

@@ -71,6 +71,18 @@ class StructField:
         """The shape shared by every member field."""
         return next(iter(self.members.values())).shape
 
+    @property
+    def grad(self):
+        """The gradients as a struct field (`s.grad[i].x` is `s.x.grad[i]`, as in Quadrants):
+        the float members that have one; None when none has."""
+        members = {m: f.grad for m, f in self.members.items()
+                   if f.dtype.is_float and f.needs_grad}
+        if not members:
+            return None
+        g = object.__new__(StructField)
+        g.stype, g.name, g.members = self.stype, self.name + ".grad", members
+        return g
+
     def to_numpy(self) -> dict:
         """Member name -> numpy array of that member."""
         return {m: f.to_numpy() for m, f in self.members.items()}

@@ -11,6 +11,7 @@ import math
 from .. import lang
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType
+from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
 from .formatting import h_print
@@ -377,11 +378,6 @@ HANDLERS = {
     Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
     Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
     lang.loop_config: h_loop_config, lang.random: h_random,
-    lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
-    lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
-    lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),
-    lang.exp: _unary(Op.EXP, math.exp), lang.log: _unary(Op.LOG, math.log),
-    lang.sqrt: _unary(Op.SQRT, math.sqrt), lang.rsqrt: _unary(Op.RSQRT, lambda x: 1 / math.sqrt(x)),
     lang.floor: h_floor, lang.atan: h_atan,
     Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
@@ -400,17 +396,30 @@ HANDLERS = {
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
     # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
-    math.sin: _math(Op.SIN, math.sin), math.cos: _math(Op.COS, math.cos),
-    math.tan: _math(Op.TAN, math.tan), math.tanh: _math(Op.TANH, math.tanh),
-    math.asin: _math(Op.ASIN, math.asin), math.acos: _math(Op.ACOS, math.acos),
-    math.exp: _math(Op.EXP, math.exp), math.log: lambda v, args, kw, node: _math_log(v, args, node),
-    math.sqrt: _math(Op.SQRT, math.sqrt), math.fabs: _math(Op.ABS, math.fabs),
+    math.log: lambda v, args, kw, node: _math_log(v, args, node),
+    math.fabs: _math(Op.ABS, math.fabs),
     math.floor: _math(Op.FLOOR, math.floor), math.atan: h_atan, math.pow: h_math_pow,
     math.ceil: _math_helper("ceil", math.ceil), math.trunc: _math_helper("trunc", math.trunc),
     math.atan2: lambda v, args, kw, node: (math.atan2(*[v.rvalue(a) for a in args])
                                            if all(is_py_scalar(v.rvalue(a)) for a in args)
                                            else _binary(Op.ATAN2)(v, args, kw, node)),
 }
+
+
+def _math_functions() -> dict:
+    """`sd.<name>` and Python's `math.<name>` of every float math function
+    (`kernel_ir.mathfns`): IR on kernel values, folded on Python numbers (math's double
+    precision, as Taichi does; the reference where math has no such function)."""
+    out = {}
+    for f in MATH:
+        fold = getattr(math, f.name, None) or (lambda x, r=f.reference: float(r(x)))
+        out[getattr(lang, f.name)] = _unary(f.op, fold)
+        if hasattr(math, f.name):
+            out[getattr(math, f.name)] = _math(f.op, fold)
+    return out
+
+
+HANDLERS = {**_math_functions(), **HANDLERS}  # explicit entries (math.log's base) win
 
 
 def _math_log(v, args, node):

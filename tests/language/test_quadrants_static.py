@@ -124,3 +124,18 @@ def test_starred_arguments_and_struct_layout(arch):
     np.testing.assert_array_equal(grid.to_numpy(), want)
     np.testing.assert_allclose(p.x.to_numpy() if hasattr(p, "x") else [p[i].x for i in range(4)],
                                [0, 0.5, 1.0, 1.5])
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_struct_field_grad_view(arch):
+    P = sd.types.struct(x=sd.f32, n=sd.i32)
+    p = P.field(shape=3, needs_grad=True)
+
+    @sd.kernel
+    def k():
+        for i in range(3):
+            p.grad[i].x = i + 1.0
+
+    k()
+    np.testing.assert_array_equal(p.x.grad.to_numpy(), [1, 2, 3])
+    assert set(p.grad.members) == {"x"}
