@@ -191,6 +191,8 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
     scalars = p.scalars
     for i, (x, y) in enumerate(zip(old, args)):
         if x is y:
+            if type(x) in (list, dict):  # a template container may have changed in place
+                return None
             continue
         t = type(y)
         if t is not type(x) or t not in _NUMBER_TYPES or specs[i].kind != "scalar":

@@ -22,13 +22,13 @@ import ctypes
 import numpy as np
 
 from kernel_ir.nodes import walk
-from kernel_ir.ops import ATOMICS
+from kernel_ir.ops import ATOMICS, Op
 
 from .adstack_support import grown, overflow_error, task_stacks
 from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .range_bounds import HostBounds, device_bounds
-from .work_estimate import NEVER, Adaptive, clock, never_split, split_threshold
+from .work_estimate import NEVER, Adaptive, clock, costs, one_thread_choice, split_threshold
 
 ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
@@ -111,30 +111,50 @@ class CpuBackend(BackendBase):
         return self._build(tl, abi, blob)
 
     def _one_thread_variants(self, tl):
-        """(the task list to compile, per task of `tl`: None, ONLY — its code is its one-thread
-        variant, never split — or k: the variant is extra task len(tl.tasks) + k, run when a
-        launch is not split). Range tasks with atomics, without adstacks or bounds checks
-        (`passes/demote_atomics.one_thread_variant`, `work_estimate`)."""
+        """(the task list to compile, (marks, limits)): per task of `tl` a mark — None, ONLY (its
+        code is its one-thread variant, never split) or k (the variant is extra task
+        len(tl.tasks) + k, run when a launch is not split) — and the iterations from which a
+        launch is split (None: serial, or compiled as ONLY). Variants for range tasks with
+        atomics, without adstacks or bounds checks (`passes/demote_atomics.one_thread_variant`,
+        `work_estimate.one_thread_choice`)."""
         from dataclasses import replace
 
         from kernel_ir.nodes import TaskList
+        from llvm_codegen.codegen import spmd_choice
 
+        from .. import options
         from ..passes.demote_atomics import one_thread_variant
-        tasks, extra, marks = list(tl.tasks), [], []
+        tasks, extra, marks, work = list(tl.tasks), [], [], []
+        workers = self.rt.num_workers
         for k, t in enumerate(tl.tasks):
-            v = None if self.bounds_check or t.kind != "range" or task_stacks(t) else \
-                one_thread_variant(t)
-            if v is None:
+            if t.kind != "range":
                 marks.append(None)
-            elif never_split(t, self.rt.num_workers):
+                work.append(None)
+                continue
+            lanes, a = (1, None) if self.bounds_check else \
+                spmd_choice(t, False, options.llvm_codegen_options())
+            cheap = frozenset() if lanes == 1 else frozenset(
+                n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
+                not any(s in a.varying for s in n.srcs[:-1]))
+            own, alone = costs(t, lanes, cheap)
+            v = None if self.bounds_check or task_stacks(t) else one_thread_variant(t)
+            choice = None if v is None else one_thread_choice(own, alone, workers)
+            if choice is None:
+                marks.append(None)
+                work.append((own, None))
+            elif choice == ONLY:
                 tasks[k] = v
                 marks.append(ONLY)
+                work.append(None)
             else:
                 marks.append(len(extra))
                 extra.append(replace(v, name=v.name + "_1t"))
-        if not extra and all(m is None for m in marks):
-            return tl, tuple(marks)
-        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), tuple(marks)
+                work.append((own, alone))
+        # per task: (variant marks, split thresholds from the estimates: work_estimate)
+        limits = tuple(None if w is None else split_threshold(w[0], workers, w[1]) for w in work)
+        if all(m is None for m in marks):
+            return tl, (tuple(marks), limits)
+        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), (tuple(marks), limits)
 
     def export_program(self, program):
         return program.blob
@@ -150,7 +170,7 @@ class CpuBackend(BackendBase):
     def _build(self, tl, abi, blob):
         """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
         task lanes: the SPMD choice code generation made)."""
-        obj, symbols, kinds, optimized, task_lanes, one_thread = blob
+        obj, symbols, kinds, optimized, task_lanes, (one_thread, limits) = blob
         mod = self.rt.load_object(obj, symbols, optimized)
         fns = [mod.function(s) for s in symbols]
         n = len(tl.tasks)
@@ -170,9 +190,8 @@ class CpuBackend(BackendBase):
         # per task: the fewest iterations worth the worker pool (work_estimate)
         workers = self.rt.num_workers
         atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
-        p.min_split = tuple(NEVER if m == ONLY else
-                            split_threshold(t, w, workers) if t.kind == "range" and a else None
-                            for t, w, m, a in zip(tl.tasks, task_lanes, one_thread, atomics))
+        p.min_split = tuple(NEVER if m == ONLY else lim if a else None
+                            for m, lim, a in zip(one_thread, limits, atomics))
         # range tasks without atomics: split by measured time (the same results either way)
         p.adaptive = tuple(Adaptive(workers) if t.kind == "range" and not a and workers > 1
                            else None for t, a in zip(tl.tasks, atomics))

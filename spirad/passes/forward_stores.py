@@ -15,8 +15,10 @@ indices) and loads of locals: such a value is recomputed exactly where the rever
 (`autodiff/normalize.snapshot_loads` keeps a load's value where its slot is stored later). Values
 that read globals stay in their slots (the global may be overwritten later in the kernel; the
 slot's stack keeps what was read). A stored value is known from its STORE to the end of the
-block, and inside nested blocks unless they store the slot (loops: anywhere in their body); a
-nested statement that stores the slot anywhere ends what is known after it. Runs on the kernel
+block, and inside nested blocks if it reads no local (reverse mode snapshots a load whose slot
+is stored again only where the load is used in its own block) and the nested block does not
+store the slot (loops: anywhere in their body); a nested statement that stores the slot
+anywhere ends what is known after it. Runs on the kernel
 after inlining, before `simplify` and `dce` (which removes the dead slots).
 """
 from __future__ import annotations
@@ -46,9 +48,9 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
                 env[n] = v
                 continue
         inner = stored.get(n)
-        if inner is not None:
-            inherit = {s: v for s, v in known.items() if s not in inner} if n.op in LOOPS \
-                else known
+        if inner is not None:  # nested blocks: values without loads, their slots unchanged
+            inherit = {s: v for s, v in known.items()
+                       if pure[v] is not LOADS and (n.op not in LOOPS or s not in inner)}
             blocks = tuple(_block(b, dict(inherit), env, stored, pure) for b in n.blocks)
             for s in inner:
                 known.pop(s, None)
@@ -68,9 +70,13 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
     return Block(tuple(out))
 
 
+LOADS = "loads"  # _recomputable's memo: True, False, or LOADS (recomputable, reads locals)
+
+
 def _recomputable(v: Node, memo: dict) -> bool:
-    """Pure ops over leaves and loads of locals (no global reads, no atomics). Iterative: a
-    generated expression can be thousands of levels deep."""
+    """Pure ops over leaves and loads of locals (no global reads, no atomics); `memo` keeps
+    True, False or LOADS (with loads of locals). Iterative: a generated expression can be
+    thousands of levels deep."""
     stack = [v]
     while stack:
         n = stack[-1]
@@ -78,13 +84,14 @@ def _recomputable(v: Node, memo: dict) -> bool:
             stack.pop()
             continue
         if n.op == Op.LOAD or not (n.op in PURE):  # a local's load: its value as it is
-            memo[n] = n.op == Op.LOAD
+            memo[n] = LOADS if n.op == Op.LOAD else False
             stack.pop()
             continue
         todo = [s for s in n.srcs if s not in memo]
         if todo:
             stack.extend(todo)
             continue
-        memo[n] = all(memo[s] for s in n.srcs)
+        got = [memo[s] for s in n.srcs]
+        memo[n] = False if False in got else LOADS if LOADS in got else True
         stack.pop()
-    return memo[v]
+    return memo[v] is not False

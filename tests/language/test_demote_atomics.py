@@ -159,19 +159,57 @@ def test_demoted_atomics_results_and_gradients(arch):
 
 
 def test_lanes_over_private_globals(monkeypatch, capfd):
-    """On the CPU the P2G / G2P-like kernels and their adjoints take SIMD lanes, and agree with
-    the scalar path (the scattered float atomics add in another order: not bit-equal)."""
+    """On the CPU the kernels over private globals take SIMD lanes (G2P; the P2G adjoint, whose
+    `.grad` accumulations were atomics), the scattered adds of P2G and of the G2P adjoint run in
+    their one-thread variants (scalar, plain read-modify-writes: cheaper than lane-by-lane
+    atomics, backends/work_estimate); results agree with the scalar path."""
     arch_or_skip("cpu")
     x0 = np.random.default_rng(4).uniform(0.05, 0.9, N)
     out = {}
     for spmd in (True, False):
         monkeypatch.setenv("SPIRAD_CPU_SPMD", "1" if spmd else "0")
         monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
-        sd.init(arch=sd.cpu, offline_cache=False)
+        sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
         capfd.readouterr()
         out[spmd] = _mpm_like()(x0)[:2]
-        lines = [ln for ln in capfd.readouterr().err.splitlines()
-                 if ln.startswith("[spirad cpu]") and ("p2g" in ln or "g2p" in ln)]
-        assert len(lines) == 4 and all((": SPMD" in ln) == spmd for ln in lines), lines
+        lines = {ln.split()[2].rstrip(":"): ": SPMD" in ln
+                 for ln in capfd.readouterr().err.splitlines()
+                 if ln.startswith("[spirad cpu]") and ("p2g" in ln or "g2p" in ln)}
+        want = {"spirad_p2g_0_p2g_t1": False, "spirad_g2p_0_g2p_t1": spmd,
+                "spirad_p2g_grad_0_p2g_t1_grad": spmd, "spirad_g2p_grad_0_g2p_t1_grad": False}
+        assert lines == want, lines
     assert out[True][0] == pytest.approx(out[False][0], rel=1e-6)
     np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-5, atol=1e-7)
+
+
+def test_one_thread_variants_on_the_cpu():
+    """A range task whose atomics cost more than its plain read-modify-writes on one core runs
+    its one-thread variant when the launch is not split: compiled alone where splitting never
+    pays (P2G's scatter), next to the atomic code otherwise (a reduction on lanes keeps its own
+    code); results equal the atomic code's."""
+    arch_or_skip("cpu")
+    from spirad.backends.cpu import ONLY
+    n = 4096
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
+    x = sd.field(sd.f32, shape=n)
+    g = sd.field(sd.f32, shape=64)
+    s = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def scatter():
+        for i in range(n):
+            g[i % 64] += x[i]
+
+    @sd.kernel
+    def total():
+        for i in range(n):
+            s[None] += sd.sin(x[i]) * 2.0
+
+    xs = np.random.default_rng(1).uniform(0, 1, n).astype(np.float32)
+    x.from_numpy(xs)
+    scatter()
+    total()
+    assert scatter._plans[0].compiled.program.blob[5][0] == (ONLY,)
+    assert total._plans[0].compiled.program.blob[5][0] == (None,)
+    np.testing.assert_allclose(g.to_numpy(), xs.reshape(-1, 64).sum(0), rtol=1e-5)
+    assert s[None] == pytest.approx(float((np.sin(xs.astype(np.float64)) * 2).sum()), rel=1e-5)
