@@ -309,9 +309,9 @@ def dual_of_factory(args, state):
     def dual_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.dual is None:
+            if f is None or f._dual is None:
                 return None
-            d = f.dual
+            d = f._dual
             return GlobalRef("field", d.id, d.dtype, ref.ndim, ref.shape, d.name)
         if ref.kind == "ndarray" and not (ref.grad or ref.dual) and args[ref.key].needs_dual:
             return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".dual",

@@ -227,7 +227,7 @@ class ExprVisitor:
             return self.field_elem(f, obj.idx, node)
         from ..field import Field
         if isinstance(obj, Field) and obj._primal is None and (
-                name == "grad" and not obj.needs_grad or name == "dual" and obj.dual is None):
+                name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))
