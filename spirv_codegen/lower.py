@@ -16,36 +16,16 @@ Descriptors (all in set 0, all storage buffers):
                  at byte `abi.arg_offsets[i]` (32-bit values in one word, 64-bit values in two
                  little-endian words, u1 as a u32 0/1), ndarray extents (i32) at
                  `abi.shape_offsets`.
-  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 9 words, zeroed by
-                 the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
-                 error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
-                 Profiles without compare-exchange (Metal, `profile.py`) atomically add 1 to
-                 word 8 (STATUS_TICKET_WORD) instead; the writer that got 0 sets words 0, 1, ...
-                   0 STATUS_OK                nothing happened
-                   1 STATUS_ADSTACK_OVERFLOW  an ADSTACK_PUSH found its stack full; word 1 =
-                                              task index, word 2 = stack index k. The
-                                              invocation goes on (the push wrote nothing); the
-                                              host must raise.
-                   2 STATUS_LOOP_CAP          a loop would have run past `caps.loop_iteration_cap`
-                                              (lavapipe: 65,535 iterations per invocation in
-                                              total); word 1 = index of the task in the TaskList.
-                                              The invocation stops; the host must raise.
-                   3 STATUS_INDEX_OUT_OF_RANGE only with `bounds_check=True`: a GLOBAL_LOAD /
-                                              GLOBAL_STORE / ATOMIC_ADD had an index outside
-                                              [0, extent) of its axis. Words: 1 = task index,
-                                              2 = binding index k (abi.bindings[k]), 3 = the
-                                              offending *axis value* (the index of the first
-                                              failing axis, bits 0..31), 4 = that axis,
-                                              5 = its extent, 6 = bits 32..63 of the axis value
-                                              (sign bits for a 32-bit signed index), 7 = access
-                                              site: the access' position among the task's
-                                              GLOBAL_LOAD/GLOBAL_STORE/ATOMIC_ADD nodes in
-                                              `walk(task.body)` order. The access is skipped
-                                              (a load / atomic add yields 0, a store writes
-                                              nothing) and the invocation goes on; its first
-                                              failure is kept in Function variables and written
-                                              once, when the invocation ends (before each
-                                              OpReturn). The host must raise.
+  binding 1      status buffer: the status words of `kernel_ir.abi` (STATUS_WORDS u32 words,
+                 zeroed by the host before a launch; first error wins the CODE word by
+                 compare-exchange from 0, or on profiles without compare-exchange (Metal,
+                 `profile.py`) by an atomic ticket in word TICKET). Codes written here:
+                 STATUS_ADSTACK_OVERFLOW (the push wrote nothing; the invocation goes on),
+                 STATUS_LOOP_CAP (a loop would pass `caps.loop_iteration_cap`; the invocation
+                 stops), STATUS_INDEX_OUT_OF_RANGE (only with `bounds_check=True`; the access is
+                 skipped — a load / atomic add yields 0, a store writes nothing — the invocation
+                 goes on, and its first failure is kept in Function variables and written once,
+                 when the invocation ends, before each OpReturn). The host raises.
   binding 2+k    `abi.bindings[k]`: a runtime array of the ref's dtype, ArrayStride = element size,
                  C order. u1 is a u32 0/1. A float buffer that a task updates with a CAS-loop
                  atomic add is declared as same-width unsigned ints in that task (same bytes).
@@ -63,8 +43,8 @@ Descriptors (all in set 0, all storage buffers):
   that many buffers per dispatch. A range task with adstacks is dispatched in chunks of at most
   `rows` threads (the heaps' row count): push constants (chunk_begin, chunk_end, ...) per chunk.
 
-Push constants (12 bytes, `PUSH_CONSTANT_BYTES`): offset 0 i32 begin, offset 4 i32 end,
-offset 8 u32 threads_per_row. For a 'range' task the host evaluates begin/end and dispatches
+Push constants (`kernel_ir.abi.PUSH_CONSTANTS`: i32 begin, i32 end, u32 threads_per_row). For a
+'range' task the host evaluates begin/end and dispatches
 `dispatch_geometry(end - begin)`; invocation `linear = gid.x + threads_per_row * (gid.y +
 num_workgroups.y * gid.z)` runs exactly the one index `begin + linear` if `linear < end - begin`
 (no grid-stride loop: lavapipe caps loop iterations per invocation). A 'serial' task has
@@ -75,17 +55,17 @@ read globals, without adstacks): the task binds one more buffer, binding 2 + n, 
 arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`),
 declared NonWritable and listed in `SpirvTask.readonly_bindings` (the dispatch reads its
 workgroup counts from the same buffer, and WebGPU refuses a buffer that is both read-write
-storage and indirect argument of one dispatch):
-u32 words [groups x, groups y, groups z, begin, end]. The runtime dispatches the args module
-(1, 1, 1), then the task with vkCmdDispatchIndirect from that buffer; the task reads begin / end
-from words 3 / 4 instead of the push constants and uses threads_per_row = num_workgroups.x *
+storage and indirect argument of one dispatch): the u32 words `kernel_ir.abi.RangeArg`. The
+runtime dispatches the args module (1, 1, 1), then the task with vkCmdDispatchIndirect from that
+buffer; the task reads begin / end from words BEGIN / END instead of the push constants and uses threads_per_row = num_workgroups.x *
 LOCAL_SIZE (push constants are still declared; their values are unused).
 
 Bounds checks (`compile_tasks(..., bounds_check=True)`; the Vulkan backend passes
 `sd.init(debug=True)`): each index of a global access is compared unsigned (negative values fail)
 with its axis extent: the field's static `GlobalRef.shape`, the ndarray's extent from the argument
 buffer, 1 for a shapeless temp; 64-bit indices are compared in 64 bits, narrower ones as i32. The
-access sits in the taken side of a selection on the result; the other side writes status code 3.
+access sits in the taken side of a selection on the result; the other side writes
+STATUS_INDEX_OUT_OF_RANGE with the words `kernel_ir.abi.StatusWord` lists.
 With the default `bounds_check=False` no check code is emitted (the module is unchanged).
 
 Control flow is structured (OpSelectionMerge / OpLoopMerge with dedicated continue blocks);
@@ -110,7 +90,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
+                           adstack_allocas, adstack_kind)
 from kernel_ir.dtypes import i32, u1, u32
 from kernel_ir.interpreter import cast_value
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
@@ -119,8 +100,7 @@ from kernel_ir.ops import ATOMICS, BINARY, GLOBAL_ACCESS, UNARY, Op
 from . import atomics
 from .adstack import AdStacks
 from .emitter import Emitter
-from .interface import (PUSH_CONSTANT_BYTES, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
-                        Interface)
+from .interface import Interface
 from .lower_math import lower_binary, lower_cast, lower_unary
 from .module import Module
 from .profile import VULKAN, Profile

@@ -8,8 +8,9 @@ buffer every time; new contents get new buffers until a flush recycles them).
 
 With `sd.init(debug=True)` programs are compiled with bounds checks (`compile_tasks(...,
 bounds_check=True)`): an out-of-range index is skipped on the device and recorded in the status
-buffer (code STATUS_INDEX_OUT_OF_RANGE); `_check_status` turns it into a `SpiradValueError` at the
-next sync / host read (`bounds_support`), naming the kernel, task, field/ndarray, shape and index.
+buffer (code STATUS_INDEX_OUT_OF_RANGE); `_check_status` turns it into a `SpiradIndexError` at the
+next sync / host read (`program.status_error`), naming the kernel, task, field/ndarray, shape and
+index.
 
 A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) is evaluated
 on the device: its range-arguments module (`spirv_codegen.compile_range_args`) runs first and the
@@ -19,16 +20,17 @@ instead, after flushing the queued work.
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_WORDS,
+                           StatusWord, pack_push_constants)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
-from .adstack_support import grown, overflow_error, task_stacks
+
+from .adstack_support import grown, task_stacks
 from .base import BackendBase
-from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .gpu_sizer import GpuSizer
+from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
 from .root_buffers import RootBuffers, RootSlice
 
@@ -55,25 +57,23 @@ def _runtime_errors_as_user_errors(method):
     return wrapper
 
 
-class VkProgram:
-    def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks, bounds=None,
-                 ranges=None, views=(), own=(), arg_tail=b""):
-        self.name, self.tasks, self.pipelines = name, tasks, pipelines
-        self.status, self.task_names = status, task_names
+class VkProgram(Program):
+    def __init__(self, tl, abi, bounds_check, blob, pipelines, status, temps, ranges, views, own,
+                 arg_tail):
+        super().__init__(tl, abi, bounds_check, blob)  # blob: (SPIR-V tasks, range modules, maps)
+        self.tasks, self.pipelines = blob[0], pipelines
+        self.status = status  # RootSlice of the status words
         self.temps = temps  # abi index -> RootSlice of each kernel temporary
         self.views = views  # per task, per root view binding: its Chunk (bound: its buffer now)
         self.own = own      # per task: abi indices of the refs with buffers of their own
         self.arg_tail = arg_tail  # root offsets, appended to the argument bytes (buffers.py)
-        self.stacks = stacks  # per task: [StackInfo] or None
-        self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
-        self.blob = None  # (SPIR-V tasks, range-argument modules): what the offline cache stores
         self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}
         self.spare: list = []
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
-        self.ranges = ranges or [None] * len(tasks)
+        self.ranges = ranges
 
 
 class _Timestamps:
@@ -223,8 +223,7 @@ class VulkanBackend(BackendBase):
         """abi index -> RootSlice of every field and temporary, and under None the program's
         status words (temporaries and status get new slices: one per compiled program). Fields
         were allocated by the driver before compiling."""
-        from spirv_codegen import STATUS_WORDS
-        out = {None: self.roots.place(4 * STATUS_WORDS)}
+        out = {None: self.roots.place(STATUS_BYTES)}
         for k, ref in enumerate(abi.bindings):
             if ref.kind == "field":
                 sl = self.roots.by_key.get(ref.key)
@@ -301,7 +300,6 @@ class VulkanBackend(BackendBase):
     def _build(self, tl, abi, blob, placement):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
         BufferMap they were compiled for); `placement`: abi index -> RootSlice."""
-        from spirv_codegen import RANGE_ARGS_WORDS
         from spirv_codegen.buffers import offset_words
         tasks, range_mods, maps = blob
         label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
@@ -316,16 +314,12 @@ class VulkanBackend(BackendBase):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
         status = placement[None]  # the status words: in a root chunk
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        stacks = [task_stacks(t) or None for t in tl.tasks]
         # per task: the root chunks of its views and the abi indices of its own buffers
         views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
         tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
                             status.offset) if maps else b""
-        p = VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
-                      BoundsInfo(tl, abi) if self.bounds_check else None, ranges, views,
-                      tuple(m.own for m in maps), tail)
-        p.blob = blob
-        return p
+        return VkProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
+                         tuple(m.own for m in maps), tail)
 
     def _small_buffer(self, p: VkProgram, key, data: bytes):
         """A device buffer holding `data`, reused while `key` (its contents) is unchanged."""
@@ -406,8 +400,9 @@ class VulkanBackend(BackendBase):
                 if how[0] == "device":  # evaluated and dispatched on the device
                     _, args_pipe, args_buf = how
                     rbufs = bufs + [args_buf]
-                    self.rt.dispatch(args_pipe, rbufs, (1, 1, 1), b"\0" * 12)
-                    self.rt.dispatch(pipe, rbufs, (1, 1, 1), b"\0" * 12, indirect=(args_buf, 0))
+                    unused = bytes(PUSH_CONSTANT_BYTES)  # (the range comes from args_buf)
+                    self.rt.dispatch(args_pipe, rbufs, (1, 1, 1), unused)
+                    self.rt.dispatch(pipe, rbufs, (1, 1, 1), unused, indirect=(args_buf, 0))
                     continue
                 self.rt.flush()  # the range reads what earlier work wrote: evaluate it now
                 rng = how[1].evaluate(argbuf, lambda k, ref, shape: self.view(
@@ -440,7 +435,8 @@ class VulkanBackend(BackendBase):
                     groups, tpr = (1, 1, 1), 1
                 else:
                     groups, tpr = dispatch_geometry(ce - c, maxg, t.local_size)
-                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups, struct.pack("<iiI", c, ce, tpr))
+                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups,
+                                 pack_push_constants(c, ce, tpr))
         if not self.launched or self.launched[-1] is not p:
             if p not in self.launched:
                 self.launched.append(p)
@@ -467,28 +463,15 @@ class VulkanBackend(BackendBase):
         self._check_status(launched)
 
     def _check_status(self, launched):
-        from spirv_codegen import STATUS_WORDS
         self.rt.flush()
         for p in launched:
             words = self.view(p.status, np.uint32, (STATUS_WORDS,))
-            code = int(words[0])
             recent, p.recent_args = p.recent_args, []
-            if code:
-                aux, stack = int(words[1]), int(words[2])
-                saved = [int(w) for w in words]
+            launches, p.adstack_launches = p.adstack_launches, []
+            if words[StatusWord.CODE]:
+                saved = words.copy()
                 words[:] = 0
-                launches, p.adstack_launches = p.adstack_launches, []
-                if code == STATUS_INDEX_OUT_OF_RANGE and p.bounds is not None:
-                    raise index_error(p.name, p.task_names, p.bounds, saved, recent)
-                if code == 1 and launches and p.stacks[aux]:
-                    # the status word does not say which launch overflowed: name the largest
-                    # capacity given and the largest size needed among them
-                    cap = max(a.capacity(aux, stack) for a in launches)
-                    req = [a.required(aux, stack) for a in launches]
-                    req = max((r for r in req if r is not None), default=None)
-                    raise overflow_error(p.name, p.task_names[aux], p.stacks[aux][stack], stack, cap, req)
-                raise _status_error(p, code, aux, self.caps)
-            p.adstack_launches = []
+                raise status_error(p, saved, recent, launches, self.caps)
 
     def take_validation_messages(self):
         return self.rt.take_validation_messages()
@@ -496,19 +479,6 @@ class VulkanBackend(BackendBase):
     @_runtime_errors_as_user_errors
     def close(self):
         self.rt.close()
-
-
-def _status_error(p, code, aux, caps):
-    from spirv_codegen import STATUS_LOOP_CAP
-    task = p.task_names[aux] if 0 <= aux < len(p.task_names) else f"#{aux}"
-    if code == STATUS_LOOP_CAP:
-        return SpiradDeviceError(
-            f"kernel {p.name} (task {task}) stopped: a single parallel iteration ran more than "
-            f"{caps.loop_iteration_cap} loop iterations, the limit of the {caps.name} driver "
-            f"(llvmpipe ends every loop of an invocation silently past it; spirad stopped the "
-            f"kernel instead of returning a truncated result). Spread the work over more parallel "
-            f"iterations, or run this kernel on arch=cpu")
-    return SpiradDeviceError(f"kernel {p.name} (task {task}) reported device error code {code} ({aux})")
 
 
 Backend = VulkanBackend
