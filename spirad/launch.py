@@ -16,7 +16,6 @@ about a launch is decided here, in one place.
 """
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass, replace
 
@@ -33,7 +32,6 @@ from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 @dataclass(eq=False)
@@ -112,7 +110,6 @@ def same_args(a, b) -> bool:
 def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
     """The LaunchPlan of `c` with these (already checked) arguments."""
     abi = c.abi
-    argbuf = bytearray(abi.arg_buffer_size)
     scalars = []
     for i, spec in enumerate(c.tl.args):
         if spec.kind == "scalar":
@@ -121,8 +118,6 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
                 info = np.iinfo(spec.dtype.np)
                 if not info.min <= int(v) <= info.max:
                     raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
-            struct.pack_into(_PACK[spec.dtype.name], argbuf, abi.arg_offsets[i],
-                             bool(v) if spec.dtype == T.u1 else v)
             scalars.append(v)
         else:
             scalars.append(None)
@@ -131,8 +126,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         n = args[a].full_shape[ax]
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
-        struct.pack_into("<i", argbuf, off, n)
         shapes[(a, ax)] = n
+    argbuf = abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])
     storages = []
     for src in c.bindings_src:
         if src[0] == "field":

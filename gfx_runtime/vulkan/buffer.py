@@ -20,6 +20,7 @@ import weakref
 import numpy as np
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxBuffer
 
 from . import memory
 from .instance import ffi, lib, vk
@@ -89,7 +90,7 @@ def _release_later(runtime_ref, res: BufferResource) -> None:
         rt._defer_free(res)
 
 
-class Buffer:
+class Buffer(GfxBuffer):
     """A device storage buffer.
 
     `nbytes`: the size asked for; `handle`: the VkBuffer (a cffi handle, hashable);

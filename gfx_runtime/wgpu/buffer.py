@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxBuffer
 from .errors import wgpu_errors
 
 
-class Buffer:
+class Buffer(GfxBuffer):
     __slots__ = ("_rt", "handle", "nbytes", "_mirrors", "__weakref__")
 
     def __init__(self, rt, handle, nbytes: int):

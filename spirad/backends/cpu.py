@@ -6,10 +6,11 @@ extra buffers of the Adstack ABI (`kernel_ir.abi`): metadata, float heap, int he
 row per worker thread, grown by amortised doubling and reused across launches.
 
 With `sd.init(debug=True)` every program is compiled with bounds checks (`compile_tasks(...,
-bounds_check=True)`): every task then reads the program's status buffer at bufs[n+3] (bufs[n..n+2]
-stay null for tasks without adstacks). The status is read after each launch, like the adstack
-overflow status; the first error is kept and raised at the next `sync()` (every host read syncs)
-as a `SpiradValueError` (`bounds_support`). The status is cleared, so later launches run normally.
+bounds_check=True)`): every task then reads the program's status words (bufs[n + LLVM_STATUS];
+the other extra buffers stay null for tasks without adstacks). The status is read after each
+launch, like the adstack overflow status; the first error (`program.status_error`) is kept and
+raised at the next `sync()` (every host read syncs). The status is cleared, so later launches
+run normally.
 
 A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) has its bounds
 evaluated on the host right before its task runs: the memory is host memory and the earlier tasks
@@ -21,41 +22,57 @@ import ctypes
 
 import numpy as np
 
+from kernel_ir.abi import (LLVM_EXTRA_BUFFERS, LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_META,
+                           LLVM_STATUS, STATUS_WORDS, StatusWord)
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 
-from .adstack_support import grown, overflow_error, task_stacks
+from .adstack_support import grown, task_stacks
 from .base import BackendBase
-from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
+from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
 from .work_estimate import NEVER, Adaptive, clock, costs, one_thread_choice, split_threshold
 
 ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
 
-class CpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds=None,
-                 lanes=None):
-        self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
-        self.stacks, self.task_names = stacks, task_names
-        self.lanes = lanes or [1] * len(fns)  # per task: heap rows per worker (SPMD lanes)
-        self.nbind = nbind
-        self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
-        extra = any(stacks) or bounds is not None
-        self.bufs = (ctypes.c_void_p * max(nbind + (4 if extra else 0), 1))()
-        self.status = np.zeros(8, np.uint32)  # llvm_codegen.program.STATUS_WORDS
+class CpuProgram(Program):
+    def __init__(self, tl, abi, bounds_check, blob, module, workers):
+        super().__init__(tl, abi, bounds_check, blob)
+        self.module = module  # the JIT module: keeps the task functions alive
+        fns = [module.function(s) for s in blob[1]]
+        n = len(tl.tasks)
+        marks, limits = blob[5]
+        self.fns = fns[:n]
+        # per task: its one-thread variant (plain read-modify-writes), run when a launch is not
+        # split, or None (CpuBackend._one_thread_variants)
+        self.fns_1t = [fns[n + m] if type(m) is int else None for m in marks]
+        atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
+        # per task: the iterations from which a launch is split (range tasks with atomics)
+        self.min_split = tuple(NEVER if m == ONLY else lim if a else None
+                               for m, lim, a in zip(marks, limits, atomics))
+        # range tasks without atomics: split by measured time (the same results either way)
+        self.adaptive = tuple(Adaptive(workers) if t.kind == "range" and not a and workers > 1
+                              else None for t, a in zip(tl.tasks, atomics))
+        self.temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings)
+                      if r.kind == "temp"}
+        # per task: heap rows per worker — an SPMD task's worker owns `lanes` rows
+        # (llvm_codegen.spmd_adstack); the lanes code generation chose are in the blob
+        self.lanes = [w if s else 1 for w, s in zip(blob[4][:n], self.stacks)]
+        nbind = self.nbind
+        extra = any(self.stacks) or self.bounds is not None
+        self.bufs = (ctypes.c_void_p * max(nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0), 1))()
+        self.status = np.zeros(STATUS_WORDS, np.uint32)
         self.status_addr = self.status.__array_interface__["data"][0]
-        self.status_word = ctypes.c_uint32.from_address(self.status_addr)  # word 0, cheap to read
-        self.bound_meta = self.bound_heaps = None  # what bufs[nbind:nbind + 3] now point to
+        self.status_word = ctypes.c_uint32.from_address(
+            self.status_addr + 4 * StatusWord.CODE)  # cheap to read after every task
+        self.bound_meta = self.bound_heaps = None  # what the adstack buffers now point to
         if extra:
-            self.bufs[nbind + 3] = self.status_addr
+            self.bufs[nbind + LLVM_STATUS] = self.status_addr
         self.last_storages = None
-        self.module = None  # the JIT module: keeps the task functions alive
-        self.blob = None    # (object code, symbols, kinds, IR): what the offline cache stores
-        self.host_bounds = ()  # per task: HostBounds of a range read from globals, else None
-        self.min_split = ()    # per task: iterations from which a launch is split (range tasks)
-        self.fns_1t = ()       # per task: its one-thread variant (plain read-modify-writes) or None
-        self.adaptive = ()     # per task: work_estimate.Adaptive (range tasks without atomics)
+        # per task: HostBounds of a range read from globals, else None
+        self.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
+                                 for t in tl.tasks)
 
 
 class CpuBackend(BackendBase):
@@ -169,34 +186,11 @@ class CpuBackend(BackendBase):
 
     def _build(self, tl, abi, blob):
         """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
-        task lanes: the SPMD choice code generation made)."""
-        obj, symbols, kinds, optimized, task_lanes, (one_thread, limits) = blob
-        mod = self.rt.load_object(obj, symbols, optimized)
-        fns = [mod.function(s) for s in symbols]
-        n = len(tl.tasks)
-        # per task: its one-thread variant run when a launch is not split, else None
-        fns_1t = [fns[n + m] if type(m) is int else None for m in one_thread]
-        fns, kinds, task_lanes = fns[:n], kinds[:n], task_lanes[:n]
-        temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        stacks = [task_stacks(t) or None for t in tl.tasks]
-        # an SPMD task's worker owns `lanes` heap rows (llvm_codegen.spmd_adstack)
-        lanes = [w if s else 1 for w, s in zip(task_lanes, stacks)]
-        p = CpuProgram(tl.name, fns, list(kinds), temps, len(abi.bindings), stacks,
-                       [t.name for t in tl.tasks],
-                       BoundsInfo(tl, abi) if self.bounds_check else None, lanes)
-        p.module = mod
-        p.blob = blob
-        p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
-        # per task: the fewest iterations worth the worker pool (work_estimate)
-        workers = self.rt.num_workers
-        atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
-        p.min_split = tuple(NEVER if m == ONLY else lim if a else None
-                            for m, lim, a in zip(one_thread, limits, atomics))
-        # range tasks without atomics: split by measured time (the same results either way)
-        p.adaptive = tuple(Adaptive(workers) if t.kind == "range" and not a and workers > 1
-                           else None for t, a in zip(tl.tasks, atomics))
-        p.fns_1t = fns_1t
-        return p
+        task lanes: the SPMD choice code generation made, (one-thread marks, split limits):
+        `_one_thread_variants`); symbols past len(tl.tasks) are one-thread variants."""
+        obj, symbols, kinds, optimized, task_lanes, _ = blob
+        return CpuProgram(tl, abi, self.bounds_check, blob,
+                          self.rt.load_object(obj, symbols, optimized), self.rt.num_workers)
 
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes
@@ -246,10 +240,10 @@ class CpuBackend(BackendBase):
                     self._heaps(nf, ni)
                 heaps = self.heap_addrs  # a new tuple whenever a heap grew
                 if program.bound_meta != meta_addr or program.bound_heaps is not heaps:
-                    bufs[n] = meta_addr
-                    bufs[n + 1] = heaps[0]
-                    bufs[n + 2] = heaps[1]
-                    bufs[n + 3] = program.status_addr
+                    bufs[n + LLVM_META] = meta_addr
+                    bufs[n + LLVM_HEAP_FLOAT] = heaps[0]
+                    bufs[n + LLVM_HEAP_INT] = heaps[1]
+                    bufs[n + LLVM_STATUS] = program.status_addr
                     program.bound_meta, program.bound_heaps = meta_addr, heaps
             fn1 = program.fns_1t[ti]
             adaptive = program.adaptive[ti]
@@ -263,18 +257,11 @@ class CpuBackend(BackendBase):
             else:
                 run(fn, bufs, addr, b, e, kind == "range", program.min_split[ti])
             if (stacks or checked) and program.status_word.value:
-                words = [int(x) for x in program.status]
-                code, task, stack = words[:3]
+                words = program.status.copy()
                 program.status[:] = 0
-                if code == STATUS_INDEX_OUT_OF_RANGE:
-                    if self.pending is None:
-                        self.pending = index_error(program.name, program.task_names,
-                                                   program.bounds, words, (argbuf,))
-                elif self.pending is None:
-                    self.pending = overflow_error(program.name, program.task_names[task],
-                                                  program.stacks[task][stack], stack,
-                                                  adstack.capacity(task, stack),
-                                                  adstack.required(task, stack))
+                if self.pending is None:
+                    self.pending = status_error(program, words, (argbuf,),
+                                                () if adstack is None else (adstack,))
 
     def sync(self):
         if self.pending is not None:
