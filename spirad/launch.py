@@ -200,8 +200,7 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
         if argbuf is None:
             argbuf = bytearray(p.argbuf)
             scalars = list(scalars)
-        struct.pack_into(_PACK[dt.name], argbuf, p.compiled.abi.arg_offsets[i],
-                         bool(y) if dt.is_bool else y)
+        p.compiled.abi.pack_scalar(argbuf, i, dt, y)
         scalars[i] = y
     if argbuf is None:
         return p
