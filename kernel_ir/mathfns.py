@@ -16,9 +16,10 @@ record here plus its `Op`, not edits across the tree).
   `spirad.passes.expand_math` replaces the node before code generation, so every backend
   computes it the same way and `ulp` (max error in ulps per precision, measured against the
   reference by tests/language/test_math_functions.py on every arch) is its one accuracy table.
-  Functions without `expand` are lowered natively: libm / LLVM intrinsics / `vecmath` on the
-  CPU, the device libraries on CUDA / AMDGPU, GLSL.std.450 (f32) and `spirv_codegen.f64_math`
-  (f64) on Vulkan / Metal (docs/vecmath.md has their accuracy).
+  Functions without `expand` are lowered natively: libm / LLVM intrinsics / our vector bodies on
+  the CPU, the device libraries on CUDA / AMDGPU, GLSL.std.450 (f32) on Vulkan / Metal — and
+  `kernel_ir.mathlib`'s algorithms where the CPU's vector path and SPIR-V f64 run our own
+  (docs/vecmath.md has their accuracy).
 - `domain`: where the generated tests draw inputs (values and gradients).
 """
 from __future__ import annotations
