@@ -16,7 +16,7 @@ from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .local_index import index_view
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
-from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, VecVal
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
@@ -259,7 +259,10 @@ class ExprVisitor:
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
-            flat.extend(x.comps if isinstance(x, VecVal) else (x,))
+            if isinstance(x, StaticIndexVec):
+                flat.extend(int(c.arg) for c in x.comps)
+            else:
+                flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
         from ..field import Field
         from ..struct import StructElem, StructField
@@ -362,6 +365,8 @@ class ExprVisitor:
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
         if isinstance(obj, Slot):
             return Slot((obj.allocas[flat],), (), obj.dtype)
+        if isinstance(obj, StaticIndexVec):
+            return int(obj.comps[flat].arg)
         return obj.comps[flat]
 
     def matmul(self, a, b, node):

@@ -139,3 +139,44 @@ def test_struct_field_grad_view(arch):
     k()
     np.testing.assert_array_equal(p.x.grad.to_numpy(), [1, 2, 3])
     assert set(p.grad.members) == {"x"}
+
+
+@test_archs()
+def test_static_grouped_index_vector(arch):
+    """`for o in sd.static(sd.grouped(sd.ndrange(...)))` (an MPM stencil): `o` is a vector of
+    constants in arithmetic and `.cast`, and `o[d]` a Python int that indexes a Python list."""
+    x = sd.field(sd.f32, shape=8)
+    out = sd.Vector.field(2, sd.f32, shape=(8, 4))
+    grid = sd.field(sd.f32, shape=(3, 3))
+
+    @sd.kernel
+    def k():
+        for i in range(8):
+            fx = sd.Vector([x[i], 2.0 * x[i]])
+            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2]
+            base = sd.Vector([i % 2, 1])
+            n = 0
+            for o in sd.static(sd.grouped(sd.ndrange(2, 2))):
+                weight = 1.0
+                for d in sd.static(range(2)):
+                    weight *= w[o[d]][d]
+                if sd.static(o[0] == 1):
+                    weight *= 2.0
+                out[i, n] = (o.cast(sd.f32) - fx) * weight + (base + o).cast(sd.f32)
+                grid[base + o] += weight
+                n += 1
+
+    xs = np.linspace(0.1, 0.9, 8).astype(np.float32)
+    x.from_numpy(xs)
+    k()
+    want = np.zeros((8, 4, 2))
+    want_grid = np.zeros((3, 3))
+    for i, xv in enumerate(xs.astype(np.float64)):
+        fx = np.array([xv, 2 * xv])
+        w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2]
+        for n, o in enumerate(np.ndindex(2, 2)):
+            weight = w[o[0]][0] * w[o[1]][1] * (2.0 if o[0] == 1 else 1.0)
+            want[i, n] = (np.array(o) - fx) * weight + np.array([i % 2, 1]) + np.array(o)
+            want_grid[i % 2 + o[0], 1 + o[1]] += weight
+    np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grid.to_numpy(), want_grid, rtol=1e-5)
