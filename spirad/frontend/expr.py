@@ -256,6 +256,11 @@ class ExprVisitor:
         sl = node.slice
         idx = self.build(sl)
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
+        from ..field import Field
+        from ..struct import StructElem, StructField
+        if isinstance(obj, (Field, NdarrayArg, StructField)) and \
+                any(isinstance(x, (tuple, list)) for x in idx):
+            idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
@@ -264,8 +269,6 @@ class ExprVisitor:
             else:
                 flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
-        from ..field import Field
-        from ..struct import StructElem, StructField
         if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
@@ -745,3 +748,11 @@ def _register_class_methods():
 
 
 _register_class_methods()
+
+
+def _flatten_indices(idx) -> tuple:
+    """Indices with nested tuples / lists spread in place (Taichi: `x[f, I, b]`, `I` a tuple)."""
+    out = []
+    for x in idx:
+        out.extend(_flatten_indices(x) if isinstance(x, (tuple, list)) else (x,))
+    return tuple(out)

@@ -180,3 +180,23 @@ def test_static_grouped_index_vector(arch):
             want_grid[i % 2 + o[0], 1 + o[1]] += weight
     np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grid.to_numpy(), want_grid, rtol=1e-5)
+
+
+@test_archs()
+def test_tuple_inside_an_index_spreads(arch):
+    """`I = (i, j)`; `x[f, I, b]`: a tuple (or list) inside an index stands for its elements."""
+    x = sd.field(sd.f32, shape=(2, 3, 4, 2))
+    a = sd.ndarray(sd.f32, (3, 4))
+
+    @sd.kernel
+    def k(a: sd.types.ndarray()):
+        for i, j, b in sd.ndrange(3, 4, 2):
+            I = (i, j)
+            x[1, I, b] = i * 10 + j + b * 0.5
+            if b == 0:
+                a[[i, j]] = x[1, I, b] + 1.0
+
+    k(a)
+    want = np.add.outer(np.arange(3)[:, None] * 10.0 + np.arange(4), [0.0, 0.5])
+    np.testing.assert_array_equal(x.to_numpy()[1], want)
+    np.testing.assert_array_equal(a.to_numpy(), want[..., 0] + 1.0)
