@@ -200,3 +200,35 @@ def test_tuple_inside_an_index_spreads(arch):
     want = np.add.outer(np.arange(3)[:, None] * 10.0 + np.arange(4), [0.0, 0.5])
     np.testing.assert_array_equal(x.to_numpy()[1], want)
     np.testing.assert_array_equal(a.to_numpy(), want[..., 0] + 1.0)
+
+
+@test_archs()
+def test_python_sequence_beside_a_vector(arch):
+    """`(i, j, k) + offset` and `[[...]] * m`: a tuple / list of scalars beside a vector or
+    matrix of its shape stands for one; another length is refused."""
+    offset = sd.Vector([1, -2, 3])
+    out = sd.Vector.field(3, sd.f32, shape=4)
+    mat = sd.Matrix.field(2, 2, sd.f32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            I = (i, 2 * i, 3)
+            out[i] = (I + offset) * 0.5 - [1.0, 0.0, i]
+            mat[i] = [[i, 1], [2, 3]] * sd.Matrix([[1.0, 2.0], [3.0, 4.0]])
+
+    k()
+    i = np.arange(4.0)
+    want = (np.stack([i, 2 * i, np.full(4, 3.0)], 1) + [1, -2, 3]) * 0.5 - np.stack(
+        [np.ones(4), np.zeros(4), i], 1)
+    np.testing.assert_allclose(out.to_numpy(), want)
+    np.testing.assert_allclose(mat.to_numpy()[:, 0, 0], i)
+    np.testing.assert_allclose(mat.to_numpy()[:, 1], np.tile([6.0, 12.0], (4, 1)))
+
+    @sd.kernel
+    def bad():
+        for i in range(4):
+            out[i] = (i, 1) + offset
+
+    with pytest.raises(sd.SpiradTypeError, match="beside a vector"):
+        bad()
