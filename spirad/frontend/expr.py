@@ -351,6 +351,8 @@ class ExprVisitor:
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        if isinstance(obj, GlobalElem) and any(isinstance(k, slice) for k in idx):
+            return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
             if len(idx) != len(shape):
                 raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
