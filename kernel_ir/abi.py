@@ -108,12 +108,15 @@ class KernelABI:
         buf = bytearray(self.arg_buffer_size)
         for i, spec in enumerate(args):
             if self.arg_offsets[i] >= 0:
-                v = scalars[i]
-                struct.pack_into(SCALAR_FORMAT[spec.dtype.name], buf, self.arg_offsets[i],
-                                 bool(v) if spec.dtype.is_bool else v)
+                self.pack_scalar(buf, i, spec.dtype, scalars[i])
         for a, ax, off in self.shape_offsets:
             struct.pack_into(EXTENT_FORMAT, buf, off, extent(a, ax))
         return buf
+
+    def pack_scalar(self, buf: bytearray, i: int, dtype, v) -> None:
+        """Write scalar argument i's value `v` (of `dtype`) into the argument buffer `buf`."""
+        struct.pack_into(SCALAR_FORMAT[dtype.name], buf, self.arg_offsets[i],
+                         bool(v) if dtype.is_bool else v)
 
     def unpack_args(self, args, argbuf) -> tuple:
         """(scalar argument values, None for other arguments; {ndarray arg: {axis: extent}})."""

@@ -112,6 +112,7 @@ UNARY_IMPL = {
     **{f.op: _unary_float(f.reference) for f in MATH},  # sin, exp, log1p, ... (kernel_ir.mathfns)
     Op.FLOOR: _unary_float(np.floor),
     Op.ABS: lambda a, dt: dt.np.type(abs(a)) if dt.is_float else cast_value(abs(int(a)), dt),
+    Op.STOP_GRAD: lambda a, dt: a,
 }
 
 BINARY_IMPL = {

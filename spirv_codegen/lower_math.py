@@ -278,6 +278,7 @@ UNARY: dict = {
     (Op.NEG, "b"): lambda E, dt, x: x,
     (Op.ABS, "f"): _glsl1("FAbs"), (Op.ABS, "i"): _iabs, (Op.ABS, "u"): _iabs,
     (Op.ABS, "b"): lambda E, dt, x: x,
+    **{(Op.STOP_GRAD, k): (lambda E, dt, x: x) for k in "fiub"},  # derivatives only differ
     (Op.FLOOR, "f"): _glsl1("Floor"), (Op.SQRT, "f"): _sqrt, (Op.RSQRT, "f"): _rsqrt,
     (Op.SIN, "f"): _f32_or_f64("Sin"), (Op.COS, "f"): _f32_or_f64("Cos"),
     (Op.TAN, "f"): _f32_or_f64("Tan"), (Op.EXP, "f"): _f32_or_f64("Exp"),

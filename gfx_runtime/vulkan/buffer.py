@@ -171,6 +171,19 @@ class Buffer(GfxBuffer):
         else:
             rt._transfer.upload(self._res, offset, src)
 
+    def write_unused(self, data, offset: int = 0) -> None:
+        """`write` for a buffer that no recorded or submitted work uses (new, or recycled after
+        a flush): mapped memory is written at once, without flushing the pending work (a launch
+        loop writing new argument bytes each time keeps its batch)."""
+        if not self.host_visible:
+            self.write(data, offset)
+            return
+        self._live()
+        src = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        nbytes = self._range(offset, src.nbytes)
+        ffi.memmove(self._res.allocation.ptr + offset, src, nbytes)
+
     def fill_zero(self) -> None:
         """Set every byte to zero (flushes first)."""
         rt = self._live()

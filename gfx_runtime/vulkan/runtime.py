@@ -38,7 +38,8 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
             .view(dtype, count=None, offset=0) -> np.ndarray  (zero-copy; host-visible only),
             .read(offset=0, nbytes=None) -> np.ndarray[uint8]  (a copy),
             .write(data: bytes-like | np.ndarray, offset=0), .fill_zero(), .free()
-        Host access flushes pending GPU work first.
+        Host access flushes pending GPU work first, except .write_unused(data, offset=0): the
+        caller knows no pending work uses the buffer (new, or recycled after a flush).
 
 Batches: dispatches accumulate in one command buffer with a barrier between consecutive
 dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording

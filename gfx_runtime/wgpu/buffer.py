@@ -130,6 +130,11 @@ class Buffer(GfxBuffer):
         self._upload_overlapping(offset, offset + raw.nbytes)
         self._rt._queue.write_buffer(self._live(), offset, raw)
 
+    def write_unused(self, data, offset: int = 0) -> None:
+        """`write` for a buffer no pending work uses (the Vulkan runtime's name; wgpu's `write`
+        already waits only for work that uses the buffer)."""
+        self.write(data, offset)
+
     def fill_zero(self) -> None:
         self.write(np.zeros(self.nbytes, np.uint8))
 

@@ -339,7 +339,7 @@ class SpirvBackend(BackendBase):
         buf = p.spare.pop() if p.spare else self.rt.alloc(256, zero=False)
         if len(data) > buf.nbytes:
             buf = self.rt.alloc(len(data), zero=False)
-        buf.write(data)
+        buf.write_unused(data)  # new, or spare since the sync above: no pending work reads it
         p.arg_bufs[key] = buf
         return buf
 

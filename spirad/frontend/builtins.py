@@ -142,17 +142,19 @@ def h_raw_mod(v, args, node):
 
 
 def h_polar_decompose(v, args, kw, node):
-    """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
-    (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
+    """`R, S = sd.polar_decompose(A)`: A = R S, R a rotation, S symmetric; 2x2 in closed form,
+    3x3 from the SVD (frontend/svd)."""
     if len(args) not in (1, 2):
         raise v.ctx.error(SpiradTypeError, "polar_decompose(A, dt=None) takes a matrix", node)
     a = v.rvalue(args[0])
+    if isinstance(a, VecVal) and a.shape == (3, 3):
+        from .svd import polar3  # R = U Vᵀ, S = V Σ Vᵀ from the 3x3 SVD
+        return polar3(v, a, node)
     if not isinstance(a, VecVal) or a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
         shape = a.shape if isinstance(a, VecVal) else "a scalar"
-        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 matrices only "
-                                                   f"(got {shape}); 3x3 needs an SVD, which "
-                                                   f"spirad does not have", node)
+        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 and 3x3 "
+                                                   f"matrices (got {shape})", node)
     a00, a01, a10, a11 = a.comps
     x = v.binop(Op.ADD, a00, a11)
     y = v.binop(Op.SUB, a10, a01)
@@ -161,6 +163,11 @@ def h_polar_decompose(v, args, kw, node):
     r = VecVal((c, v.unop(Op.NEG, s), s, c), (2, 2))
     rt = VecVal((c, s, v.unop(Op.NEG, s), c), (2, 2))
     return r, v.matmul(rt, a, node)
+
+
+def _svd_module():
+    from . import svd  # loaded by the first kernel that decomposes a matrix
+    return svd
 
 
 def _rows_or_cols(cols):
@@ -389,6 +396,9 @@ HANDLERS = {
     lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),
     lang.raw_mod: lambda v, args, kw, node: h_raw_mod(v, args, node),
     lang.polar_decompose: h_polar_decompose,
+    lang.svd: lambda v, args, kw, node: _svd_module().h_svd(v, args, kw, node),
+    lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),
+    lang.eig: lambda v, args, kw, node: _svd_module().h_eig(v, args, kw, node),
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
