@@ -2,7 +2,7 @@
 
     compile_tasks(tl, abi, options=CodegenOptions()) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo, ...))
 
-Each task function is `void @sym(ptr bufs, ptr args, i32 begin, i32 end, i32 worker)` (see
+Each task function is `void @sym(ptr bufs, ptr args, i64 begin, i64 end, i32 worker)` (see
 `llvm_codegen.program`). A 'range' task loops over [begin, end) inside the function, so the
 per-iteration cost is not a call; a 'serial' task runs its body once. Op lowering lives in
 tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`,
@@ -28,13 +28,13 @@ import sys
 from llvmlite import ir
 
 from kernel_ir.abi import KernelABI
-from kernel_ir.dtypes import i32
+from kernel_ir.dtypes import i32, i64
 from kernel_ir.nodes import Task, TaskList
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
 from .kernel_entry import lower_grid_task
-from .lltypes import I32, PTR, VOID
+from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
 from .lower_math import emit_kept, variant_sites
@@ -46,7 +46,7 @@ from .target import CPU, Target
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
-TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I32, I32, I32])
+TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I32])  # 64-bit ranges (fields > 2**31)
 
 
 def task_symbol(tl: TaskList, k: int, task: Task) -> str:
@@ -105,7 +105,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.close_into(ret)
     elif task.kind == "range":
         dt = task.index.dtype
-        begin, end = (convert(ctx, v, i32, dt) for v in (fn.args[2], fn.args[3]))
+        begin, end = (convert(ctx, v, i64, dt) for v in (fn.args[2], fn.args[3]))
 
         def body(i, latch, exit_):
             ctx.env[task.index] = i
@@ -138,6 +138,12 @@ def _mask_note(a) -> str:
         k = len(a.lane_stacks)
         parts.append(f"{k} per-lane stack{'s' * (k != 1)}")
     return f", masked ({', '.join(parts)})"
+
+
+def spmd_choice(task, bounds_check: bool = False, options: CodegenOptions = CodegenOptions()):
+    """(lanes, spmd.Analysis) the code generator will use for range task `task` (backends ask
+    before compiling: spirad/backends/cpu.py's one-thread variants)."""
+    return _spmd_choice(task, bounds_check, options)
 
 
 def _spmd_choice(task, bounds_check, options: CodegenOptions):

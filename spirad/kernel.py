@@ -277,8 +277,13 @@ class Kernel(PyFunction):
         st = _state.current()
         epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
         flat = self.flat(args)
-        if p is not None and p.epoch == epoch and _launch.same_args(p.args, flat):
-            return p  # the same inputs as the last launch: everything is known
+        if p is not None and p.epoch == epoch:
+            if _launch.same_args(p.args, flat):
+                return p  # the same inputs as the last launch: everything is known
+            q = _launch.rebind(p, flat)  # only scalar values changed (`step(t)`)
+            if q is not None:
+                self._plans[mode] = q
+                return q
         c = (self.compile, self.compile_adjoint, self.compile_forward_mode,
              self.compile_validation)[mode](args)
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
@@ -333,7 +338,7 @@ class Kernel(PyFunction):
             foreign = args is not given
             args = self._expand(args)
             p = self._plan(args, mode)
-            if foreign:  # foreign arrays: refuse writes into torch leaves (as torch)
+            if foreign and self._arrays is not None:  # refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)

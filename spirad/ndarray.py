@@ -10,7 +10,7 @@ import numpy as np
 from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
-from .field import _HostArray, normalize_shape, resolve_dtype
+from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
 from .tracebacks import api, api_class
 
 
@@ -28,6 +28,7 @@ class Ndarray(_HostArray):
         self.id = st.new_id()
         self.epoch = st.epoch
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         with _guard.LOCK:

@@ -21,6 +21,10 @@ import numpy as np
 
 class BackendBase:
     name = ""
+    # The most elements one field may hold, and the longest parallel loop: the 32-bit indices
+    # and task ranges of the SPIR-V and GPU backends; the CPU indexes and loops in 64 bits.
+    # A larger field is refused when it is created (`field.Field`), a longer loop at launch.
+    max_elements = 2**31 - 1
     # The GPU sizer (`spirad.backends.gpu_sizer.GpuSizer`) or None: adstack sizes that read
     # device data are then evaluated on the host, which reads the data through `view`.
     gpu_sizer = None

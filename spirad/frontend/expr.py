@@ -191,7 +191,8 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
-        return self.select(c, self.build(node.body), self.build(node.orelse))
+        from .conditional import build_conditional  # only the chosen side runs
+        return build_conditional(self, node, c)
 
     def build_Attribute(self, node):
         obj = self.build(node.value)
@@ -226,7 +227,7 @@ class ExprVisitor:
             return self.field_elem(f, obj.idx, node)
         from ..field import Field
         if isinstance(obj, Field) and obj._primal is None and (
-                name == "grad" and not obj.needs_grad or name == "dual" and obj.dual is None):
+                name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))
@@ -311,7 +312,8 @@ class ExprVisitor:
         if len(idx) != len(obj.shape):
             raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
                                                   f"but is indexed with {len(idx)}", node)
-        return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
+        wide = any(n > 2**31 - 1 for n in obj.shape)  # an axis past i32 (the CPU only)
+        return GlobalElem(ref, self.indices(idx, wide), obj.comp_shape, obj)
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""
@@ -321,17 +323,21 @@ class ExprVisitor:
             out.extend(r.comps if isinstance(r, VecVal) else (v,))
         return tuple(out)
 
-    def indices(self, idx):
+    def indices(self, idx, wide: bool = False):
+        """Index nodes of a global access: i32, or i64 for an array with an axis longer than
+        2**31 - 1 (`wide`: a field on the CPU; backends with 32-bit indices refuse such fields
+        when they are created)."""
+        it = T.i64 if wide else T.i32
         out = []
         for v in idx:
             v = self.rvalue(v)
             if isinstance(v, VecVal):
-                out.extend(self.to_node(c, T.i32) for c in v.comps)
+                out.extend(self.to_node(c, it) for c in v.comps)
                 continue
-            n = self.to_node(v)
+            n = self.to_node(v, it if wide and is_py_scalar(v) else None)
             if not (n.dtype.is_int or n.dtype == T.u1):
                 raise self.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}")
-            out.append(self.ctx.b.cast(n, T.i32))
+            out.append(self.ctx.b.cast(n, it))
         return tuple(out)
 
     def component(self, obj, idx, node):
@@ -391,8 +397,15 @@ class ExprVisitor:
             return self.build_static(node)
         args = []
         for a in node.args:
-            if isinstance(a, ast.Starred):
-                raise self.ctx.error(SpiradSyntaxError, "*args calls are not supported in kernels", a)
+            if isinstance(a, ast.Starred):  # f(*seq) over a sequence known at compile time
+                seq = self.rvalue(self.build(a.value))
+                if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
+                    seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
+                if not isinstance(seq, (tuple, list)):
+                    raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
+                                                            "compile time in kernels", a)
+                args.extend(seq)
+                continue
             args.append(self.build(a))
         kwargs = {}
         for kw in node.keywords:

@@ -7,7 +7,7 @@ import numbers
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
-from kernel_ir.ops import ATOMIC_COMBINE, Op
+from kernel_ir.ops import ATOMIC_COMBINE, FLOAT_UNARY, Op
 from .typing import literal_type, promote, true_div_type
 from .local_index import read_view, store_view
 from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
@@ -60,6 +60,7 @@ class ValueOps:
             return self.ctx.b.cast(v, dtype) if dtype is not None else v
         if is_py_scalar(v):
             t = dtype or literal_type(v, None, self.ctx.default_fp, self.ctx.default_ip)
+            self.check_literal(v, t)
             return self.const(v, t)
         if isinstance(v, VecVal):
             raise self.ctx.error(SpiradTypeError, "expected a scalar, got a vector/matrix")
@@ -67,6 +68,20 @@ class ValueOps:
         if isinstance(v, FormatStr):
             raise self.ctx.error(SpiradTypeError, FormatStr.ONLY_PRINTED)
         raise self.ctx.error(SpiradTypeError, f"expected a number, got {type(v).__name__}")
+
+    def check_literal(self, v, t):
+        """An integer literal must fit the type it takes (Taichi and Quadrants refuse it too):
+        3000000000 as an i32 would wrap silently. Unsigned types also take the negative
+        literals of their width (`x & -1`). An explicit cast (`sd.i64(3000000000)`) types it."""
+        if not (t.is_int and t != T.u1 and isinstance(v, numbers.Integral)) or isinstance(v, bool):
+            return
+        lo = -(1 << (t.bits - 1))
+        hi = (1 << t.bits) - 1 if not t.is_signed else (1 << (t.bits - 1)) - 1
+        if not lo <= v <= hi:
+            wide = "sd.i64" if -(1 << 63) <= v < (1 << 63) else "a smaller value"
+            raise self.ctx.error(SpiradTypeError, f"integer literal {v} does not fit {t} (the type "
+                                 f"it takes here); write {wide}({v}) to type it, or use "
+                                 f"sd.init(default_ip=sd.i64)")
 
     def to_cond(self, v) -> Node:
         n = self.to_node(v)
@@ -132,8 +147,7 @@ class ValueOps:
             return VecVal(tuple(self.unop(op, c) for c in a.comps), a.shape)
         if is_py_scalar(a):
             a = self.to_node(a)
-        if op in (Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG, Op.SQRT,
-                  Op.RSQRT, Op.FLOOR) and not a.dtype.is_float:
+        if op in FLOAT_UNARY and not a.dtype.is_float:
             a = self.ctx.b.cast(a, self.ctx.default_fp)
         if op == Op.NOT:
             return self.ctx.b.unary(Op.NOT, self.to_cond(a))
@@ -172,6 +186,11 @@ class ValueOps:
         v = self.rvalue(v)
         if isinstance(v, VecVal):
             return VecVal(tuple(self.cast(c, dtype) for c in v.comps), v.shape)
+        if dtype.is_int and dtype != T.u1 and isinstance(v, numbers.Integral) \
+                and not isinstance(v, bool):  # an explicit cast of a literal wraps, as in C
+            v = v % (1 << dtype.bits)
+            if dtype.is_signed and v >= 1 << (dtype.bits - 1):
+                v -= 1 << dtype.bits
         return self.to_node(v, dtype)
 
     # -- writing ------------------------------------------------------------------------------

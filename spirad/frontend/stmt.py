@@ -17,6 +17,26 @@ from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
+def _loop_dtype(dims) -> T.DType:
+    """The index type of a loop nest over `dims` ((begin, end) pairs: Python ints or nodes):
+    i64 when a bound is a 64-bit value, or the Python-int bounds (a field's shape) do not fit
+    i32 — also their product, the flattened index of a parallel nest — else i32. A bound is
+    never narrowed: `range(n)` with an i64 `n` runs in i64."""
+    total, static = 1, True
+    for lo, hi in dims:
+        for v in (lo, hi):
+            if isinstance(v, numbers.Integral):
+                if not -(1 << 31) <= v < (1 << 31):
+                    return T.i64
+            elif getattr(v, "dtype", None) is not None and v.dtype.is_int and v.dtype.bits == 64:
+                return T.i64
+            else:
+                static = False
+        if static:
+            total *= max(int(hi) - int(lo), 0)
+    return T.i64 if static and len(dims) > 1 and total >= 1 << 31 else T.i32
+
+
 def _kind_of(v) -> str:
     return "vector" if isinstance(v, VecVal) else "run-time scalar" \
         if not isinstance(v, (tuple, list)) and hasattr(v, "dtype") else type(v).__name__
@@ -314,11 +334,12 @@ class StmtVisitor:
     def emit_loop(self, dims, names, node, parallel, grouped):
         ctx, b = self.ctx, self.ctx.b
         bounds = []
+        it = _loop_dtype(dims)
         for lo, hi in dims:
-            lo_n, hi_n = self.to_node(lo), self.to_node(hi)
+            lo_n, hi_n = (self.to_node(v, it if is_py_scalar(v) else None) for v in (lo, hi))
             if not (lo_n.dtype.is_int and hi_n.dtype.is_int):
                 raise ctx.error(SpiradTypeError, "loop bounds must be integers", node.iter)
-            bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
+            bounds.append((b.cast(lo_n, it), b.cast(hi_n, it)))
         if parallel and len(bounds) > 1:
             return self._parallel_nd(bounds, names, node, grouped)
         if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
@@ -364,7 +385,7 @@ class StmtVisitor:
             total = b.binary(Op.MUL, total, e)
         self.ctx.loops.append("parallel")
         try:
-            with b.range_for(b.const(0, T.i32), total, parallel=True) as lin:
+            with b.range_for(b.const(0, total.dtype), total, parallel=True) as lin:
                 saved = rng.enter_parallel(self.ctx, lin)
                 idx = []
                 rest = lin

@@ -92,6 +92,8 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
 def alias(arr: np.ndarray, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
     new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
+    from ..field import check_elements
+    check_elements(shape, comp, "an array argument", ndarray=True)
     be = _state.backend()
     raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
     storage = be.host_storage(raw)
