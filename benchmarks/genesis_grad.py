@@ -31,21 +31,24 @@ def main():
                                                   pos=(0.5, 0.5, 0.05), euler=(90.0, 0.0, 0.0)))
     box = scene.add_entity(material=gs.materials.MPM.Elastic(rho=500),
                            morph=gs.morphs.Box(lower=(0.2, 0.1, 0.05), upper=(0.4, 0.3, 0.15)))
+    def tensor(x, grad=False):  # Genesis 1.4.5 has no gs.tensor: torch tensors on its device
+        return torch.tensor(x, dtype=gs.tc_float, device=gs.device, requires_grad=grad)
+
     t0 = time.perf_counter()
     scene.build()
     build = time.perf_counter() - t0
-    v_list = [gs.tensor([0.0, 1.0, 0.0], requires_grad=True) for _ in range(a.horizon)]
+    v_list = [tensor([[0.0, 1.0, 0.0]], True) for _ in range(a.horizon)]
     scene.reset()
-    stick.set_position(gs.tensor([0.3, 0.1, 0.28], requires_grad=True))
-    pos0 = gs.tensor([0.3, 0.3, 0.1], requires_grad=True)
+    stick.set_position(tensor([[0.3, 0.1, 0.28]], True))
+    pos0 = tensor([0.3, 0.3, 0.1], True)
     box.set_position(pos0)
-    vel0 = gs.tensor([0.0, -1.0, 0.0], requires_grad=True)
+    vel0 = tensor([0.0, -1.0, 0.0], True)
     box.set_velocity(vel0)
     t1 = time.perf_counter()
     for v in v_list:
         stick.set_velocity(vel=v)
         scene.step()
-    goal = gs.tensor([0.5, 0.8, 0.05])
+    goal = tensor([0.5, 0.8, 0.05])
     loss = torch.pow(box.get_state().pos - goal, 2).sum()
     fwd = time.perf_counter() - t1
     t2 = time.perf_counter()

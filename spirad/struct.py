@@ -23,9 +23,11 @@ class StructType:
         self.members = dict(members)
         self.name = name
 
-    def field(self, shape=None, needs_grad=False, name="", needs_dual=False) -> "StructField":
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False,
+              layout=None) -> "StructField":
         """A struct field of this type: one field per member, all of `shape` (`needs_grad` gives
-        every float member a gradient)."""
+        every float member a gradient). `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted;
+        spirad stores members apart (SOA) either way, with the same values."""
         return StructField(self, shape, needs_grad, name, needs_dual)
 
     def __call__(self, *a, **k):
@@ -68,6 +70,18 @@ class StructField:
     def shape(self):
         """The shape shared by every member field."""
         return next(iter(self.members.values())).shape
+
+    @property
+    def grad(self):
+        """The gradients as a struct field (`s.grad[i].x` is `s.x.grad[i]`, as in Quadrants):
+        the float members that have one; None when none has."""
+        members = {m: f.grad for m, f in self.members.items()
+                   if f.dtype.is_float and f.needs_grad}
+        if not members:
+            return None
+        g = object.__new__(StructField)
+        g.stype, g.name, g.members = self.stype, self.name + ".grad", members
+        return g
 
     def to_numpy(self) -> dict:
         """Member name -> numpy array of that member."""

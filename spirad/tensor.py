@@ -52,10 +52,12 @@ class Tensor(metaclass=_TensorMeta):
 
 
 class VectorTensor(Tensor):
+    """Every field and ndarray with vector elements is a `VectorTensor`."""
     _rank = 1
 
 
 class MatrixTensor(Tensor):
+    """Every field and ndarray with matrix elements is a `MatrixTensor`."""
     _rank = 2
 
 

@@ -191,7 +191,8 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
-        return self.select(c, self.build(node.body), self.build(node.orelse))
+        from .conditional import build_conditional  # only the chosen side runs
+        return build_conditional(self, node, c)
 
     def build_Attribute(self, node):
         obj = self.build(node.value)
@@ -226,7 +227,7 @@ class ExprVisitor:
             return self.field_elem(f, obj.idx, node)
         from ..field import Field
         if isinstance(obj, Field) and obj._primal is None and (
-                name == "grad" and not obj.needs_grad or name == "dual" and obj.dual is None):
+                name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))
@@ -396,8 +397,15 @@ class ExprVisitor:
             return self.build_static(node)
         args = []
         for a in node.args:
-            if isinstance(a, ast.Starred):
-                raise self.ctx.error(SpiradSyntaxError, "*args calls are not supported in kernels", a)
+            if isinstance(a, ast.Starred):  # f(*seq) over a sequence known at compile time
+                seq = self.rvalue(self.build(a.value))
+                if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
+                    seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
+                if not isinstance(seq, (tuple, list)):
+                    raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
+                                                            "compile time in kernels", a)
+                args.extend(seq)
+                continue
             args.append(self.build(a))
         kwargs = {}
         for kw in node.keywords:

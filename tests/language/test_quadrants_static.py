@@ -103,3 +103,39 @@ def test_compile_time_errors_name_the_line(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="only return"):
         bad_return()
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_starred_arguments_and_struct_layout(arch):
+    res = np.array([2, 3])
+    grid = sd.field(sd.i32, shape=(2, 3, 2))
+    P = sd.types.struct(x=sd.f32)
+    p = P.field(shape=4, layout=sd.Layout.SOA)
+
+    @sd.kernel
+    def k():
+        for i, j, b in sd.ndrange(*res, 2):
+            grid[i, j, b] = i * 100 + j * 10 + b
+        for i in range(4):
+            p[i].x = i * 0.5
+
+    k()
+    want = np.add.outer(np.add.outer(np.arange(2) * 100, np.arange(3) * 10), np.arange(2))
+    np.testing.assert_array_equal(grid.to_numpy(), want)
+    np.testing.assert_allclose(p.x.to_numpy() if hasattr(p, "x") else [p[i].x for i in range(4)],
+                               [0, 0.5, 1.0, 1.5])
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_struct_field_grad_view(arch):
+    P = sd.types.struct(x=sd.f32, n=sd.i32)
+    p = P.field(shape=3, needs_grad=True)
+
+    @sd.kernel
+    def k():
+        for i in range(3):
+            p.grad[i].x = i + 1.0
+
+    k()
+    np.testing.assert_array_equal(p.x.grad.to_numpy(), [1, 2, 3])
+    assert set(p.grad.members) == {"x"}
