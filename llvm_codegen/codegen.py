@@ -56,9 +56,13 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
-                  target: Target = CPU, options: CodegenOptions = CodegenOptions()) -> CpuProgram:
+                  target: Target = CPU, options: CodegenOptions = CodegenOptions(),
+                  choices: dict | None = None) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
-    GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`."""
+    GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
+    `choices`: {task index: `spmd_choice(...)`} a backend already made for tasks of `tl` (with
+    the same `bounds_check` and `options`), used instead of analysing those tasks again."""
+    choices = choices or {}
     module = ir.Module(name=tl.name)
     if target.triple:
         module.triple = target.triple
@@ -70,19 +74,20 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
                                              options), 1
         else:
-            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options)
+            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options,
+                                         choices.get(k))
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
-                task_index: int, bounds_check: bool, options: CodegenOptions):
+                task_index: int, bounds_check: bool, options: CodegenOptions, choice=None):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
-    width, why = _spmd_choice(task, bounds_check, options)
+    width, why = choice or _spmd_choice(task, bounds_check, options)
     if width > 1:
         ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
         ctx.setup_spmd(width, why)
