@@ -30,6 +30,7 @@ from llvmlite import ir
 from kernel_ir.abi import KernelABI
 from kernel_ir.dtypes import i32, i64
 from kernel_ir.nodes import Task, TaskList
+from kernel_ir.ops import Op
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
@@ -158,7 +159,20 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a
-    return (options.lanes or default_lanes(a)), a
+    lanes = options.lanes or default_lanes(a)
+    n = _constant_trips(task)
+    least = 2 * lanes if options.min_trips is None else options.min_trips
+    if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
+        return 1, spmd.Analysis(False, f"{n} iterations: fewer than {least}")  # compile time
+    return lanes, a
+
+
+def _constant_trips(task):
+    """The iteration count of a range task with constant bounds, else None."""
+    b, e = task.begin, task.end
+    if b is not None and e is not None and b.op == Op.CONST and e.op == Op.CONST:
+        return max(0, int(e.arg) - int(b.arg))
+    return None
 
 
 def default_lanes(analysis) -> int:
