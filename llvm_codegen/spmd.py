@@ -173,14 +173,28 @@ def consecutive(affine, varying, index_nodes) -> bool:
         s in varying for s in index_nodes[:-1])
 
 
+_ORDER_FREE = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR)
+
+
 def _memory_hazard(nodes, affine, varying):
-    reads, writes = {}, {}
+    reads, writes, free = {}, {}, {}
+    used = None
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
             reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
         elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
+            # integer min / max / and / or / xor commute: lane by lane in any order, at any
+            # indices, they leave what the scalar path leaves (the adstack counting pass:
+            # one atomic max per counter)
+            ok = n.op in _ORDER_FREE and not n.dtype.is_float
+            if ok:
+                used = {s for m in nodes for s in m.srcs} if used is None else used
+                ok = n not in used
+            free[n.arg.buffer] = free.get(n.arg.buffer, True) and ok
     for buf, w in writes.items():
+        if free[buf] and buf not in reads:
+            continue
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
             if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
@@ -415,6 +429,8 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
         if v.type.element.width != 64:
             v = (b.sext if s.dtype.kind == "i" else b.zext)(v, v64)
         lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(_extent64(ctx, ref, axis))), v)
+    if lin is None:  # a 0-d global (`g[None] = v` in a parallel loop): every lane's element 0
+        lin = splat(ir.Constant(I64, 0), w)
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p

@@ -311,7 +311,7 @@ def test_random_lane_programs(monkeypatch, capfd, seed):
     rng = np.random.default_rng(seed)
     xs = rng.uniform(-0.9, 0.9, NP)
     steps = rng.integers(0, 5, NP).astype(np.int32)
-    kw = dict(default_fp=sd.f64, default_ad_stack_size=512)
+    kw = dict(default_fp=sd.f64)
     _init(monkeypatch, True, **kw)
     capfd.readouterr()
     yv, gv = _run_lane_program(prog.load(sd), xs, steps)
@@ -342,7 +342,7 @@ def test_random_grad_programs_count_on_lanes(monkeypatch, capfd):
     from tests.autodiff.test_random_grad import check_program
     seeds, on, masked, total = set(), 0, 0, 0
     for seed in range(24):
-        _init(monkeypatch, True, default_fp=sd.f64, default_ad_stack_size=1024)
+        _init(monkeypatch, True, default_fp=sd.f64)
         capfd.readouterr()
         check_program(seed)
         lines = _grad_lanes(capfd)
