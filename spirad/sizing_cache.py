@@ -156,19 +156,6 @@ class Counting:
             return tuple(k)
         return Counting(compiled, n, key_of)
 
-    def measure(self, args) -> tuple:
-        """Run the counting program with the launch's arguments; the counts, one per counter."""
-        from kernel_ir import dtypes as T
-        from . import launch
-        from .ndarray import ndarray
-        if self.counts is None:
-            self.counts = ndarray(T.i32, (self.n,))
-        self.counts.fill(0)
-        launch.run_once(self.compiled, tuple(args) + (self.counts,))
-        stats.counting_passes += 1
-        self.last = tuple(int(v) for v in self.counts.to_numpy())
-        return self.last
-
 
 @dataclass(eq=False)
 class TaskSizing:
@@ -256,10 +243,11 @@ class ProgramSizing:
             return None
 
 
-def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
+def evaluate(sizing: ProgramSizing, args, cache=None, measure=None) -> tuple:
     """A SizedTask (None for tasks without stacks) per task for this launch. With the cache on
     (`cache` None: the program's setting) an unchanged task costs one key comparison, and when
-    every task hits, the tuple returned last time is returned again."""
+    every task hits, the tuple returned last time is returned again. `measure(counting, args)`:
+    runs a counting pass (`launch.measure`), for programs with measured stacks."""
     if cache is None:
         cache = sizing.cache
     if cache and sizing.last is not None:
@@ -284,7 +272,10 @@ def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
             continue
         if any(m >= 0 for m in ts.measured):
             if counts is None:  # one counting pass sizes every task of the launch
-                counts = sizing.counting.measure(args)
+                if measure is None:
+                    raise RuntimeError("sizing measured adstacks needs the launch's counting pass")
+                counts = sizing.counting.last = tuple(measure(sizing.counting, args))
+                stats.counting_passes += 1
             try:
                 sized = ts.on_host(args, counts)
             except sz.SizerError as e:
