@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .dtypes import DType, i32, u1
+from .dtypes import DType, i32, i64, u1
 from .nodes import Block, LoopArg, Node, SrcLoc, carried_slots
 from .ops import COMPARE, Op
 
@@ -100,8 +100,10 @@ class IRBuilder:
         self.emit(Op.IF, None, (cond,), None, (then_r.block, else_r.block))
 
     @contextmanager
-    def range_for(self, begin: Node, end: Node, carried=None, index_dtype: DType = i32,
+    def range_for(self, begin: Node, end: Node, carried=None, index_dtype: DType = None,
                   parallel: bool = False):
+        if index_dtype is None:  # i64 bounds give an i64 index (never narrowed), else i32
+            index_dtype = i64 if 64 in (begin.dtype.bits, end.dtype.bits) else i32
         idx = Node(Op.LOOP_INDEX, index_dtype, (), object(), (), self.loc)
         with self.region() as out:
             yield idx

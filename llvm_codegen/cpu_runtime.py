@@ -18,7 +18,7 @@ What the caller passes to `run` (build these once per launch, or keep them acros
   heaps with at least `num_workers` rows for a parallel launch.
 * `args`: the argument buffer; an int address (fastest), a ctypes object, or a numpy uint8 array
   (contiguous). Its bytes must stay alive and unchanged for the call.
-* `begin`, `end`: the task range (Python ints within int32); serial tasks: 0, 1, parallel=False.
+* `begin`, `end`: the task range (Python ints within int64); serial tasks: 0, 1, parallel=False.
 
 Ranges of at least `parallel_min` (default `PARALLEL_MIN`) iterations are split into
 `num_workers` contiguous chunks; chunk `w` runs on worker slot `w` (the calling thread runs
@@ -45,7 +45,7 @@ PARALLEL_MIN = 32768
 PIECE_MIN = 4096        # first piece of a worker's chunk (run() checks for a stop between pieces)
 PIECE_SECONDS = 0.002   # pieces double while each takes less than this
 TASK_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
-                           ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int32)
 
 
 class _Target:

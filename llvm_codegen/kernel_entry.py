@@ -49,7 +49,7 @@ def _thread_id(ctx: FnContext, fn: ir.Function) -> ir.Value:
 
 
 def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, task_index: int,
-                    bounds_check: bool, lower_table) -> int:
+                    bounds_check: bool, lower_table, options=None) -> int:
     target = lib.target
     emulated = target.thread_id == "param"
     fn = ir.Function(lib.module, EMU_THREAD_FN_TYPE if emulated else GRID_FN_TYPE,
@@ -63,7 +63,7 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
         fn.attributes.add("alwaysinline")
     elif target.kernel_cc:
         fn.calling_convention = target.kernel_cc
-    ctx = FnContext(lib, fn, abi, tl.args, lower_table)
+    ctx = FnContext(lib, fn, abi, tl.args, lower_table, *(() if options is None else (options,)))
     ctx.task_index = task_index
     if bounds_check:
         ctx.bounds_check = True

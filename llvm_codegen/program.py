@@ -3,7 +3,7 @@
 The runtime receives `CpuProgram.llvm_ir` (text) and the task symbols only. Every task function
 has the C signature
 
-    void task(i8** bufs, i8* args, i32 begin, i32 end, i32 worker)
+    void task(i8** bufs, i8* args, i64 begin, i64 end, i32 worker)
 
 and runs its body for every index in [begin, end) ('range' tasks) or once ('serial' tasks, which
 the driver calls with begin=0, end=1). `bufs[k]` is the base address of `abi.bindings[k]`; `args`

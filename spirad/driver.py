@@ -13,7 +13,8 @@ task list and the backend's compiled form, and only the launch data is rebuilt (
 """
 from __future__ import annotations
 
-import os
+import functools
+import time
 
 from kernel_ir import verifier
 from kernel_ir.abi import adstack_allocas, kernel_abi
@@ -30,7 +31,9 @@ from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
+from .logs import logger, ms
 from .sizing_cache import ProgramSizing
 
 KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
@@ -86,6 +89,38 @@ class _Deep:
 DEEP_LIMIT = 8000
 
 
+
+_loaded = False  # the last `_cached` call was a hit (the log line of `_logged` says so)
+_saved = False   # the last `_stored` call wrote the offline cache
+
+
+def _logged(kind: str):
+    """Log each compile (INFO): the program, whether it was compiled or loaded from the
+    offline cache, and the time it took (`spirad.logs`)."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def compile_logged(*args, **kwargs):
+            global _loaded, _saved
+            if not logger.isEnabledFor(20):  # logging.INFO
+                return fn(*args, **kwargs)
+            _loaded = _saved = False
+            t0 = time.perf_counter()
+            c = fn(*args, **kwargs)
+            dt = time.perf_counter() - t0
+            arch = _state.current().arch
+            if _loaded:
+                logger.info("loaded kernel %s (%s, %s) from the offline cache in %s", c.tl.name,
+                            kind, arch, ms(dt))
+            else:
+                stored = " (stored in the offline cache)" if _saved else ""
+                logger.info("compiled kernel %s (%s, %s) in %s%s", c.tl.name, kind, arch, ms(dt),
+                            stored)
+            return c
+        return compile_logged
+    return deco
+
+
+@_logged("forward")
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
     with _Deep(kernel.fn.__name__):
@@ -95,7 +130,7 @@ def compile_forward(kernel, specs, state) -> Compiled:
 def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    templates = tuple(sp[1] for sp in specs if sp[0] == "template")
+    templates = tuple(sp[1] for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
@@ -106,6 +141,7 @@ def _compile_forward(kernel, specs, state) -> Compiled:
     return c
 
 
+@_logged("adjoint")
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
@@ -141,6 +177,7 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
                                  fwd.template_refs))
 
 
+@_logged("forward mode")
 def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
     `args`: the launch's, for which ndarrays have duals."""
@@ -183,6 +220,8 @@ def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
     tl = entry["tl"]
     c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
     c.cache_key = key
+    global _loaded
+    _loaded = True
     return c
 
 
@@ -194,6 +233,8 @@ def _stored(key, c: Compiled) -> Compiled:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
             offline_cache.store(key, {"tl": c.tl, "blob": blob}, _state.current())
+            global _saved
+            _saved = True
     return c
 
 
@@ -202,18 +243,22 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    abi = kernel_abi(tl)
+    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    abi = kernel_abi(ctl)
     be = _state.backend()
-    program = be.compile(tl, abi) if blob is None else be.import_program(tl, abi, blob)
-    bounds = tuple(None if t.kind == "serial" else
-                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
         (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
         ((state.rng,) if state.rng is not None else ()) + \
         (state.validation.fields() if state.validation is not None else ()) + \
         ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
+    for ref in abi.bindings:  # the program's fields get their memory (a backend places them)
+        if ref.kind == "field":
+            fields[ref.key]._storage()
+    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
+    bounds = tuple(None if t.kind == "serial" else
+                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
+                   for t in tl.tasks)
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:
@@ -306,4 +351,5 @@ def _host_fn(expr):
 
 
 def debug_enabled(state) -> bool:
-    return state.debug or os.environ.get("SPIRAD_VERIFY") == "1"
+    from . import options
+    return state.debug or options.get("SPIRAD_VERIFY")

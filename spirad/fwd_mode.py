@@ -20,13 +20,17 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 
 from . import state as _state
+from .tracebacks import api_class
 from .guard import PerThread
 
 
 _ACTIVE = PerThread()
 
 
+@api_class
 class FwdMode:
+    """`with sd.ad.FwdMode(loss=y, param=x, seed=[...]): ...`: the kernels launched in the block
+    compute Jacobian-vector products into the duals (module doc)."""
     active = _ACTIVE  # this thread's FwdMode block (kernel launches check it)
 
     def __init__(self, loss=None, param=None, seed=None, clear_gradients=True, parameters=None):
@@ -40,6 +44,7 @@ class FwdMode:
         self.clear = clear_gradients
 
     def __enter__(self):
+        """Clear the duals and seed `param.dual` with `seed`."""
         from .field import Field
         from .ndarray import Ndarray
         if FwdMode.active is not None:
@@ -79,6 +84,7 @@ class FwdMode:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        """Clear the seed (`param.dual`); the outputs' duals stay."""
         _ACTIVE.set(None)
         self.param.dual.fill(0)  # clear the seed, as Taichi does
         return False

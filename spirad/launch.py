@@ -17,6 +17,7 @@ about a launch is decided here, in one place.
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,9 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
 from . import guard as _guard
+from . import logs as _log
 from . import printing, sizing_cache
+from . import profiler as _profiler
 from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
@@ -91,11 +94,14 @@ def _buffer(arr, which):
 
 
 def same_args(a, b) -> bool:
-    """The same launch inputs: identical objects, or equal numbers of the same type."""
+    """The same launch inputs: identical objects (not mutable containers: a list template
+    argument may have changed in place), or equal numbers of the same type."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
         if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
+            return False
+        if type(x) in (list, dict):
             return False
     return True
 
@@ -135,6 +141,14 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(None)  # temps: the backend owns them
     ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
               (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
+    limit = _state.backend().max_elements
+    for r in ranges:
+        if r is not None and r[1] > r[0] and (r[1] - r[0] > limit or max(map(abs, r)) > limit):
+            be = _state.backend()
+            raise SpiradValueError(f"kernel {c.tl.name}: a parallel loop over [{r[0]}, {r[1]}) "
+                                   f"runs past the {limit:,} iterations / indices the {be.name} "
+                                   f"backend's 32-bit task ranges hold; split the loop, or use "
+                                   f"arch=sd.cpu (64-bit)")
     return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
 
 
@@ -176,20 +190,45 @@ def run(p: LaunchPlan):
 def _launch(p: LaunchPlan) -> None:
     c = p.compiled
     be = _state.backend()
+    prof = _profiler.current  # sd.init(kernel_profiler=True): time this launch
     if c.prints:
         _state.current().prints.dirty = True
     if c.sizing is not None:
+        t0 = time.perf_counter()
         sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
         ad = p.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
                           for ti, s in enumerate(sized))
             ad = p.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
-        be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+            if _log.logger.isEnabledFor(10):  # logging.DEBUG
+                _log_sizing(c.tl.name, sized, time.perf_counter() - t0)
+        if prof is None:
+            be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+        else:
+            token = prof.start()
+            try:
+                be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+            finally:
+                prof.stop(c.tl.name, token)
         if sizing_cache.debug_enabled():
             sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
+    elif prof is not None:
+        token = prof.start()
+        try:
+            be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+        finally:
+            prof.stop(c.tl.name, token)
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+def _log_sizing(name, sized, seconds) -> None:
+    """The DEBUG line of a launch whose adstack sizes changed (`spirad.logs`)."""
+    parts = [f"task {k}: capacities {list(s.caps)}, strides {s.layout.stride_float} B float / "
+             f"{s.layout.stride_int} B int" for k, s in enumerate(sized) if s is not None]
+    _log.logger.debug("sized the adstacks of %s in %s: %s", name, _log.ms(seconds),
+                      "; ".join(parts))
 
 
 def _bump(p: LaunchPlan) -> None:

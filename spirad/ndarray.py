@@ -10,10 +10,16 @@ import numpy as np
 from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
-from .field import _HostArray, normalize_shape, resolve_dtype
+from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
+from .tracebacks import api, api_class
 
 
+@api_class
 class Ndarray(_HostArray):
+    """An array passed to kernels as an argument (`sd.types.ndarray()` parameters); its shape is
+    known only at launch. Host access as for fields; `.grad` / `.dual` exist with
+    `needs_grad=True` / `needs_dual=True`. DLPack: `torch.from_dlpack(nd)` /
+    `np.from_dlpack(nd)`."""
     _kind = "ndarray"
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
@@ -22,6 +28,7 @@ class Ndarray(_HostArray):
         self.id = st.new_id()
         self.epoch = st.epoch
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         with _guard.LOCK:
@@ -56,10 +63,12 @@ class Ndarray(_HostArray):
 
     @property
     def needs_grad(self) -> bool:
+        """Whether the ndarray has a gradient (`nd.grad`)."""
         return self.grad is not None
 
     @property
     def needs_dual(self) -> bool:
+        """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
 
     def _storage(self):
@@ -88,6 +97,11 @@ def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
         raise BufferError(f"this sd.ndarray lives in {be.name} device memory, which DLPack cannot "
                           f"export without a copy; pass copy=None (or call to_numpy())")
     else:
+        if copy is None:  # not asked for: say so
+            from .tracebacks import warn_user
+            warn_user(f"this sd.ndarray lives in {be.name} device memory: DLPack exported a "
+                      f"host copy (later kernel writes do not reach it; on the CPU backend "
+                      f"DLPack shares the memory)")
         view, copy = nd.to_numpy(), None
     kw = {"stream": stream}
     if max_version is not None:
@@ -99,5 +113,8 @@ def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
     return view.__dlpack__(**kw)
 
 
+@api
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+    """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;
+    fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`."""
     return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)

@@ -28,7 +28,6 @@ task is then laid out on the host.
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 
@@ -54,7 +53,7 @@ class SizerStats:
 
 stats = SizerStats()
 
-_DEBUG = [os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"]
+_DEBUG = [False]  # SPIRAD_DEBUG_ADSTACK, read by `init` (`refresh_debug_flag`)
 
 
 def debug_enabled() -> bool:
@@ -63,7 +62,8 @@ def debug_enabled() -> bool:
 
 def refresh_debug_flag():
     """Re-read SPIRAD_DEBUG_ADSTACK (called by `init`)."""
-    _DEBUG[0] = os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"
+    from . import options
+    _DEBUG[0] = options.get("SPIRAD_DEBUG_ADSTACK")
 
 
 class LaunchContext:

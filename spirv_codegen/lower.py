@@ -1,8 +1,15 @@
 """IR TaskList -> one SPIR-V compute module per task.
 
-    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False, device_ranges=(), bmap=None)
+        -> tuple[SpirvTask, ...]
 
-Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"):
+Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"). They
+are described here for the default `bmap=None`: every global in its own buffer, the layout of
+the tests' harness. The Vulkan and Metal backends pass a `buffers.BufferMap` per task instead:
+fields, gradients, temporaries and the status words live in shared *root buffers* at offsets
+given in the argument buffer, bound as one binding per (root chunk, element type) the task
+touches, and only the ndarrays keep a binding each (`spirv_codegen/buffers.py`: the binding
+numbers, views and offset words). Below, "2 + n" is then `bmap.end`.
 
 Descriptors (all in set 0, all storage buffers):
   binding 0      argument buffer, a runtime array of u32. The KernelABI layout: scalar argument i
@@ -65,7 +72,10 @@ local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
 
 Device ranges (`compile_tasks(..., device_ranges={task index, ...})`, range tasks whose bounds
 read globals, without adstacks): the task binds one more buffer, binding 2 + n, the *range
-arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`):
+arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`),
+declared NonWritable and listed in `SpirvTask.readonly_bindings` (the dispatch reads its
+workgroup counts from the same buffer, and WebGPU refuses a buffer that is both read-write
+storage and indirect argument of one dispatch):
 u32 words [groups x, groups y, groups z, begin, end]. The runtime dispatches the args module
 (1, 1, 1), then the task with vkCmdDispatchIndirect from that buffer; the task reads begin / end
 from words 3 / 4 instead of the push constants and uses threads_per_row = num_workgroups.x *
@@ -149,6 +159,7 @@ class SpirvTask:
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
     uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
+    readonly_bindings: tuple = ()  # storage buffers declared NonWritable (a device range's args)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -169,35 +180,47 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
 
 
 def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
-                  device_ranges=frozenset()) -> tuple[SpirvTask, ...]:
-    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges)
+                  device_ranges=frozenset(), bmap=None) -> tuple[SpirvTask, ...]:
+    """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer), or
+    one map per task (`buffers.task_map`: a task binds only what it touches)."""
+    maps = bmap if isinstance(bmap, (tuple, list)) else [bmap] * len(tl.tasks)
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, maps[i])
                  for i in range(len(tl.tasks)))
 
 
+def task_bindings(task: Task, bmap, profile, device_range: bool = False) -> int:
+    """The bindings of a task's module: arguments, status, the map's arrays, then adstack
+    buffers (tasks with adstacks) and the range arguments (device ranges)."""
+    stacks = bool(adstack_allocas(task))
+    return (bmap.end + (profile.adstack_buffers() if stacks else 0)
+            + (1 if device_range else 0))
+
+
 def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False) -> SpirvTask:
+                 bounds_check: bool = False, device_range: bool = False, bmap=None) -> SpirvTask:
+    from .buffers import BufferMap
+    bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
     t: Task = tl.tasks[task_index]
     name = t.name or f"{tl.name}_t{task_index}"
     allocas = adstack_allocas(t)
     if device_range and (t.kind != "range" or allocas):
         raise RuntimeError("spirv_codegen: a device range needs a range task without adstacks")
-    words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
+    lowerer = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range, bmap)
+    words = lowerer.run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
     prof = caps.profile
-    nb = 2 + len(abi.bindings) + (prof.adstack_buffers() if stacks else 0) + (1 if device_range else 0)
+    nb = task_bindings(t, bmap, prof, device_range)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings)
+                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings,
+                     tuple(sorted(lowerer.io.readonly)))
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
     """Per binding: 'bits' where a float atomic works on bit patterns (CAS loop or exchange),
-    else 'native'."""
-    out = {}
-    for n in walk(t.body):
-        if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op):
-            out[abi.binding_index(n.arg)] = "bits"
-    return out
+    'signed' for a signed int's atomic min / max, else 'native' (`buffers.access_kinds`)."""
+    from .buffers import access_kinds
+    return access_kinds(t, abi, caps)
 
 
 ACCESS_OPS = tuple(GLOBAL_ACCESS)
@@ -225,7 +248,7 @@ def global_accesses(task: Task) -> list:
 
 class TaskLowerer:
     def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False):
+                 bounds_check: bool = False, device_range: bool = False, bmap=None):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
         self.bounds_check = bounds_check
         self.device_range = device_range
@@ -236,7 +259,7 @@ class TaskLowerer:
         self.m.memory_model()
         self.E = Emitter(self.m, caps)
         self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps),
-                            LOCAL_SIZE if device_range else None)
+                            LOCAL_SIZE if device_range else None, bmap)
         self.values: dict[Node, int] = {}
         self.slots: dict[Node, int] = {}
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
@@ -508,8 +531,8 @@ class TaskLowerer:
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
         def rmw(lin):
-            ptr, _, _ = self.io.array_ptr(k, dt, lin)
-            return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt)
+            ptr, sdt, _ = self.io.array_ptr(k, dt, lin)
+            return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt, sdt)
         self.values[n] = self._access(n, n.srcs[:-1], rmw)
 
     # -- control flow ------------------------------------------------------------------------

@@ -53,10 +53,14 @@ def range_args_task(task: Task) -> Task:
     return Task("serial", b.finish(), name=(task.name or "task") + "_range", loc=task.loc)
 
 
-def compile_range_args(tl, task_index: int, abi, caps) -> SpirvTask:
+def compile_range_args(tl, task_index: int, abi, caps, bmap=None) -> SpirvTask:
+    """`bmap`: the kernel's `buffers.BufferMap` (None: every ref in its own buffer); the range
+    arguments are one more own buffer after the kernel's arrays, the binding the task reads."""
+    from .buffers import BufferMap
+    bmap = (bmap if bmap is not None else BufferMap.own_buffers(abi)).with_own(1)
     t = range_args_task(tl.tasks[task_index])
     abi2 = replace(abi, bindings=abi.bindings + (RANGE_ARGS_REF,))
-    words = TaskLowerer(t, task_index, abi2, caps).run()
-    return SpirvTask(t.name, "serial", words, 2 + len(abi2.bindings), PUSH_CONSTANT_BYTES, 1,
+    words = TaskLowerer(t, task_index, abi2, caps, bmap=bmap).run()
+    return SpirvTask(t.name, "serial", words, bmap.end, PUSH_CONSTANT_BYTES, 1,
                      uniform_bindings=caps.profile.uniform_bindings)
 

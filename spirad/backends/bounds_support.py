@@ -13,14 +13,14 @@ buffer, the u32 words
       bits 0..31                        GLOBAL_LOAD/GLOBAL_STORE/ATOMIC_ADD nodes in walk order
 
 (`llvm_codegen.program`, `spirv_codegen.lower`). The backend turns them into a
-`SpiradValueError` naming the kernel, task, field/ndarray, its shape and the index, quoting the
+`SpiradIndexError` (an IndexError and a ValueError) naming the kernel, task, field/ndarray, its shape and the index, quoting the
 source line of the access, and raises it at the next sync / host read.
 """
 from __future__ import annotations
 
 import struct
 
-from kernel_ir.errors import SpiradValueError
+from kernel_ir.errors import SpiradIndexError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import GLOBAL_ACCESS, Op
 
@@ -44,7 +44,7 @@ class BoundsInfo:
         return tuple(struct.unpack_from("<i", argbuf, off)[0] for _, off in axes)
 
 
-def index_error(kernel: str, task_names, info: BoundsInfo, words, argbufs=()) -> SpiradValueError:
+def index_error(kernel: str, task_names, info: BoundsInfo, words, argbufs=()) -> SpiradIndexError:
     """The user error for status `words` (8 u32) of a bounds failure. `argbufs`: the argument
     buffers of the launches that may have failed (ndarray shapes); the first one that gives a
     shape is named, and the others too when they differ."""
@@ -79,7 +79,7 @@ def index_error(kernel: str, task_names, info: BoundsInfo, words, argbufs=()) ->
             shape = ()
     shape_s = f" of shape {shape}" if shape is not None else ""
     valid = f"0..{extent - 1}" if extent > 0 else "none: the axis is empty"
-    err = SpiradValueError(
+    err = SpiradIndexError(
         f"{format_loc(loc)}index out of range in kernel {kernel} ({tdesc}): {what}{shape_s} "
         f"indexed with {value} on axis {axis} (extent {extent}; valid {valid}). The access was "
         f"skipped (a load read 0), so this launch's results are wrong. (Found by the bounds "

@@ -28,9 +28,11 @@ from .range_bounds import HostBounds, device_bounds
 
 
 class CpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds=None):
+    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds=None,
+                 lanes=None):
         self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
         self.stacks, self.task_names = stacks, task_names
+        self.lanes = lanes or [1] * len(fns)  # per task: heap rows per worker (SPMD lanes)
         self.nbind = nbind
         self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
         extra = any(stacks) or bounds is not None
@@ -49,6 +51,7 @@ class CpuProgram:
 
 class CpuBackend(BackendBase):
     name = "cpu"
+    max_elements = 2**62  # 64-bit element offsets and task ranges
 
     @classmethod
     def is_available(cls) -> bool:
@@ -88,10 +91,13 @@ class CpuBackend(BackendBase):
 
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        prog = compile_tasks(tl, abi, bounds_check=self.bounds_check)
+
+        from .. import options
+        prog = compile_tasks(tl, abi, bounds_check=self.bounds_check,
+                             options=options.llvm_codegen_options())
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
-                optimized)
+                optimized, tuple(t.lanes for t in prog.tasks))
         return self._build(tl, abi, blob)
 
     def export_program(self, program):
@@ -101,25 +107,25 @@ class CpuBackend(BackendBase):
         return self._build(tl, abi, blob)
 
     def cache_features(self) -> tuple:
-        from llvm_codegen.codegen import switches_key
-        return ("cpu", self.rt.target_key, self.bounds_check, switches_key())
+        from .. import options
+        return ("cpu", self.rt.target_key, self.bounds_check,
+                options.llvm_codegen_options().key())
 
     def _build(self, tl, abi, blob):
-        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text)."""
-        obj, symbols, kinds, optimized = blob
+        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
+        task lanes: the SPMD choice code generation made)."""
+        obj, symbols, kinds, optimized, task_lanes = blob
         mod = self.rt.load_object(obj, symbols, optimized)
         fns = [mod.function(s) for s in symbols]
         temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
-        from llvm_codegen.codegen import task_lanes
         # an SPMD task's worker owns `lanes` heap rows (llvm_codegen.spmd_adstack)
-        lanes = [task_lanes(t, self.bounds_check) if s else 1 for t, s in zip(tl.tasks, stacks)]
+        lanes = [w if s else 1 for w, s in zip(task_lanes, stacks)]
         p = CpuProgram(tl.name, fns, list(kinds), temps, len(abi.bindings), stacks,
                        [t.name for t in tl.tasks],
-                       BoundsInfo(tl, abi) if self.bounds_check else None)
+                       BoundsInfo(tl, abi) if self.bounds_check else None, lanes)
         p.module = mod
         p.blob = blob
-        p.lanes = lanes
         p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
         return p
 

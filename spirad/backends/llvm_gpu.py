@@ -29,7 +29,6 @@ error the CPU backend raises.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -62,7 +61,8 @@ class LlvmGpuBackend(BackendBase):
     # -- availability ------------------------------------------------------------------------------
     @classmethod
     def emulated(cls) -> bool:
-        return os.environ.get(cls.EMULATE_ENV) == "1"
+        from .. import options
+        return options.get(cls.EMULATE_ENV)
 
     @classmethod
     def runtime_class(cls):
@@ -71,6 +71,9 @@ class LlvmGpuBackend(BackendBase):
     @classmethod
     def _tools_missing(cls) -> str:
         from llvm_codegen import device_libs as dl
+
+        from .. import options
+        dl.configure(**options.tool_paths())  # SPIRAD_PTXAS, ...: the code generator reads no env
         finders = ((dl.find_ptxas, dl.find_libdevice) if cls.name == "cuda" else
                    (dl.find_rocm_bitcode, dl.find_lld))
         try:
@@ -135,6 +138,9 @@ class LlvmGpuBackend(BackendBase):
         self.inflight = []   # storages replaced while launches that use them may run
         self.launched = []   # (program, status words, argbuf, adstack plan) per task launch
         self.pending = None  # an error found while draining, raised at the next sync()
+
+    def device_name(self) -> str:
+        return f"{self.name} emulated on the host CPU" if self.emulated() else f"{self.name} device"
 
     def allocate(self, nbytes):
         return self.rt.alloc(nbytes)

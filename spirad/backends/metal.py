@@ -9,14 +9,15 @@ and changes three things:
 * the checks: before code generation a kernel that uses f64 (Metal has none) or an atomic add
   that Metal cannot do is a user error naming the kernel line; after it, every module passes
   spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
-  process), and a task binding more storage buffers than Metal's 8 is a user error.
+  process). Fields share root buffers (`root_buffers`), so a kernel binds status, one view per
+  root chunk and element type it touches, its ndarrays and, with autodiff stacks, two buffers;
+  a task over Metal's 8 storage buffers (too many ndarrays) is a user error naming them.
 
 Availability: a Metal adapter (macOS), or any wgpu adapter with `SPIRAD_METAL_EMULATE=1`, which
 imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchError` says why.
 """
 from __future__ import annotations
 
-import os
 
 from kernel_ir.dtypes import f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
@@ -30,7 +31,8 @@ EMULATE_ENV = "SPIRAD_METAL_EMULATE"
 
 
 def emulated() -> bool:
-    return os.environ.get(EMULATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    from .. import options
+    return options.get("SPIRAD_METAL_EMULATE")
 
 
 def _first_use(tl, pred):
@@ -71,6 +73,9 @@ class MetalBackend(VulkanBackend):
     def unavailable_reason(cls) -> str:
         from gfx_runtime.wgpu import unavailable_reason as reason
         return reason(emulated())
+
+    def device_timer(self):
+        return None  # wgpu's timestamp queries are an optional feature: host times
 
     @property
     def profile(self):
@@ -128,22 +133,22 @@ class MetalBackend(VulkanBackend):
                 f"float min / max; use 32-bit integers (e.g. the float's bits, ordered) or "
                 f"another arch"), loc)
 
+    LIMIT_NAME = "per kernel (Metal, through wgpu)"
+
     def _check_module(self, name: str, mod) -> None:
         from spirv_codegen import metal_check, validate
         limit = self.caps.max_per_stage_storage_buffers
         storage = mod.num_bindings - len(mod.uniform_bindings)
-        if storage > limit:
-            raise SpiradDeviceError(
-                f"kernel {name} needs {storage} storage buffers in one task (status, its "
-                f"{mod.num_bindings - 2 - (2 if mod.adstacks else 0)} fields/ndarrays/gradients"
-                f"{' and 2 autodiff-stack buffers' if mod.adstacks else ''}) but Metal allows "
-                f"{limit} per kernel; split the kernel or use fewer fields/ndarrays")
+        if storage > limit:  # `_check_bindings` counted every task before code generation
+            raise RuntimeError(f"internal error: module {mod.name} of kernel {name} binds "
+                               f"{storage} storage buffers, past Metal's {limit}")
         validate(mod.words)  # always: an invalid module could crash naga, and the process with it
         metal_check.check(mod.words, name, limit, storage, mod.uniform_bindings)
 
-    def _pipeline(self, mod):
+    def _pipeline(self, mod, label: str = ""):
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
-                                uniform=mod.uniform_bindings)
+                                uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
+                                label=label)
 
     def _heaps(self, layout, rows: int) -> list:
         """One heap (profile single_heap): each row the float row, then the int row."""

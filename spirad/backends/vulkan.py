@@ -19,7 +19,6 @@ instead, after flushing the queued work.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
@@ -31,6 +30,7 @@ from .base import BackendBase
 from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
 from .gpu_sizer import GpuSizer
 from .range_bounds import HostBounds, device_bounds
+from .root_buffers import RootBuffers, RootSlice
 
 _ARG_CACHE_MAX = 256
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
@@ -57,9 +57,13 @@ def _runtime_errors_as_user_errors(method):
 
 class VkProgram:
     def __init__(self, name, tasks, pipelines, status, temps, task_names, stacks, bounds=None,
-                 ranges=None):
+                 ranges=None, views=(), own=(), arg_tail=b""):
         self.name, self.tasks, self.pipelines = name, tasks, pipelines
-        self.status, self.temps, self.task_names = status, temps, task_names
+        self.status, self.task_names = status, task_names
+        self.temps = temps  # abi index -> RootSlice of each kernel temporary
+        self.views = views  # per task, per root view binding: its Chunk (bound: its buffer now)
+        self.own = own      # per task: abi indices of the refs with buffers of their own
+        self.arg_tail = arg_tail  # root offsets, appended to the argument bytes (buffers.py)
         self.stacks = stacks  # per task: [StackInfo] or None
         self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
         self.blob = None  # (SPIR-V tasks, range-argument modules): what the offline cache stores
@@ -70,6 +74,22 @@ class VkProgram:
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
         self.ranges = ranges or [None] * len(tasks)
+
+
+class _Timestamps:
+    """`BackendBase.device_timer` on Vulkan: a pair of device timestamps per launch."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def begin(self):
+        return self.rt.timestamp_begin()
+
+    def end(self, token) -> None:
+        self.rt.timestamp_end(token)
+
+    def collect(self) -> dict:
+        return {k: ns * 1e-9 for k, ns in self.rt.take_timestamps().items()}
 
 
 class VulkanBackend(BackendBase):
@@ -84,7 +104,10 @@ class VulkanBackend(BackendBase):
 
     def _make_runtime(self):
         from gfx_runtime.vulkan import VulkanRuntime
-        return VulkanRuntime()
+
+        from .. import options
+        return VulkanRuntime(validation=options.get("SPIRAD_VALIDATION"),
+                             device=options.get("SPIRAD_VULKAN_DEVICE"))
 
     def _check_kernel(self, tl, abi) -> None:
         """User errors this backend finds in a task list before code generation (none here)."""
@@ -96,8 +119,11 @@ class VulkanBackend(BackendBase):
         if self.validate:
             validate(mod.words)
 
-    def _pipeline(self, mod):
+    def _pipeline(self, mod, label: str = ""):
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes)
+
+    # the per-stage storage-buffer limit, as the error names it
+    LIMIT_NAME = "per shader stage (maxPerStageDescriptorStorageBuffers)"
 
     def _heaps(self, layout, rows: int) -> list:
         """The adstack heap buffers a launch binds after the metadata, grown for `rows` rows."""
@@ -130,84 +156,180 @@ class VulkanBackend(BackendBase):
             raise _user_error(e) from None
         self.caps = self.rt.caps
         self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
-        self.validate = state.debug or self.rt.validation or os.environ.get("SPIRAD_VALIDATE_SPIRV") == "1"
+        from spirv_codegen import validator
+
+        from .. import options
+        validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
+        self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
         self.bounds_check = bool(state.debug)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
         self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
+        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range)  # fields' memory
         self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap)
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
+
+    def device_name(self) -> str:
+        return self.caps.name
+
+    def device_timer(self):
+        """Timestamp queries around each launch's dispatches (`gfx_runtime.vulkan.timestamps`)."""
+        if self.caps.timestamp_period_ns <= 0:
+            return None
+        return _Timestamps(self.rt)
 
     @_runtime_errors_as_user_errors
     def allocate(self, nbytes):
         return self.rt.alloc(max(int(nbytes), 16))
 
     @_runtime_errors_as_user_errors
+    def allocate_field(self, nbytes, key=None):
+        return self.roots.place(nbytes, key)
+
+    def storage_parts(self, storage) -> tuple:
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer, storage.offset
+        return storage, 0
+
+    @_runtime_errors_as_user_errors
     def view(self, storage, np_dtype, shape):
         count = int(np.prod(shape, dtype=np.int64))
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer.view(np_dtype, count, storage.offset).reshape(shape)
         return storage.view(np_dtype, count).reshape(shape)
 
     @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
-        from spirv_codegen import compile_tasks
         self._check_kernel(tl, abi)
-        limit = self.caps.max_per_stage_storage_buffers
-        uniform_args = self.profile.args_uniform  # Metal: the arguments are a uniform buffer
-        if 2 - uniform_args + len(abi.bindings) > limit:
-            raise SpiradDeviceError(
-                f"kernel {tl.name} binds {2 - uniform_args + len(abi.bindings)} storage buffers "
-                f"({'' if uniform_args else 'arguments, '}status and "
-                f"{len(abi.bindings)} fields/ndarrays/temporaries) but the device allows "
-                f"{limit} per stage (maxPerStageDescriptorStorageBuffers); split the kernel")
-        from spirv_codegen import compile_range_args
+        return self._compile(tl, abi, self._placement(tl, abi))
+
+    def _compile(self, tl, abi, placement):
+        from spirv_codegen import compile_range_args, compile_tasks
+        maps = self._buffer_maps(tl, abi, placement)
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
+        self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
-                              device_ranges=on_device)
-        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps) for i in sorted(on_device)}
+                              device_ranges=on_device, bmap=maps)
+        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
+                      for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
-        return self._build(tl, abi, (tasks, range_mods))
+        return self._build(tl, abi, (tasks, range_mods, maps), placement)
+
+    def _placement(self, tl, abi) -> dict:
+        """abi index -> RootSlice of every field and temporary, and under None the program's
+        status words (temporaries and status get new slices: one per compiled program). Fields
+        were allocated by the driver before compiling."""
+        from spirv_codegen import STATUS_WORDS
+        out = {None: self.roots.place(4 * STATUS_WORDS)}
+        for k, ref in enumerate(abi.bindings):
+            if ref.kind == "field":
+                sl = self.roots.by_key.get(ref.key)
+                if sl is None:
+                    raise RuntimeError(f"field {ref.name} of kernel {tl.name} has no memory yet")
+                out[k] = sl
+            elif ref.kind == "temp":
+                out[k] = self.roots.place(8)
+        return out
+
+    def _buffer_maps(self, tl, abi, placement) -> tuple:
+        """Per task, the `spirv_codegen.buffers.BufferMap` of what it binds: the root views and
+        ndarrays it touches (offsets: the kernel's)."""
+        from spirv_codegen.buffers import root_map, task_map
+        bmap = root_map(tl, abi, self.spirv_caps,
+                        {k: sl.chunk.index for k, sl in placement.items() if k is not None},
+                        status_chunk=placement[None].chunk.index)
+        return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
+
+    def _check_bindings(self, tl, abi, maps, on_device) -> None:
+        """Every storage buffer a launch of each task binds, counted before the device (or wgpu)
+        sees a module: a kernel over the limit is a user error naming what to change."""
+        from spirv_codegen.buffers import task_refs
+        from spirv_codegen.lower import task_bindings
+        prof = self.profile
+        limit = self.caps.max_per_stage_storage_buffers
+        for i, t in enumerate(tl.tasks):
+            bmap = maps[i]
+            n = task_bindings(t, bmap, prof, i in on_device) - len(prof.uniform_bindings)
+            if n <= limit:
+                continue
+            parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
+                ([] if bmap.status_chunk >= 0 else ["status"])
+            n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
+            parts.append(f"{len(bmap.views)} root-buffer view(s) holding its {n_fields} "
+                         f"fields/gradients and the status words")
+            names = [abi.bindings[k].name for k in bmap.own]
+            if names:
+                parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
+            if task_stacks(t):
+                parts.append(f"{prof.adstack_buffers()} autodiff-stack buffers")
+            if i in on_device:
+                parts.append("the range arguments of its parallel loop (read from memory)")
+            args = list(dict.fromkeys(nm.split(".")[0] for nm in names))
+            if args:
+                advice = (f"pass fewer ndarrays: merge some of the ndarray arguments "
+                          f"{', '.join(args)} into one (stack them along a new axis), or make "
+                          f"them fields, which share root buffers")
+            else:
+                advice = "split the kernel into kernels that touch fewer fields"
+            raise SpiradDeviceError(
+                f"kernel {tl.name} needs {n} storage buffers in task {t.name or i} "
+                f"({', '.join(parts)}) but {self.caps.name} allows {limit} {self.LIMIT_NAME}; "
+                f"{advice}")
 
     def export_program(self, program):
         return program.blob
 
     @_runtime_errors_as_user_errors
     def import_program(self, tl, abi, blob):
-        tasks, range_mods = blob
+        tasks, range_mods, maps = blob
+        placement = self._placement(tl, abi)
+        if self._buffer_maps(tl, abi, placement) != maps:
+            # its fields sit in other root chunks than where it was compiled: new code (offsets
+            # alone are launch data and never make a stored module stale)
+            return self._compile(tl, abi, placement)
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # a stored module meets this backend's profile too
-        return self._build(tl, abi, blob)
+        return self._build(tl, abi, blob, placement)
 
     def cache_features(self) -> tuple:
         return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate)
 
-    def _build(self, tl, abi, blob):
-        """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module})."""
-        from spirv_codegen import RANGE_ARGS_WORDS, STATUS_WORDS
-        tasks, range_mods = blob
-        pipes = [self._pipeline(t) for t in tasks]
+    def _build(self, tl, abi, blob, placement):
+        """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
+        BufferMap they were compiled for); `placement`: abi index -> RootSlice."""
+        from spirv_codegen import RANGE_ARGS_WORDS
+        from spirv_codegen.buffers import offset_words
+        tasks, range_mods, maps = blob
+        label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
+        pipes = [self._pipeline(t, label(t)) for t in tasks]
         ranges = [None] * len(tasks)
         for i, t in enumerate(tl.tasks):
             mod = range_mods.get(i)
             if mod is not None:
-                ranges[i] = ("device", self._pipeline(mod),
+                ranges[i] = ("device", self._pipeline(mod, label(mod)),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             elif device_bounds(t):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
-        status = self.rt.alloc(4 * STATUS_WORDS)
-        temps = {k: self.rt.alloc(16) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
+        status = placement[None]  # the status words: in a root chunk
+        temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         stacks = [task_stacks(t) or None for t in tl.tasks]
+        # per task: the root chunks of its views and the abi indices of its own buffers
+        views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
+        tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
+                            status.offset) if maps else b""
         p = VkProgram(tl.name, tasks, pipes, status, temps, [t.name for t in tl.tasks], stacks,
-                      BoundsInfo(tl, abi) if self.bounds_check else None, ranges)
+                      BoundsInfo(tl, abi) if self.bounds_check else None, ranges, views,
+                      tuple(m.own for m in maps), tail)
         p.blob = blob
         return p
 
-    def _small_buffer(self, p: VkProgram, data: bytes):
-        """A device buffer holding `data`, reused while its contents are unchanged."""
-        buf = p.arg_bufs.get(data)
+    def _small_buffer(self, p: VkProgram, key, data: bytes):
+        """A device buffer holding `data`, reused while `key` (its contents) is unchanged."""
+        buf = p.arg_bufs.get(key)
         if buf is not None:
             return buf
         if len(p.arg_bufs) >= _ARG_CACHE_MAX:
@@ -218,8 +340,13 @@ class VulkanBackend(BackendBase):
         if len(data) > buf.nbytes:
             buf = self.rt.alloc(len(data), zero=False)
         buf.write(data)
-        p.arg_bufs[data] = buf
+        p.arg_bufs[key] = buf
         return buf
+
+    def _storage_of(self, p: VkProgram, storages, k: int):
+        """The storage of abi binding k at a launch (temporaries: the program's own)."""
+        st = storages[k]
+        return st if st is not None else p.temps[k]
 
     def _grown_heap(self, cur, nbytes: int):
         """`cur`, or a larger heap buffer when it is smaller than `nbytes` (the old one is freed
@@ -236,10 +363,15 @@ class VulkanBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def read(self, storage, nbytes: int) -> np.ndarray:
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer.read(storage.offset, nbytes)
         return storage.read(0, nbytes)
 
     @_runtime_errors_as_user_errors
     def write(self, storage, data) -> None:
+        if type(storage) is RootSlice:
+            storage.chunk.buffer.write(np.ascontiguousarray(data), storage.offset)
+            return
         storage.write(np.ascontiguousarray(data))
 
     def plan_adstack(self, program, ti, sized):
@@ -255,10 +387,7 @@ class VulkanBackend(BackendBase):
     @_runtime_errors_as_user_errors
     def launch(self, p: VkProgram, storages, argbuf, ranges, adstack=None):
         from spirv_codegen import dispatch_geometry
-        args = self._small_buffer(p, argbuf)
-        bufs = [args, p.status]
-        for k, st in enumerate(storages):
-            bufs.append(st if st is not None else p.temps[k])
+        args = self._small_buffer(p, argbuf, argbuf + p.arg_tail)
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:
@@ -267,6 +396,11 @@ class VulkanBackend(BackendBase):
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         plans = None if adstack is None else adstack.tasks
         for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
+            bufs = [args]  # the status words are in a root chunk: one of the views
+            for c in p.views[ti]:  # root chunks: their buffers now (a chunk grows by a new one)
+                bufs.append(c.buffer)
+            for k in p.own[ti]:
+                bufs.append(storages[k])
             if rng is None:
                 how = p.ranges[ti]
                 if how[0] == "device":  # evaluated and dispatched on the device
@@ -276,7 +410,8 @@ class VulkanBackend(BackendBase):
                     self.rt.dispatch(pipe, rbufs, (1, 1, 1), b"\0" * 12, indirect=(args_buf, 0))
                     continue
                 self.rt.flush()  # the range reads what earlier work wrote: evaluate it now
-                rng = how[1].evaluate(argbuf, lambda k, ref, shape: self.view(bufs[2 + k], ref.dtype.np, shape))
+                rng = how[1].evaluate(argbuf, lambda k, ref, shape: self.view(
+                    self._storage_of(p, storages, k), ref.dtype.np, shape))
             b, e = rng
             n = e - b
             if n <= 0:
@@ -294,7 +429,7 @@ class VulkanBackend(BackendBase):
                         f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
                 chunk = n if t.kind == "serial" else rows
                 if meta is None:
-                    meta = self._small_buffer(p, meta_bytes)
+                    meta = self._small_buffer(p, (meta_bytes,), meta_bytes)
                 tbufs = bufs + [meta] + self._heaps(layout, rows)
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
@@ -335,7 +470,7 @@ class VulkanBackend(BackendBase):
         from spirv_codegen import STATUS_WORDS
         self.rt.flush()
         for p in launched:
-            words = p.status.view(np.uint32, STATUS_WORDS)
+            words = self.view(p.status, np.uint32, (STATUS_WORDS,))
             code = int(words[0])
             recent, p.recent_args = p.recent_args, []
             if code:

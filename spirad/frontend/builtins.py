@@ -122,6 +122,24 @@ def _atomic(op, name):
     return h
 
 
+def h_raw_mod(v, args, node):
+    """`raw_mod(a, b)`: a - b * trunc(a / b) (C's %, fmod on floats)."""
+    _arity(v, args, 2, node)
+    a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if is_py_scalar(a) and is_py_scalar(b):
+        return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
+    t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
+    na, nb = v.to_node(a, t), v.to_node(b, t)
+    bb = v.ctx.b
+    if t.is_float:
+        q = bb.binary(Op.DIV, na, nb)
+        q = bb.select(bb.binary(Op.CMP_LT, q, bb.const(0.0, t)), v.unop(Op.NEG, v.unop(Op.FLOOR, v.unop(Op.NEG, q))),
+                      v.unop(Op.FLOOR, q))  # trunc(a / b)
+    else:
+        q = bb.binary(Op.DIV, na, nb)  # integer DIV truncates toward zero (kernel_ir)
+    return bb.binary(Op.SUB, na, bb.binary(Op.MUL, nb, q))
+
+
 def h_polar_decompose(v, args, kw, node):
     """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
     (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
@@ -341,7 +359,8 @@ def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
     block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
-    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize"}
+    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
+                         "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
                                            "block_dim=, parallelize=", node)
@@ -371,7 +390,8 @@ HANDLERS = {
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
     lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
     lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
-    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"),
+    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),
+    lang.raw_mod: lambda v, args, kw, node: h_raw_mod(v, args, node),
     lang.polar_decompose: h_polar_decompose,
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
@@ -400,3 +420,5 @@ def _math_log(v, args, node):
     return _math(Op.LOG, math.log)(v, args, {}, node)
 from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
 HANDLERS.update(_bit_handlers())
+from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
+HANDLERS.update(_simt_handlers())

@@ -315,3 +315,5 @@ def test_taichi_names():
     with pytest.raises(sd.SpiradArchError):
         sd.init(arch=sd.opengl)
     sd.init(arch=sd.cpu, flatten_if=True, enable_fallback=False)  # Taichi knobs are accepted
+    with pytest.raises(sd.SpiradNotSupportedError, match="svd"):
+        sd.svd  # not there yet: refused with what to use instead

@@ -49,9 +49,15 @@ def build_args(tl, abi, arrays, scalars) -> np.ndarray:
     return buf
 
 
+def codegen_options():
+    """The CPU code generator's switches as spirad would pass them (tests set SPIRAD_CPU_*)."""
+    from spirad.options import llvm_codegen_options
+    return llvm_codegen_options()
+
+
 def compile_and_load(tl):
     abi = kernel_abi(tl)
-    prog = compile_tasks(tl, abi)
+    prog = compile_tasks(tl, abi, options=codegen_options())
     mod = runtime().load(prog.llvm_ir, [t.symbol for t in prog.tasks])
     return abi, prog, mod
 
@@ -118,7 +124,8 @@ def task_capacities(tl, capacities) -> list:
 class AdstackLaunch:
     """The three per-task adstack buffers (meta, heap_float, heap_int) of one task launch."""
 
-    def __init__(self, task, caps, rows: int):
+    def __init__(self, task, caps, rows: int, lanes: int = 1):
+        self.lanes = lanes  # an SPMD task's worker owns `lanes` rows, lane-interleaved
         allocas = adstack_allocas(task)
         self.layout = compute_layout(caps, [a.dtype.nbytes for a in allocas],
                                      [adstack_kind(a) for a in allocas])
@@ -158,7 +165,7 @@ def run_llvm_adstack(tl, arrays, scalars=(), capacities=(), loaded=None, paralle
     launches = []
     for task, info, c in zip(tl.tasks, prog.tasks, caps):
         if adstack_allocas(task):
-            launch = AdstackLaunch(task, c, rows * info.lanes)  # SPMD: lanes rows a worker
+            launch = AdstackLaunch(task, c, rows * info.lanes, info.lanes)  # SPMD: lanes rows a worker
             extra = [b.addr for b in launch.buffers()] + [status.addr]
         else:
             launch, extra = None, []
@@ -194,7 +201,7 @@ def run_llvm_checked(tl, arrays, scalars=(), parallel=True, rt=None):
     from llvm_codegen.program import STATUS_WORDS
     arrays = with_temps(tl, arrays)
     abi = kernel_abi(tl)
-    prog = compile_tasks(tl, abi, bounds_check=True)
+    prog = compile_tasks(tl, abi, bounds_check=True, options=codegen_options())
     assert prog.bounds_check
     rt = rt or runtime()
     mod = rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])

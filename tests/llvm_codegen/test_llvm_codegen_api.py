@@ -31,7 +31,7 @@ def test_program_shape_and_signature():
     assert prog.tasks == (CpuTaskInfo("spirad_my_kernel__0_loop", "range"),
                           CpuTaskInfo("spirad_my_kernel__1_s", "serial"))
     for t in prog.tasks:
-        assert f'define void @"{t.symbol}"(ptr %"bufs", ptr %"args", i32 %"begin", i32 %"end", ' \
+        assert f'define void @"{t.symbol}"(ptr %"bufs", ptr %"args", i64 %"begin", i64 %"end", ' \
                f'i32 %"worker")' in prog.llvm_ir
     assert "fast" not in prog.llvm_ir and "contract" not in prog.llvm_ir
 
