@@ -7,6 +7,7 @@
     body = b.finish()
 
 Used by the frontend, by passes that rebuild blocks, and by tests that write IR by hand.
+`Emit(b)` adds the typed arithmetic helpers derivative rules and math expansions are written in.
 """
 from __future__ import annotations
 
@@ -128,6 +129,46 @@ class IRBuilder:
 
     def continue_(self) -> Node:
         return self.emit(Op.CONTINUE)
+
+
+class Emit:
+    """Typed helpers over an IRBuilder for writing derivative rules and math expansions
+    (`kernel_ir.mathfns`, `spirad.passes.derivatives`): `e.add(x, y)`, `e.op(Op.EXP, x)`, ..."""
+
+    def __init__(self, b: IRBuilder):
+        self.b = b
+
+    def const(self, v, dt):
+        return self.b.const(v, dt)
+
+    def op(self, op, *srcs):
+        if len(srcs) == 1:
+            return self.b.unary(op, srcs[0])
+        return self.b.binary(op, *srcs)
+
+    def add(self, x, y):
+        return self.b.binary(Op.ADD, x, y)
+
+    def sub(self, x, y):
+        return self.b.binary(Op.SUB, x, y)
+
+    def mul(self, x, y):
+        return self.b.binary(Op.MUL, x, y)
+
+    def div(self, x, y):
+        return self.b.binary(Op.DIV, x, y)
+
+    def neg(self, x):
+        return self.b.unary(Op.NEG, x)
+
+    def cmp(self, op, x, y):
+        return self.b.binary(op, x, y)
+
+    def select(self, c, x, y):
+        return self.b.select(c, x, y)
+
+    def cast(self, x, dt):
+        return self.b.cast(x, dt)
 
 
 class _Region:

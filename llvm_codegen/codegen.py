@@ -140,6 +140,12 @@ def _mask_note(a) -> str:
     return f", masked ({', '.join(parts)})"
 
 
+def spmd_choice(task, bounds_check: bool = False, options: CodegenOptions = CodegenOptions()):
+    """(lanes, spmd.Analysis) the code generator will use for range task `task` (backends ask
+    before compiling: spirad/backends/cpu.py's one-thread variants)."""
+    return _spmd_choice(task, bounds_check, options)
+
+
 def _spmd_choice(task, bounds_check, options: CodegenOptions):
     """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (`options.spmd`)."""
     if not options.spmd:

@@ -12,7 +12,7 @@ import contextlib
 
 from llvmlite import ir
 
-from kernel_ir.abi import KernelABI
+from kernel_ir.abi import LLVM_STATUS, KernelABI
 from kernel_ir.nodes import Block, GlobalRef, Node
 
 from . import lltypes
@@ -134,7 +134,9 @@ class FnContext:
         for n in block.nodes:
             rule = self.table.get(n.op)
             if rule is None:
-                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule")
+                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule (the math "
+                                   f"functions with an `expand` in kernel_ir.mathfns are expanded "
+                                   f"before code generation: spirad.passes.expand_math)")
             self.current = n
             v = rule(self, n)
             if v is not None:
@@ -174,10 +176,11 @@ class FnContext:
         return v
 
     def status_ptr(self) -> ir.Value:
-        """The status buffer bufs[n+3] (n = len(abi.bindings)), loaded in the entry block."""
+        """The status buffer bufs[n + LLVM_STATUS] (n = len(abi.bindings)), loaded in the entry
+        block."""
         if self._status is None:
             n = len(self.abi.bindings)
-            slot = self.entry_b.gep(self.bufs_arg, [ir.Constant(I64, n + 3)], inbounds=True,
+            slot = self.entry_b.gep(self.bufs_arg, [ir.Constant(I64, n + LLVM_STATUS)], inbounds=True,
                                     source_etype=PTR)
             self._status = self.entry_b.load(slot, name="status", typ=PTR)
         return self._status

@@ -20,7 +20,9 @@ What the caller passes to `run` (build these once per launch, or keep them acros
   (contiguous). Its bytes must stay alive and unchanged for the call.
 * `begin`, `end`: the task range (Python ints within int64); serial tasks: 0, 1, parallel=False.
 
-Ranges of at least `parallel_min` (default `PARALLEL_MIN`) iterations are split into
+Ranges of at least `parallel_min` (default `PARALLEL_MIN`; `run(..., min_split=k)` gives a
+launch its own threshold, from the caller's estimate of the work per iteration) iterations are
+split into
 `num_workers` contiguous chunks; chunk `w` runs on worker slot `w` (the calling thread runs
 chunk 0). Smaller ranges and serial tasks run in the calling thread as worker 0. Launches are
 serialised by a lock, so worker slots are never shared between concurrent launches. Each chunk
@@ -197,12 +199,14 @@ class CpuRuntime:
         obj, optimized = self.compile_object(llvm_ir, vectorised)
         return self.load_object(obj, symbols, optimized)
 
-    def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True):
+    def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True,
+            min_split: int | None = None):
         if type(args) is not int:
             args = _address(args)
         n = end - begin
         with self._launch_lock:
-            if not parallel or n < self.parallel_min or self._pool is None:
+            if not parallel or n < (self.parallel_min if min_split is None else min_split) \
+                    or self._pool is None:
                 fn(bufs, args, begin, end, 0)
                 return
             w = self.num_workers

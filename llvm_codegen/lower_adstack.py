@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from kernel_ir.abi import adstack_allocas
+from kernel_ir.abi import (LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_META, LLVM_STATUS,
+                           STATUS_ADSTACK_OVERFLOW, StatusWord, adstack_allocas)
 from kernel_ir.dtypes import DType
 from kernel_ir.nodes import Task
 from kernel_ir.ops import Op
@@ -46,7 +47,6 @@ from .context import CodegenError, FnContext, entry_alloca
 from .lltypes import I8, I32, I64, PTR, VOID, mem_type
 from .lower_memory import from_memory, to_memory
 from .lower_ops import convert
-from .program import STATUS_ADSTACK_OVERFLOW as ADSTACK_OVERFLOW
 
 OVERFLOW_HELPER = "spirad.adstack.overflow"
 
@@ -89,10 +89,10 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         return 0
     eb = ctx.entry_b
     n = len(ctx.abi.bindings)
-    meta = _buf(eb, ctx.bufs_arg, n, "ad.meta")
-    heap_f = _buf(eb, ctx.bufs_arg, n + 1, "ad.heapf")
-    heap_i = _buf(eb, ctx.bufs_arg, n + 2, "ad.heapi")
-    status = _buf(eb, ctx.bufs_arg, n + 3, "ad.status")
+    meta = _buf(eb, ctx.bufs_arg, n + LLVM_META, "ad.meta")
+    heap_f = _buf(eb, ctx.bufs_arg, n + LLVM_HEAP_FLOAT, "ad.heapf")
+    heap_i = _buf(eb, ctx.bufs_arg, n + LLVM_HEAP_INT, "ad.heapi")
+    status = _buf(eb, ctx.bufs_arg, n + LLVM_STATUS, "ad.status")
 
     def word(i, name):
         p = eb.gep(meta, [ir.Constant(I64, i)], inbounds=True, source_etype=I32)
@@ -154,11 +154,12 @@ def _overflow_helper(ctx: FnContext) -> ir.Function:
     status, task, stack = fn.args
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, ADSTACK_OVERFLOW),
+    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
+    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_ADSTACK_OVERFLOW),
                     lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
-    for i, v in ((1, task), (2, stack)):
+    for i, v in ((StatusWord.TASK, task), (StatusWord.AUX, stack)):
         b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
     b.branch(done)
     b.position_at_end(done)

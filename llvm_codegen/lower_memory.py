@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE, StatusWord
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import GlobalRef, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
@@ -23,7 +24,6 @@ from .context import CodegenError, FnContext
 from .lltypes import I32, I64, PTR, VOID, mem_type
 from .lower_ops import convert
 from .splat import zeros
-from .program import STATUS_INDEX_OUT_OF_RANGE
 
 ACCESS_OPS = GLOBAL_ACCESS
 BOUNDS_HELPER = "spirad.bounds.fail"
@@ -139,13 +139,15 @@ def _bounds_helper(ctx: FnContext) -> ir.Function:
     status, task, k, axis, value, extent, site = fn.args
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
+    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
+    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
                     lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
     hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
-    for i, v in ((1, task), (2, k), (3, b.trunc(value, I32)), (4, axis),
-                 (5, b.trunc(extent, I32)), (6, hi), (7, site)):
+    W = StatusWord
+    for i, v in ((W.TASK, task), (W.AUX, k), (W.VALUE_LO, b.trunc(value, I32)), (W.AXIS, axis),
+                 (W.EXTENT, b.trunc(extent, I32)), (W.VALUE_HI, hi), (W.SITE, site)):
         b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
     b.branch(done)
     b.position_at_end(done)

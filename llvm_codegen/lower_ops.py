@@ -76,6 +76,7 @@ UNARY = {
     (Op.ASIN, "f"): _vm("asin", _math1("asin")),
     (Op.ACOS, "f"): _vm("acos", _math1("acos")),
     (Op.RSQRT, "f"): _rsqrt,
+    **{(Op.STOP_GRAD, k): _ident for k in "fiub"},  # a value: derivatives only differ
 }
 for _k in ("i", "u", "b"):
     UNARY[(Op.NOT, _k)] = UNARY[(Op.BIT_NOT, _k)] = lambda ctx, a, dt: ctx.b.not_(a)

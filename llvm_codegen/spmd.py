@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from kernel_ir.nodes import Node, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
+from kernel_ir.ownership import private_buffers
 
 from . import math_policy
 from .context import FnContext
@@ -84,12 +85,14 @@ def analyze(task, bounds_check: bool = False, vecmath: str = "auto") -> Analysis
                     n.op in _LIBM_RULE_OPS:
                 return Analysis(False, f"{name} on lanes without vecmath")
     affine = _affine(task, nodes, varying)
-    why = _memory_hazard(nodes, affine, varying)
+    private = private_buffers(task)
+    used = frozenset(s for m in nodes for s in m.srcs)
+    why = _memory_hazard(nodes, affine, varying, private | _combined_only(nodes, used))
     if why:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
-                    _own_atomics(nodes, affine, varying), ctl, frozenset(lane_stacks),
-                    _sincos_pairs(nodes, varying), frozenset(s for m in nodes for s in m.srcs))
+                    _own_atomics(nodes, affine, varying, private), ctl, frozenset(lane_stacks),
+                    _sincos_pairs(nodes, varying), used)
 
 
 def _propagate(nodes, varying, lane_stacks, ctl) -> bool:
@@ -141,16 +144,19 @@ def _sincos_pairs(nodes, varying):
     return frozenset(of[Op.SIN] & of[Op.COS])
 
 
-def _own_atomics(nodes, affine, varying):
+def _own_atomics(nodes, affine, varying, private):
     """ATOMIC_ADDs at a consecutive index tuple through which alone the task touches their
-    global (`x.grad[i] += ...` in an adjoint): each element belongs to one iteration, so a
-    masked vector read-add-write of the lanes is the same as per-lane atomics."""
+    global (`x.grad[i] += ...` in an adjoint), or on an iteration-private global
+    (`kernel_ir.ownership`): each element belongs to one iteration, so a masked vector
+    read-add-write of the lanes is the same as per-lane atomics."""
     tuples = {}
     for n in nodes:
         if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
     def own(n):
+        if n.arg.buffer in private:
+            return True
         ts = tuples[n.arg.buffer]
         if len(ts) == 1 and consecutive(affine, varying, n.srcs[:-1]):
             return True
@@ -179,27 +185,31 @@ def consecutive(affine, varying, index_nodes) -> bool:
         s in varying for s in index_nodes[:-1])
 
 
-_ORDER_FREE = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR)
+def _combined_only(nodes, used) -> frozenset:
+    """Globals the task only combines into with one commutative atomic (`grid[base(p)] +=
+    w`, scattered) whose old values nobody reads: the order of those atomics cannot be seen
+    (floats may round in another order, as atomics from several threads already do)."""
+    ops: dict = {}
+    for n in nodes:
+        if n.op in GLOBAL_ACCESS:
+            ok = n.op in ATOMICS and n.op != Op.ATOMIC_XCHG and n not in used
+            ops.setdefault(n.arg.buffer, set()).add(n.op if ok else None)
+    return frozenset(b for b, o in ops.items() if len(o) == 1 and None not in o)
 
 
-def _memory_hazard(nodes, affine, varying):
-    reads, writes, free = {}, {}, {}
-    used = None
+def _memory_hazard(nodes, affine, varying, private):
+    """Why the lanes could see each other's writes, or "": a written global that is also read
+    or written at another index tuple must be iteration-private (`kernel_ir.ownership`:
+    `F[f + 1, p] = F[f, p]`, an ndrange's `g[f, i, j]`) or be touched through one row
+    consecutive over the lanes (`x[i][0]`, `x[i][1]`)."""
+    reads, writes = {}, {}
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
             reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
         elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
-            # integer min / max / and / or / xor commute: lane by lane in any order, at any
-            # indices, they leave what the scalar path leaves (the adstack counting pass:
-            # one atomic max per counter)
-            ok = n.op in _ORDER_FREE and not n.dtype.is_float
-            if ok:
-                used = {s for m in nodes for s in m.srcs} if used is None else used
-                ok = n not in used
-            free[n.arg.buffer] = free.get(n.arg.buffer, True) and ok
     for buf, w in writes.items():
-        if free[buf] and buf not in reads:
+        if buf in private:
             continue
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:

@@ -20,12 +20,16 @@ p.add_argument("--iters", type=int, default=3)
 p.add_argument("--out", required=True)
 p.add_argument("--workdir", required=True)
 p.add_argument("--dump", default="")
+p.add_argument("--profile", action="store_true", help="kernel profiler on; its table printed at the end")
+p.add_argument("--threads", type=int, default=0, help="cpu_max_num_threads (0: the default)")
 p.add_argument("script")
 p.add_argument("args", nargs=argparse.REMAINDER)
 ns = p.parse_args()
+ns.out = os.path.abspath(ns.out)  # the run changes directory
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 T0 = time.perf_counter()
+C0 = time.process_time()  # CPU time of every thread: the fair measure on a loaded machine
 if ns.impl == "spirad":
     from spirad.compat import taichi_alias, run_as_taichi
     taichi_alias.install()
@@ -43,6 +47,19 @@ else:
     ti.init = _forced
 
 
+if ns.profile or ns.threads:  # both sides: the profiler (its table at the end), threads
+    import functools as _ft
+    _init0 = ti.init
+    @_ft.wraps(_init0)
+    def _profiled(*a, **kw):
+        if ns.profile:
+            kw["kernel_profiler"] = True
+        if ns.threads:
+            kw["cpu_max_num_threads"] = ns.threads
+        return _init0(*a, **kw)
+    ti.init = _profiled
+
+
 class GUIStub:  # both sides: no window, no drawing (the GUI is another helper's work)
     def __init__(self, *a, **k): self.running = True
     def __getattr__(self, name): return lambda *a, **k: None
@@ -58,7 +75,7 @@ random.seed(0)
 import numpy as np
 np.random.seed(0)
 
-rec = {"impl": ns.impl, "arch": ns.arch, "losses": [], "times": []}
+rec = {"impl": ns.impl, "arch": ns.arch, "losses": [], "times": [], "cpu": []}
 
 
 class Stop(BaseException):
@@ -71,6 +88,7 @@ def boundary(loss_value):
         np.savez(ns.out + ".npz", **{n: g[n].to_numpy() for n in ns.dump.split(",")})
     rec["losses"].append(float(loss_value))
     rec["times"].append(time.perf_counter() - T0)
+    rec["cpu"].append(time.process_time() - C0)
     if len(rec["losses"]) >= ns.iters:
         raise Stop()
 
@@ -113,6 +131,9 @@ except BaseException as e:
     traceback.print_exc()
     status = f"error {type(e).__name__}: {str(e)[:2000]}"
 rec["status"] = status
+if ns.profile:
+    ti.profiler.print_kernel_profiler_info()
 rec["total"] = time.perf_counter() - T0
+rec["cpu_total"] = time.process_time() - C0
 json.dump(rec, open(ns.out, "w"), indent=1)
-print("HARNESS", json.dumps({k: rec[k] for k in ("status", "losses", "times")}))
+print("HARNESS", json.dumps({k: rec[k] for k in ("status", "losses", "times", "cpu")}))

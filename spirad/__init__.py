@@ -26,11 +26,11 @@ real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is a
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
-from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
-                   static_assert, static_print)
+from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose,
+                   static_assert, static_print, svd, sym_eig)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin, sqrt,
-                   static, tan, tanh)
+                   log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin,
+                   sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
@@ -161,8 +161,6 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
        for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
                  "float16")},
-    "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
-    "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
 }
 

@@ -1,11 +1,16 @@
 """The compile pipeline, in order: frontend -> passes -> offload -> codegen (per backend).
 
-    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> simplify -> dce
+    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> forward_stores -> simplify
+        -> dce
         -> offload -> simplify_tasks -> dce_tasks -> backend.compile            = compile_forward
     forward task list -> reverse_mode (passes/autodiff) -> simplify_tasks -> dce_tasks
         -> backend.compile, with the adstack sizing of the result           = compile_adjoint
     forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
         -> backend.compile                                             = compile_forward_mode
+
+What a backend compiles is the task list after `promote_accumulators` and `expand_math` (math
+functions without a native lowering become IR ops); autodiff and the offline cache see the task
+list before them.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
 stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
@@ -28,15 +33,19 @@ from . import state as _state
 from .backends.range_bounds import device_bounds
 from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
+from .passes.expand_math import expand_math
+from .passes.forward_stores import forward_stores
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.demote_atomics import demote_atomics
 from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .logs import logger, ms
 from .sizing_cache import ProgramSizing
 
-KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
+KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
+                 ("simplify", simplify_kernel), ("dce", dce_kernel))
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
@@ -243,7 +252,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    # what the backend compiles (`tl`: autodiff's)
+    ctl = demote_atomics(expand_math(promote_accumulators(tl)))
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \
@@ -312,9 +322,9 @@ def dual_of_factory(args, state):
     def dual_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.dual is None:
+            if f is None or f._dual is None:
                 return None
-            d = f.dual
+            d = f._dual
             return GlobalRef("field", d.id, d.dtype, ref.ndim, ref.shape, d.name)
         if ref.kind == "ndarray" and not (ref.grad or ref.dual) and args[ref.key].needs_dual:
             return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".dual",

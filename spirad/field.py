@@ -286,7 +286,9 @@ class Field(_HostArray):
         self._pending = None   # unplaced float field: its not-yet-enabled `.grad` (see `grad`)
         self._primal = None    # a gradient field: the field it belongs to
         self._dtype_arg = dtype
-        self.dual = None
+        self._dual = None          # the forward-mode dual field, once the field has one
+        self._dual_pending = None  # float field: its not-yet-enabled `.dual` (see `dual`)
+        self._dual_of = None       # a dual field (enabled or not): the field it belongs to
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
@@ -316,12 +318,34 @@ class Field(_HostArray):
             return self._pending
         return None
 
+    @property
+    def dual(self):
+        """The forward-mode dual field. As in Taichi every real field has one: until it is
+        enabled (`needs_dual=True`, `place(x.dual)` — also in a later place() call —,
+        `lazy_dual()`) it is an unplaced slot that kernels and host reads refuse; `needs_dual`
+        tells which. None for integer fields and for gradient / internal fields."""
+        if self._dual is not None:
+            return self._dual
+        if self.dtype.is_float and self._user:
+            if self._dual_pending is None:
+                self._dual_pending = self._new_dual()
+            self._dual_pending.shape = self.shape
+            return self._dual_pending
+        return None
+
+    def _new_dual(self):
+        d = Field(self.dtype if not self.comp_shape else _comp_type(self), self.shape,
+                  name=self.name + ".dual", _is_grad=True)
+        d._dual_of = self
+        return d
+
     def no_companion_message(self, what: str) -> str:
         """Why `x.grad` / `x.dual` cannot be used (kernels and host access refuse the slot of
         a gradient not enabled), and how to give the field one."""
         if what == "dual":
-            return (f"field '{self.name}' has no dual: create it with needs_dual=True, or call "
-                    f"sd.root.lazy_dual()")
+            return (f"field '{self.name}' has no dual: create it with needs_dual=True, place "
+                    f"{self.name}.dual (sd.root.dense(...).place({self.name}, {self.name}.dual)) "
+                    f"or call sd.root.lazy_dual()")
         if not self.dtype.is_float:
             return (f"field '{self.name}' has no gradient: it is {self.dtype}, and only float "
                     f"fields have gradients")
@@ -342,9 +366,14 @@ class Field(_HostArray):
         _state.current().layout_version += 1
 
     def _add_dual(self):
-        """Give this field its forward-mode dual (`needs_dual=True`, `root.lazy_dual()`)."""
-        self.dual = Field(self.dtype if not self.comp_shape else _comp_type(self), self.shape,
-                          name=self.name + ".dual", _is_grad=True)
+        """Give this field its forward-mode dual (`needs_dual=True`, `place(x.dual)`,
+        `root.lazy_dual()`); kernels compiled before see it at their next launch."""
+        d = self._dual_pending
+        if d is None or d.epoch != _state.current().epoch:  # none, or a previous init()'s
+            d = self._new_dual()
+        d.shape = self.shape
+        self._dual, self._dual_pending = d, None
+        _state.current().layout_version += 1
 
     @property
     def needs_grad(self) -> bool:
@@ -368,12 +397,14 @@ class Field(_HostArray):
     @property
     def needs_dual(self) -> bool:
         """Whether the field has a forward-mode dual (`x.dual`)."""
-        return self.dual is not None
+        return self._dual is not None
 
     def _check_live(self):
         super()._check_live()
-        if self._primal is not None and self._primal._grad is not self and self._primal.dual is not self:
+        if self._primal is not None and self._primal._grad is not self:
             raise SpiradValueError(self._primal.no_companion_message("grad"))
+        if self._dual_of is not None and self._dual_of._dual is not self:
+            raise SpiradValueError(self._dual_of.no_companion_message("dual"))
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
@@ -524,8 +555,22 @@ class SNode:
         for f in fields:
             if not isinstance(f, Field):
                 raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
+            dual_of = f._dual_of
+            if dual_of is not None:  # x.dual: enable x's dual
+                if dual_of._dual is None:
+                    if dual_of.shape is not None and dual_of.shape != self.shape:
+                        raise SpiradValueError(f"{f.name} must be placed with the shape of "
+                                               f"{dual_of.name}, {dual_of.shape}; got {self.shape}")
+                    dual_of._add_dual()
+                if dual_of.shape is None:
+                    dual_of.shape = self.shape
+                elif dual_of.shape != self.shape:
+                    raise SpiradValueError(f"{f.name} must have the shape of {dual_of.name}, "
+                                           f"{dual_of.shape}; got {self.shape}")
+                f.shape = dual_of.shape
+                continue
             primal = f._primal
-            if primal is not None and primal.dual is not f:  # x.grad: enable x's gradient
+            if primal is not None:  # x.grad: enable x's gradient
                 if primal._grad is None:
                     if primal.shape is not None and primal.shape != self.shape:
                         raise SpiradValueError(f"{f.name} must be placed with the shape of "
@@ -551,8 +596,9 @@ class SNode:
                 f._grad.shape = self.shape
             if f._pending is not None:
                 f._pending.shape = self.shape
-            if f.dual is not None:
-                f.dual.shape = self.shape
+            for d in (f._dual, f._dual_pending):
+                if d is not None:
+                    d.shape = self.shape
             _state.current().layout_version += 1
         return self
 
@@ -565,7 +611,7 @@ class SNode:
     def lazy_dual(self) -> None:
         """Give every float field that has none a dual (Taichi's `root.lazy_dual()`)."""
         for f in _state.current().fields:
-            if f.dual is None and f.dtype.is_float:
+            if f._dual is None and f.dtype.is_float:
                 f._add_dual()
         _state.current().layout_version += 1
 

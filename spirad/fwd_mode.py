@@ -55,7 +55,7 @@ class FwdMode:
             if not isinstance(a, (Field, Ndarray)):
                 raise SpiradTypeError(f"FwdMode {what} must be a field or an ndarray, got "
                                       f"{type(a).__name__}")
-            if a.dual is None:
+            if not a.needs_dual:
                 raise SpiradAutodiffError(f"FwdMode {what} {a._label()} has no dual: create it with "
                                           f"needs_dual=True (or call sd.root.lazy_dual())")
         p = self.param
@@ -74,7 +74,7 @@ class FwdMode:
                                    f"elements (shape {p.full_shape})")
         if self.clear:
             for f in _state.current().fields:
-                if f.dual is not None and f.shape is not None:
+                if f.needs_dual and f.shape is not None:
                     f.dual.fill(0)
             for a in losses:
                 if isinstance(a, Ndarray):

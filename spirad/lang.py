@@ -59,6 +59,11 @@ def sqrt(x):
     return np.sqrt(x)
 
 
+def log1p(x):
+    """log(1 + x), accurate for x near 0 (where log(1 + x) loses x's digits)."""
+    return np.log1p(x)
+
+
 def rsqrt(x):
     """1 / sqrt(x)."""
     return 1.0 / np.sqrt(x)
@@ -207,17 +212,74 @@ def raw_mod(a, b):
 
 
 def polar_decompose(a, dt=None):
-    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 matrices (Taichi's closed form)."""
+    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 (Taichi's closed form) and 3x3
+    (from `svd`) matrices."""
     a = np.asarray(a, dtype=np.float64)
+    from .matrix import matrix_value
+    if a.shape == (3, 3):
+        u, s, v = (np.asarray(x) for x in svd(a))
+        return matrix_value(u @ v.T), matrix_value(v @ s @ v.T)
     if a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError("polar_decompose supports 2x2 matrices only")
+        raise SpiradNotSupportedError("polar_decompose supports 2x2 and 3x3 matrices")
     x, y = a[0, 0] + a[1, 1], a[1, 0] - a[0, 1]
     inv = 1.0 / np.sqrt(x * x + y * y)
     c, s = x * inv, y * inv
     r = np.array([[c, -s], [s, c]])
-    from .matrix import matrix_value
     return matrix_value(r), matrix_value(r.T @ a)
+
+
+def _square(a, name, sizes=(2, 3)) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] not in sizes:
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError(f"{name} supports " + " and ".join(
+            f"{k}x{k}" for k in sizes) + f" matrices (got shape {a.shape})")
+    return a
+
+
+def svd(a, dt=None):
+    """(U, S, V) with a = U @ S @ V.T, S diagonal — in kernels 2x2 and 3x3 with Taichi's
+    conventions (frontend/svd: 2x2 s1 >= s2 >= 0 and V a rotation; 3x3 U, V rotations, the last
+    singular value negative when det a < 0); here numpy's SVD brought to those conventions
+    (signs of singular vectors may differ from a kernel's)."""
+    a = _square(a, "svd")
+    u, s, vt = np.linalg.svd(a)
+    v = vt.T
+    if a.shape[0] == 3:
+        for m in (u, v):
+            if np.linalg.det(m) < 0:
+                m[:, 2] *= -1
+                s[2] *= -1
+    elif np.linalg.det(v) < 0:
+        v[:, 1] *= -1
+        u[:, 1] *= -1
+    from .matrix import matrix_value
+    return matrix_value(u), matrix_value(np.diag(s)), matrix_value(v)
+
+
+def sym_eig(a, dt=None):
+    """(eigenvalues, eigenvectors as columns) of a symmetric 2x2 (values descending, Taichi's
+    order) or 3x3 (ascending) matrix."""
+    a = _square(a, "sym_eig")
+    w, q = np.linalg.eigh(a)
+    if a.shape[0] == 2:
+        w, q = w[::-1], q[:, ::-1]
+    from .matrix import matrix_value
+    return matrix_value(w), matrix_value(q)
+
+
+def eig(a, dt=None):
+    """Eigenvalues (rows: real, imaginary part) and eigenvectors (columns of (re, im) pairs) of a
+    2x2 real matrix, Taichi's layout."""
+    a = _square(a, "eig", (2,))
+    w, q = np.linalg.eig(a)
+    order = np.argsort(-w.real, kind="stable")
+    w, q = w[order], q[:, order]
+    vals = np.stack([w.real, w.imag], 1)
+    vecs = np.stack([q.real, q.imag], 1).reshape(4, 2)
+    from .matrix import matrix_value
+    return matrix_value(vals), matrix_value(vecs)
 
 
 def static(x, *more):

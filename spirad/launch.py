@@ -16,9 +16,8 @@ about a launch is decided here, in one place.
 """
 from __future__ import annotations
 
-import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,7 +32,6 @@ from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 @dataclass(eq=False)
@@ -82,10 +80,13 @@ class LaunchPlan:
     epoch: int
     args: tuple
     argbuf: bytes
-    storages: list          # in `abi.bindings` order; None for kernel temporaries
+    storages: list          # in `abi.bindings` order; None for kernel temporaries; never changed
+                            # once planned (backends compare it by identity)
     ranges: list            # per task: (begin, end), or None where the backend evaluates the
                             # range when the task starts (DEVICE_BOUNDS)
     adstack: AdstackPlan = None
+    scalars: list = None    # per argument: its scalar value, or None (host bound functions)
+    shapes: dict = None     # (argument, axis) -> ndarray extent (host bound functions)
 
 
 def _buffer(arr, which):
@@ -109,7 +110,6 @@ def same_args(a, b) -> bool:
 def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
     """The LaunchPlan of `c` with these (already checked) arguments."""
     abi = c.abi
-    argbuf = bytearray(abi.arg_buffer_size)
     scalars = []
     for i, spec in enumerate(c.tl.args):
         if spec.kind == "scalar":
@@ -118,8 +118,6 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
                 info = np.iinfo(spec.dtype.np)
                 if not info.min <= int(v) <= info.max:
                     raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
-            struct.pack_into(_PACK[spec.dtype.name], argbuf, abi.arg_offsets[i],
-                             bool(v) if spec.dtype == T.u1 else v)
             scalars.append(v)
         else:
             scalars.append(None)
@@ -128,8 +126,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         n = args[a].full_shape[ax]
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
-        struct.pack_into("<i", argbuf, off, n)
         shapes[(a, ax)] = n
+    argbuf = abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])
     storages = []
     for src in c.bindings_src:
         if src[0] == "field":
@@ -139,6 +137,14 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(_buffer(arr, src[2])._storage())
         else:
             storages.append(None)  # temps: the backend owns them
+    ranges = _ranges(c, scalars, shapes)
+    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges,
+                      scalars=scalars, shapes=shapes)
+
+
+def _ranges(c: Compiled, scalars, shapes) -> list:
+    """Per task (begin, end) from the host bound functions (None: evaluated on the device),
+    checked against the backend's index range."""
     ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
               (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
     limit = _state.backend().max_elements
@@ -149,7 +155,58 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
                                    f"runs past the {limit:,} iterations / indices the {be.name} "
                                    f"backend's 32-bit task ranges hold; split the loop, or use "
                                    f"arch=sd.cpu (64-bit)")
-    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
+    return ranges
+
+
+_NUMBER_TYPES = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64,
+                           np.uint32, np.int16, np.int8, np.uint8, np.uint16, np.uint64})
+
+
+_INT_RANGES: dict = {}
+
+
+def _int_range(dt) -> tuple:
+    r = _INT_RANGES.get(dt)
+    if r is None:
+        info = np.iinfo(dt.np)
+        r = _INT_RANGES[dt] = (int(info.min), int(info.max))
+    return r
+
+
+def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
+    """`p` for `args` that differ from its own only in scalar values of the same Python types
+    (the time step `t` of `step(t)`, launched thousands of times): the argument bytes rewritten
+    and the ranges re-evaluated, nothing else checked again; None when anything else differs
+    (the caller then checks the signature and plans anew)."""
+    old = p.args
+    if len(old) != len(args):
+        return None
+    specs = p.compiled.tl.args
+    argbuf = None
+    scalars = p.scalars
+    for i, (x, y) in enumerate(zip(old, args)):
+        if x is y:
+            if type(x) in (list, dict):  # a template container may have changed in place
+                return None
+            continue
+        t = type(y)
+        if t is not type(x) or t not in _NUMBER_TYPES or specs[i].kind != "scalar":
+            return None
+        dt = specs[i].dtype
+        if dt.is_int:
+            lo, hi = _int_range(dt)
+            if not lo <= int(y) <= hi:
+                return None  # the full check reports it
+        if argbuf is None:
+            argbuf = bytearray(p.argbuf)
+            scalars = list(scalars)
+        p.compiled.abi.pack_scalar(argbuf, i, dt, y)
+        scalars[i] = y
+    if argbuf is None:
+        return p
+    c = p.compiled
+    return LaunchPlan(c, p.epoch, tuple(args), bytes(argbuf), p.storages,
+                      _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes)
 
 
 def measure(counting: sizing_cache.Counting, args) -> tuple:
@@ -203,6 +260,8 @@ def _launch(p: LaunchPlan) -> None:
             ad = p.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
             if _log.logger.isEnabledFor(10):  # logging.DEBUG
                 _log_sizing(c.tl.name, sized, time.perf_counter() - t0)
+        elif ad.args is not p.args:  # a plan rebound to new scalars (`rebind`): same sizes
+            ad = p.adstack = replace(ad, args=p.args)
         if prof is None:
             be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
         else:

@@ -38,14 +38,14 @@ class State:
     def field_map(self) -> dict:
         """Field id -> Field (gradient and dual fields included), rebuilt when fields, gradients
         or duals were added."""
-        n = (len(self.fields), self.layout_version, sum(f.dual is not None for f in self.fields))
+        n = (len(self.fields), self.layout_version, sum(f.needs_dual for f in self.fields))
         if self._field_map[0] != n or not self._field_map[1]:
             m = {}
             for f in self.fields:
                 m[f.id] = f
                 if f.needs_grad:
                     m[f.grad.id] = f.grad
-                if f.dual is not None:
+                if f.needs_dual:
                     m[f.dual.id] = f.dual
             self._field_map = (n, m)
         return self._field_map[1]

@@ -66,10 +66,10 @@ error. A load whose node dtype differs from the stack's is converted like a CAST
 """
 from __future__ import annotations
 
-from kernel_ir.abi import adstack_allocas
+from kernel_ir.abi import STATUS_ADSTACK_OVERFLOW, adstack_allocas
 from kernel_ir.dtypes import f64, u1, u32
 
-from .interface import FIRST_ARRAY_BINDING, STATUS_ADSTACK_OVERFLOW
+from .interface import FIRST_ARRAY_BINDING
 from .lower_math import lower_cast
 
 META_NAME = "AdStackMeta"

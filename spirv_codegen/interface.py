@@ -7,20 +7,21 @@ into the entry block's prologue so they dominate the whole body.
 """
 from __future__ import annotations
 
+import struct
+
+from kernel_ir.abi import PUSH_CONSTANTS, RangeArg, StatusWord
 from kernel_ir.dtypes import f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
 from .buffers import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING, BufferMap, view_dtype
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
 
-PUSH_CONSTANT_BYTES = 12  # i32 begin, i32 end, u32 threads_per_row
-
-STATUS_OK = 0
-STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full (see adstack.py)
-STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
-STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access had an index out of range
-STATUS_TICKET_WORD = 8        # profiles without compare-exchange: the first-error ticket counter
-STATUS_WORDS = 9              # the status buffer holds at least this many u32 words
+# the push constants (kernel_ir.abi.PUSH_CONSTANTS): member -> (dtype, byte offset)
+_PC_TYPES = {"i": i32, "I": u32}
+_PC_MEMBERS = tuple((_PC_TYPES[f], struct.calcsize("<" + "".join(g for _, g in PUSH_CONSTANTS[:k])))
+                    for k, (_, f) in enumerate(PUSH_CONSTANTS))
+PC_BEGIN, PC_END, PC_THREADS_PER_ROW = (
+    [name for name, _ in PUSH_CONSTANTS].index(n) for n in ("begin", "end", "threads_per_row"))
 
 
 class Interface:
@@ -182,11 +183,11 @@ class Interface:
     def push_constant(self, member: int) -> int:
         E, m = self.E, self.E.m
         if self._pc is None:
-            it, ut = E.ty(i32), E.ty(u32)
-            st = m.t_push_struct((it, it, ut), (0, 4, 8))
+            st = m.t_push_struct(tuple(E.ty(t) for t, _ in _PC_MEMBERS),
+                                 tuple(off for _, off in _PC_MEMBERS))
             self._pc = m.global_variable(m.t_pointer("PushConstant", st), "PushConstant")
             m.name(self._pc, "launch")
-        dt = u32 if member == 2 else i32
+        dt = _PC_MEMBERS[member][0]
         def make():
             p = E.fn.op("OpAccessChain", m.t_pointer("PushConstant", E.ty(dt)), self._pc,
                         E.c(member, i32))
@@ -194,10 +195,10 @@ class Interface:
         return self.prologue(("pc", member), make)
 
     def range_begin_end(self) -> tuple[int, int]:
-        """(begin, end) of a range task: push constants, or words 3 / 4 of the range
+        """(begin, end) of a range task: push constants, or words BEGIN / END of the range
         arguments (device ranges)."""
         if self.device_range_local_size is None:
-            return self.push_constant(0), self.push_constant(1)
+            return self.push_constant(PC_BEGIN), self.push_constant(PC_END)
         E = self.E
         b = self.bmap.end
         self.buffer_names[b] = "range_args"
@@ -205,11 +206,12 @@ class Interface:
 
         def word(k):
             return lambda: E.op("OpBitcast", i32, E.op("OpLoad", u32, self.element_ptr(b, u32, E.c(k, i32))))
-        return self.prologue(("range", 3), word(3)), self.prologue(("range", 4), word(4))
+        return (self.prologue(("range", RangeArg.BEGIN), word(RangeArg.BEGIN)),
+                self.prologue(("range", RangeArg.END), word(RangeArg.END)))
 
     def threads_per_row(self) -> int:
         if self.device_range_local_size is None:
-            return self.push_constant(2)
+            return self.push_constant(PC_THREADS_PER_ROW)
         E = self.E
         ngr = self.builtin("NumWorkgroups")
         nx = E.op("OpCompositeExtract", u32, ngr, 0)
@@ -239,9 +241,9 @@ class Interface:
 
     # -- status ------------------------------------------------------------------------------
     def write_error(self, code: int, aux: int, aux2: int | None = None) -> None:
-        """First error wins word 0 (compare-exchange from 0, or the ticket of word
-        STATUS_TICKET_WORD where the profile has no compare-exchange); the winner writes `aux` to word 1
-        (and `aux2` to word 2 when given). Control continues after it in a new block."""
+        """First error wins word CODE (compare-exchange from 0, or the ticket of word TICKET where
+        the profile has no compare-exchange); the winner writes `aux` to word TASK (and `aux2` to
+        word AUX when given; kernel_ir.abi.StatusWord). Control continues in a new block."""
         E = self.E
         words = [lambda: E.c(aux, u32)] + ([] if aux2 is None else [lambda: E.c(aux2, u32)])
         self.write_error_words(code, words)
@@ -257,16 +259,17 @@ class Interface:
                                 E.op("OpIAdd", i32, base, E.c(word, i32)))
 
     def write_error_words(self, code: int, words) -> None:
-        """`write_error` with u32 values for words 1, 2, ... of the status: ids, or callables
-        giving ids (called where the winner stores them)."""
+        """`write_error` with u32 values for the status words after CODE, in `StatusWord` order
+        (TASK, AUX, VALUE_LO, ...): ids, or callables giving ids (called where the winner
+        stores them)."""
         E, fn = self.E, self.E.fn
         scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
         if E.profile.compare_exchange:
-            p0 = self.status_ptr(0)
+            p0 = self.status_ptr(StatusWord.CODE)
             old = E.op("OpAtomicCompareExchange", u32, p0, scope, sem, sem, E.c(code, u32),
                        E.c(0, u32))
         else:  # Metal (profile.py): whoever draws ticket 0 is first; it writes word 0 as well
-            pt = self.status_ptr(STATUS_TICKET_WORD)
+            pt = self.status_ptr(StatusWord.TICKET)
             old = E.op("OpAtomicIAdd", u32, pt, scope, sem, E.c(1, u32))
         won, merge = fn.label(), fn.label()
         first = E.op("OpIEqual", u1, old, E.c(0, u32))
@@ -274,8 +277,8 @@ class Interface:
         fn.branch_cond(first, won, merge)
         fn.begin(won)
         if not E.profile.compare_exchange:
-            E.emit("OpStore", self.status_ptr(0), E.c(code, u32))
-        for i, w in enumerate(words, 1):
+            E.emit("OpStore", self.status_ptr(StatusWord.CODE), E.c(code, u32))
+        for i, w in enumerate(words, StatusWord.CODE + 1):
             E.emit("OpStore", self.status_ptr(i), w() if callable(w) else w)
         fn.branch(merge)
         fn.begin(merge)

@@ -1,6 +1,6 @@
 """`VulkanRuntime`: the one object the spirad driver talks to. It never sees the IR.
 
-Public API (stable; the driver calls exactly this)::
+Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.protocol`)::
 
     rt = VulkanRuntime(validation: bool = False, device: str | None = None)
         validation: True enables VK_LAYER_KHRONOS_validation, its warnings and errors are
@@ -14,7 +14,9 @@ Public API (stable; the driver calls exactly this)::
         mappable, False = device-only memory through staging copies.
         Out of memory / over a device limit -> GfxDeviceError naming the size.
     rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                entry_point: str = "main") -> Pipeline
+                entry_point: str = "main", uniform=(), readonly=(), label="") -> Pipeline
+        (Vulkan binds storage buffers only: `uniform` must be empty; `readonly` and `label`
+        are the protocol's, unused here)
         Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
         entry_point). Too many bindings / push-constant bytes -> GfxDeviceError.
     rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
@@ -36,7 +38,8 @@ Public API (stable; the driver calls exactly this)::
             .view(dtype, count=None, offset=0) -> np.ndarray  (zero-copy; host-visible only),
             .read(offset=0, nbytes=None) -> np.ndarray[uint8]  (a copy),
             .write(data: bytes-like | np.ndarray, offset=0), .fill_zero(), .free()
-        Host access flushes pending GPU work first.
+        Host access flushes pending GPU work first, except .write_unused(data, offset=0): the
+        caller knows no pending work uses the buffer (new, or recycled after a flush).
 
 Batches: dispatches accumulate in one command buffer with a barrier between consecutive
 dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording
@@ -51,6 +54,7 @@ import ctypes
 import hashlib
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxRuntime
 
 from . import buffer as buffer_mod
 from .commands import Batch
@@ -65,7 +69,7 @@ from .transfer import Transfer
 MAX_BATCH = 4096
 
 
-class VulkanRuntime:
+class VulkanRuntime(GfxRuntime):
     def __init__(self, validation: bool = False, device: str | None = None):
         self.closed = True
         self._device = None
@@ -153,9 +157,11 @@ class VulkanRuntime:
     # -- pipelines -----------------------------------------------------------------------------
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main") -> Pipeline:
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "") -> Pipeline:
         """The compute pipeline for `spirv`, created once per key."""
         self._check_open()
+        if uniform:
+            raise GfxDeviceError("the Vulkan runtime binds storage buffers only (no uniform bindings)")
         if key is None:
             key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point)
         else:
@@ -304,12 +310,6 @@ class VulkanRuntime:
         self._busy = False
         lib.vkDestroyDevice(dev, ffi.NULL)
         self._device = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.caps.name

@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxBuffer
 from .errors import wgpu_errors
 
 
-class Buffer:
+class Buffer(GfxBuffer):
     __slots__ = ("_rt", "handle", "nbytes", "_mirrors", "__weakref__")
 
     def __init__(self, rt, handle, nbytes: int):
@@ -128,6 +129,11 @@ class Buffer:
             return
         self._upload_overlapping(offset, offset + raw.nbytes)
         self._rt._queue.write_buffer(self._live(), offset, raw)
+
+    def write_unused(self, data, offset: int = 0) -> None:
+        """`write` for a buffer no pending work uses (the Vulkan runtime's name; wgpu's `write`
+        already waits only for work that uses the buffer)."""
+        self.write(data, offset)
 
     def fill_zero(self) -> None:
         self.write(np.zeros(self.nbytes, np.uint8))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxRuntime
 from .buffer import Buffer
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
@@ -48,7 +49,9 @@ class Pipeline:
         self.label = label
 
 
-class WgpuRuntime:
+class WgpuRuntime(GfxRuntime):
+    """The `gfx_runtime.protocol.GfxRuntime` contract over wgpu (no device timestamps: wgpu's
+    timestamp queries are an optional feature)."""
     validation = False  # wgpu validates every call itself and raises
 
     def __init__(self, emulate: bool = False):
@@ -284,9 +287,6 @@ class WgpuRuntime:
             self._queue.read_buffer(self._fence, 0, 4)
 
     sync = flush
-
-    def take_validation_messages(self) -> list:
-        return []
 
     # -- teardown ------------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .adstack_support import grown, overflow_error, task_stacks
+from kernel_ir.abi import STATUS_BYTES, StatusWord
+
+from .adstack_support import grown, task_stacks
 from .base import BackendBase
-from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
+from .bounds_support import BoundsInfo
+from .program import status_error
 from .range_bounds import HostBounds, device_bounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
 ARENA_BYTES = 1 << 16
 ARENA_LIMIT = 1 << 24  # a full arena this large is reused after waiting, not replaced
-STATUS_BYTES = 32  # llvm_codegen.program.STATUS_WORDS u32 words per launch
 
 
 class GpuProgram:
@@ -276,18 +278,9 @@ class LlvmGpuBackend(BackendBase):
         """The error of the first launch (in launch order) whose status words report one."""
         err = None
         for program, status, argbuf, adstack in self.launched:
-            if not status[0]:
+            if not status[StatusWord.CODE]:
                 continue
-            words = [int(x) for x in status]
-            code, task, stack = words[:3]
-            if code == STATUS_INDEX_OUT_OF_RANGE:
-                err = index_error(program.name, program.task_names, program.bounds, words,
-                                  (argbuf,))
-            else:
-                err = overflow_error(program.name, program.task_names[task],
-                                     program.stacks[task][stack], stack,
-                                     adstack.capacity(task, stack),
-                                     adstack.required(task, stack))
+            err = status_error(program, status, (argbuf,), () if adstack is None else (adstack,))
             break
         self.launched.clear()
         return err

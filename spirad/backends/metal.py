@@ -1,11 +1,13 @@
-"""The Metal backend: the Vulkan backend's glue over the wgpu runtime, with the Metal profile.
+"""The Metal backend: the SPIR-V backend (`spirv_backend.py`) over the wgpu runtime, with the
+Metal profile.
 
-wgpu-py runs SPIR-V on Metal by translating it with naga, so this backend reuses everything of
-`vulkan.py` (launch flow, adstack heaps, GPU sizer, sizing cache, status and overflow errors)
-and changes three things:
+wgpu-py runs SPIR-V on Metal by translating it with naga, so this backend shares everything of
+`spirv_backend.py` with Vulkan (launch flow, adstack heaps, GPU sizer, sizing cache, status and
+overflow errors) and specialises three things:
 
 * the runtime: `gfx_runtime.wgpu.WgpuRuntime` (`_make_runtime`);
-* the SPIR-V profile `spirv_codegen.profile.METAL` (no compare-exchange, NaN / Inf by bitcast);
+* the SPIR-V profile `spirv_codegen.profile.METAL` (no compare-exchange, NaN / Inf by bitcast,
+  a uniform argument buffer, one adstack heap);
 * the checks: before code generation a kernel that uses f64 (Metal has none) or an atomic add
   that Metal cannot do is a user error naming the kernel line; after it, every module passes
   spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
@@ -25,7 +27,7 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.source import user_error
 
-from .vulkan import VulkanBackend
+from .spirv_backend import SpirvBackend
 
 EMULATE_ENV = "SPIRAD_METAL_EMULATE"
 
@@ -50,7 +52,7 @@ def _uses_f64(n) -> bool:
     return n.dtype == f64 or getattr(n.arg, "dtype", None) == f64
 
 
-class MetalBackend(VulkanBackend):
+class MetalBackend(SpirvBackend):
     name = "metal"
 
     @classmethod
@@ -145,20 +147,6 @@ class MetalBackend(VulkanBackend):
         validate(mod.words)  # always: an invalid module could crash naga, and the process with it
         metal_check.check(mod.words, name, limit, storage, mod.uniform_bindings)
 
-    def _pipeline(self, mod, label: str = ""):
-        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
-                                uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
-                                label=label)
-
-    def _heaps(self, layout, rows: int) -> list:
-        """One heap (profile single_heap): each row the float row, then the int row."""
-        need = (layout.stride_float + layout.stride_int) * rows
-        self.heap_float = self._grown_heap(self.heap_float, need)
-        return [self.heap_float]
-
-    def plan_adstack(self, program, ti, sized):
-        lay, _, meta, meta_bytes = super().plan_adstack(program, ti, sized)
-        return lay, max(lay.stride_float + lay.stride_int, 1), meta, meta_bytes
 
 
 Backend = MetalBackend

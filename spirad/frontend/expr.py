@@ -191,7 +191,8 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
-        return self.select(c, self.build(node.body), self.build(node.orelse))
+        from .conditional import build_conditional  # only the chosen side runs
+        return build_conditional(self, node, c)
 
     def build_Attribute(self, node):
         obj = self.build(node.value)
@@ -226,7 +227,7 @@ class ExprVisitor:
             return self.field_elem(f, obj.idx, node)
         from ..field import Field
         if isinstance(obj, Field) and obj._primal is None and (
-                name == "grad" and not obj.needs_grad or name == "dual" and obj.dual is None):
+                name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))

@@ -7,7 +7,7 @@ import numbers
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
-from kernel_ir.ops import ATOMIC_COMBINE, Op
+from kernel_ir.ops import ATOMIC_COMBINE, FLOAT_UNARY, Op
 from .typing import literal_type, promote, true_div_type
 from .local_index import read_view, store_view
 from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
@@ -147,8 +147,7 @@ class ValueOps:
             return VecVal(tuple(self.unop(op, c) for c in a.comps), a.shape)
         if is_py_scalar(a):
             a = self.to_node(a)
-        if op in (Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG, Op.SQRT,
-                  Op.RSQRT, Op.FLOOR) and not a.dtype.is_float:
+        if op in FLOAT_UNARY and not a.dtype.is_float:
             a = self.ctx.b.cast(a, self.ctx.default_fp)
         if op == Op.NOT:
             return self.ctx.b.unary(Op.NOT, self.to_cond(a))

@@ -36,17 +36,10 @@ def with_temps(tl, arrays):
 
 
 def build_args(tl, abi, arrays, scalars) -> np.ndarray:
-    buf = np.zeros(abi.arg_buffer_size, np.uint8)
-    for i, spec in enumerate(tl.args):
-        off = abi.arg_offsets[i]
-        if off >= 0:
-            v = cast_value(scalars[i], spec.dtype)
-            np_dt = spec.dtype.np  # u1 -> uint32 0/1, like memory
-            buf[off:off + np_dt.itemsize] = np.array([v], np_dt).view(np.uint8)
-    for arg, axis, off in abi.shape_offsets:
-        ext = arrays[("ndarray", arg, False)].shape[axis]
-        buf[off:off + 4] = np.array([ext], np.int32).view(np.uint8)
-    return buf
+    vals = [cast_value(scalars[i], s.dtype) if abi.arg_offsets[i] >= 0 else None
+            for i, s in enumerate(tl.args)]
+    buf = abi.pack_args(tl.args, vals, lambda a, ax: arrays[("ndarray", a, False)].shape[ax])
+    return np.frombuffer(bytes(buf), np.uint8).copy()
 
 
 def codegen_options():
@@ -198,7 +191,7 @@ def run_llvm_checked(tl, arrays, scalars=(), parallel=True, rt=None):
     (GUARD bytes of GUARD_BYTE each side), the status buffer (STATUS_WORDS u32) is bufs[n+3]
     with bufs[n..n+2] null, as the CPU backend passes them. Returns (arrays, status words);
     asserts that no guard byte was overwritten (a skipped access writes nothing)."""
-    from llvm_codegen.program import STATUS_WORDS
+    from kernel_ir.abi import STATUS_WORDS
     arrays = with_temps(tl, arrays)
     abi = kernel_abi(tl)
     prog = compile_tasks(tl, abi, bounds_check=True, options=codegen_options())
