@@ -28,9 +28,9 @@ from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose,
                    static_assert, static_print, svd, sym_eig)
-from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin,
-                   sqrt, static, tan, tanh)
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
+                   log, log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select,
+                   sin, sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
