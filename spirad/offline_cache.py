@@ -134,7 +134,8 @@ def _options(state) -> tuple:
             options.get("SPIRAD_VERIFY"),
             tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
                                                        "ad_stack_experimental_enabled",
-                                                       "adstack_cache", "static_unroll_limit"))))
+                                                       "adstack_cache", "static_unroll_limit",
+                                                       "max_while_iterations"))))
 
 
 class CacheKey(str):
