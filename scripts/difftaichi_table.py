@@ -21,6 +21,7 @@ is not part of what the table calls compile time.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -43,7 +44,9 @@ def run(impl, python, prog, arch, iters, args, out, timeout):
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: .pyc kept (prepare_bytecode)
     if impl == "spirad":
         env["PYTHONPATH"] = os.path.dirname(here)
-        env["SPIRAD_CACHE_DIR"] = os.path.join(out, f"cache_{prog}_{arch}")  # compile counted
+        cache = os.path.join(out, f"cache_{prog}_{arch}")
+        shutil.rmtree(cache, ignore_errors=True)  # an empty offline cache: compile counted
+        env["SPIRAD_CACHE_DIR"] = cache
     cmd = [python, os.path.join(here, "difftaichi_run.py"), "--impl", impl, "--arch", arch,
            "--iters", str(iters), "--out", path, "--workdir", os.path.join(out, f"w_{prog}_{impl}"),
            os.path.join(args.examples, prog + ".py")] + ARGS.get(prog, [])
@@ -81,7 +84,8 @@ def row(prog, arch, s, t, t_cpu=None):
     cpu run (`t_cpu`), said so in the row."""
     note = ""
     if s["losses"] and not t["losses"] and t_cpu is not None and t_cpu["losses"]:
-        note = f" (vs Taichi cpu: Taichi {arch} fails: {t['status'][:70]})"
+        why = t["status"].split("]")[-1].strip(" :")[:60]  # Taichi's message, not its location
+        note = f" (vs Taichi cpu: Taichi {arch} fails: {why})"
         t = t_cpu
     n = min(len(s["losses"]), len(t["losses"]))
     if not n:
