@@ -42,6 +42,20 @@ def _replay_only(t: Task) -> Task:
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
 
 
+def _check_no_float_reductions_into_temps(t: Task) -> None:
+    """`s += x[i]` into a kernel-scope local (an atomic on a kernel temporary, passes/offload)
+    carries no gradient: refused rather than a silent zero."""
+    from kernel_ir.errors import SpiradAutodiffError
+    from kernel_ir.nodes import walk
+    from kernel_ir.source import user_error
+    for n in walk(t.body):
+        if n.op in ATOMICS and n.arg.kind == "temp" and n.dtype.is_float:
+            raise user_error(SpiradAutodiffError, f"the parallel loop accumulates into "
+                             f"'{n.arg.name}', a local declared outside it: that reduction is not "
+                             f"differentiated; accumulate into a 0-d field with needs_grad=True "
+                             f"instead (s[None] += ...)", n.loc)
+
+
 COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
 
 
@@ -54,6 +68,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
     written = set()
     written_from = []  # per task: refs written by that task or a later one
     for t in tl.tasks:
+        _check_no_float_reductions_into_temps(t)
         check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
         if not adstack_enabled:
             check_dynamic_nesting(t)
