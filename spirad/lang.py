@@ -64,6 +64,11 @@ def log1p(x):
     return np.log1p(x)
 
 
+def expm1(x):
+    """exp(x) - 1, accurate for x near 0 (where exp(x) - 1 loses x's digits)."""
+    return np.expm1(x)
+
+
 def rsqrt(x):
     """1 / sqrt(x)."""
     return 1.0 / np.sqrt(x)
@@ -122,7 +127,8 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
     st = _state.current()
     if getattr(st, "py_rng", None) is None:
         st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
-    if dtype is int or (hasattr(dtype, "is_int") and dtype.is_int):
+    from kernel_ir.dtypes import from_python
+    if getattr(from_python(dtype, st.default_fp, st.default_ip), "is_int", False):
         return int(st.py_rng.integers(-2**31, 2**31))
     return float(st.py_rng.random())
 

@@ -96,7 +96,7 @@ class Interface:
         'bits' is a same-width unsigned int bitcast to and from `dt` (compare-and-swap atomics,
         root views of ints: `buffers.view_dtype`)."""
         access = self.storage.get(k, "native")
-        cas = access == "bits"
+        cas = access in ("bits", "fminmax")
         if dt.kind == "b":
             return u32, "bool"
         if self.bmap.in_root(k):
@@ -116,6 +116,15 @@ class Interface:
             "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
+
+    def root_ptr_as(self, k: int, index: int, vdt) -> int:
+        """Pointer to element `index` of root-placed ref k through its chunk's view of type
+        `vdt` (one of `buffers.extra_views`: the same bytes as `array_ptr`'s)."""
+        bm, E = self.bmap, self.E
+        base = self.prologue(("root_base", k), lambda: E.op(
+            "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
+        index = E.op("OpIAdd", i32, base, index)
+        return self.element_ptr(bm.first_array + bm.views.index((bm.chunk[k], vdt)), vdt, index)
 
     def load_elem(self, k: int, dt, index: int) -> int:
         E = self.E
@@ -226,6 +235,17 @@ class Interface:
             self.builtins.append(var)
             return E.fn.op("OpLoad", v3, var)
         return self.prologue(("builtin", name), make)
+
+    def opaque_zero(self) -> int:
+        """A u32 zero the driver's optimizer cannot see through: num_workgroups.z - 1 (every
+        dispatch spirad makes has one layer of workgroups in z: `dispatch_geometry` for up to
+        2**31 threads, the range-arguments modules). Float arithmetic built on it is not
+        folded (`lower.TaskLowerer.float_operands`)."""
+        E = self.E
+        def make():
+            ngr = self.builtin("NumWorkgroups")
+            return E.op("OpISub", u32, E.op("OpCompositeExtract", u32, ngr, 2), E.c(1, u32))
+        return self.prologue("opaque_zero", make)
 
     def linear_id(self) -> int:
         """x + threads_per_row * (y + num_groups_y * z) over the global invocation id."""
