@@ -46,9 +46,11 @@ class SizerStats:
     gpu_dispatches: int = 0
     cache_hits: int = 0
     counting_passes: int = 0
+    checkpointed: int = 0  # launches switched to the checkpointed adjoint (launch._budgeted)
 
     def reset(self):
         self.host_evaluations = self.gpu_dispatches = self.cache_hits = self.counting_passes = 0
+        self.checkpointed = 0
 
 
 stats = SizerStats()
@@ -320,3 +322,16 @@ def debug_print(kernel_name, sizing: ProgramSizing, sized, heaps):
         w(f"  task {k}: sizes {list(s.caps)}  kinds {list(lay.kinds)}  stride_float "
           f"{lay.stride_float} B  stride_int {lay.stride_int} B\n")
     w(f"  heaps: float {heaps[0]} B, int {heaps[1]} B\n")
+
+
+def debug_checkpointed(c, note, heap_after):
+    """SPIRAD_DEBUG_ADSTACK=1, a launch switched to the checkpointed adjoint: which loops, every
+    how many trips, and the heap before / after (passes/autodiff/loop_checkpoint.py)."""
+    name, heap, budget, every = note
+    lines = sorted({a.loc.lineno for t in c.tl.tasks for a in adstack_allocas(t)
+                    if a.arg.name.endswith(".ckpt") and a.loc is not None})
+    sys.stderr.write(
+        f"[spirad adstack] {name}: the adstack heap would take {heap} B, over the budget of "
+        f"{budget} B (init(ad_stack_memory=)): checkpointed the loops at line(s) "
+        f"{', '.join(map(str, lines)) or '?'} every {every} trips; heap {heap_after} B, "
+        f"saved {heap - heap_after} B\n")

@@ -127,6 +127,21 @@ class BackendBase:
         """Bytes of the (float, int) adstack heaps now allocated."""
         return (0, 0)
 
+    def adstack_rows(self, program, task: int, n) -> int:
+        """Adstack heap rows a launch of task `task` over `n` iterations (None: not known
+        before it starts) uses at full parallelism: what the memory budget
+        (`init(ad_stack_memory=)`, spirad.launch) is compared with."""
+        return max(int(n or 1), 1)
+
+    def device_memory(self) -> int:
+        """Bytes of memory the device has (the default adstack budget is a fraction of it):
+        the host's RAM unless the backend knows better."""
+        import os
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 8 << 30
+
     def take_validation_messages(self) -> list:
         """Driver validation messages since the last call (the tests fail on any)."""
         return []

@@ -231,6 +231,11 @@ class LlvmGpuBackend(BackendBase):
             self.inflight.append(self.heap_int)
             self.heap_int = self.rt.alloc(grown(self.heap_int.nbytes, ni))
 
+    def adstack_rows(self, program, task, n) -> int:
+        if program.kinds[task] == "serial":
+            return 1
+        return self.heap_rows(n if n is not None else self.rt.max_threads)
+
     def heap_rows(self, n: int, layout=None) -> int:
         """Threads (= adstack heap rows) of a range launch of `n` iterations."""
         rt = self.rt

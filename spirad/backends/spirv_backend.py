@@ -376,6 +376,9 @@ class SpirvBackend(BackendBase):
             return
         storage.write(np.ascontiguousarray(data))
 
+    def adstack_rows(self, program, task, n) -> int:
+        return max(1, min(ROWS_CAP, n if n is not None else ROWS_CAP))
+
     def plan_adstack(self, program, ti, sized):
         """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the
         metadata bytes to upload). The GPU sizer wrote its result's words into
