@@ -91,6 +91,8 @@ class LaunchPlan:
     shapes: dict = None     # (argument, axis) -> ndarray extent (host bound functions)
     note: tuple = None      # SPIRAD_DEBUG_ADSTACK: (kernel, heap, budget, S) of a launch switched
                             # to the checkpointed adjoint (`_budgeted`)
+    fits: tuple = None      # the sizes last found within the adstack budget
+    alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
 
 
 def _buffer(arr, which):
@@ -257,10 +259,16 @@ def _launch(p: LaunchPlan) -> None:
     if c.sizing is not None:
         t0 = time.perf_counter()
         sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
-        if c.checkpointed is not None:
-            alt = _budgeted(p, sized, be)
-            if alt is not None:
-                return _launch(alt)
+        if c.checkpointed is not None and sized is not p.fits:
+            if p.alt is None or p.alt[0] is not sized:
+                alt = _budgeted(p, sized, be)
+                if alt is None:
+                    p.fits = sized  # the same sizes again (a cache hit): no estimate
+                else:
+                    p.alt = (sized, alt)
+            if p.alt is not None and p.alt[0] is sized:
+                sizing_cache.stats.checkpointed += 1
+                return _launch(p.alt[1])
         ad = p.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
@@ -341,7 +349,6 @@ def _budgeted(p: LaunchPlan, sized, be):
     if not ALWAYS_CHECKPOINT and heap_estimate(
             alt, q, sizing_cache.evaluate(alt.sizing, q.args, measure=measure), be) >= heap:
         return None  # short loops: checkpointing would not save memory
-    sizing_cache.stats.checkpointed += 1
     if sizing_cache.debug_enabled():
         q.note = (c.tl.name, heap, budget, every)
     return q

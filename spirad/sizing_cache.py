@@ -334,4 +334,5 @@ def debug_checkpointed(c, note, heap_after):
         f"[spirad adstack] {name}: the adstack heap would take {heap} B, over the budget of "
         f"{budget} B (init(ad_stack_memory=)): checkpointed the loops at line(s) "
         f"{', '.join(map(str, lines)) or '?'} every {every} trips; heap {heap_after} B, "
-        f"saved {heap - heap_after} B\n")
+        f"saved {heap - heap_after} B" + (" (still over the budget)" if heap_after > budget
+                                          else "") + "\n")

@@ -79,6 +79,50 @@ def r_while(x, lim):
     return out
 
 
+@sd.kernel
+def k_two(x: ND, y: ND, n: sd.i32):
+    """Two checkpointed loops; `w`, a plain local the first only reads, is changed by the
+    second before the first's segments are replayed (they must see the value it had then)."""
+    for i in x:
+        w = 0.63 * x[i]
+        a = 0.0
+        s = 0.0
+        for j in range(n):
+            a = sd.exp(sd.sin(w) * 0.5)
+            if x[i] > 0.5:
+                s += 0.3 * a
+            else:
+                s += 0.9 * a
+            a = sd.tanh(a * 0.79 + s * 0.01)
+        k = 0
+        while True:
+            w = (k + 1) * 0.19
+            s += sd.sin(x[i] * w)
+            k += 1
+            if k >= n // 10 or x[i] * k > 7.0:
+                break
+        y[i] = s + a
+
+
+def r_two(x, n):
+    out = np.zeros_like(x)
+    for p in range(len(x)):
+        w, a, s = 0.63 * x[p], 0.0, 0.0
+        for j in range(n):
+            a = np.exp(np.sin(w) * 0.5)
+            s += (0.3 if x[p] > 0.5 else 0.9) * a
+            a = np.tanh(a * 0.79 + s * 0.01)
+        k = 0
+        while True:
+            w = (k + 1) * 0.19
+            s += np.sin(x[p] * w)
+            k += 1
+            if k >= n // 10 or x[p] * k > 7.0:
+                break
+        out[p] = s + a
+    return out
+
+
 X = np.array([0.15, 0.4, 0.65, 0.9])
 LIM = np.array([30.0, 95.0, 160.0, 1e9])  # the last one runs into the break
 
@@ -111,6 +155,7 @@ def _fd(ref, eps=1e-6):
 
 
 CASES = {"range": (k_long, (300,), lambda v: r_long(v, 300)),
+         "two_loops": (k_two, (300,), lambda v: r_two(v, 300)),
          "while_break": (k_while, (LIM,), lambda v: r_while(v, LIM))}
 
 
@@ -121,7 +166,7 @@ def test_checkpointed_equals_stored_f64(arch, name):
     full, _, _ = _grad(kern, sd.f64, extra)
     sd.init(arch=arch, debug=True, default_fp=sd.f64, ad_stack_memory=1)
     sizing_cache.stats.reset()
-    ck, adj, args = _grad(kern, sd.f64, extra)
+    ck, _, _ = _grad(kern, sd.f64, extra)
     assert sizing_cache.stats.checkpointed == 1
     np.testing.assert_allclose(ck, full, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ck, _fd(ref), rtol=1e-6, atol=1e-6)

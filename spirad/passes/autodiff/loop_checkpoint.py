@@ -28,13 +28,13 @@ pass, which mirrors this schedule (`counting.py`: pushes inside L counted per se
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernel_ir.builder import IRBuilder
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import AdStackArg, Block, Node, carried_slots, walk
 from kernel_ir.ops import LOOPS, Op
-from kernel_ir.rewrite import remap_arg
+from kernel_ir.rewrite import rebuild, remap_arg
 
 from .normalize import _is_exit_check
 
@@ -89,7 +89,7 @@ class Checkpointed:
 
     def declare(self, ab) -> None:
         """The stacks and locals, at the top of the adjoint body (`ab`: the AdjointBuilder)."""
-        b = self.b = ab.b
+        b = ab.b
         self.state = state_slots(self.loop)
         for y in self.state:
             a = Node(Op.ADSTACK_ALLOCA, y.dtype, (), AdStackArg(
@@ -135,12 +135,9 @@ class Checkpointed:
             with other:
                 pass
         hb.store(self.tc, hb.binary(Op.ADD, t, hb.const(1, i32)))
-        from kernel_ir.rewrite import rebuild
         body = rebuild(L.blocks[0], ab._sweep_visit, env)
         block = Block(tuple(hb.finish().nodes) + tuple(body.nodes))
-        arg = remap_arg(L.arg, env)
-        from dataclasses import replace
-        arg = replace(arg, carried=carried_slots(block))
+        arg = replace(remap_arg(L.arg, env), carried=carried_slots(block))
         srcs = tuple(ab.renv.get(s, s) for s in L.srcs)
         b.append(Node(L.op, None, srcs, arg, (block,), L.loc))
         if L in ab.hold:  # its trip count, for the reverse walk (top level: SSA)
@@ -156,7 +153,9 @@ class Checkpointed:
         begin = None
         if L.op == Op.RANGE_FOR:
             begin, end = ab.rc(L.srcs[0], memo), ab.rc(L.srcs[1], memo)
-        if L.arg.trips is not None:
+        if L.arg.trips in st:  # the final trip count, on top of its stack (before the pops)
+            total = b.emit(Op.ADSTACK_LOAD_TOP, i32, (st[L.arg.trips],))
+        elif L.arg.trips is not None:
             total = b.cast(ab.held_value(L), i32)
         else:
             total = b.cast(b.binary(Op.MAX, b.binary(Op.SUB, end, begin),
@@ -191,7 +190,6 @@ class Checkpointed:
                     env[L.arg.index] = j
                 fresh_indices(L.blocks[0], env)
                 body = [m for m in L.blocks[0].nodes if not _is_exit_check(m)]
-                from kernel_ir.rewrite import rebuild
                 for m in rebuild(Block(tuple(body)), ab._segment_visit, env).nodes:
                     b.append(m)
             for y, c in self.carry.items():

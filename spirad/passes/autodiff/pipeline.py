@@ -48,8 +48,9 @@ COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
 
 def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False,
                  adstack_enabled=True, checkpoint=0) -> tuple:
-    """`checkpoint` > 0: the checkpointed adjoint (loop_checkpoint.py), segments of that many
-    trips; None for the counting program when no task has a loop to checkpoint."""
+    """(adjoint task list, counting task list or None). `checkpoint` > 0: the checkpointed
+    adjoint (loop_checkpoint.py): each task's top-level loops that store a stacked local run in
+    segments of that many trips, and every stack of such a task is measured."""
     tasks = []
     ckpts = {}     # forward task -> {loop: (S, counter)}
     bodies = {}    # forward task -> its normalized body
