@@ -186,42 +186,39 @@ def test_checkpointed_equals_stored_f32(arch, name):
 
 @test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
 def test_checkpointed_heap_is_smaller(arch, capfd, monkeypatch):
-    """The budget switches the launch to the checkpointed adjoint; SPIRAD_DEBUG_ADSTACK says
-    which loop and how much memory it saved; a budget the heap fits in changes nothing."""
-    x = sd.ndarray(sd.f64, 4, needs_grad=True)
-    y = sd.ndarray(sd.f64, 4, needs_grad=True)
-    x.from_numpy(X)
-    k_long(x, y, 2000)
-    y.grad.fill(1.0)
-    adj = k_long.compile_adjoint((x, y, 2000))
-    sized = sizing_cache.evaluate(adj.sizing, (x, y, 2000), measure=launch.measure)
-    p = launch.plan(adj, (x, y, 2000), 0)
-    full = launch.heap_estimate(adj, p, sized, _state.backend())
+    """A budget below the stored heap switches the launch to the checkpointed adjoint: the same
+    gradient, far less heap; SPIRAD_DEBUG_ADSTACK says which loop and how much memory it saved.
+    A budget the heap fits in changes nothing."""
+    def grad(budget):
+        sd.init(arch=arch, debug=True, default_fp=sd.f64, ad_stack_memory=budget)
+        x = sd.ndarray(sd.f64, 4, needs_grad=True)
+        y = sd.ndarray(sd.f64, 4, needs_grad=True)
+        x.from_numpy(X)
+        k_long(x, y, 2000)
+        y.grad.fill(1.0)
+        capfd.readouterr()
+        k_long.grad(x, y, 2000)
+        err = capfd.readouterr().err
+        adj = k_long.compile_adjoint((x, y, 2000))
+        p = launch.plan(adj, (x, y, 2000), 0)
+        heap = launch.heap_estimate(adj, p, sizing_cache.evaluate(
+            adj.sizing, p.args, measure=launch.measure), _state.backend())
+        return x.grad.to_numpy(), heap, [ln for ln in err.splitlines() if "checkpointed" in ln]
+
     monkeypatch.setenv("SPIRAD_DEBUG_ADSTACK", "1")
-    sd.init(arch=arch, debug=True, default_fp=sd.f64, ad_stack_memory=full // 4)
-    x = sd.ndarray(sd.f64, 4, needs_grad=True)
-    y = sd.ndarray(sd.f64, 4, needs_grad=True)
-    x.from_numpy(X)
-    k_long(x, y, 2000)
-    y.grad.fill(1.0)
-    capfd.readouterr()
-    k_long.grad(x, y, 2000)
-    err = capfd.readouterr().err
-    line = [ln for ln in err.splitlines() if "checkpointed the loops" in ln]
-    assert len(line) == 1, err
-    assert f"would take {full} B" in line[0]
-    assert "line(s) 25 every 64 trips" in line[0]  # `for j in range(n):`
-    saved = int(line[0].split("saved ")[1].split(" B")[0])
-    assert saved > full // 2, line[0]
-    sd.init(arch=arch, debug=True, default_fp=sd.f64, ad_stack_memory=full)  # fits: nothing checkpointed
-    x = sd.ndarray(sd.f64, 4, needs_grad=True)
-    y = sd.ndarray(sd.f64, 4, needs_grad=True)
-    x.from_numpy(X)
-    k_long(x, y, 2000)
-    y.grad.fill(1.0)
-    capfd.readouterr()
-    k_long.grad(x, y, 2000)
-    assert "checkpointed the loops" not in capfd.readouterr().err
+    want, full, lines = grad(None)
+    assert lines == []
+    got, _, lines = grad(full // 4)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert len(lines) == 1
+    loop_line = 1 + open(__file__).read().split("\n").index("        for j in range(n):")
+    assert f"would take {full} B" in lines[0]
+    assert f"line(s) {loop_line} every 64 trips" in lines[0], lines[0]
+    saved = int(lines[0].split("saved ")[1].split(" B")[0])
+    assert saved > full // 2 and "still over" not in lines[0], lines[0]
+    got, _, lines = grad(full)  # fits: nothing checkpointed
+    assert lines == []
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # the random reverse-mode programs (tests/support/random_grad_programs.py) whose adjoints have a
