@@ -331,12 +331,13 @@ def ad_stack_budget() -> int:
 
 def _budgeted(p: LaunchPlan, sized, be):
     """The launch plan of the checkpointed adjoint (passes/autodiff/loop_checkpoint.py) when
-    this launch's adstack heap would pass the budget, else None. Segments of S trips, S a power
+    this launch's adstack heap would pass the budget, or one thread's heap row is more than the
+    backend can bind (`adstack_row_fits`), else None. Segments of S trips, S a power
     of two near the square root of the largest stack (memory ~ T / S + S entries)."""
     c = p.compiled
     heap = heap_estimate(c, p, sized, be)
     budget = ad_stack_budget()
-    if heap <= budget:
+    if heap <= budget and all(s is None or be.adstack_row_fits(s.layout) for s in sized):
         return None
     longest = max((max(s.caps, default=0) for s in sized if s is not None), default=0)
     every = 2

@@ -133,6 +133,11 @@ class BackendBase:
         (`init(ad_stack_memory=)`, spirad.launch) is compared with."""
         return max(int(n or 1), 1)
 
+    def adstack_row_fits(self, layout) -> bool:
+        """Can one thread's adstack heap row of `layout` be bound at all? (SPIR-V: one storage
+        buffer's limit.) A launch whose row does not fit runs checkpointed (spirad.launch)."""
+        return True
+
     def device_memory(self) -> int:
         """Bytes of memory the device has (the default adstack budget is a fraction of it):
         the host's RAM unless the backend knows better."""

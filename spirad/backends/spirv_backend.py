@@ -376,6 +376,9 @@ class SpirvBackend(BackendBase):
             return
         storage.write(np.ascontiguousarray(data))
 
+    def adstack_row_fits(self, layout) -> bool:
+        return self._heap_row_bytes(layout) <= self.caps.max_storage_buffer_range
+
     def adstack_rows(self, program, task, n) -> int:
         return max(1, min(ROWS_CAP, n if n is not None else ROWS_CAP))
 
