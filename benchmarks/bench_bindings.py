@@ -1,6 +1,8 @@
 """Forward / grad times and binding counts on vulkan and metal, this tree against a git ref.
 
-    SPIRAD_METAL_EMULATE=1 python benchmarks/bench_bindings.py [--ref main] [--rounds 3]
+    SPIRAD_METAL_EMULATE=1 python benchmarks/bench_bindings.py [--ref 24fe992] [--rounds 3]
+
+(24fe992: the last commit before root buffers; docs/metal.md has the table it gave.)
 
 Why: fields moved from one storage buffer each into shared root buffers (issue 22); a kernel's
 binding count no longer grows with its fields, and its launches must not get slower. Each

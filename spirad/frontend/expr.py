@@ -16,7 +16,7 @@ from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .local_index import index_view
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
-from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, VecVal
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
@@ -69,8 +69,7 @@ class ExprVisitor:
                 v = self.compound_value(ty, [v], node)
                 slots[m] = self.new_slot(v, f"{stype.name}.{m}")
             else:
-                t = self.ctx.default_fp if ty is float else self.ctx.default_ip if ty is int \
-                    else resolve_dtype(ty)[0]
+                t = resolve_dtype(T.from_python(ty, self.ctx.default_fp, self.ctx.default_ip))[0]
                 slots[m] = self.new_slot(self.to_node(v, t), f"{stype.name}.{m}", t)
         return StructVal(stype, slots)
 
@@ -95,8 +94,7 @@ class ExprVisitor:
         except SpiradTypeError as e:
             raise self.ctx.error(SpiradTypeError, str(e), node) from None
         dt = ty.dtype
-        t = self.ctx.default_fp if dt is float else self.ctx.default_ip if dt is int else \
-            resolve_dtype(dt)[0]
+        t = resolve_dtype(T.from_python(dt, self.ctx.default_fp, self.ctx.default_ip))[0]
         return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
     def build_Slice(self, node):
@@ -256,13 +254,19 @@ class ExprVisitor:
         sl = node.slice
         idx = self.build(sl)
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
+        from ..field import Field
+        from ..struct import StructElem, StructField
+        if isinstance(obj, (Field, NdarrayArg, StructField)) and \
+                any(isinstance(x, (tuple, list)) for x in idx):
+            idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
-            flat.extend(x.comps if isinstance(x, VecVal) else (x,))
+            if isinstance(x, StaticIndexVec):
+                flat.extend(int(c.arg) for c in x.comps)
+            else:
+                flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
-        from ..field import Field
-        from ..struct import StructElem, StructField
         if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
@@ -345,6 +349,8 @@ class ExprVisitor:
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        if isinstance(obj, GlobalElem) and any(isinstance(k, slice) for k in idx):
+            return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
             if len(idx) != len(shape):
                 raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
@@ -362,6 +368,8 @@ class ExprVisitor:
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
         if isinstance(obj, Slot):
             return Slot((obj.allocas[flat],), (), obj.dtype)
+        if isinstance(obj, StaticIndexVec):
+            return int(obj.comps[flat].arg)
         return obj.comps[flat]
 
     def matmul(self, a, b, node):
@@ -593,7 +601,7 @@ def _m_cast(v, obj, args, node):
     if len(args) != 1:
         raise v.ctx.error(SpiradTypeError, "cast(dtype) takes one dtype", node)
     dtype = args[0]
-    dtype = v.ctx.default_fp if dtype is float else v.ctx.default_ip if dtype is int else dtype
+    dtype = T.from_python(dtype, v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, T.DType):
         raise v.ctx.error(SpiradTypeError, "cast(dtype) needs a dtype such as sd.f32", node)
     return v.cast(obj, dtype)
@@ -740,3 +748,11 @@ def _register_class_methods():
 
 
 _register_class_methods()
+
+
+def _flatten_indices(idx) -> tuple:
+    """Indices with nested tuples / lists spread in place (Taichi: `x[f, I, b]`, `I` a tuple)."""
+    out = []
+    for x in idx:
+        out.extend(_flatten_indices(x) if isinstance(x, (tuple, list)) else (x,))
+    return tuple(out)

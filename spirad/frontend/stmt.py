@@ -11,7 +11,7 @@ from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
 
 DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
@@ -79,11 +79,8 @@ class StmtVisitor:
     def build_AnnAssign(self, node):
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise self.ctx.error(SpiradSyntaxError, "annotated assignment needs a name and a value", node)
-        dtype = self.build(node.annotation)
-        if dtype is float:
-            dtype = self.ctx.default_fp
-        elif dtype is int:
-            dtype = self.ctx.default_ip
+        dtype = T.from_python(self.build(node.annotation), self.ctx.default_fp,
+                              self.ctx.default_ip)
         if not isinstance(dtype, T.DType):
             raise self.ctx.error(SpiradTypeError, "annotation must be a dtype such as sd.f32", node.annotation)
         value = self.build(node.value)
@@ -489,7 +486,11 @@ class StmtVisitor:
                             f"the limit with sd.init(static_unroll_limit=...)", node.iter)
 
     def _bind_static(self, targets, item, grouped):
-        if grouped or len(targets) == 1:
+        if grouped:  # `static(grouped(ndrange(...)))`: an index vector of constants (Taichi's
+            # Python-scope Vector: `I.cast(f32)`, `base + I`, and `I[d]` indexing Python lists)
+            item = StaticIndexVec(tuple(self.const(int(x), T.i32) for x in item), (len(item),))
+            self.ctx.bind(targets[0].id, item)
+        elif len(targets) == 1:
             self.ctx.bind(targets[0].id, item)
         else:
             for t, x in zip(targets, item):

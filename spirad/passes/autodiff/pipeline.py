@@ -19,6 +19,7 @@ ADSTACK_ALLOCA with `measured == k` is max-reduced.
 from __future__ import annotations
 
 from kernel_ir import verifier
+from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import ArgSpec, GlobalRef, Task, TaskList, globals_used, walk
 from kernel_ir.ops import ATOMICS, Op
@@ -43,6 +44,20 @@ def _replay_only(t: Task) -> Task:
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
 
 
+def _check_no_float_reductions_into_temps(t: Task) -> None:
+    """`s += x[i]` into a kernel-scope local (an atomic on a kernel temporary, passes/offload)
+    carries no gradient: refused rather than a silent zero."""
+    from kernel_ir.errors import SpiradAutodiffError
+    from kernel_ir.nodes import walk
+    from kernel_ir.source import user_error
+    for n in walk(t.body):
+        if n.op in ATOMICS and n.arg.kind == "temp" and n.dtype.is_float:
+            raise user_error(SpiradAutodiffError, f"the parallel loop accumulates into "
+                             f"'{n.arg.name}', a local declared outside it: that reduction is not "
+                             f"differentiated; accumulate into a 0-d field with needs_grad=True "
+                             f"instead (s[None] += ...)", n.loc)
+
+
 COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
 
 
@@ -59,6 +74,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
     written = set()
     written_from = []  # per task: refs written by that task or a later one
     for t in tl.tasks:
+        _check_no_float_reductions_into_temps(t)
         check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
         if not adstack_enabled:
             check_dynamic_nesting(t)
@@ -82,8 +98,18 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         rng = None
         if t.begin is not None and t.begin.op == Op.CONST and t.end.op == Op.CONST:
             rng = (int(t.begin.arg), int(t.end.arg))
-        check_overwritten_reads(body, on_stack, needed,
-                                lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
+        try:
+            check_overwritten_reads(body, on_stack, needed,
+                                    lambda ref: (ref.kind, ref.key, ref.grad) in overwritten,
+                                    t.index, rng)
+        except SpiradAutodiffError as e:
+            from ... import options
+            if options.get("SPIRAD_AD_OVERWRITTEN_READS") != "warn":
+                raise
+            import warnings
+            from kernel_ir.errors import SpiradWarning
+            warnings.warn(f"{e}\n(SPIRAD_AD_OVERWRITTEN_READS=warn: differentiated as it is)",
+                          SpiradWarning, stacklevel=2)
         slots = [n for n in walk(body) if n.op == Op.ALLOCA and n in on_stack]
         loops = checkpoint_loops(body, on_stack) if checkpoint else []
         if loops:  # every stack measured, by a count that follows the segments
