@@ -50,9 +50,11 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
-                  target: Target = CPU) -> CpuProgram:
+                  target: Target = CPU, device_ranges=frozenset()) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
-    GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`."""
+    GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
+    `device_ranges` (GPU targets): indices of range tasks whose kernel evaluates its own bounds
+    from device memory instead of taking them as launch arguments."""
     module = ir.Module(name=tl.name)
     if target.triple:
         module.triple = target.triple
@@ -61,7 +63,8 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
         if target.is_gpu_entry:
-            nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER), 1
+            nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
+                                             k in device_ranges), 1
         else:
             nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))

@@ -37,7 +37,7 @@ float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache"}
+              "adstack_cache", "managed_memory"}
 
 
 def init(arch=None, **kwargs):

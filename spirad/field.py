@@ -70,8 +70,9 @@ class _HostArray:
     def _label(self) -> str:
         return getattr(self, "name", "") or f"of shape {self.shape}"
 
-    def _view(self) -> np.ndarray:
-        """A numpy view of the live memory; the backend has finished all pending work."""
+    def _synced(self):
+        """The backend, at a host read's sync point: pending work finished, kernel prints
+        printed, failed asserts raised."""
         self._check_live()  # the memory of a previous init() may be gone with its backend
         be = _state.backend()
         be.sync()
@@ -82,13 +83,49 @@ class _HostArray:
         if st.asserts is not None:  # a host read is a sync point: report failed asserts
             from .asserts import check
             check(st)
-        return be.view(self._storage(), self.dtype.np, self.full_shape)
+        return be
+
+    def _view(self) -> np.ndarray:
+        """A numpy view of the live memory (the backend has finished all pending work); on a
+        device-memory backend (`host_views` False) a read-only copy."""
+        return self._synced().view(self._storage(), self.dtype.np, self.full_shape)
+
+    def _store(self, value, key=None):
+        """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
+        from `_index`; None: every element). Through the live view where the backend has one;
+        else one copy queued on the device's stream (no wait)."""
+        be = _state.backend()
+        if be.host_views:
+            view = self._view()
+            if key is None:
+                view[...] = value
+            else:
+                view[key] = value
+        else:
+            self._check_live()
+            shape, offset = self.full_shape, 0
+            if key is not None:
+                shape = self.comp_shape
+                offset = self._element_offset(key)
+            data = np.ascontiguousarray(np.broadcast_to(value, shape), dtype=self.dtype.np)
+            be.write(self._storage(), data, offset)
+        self._host_written()
+
+    def _element_offset(self, key) -> int:
+        """Byte offset of element `key` (components included) in the storage."""
+        flat = int(np.ravel_multi_index(key, self.shape)) if self.shape else 0
+        return flat * int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
 
     def _host_written(self):
         self.generation += 1
 
     def to_numpy(self) -> np.ndarray:
-        out = np.array(self._view(), copy=True)
+        view = self._view()
+        if _state.backend().host_views:
+            out = np.array(view, copy=True)
+        else:  # a fresh download: ours to hand out
+            out = view
+            out.flags.writeable = True
         return out.astype(bool) if self.dtype == T.u1 else out
 
     def from_numpy(self, arr) -> None:
@@ -106,8 +143,7 @@ class _HostArray:
         if self.dtype.is_int and arr.dtype.kind == "f":
             raise SpiradValueError(f"from_numpy: float array into {self.dtype} {self._kind}; "
                                    f"convert it explicitly with arr.astype(...)")
-        self._view()[...] = self._to_storage(arr)
-        self._host_written()
+        self._store(self._to_storage(arr))
 
     def _to_storage(self, value):
         """`value` (scalar or array) converted to this array's element type; u1 becomes 0/1 and
@@ -138,8 +174,7 @@ class _HostArray:
         self.from_numpy(tensor.detach().cpu().numpy())
 
     def fill(self, value) -> None:
-        self._view()[...] = self._to_storage(value)
-        self._host_written()
+        self._store(self._to_storage(value))
 
     def _index(self, key):
         if key is None:
@@ -155,14 +190,21 @@ class _HostArray:
         return tuple(int(k) for k in key)
 
     def __getitem__(self, key):
-        v = self._view()[self._index(key)]
+        index = self._index(key)
+        if _state.backend().host_views:
+            v = self._view()[index]
+        else:  # device memory: read this element only
+            n = int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
+            raw = self._synced().read(self._storage(), n, self._element_offset(index))
+            v = raw.view(self.dtype.np).reshape(self.comp_shape)
+            if not self.comp_shape:
+                v = v[()]
         if self.comp_shape:
             return np.array(v, copy=True)
         return bool(v) if self.dtype == T.u1 else v.item()
 
     def __setitem__(self, key, value):
-        self._view()[self._index(key)] = self._to_storage(value)
-        self._host_written()
+        self._store(self._to_storage(value), self._index(key))
 
 
 class Field(_HostArray):

@@ -24,6 +24,10 @@ class BackendBase:
     # The GPU sizer (`spirad.backends.gpu_sizer.GpuSizer`) or None: adstack sizes that read
     # device data are then evaluated on the host, which reads the data through `view`.
     gpu_sizer = None
+    # True: `view` is live memory the host may write (after a sync). False: device memory the
+    # host reaches only through `read` / `write` (asynchronous copies); `view` is a read-only
+    # copy (`spirad.field` writes through `write`).
+    host_views = True
 
     # -- availability (class level: asked before a backend is created) -----------------------------
     @classmethod
@@ -49,7 +53,8 @@ class BackendBase:
         raise NotImplementedError
 
     def view(self, storage, np_dtype, shape) -> np.ndarray:
-        """A numpy view of `storage`, valid until the next launch (callers `sync()` first)."""
+        """A numpy view of `storage`, valid until the next launch (callers `sync()` first); a
+        read-only copy where `host_views` is False."""
         raise NotImplementedError
 
     def compile(self, tl, abi):
@@ -87,16 +92,18 @@ class BackendBase:
         (`spirad.interop.arrays`)."""
         return None
 
-    def read(self, storage, nbytes: int) -> np.ndarray:
-        """The first `nbytes` bytes of `storage`, as a uint8 copy (pending work finished)."""
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
+        """`nbytes` bytes of `storage` from `offset`, as a uint8 copy (pending work finished)."""
         self.sync()
-        return np.array(self.view(storage, np.uint8, (nbytes,)), copy=True)
+        return np.array(self.view(storage, np.uint8, (offset + nbytes,))[offset:], copy=True)
 
-    def write(self, storage, data: np.ndarray) -> None:
-        """Copy `data`'s bytes to the start of `storage` (pending work finished)."""
+    def write(self, storage, data: np.ndarray, offset: int = 0) -> None:
+        """Copy `data`'s bytes into `storage` at `offset`, after the work launched before
+        (host-memory backends: pending work finished first; device-memory backends may queue
+        the copy on their stream and return at once)."""
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self.sync()
-        self.view(storage, np.uint8, (raw.nbytes,))[...] = raw
+        self.view(storage, np.uint8, (offset + raw.nbytes,))[offset:] = raw
 
     def sync(self) -> None:
         """Wait for all launched work; raise the first error a kernel reported since the last."""

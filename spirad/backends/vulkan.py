@@ -235,12 +235,12 @@ class VulkanBackend(BackendBase):
         return tuple(h.nbytes if h is not None else 0 for h in (self.heap_float, self.heap_int))
 
     @_runtime_errors_as_user_errors
-    def read(self, storage, nbytes: int) -> np.ndarray:
-        return storage.read(0, nbytes)
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
+        return storage.read(offset, nbytes)
 
     @_runtime_errors_as_user_errors
-    def write(self, storage, data) -> None:
-        storage.write(np.ascontiguousarray(data))
+    def write(self, storage, data, offset: int = 0) -> None:
+        storage.write(np.ascontiguousarray(data), offset)
 
     def plan_adstack(self, program, ti, sized):
         """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the
