@@ -13,6 +13,8 @@ after everything queued before it; only `download` and `synchronize` wait for th
                                               soon as this returns (the runtime stages it)
     rt.download(ptr, nbytes) -> numpy uint8   wait for the stream, then the bytes at `ptr`
     rt.memset(ptr, byte, nbytes)              fill, in stream order
+    rt.wrap(ptr, nbytes, owner) -> DeviceBuffer  another library's device memory, `owner` kept
+                                              alive until the work queued with it has run
     rt.load(code) -> module; module.function(symbol) -> fn
     rt.launch(fn, bufs_addr, args_addr, begin, end, nthreads, block)   in stream order
     rt.synchronize()                          wait for everything queued

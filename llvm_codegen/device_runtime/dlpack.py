@@ -70,49 +70,80 @@ DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx",
                                      ("deleter", DELETER_V), ("flags", ctypes.c_uint64),
                                      ("dl_tensor", DLTensor)]
 
-_api = ctypes.pythonapi
+# private prototypes (setting argtypes on `ctypes.pythonapi`'s shared functions would change
+# them for every other user in the process)
+_PY = ctypes.pythonapi
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = (ctypes.c_void_p, ctypes.c_char_p, _DESTRUCTOR)
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", _PY))
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _PY))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _PY))
+_capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _PY))
 
 _lock = threading.Lock()
-_live: dict = {}   # address of an exported managed tensor -> what it keeps alive
+_live: dict = {}   # address of an exported managed tensor -> (structs, owner, released flag)
+MANAGER_CTX_OFFSET = DLManagedTensor.manager_ctx.offset
+MANAGER_CTX_OFFSET_V = DLManagedTensorVersioned.manager_ctx.offset
+
+# A consumer calls the deleter, and a capsule nobody consumed calls its destructor, possibly
+# while a Python exception is set (numpy refusing a GPU capsule drops it right after raising):
+# Python code must not run then. So each export's `manager_ctx` points at a flag word; the
+# deleter only sets it, and `sweep` (at every export) drops the flagged exports. Native
+# deleter / destructor functions (`use_native`; spirad compiles them with llvmlite:
+# `dlpack_native`) are safe everywhere; the ctypes callbacks below are the stdlib fallback,
+# right wherever the consumer drops the capsule without an exception set.
+_native = None  # (destructor, deleter, versioned deleter) addresses
 
 
-def _release_export(addr: int) -> None:
-    with _lock:
-        _live.pop(addr, None)
+def use_native(destructor: int, deleter: int, deleter_v: int) -> None:
+    """Install native deleter / destructor functions (see above) for later exports."""
+    global _native
+    _native = (int(destructor), int(deleter), int(deleter_v))
+
+
+def _set_flag(ctx) -> None:
+    if ctx:
+        ctypes.c_int32.from_address(ctx).value = 1
 
 
 @DELETER
 def _deleter(mt):
-    _release_export(ctypes.cast(mt, ctypes.c_void_p).value)
+    _set_flag(mt.contents.manager_ctx)
 
 
 @DELETER_V
 def _deleter_v(mt):
-    _release_export(ctypes.cast(mt, ctypes.c_void_p).value)
+    _set_flag(mt.contents.manager_ctx)
 
 
 @_DESTRUCTOR
 def _capsule_destructor(cap):
-    """An unconsumed capsule: release what it exported (a consumed one is renamed)."""
-    for name in (_NAME, _NAME_V):
-        if _api.PyCapsule_IsValid(cap, name):
-            _release_export(_api.PyCapsule_GetPointer(cap, name))
+    """An unconsumed capsule releases its export (a consumed one was renamed)."""
+    if _capsule_is_valid(cap, _NAME):
+        _deleter(ctypes.cast(_capsule_pointer(cap, _NAME), ctypes.POINTER(DLManagedTensor)))
+    elif _capsule_is_valid(cap, _NAME_V):
+        _deleter_v(ctypes.cast(_capsule_pointer(cap, _NAME_V),
+                               ctypes.POINTER(DLManagedTensorVersioned)))
+
+
+def sweep() -> None:
+    """Drop the exports whose consumer has released them (their owners may be freed now)."""
+    with _lock:
+        done = [a for a, e in _live.items() if e[3].value]
+        for a in done:
+            del _live[a]
 
 
 def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
            read_only: bool = False):
     """A DLPack capsule over `ptr` (see the module docstring)."""
+    sweep()
     shape = [int(s) for s in shape]
     shp = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    flag = ctypes.c_int32(0)
     mt = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = mt.dl_tensor
     t.data = ctypes.c_void_p(int(ptr))
@@ -122,20 +153,25 @@ def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
     t.shape = ctypes.cast(shp, ctypes.POINTER(ctypes.c_int64))
     t.strides = None   # compact row-major
     t.byte_offset = 0
+    mt.manager_ctx = ctypes.addressof(flag)
     if versioned:
         mt.version = DLPackVersion(1, 0)
-        mt.deleter = _deleter_v
         mt.flags = FLAG_READ_ONLY if read_only else 0
+    if _native is not None:
+        destructor = _native[0]
+        mt.deleter = ctypes.cast(_native[2 if versioned else 1], DELETER_V if versioned else DELETER)
     else:
-        mt.deleter = _deleter
+        destructor = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+        mt.deleter = _deleter_v if versioned else _deleter
     addr = ctypes.addressof(mt)
     with _lock:
-        _live[addr] = (mt, shp, owner)
-    return _api.PyCapsule_New(addr, _NAME_V if versioned else _NAME, _capsule_destructor)
+        _live[addr] = (mt, shp, owner, flag)
+    return _capsule_new(addr, _NAME_V if versioned else _NAME, destructor)
 
 
 def exported_count() -> int:
     """Capsules exported whose memory no consumer has released yet (tests)."""
+    sweep()
     return len(_live)
 
 
@@ -181,13 +217,13 @@ class Imported:
 
 def consume(capsule) -> Imported:
     """The tensor of a DLPack capsule, marking the capsule used (see the module docstring)."""
-    if not isinstance(capsule, object) or type(capsule).__name__ != "PyCapsule":
+    if type(capsule).__name__ != "PyCapsule":
         raise TypeError(f"expected a DLPack capsule, got {type(capsule).__name__}")
     cap = id(capsule)  # the capsule object's address (CPython); `capsule` keeps it alive here
     for name, used, mtype, versioned in ((_NAME_V, _USED_V, DLManagedTensorVersioned, True),
                                          (_NAME, _USED, DLManagedTensor, False)):
-        if _api.PyCapsule_IsValid(cap, name):
-            addr = _api.PyCapsule_GetPointer(cap, name)
+        if _capsule_is_valid(cap, name):
+            addr = _capsule_pointer(cap, name)
             if versioned:
                 mt = ctypes.cast(addr, ctypes.POINTER(DLManagedTensorVersioned))
                 if mt.contents.version.major != 1:
@@ -195,6 +231,6 @@ def consume(capsule) -> Imported:
                                       f"{mt.contents.version.minor} is not supported (1.x is)")
             else:
                 mt = ctypes.cast(addr, ctypes.POINTER(mtype))
-            _api.PyCapsule_SetName(cap, used)
+            _capsule_set_name(cap, used)
             return Imported(mt, versioned)
     raise BufferError("not a DLPack capsule, or one already consumed")

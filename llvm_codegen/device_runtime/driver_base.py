@@ -116,6 +116,12 @@ class GpuDriverRuntime:
         weakref.finalize(buf, self._release_later, self._fn("free"), ctypes.c_void_p(ptr.value))
         return buf
 
+    def wrap(self, ptr: int, nbytes: int, owner) -> DeviceBuffer:
+        """Another library's memory (`owner` keeps it alive, then until queued work has run)."""
+        buf = DeviceBuffer(ptr, nbytes, owner=owner)
+        weakref.finalize(buf, self._release_later, None, owner)
+        return buf
+
     def _pinned(self, nbytes: int) -> np.ndarray:
         ptr = ctypes.c_void_p()
         self.check(self._host_alloc(ptr, nbytes), "pinned host allocation")
@@ -193,7 +199,8 @@ class GpuDriverRuntime:
         self._keep.clear()
         done, self._released[:freeable] = self._released[:freeable], []
         for free, ptr in done:
-            free(ptr)
+            if free is not None:  # else a foreign owner: dropping it is enough
+                free(ptr)
 
     def _event_between(self, first, then):
         """Make stream `then` wait for what stream `first` has queued so far (no host wait)."""

@@ -85,6 +85,12 @@ class EmuRuntime:
     def alloc_managed(self, nbytes: int) -> DeviceBuffer:
         return self._buffer(nbytes, True)
 
+    def wrap(self, ptr: int, nbytes: int, owner) -> DeviceBuffer:
+        """Another library's memory (`owner` keeps it alive, then until queued work has run)."""
+        buf = DeviceBuffer(ptr, nbytes, owner=owner)
+        weakref.finalize(buf, self._released.append, owner)
+        return buf
+
     def upload(self, ptr: int, data) -> None:
         staged = np.array(data, dtype=np.uint8, copy=True).reshape(-1)  # the caller may reuse it
         if staged.nbytes:

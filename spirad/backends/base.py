@@ -92,6 +92,30 @@ class BackendBase:
         (`spirad.interop.arrays`)."""
         return None
 
+    # -- other libraries' GPU arrays (DLPack, __cuda_array_interface__: spirad.interop.arrays) --
+    def dlpack_device(self) -> tuple:
+        """The DLPack (device type, id) of this backend's storages; (1, 0): host memory (or
+        exported as a host copy)."""
+        return (1, 0)
+
+    def dlpack_stream(self):
+        """The stream value this backend hands a producer's `__dlpack__(stream=...)` and names
+        in `__cuda_array_interface__` (None: no stream, host memory)."""
+        return None
+
+    def foreign_storage(self, ptr: int, nbytes: int, owner):
+        """A storage over another library's memory on this backend's device (`owner` keeps it
+        alive until the work using it has run), or None where foreign memory is not bound."""
+        return None
+
+    def order_after(self, stream) -> None:
+        """Work launched from now on waits for what `stream` (a producer's; None: nothing to
+        wait for) has queued so far, without the host waiting."""
+
+    def order_before(self, stream) -> None:
+        """`stream` (a consumer's DLPack stream value; None: its default stream; -1: none)
+        waits for what this backend has queued so far, without the host waiting."""
+
     def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
         """`nbytes` bytes of `storage` from `offset`, as a uint8 copy (pending work finished)."""
         self.sync()

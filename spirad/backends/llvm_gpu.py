@@ -211,6 +211,27 @@ class LlvmGpuBackend(BackendBase):
     def capabilities(self) -> dict:
         return {"f64": True, "i64": True}
 
+    # -- other libraries' GPU arrays ---------------------------------------------------------------
+    DLPACK_DEVICE = 0     # kDLCUDA (2) / kDLROCM (10): set by the subclass
+    DEFAULT_STREAM = 0    # what a DLPack stream value of None means on this device
+
+    def dlpack_device(self) -> tuple:
+        return (self.DLPACK_DEVICE, 0)
+
+    def dlpack_stream(self):
+        return self.rt.stream
+
+    def foreign_storage(self, ptr, nbytes, owner):
+        return self.rt.wrap(ptr, nbytes, owner)
+
+    def order_after(self, stream) -> None:
+        if stream is not None and stream != -1:
+            self.rt.wait_for(int(stream))
+
+    def order_before(self, stream) -> None:
+        if stream != -1:
+            self.rt.signal(self.DEFAULT_STREAM if stream is None else int(stream))
+
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes
 

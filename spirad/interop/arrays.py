@@ -15,22 +15,155 @@ costs about what an `sd.ndarray` does. Each launch counts as a host write of the
 generation is bumped): the caller may have changed the data, and adstack sizes read from it must
 be evaluated again.
 
+GPU arrays of other libraries (a torch CUDA / ROCm tensor, CuPy, Numba: anything with
+`__cuda_array_interface__` or `__dlpack__` on a GPU) are used in place on the backend of the
+same device (CUDA: both protocols; AMDGPU: DLPack's ROCm device): the alias is an `Ndarray` over
+the producer's memory (`BackendBase.foreign_storage`), nothing is copied. Stream ordering, per
+launch: a `__cuda_array_interface__` names the producer's stream, which the launch waits for
+(an event, no host wait) and which then waits for the launch; a DLPack producer is asked for its
+capsule again with our stream (`__dlpack__(stream=...)`), so it orders our stream after its
+work. Our stream is a blocking stream, so work on the legacy default stream (PyTorch's unless
+told otherwise) is ordered with it both ways anyway. An array on a GPU this backend does not
+compute on is an error naming the device.
+
+Out of `sd.ndarray`: `spirad.interop.dlpack_export`.
+
 A foreign array has no `.grad`: `kernel.grad` treats it as a constant. For gradients with
 PyTorch, see `spirad.interop.autograd`.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
+from llvm_codegen.device_runtime import dlpack as DL
 
 from .. import state as _state
 from ..ndarray import Ndarray
+from .dlpack_export import DL_TO_NP as _DL_TO_NP
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
 _ACCEPTED = "float32, float64, int32, int64 or uint32"
+
+
+_GPU_DEVICES = {DL.CUDA: "CUDA", DL.ROCM: "ROCm", DL.CUDA_MANAGED: "CUDA managed"}
+
+
+def _detached(obj):
+    """A tensor that requires grad read through `detach()` (same memory)."""
+    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+        return obj.detach()
+    return obj
+
+
+class DeviceArray:
+    """Another library's GPU array as a backend binds it: device address, numpy dtype, shape,
+    the `flags` / `strides` that `element_type` checks, and how to keep it ordered and alive.
+
+    `kind` 'cai' (`__cuda_array_interface__`: `stream` is the producer's, or None) or 'dlpack'
+    (`owner` the consumed capsule's `DL.Imported`)."""
+
+    def __init__(self, kind, ptr, dtype, shape, strides, read_only, stream, owner, where):
+        self.kind, self.ptr, self.dtype, self.shape = kind, int(ptr), np.dtype(dtype), tuple(shape)
+        self.ndim = len(self.shape)
+        self.strides = strides
+        self.stream, self.owner, self.where = stream, owner, where
+        contiguous = strides is None or _c_contiguous(self.shape, strides, self.dtype.itemsize)
+        self.flags = SimpleNamespace(c_contiguous=contiguous, writeable=not read_only)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def same_memory(self, other: "DeviceArray") -> bool:
+        return (self.ptr, self.dtype, self.shape) == (other.ptr, other.dtype, other.shape)
+
+
+def _c_contiguous(shape, strides, itemsize) -> bool:
+    want = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != want:
+            return False
+        want *= n
+    return True
+
+
+def _cuda_array_interface(obj):
+    try:
+        return obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception:  # noqa: BLE001 - e.g. torch refuses a CPU tensor with a RuntimeError
+        return None
+
+
+def _dlpack_device(obj):
+    f = getattr(obj, "__dlpack_device__", None)
+    if f is None or not hasattr(obj, "__dlpack__"):
+        return None
+    try:
+        dev = f()
+        return int(dev[0]), int(dev[1])
+    except Exception:  # noqa: BLE001 - not a usable exporter: host_array says why
+        return None
+
+
+def _from_cai(cai) -> DeviceArray:
+    if cai.get("mask") is not None:
+        raise SpiradTypeError("a masked __cuda_array_interface__ array cannot be a kernel argument")
+    ptr, read_only = cai["data"]
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(s) for s in cai["shape"])
+    strides = cai.get("strides")
+    strides = None if strides is None else tuple(int(s) for s in strides)
+    stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    return DeviceArray("cai", ptr or 0, dtype, shape, strides, bool(read_only), stream, None,
+                       "CUDA")
+
+
+def _from_dlpack(obj, stream, where) -> DeviceArray:
+    try:
+        try:
+            cap = obj.__dlpack__(stream=stream, max_version=(1, 0))
+        except TypeError:
+            cap = obj.__dlpack__(stream=stream)
+        imp = DL.consume(cap)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        raise SpiradTypeError(f"cannot take {type(obj).__name__} through DLPack ({e})") from None
+    code = imp.dtype[:2]
+    if imp.dtype[2] != 1 or code not in _DL_TO_NP:
+        imp.release()
+        raise SpiradTypeError(f"{type(obj).__name__} has DLPack dtype {imp.dtype}; kernels take "
+                              f"{_ACCEPTED}")
+    dtype = np.dtype(_DL_TO_NP[code])
+    strides = None if imp.strides is None else tuple(s * dtype.itemsize for s in imp.strides)
+    return DeviceArray("dlpack", imp.ptr, dtype, imp.shape, strides, imp.read_only, None, imp,
+                       where)
+
+
+def device_array(obj):
+    """A `DeviceArray` for another library's GPU array that the current backend computes on in
+    place, None for anything else (host arrays: `host_array`). A GPU array on another device
+    than this backend's is an error that says what to do."""
+    obj = _detached(obj)
+    cai = _cuda_array_interface(obj)
+    dev = None if cai is not None else _dlpack_device(obj)
+    if cai is None and (dev is None or dev[0] not in _GPU_DEVICES):
+        return None
+    be = _state.backend()
+    mine = be.dlpack_device()
+    where = "CUDA" if cai is not None else _GPU_DEVICES[dev[0]]
+    ok = (mine[0] == DL.CUDA) if cai is not None else (
+        mine[0] == dev[0] or {mine[0], dev[0]} == {DL.CUDA, DL.CUDA_MANAGED})
+    if not ok:
+        raise SpiradTypeError(f"{type(obj).__name__} lives in {where} device memory, which "
+                              f"arch={be.name} cannot compute on in place; move it to the CPU "
+                              f"(tensor.cpu()) or use the arch of its device")
+    return _from_cai(cai) if cai is not None else _from_dlpack(obj, be.dlpack_stream(), where)
 
 
 def host_array(obj) -> np.ndarray | None:
@@ -42,8 +175,7 @@ def host_array(obj) -> np.ndarray | None:
         return np.asarray(obj)
     if not hasattr(obj, "__dlpack__"):
         return None
-    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
-        obj = obj.detach()
+    obj = _detached(obj)
     try:
         return np.from_dlpack(obj)
     except (BufferError, RuntimeError, TypeError, ValueError) as e:
@@ -79,10 +211,17 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
     return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
 
 
-def alias(arr: np.ndarray, dt, comp, shape):
+def alias(arr, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
-    new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
+    new device buffer (the caller copies); for a `DeviceArray`, over the producer's memory.
+    Returns (ndarray, zero_copy)."""
     be = _state.backend()
+    if isinstance(arr, DeviceArray):
+        storage = be.foreign_storage(arr.ptr, arr.nbytes, arr)
+        if storage is None:
+            raise RuntimeError(f"backend {be.name} reports a GPU device but binds no foreign memory")
+        be.order_after(arr.stream)
+        return Ndarray._alias(storage, dt, shape, comp_shape=comp), True
     raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
     storage = be.host_storage(raw)
     zero_copy = storage is not None
@@ -100,10 +239,39 @@ class _Entry:
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
 
+    def still_valid(self, obj, epoch) -> bool:
+        """The caller passes the same array, with its data where it was (tensors can be
+        resized or re-pointed in place); a GPU array is ordered after its producer again."""
+        if self.obj is not obj or self.epoch != epoch:
+            return False
+        if type(obj) is np.ndarray:
+            return True
+        if isinstance(self.arr, DeviceArray):
+            return _refresh(self.arr, obj)
+        return self.ptr is not None and self.ptr == _tensor_ptr(obj)
+
 
 def _tensor_ptr(obj):
     """Where a tensor's data is now (tensors can be resized or re-pointed in place)."""
     return (obj.data_ptr(), tuple(obj.shape)) if hasattr(obj, "data_ptr") else None
+
+
+def _refresh(dev: DeviceArray, obj) -> bool:
+    """Per launch, for a GPU array used before: read its interface again (the memory may have
+    moved) and order our stream after the producer's work since; False when it moved."""
+    be = _state.backend()
+    obj = _detached(obj)
+    if dev.kind == "cai":
+        now = _from_cai(_cuda_array_interface(obj))
+        if not now.same_memory(dev):
+            return False
+        dev.stream = now.stream
+        be.order_after(now.stream)
+        return True
+    now = _from_dlpack(obj, be.dlpack_stream(), dev.where)  # the producer orders our stream
+    same = now.same_memory(dev)
+    now.owner.release()  # the first capsule's import keeps the memory alive
+    return same
 
 
 class KernelArrays:
@@ -123,13 +291,14 @@ class KernelArrays:
             if isinstance(obj, Ndarray):
                 continue
             e = entries.get(i)
-            if e is None or e.obj is not obj or e.epoch != epoch or (
-                    type(obj) is not np.ndarray and (e.ptr is None or e.ptr != _tensor_ptr(obj))):
+            if e is None or not e.still_valid(obj, epoch):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
             e.nd.generation += 1  # the caller may have changed the data since the last launch
             if not e.zero_copy:
                 _state.backend().write(e.nd._storage(), e.arr)
                 copies = (copies or []) + [(i, e)]
+            elif isinstance(e.arr, DeviceArray) and e.arr.stream is not None:
+                copies = (copies or []) + [(i, e)]  # the producer's stream follows the launch
             if out is None:
                 out = list(args)
             out[i] = e.nd
@@ -140,7 +309,9 @@ class KernelArrays:
         name, ann = kernel._annotations()[index]
         what = f"argument '{name}' of {kernel.fn.__name__}"
         try:
-            arr = host_array(obj)
+            arr = device_array(obj)
+            if arr is None:
+                arr = host_array(obj)
             if arr is None:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
@@ -157,18 +328,24 @@ class KernelArrays:
 
 
 def copy_out(entries, args, writes) -> None:
-    """After a launch on a copying backend: copy every written foreign argument back."""
+    """After a launch: copy every written host argument back (copying backends); order the
+    producer's stream of a GPU argument after the launch."""
     written = {w[1] for w in writes if w[0] == "ndarray" and w[2] is False}
     for index, e in entries:
-        if index in written:
+        if isinstance(e.arr, DeviceArray):
+            _state.backend().order_before(e.arr.stream)
+        elif index in written:
             e.arr[...] = e.nd._view()
 
 
 def from_dlpack(obj, dtype=None):
-    """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch CPU tensor)
-    or any numpy array: sharing its memory on host-memory backends, a copy on GPU backends.
-    `dtype`: a vector / matrix element type whose shape ends the array's shape."""
-    arr = host_array(obj)
+    """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch tensor) or
+    any numpy array or `__cuda_array_interface__` array: sharing its memory on host-memory
+    backends and, for GPU arrays, on the backend of their device; a copy of a host array on GPU
+    backends. `dtype`: a vector / matrix element type whose shape ends the array's shape."""
+    arr = device_array(obj)
+    if arr is None:
+        arr = host_array(obj)
     if arr is None:
         raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
                               f"torch tensor), got {type(obj).__name__}")
@@ -179,4 +356,4 @@ def from_dlpack(obj, dtype=None):
     return nd
 
 
-__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]
+__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array", "device_array"]
