@@ -46,6 +46,7 @@ class GpuDriverRuntime:
         self.waits = 0
         self._released = []      # (free function, pointer) of memory unreachable since the last sync
         self._keep = []          # pinned copies of large uploads, until the next sync
+        self._queued = False     # work queued since the last synchronize
         self._setup()
         s = ctypes.c_void_p()
         self.check(self._fn("stream_create")(ctypes.byref(s), ctypes.c_uint(0)), "stream create")
@@ -130,6 +131,7 @@ class GpuDriverRuntime:
         return arr
 
     def memset(self, ptr: int, byte: int, nbytes: int) -> None:
+        self._queued = True
         self.check(self._fn("memset_async")(ctypes.c_void_p(ptr), self._memset_value(byte),
                                            ctypes.c_size_t(nbytes), self._stream), "memset")
 
@@ -153,6 +155,7 @@ class GpuDriverRuntime:
             staged = self._ring[off:off + n]
             staged[:] = src
             self._ring_used = (off + n + 255) & ~255
+        self._queued = True
         self.check(self._fn("htod_async")(ctypes.c_void_p(ptr), ctypes.c_void_p(staged.ctypes.data),
                                          ctypes.c_size_t(n), self._stream), "upload")
 
@@ -184,6 +187,7 @@ class GpuDriverRuntime:
         params = (ctypes.c_void_p * 6)(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p)
                                          for v in vals])
         grid = -(-nthreads // block)
+        self._queued = True
         self.check(self._fn("launch")(fn, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1),
                                       ctypes.c_uint(block), ctypes.c_uint(1), ctypes.c_uint(1),
                                       ctypes.c_uint(0), self._stream, params, None),
@@ -192,6 +196,9 @@ class GpuDriverRuntime:
 
     # -- the stream -------------------------------------------------------------------------------
     def synchronize(self):
+        if not self._queued and not self._released:  # nothing since the last wait: idle
+            return
+        self._queued = False
         self.waits += 1
         freeable = len(self._released)
         self.check(self._fn("stream_sync")(self._stream), "synchronize")
@@ -215,6 +222,7 @@ class GpuDriverRuntime:
 
     def wait_for(self, stream: int) -> None:
         if int(stream) != self.stream:
+            self._queued = True
             self._event_between(ctypes.c_void_p(int(stream) or None), self._stream)
 
     def signal(self, stream: int) -> None:

@@ -155,7 +155,8 @@ class EmuRuntime:
             del self._released[:freeable]
 
     def synchronize(self):
-        self.waits += 1
+        if self._queue:  # an idle stream is not waited for
+            self.waits += 1
         self._run_queue()
 
     def wait_for(self, stream) -> None:
