@@ -7,10 +7,13 @@ loop-carried position and velocity on the adstack), with quadratic air drag and 
 ground (an `if` in the loop), and adds the squared distance between the final position and the
 ball's target to the loss. `kernel.grad` gives d loss / d velocity; Adam (in numpy) updates the
 velocities for `--iters` iterations, with a tqdm progress bar. Writes a PNG with the loss curve
-and the final trajectories (matplotlib, Agg), and prints the loss at a few iterations.
+and the final trajectories (matplotlib, Agg), and prints the loss at a few iterations. Then
+replays the final throws with `sd.GUI` (Taichi's GUI API): in a window with `--show` (where there
+is a display), and as frames plus an animated GIF with `--video DIR` (`sd.tools.VideoManager`).
 
     python examples/throw.py                          # cpu, 300 iterations
     python examples/throw.py --arch vulkan --iters 500 --balls 32 --out throw.png
+    python examples/throw.py --show --video throw_video   # watch it; DIR/video.gif
 """
 import argparse
 import os
@@ -114,6 +117,46 @@ def plot(losses, traj, targets, path):
     plt.close(fig)
 
 
+def animate(traj, targets, dt, show=False, video_dir=None, res=(640, 320), stride=4):
+    """Replay the throws with sd.GUI: balls, their trails and the targets, frame by frame, in a
+    window (`show`; until it is closed) and / or into `video_dir` (PNG frames, video.gif)."""
+    balls, steps = traj.shape[0], traj.shape[1] - 1
+    x0, x1 = -0.3, max(float(targets.max()), float(traj[:, :, 0].max())) + 0.3
+    scale = 1.0 / (x1 - x0)                       # metres -> window units, same scale for y
+    aspect = res[0] / res[1]
+
+    def to_gui(p):                                # world (x, y) -> [0, 1]^2, ground at 0.1
+        return np.stack([(p[..., 0] - x0) * scale, p[..., 1] * scale * aspect + 0.1], -1)
+
+    colors = np.array([sd.rgb_to_hex((0.9 * k / max(1, balls - 1), 0.35, 0.9 - 0.8 * k / max(1, balls - 1)))
+                       for k in range(balls)])
+    marks = to_gui(np.stack([targets, np.zeros_like(targets)], -1))
+    gui = sd.GUI("throw: final launches", res, background_color=0xFFFFFF, show_gui=show)
+    video = sd.tools.VideoManager(video_dir, framerate=25, automatic_build=False) if video_dir else None
+    while True:
+        for t in list(range(0, steps + 1, stride)) + [steps]:
+            gui.line((0, 0.1), (1, 0.1), radius=1, color=0x000000)               # the ground
+            gui.triangles(marks + [-0.008, -0.03], marks + [0.008, -0.03], marks,
+                          color=colors)                                          # targets
+            if t > 0:                                                            # trails
+                seg = to_gui(traj[:, :t + 1])
+                gui.lines(seg[:, :-1].reshape(-1, 2), seg[:, 1:].reshape(-1, 2), radius=1,
+                          color=np.repeat(colors, t))
+            gui.circles(to_gui(traj[:, t]), radius=5, color=colors)              # the balls
+            gui.text(f"t = {t * dt:.2f} s", (0.02, 0.97), font_size=18, color=0x202020)
+            if video is not None:
+                video.write_frame(gui.get_image())
+            gui.show()
+            if not gui.running:
+                return
+        if video is not None:
+            video.make_video(gif=True, mp4=False)
+            print(f"wrote {os.path.abspath(video.get_output_filename('.gif'))}")
+            video = None
+        if not gui.show_gui:                      # off screen: one pass is all there is
+            return
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--arch", default="cpu")
@@ -123,6 +166,9 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--out", default="throw.png", help="the PNG to write")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--show", action="store_true", help="replay the throws in a window (sd.GUI)")
+    p.add_argument("--video", default=None, metavar="DIR",
+                   help="write the replay's frames and an animated GIF (DIR/video.gif)")
     args = p.parse_args(argv)
     losses, traj, targets = train(args.arch, args.iters, args.balls, args.steps, lr=args.lr,
                                   progress=not args.no_progress)
@@ -130,6 +176,8 @@ def main(argv=None):
     print("loss: " + ", ".join(f"iter {i}: {losses[i]:.3e}" for i in marks))
     plot(losses, traj, targets, args.out)
     print(f"wrote {os.path.abspath(args.out)}")
+    if args.show or args.video:
+        animate(traj, targets, dt=0.01, show=args.show, video_dir=args.video)
     return losses
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything spirad needs on a fresh Debian/Ubuntu machine: lavapipe (Mesa's software
-# Vulkan), the Khronos validation layer, SPIR-V tools, and the Python package with its extras.
+# Vulkan), the Khronos validation layer, SPIR-V tools, Tk, Xvfb and xwd (the GUI's window and its
+# test), and the Python package with its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -8,6 +9,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers rocm-device-libs lld-22 >/dev/null
+    mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers rocm-device-libs lld-22 \
+    xvfb x11-apps python3-tk >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
-python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,cuda,test,examples]'
+python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,cuda,test,examples,gui]'

@@ -30,6 +30,8 @@ from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .interop.arrays import from_dlpack
 from .types import template
+from .gui import GUI, hex_to_rgb, rgb_to_hex
+from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
 float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
@@ -43,6 +45,13 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
+    from .guard import LOCK, install
+    install()  # Ctrl-C during a launch stops it cleanly (spirad.guard)
+    with LOCK:
+        return _init(arch, **kwargs)
+
+
+def _init(arch=None, **kwargs):
     unknown = sorted(set(kwargs) - _INIT_KEYS)
     if unknown:
         raise SpiradValueError(f"init() got unknown keyword argument(s): {', '.join(unknown)}; "
@@ -74,6 +83,12 @@ def init(arch=None, **kwargs):
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""
+    from .guard import launching
+    with launching():
+        _sync()
+
+
+def _sync():
     st = _state.current()
     if st.backend is not None:
         st.backend.sync()
@@ -84,7 +99,9 @@ def sync():
 
 
 def reset():
-    _state.reset()
+    from .guard import LOCK
+    with LOCK:
+        _state.reset()
 
 
 # Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
@@ -100,7 +117,7 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "GUI": "plot to_numpy() results with matplotlib", "profiler": "time launches with sd.sync()",
+    "profiler": "time launches with sd.sync()",
 }
 
 

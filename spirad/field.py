@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
@@ -75,7 +76,8 @@ class _HostArray:
         printed, failed asserts raised."""
         self._check_live()  # the memory of a previous init() may be gone with its backend
         be = _state.backend()
-        be.sync()
+        with _guard.launching():
+            be.sync()
         st = _state.current()
         if st.prints is not None and st.prints.dirty:  # a host read is a sync point: print
             from .printing import flush
@@ -119,6 +121,7 @@ class _HostArray:
     def _host_written(self):
         self.generation += 1
 
+    @_guard.locked
     def to_numpy(self) -> np.ndarray:
         view = self._view()
         if _state.backend().host_views:
@@ -128,6 +131,7 @@ class _HostArray:
             out.flags.writeable = True
         return out.astype(bool) if self.dtype == T.u1 else out
 
+    @_guard.locked
     def from_numpy(self, arr) -> None:
         arr = np.asarray(arr)
         if arr.shape != self.full_shape:
@@ -173,6 +177,7 @@ class _HostArray:
     def from_torch(self, tensor) -> None:
         self.from_numpy(tensor.detach().cpu().numpy())
 
+    @_guard.locked
     def fill(self, value) -> None:
         self._store(self._to_storage(value))
 
@@ -189,6 +194,7 @@ class _HostArray:
                 raise SpiradValueError(f"index {key} out of range for shape {self.shape}")
         return tuple(int(k) for k in key)
 
+    @_guard.locked
     def __getitem__(self, key):
         index = self._index(key)
         if _state.backend().host_views:
@@ -203,6 +209,7 @@ class _HostArray:
             return np.array(v, copy=True)
         return bool(v) if self.dtype == T.u1 else v.item()
 
+    @_guard.locked
     def __setitem__(self, key, value):
         self._store(self._to_storage(value), self._index(key))
 
@@ -284,6 +291,7 @@ class Field(_HostArray):
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
 
+    @_guard.locked
     def _storage(self):
         if self._buf is None:
             self._check_live()

@@ -20,10 +20,14 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 
 from . import state as _state
+from .guard import PerThread
+
+
+_ACTIVE = PerThread()
 
 
 class FwdMode:
-    active = None  # the FwdMode block being run (kernel launches check it)
+    active = _ACTIVE  # this thread's FwdMode block (kernel launches check it)
 
     def __init__(self, loss=None, param=None, seed=None, clear_gradients=True, parameters=None):
         if param is None:
@@ -71,10 +75,10 @@ class FwdMode:
                 if isinstance(a, Ndarray):
                     a.dual.fill(0)
         p.dual.from_numpy(seed.reshape(p.full_shape).astype(p.dtype.np))
-        FwdMode.active = self
+        _ACTIVE.set(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        FwdMode.active = None
+        _ACTIVE.set(None)
         self.param.dual.fill(0)  # clear the seed, as Taichi does
         return False

@@ -19,6 +19,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
+from . import guard as _guard
 from . import launch as _launch
 from . import state as _state
 from .driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
@@ -240,13 +241,14 @@ class Kernel(PyFunction):
         return arrays.convert(self, args, nd)
 
     def _run(self, args, mode: int):
-        args, copies = self._foreign_args(args)
-        p = self._plan(args, mode)
-        value = _launch.run(p)
-        if copies:
-            from .interop.arrays import copy_out
-            copy_out(copies, args, p.compiled.writes)
-        return value
+        with _guard.LOCK:  # one launch at a time per process (spirad.guard)
+            args, copies = self._foreign_args(args)
+            p = self._plan(args, mode)
+            value = _launch.run(p)  # interrupts deferred in there
+            if copies:
+                from .interop.arrays import copy_out
+                copy_out(copies, args, p.compiled.writes)
+            return value
 
     # -- launch -------------------------------------------------------------------------------
     def __call__(self, *args):

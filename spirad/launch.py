@@ -24,6 +24,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
+from . import guard as _guard
 from . import printing, sizing_cache
 from . import state as _state
 
@@ -149,7 +150,22 @@ def run_once(c: Compiled, args):
 def run(p: LaunchPlan):
     """Launch `p`: size the adstacks (cached) if the program has any, launch, bump the write
     generations of everything the program may write; returns the kernel's return value (None
-    without a return type)."""
+    without a return type). Holds the process lock with interrupts deferred (`spirad.guard`);
+    the generations are bumped even when the launch fails or stops part way."""
+    with _guard.launching():
+        try:
+            _launch(p)
+        finally:
+            _bump(p)
+        c = p.compiled
+        if c.returns is not None:
+            value = c.returns.read(_state.backend())
+            printing.flush(_state.current())
+            return value
+    return None
+
+
+def _launch(p: LaunchPlan) -> None:
     c = p.compiled
     be = _state.backend()
     if c.prints:
@@ -166,15 +182,13 @@ def run(p: LaunchPlan):
             sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+def _bump(p: LaunchPlan) -> None:
+    """Write generations of everything `p`'s program may write (sizing cache, DESIGN §4)."""
     args = p.args
-    for w in c.writes:
+    for w in p.compiled.writes:
         if w[0] == "field":
             w[1].generation += 1
         elif w[0] == "ndarray":
-            arr = args[w[1]]
-            _buffer(arr, w[2]).generation += 1
-    if c.returns is not None:
-        value = c.returns.read(be)
-        printing.flush(_state.current())
-        return value
-    return None
+            _buffer(args[w[1]], w[2]).generation += 1

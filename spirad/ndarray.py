@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, normalize_shape, resolve_dtype
@@ -23,7 +24,8 @@ class Ndarray(_HostArray):
         self.shape = normalize_shape(shape)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-        self._buf = _state.backend().allocate(nbytes)
+        with _guard.LOCK:
+            self._buf = _state.backend().allocate(nbytes)
         self.grad = None
         self.dual = None
         for flag, what in ((needs_grad, "grad"), (needs_dual, "dual")):
@@ -63,9 +65,10 @@ class Ndarray(_HostArray):
     def _storage(self):
         return self._buf
 
-    # -- DLPack and __cuda_array_interface__ (spirad.interop.arrays) ------------------------------
+    # -- DLPack and __cuda_array_interface__ (spirad.interop.dlpack_export) -----------------------
     # host-memory backends: the live memory (CPU) or a host copy (Vulkan, Metal); CUDA / AMDGPU:
     # the device memory itself, ordered after the work launched so far
+    @_guard.locked
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self._check_live()
         from .interop.dlpack_export import export_dlpack
@@ -76,6 +79,7 @@ class Ndarray(_HostArray):
         return dlpack_device(self)
 
     @property
+    @_guard.locked
     def __cuda_array_interface__(self):
         self._check_live()
         from .interop.dlpack_export import cuda_array_interface

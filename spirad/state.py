@@ -88,6 +88,10 @@ def backend():
     """The live backend, created on first use."""
     s = state
     if s.backend is None:
-        from .backends import load_backend
-        s.backend = load_backend(s.arch, s)
+        from .guard import LOCK, install
+        with LOCK:
+            if s.backend is None:
+                install()
+                from .backends import load_backend
+                s.backend = load_backend(s.arch, s)
     return s.backend

@@ -19,10 +19,14 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError
 
 from . import state as _state
+from .guard import PerThread
+
+
+_ACTIVE = PerThread()
 
 
 class Tape:
-    active = None  # the Tape being recorded (kernel launches call `record`)
+    active = _ACTIVE  # this thread's Tape being recorded (launches `record`)
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
@@ -55,11 +59,11 @@ class Tape:
         if self.validation:
             from .tape_validation import current
             current().clear()
-        Tape.active = self
+        _ACTIVE.set(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        Tape.active = None
+        _ACTIVE.set(None)
         if exc_type is not None:
             return False
         if self.loss is not None:

@@ -66,7 +66,8 @@ class CpuBackend(BackendBase):
         super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
-        self.rt = CpuRuntime(num_workers=n)
+        from ..guard import CANCEL
+        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL)  # an interrupt stops a launch (guard)
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
@@ -155,6 +156,8 @@ class CpuBackend(BackendBase):
         checked = program.bounds is not None
         plan = None if adstack is None else adstack.tasks
         for ti, (fn, kind, rng) in enumerate(zip(program.fns, program.kinds, ranges)):
+            if self.rt.cancelled():  # interrupted (spirad.guard): the later tasks do not run
+                return
             b, e = rng if rng is not None else program.host_bounds[ti].evaluate(
                 argbuf, lambda k, ref, shape: self.view(
                     storages[k] if storages[k] is not None else program.temps[k], ref.dtype.np, shape))

@@ -41,6 +41,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 from llvm_codegen.device_runtime import dlpack as DL
 
+from .. import guard as _guard
 from .. import state as _state
 from ..ndarray import Ndarray
 from .dlpack_export import DL_TO_NP as _DL_TO_NP
@@ -338,6 +339,7 @@ def copy_out(entries, args, writes) -> None:
             e.arr[...] = e.nd._view()
 
 
+@_guard.locked
 def from_dlpack(obj, dtype=None):
     """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch tensor) or
     any numpy array or `__cuda_array_interface__` array: sharing its memory on host-memory

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCS = os.path.join(ROOT, "docs")
 PRELUDE = "import numpy as np\nimport spirad as sd\nsd.init(arch=sd.cpu)\n"
 GUIDE = ("index.md", "language.md", "autodiff.md", "backends.md", "interop.md", "cache.md",
-         "errors_and_environment.md")
+         "errors_and_environment.md", "reliability.md")
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 _INIT_ARCH = re.compile(r"sd\.init\(\s*arch\s*=\s*(sd\.\w+|\"\w+\"|'\w+')")
 

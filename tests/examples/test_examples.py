@@ -1,5 +1,6 @@
 """Every example in examples/ runs at a small size (what CI can afford) and does what it says:
-the throw optimisation lowers its loss and writes a PNG; the demo checks itself."""
+the throw optimisation lowers its loss and writes a PNG and an sd.GUI replay (frames, GIF); the
+demo checks itself."""
 import glob
 import os
 import subprocess
@@ -13,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SMALL = {  # example -> arguments of a small run ({out}: a file in the test's tmp dir)
     "demo.py": ["--arch", "cpu"],
     "throw.py": ["--arch", "{arch}", "--iters", "80", "--balls", "4", "--steps", "150",
-                 "--out", "{out}/throw.png", "--no-progress"],
+                 "--out", "{out}/throw.png", "--no-progress", "--video", "{out}/video"],
     "distributed_training.py": ["--steps", "3", "--batch", "16", "--out", "{out}/w.npy"],
 }
 
@@ -52,3 +53,5 @@ def test_throw_learns_and_draws(arch, tmp_path):
     assert losses[-1] < 0.01 * losses[0], line
     png = tmp_path / "throw.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    gif = tmp_path / "video" / "video.gif"        # the sd.GUI replay: 39 frames of 640 x 320
+    assert gif.read_bytes()[:6] == b"GIF89a" and len(os.listdir(tmp_path / "video" / "frames")) == 39
