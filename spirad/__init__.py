@@ -29,6 +29,7 @@ from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi nam
 from .matrix import Matrix, Vector
 from .ndarray import ndarray
 from .interop.arrays import from_dlpack
+from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
@@ -39,7 +40,8 @@ float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache", "managed_memory"}
+              "adstack_cache", "offline_cache_file_path", "offline_cache_max_size_of_files",
+              "managed_memory"}
 
 
 def init(arch=None, **kwargs):

@@ -119,8 +119,8 @@ def compile_validation(fwd: Compiled, state) -> Compiled:
 
 def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
     """The program stored under offline-cache `key`, rebuilt for this process, or None."""
-    entry = offline_cache.load(key)
-    if entry is None or not offline_cache.fields_match(entry["tl"], state):
+    entry = offline_cache.load(key, state)
+    if entry is None or not offline_cache.fields_match(entry["tl"], state, key.fields):
         return None
     tl = entry["tl"]
     c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
@@ -135,7 +135,7 @@ def _stored(key, c: Compiled) -> Compiled:
     if key is not None and not c.prints and c.returns is None:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
-            offline_cache.store(key, {"tl": c.tl, "blob": blob})
+            offline_cache.store(key, {"tl": c.tl, "blob": blob}, _state.current())
     return c
 
 

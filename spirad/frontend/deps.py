@@ -1,12 +1,24 @@
-"""What a kernel's compiled code depends on in Python: its source, the sources of the `@sd.func`s
-it calls (transitively), and the values it reads from globals and closures, which the frontend
-folds into the program (fields by identity and layout, numbers by value).
+"""What a kernel's compiled code depends on in Python, by value: its source and where it stands,
+the functions it calls (`@sd.func`s and plain Python helpers, transitively, with their default
+arguments), and every value the frontend can read while compiling it — globals, closure cells,
+attributes of modules, classes and objects (`Params.scale`, `cfg.sub.N`), elements of lists,
+tuples and dicts, and the template arguments.
 
 Why: the offline compile cache (`spirad.offline_cache`) keys a program on this, so a second
-process can load the program before compiling it. The description is conservative: every name
-the code (or a nested code object) mentions is looked up; a value that cannot be described
-stably across processes (an object known only by its address) makes the kernel uncacheable
-(`describe` returns None) rather than risk loading a program compiled for other values.
+process can load the program before compiling it; a value that changed must change the key.
+
+How: a value is described by its type and content. Numbers, strings, dtypes and numpy arrays by
+value; fields by their ids (and their gradient's and dual's: the program binds them by id) and
+layout — a field of a previous `sd.init()` makes the kernel uncacheable, so compiling raises the
+error it raises without the cache; functions by their file, first line, source, bytecode,
+defaults and the values of the names they use; modules, classes and objects by the attributes
+whose names any described code mentions (`names`, the union over all code reached: a helper
+that reads `p.scale` of an object the kernel passes it names `scale`). Since describing a
+function can add names, the description is repeated until the set of names stops growing. A
+value that cannot be described stably across processes (a C object known only by its address)
+makes the kernel uncacheable (`describe` returns None) rather than risk loading a program
+compiled for other values. The file and first line of every function are in the key, so an
+error raised by a cached program names the current file and line.
 """
 from __future__ import annotations
 
@@ -19,7 +31,13 @@ import numpy as np
 
 from kernel_ir.dtypes import DType
 
-UNCACHEABLE = object()
+# classes from these packages are named, not described (their attributes are library code)
+_LIBRARY_ROOTS = frozenset(("builtins", "numpy", "spirad", "kernel_ir", "torch", "typing", "enum",
+                            "math", "collections", "dataclasses", "abc", "functools", "numbers",
+                            "types", "operator", "itertools"))
+# protocols through which the frontend may evaluate an object (bool(), len(), iteration, ...)
+_PROTOCOLS = ("__bool__", "__len__", "__iter__", "__getitem__", "__index__", "__int__",
+              "__float__", "__call__", "__contains__", "__eq__", "__hash__")
 
 
 class _Uncacheable(Exception):
@@ -51,66 +69,6 @@ def _code_key(code) -> tuple:
     return (code.co_code.hex(), consts, code.co_names)
 
 
-def value_key(v, names=(), depth=0, seen=None):
-    """A process-independent description of value `v` (raises _Uncacheable). Fields by id,
-    dtype and shape: the same program order creates the same ids in every process."""
-    from ..field import Field
-    from ..func import PyFunction
-    from ..types import MatrixType, NdarrayType, Template, VectorType
-    seen = {} if seen is None else seen
-    if v is None or isinstance(v, (bool, str, bytes)):
-        return (type(v).__name__, v)
-    if isinstance(v, numbers.Number) and not isinstance(v, np.ndarray):
-        return (type(v).__name__, repr(v))
-    if isinstance(v, DType):
-        return ("dtype", v.name)
-    if isinstance(v, (VectorType, MatrixType, NdarrayType, Template)):
-        return ("type", repr(v))
-    if isinstance(v, Field):
-        return ("field", v.id, v.dtype.name, v.shape, v.comp_shape, v.grad is not None,
-                v.dual is not None)
-    if isinstance(v, PyFunction):
-        return ("func", _function(v, seen))
-    if isinstance(v, (tuple, list)):
-        return (type(v).__name__,) + tuple(value_key(x, names, depth, seen) for x in v)
-    if isinstance(v, dict):
-        return ("dict",) + tuple(sorted((repr(value_key(k, names, depth, seen)),
-                                         value_key(x, names, depth, seen)) for k, x in v.items()))
-    if isinstance(v, (set, frozenset)):
-        return ("set",) + tuple(sorted(repr(value_key(x, names, depth, seen)) for x in v))
-    if isinstance(v, enum.Enum):
-        return ("enum", type(v).__module__, type(v).__qualname__, v.name)
-    if isinstance(v, np.ndarray):
-        import hashlib
-        return ("array", v.dtype.str, v.shape, hashlib.sha256(np.ascontiguousarray(v)).hexdigest())
-    if isinstance(v, types.ModuleType):
-        if depth > 0:
-            return ("module", v.__name__)
-        attrs = tuple((n, _module_attr(getattr(v, n), names, seen))
-                      for n in sorted(names) if not n.startswith("__") and hasattr(v, n))
-        return ("module", v.__name__, attrs)
-    if isinstance(v, types.FunctionType):
-        return ("pyfn", v.__module__, v.__qualname__, _code_key(v.__code__))
-    if isinstance(v, types.MethodType):
-        return ("method", value_key(v.__self__, names, depth, seen), v.__func__.__qualname__)
-    if isinstance(v, (types.BuiltinFunctionType, type)):
-        return ("named", getattr(v, "__module__", ""), v.__qualname__)
-    if callable(v) and hasattr(v, "__qualname__") and hasattr(v, "__module__"):
-        return ("named", v.__module__, v.__qualname__)
-    # Anything else (class instances, ndarrays used as globals, ...) may hold fields or values
-    # whose identity a repr would not show: not cacheable.
-    raise _Uncacheable(type(v).__qualname__)
-
-
-def _module_attr(v, names, seen):
-    """A module attribute the code may read (`mod.N`): `names` over-approximates what is read,
-    so an attribute that cannot be described is only named by its type."""
-    try:
-        return value_key(v, names, 1, seen)
-    except _Uncacheable:
-        return ("opaque", type(v).__qualname__)
-
-
 def _codes(code):
     yield code
     for c in code.co_consts:
@@ -130,24 +88,134 @@ def _source_text(fn) -> str:
     return "".join(lines[code.co_firstlineno - 1:max(ends)])
 
 
-def _function(pf, seen) -> tuple:
-    """Source and referenced values of an `sd.func` / kernel, recursing into funcs it calls."""
-    fn = pf.fn
-    key = (fn.__module__, fn.__qualname__)
-    if key in seen:
-        return ("seen",) + key
-    seen[key] = True
-    src = _source_text(fn)
-    names = _names(fn.__code__)
-    scope = _scope(fn)
-    refs = tuple((n, value_key(scope[n], names, 0, seen)) for n in sorted(names) if n in scope)
-    return key + (src, _code_key(fn.__code__), refs)  # source and bytecode
+def _library(v) -> bool:
+    """A module, class or function of a library (named in a key, not described)."""
+    mod = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, "__module__", None)
+    return (mod or "builtins").split(".")[0] in _LIBRARY_ROOTS
 
 
-def describe(kernel, template_args=()) -> tuple | None:
-    """The dependencies of `kernel` and its template arguments, or None if uncacheable."""
+class _Describer:
+    """One description pass with a fixed set of attribute `names`; collects the names of the
+    code it reaches (`found`) and the ids of the fields it describes (`field_ids`)."""
+
+    def __init__(self, names: frozenset, state):
+        self.names = names
+        self.found = set(names)
+        self.state = state
+        self.field_ids: set = set()
+        self.memo: dict = {}  # id(object) -> index: a cycle or a repeat is named by its index
+        self.keep: list = []  # objects in memo stay alive during the pass (ids stay unique)
+
+    def value(self, v):
+        from ..field import Field
+        from ..func import PyFunction
+        from ..types import MatrixType, NdarrayType, Template, VectorType
+        if v is None or isinstance(v, (bool, str, bytes)):
+            return (type(v).__name__, v)
+        if isinstance(v, numbers.Number) and not isinstance(v, np.ndarray):
+            return (type(v).__name__, repr(v))
+        if isinstance(v, DType):
+            return ("dtype", v.name)
+        if isinstance(v, (VectorType, MatrixType, NdarrayType, Template)):
+            return ("type", repr(v))
+        if isinstance(v, enum.Enum):
+            return ("enum", type(v).__module__, type(v).__qualname__, v.name)
+        if isinstance(v, np.ndarray):
+            import hashlib
+            return ("array", v.dtype.str, v.shape,
+                    hashlib.sha256(np.ascontiguousarray(v)).hexdigest())
+        if isinstance(v, Field):
+            return self.field(v)
+        if isinstance(v, (tuple, list)):
+            return (type(v).__name__,) + tuple(self.value(x) for x in v)
+        if isinstance(v, dict):
+            return ("dict",) + tuple(sorted((repr(self.value(k)), self.value(x))
+                                            for k, x in v.items()))
+        if isinstance(v, (set, frozenset)):
+            return ("set",) + tuple(sorted(repr(self.value(x)) for x in v))
+        if isinstance(v, (types.ModuleType, type, types.FunctionType)) and _library(v):
+            return ("named", getattr(v, "__module__", None) or v.__name__,
+                    getattr(v, "__qualname__", v.__name__))
+        if isinstance(v, (types.BuiltinFunctionType, np.ufunc)) or (
+                callable(v) and _library(type(v)) and hasattr(v, "__qualname__")
+                and not isinstance(v, (PyFunction, types.MethodType, type, types.FunctionType,
+                                       staticmethod, classmethod))):
+            return ("named", getattr(v, "__module__", "") or "", getattr(v, "__qualname__", ""))
+        seen = self.memo.get(id(v))  # functions, modules, classes, objects: maybe cyclic
+        if seen is not None:
+            return ("seen", seen)
+        self.memo[id(v)] = len(self.memo)
+        self.keep.append(v)
+        if isinstance(v, PyFunction):
+            return ("func", type(v).__name__, self.function(v.fn))
+        if isinstance(v, types.ModuleType):
+            return ("module", v.__name__, self.attrs(v))
+        if isinstance(v, types.FunctionType):
+            return ("pyfn", self.function(v))
+        if isinstance(v, types.MethodType):
+            return ("method", self.value(v.__self__), self.value(v.__func__))
+        if isinstance(v, (staticmethod, classmethod)):
+            return (type(v).__name__, self.value(v.__func__))
+        if isinstance(v, type):
+            bases = tuple(self.value(b) for b in v.__mro__[1:] if b is not object)
+            return ("class", v.__module__, v.__qualname__, bases, self.attrs(v, v.__dict__))
+        if not _library(type(v)) and (hasattr(v, "__dict__") or hasattr(type(v), "__slots__")):
+            return ("object", self.value(type(v)), self.attrs(v))  # the attributes code names
+        # anything else (C objects, tensors, library instances) may hold state a repr would
+        # not show: not cacheable
+        raise _Uncacheable(type(v).__qualname__)
+
+    def field(self, f):
+        if f.epoch != self.state.epoch:  # compiling raises the stale-field error: not cached
+            raise _Uncacheable(f"field {f.name} of a previous init()")
+        ids = [f.id] + [g.id for g in (f._grad, f.dual) if g is not None]
+        self.field_ids.update(ids)
+        return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.grad is not None,
+                f.dual is not None)
+
+    def attrs(self, obj, own=None) -> tuple:
+        """(name, description) of every attribute of `obj` that some described code names; a
+        class also gives the protocol methods it defines itself (`own`)."""
+        out = []
+        for n in sorted(self.names):
+            if n.startswith("__"):
+                continue
+            try:
+                v = getattr(obj, n)
+            except Exception:  # noqa: BLE001 - absent (or a property that raises): not read
+                continue
+            out.append((n, self.value(v)))
+        if own is not None:
+            out.extend((n, self.value(own[n])) for n in _PROTOCOLS if n in own)
+        return tuple(out)
+
+    def function(self, fn) -> tuple:
+        """Where `fn` stands, its source, bytecode and defaults, and the values of its names."""
+        code = fn.__code__
+        names = _names(code)
+        self.found |= names
+        scope = _scope(fn)
+        refs = tuple((n, self.value(scope[n])) for n in sorted(names) if n in scope)
+        defaults = tuple(self.value(d) for d in fn.__defaults__ or ())
+        kwdefaults = tuple(sorted((k, self.value(d)) for k, d in (fn.__kwdefaults__ or {}).items()))
+        return (fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno,
+                _source_text(fn), _code_key(code), defaults, kwdefaults, refs)
+
+
+def describe(kernel, template_args=(), state=None):
+    """(description, field ids) of `kernel` and its template arguments, or None if uncacheable.
+    The field ids are those of every field (and gradient / dual) the description names: a
+    program loaded for this description may bind only those (and spirad's internal fields)."""
+    from .. import state as _state
+    state = state or _state.current()
+    names = frozenset()
     try:
-        seen = {}
-        return (_function(kernel, seen), tuple(value_key(a, (), 0, seen) for a in template_args))
-    except _Uncacheable:
+        for _ in range(16):
+            d = _Describer(names, state)
+            desc = (d.value(kernel), tuple(d.value(a) for a in template_args))
+            if d.found <= names:
+                return desc, frozenset(d.field_ids)
+            names = frozenset(d.found)
+    except (_Uncacheable, RecursionError):
         return None
+    return None  # names kept growing: not cached
