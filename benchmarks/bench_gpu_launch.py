@@ -85,9 +85,9 @@ def measure(arch, host_path: bool, n: int, launches: int, reps: int):
             t0 = time.perf_counter()
             for _ in range(launches):
                 fn()
+            waits[name] += rt.waits - w0       # the batch's own sync() not counted
             sd.sync()
             times[name].append((time.perf_counter() - t0) / launches)
-            waits[name] += rt.waits - w0 - 1   # the batch's own sync() not counted
     os.environ.pop(llvm_gpu.HOST_PATH_ENV, None)
     return {name: (1.0 / statistics.median(t), waits[name] / (reps * launches))
             for name, t in times.items()}

@@ -171,8 +171,14 @@ def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
 
 def exported_count() -> int:
     """Capsules exported whose memory no consumer has released yet (tests)."""
+    return len(exported())
+
+
+def exported() -> set:
+    """Addresses of the managed tensors of those capsules (tests)."""
     sweep()
-    return len(_live)
+    with _lock:
+        return set(_live)
 
 
 class Imported:
@@ -181,6 +187,7 @@ class Imported:
     def __init__(self, mt_ptr, versioned: bool):
         self._mt = mt_ptr
         self._versioned = versioned
+        self.address = ctypes.cast(mt_ptr, ctypes.c_void_p).value  # of the managed tensor
         mt = mt_ptr.contents
         t = mt.dl_tensor
         self.ptr = (t.data or 0) + int(t.byte_offset)

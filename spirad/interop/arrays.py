@@ -65,8 +65,8 @@ class DeviceArray:
     """Another library's GPU array as a backend binds it: device address, numpy dtype, shape,
     the `flags` / `strides` that `element_type` checks, and how to keep it ordered and alive.
 
-    `kind` 'cai' (`__cuda_array_interface__`: `stream` is the producer's, or None) or 'dlpack'
-    (`owner` the consumed capsule's `DL.Imported`)."""
+    `kind` 'cai' (`__cuda_array_interface__`: `stream` is the producer's, or None; `owner` the
+    object) or 'dlpack' (`owner` the consumed capsule's `DL.Imported`)."""
 
     def __init__(self, kind, ptr, dtype, shape, strides, read_only, stream, owner, where):
         self.kind, self.ptr, self.dtype, self.shape = kind, int(ptr), np.dtype(dtype), tuple(shape)
@@ -113,7 +113,7 @@ def _dlpack_device(obj):
         return None
 
 
-def _from_cai(cai) -> DeviceArray:
+def _from_cai(cai, obj) -> DeviceArray:
     if cai.get("mask") is not None:
         raise SpiradTypeError("a masked __cuda_array_interface__ array cannot be a kernel argument")
     ptr, read_only = cai["data"]
@@ -122,8 +122,8 @@ def _from_cai(cai) -> DeviceArray:
     strides = cai.get("strides")
     strides = None if strides is None else tuple(int(s) for s in strides)
     stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
-    return DeviceArray("cai", ptr or 0, dtype, shape, strides, bool(read_only), stream, None,
-                       "CUDA")
+    return DeviceArray("cai", ptr or 0, dtype, shape, strides, bool(read_only), stream, obj,
+                       "CUDA")  # the object owns the memory: kept alive with the alias
 
 
 def _from_dlpack(obj, stream, where) -> DeviceArray:
@@ -164,7 +164,7 @@ def device_array(obj):
         raise SpiradTypeError(f"{type(obj).__name__} lives in {where} device memory, which "
                               f"arch={be.name} cannot compute on in place; move it to the CPU "
                               f"(tensor.cpu()) or use the arch of its device")
-    return _from_cai(cai) if cai is not None else _from_dlpack(obj, be.dlpack_stream(), where)
+    return _from_cai(cai, obj) if cai is not None else _from_dlpack(obj, be.dlpack_stream(), where)
 
 
 def host_array(obj) -> np.ndarray | None:
@@ -263,7 +263,7 @@ def _refresh(dev: DeviceArray, obj) -> bool:
     be = _state.backend()
     obj = _detached(obj)
     if dev.kind == "cai":
-        now = _from_cai(_cuda_array_interface(obj))
+        now = _from_cai(_cuda_array_interface(obj), obj)
         if not now.same_memory(dev):
             return False
         dev.stream = now.stream
