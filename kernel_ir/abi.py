@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .nodes import ArgSpec, GlobalRef, TaskList, walk
-from .ops import Op
+from .ops import GLOBAL_ACCESS, Op
 from .rewrite import expr_nodes
 
 
@@ -90,7 +90,7 @@ def kernel_abi(tl: TaskList) -> KernelABI:
     for t in tl.tasks:
         bounds = expr_nodes(t.begin) + expr_nodes(t.end) if t.kind == "range" else []
         for n in list(walk(t.body)) + bounds:
-            if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+            if n.op in GLOBAL_ACCESS:
                 refs.add(n.arg)
     # ndarray refs of the same argument may differ in name only: dedupe by identity fields
     uniq = {}

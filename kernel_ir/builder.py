@@ -87,6 +87,10 @@ class IRBuilder:
     def atomic_add(self, ref, indices, v: Node) -> Node:
         return self.emit(Op.ATOMIC_ADD, ref.dtype, (*indices, v), ref)
 
+    def atomic(self, op: Op, ref, indices, v: Node) -> Node:
+        """Any atomic read-modify-write (`ops.ATOMICS`); returns the old value."""
+        return self.emit(op, ref.dtype, (*indices, v), ref)
+
     # -- control flow ------------------------------------------------------------------------
     @contextmanager
     def if_(self, cond: Node):

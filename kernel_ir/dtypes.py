@@ -51,9 +51,10 @@ f64 = DType("f64", "f", 64)
 i32 = DType("i32", "i", 32)
 i64 = DType("i64", "i", 64)
 u32 = DType("u32", "u", 32)
+u64 = DType("u64", "u", 64)
 u1 = DType("u1", "b", 1)
 
-ALL = (f32, f64, i32, i64, u32, u1)
+ALL = (f32, f64, i32, i64, u32, u64, u1)
 BY_NAME = {d.name: d for d in ALL}
 
 _TO_NUMPY = {
@@ -62,6 +63,7 @@ _TO_NUMPY = {
     "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64),
     "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
     "u1": np.dtype(np.uint32),  # bools are stored as 4-byte 0/1 in memory (portable to SPIR-V)
 }
 
@@ -69,7 +71,7 @@ _TO_NUMPY = {
 def from_numpy(dt) -> DType:
     """The DType matching a numpy dtype; raises KeyError for unsupported ones."""
     dt = np.dtype(dt)
-    for d in (f32, f64, i32, i64, u32):
+    for d in (f32, f64, i32, i64, u32, u64):
         if d.np == dt:
             return d
     if dt == np.dtype(np.bool_):

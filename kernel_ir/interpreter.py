@@ -14,7 +14,8 @@ Slow and simple on purpose. Code generators and passes are tested against it. Se
 * GLOBAL_* index C-ordered arrays; out-of-range indices are an error here (undefined elsewhere).
 * A task of kind 'range' runs its body for each index in [begin, end), in order; the backends may
   run iterations in any order and concurrently, so kernels must not rely on the order except
-  through ATOMIC_ADD.
+  through atomics. ATOMIC_<op> stores `combine(old, value)` (`ops.ATOMIC_COMBINE`: MIN / MAX
+  as the binary ops, NaN-ignoring on floats; XCHG stores the value) and yields the old value.
 * PRINT appends (format id, [values]) to `Memory.prints` (the record a kernel's print stream
   gets; spirad lowers PRINT to stores into print buffers before offloading).
 * Adstack ops: a stack is a list of [primal, adjoint] entries with a capacity; PUSH past the
@@ -27,7 +28,7 @@ import numpy as np
 
 from .dtypes import DType, u1
 from .nodes import Block, Node, Task, TaskList
-from .ops import Op
+from .ops import ATOMIC_COMBINE, Op
 
 
 class _Break(Exception):
@@ -227,8 +228,12 @@ class Interpreter:
     def op_atomic_add(self, n):
         arr, idx = self._index(n, len(n.srcs) - 1)
         old = cast_value(arr[idx], n.dtype)
-        arr[idx] = BINARY_IMPL[Op.ADD](old, self.value(n.srcs[-1]), n.dtype)
+        v, comb = self.value(n.srcs[-1]), ATOMIC_COMBINE[n.op]
+        arr[idx] = cast_value(v, n.dtype) if comb is None else BINARY_IMPL[comb](old, v, n.dtype)
         self.env[n] = old
+
+    op_atomic_min = op_atomic_max = op_atomic_and = op_atomic_or = op_atomic_xor = op_atomic_add
+    op_atomic_xchg = op_atomic_add
 
     # -- control flow ------------------------------------------------------------------------
     def op_if(self, n):

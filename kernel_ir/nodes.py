@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .dtypes import DType
-from .ops import Op
+from .ops import ATOMICS, Op
 
 
 @dataclass(frozen=True)
@@ -170,9 +170,9 @@ def globals_used(block: Block) -> tuple[set, set]:
     for n in walk(block):
         if n.op == Op.GLOBAL_LOAD:
             reads.add(n.arg)
-        elif n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.add(n.arg)
-            if n.op == Op.ATOMIC_ADD:
+            if n.op in ATOMICS:
                 reads.add(n.arg)
     return reads, writes
 

@@ -33,6 +33,11 @@ class Op(Enum):
     GLOBAL_LOAD = auto()    # srcs: indices (one i32 per dimension)
     GLOBAL_STORE = auto()   # srcs: (*indices, value)
     ATOMIC_ADD = auto()     # srcs: (*indices, value); returns the old value
+    # the other read-modify-write atomics: same form as ATOMIC_ADD (`ATOMIC_COMBINE` names each
+    # one's combining op); MIN / MAX on ints and floats, AND / OR / XOR on ints and u1
+    ATOMIC_MIN = auto(); ATOMIC_MAX = auto()
+    ATOMIC_AND = auto(); ATOMIC_OR = auto(); ATOMIC_XOR = auto()
+    ATOMIC_XCHG = auto()    # stores the value itself (no combining op); returns the old value
     # structured control flow
     IF = auto()             # srcs: (cond,); blocks: (then, else)
     RANGE_FOR = auto()      # srcs: (begin, end); arg: LoopArg; blocks: (body,)
@@ -65,4 +70,10 @@ LOOPS = frozenset({Op.RANGE_FOR, Op.WHILE})
 CONTROL = LOOPS | {Op.IF, Op.CALL}
 STATEMENTS = frozenset({Op.CALL, Op.PRINT, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.RANGE_FOR, Op.WHILE, Op.BREAK,
                         Op.CONTINUE, Op.ADSTACK_PUSH, Op.ADSTACK_POP, Op.ADSTACK_ACC_ADJ})
-SIDE_EFFECTS = STATEMENTS | {Op.ATOMIC_ADD}
+# every atomic read-modify-write -> the binary op it applies (new = combine(old, value))
+ATOMIC_COMBINE = {Op.ATOMIC_ADD: Op.ADD, Op.ATOMIC_MIN: Op.MIN, Op.ATOMIC_MAX: Op.MAX,
+                  Op.ATOMIC_AND: Op.AND, Op.ATOMIC_OR: Op.OR, Op.ATOMIC_XOR: Op.XOR,
+                  Op.ATOMIC_XCHG: None}
+ATOMICS = frozenset(ATOMIC_COMBINE)
+GLOBAL_ACCESS = frozenset({Op.GLOBAL_LOAD, Op.GLOBAL_STORE}) | ATOMICS
+SIDE_EFFECTS = STATEMENTS | ATOMICS

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .dtypes import i32, u1
 from .nodes import Block, GlobalRef, KernelIR, Node, Task, TaskList
-from .ops import BINARY, COMPARE, Op
+from .ops import ATOMICS, BINARY, COMPARE, GLOBAL_ACCESS, Op
 
 
 class VerifyError(RuntimeError):
@@ -79,7 +79,7 @@ class _V:
                 self.fail(n, "LOAD/STORE of a non-ALLOCA")
             if op == Op.STORE and n.srcs[1].dtype != n.srcs[0].dtype:
                 self.fail(n, f"STORE of {n.srcs[1].dtype} into {n.srcs[0].dtype} slot")
-        elif op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif op in GLOBAL_ACCESS:
             ref = n.arg
             if not isinstance(ref, GlobalRef):
                 self.fail(n, "global access without GlobalRef")

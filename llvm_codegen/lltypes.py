@@ -20,7 +20,7 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
-_REG = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "u32": I32, "u1": I1}
+_REG = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "u32": I32, "u64": I64, "u1": I1}
 _MEM = {**_REG, "u1": I32}  # bools live in memory as 4-byte 0/1
 
 

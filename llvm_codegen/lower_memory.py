@@ -17,14 +17,14 @@ from llvmlite import ir
 
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import GlobalRef, walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from .context import CodegenError, FnContext
 from .lltypes import I32, I64, PTR, VOID, const, mem_type, reg_type
 from .lower_ops import convert
 from .program import STATUS_INDEX_OUT_OF_RANGE
 
-ACCESS_OPS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+ACCESS_OPS = GLOBAL_ACCESS
 BOUNDS_HELPER = "spirad.bounds.fail"
 
 
@@ -206,10 +206,22 @@ def _global_store(ctx: FnContext, n):
     _access(ctx, n, n.srcs[:-1], store)
 
 
-def _atomic_add(ctx: FnContext, n):
+def rmw_op(op, dt) -> str:
+    """The `atomicrmw` operation of an atomic op on `dt` (u1 is a 0/1 i32 in memory:
+    bool(old + v) == old | v)."""
+    if op == Op.ATOMIC_ADD:
+        return "fadd" if dt.is_float else ("or" if dt.is_bool else "add")
+    if op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX):
+        name = "min" if op == Op.ATOMIC_MIN else "max"
+        return ("f" + name) if dt.is_float else (name if dt.kind == "i" else "u" + name)
+    return {Op.ATOMIC_AND: "and", Op.ATOMIC_OR: "or", Op.ATOMIC_XOR: "xor",
+            Op.ATOMIC_XCHG: "xchg"}[op]
+
+
+def _atomic(ctx: FnContext, n):
     ref = n.arg
     dt = ref.dtype
-    op = "fadd" if dt.is_float else ("or" if dt.is_bool else "add")  # bool(old + v) == old | v
+    op = rmw_op(n.op, dt)
 
     def rmw(p):
         v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
@@ -227,5 +239,5 @@ def _atomic_add(ctx: FnContext, n):
 LOWER_MEMORY = {
     Op.ARG: _arg, Op.NDARRAY_SHAPE: _ndarray_shape, Op.LOOP_INDEX: _loop_index,
     Op.ALLOCA: _alloca, Op.LOAD: _load, Op.STORE: _store,
-    Op.GLOBAL_LOAD: _global_load, Op.GLOBAL_STORE: _global_store, Op.ATOMIC_ADD: _atomic_add,
+    Op.GLOBAL_LOAD: _global_load, Op.GLOBAL_STORE: _global_store, **{op: _atomic for op in ATOMICS},
 }

@@ -26,14 +26,14 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernel_ir.nodes import Node, walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from . import math_policy
 from .context import FnContext
 from .freeze import freeze
 from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
 from .lower_memory import axis_extent as _extent64
-from .lower_memory import _to_memory
+from .lower_memory import _to_memory, rmw_op
 from .lower_ops import convert
 from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, vec_from_mem
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
@@ -71,7 +71,7 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
         if n.op in _REFUSED:
             return Analysis(False, _REFUSED[n.op])
     # atomics are never uniform: each iteration's add happens, once per lane
-    varying = {task.index} | {n for n in nodes if n.op == Op.ATOMIC_ADD}
+    varying = {task.index} | {n for n in nodes if n.op in ATOMICS}
     lane_stacks = set()
     while True:  # locals / stacks made varying can make conditions varying, and back
         ctl = control(task, varying)
@@ -146,11 +146,16 @@ def _own_atomics(nodes, affine, varying):
     masked vector read-add-write of the lanes is the same as per-lane atomics."""
     tuples = {}
     for n in nodes:
-        if n.op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
-    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and len(tuples[n.arg.buffer]) == 1
-                     and consecutive(affine, varying, n.srcs[:-1]))
+    def own(n):
+        ts = tuples[n.arg.buffer]
+        if len(ts) == 1 and consecutive(affine, varying, n.srcs[:-1]):
+            return True
+        rows = {_row(t) for t in ts}  # components of the lane's own element (`v[i] += ...`)
+        return len(rows) == 1 and consecutive(affine, varying, next(iter(rows)))
+    return frozenset(n for n in nodes if n.op == Op.ATOMIC_ADD and own(n))
 
 
 def _affine(task, nodes, varying):
@@ -178,14 +183,25 @@ def _memory_hazard(nodes, affine, varying):
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
             reads.setdefault(n.arg.buffer, set()).add(tuple(n.srcs))
-        elif n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
     for buf, w in writes.items():
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
-            if len(both) != 1 or not consecutive(affine, varying, next(iter(both))):
+            rows = {_row(t) for t in both}  # x[i][0] and x[i][1]: one row, lane i's own
+            if len(rows) != 1 or not consecutive(affine, varying, next(iter(rows))):
                 return f"global {buf} written and accessed at other indices in the same task"
     return ""
+
+
+def _row(index: tuple) -> tuple:
+    """An element's index without its trailing constant indices (the components of a vector /
+    matrix element): accesses with one row, consecutive over the lanes, stay in each lane's own
+    elements whatever their components."""
+    k = len(index)
+    while k > 1 and index[k - 1].op == Op.CONST:
+        k -= 1
+    return index[:k]
 
 
 # -- lowering ---------------------------------------------------------------------------------
@@ -425,13 +441,13 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     read-modify-write of its element; the result holds each active lane's old value."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt = ref.dtype
-    op = "fadd" if dt.is_float else ("or" if dt.is_bool else "add")
+    op = rmw_op(n.op, dt)
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
     idx = n.srcs[:-1]
     mt = mem_type(dt)
-    if n in ctx.own_atomics:
+    if n.op == Op.ATOMIC_ADD and n in ctx.own_atomics:
         return _own_atomic_add(ctx, n, v, op)
-    if not any(s in ctx.varying for s in idx) and n not in ctx.used:
+    if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used:
         return _one_target_atomic_add(ctx, n, v, op)
     res = zeros(ir.VectorType(mt, w))
     for k in range(w):
@@ -503,11 +519,23 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
 
 
 def _own_atomic_add(ctx: SpmdContext, n, v, op):
-    """Masked vector load, add, masked store: no other iteration touches these elements."""
+    """Masked vector load, add, masked store: no other iteration touches these elements (a
+    gather and a scatter for a component of each lane's own vector element)."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt, mt = ref.dtype, mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
     idx = n.srcs[:-1]
+    if not consecutive(ctx.affine, ctx.varying, idx):
+        sfx, align = _elem(mt)
+        ptrs = _lane_ptrs(ctx, ref, idx)
+        old = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
+                                          [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
+        add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
+        fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
+                             [vt, ir.VectorType(PTR, w), I32, ctx.mask.type])
+        b.call(fn, [add(old, b.zext(v, vt) if dt.is_bool else v), ptrs, ir.Constant(I32, align),
+                    ctx.mask])
+        return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
     vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
     p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
               inbounds=True, source_etype=mt)
@@ -579,7 +607,7 @@ def _vector_ipow(ctx, dt):
 
 
 _SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store,
-               Op.ATOMIC_ADD: _spmd_atomic_add}
+               **{op: _spmd_atomic_add for op in ATOMICS}}
 _SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})
 _SPMD_RULES[Op.POW] = _spmd_pow  # integer POW: a vector helper
 _SPMD_RULES.update(SPMD_ADSTACK_RULES)

@@ -14,16 +14,19 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
-from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
+from .extension import extension, is_extension_supported
+from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
+from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
                    static_assert, static_print)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, random, rsqrt, select, sin, sqrt, static,
-                   tan, tanh)
+                   loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin, sqrt,
+                   static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
@@ -35,13 +38,23 @@ from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
-float32, float64, int32, int64, uint32 = f32, f64, i32, i64, u32
+x64 = arm64 = cpu  # Taichi's names of the host CPU
+opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
+float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache", "offline_cache_file_path", "offline_cache_max_size_of_files",
-              "managed_memory"}
+              "adstack_cache",
+              # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
+              "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
+              "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
+              "make_thread_local", "make_block_local", "check_out_of_bound",
+              "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
+              "excepthook", "real_matrix_scalarize", "opt_level",
+              # the offline cache's directory and size cap (docs/cache.md), the unroll cap
+              "offline_cache_file_path", "offline_cache_max_size_of_files",
+              "static_unroll_limit"}
 
 
 def init(arch=None, **kwargs):
@@ -109,13 +122,13 @@ def reset():
 # Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
 TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
 TaichiCompilationError = TaichiRuntimeError = SpiradError
+TaichiIndexError, TaichiRuntimeTypeError = SpiradValueError, SpiradTypeError
+TaichiAssertionError = SpiradAssertionError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1"
-       for t in ("u8", "i8", "u16", "i16", "f16", "u64", "uint8", "int8", "uint16", "int16",
-                 "float16", "uint64")},
-    **{a: "use sd.atomic_add / sd.atomic_sub (or += / -= on a global)"
-       for a in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor")},
+    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
+       for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
+                 "float16")},
     "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
     "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",

@@ -30,7 +30,11 @@ def grad_replaced(fn):
     if isinstance(fn, PyFunction):
         raise SpiradTypeError("grad_replaced decorates a Python-scope function that calls "
                               "kernels, not an @sd.kernel / @sd.func")
+    return _recorded_as_one_step(fn)
 
+
+def _recorded_as_one_step(fn):
+    """`fn` wrapped so that a Tape records each call as one step (its kernels unrecorded)."""
     @functools.wraps(fn)
     def replaced(*args, **kwargs):
         tape = Tape.active
@@ -49,9 +53,11 @@ def grad_replaced(fn):
 
 
 def no_grad(fn):
-    """A Python-scope function whose kernels contribute no gradient under a Tape (Taichi's
-    `ti.ad.no_grad`): recorded as one step with an empty gradient."""
-    replaced = grad_replaced(fn)
+    """A Python-scope function or a kernel that contributes no gradient under a Tape (Taichi's
+    `ti.ad.no_grad`): recorded as one step with an empty gradient; `fn.grad(...)` does nothing."""
+    if not callable(fn):
+        raise SpiradTypeError(f"no_grad expects a function or kernel, got {type(fn).__name__}")
+    replaced = _recorded_as_one_step(fn)
     replaced.grad = lambda *a, **k: None
     return replaced
 
@@ -60,7 +66,7 @@ def clear_all_gradients():
     """Zero the gradient of every field (Taichi's `ti.ad.clear_all_gradients()`)."""
     from . import state as _state
     for f in _state.current().fields:
-        if f.grad is not None and f.shape is not None:
+        if f.needs_grad and f.shape is not None:
             f.grad.fill(0)
 
 

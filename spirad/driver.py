@@ -20,6 +20,7 @@ from kernel_ir.abi import kernel_abi
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
+from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from . import state as _state
@@ -29,6 +30,7 @@ from .passes.dce import dce_kernel, dce_tasks
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .sizing_cache import ProgramSizing
 
@@ -56,8 +58,42 @@ def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
     return tl
 
 
+class _Deep:
+    """Compiling a deep expression (a generated chain of hundreds of additions) recurses in the
+    frontend's visitor about twice per level: the recursion limit is raised to DEEP_LIMIT while
+    compiling, so ~4,000 levels compile; deeper ones raise a SpiradSyntaxError naming the
+    statement (frontend.transformer), never a bare RecursionError."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        import sys
+        self.old = sys.getrecursionlimit()
+        if self.old < DEEP_LIMIT:
+            sys.setrecursionlimit(DEEP_LIMIT)
+
+    def __exit__(self, exc_type, exc, tb):
+        import sys
+        sys.setrecursionlimit(self.old)
+        if exc_type is RecursionError:  # below the frontend: a pass or a code generator
+            from kernel_ir.errors import SpiradSyntaxError
+            raise SpiradSyntaxError(f"kernel {self.name} nests expressions too deeply to compile; "
+                                    f"split long chains of operations into several statements "
+                                    f"with intermediate variables") from None
+        return False
+
+
+DEEP_LIMIT = 8000
+
+
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
+    with _Deep(kernel.fn.__name__):
+        return _compile_forward(kernel, specs, state)
+
+
+def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
     templates = tuple(sp[1] for sp in specs if sp[0] == "template")
@@ -74,6 +110,11 @@ def compile_forward(kernel, specs, state) -> Compiled:
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
+    with _Deep(fwd.tl.name):
+        return _compile_adjoint(fwd, args, state)
+
+
+def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     opts = state.options
     sizing_of = lambda tl: ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))  # noqa: E731
     key = offline_cache.derived_key(fwd.cache_key, "adjoint")
@@ -91,6 +132,11 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
 def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
     `args`: the launch's, for which ndarrays have duals."""
+    with _Deep(fwd.tl.name):
+        return _compile_forward_mode(fwd, args, state)
+
+
+def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     key = offline_cache.derived_key(fwd.cache_key, "forward_mode")
     c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
     if c is not None:
@@ -141,12 +187,13 @@ def _stored(key, c: Compiled) -> Compiled:
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
-    binding sources, what the program may write (generations to bump), its return values
+    binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    abi = kernel_abi(tl)
+    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    abi = kernel_abi(ctl)
     be = _state.backend()
-    program = be.compile(tl, abi) if blob is None else be.import_program(tl, abi, blob)
+    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
     bounds = tuple(None if t.kind == "serial" else
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
                    for t in tl.tasks)
@@ -157,10 +204,14 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
         ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
-    written = set()
+    written, read = set(), set()
     for t in tl.tasks:
-        written |= {r.buffer for r in globals_used(t.body)[1]}
-    writes, srcs = [], []
+        r, w = globals_used(t.body)
+        written |= {g.buffer for g in w}
+        read |= {g.buffer for g in r}
+        for bound in (t.begin, t.end) if t.kind == "range" else ():  # a range read from globals
+            read |= {n.arg.buffer for n in expr_nodes(bound) if n.op == Op.GLOBAL_LOAD}
+    writes, reads, srcs = [], [], []
     for ref in abi.bindings:
         if ref.kind == "field":
             srcs.append(("field", fields[ref.key]))
@@ -170,9 +221,11 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
             srcs.append(("temp", ref.key))
         if ref.buffer in written:
             writes.append(srcs[-1])
+        if ref.buffer in read:
+            reads.append(srcs[-1])
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
-                    returns=returns, prints=prints)
+                    returns=returns, prints=prints, reads=tuple(reads))
 
 
 def grad_of_factory(args, state):
@@ -182,7 +235,7 @@ def grad_of_factory(args, state):
     def grad_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.grad is None:
+            if f is None or not f.needs_grad:
                 return None
             g = f.grad
             return GlobalRef("field", g.id, g.dtype, ref.ndim, ref.shape, g.name, False)

@@ -50,6 +50,9 @@ def normalize_shape(shape) -> tuple:
     return shape
 
 
+HOST_ELEMENT = [None]  # spirad.matrix.host_element (set there: matrix imports this module)
+
+
 class _HostArray:
     """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
 
@@ -205,8 +208,8 @@ class _HostArray:
             v = raw.view(self.dtype.np).reshape(self.comp_shape)
             if not self.comp_shape:
                 v = v[()]
-        if self.comp_shape:
-            return np.array(v, copy=True)
+        if self.comp_shape:  # a copy that writes through: `x[i][c] = v` changes x, as in Taichi
+            return HOST_ELEMENT[0](self, index, v)
         return bool(v) if self.dtype == T.u1 else v.item()
 
     @_guard.locked
@@ -232,6 +235,7 @@ class Field(_HostArray):
         self._primal = None    # a gradient field: the field it belongs to
         self._dtype_arg = dtype
         self.dual = None
+        self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -246,15 +250,17 @@ class Field(_HostArray):
 
     @property
     def grad(self):
-        """The gradient field, or None. A float field without a shape yet (`sd.field(dtype)`)
-        offers its future gradient here so that `place(x, x.grad)` can enable it, as in Taichi."""
+        """The gradient field. As in Taichi every real field has one: until it is enabled
+        (`needs_grad=True`, `place(x.grad)` — also in a later place() call —, `lazy_grad()`)
+        it is an unplaced slot that kernels and host reads refuse; `needs_grad` tells which.
+        None for integer fields and for gradient / internal fields."""
         if self._grad is not None:
             return self._grad
-        if self.shape is None and self.dtype.is_float and self._primal is None \
-                and self in _state.current().fields:
+        if self.dtype.is_float and self._user:
             if self._pending is None:
                 self._pending = Field(self._dtype_arg, None, name=self.name + ".grad", _is_grad=True)
                 self._pending._primal = self
+            self._pending.shape = self.shape
             return self._pending
         return None
 
@@ -263,6 +269,8 @@ class Field(_HostArray):
         kernels compiled before see it at their next launch (state.layout_version)."""
         g = self._pending or Field(self._dtype_arg, self.shape, name=self.name + ".grad",
                                    _is_grad=True)
+        if g.epoch != _state.current().epoch:  # a stale slot of a previous init()
+            g = Field(self._dtype_arg, self.shape, name=self.name + ".grad", _is_grad=True)
         g.shape = self.shape
         g._primal = self
         self._grad, self._pending = g, None
@@ -276,6 +284,20 @@ class Field(_HostArray):
     @property
     def needs_grad(self) -> bool:
         return self._grad is not None
+
+    @property
+    def n(self) -> int:
+        """Rows of a vector / matrix field's elements (Taichi's MatrixField.n)."""
+        if not self.comp_shape:
+            raise AttributeError(f"field {self.name} has scalar elements: no .n")
+        return self.comp_shape[0]
+
+    @property
+    def m(self) -> int:
+        """Columns of a matrix field's elements; 1 for a vector field (Taichi's MatrixField.m)."""
+        if not self.comp_shape:
+            raise AttributeError(f"field {self.name} has scalar elements: no .m")
+        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
 
     @property
     def needs_dual(self) -> bool:
@@ -330,8 +352,30 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
 
 
 class Axis:
+    """Axis labels of a layout: `sd.i` is axis 0, `sd.jk` axes 1 and 2, `sd.axes(0, 3)`."""
+
     def __init__(self, *dims):
-        self.dims = dims
+        self.dims = tuple(int(d) for d in dims)
+
+    def __repr__(self):
+        return "sd." + ("".join("ijkl"[d] for d in self.dims) if all(d < 4 for d in self.dims)
+                        else f"axes{self.dims}")
+
+
+def axes(*dims) -> Axis:
+    """Taichi's `ti.axes(0, 1)`: the axes with these numbers (`sd.ij` is `axes(0, 1)`)."""
+    if not dims or any(not isinstance(d, numbers.Integral) or not 0 <= d < 8 for d in dims):
+        raise SpiradValueError(f"axes() needs axis numbers in [0, 8), got {dims}")
+    return Axis(*dims)
+
+
+def _axis_dims(axes_) -> tuple:
+    if isinstance(axes_, Axis):
+        return axes_.dims
+    if isinstance(axes_, (list, tuple)) and axes_ and all(isinstance(a, Axis) for a in axes_):
+        return tuple(d for a in axes_ for d in a.dims)
+    raise SpiradTypeError(f"dense() needs axis labels such as sd.i, sd.ij or sd.axes(0, 2), "
+                          f"got {axes_!r}")
 
 
 _SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a field with shape=) "
@@ -345,17 +389,30 @@ class SNode:
     Placing a field fixes its shape; placing `x.grad` (or `place(x, needs_grad=True)`, or
     `root.lazy_grad()`) gives x its gradient, also after kernels using x were compiled."""
 
-    def __init__(self, shape=()):
-        self.shape = shape
+    def __init__(self, extents=()):
+        self.extents = extents  # ((axis number, extent), ...) from the root down
+
+    @property
+    def shape(self) -> tuple:
+        """The placed fields' shape: one dimension per axis used, in axis order (Taichi's: the
+        index of `x[a, b]` follows the axis numbers, not the nesting order of `dense` calls);
+        an axis split over several levels has the product of their extents."""
+        sizes = {}
+        for axis, n in self.extents:
+            sizes[axis] = sizes.get(axis, 1) * n
+        return tuple(sizes[a] for a in sorted(sizes))
 
     def dense(self, axes, shape) -> "SNode":
-        n = len(axes.dims) if isinstance(axes, Axis) else 1
+        dims = _axis_dims(axes)
+        if len(set(dims)) != len(dims):
+            raise SpiradValueError(f"dense(): an axis appears twice in {axes!r}")
+        n = len(dims)
         if isinstance(shape, numbers.Integral):
             shape = (int(shape),) * n  # Taichi: dense(ti.ij, n) is n along every axis
         shape = normalize_shape(shape)
         if len(shape) != n:
             raise SpiradValueError(f"dense(): {n} axes but shape {shape}")
-        return SNode(self.shape + shape)
+        return SNode(self.extents + tuple(zip(dims, shape)))
 
     def _sparse(self, what):
         from kernel_ir.errors import SpiradNotSupportedError
@@ -433,3 +490,5 @@ class SNode:
 root = SNode()
 i, j, k, l = Axis(0), Axis(1), Axis(2), Axis(3)
 ij, ijk, ijkl = Axis(0, 1), Axis(0, 1, 2), Axis(0, 1, 2, 3)
+ik, il, jk, jl, kl = Axis(0, 2), Axis(0, 3), Axis(1, 2), Axis(1, 3), Axis(2, 3)
+ijl, ikl, jkl = Axis(0, 1, 3), Axis(0, 2, 3), Axis(1, 2, 3)

@@ -28,7 +28,7 @@ class GradChecker:
         if not isinstance(to_check, (list, tuple)):
             raise SpiradTypeError("grad_check must be a list of the fields whose gradients to check")
         for x in to_check:
-            if not getattr(x, "dtype", None) or not x.dtype.is_float or x.grad is None:
+            if not getattr(x, "dtype", None) or not x.dtype.is_float or not x.needs_grad:
                 raise SpiradTypeError(f"grad_check: {x!r} must be a float field or ndarray with "
                                       f"a gradient (needs_grad=True)")
         if loss is None:
@@ -53,7 +53,7 @@ class GradChecker:
 
     def check(self, calls):
         grads = {id(x): x.grad.to_numpy().astype(np.float64) for x in self.to_check}
-        saved_grads = [(f, f.grad.to_numpy()) for f in self.fields if f.grad is not None]
+        saved_grads = [(f, f.grad.to_numpy()) for f in self.fields if f.needs_grad]
         rng = np.random.RandomState(0)
         failed = []
         for idx, x in enumerate(self.to_check):

@@ -41,6 +41,15 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
+        _state.kernels.add(self)    # forget() at the next init()
+
+    def forget(self) -> None:
+        """Drop every compiled program and plan (a new init(): they hold the old memory)."""
+        self._cache = {}
+        self._plans = [None] * len(self._plans)
+        self._arrays = None
+        self._views = {}
 
     # -- signature ----------------------------------------------------------------------------
     def _annotations(self):
@@ -120,7 +129,13 @@ class Kernel(PyFunction):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
                                           f"needs_grad={bool(ann.needs_grad)} but the ndarray was "
                                           f"created with needs_grad={a.needs_grad}", i)
-                spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                same = next((j for j, b in enumerate(args[:i])
+                             if b is a and isinstance(params[j][1], NdarrayType)), None)
+                if same is not None:  # one ndarray passed twice: one buffer in the program
+                    spec = ("ndarray_alias", same)
+                else:
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad,
+                            a.needs_dual)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, (VectorType, MatrixType)):
@@ -232,6 +247,7 @@ class Kernel(PyFunction):
                                          if isinstance(a, NdarrayType))
         if len(args) < len(self.params):  # a wrong argument count: _signature reports it
             nd = [i for i in nd if i < len(args)]
+        args = self._gradless(args, nd)
         arrays = self._arrays
         if arrays is None:
             if all(isinstance(args[i], Ndarray) for i in nd):
@@ -240,10 +256,30 @@ class Kernel(PyFunction):
             arrays = self._arrays = KernelArrays()
         return arrays.convert(self, args, nd)
 
-    def _run(self, args, mode: int):
+    def _gradless(self, args, nd):
+        """An sd.ndarray with a `.grad` given to a parameter annotated `needs_grad=False` is
+        passed as a view without one: a constant for the adjoint (Taichi's meaning)."""
+        out = None
+        for i in nd:
+            a = args[i]
+            if isinstance(a, Ndarray) and a.grad is not None and \
+                    self._annotations()[i][1].needs_grad is False:
+                views = self._views
+                v = views.get(i)
+                if v is None or v[0] is not a:
+                    v = views[i] = (a, Ndarray._alias(a._storage(), a.dtype, a.shape,
+                                                      comp_shape=a.comp_shape))
+                v[1].generation += 1  # the caller may have written `a` since the last launch
+                out = list(args) if out is None else out
+                out[i] = v[1]
+        return args if out is None else tuple(out)
+
+    def _run(self, args, mode: int, tape=None):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             args, copies = self._foreign_args(args)
             p = self._plan(args, mode)
+            if tape is not None:
+                tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
             if copies:
                 from .interop.arrays import copy_out
@@ -255,7 +291,7 @@ class Kernel(PyFunction):
         tape = Tape.active
         mode = FWD_MODE if FwdMode.active is not None else \
             VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-        value = self._run(args, mode)
+        value = self._run(args, mode, tape)
         if Tape.active is not None:
             Tape.active.record(self, args)
         return value
@@ -305,11 +341,15 @@ def _scalar_annotation(ann, st, name, kname):
 
 def _template_key(a):
     """Cache key of a template argument: plain values by value (a new float may reuse a dead
-    one's id), everything else (fields, modules, functions) by identity."""
+    one's id), lists, tuples and dicts by their contents (a list mutated between two calls is
+    compiled again: `launch.same_args` never reuses a plan for a mutable container), everything
+    else (fields, modules, functions, objects) by identity."""
     if isinstance(a, (bool, numbers.Number, str, T.DType)) or a is None:
         return ("value", type(a), a)
-    if isinstance(a, tuple):
-        return ("tuple",) + tuple(_template_key(x) for x in a)
+    if isinstance(a, (tuple, list)):
+        return (type(a).__name__,) + tuple(_template_key(x) for x in a)
+    if isinstance(a, dict):
+        return ("dict",) + tuple((_template_key(k), _template_key(v)) for k, v in a.items())
     return ("id", id(a))
 
 

@@ -49,6 +49,14 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
     return float(st.py_rng.random())
 
 
+def randn(dt=None):
+    """A standard normal sample (Taichi's ti.randn): Box-Muller over `random()` in kernels; from
+    Python, numpy's generator seeded by init(random_seed=)."""
+    random()  # makes the seeded generator on first use
+    from . import state as _state
+    return float(_state.current().py_rng.standard_normal())
+
+
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
                 bit_vectorize=False):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
@@ -80,6 +88,28 @@ def assume_in_range(x, base, low, high):
 
 def atomic_sub(target, value):
     raise _python_scope("atomic_sub")
+
+
+# Quadrants' other atomics: `x = op(x, v)` as one atomic step on a field / ndarray element (a
+# plain update on a local), returning the old value. min / max on numbers; and / or / xor on ints.
+def atomic_min(target, value):
+    raise _python_scope("atomic_min")
+
+
+def atomic_max(target, value):
+    raise _python_scope("atomic_max")
+
+
+def atomic_and(target, value):
+    raise _python_scope("atomic_and")
+
+
+def atomic_or(target, value):
+    raise _python_scope("atomic_or")
+
+
+def atomic_xor(target, value):
+    raise _python_scope("atomic_xor")
 
 
 def polar_decompose(a, dt=None):

@@ -30,7 +30,7 @@ from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 @dataclass(eq=False)
@@ -52,6 +52,7 @@ class Compiled:
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
+    reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,11 +96,14 @@ def _buffer(arr, which):
 
 
 def same_args(a, b) -> bool:
-    """The same launch inputs: identical objects, or equal numbers of the same type."""
+    """The same launch inputs: identical objects (not mutable containers: a list template
+    argument may have changed in place), or equal numbers of the same type."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
         if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
+            return False
+        if type(x) in (list, dict):
             return False
     return True
 

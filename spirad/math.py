@@ -202,3 +202,40 @@ def eye(n: int):
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("MathFunc", "annotations",
                                                                    "MatrixType", "VectorType",
                                                                    "Func")]
+
+
+# -- Quadrants' bit counting (qd.math.popcnt / clz / ffs): i32 results over the unsigned bit
+# pattern. In kernels these are builtins (`spirad.frontend.bits`: shifts, masks and selects, the
+# same code on every backend); from Python they run on numpy integers.
+def _np_bits(x):
+    import numpy as _np
+    a = _np.asarray(x)
+    width = a.dtype.itemsize * 8 if a.dtype.kind in "iu" else 32
+    return a.astype(_np.uint64) & ((1 << width) - 1), width
+
+
+def popcnt(x):
+    """Number of set bits (an i32)."""
+    import numpy as _np
+    u, _ = _np_bits(x)
+    return _np.vectorize(lambda v: bin(int(v)).count("1"))(u).astype(_np.int32)[()]
+
+
+def clz(x):
+    """Leading zero bits of the unsigned bit pattern (an i32; clz(0) is the width)."""
+    import numpy as _np
+    u, w = _np_bits(x)
+    return _np.vectorize(lambda v: w - int(v).bit_length())(u).astype(_np.int32)[()]
+
+
+def ffs(x):
+    """1-based position of the lowest set bit (an i32; ffs(0) == 0)."""
+    import numpy as _np
+    u, _ = _np_bits(x)
+    return _np.vectorize(lambda v: (int(v) & -int(v)).bit_length())(u).astype(_np.int32)[()]
+
+
+@_both
+def outer(a, b):
+    """The outer product a_i b_j of two vectors (`a.outer_product(b)`)."""
+    return a.outer_product(b)

@@ -13,7 +13,7 @@ import numpy as np
 
 from kernel_ir.errors import SpiradTypeError
 
-from .field import Field
+from .field import HOST_ELEMENT, Field
 from .ndarray import Ndarray
 from .types import MatrixType, VectorType, _CompoundType
 
@@ -48,17 +48,28 @@ class MatrixValue(np.ndarray):
             np.asarray(self).dot(np.asarray(other)).view(MatrixValue)
 
     def cross(self, other):
-        r = np.cross(np.asarray(self), np.asarray(other))
-        return r.item() if np.ndim(r) == 0 else r.view(MatrixValue)
+        """3-vectors: the cross product; 2-vectors: the scalar x0 y1 - x1 y0 (as in Taichi)."""
+        a, b = np.asarray(self), np.asarray(other)
+        if a.shape == b.shape == (2,):
+            return (a[0] * b[1] - a[1] * b[0]).item()
+        return np.cross(a, b).view(MatrixValue)
 
     def norm(self, eps=0):
+        """sqrt(v . v + eps), as in Taichi."""
         return float(np.sqrt(np.sum(np.asarray(self) ** 2) + eps))
+
+    def norm_inv(self, eps=0):
+        return 1.0 / self.norm(eps)
 
     def norm_sqr(self):
         return float(np.sum(np.asarray(self) ** 2))
 
     def normalized(self, eps=0):
-        return (self / self.norm(eps)).view(MatrixValue)
+        """v / (|v| + eps): Taichi adds eps outside the root here (unlike norm)."""
+        return (self / (self.norm() + eps)).view(MatrixValue)
+
+    def cast(self, dtype):
+        return np.asarray(self).astype(_np_dtype(dtype)).view(MatrixValue)
 
     def sum(self, *a, **k):  # noqa: A003
         return np.asarray(self).sum(*a, **k)
@@ -79,6 +90,35 @@ class MatrixValue(np.ndarray):
         return np.outer(np.asarray(self), np.asarray(other)).view(MatrixValue)
 
 
+class HostElement(MatrixValue):
+    """`x[i]` of a vector / matrix field or ndarray read from Python: a copy of the element
+    that writes through, so `x[i][c] = v`, `x[i][r, c] -= v` and `x[i].y = v` change the field
+    (as Taichi's host accessors do). Results of arithmetic on it are plain values."""
+
+    def __array_finalize__(self, obj):
+        self._owner = None  # views and results do not write through
+
+    def __setitem__(self, key, value):
+        np.ndarray.__setitem__(self, key, value)
+        owner = self.__dict__.get("_owner")
+        if owner is not None:
+            array, index = owner
+            array[index] = np.asarray(self)
+
+    def __setattr__(self, name, value):
+        k = _AXES.get(name)
+        if k is not None and self.ndim == 1 and k < self.shape[0]:
+            self[k] = value
+        else:
+            super().__setattr__(name, value)
+
+
+def host_element(array, index, value: np.ndarray) -> HostElement:
+    e = np.array(value, copy=True).view(HostElement)
+    e._owner = (array, index)
+    return e
+
+
 def matrix_value(data, dt=None) -> MatrixValue:
     arr = np.array(data, dtype=None if dt is None else _np_dtype(dt))
     if arr.ndim not in (1, 2) or arr.dtype.kind not in "biuf":
@@ -94,7 +134,32 @@ def _np_dtype(dt):
     return resolve_dtype(dt)[0].np
 
 
-class Vector:
+def _as_value(v):
+    return v if isinstance(v, MatrixValue) else matrix_value(v)
+
+
+def _class_level(name):
+    """`sd.Vector.normalized(v, eps)` / `sd.Matrix.norm(m)`: Taichi's methods called through
+    the class (in kernels the frontend maps these function objects to the same methods)."""
+    def method(value, *args):
+        return getattr(_as_value(value), name)(*args)
+    method.__name__ = method.__qualname__ = name
+    return staticmethod(method)
+
+
+CLASS_LEVEL_METHODS = ("dot", "cross", "norm", "norm_sqr", "norm_inv", "normalized", "sum",
+                       "transpose", "determinant", "inverse", "trace", "outer_product", "cast")
+
+
+class _Methods:
+    """Base of Vector and Matrix: CLASS_LEVEL_METHODS as static functions."""
+
+
+for _n in CLASS_LEVEL_METHODS:
+    setattr(_Methods, _n, _class_level(_n))
+
+
+class Vector(_Methods):
     def __new__(cls, data, dt=None):
         v = matrix_value(data, dt)
         if v.ndim != 1:
@@ -122,9 +187,14 @@ class Vector:
         return matrix_value(np.eye(n)[i], dt)
 
 
-class Matrix:
+class Matrix(_Methods):
     def __new__(cls, data, dt=None):
         return matrix_value(data, dt)  # a flat list gives a vector, as in Taichi
+
+    @staticmethod
+    def diag(dim, val):
+        """A dim x dim matrix with `val` on the diagonal (Taichi's Matrix.diag)."""
+        return matrix_value(np.eye(int(dim)) * val)
 
     @staticmethod
     def field(n, m, dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
@@ -152,3 +222,4 @@ class Matrix:
 
 
 _CompoundType._makers.update(value=matrix_value, field=Field, ndarray=Ndarray)
+HOST_ELEMENT[0] = host_element

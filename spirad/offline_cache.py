@@ -131,7 +131,7 @@ def _options(state) -> tuple:
             os.environ.get("SPIRAD_VERIFY") == "1",
             tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
                                                        "ad_stack_experimental_enabled",
-                                                       "adstack_cache", "unroll_limit"))))
+                                                       "adstack_cache", "static_unroll_limit"))))
 
 
 class CacheKey(str):

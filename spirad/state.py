@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import weakref
 from dataclasses import dataclass, field
 
 from kernel_ir import dtypes as T
@@ -42,7 +43,7 @@ class State:
             m = {}
             for f in self.fields:
                 m[f.id] = f
-                if f.grad is not None:
+                if f.needs_grad:
                     m[f.grad.id] = f.grad
                 if f.dual is not None:
                     m[f.dual.id] = f.dual
@@ -54,13 +55,35 @@ _epoch = itertools.count(1)
 state = State(epoch=next(_epoch))
 
 
+kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
+
+
 def reset(**kw) -> State:
+    """A new state. The old one's launches are finished first: an error they reported that
+    was never raised is reported as a RuntimeWarning (not lost), what they printed is printed;
+    then its fields' memory and every kernel's programs (which hold that memory) are released
+    and its backend closed."""
     global state
     old = state
+    pending = None
     if old.backend is not None:
+        try:
+            old.backend.sync()
+        except Exception as e:  # noqa: BLE001 - reported below, the new state starts anyway
+            pending = e
         _flush_prints(old)
+    for k in list(kernels):
+        k.forget()
+    for f in list(old.field_map().values()):
+        f._buf = None  # the memory goes with the state (a stale field's use raises)
+    if old.backend is not None:
         old.backend.close()
     state = State(epoch=next(_epoch), **kw)
+    if pending is not None:
+        import warnings
+        warnings.warn(f"sd.init(): a kernel of the previous init() reported an error that was "
+                      f"never raised (no sync or host read followed): {type(pending).__name__}: "
+                      f"{pending}", RuntimeWarning, stacklevel=4)
     return state
 
 

@@ -42,17 +42,18 @@ class Tape:
         if Tape.active is not None:
             raise SpiradAutodiffError("ad.Tape cannot be nested")
         if self.loss is not None:
-            if self.loss.grad is None:
-                raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True")
+            if not _has_grad(self.loss):
+                raise SpiradAutodiffError("the Tape's loss must be created with needs_grad=True "
+                                          "(a torch tensor: requires_grad=True)")
             if self.loss.shape and int(np.prod(self.loss.shape)) != 1:
                 raise SpiradAutodiffError(f"the Tape's loss must be a 0-d field or ndarray (one "
                                           f"element), got shape {tuple(self.loss.shape)}")
         if self.clear:
             for f in _state.current().fields:
-                if f.grad is not None and f.shape is not None:
+                if f.needs_grad and f.shape is not None:
                     f.grad.fill(0)
         if self.loss is not None:
-            self.loss.fill(0)  # as in Taichi: the loss starts from 0 in every Tape
+            _fill(self.loss, 0)  # as in Taichi: the loss starts from 0 in every Tape
         if self.grad_check:
             from .grad_check import GradChecker
             self.checker = GradChecker(self.loss, self.grad_check)
@@ -67,13 +68,18 @@ class Tape:
         if exc_type is not None:
             return False
         if self.loss is not None:
-            self.loss.grad.fill(1)
+            _seed(self.loss)
         self.replaying = True
         for kernel, args in reversed(self.calls):
             kernel.grad(*args)
         if self.checker is not None:
             self.checker.check(self.calls)
         return False
+
+    def launching(self, plan):
+        """Called before each forward kernel launch while this Tape is active, with its
+        `launch.LaunchPlan` (what it reads and may write: `plan.compiled.reads / writes`).
+        Nothing to do for a Tape; `checkpoint`'s step recorder saves what the launch overwrites."""
 
     def record(self, kernel, args):
         """Record one step (a kernel launch, or a `custom_grad` call) for the backward pass."""
@@ -82,3 +88,35 @@ class Tape:
             if self.validation and hasattr(kernel, "fn"):  # a kernel launch: check the rule
                 from .tape_validation import current
                 current().check(kernel.fn.__name__)
+
+
+# A Tape's loss is a 0-d field / one-element ndarray, or (as in Taichi) a one-element torch tensor
+# that requires grad; the launches bind the tensor's `.grad` (spirad.interop.arrays).
+def _is_tensor(x) -> bool:
+    return hasattr(x, "requires_grad") and hasattr(x, "data_ptr")
+
+
+def _has_grad(loss) -> bool:
+    return bool(loss.requires_grad) if _is_tensor(loss) else loss.needs_grad
+
+
+def _fill(loss, value) -> None:
+    if _is_tensor(loss):
+        import torch
+        with torch.no_grad():
+            loss.fill_(value)
+    else:
+        loss.fill(value)
+
+
+def _seed(loss) -> None:
+    """d loss / d loss = 1."""
+    if _is_tensor(loss):
+        import torch
+        if loss.grad is None:
+            loss.grad = torch.ones_like(loss)
+        else:
+            with torch.no_grad():
+                loss.grad.fill_(1)
+    else:
+        loss.grad.fill(1)

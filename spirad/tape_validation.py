@@ -34,7 +34,7 @@ class Validation:
         from .field import internal_field
         from kernel_ir import dtypes as T
         f = _state.current().field_map().get(ref.key)
-        if f is None or f._primal is not None or f.grad is None or ref.grad:
+        if f is None or f._primal is not None or not f.needs_grad or ref.grad:
             return None
         cb = self.checkbits.get(f.id)
         if cb is None:

@@ -73,6 +73,8 @@ class NdarrayType:
     dtype: object = None
     ndim: int | None = None
     needs_grad: bool | None = None
+    element_dim: int | None = None  # Taichi's element_dim: numpy / torch arrays of a scalar
+    #   dtype are read with their last 1 (vector) or 2 (matrix) axes as the element
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,15 @@ class Template:
 
 def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=None,
             element_shape=None, layout=None, boundary=None) -> NdarrayType:
-    """Taichi's older keywords are accepted: `field_dim` is `ndim`; `element_dim` /
-    `element_shape` / `layout` / `boundary` are not checked (the dtype carries the element)."""
-    return NdarrayType(dtype, ndim if ndim is not None else field_dim, needs_grad)
+    """Taichi's older keywords are accepted: `field_dim` is `ndim`; `element_dim=1` / `2` (or
+    `element_shape`) reads the last axes of a numpy / torch array of scalars as a vector /
+    matrix element; `layout` / `boundary` are not checked."""
+    if element_dim is None and element_shape is not None:
+        element_dim = len(element_shape)
+    if element_dim not in (None, 0, 1, 2):
+        raise ValueError(f"ndarray(element_dim={element_dim}): use 0, 1 (vectors) or 2 (matrices)")
+    return NdarrayType(dtype, ndim if ndim is not None else field_dim, needs_grad,
+                       element_dim or None)
 
 
 def template() -> Template:

@@ -1,10 +1,15 @@
-"""ATOMIC_ADD lowering.
+"""Atomic read-modify-write lowering (ATOMIC_ADD / MIN / MAX / AND / OR / XOR / XCHG).
 
-* ints (i32, u32; i64 with Int64Atomics): OpAtomicIAdd.
-* f32 / f64 with the device's float-add atomics: OpAtomicFAddEXT (SPV_EXT_shader_atomic_float_add).
-* f32 / f64 without: a compare-and-swap loop on the element's bit pattern. The binding is then
-  declared as an array of same-width unsigned ints (storage kind 'bits', see `interface.py`) and
-  every plain load/store of it bitcasts. f64 CAS needs Int64 + Int64Atomics.
+* ints (i32, u32; i64 with Int64Atomics): one native instruction (OpAtomicIAdd, OpAtomicSMin /
+  UMin, SMax / UMax, And, Or, Xor, Exchange).
+* u1 (stored as 0/1 u32 words): AND / OR / XOR / XCHG on the word, the result `!= 0`.
+* f32 / f64 add with the device's float-add atomics: OpAtomicFAddEXT
+  (SPV_EXT_shader_atomic_float_add).
+* every other float atomic (add without the extension, min / max, exchange): on the element's bit
+  pattern. The binding is then declared as an array of same-width unsigned ints (storage kind
+  'bits', see `interface.py`) and every plain load/store of it bitcasts. Exchange is one
+  OpAtomicExchange of the bits; add / min / max are a compare-and-swap loop whose new value is
+  the float op (min / max NaN-ignoring, as `lower_math`'s). f64 needs Int64 + Int64Atomics.
 
 All atomics use Device scope and relaxed semantics; each returns the old value. The CAS loop
 counts its back-edges like any loop when a loop-iteration cap is set (see lower.py).
@@ -12,11 +17,24 @@ counts its back-edges like any loop when a loop-iteration cap is set (see lower.
 from __future__ import annotations
 
 from kernel_ir.dtypes import f32, f64, u1, u32
+from kernel_ir.ops import ATOMIC_COMBINE, Op
 
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64
 
+_INT_OPS = {Op.ATOMIC_ADD: ("OpAtomicIAdd", "OpAtomicIAdd"),
+            Op.ATOMIC_MIN: ("OpAtomicSMin", "OpAtomicUMin"),
+            Op.ATOMIC_MAX: ("OpAtomicSMax", "OpAtomicUMax"),
+            Op.ATOMIC_AND: ("OpAtomicAnd", "OpAtomicAnd"), Op.ATOMIC_OR: ("OpAtomicOr", "OpAtomicOr"),
+            Op.ATOMIC_XOR: ("OpAtomicXor", "OpAtomicXor"),
+            Op.ATOMIC_XCHG: ("OpAtomicExchange", "OpAtomicExchange")}
 
-def needs_cas(dt, caps) -> bool:
+
+def needs_cas(dt, caps, op=Op.ATOMIC_ADD) -> bool:
+    """Does this float atomic run as a compare-and-swap loop?"""
+    if dt.kind != "f" or op == Op.ATOMIC_XCHG:
+        return False
+    if op != Op.ATOMIC_ADD:
+        return True
     if dt == f32:
         return not caps.has_atomic_float32_add
     if dt == f64:
@@ -24,39 +42,59 @@ def needs_cas(dt, caps) -> bool:
     return False
 
 
-def check_supported(dt, caps) -> None:
-    if dt.kind == "b":
-        raise RuntimeError("atomic add on u1 is not supported")
-    if needs_cas(dt, caps) and not getattr(caps, "profile").compare_exchange:
-        raise RuntimeError(f"atomic add on {dt} needs a compare-and-swap loop, which the "
+def needs_bits(dt, caps, op=Op.ATOMIC_ADD) -> bool:
+    """Does the binding need the 'bits' storage kind for this atomic?"""
+    return dt.kind == "f" and (op == Op.ATOMIC_XCHG or needs_cas(dt, caps, op))
+
+
+def check_supported(op, dt, caps) -> None:
+    name = op.name.lower()
+    if dt.kind == "b" and op not in (Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR, Op.ATOMIC_XCHG):
+        raise RuntimeError(f"{name} on u1 is not supported")
+    if needs_cas(dt, caps, op) and not getattr(caps, "profile").compare_exchange:
+        raise RuntimeError(f"{name} on {dt} needs a compare-and-swap loop, which the "
                            f"{caps.profile.name} profile forbids (the backend rejects it earlier)")
-    if dt.bits == 64 and not caps.has_int64_atomics and (dt.kind != "f" or needs_cas(dt, caps)):
-        raise RuntimeError(f"atomic add on {dt} needs shaderBufferInt64Atomics, which the device "
+    if dt.bits == 64 and not caps.has_int64_atomics and (dt.kind != "f" or needs_bits(dt, caps, op)):
+        raise RuntimeError(f"{name} on {dt} needs shaderBufferInt64Atomics, which the device "
                            "lacks")
 
 
 def atomic_add(L, ptr: int, v: int, dt) -> int:
-    """Emit the atomic add of `v` at `ptr` (a StorageBuffer element pointer); returns old value.
-    `L` is the TaskLowerer (for the emitter and loop bookkeeping)."""
+    return atomic_rmw(L, Op.ATOMIC_ADD, ptr, v, dt)
+
+
+def atomic_rmw(L, op, ptr: int, v: int, dt) -> int:
+    """Emit atomic `op` of `v` at `ptr` (a StorageBuffer element pointer of the binding's
+    storage type); returns the old value as `dt`. `L` is the TaskLowerer (for the emitter and
+    loop bookkeeping)."""
     E, caps = L.E, L.caps
-    check_supported(dt, caps)
+    check_supported(op, dt, caps)
     scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
     if dt.kind in "iu":
         if dt.bits == 64:
             E.m.capability("Int64Atomics")
-        return E.op("OpAtomicIAdd", dt, ptr, scope, sem, v)
-    if not needs_cas(dt, caps):
+        return E.op(_INT_OPS[op][dt.kind == "u"], dt, ptr, scope, sem, v)
+    if dt.kind == "b":
+        one, zero = E.c(1, u32), E.c(0, u32)
+        old = E.op(_INT_OPS[op][1], u32, ptr, scope, sem, E.sel(v, one, zero, u32))
+        return E.op("OpINotEqual", u1, old, zero)
+    if op == Op.ATOMIC_ADD and not needs_cas(dt, caps):
         E.m.extension("SPV_EXT_shader_atomic_float_add")
         E.m.capability("AtomicFloat32AddEXT" if dt == f32 else "AtomicFloat64AddEXT")
         return E.op("OpAtomicFAddEXT", dt, ptr, scope, sem, v)
-    return _cas_loop(L, ptr, v, dt, scope, sem)
-
-
-def _cas_loop(L, ptr, v, dt, scope, sem):
-    E, fn = L.E, L.E.fn
     ut = u32 if dt.bits == 32 else U64
     if dt.bits == 64:
         E.m.capability("Int64Atomics")
+    if op == Op.ATOMIC_XCHG:
+        old = E.op("OpAtomicExchange", ut, ptr, scope, sem, E.op("OpBitcast", ut, v))
+        return E.op("OpBitcast", dt, old)
+    return _cas_loop(L, ATOMIC_COMBINE[op], ptr, v, dt, scope, sem)
+
+
+def _cas_loop(L, comb, ptr, v, dt, scope, sem):
+    from .lower_math import lower_binary
+    E, fn = L.E, L.E.fn
+    ut = u32 if dt.bits == 32 else U64
     first = E.op("OpAtomicLoad", ut, ptr, scope, sem)
     pre = fn.current.label
     header, body, retry, cont, merge = (fn.label() for _ in range(5))
@@ -68,7 +106,7 @@ def _cas_loop(L, ptr, v, dt, scope, sem):
     fn.loop_merge(merge, cont)
     fn.branch(body)
     fn.begin(body)
-    new = E.op("OpFAdd", dt, E.op("OpBitcast", dt, cur), v)
+    new = lower_binary(E, comb, dt, E.op("OpBitcast", dt, cur), v)
     fn.emit("OpAtomicCompareExchange", E.ty(ut), got, ptr, scope, sem, sem,
             E.op("OpBitcast", ut, new), cur)
     done = E.op("OpIEqual", u1, got, cur)

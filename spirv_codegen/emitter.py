@@ -11,11 +11,11 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import DType, f32, f64, u1, u32
+from kernel_ir.dtypes import DType, f32, f64, u1, u32, u64
 
 from .module import Function, Module
 
-U64 = DType("u64", "u", 64)
+U64 = u64
 
 SCOPE_DEVICE = 1
 SEM_RELAXED = 0

@@ -104,7 +104,7 @@ from kernel_ir.abi import adstack_allocas, adstack_kind
 from kernel_ir.dtypes import i32, u1, u32
 from kernel_ir.interpreter import cast_value
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
-from kernel_ir.ops import BINARY, UNARY, Op
+from kernel_ir.ops import ATOMICS, BINARY, GLOBAL_ACCESS, UNARY, Op
 
 from . import atomics
 from .adstack import AdStacks
@@ -191,15 +191,16 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
-    """Per binding: 'bits' where a float atomic add needs the CAS loop, else 'native'."""
+    """Per binding: 'bits' where a float atomic works on bit patterns (CAS loop or exchange),
+    else 'native'."""
     out = {}
     for n in walk(t.body):
-        if n.op == Op.ATOMIC_ADD and atomics.needs_cas(n.arg.dtype, caps):
+        if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op):
             out[abi.binding_index(n.arg)] = "bits"
     return out
 
 
-ACCESS_OPS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+ACCESS_OPS = tuple(GLOBAL_ACCESS)
 
 
 _COUNTED = object()  # `loops` entry of a loop whose visits `count_loop_in_bulk` counted
@@ -212,7 +213,7 @@ def _bulk_countable(body: Block, caps) -> bool:
     for n in walk(body):
         if n.op in (Op.RANGE_FOR, Op.WHILE, Op.BREAK):
             return False
-        if n.op == Op.ATOMIC_ADD and atomics.needs_cas(n.arg.dtype, caps):
+        if n.op in ATOMICS and atomics.needs_cas(n.arg.dtype, caps, n.op):
             return False
     return True
 
@@ -503,13 +504,13 @@ class TaskLowerer:
         v = self.v(n.srcs[-1])
         self._access(n, n.srcs[:-1], lambda lin: self.io.store_elem(k, n.arg.dtype, lin, v))
 
-    def _atomic_add(self, n):
+    def _atomic(self, n):
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
-        def add(lin):
+        def rmw(lin):
             ptr, _, _ = self.io.array_ptr(k, dt, lin)
-            return atomics.atomic_add(self, ptr, self.v(n.srcs[-1]), dt)
-        self.values[n] = self._access(n, n.srcs[:-1], add)
+            return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt)
+        self.values[n] = self._access(n, n.srcs[:-1], rmw)
 
     # -- control flow ------------------------------------------------------------------------
     def _if(self, n):
@@ -700,7 +701,7 @@ _HANDLERS = {
     Op.NDARRAY_SHAPE: TaskLowerer._ndarray_shape, Op.CAST: TaskLowerer._cast,
     Op.SELECT: TaskLowerer._select, Op.ALLOCA: TaskLowerer._alloca, Op.LOAD: TaskLowerer._load,
     Op.STORE: TaskLowerer._store, Op.GLOBAL_LOAD: TaskLowerer._global_load,
-    Op.GLOBAL_STORE: TaskLowerer._global_store, Op.ATOMIC_ADD: TaskLowerer._atomic_add,
+    Op.GLOBAL_STORE: TaskLowerer._global_store, **{op: TaskLowerer._atomic for op in ATOMICS},
     Op.IF: TaskLowerer._if, Op.RANGE_FOR: TaskLowerer._range_for, Op.WHILE: TaskLowerer._while,
     Op.BREAK: TaskLowerer._break, Op.CONTINUE: TaskLowerer._continue,
 }

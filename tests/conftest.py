@@ -2,13 +2,9 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 os.environ.setdefault("SPIRAD_VALIDATION", "1")
 
 
@@ -32,3 +28,22 @@ def _fail_on_validation_messages():
     msgs = be.take_validation_messages() if be is not None else []
     if msgs:
         pytest.fail("Vulkan validation messages:\n" + "\n".join(msgs))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every metal case refused by the backend (`tests.support.archs.METAL_REFUSALS`), grouped
+    by reason: refused cases are xfails, never passes, and this list says which they are."""
+    from tests.support.archs import REFUSED_PREFIX
+    by_reason: dict = {}
+    for rep in terminalreporter.stats.get("xfailed", []):
+        why = getattr(rep, "wasxfail", "")
+        if why.startswith(REFUSED_PREFIX):
+            by_reason.setdefault(why[len(REFUSED_PREFIX):], []).append(rep.nodeid)
+    if not by_reason:
+        return
+    n = sum(map(len, by_reason.values()))
+    terminalreporter.section(f"metal refusals: {n} cases (xfail, not passed)")
+    for reason, ids in sorted(by_reason.items()):
+        terminalreporter.write_line(f"{reason}: {len(ids)}")
+        for i in sorted(ids):
+            terminalreporter.write_line(f"    {i}")

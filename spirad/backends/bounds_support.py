@@ -22,10 +22,10 @@ import struct
 
 from kernel_ir.errors import SpiradValueError
 from kernel_ir.nodes import walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import GLOBAL_ACCESS, Op
 
 STATUS_INDEX_OUT_OF_RANGE = 3
-_ACCESS = (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD)
+_ACCESS = GLOBAL_ACCESS
 
 
 class BoundsInfo:

@@ -15,7 +15,7 @@ from kernel_ir.interpreter import AdStackOverflowError, Memory, run_range, run_t
 from .adstack_support import overflow_error, task_stacks
 from .base import BackendBase
 
-_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 class InterpBackend(BackendBase):

@@ -21,7 +21,7 @@ import os
 from kernel_ir.dtypes import f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
 from kernel_ir.nodes import walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.source import user_error
 
 from .vulkan import VulkanBackend
@@ -117,6 +117,16 @@ class MetalBackend(VulkanBackend):
             raise user_error(SpiradTypeError, (
                 f"kernel {tl.name}: atomic add on {n.dtype.name} is not available on Metal "
                 f"({self.caps.name}); Metal has 32-bit integer and f32 atomic adds only"), loc)
+
+        n, loc = _first_use(tl, lambda n: n.op in ATOMICS and n.op != Op.ATOMIC_ADD and (
+            n.dtype.bits == 64 or n.dtype.kind == "f" and n.op != Op.ATOMIC_XCHG))
+        if n is not None:
+            name = n.op.name.lower().replace("xchg", "exchange")
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name}: {name} on {n.dtype.name} is not available on Metal "
+                f"({self.caps.name}): it has no 64-bit atomics and no compare-and-swap loop for "
+                f"float min / max; use 32-bit integers (e.g. the float's bits, ordered) or "
+                f"another arch"), loc)
 
     def _check_module(self, name: str, mod) -> None:
         from spirv_codegen import metal_check, validate

@@ -36,7 +36,7 @@ from kernel_ir.ops import Op
 from kernel_ir.rewrite import expr_nodes
 from kernel_ir.source import user_error
 
-_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u1": "<I"}
+_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 def device_bounds(task) -> bool:

@@ -16,7 +16,7 @@ from ..matrix import Matrix, Vector
 from .formatting import h_print
 from .rng import h_random
 from .ops import is_py_scalar
-from .values import GlobalElem, VecVal
+from .values import GlobalElem, Slot, VecVal
 
 
 def _unary(op, pyfn=None):
@@ -111,6 +111,17 @@ def h_atomic_sub(v, args, kw, node):
     return v.atomic_add_into(args[0], -a if is_py_scalar(a) else v.unop(Op.NEG, a))
 
 
+def _atomic(op, name):
+    """`sd.atomic_<name>(target, value)` (Quadrants' family): returns the old value."""
+    def h(v, args, kw, node):
+        _arity(v, args, 2, node)
+        if not isinstance(args[0], (GlobalElem, Slot)):
+            raise v.ctx.error(SpiradTypeError, f"atomic_{name}'s first argument must be a field or "
+                                               f"ndarray element or a local variable", node)
+        return v.atomic_into(op, args[0], args[1], f"atomic_{name}")
+    return h
+
+
 def h_polar_decompose(v, args, kw, node):
     """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
     (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
@@ -172,6 +183,11 @@ def h_vector(v, args, kw, node):
 def h_matrix(v, args, kw, node):
     _arity(v, args, 1, node)
     rows = v.rvalue(args[0])
+    if isinstance(rows, (list, tuple)) and rows and not any(
+            isinstance(r, (list, tuple, VecVal)) for r in rows):
+        return h_vector(v, args, kw, node)  # a flat list gives a vector, as in Taichi
+    if isinstance(rows, (list, tuple)):
+        rows = [r.comps if isinstance(r, VecVal) and len(r.shape) == 1 else r for r in rows]
     if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, (list, tuple)) for r in rows):
         raise v.ctx.error(SpiradTypeError, "Matrix([[...], ...]) needs a list of rows", node)
     m = len(rows[0])
@@ -194,6 +210,65 @@ def _build(v, flat, shape, dt):
     else:
         t = dt
     return VecVal(tuple(v.to_node(x, t) for x in flat), shape)
+
+
+def h_diag(v, args, kw, node):
+    """`Matrix.diag(dim, val)`: val on the diagonal, 0 elsewhere (dim a compile-time int)."""
+    args = list(args) + [kw[k] for k in ("dim", "val")[len(args):] if k in kw]
+    _arity(v, args, 2, node)
+    dim, val = v.rvalue(args[0]), v.rvalue(args[1])
+    if not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim <= 32:
+        raise v.ctx.error(SpiradTypeError, "Matrix.diag(dim, val) needs a compile-time size", node)
+    if isinstance(val, VecVal):
+        raise v.ctx.error(SpiradTypeError, "Matrix.diag(dim, val) needs a scalar val", node)
+    return _build(v, [val if r == c else 0 for r in range(dim) for c in range(dim)], (dim, dim),
+                  None)
+
+
+def _math(op, pyfn):
+    """A function of Python's `math` module: folded in Python (double precision) on constants,
+    as Taichi does; on kernel values the spirad function of the same meaning."""
+    return _unary(op, pyfn)
+
+
+def _math_helper(name, pyfn):
+    """math.ceil / math.trunc: folded on constants, else spirad.math's helper (inlined)."""
+    def h(v, args, kw, node):
+        _arity(v, args, 1, node)
+        a = v.rvalue(args[0])
+        if is_py_scalar(a):
+            return pyfn(a)
+        from .. import math as sdmath
+        return v.inline_func(getattr(sdmath, name), [a], {}, node)
+    return h
+
+
+def h_pow(v, args, kw, node):
+    """Builtin `pow(a, b)` / `math.pow`: `a ** b`."""
+    _arity(v, args, 2, node)
+    return v.binop(Op.POW, args[0], args[1])
+
+
+def h_math_pow(v, args, kw, node):
+    _arity(v, args, 2, node)
+    a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if is_py_scalar(a) and is_py_scalar(b):
+        return math.pow(a, b)
+    return v.binop(Op.POW, v.cast(a, v.ctx.default_fp) if is_py_scalar(a) else a, b)
+
+
+def h_randn(v, args, kw, node):
+    """`sd.randn(dtype=None)`: a standard normal sample by Box-Muller from two `sd.random()`
+    draws (Taichi's formula: sqrt(-2 log(1 - u1)) cos(2 pi u2))."""
+    dtype = args[0] if args else kw.get("dt", kw.get("dtype"))
+    if dtype is None or dtype is float:
+        dtype = v.ctx.default_fp
+    if not isinstance(dtype, DType) or not dtype.is_float:
+        raise v.ctx.error(SpiradTypeError, "randn(dtype) needs a float dtype", node)
+    u1 = v.binop(Op.SUB, 1.0, h_random(v, [dtype], {}, node))
+    u2 = h_random(v, [dtype], {}, node)
+    r = v.unop(Op.SQRT, v.binop(Op.MUL, -2.0, v.unop(Op.LOG, u1)))
+    return v.binop(Op.MUL, r, v.unop(Op.COS, v.binop(Op.MUL, math.tau, u2)))
 
 
 def h_static(v, args, kw, node):
@@ -294,11 +369,34 @@ HANDLERS = {
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
+    lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
+    lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
+    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"),
     lang.polar_decompose: h_polar_decompose,
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
-    py.print: h_print,
+    py.print: h_print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
+    # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
+    math.sin: _math(Op.SIN, math.sin), math.cos: _math(Op.COS, math.cos),
+    math.tan: _math(Op.TAN, math.tan), math.tanh: _math(Op.TANH, math.tanh),
+    math.asin: _math(Op.ASIN, math.asin), math.acos: _math(Op.ACOS, math.acos),
+    math.exp: _math(Op.EXP, math.exp), math.log: lambda v, args, kw, node: _math_log(v, args, node),
+    math.sqrt: _math(Op.SQRT, math.sqrt), math.fabs: _math(Op.ABS, math.fabs),
+    math.floor: _math(Op.FLOOR, math.floor), math.atan: h_atan, math.pow: h_math_pow,
+    math.ceil: _math_helper("ceil", math.ceil), math.trunc: _math_helper("trunc", math.trunc),
+    math.atan2: lambda v, args, kw, node: (math.atan2(*[v.rvalue(a) for a in args])
+                                           if all(is_py_scalar(v.rvalue(a)) for a in args)
+                                           else _binary(Op.ATAN2)(v, args, kw, node)),
 }
+
+
+def _math_log(v, args, node):
+    """`math.log(x)` or `math.log(x, base)`."""
+    if len(args) == 2:
+        return v.binop(Op.DIV, _math_log(v, args[:1], node), _math_log(v, args[1:], node))
+    return _math(Op.LOG, math.log)(v, args, {}, node)
+from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
+HANDLERS.update(_bit_handlers())

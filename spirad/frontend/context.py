@@ -52,6 +52,8 @@ class Ctx:
         self.rng_anchor = None   # frontend.rng: where the current random stream's slot goes
         self.rng_sites = 0
         self.rng_used = False
+        self.unrolled = 0       # iterations unrolled by sd.static loops (the unroll limit)
+        self.last_stmt = None   # (SourceInfo, ast statement) being compiled (deep expressions)
 
     @property
     def frame(self) -> FuncFrame:

@@ -170,7 +170,7 @@ class _Describer:
             raise _Uncacheable(f"field {f.name} of a previous init()")
         ids = [f.id] + [g.id for g in (f._grad, f.dual) if g is not None]
         self.field_ids.update(ids)
-        return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.grad is not None,
+        return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.needs_grad,
                 f.dual is not None)
 
     def attrs(self, obj, own=None) -> tuple:

@@ -13,7 +13,9 @@ from kernel_ir.ops import Op
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, VecVal
+from .local_index import index_view
+from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
@@ -96,6 +98,12 @@ class ExprVisitor:
             resolve_dtype(dt)[0]
         return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
+    def build_Slice(self, node):
+        """`a:b:c` inside a subscript: a compile-time slice (local_index.py)."""
+        parts = [None if p is None else self.rvalue(self.build(p))
+                 for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
     def build_Tuple(self, node):
         return tuple(self.build(e) for e in node.elts)
 
@@ -173,7 +181,7 @@ class ExprVisitor:
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
                                   obj.name, dual=True)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
-        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+        if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
         from ..struct import StructElem, StructVal
         if isinstance(obj, StructVal):
@@ -196,12 +204,14 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"'{type(obj).__name__}' object has no attribute '{name}'", node) from None
 
     def vec_attr(self, obj, name, node):
-        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if name in VEC_ATTRS and len(shape) == 1:
             k = VEC_ATTRS[name]
             if k >= shape[0]:
                 raise self.ctx.error(SpiradTypeError, f"vector of size {shape[0]} has no '.{name}'", node)
             return self.component(obj, (k,), node)
+        if name in VEC_PROPERTIES and shape:  # Taichi's `v.n` / `m.m`: compile-time sizes
+            return VEC_PROPERTIES[name](shape)
         method = VEC_METHODS.get(name)
         if method is None:
             raise self.ctx.error(SpiradSyntaxError, f"vectors have no attribute '{name}'", node)
@@ -237,7 +247,7 @@ class ExprVisitor:
             if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
                 raise self.ctx.error(SpiradTypeError, f"shape index must be a constant in [0, {obj.arr.ndim})", node)
             return self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arr.arg_index, int(k)))
-        if isinstance(obj, (Slot, GlobalElem, VecVal)):
+        if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.component(obj, idx, node)
         if isinstance(obj, (tuple, list)):
             k = self.rvalue(idx[0])
@@ -277,7 +287,7 @@ class ExprVisitor:
 
     def component(self, obj, idx, node):
         """obj[idx] for a vector/matrix local, value or global element."""
-        shape = obj.shape if isinstance(obj, (Slot, VecVal)) else obj.comp_shape
+        shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
         if isinstance(obj, GlobalElem):
@@ -285,9 +295,9 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
             return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
         ks = [self.rvalue(k) for k in idx]
-        if not all(isinstance(k, numbers.Integral) for k in ks):
-            raise self.ctx.error(SpiradTypeError, "vector/matrix locals need compile-time constant indices "
-                                                  "(use sd.static or a static loop)", node)
+        if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
+                or isinstance(obj, Slot) and len(ks) < len(shape):
+            return index_view(self, obj, ks, node)  # run-time indices, slices (local_index.py)
         if len(ks) == 1 and len(shape) == 2:  # row of a matrix
             r = ks[0]
             comps = self.rvalue(obj).comps
@@ -303,6 +313,9 @@ class ExprVisitor:
         if not (isinstance(a, VecVal) and isinstance(b, VecVal)):
             raise self.ctx.error(SpiradTypeError, "@ needs matrices/vectors", node)
         sa, sb = a.shape, b.shape
+        r = matmul_vectors(self, a, b, node)
+        if r is not None:
+            return r
         if len(sa) == 2 and len(sb) == 1:
             if sa[1] != sb[0]:
                 raise self.ctx.error(SpiradTypeError, f"@ shape mismatch {sa} @ {sb}", node)
@@ -413,7 +426,7 @@ def _static_marker():
 
 def _is_compile_time(v):
     from kernel_ir.nodes import Node
-    if isinstance(v, (Node, VecVal, Slot, GlobalElem)):
+    if isinstance(v, (Node, VecVal, Slot, GlobalElem, SlotView)):
         return False
     if isinstance(v, (list, tuple)):
         return all(_is_compile_time(x) for x in v)
@@ -433,14 +446,64 @@ def _m_norm_sqr(v, obj, args, node):
     return v._dot(a.comps, a.comps)
 
 
+def _eps(v, args, node, what):
+    """The optional `eps` of norm / normalized / norm_inv (Taichi: default 0)."""
+    if len(args) > 1:
+        raise v.ctx.error(SpiradTypeError, f"{what}(eps=0) takes one optional argument", node)
+    return v.rvalue(args[0]) if args else 0
+
+
 def _m_norm(v, obj, args, node):
-    return v.unop(Op.SQRT, _m_norm_sqr(v, obj, args, node))
+    """Taichi's `v.norm(eps)`: sqrt(v . v + eps) (eps inside the root keeps the gradient
+    finite at v = 0)."""
+    eps = _eps(v, args, node, "norm")
+    sq = _m_norm_sqr(v, obj, (), node)
+    return v.unop(Op.SQRT, sq if _is_zero(eps) else v.binop(Op.ADD, sq, eps))
+
+
+def _m_norm_inv(v, obj, args, node):
+    """Taichi's `v.norm_inv(eps)`: 1 / sqrt(v . v + eps)."""
+    eps = _eps(v, args, node, "norm_inv")
+    sq = _m_norm_sqr(v, obj, (), node)
+    return v.unop(Op.RSQRT, sq if _is_zero(eps) else v.binop(Op.ADD, sq, eps))
 
 
 def _m_normalized(v, obj, args, node):
+    """Taichi's `v.normalized(eps)`: v / (|v| + eps) (eps outside the root, as Taichi has it)."""
+    eps = _eps(v, args, node, "normalized")
     a = v.rvalue(obj)
-    inv = v.binop(Op.DIV, 1.0, _m_norm(v, obj, args, node))
+    if len(a.shape) != 1:
+        raise v.ctx.error(SpiradTypeError, "normalized() needs a vector", node)
+    n = _m_norm(v, obj, (), node)
+    inv = v.binop(Op.DIV, 1.0, n if _is_zero(eps) else v.binop(Op.ADD, n, eps))
     return v.binop(Op.MUL, a, inv)
+
+
+def _is_zero(x):
+    return is_py_scalar(x) and x == 0
+
+
+def _m_cast(v, obj, args, node):
+    """`v.cast(dtype)`: every component cast (Taichi's Matrix.cast)."""
+    if len(args) != 1:
+        raise v.ctx.error(SpiradTypeError, "cast(dtype) takes one dtype", node)
+    dtype = args[0]
+    dtype = v.ctx.default_fp if dtype is float else v.ctx.default_ip if dtype is int else dtype
+    if not isinstance(dtype, T.DType):
+        raise v.ctx.error(SpiradTypeError, "cast(dtype) needs a dtype such as sd.f32", node)
+    return v.cast(obj, dtype)
+
+
+def _m_reduce(op, what):
+    def m(v, obj, args, node):
+        a = v.rvalue(obj)
+        if args:
+            raise v.ctx.error(SpiradTypeError, f"{what}() takes no arguments", node)
+        acc = a.comps[0]
+        for c in a.comps[1:]:
+            acc = v.binop(op, acc, c)
+        return acc
+    return m
 
 
 def _m_sum(v, obj, args, node):
@@ -460,13 +523,16 @@ def _m_transpose(v, obj, args, node):
 
 
 def _m_cross(v, obj, args, node):
+    """3-vectors: the cross product; 2-vectors: the scalar x0 y1 - x1 y0 (as in Taichi)."""
     a, b = v.rvalue(obj), v.rvalue(args[0])
-    if a.shape != (3,) or not isinstance(b, VecVal) or b.shape != (3,):
-        raise v.ctx.error(SpiradTypeError, "cross() needs two 3-vectors", node)
+    if a.shape not in ((2,), (3,)) or not isinstance(b, VecVal) or b.shape != a.shape:
+        raise v.ctx.error(SpiradTypeError, "cross() needs two 2-vectors or two 3-vectors", node)
     x = a.comps
     y = b.comps
     def c(i, j):
         return v.binop(Op.SUB, v.binop(Op.MUL, x[i], y[j]), v.binop(Op.MUL, x[j], y[i]))
+    if a.shape == (2,):
+        return c(0, 1)
     return VecVal((c(1, 2), c(2, 0), c(0, 1)), (3,))
 
 
@@ -537,4 +603,26 @@ def _m_inverse(v, obj, args, node):
 VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
                "determinant": _m_determinant, "inverse": _m_inverse,
                "dot": _m_dot, "norm": _m_norm, "norm_sqr": _m_norm_sqr, "normalized": _m_normalized,
-               "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross}
+               "sum": _m_sum, "transpose": _m_transpose, "cross": _m_cross,
+               "norm_inv": _m_norm_inv, "cast": _m_cast, "max": _m_reduce(Op.MAX, "max"),
+               "min": _m_reduce(Op.MIN, "min")}
+VEC_METHODS.update(_MATRIX_METHODS)  # fill / any / all (matrix_ops.py)
+VEC_PROPERTIES = {"n": lambda shape: shape[0], "m": lambda shape: shape[1] if len(shape) == 2 else 1}
+
+
+
+def _class_method(name):
+    """`sd.Vector.normalized(v, eps)` in a kernel: the method of `v`."""
+    def h(v, args, kw, node):
+        if not args or not isinstance(v.rvalue(args[0]), VecVal):
+            raise v.ctx.error(SpiradTypeError, f"{name}() needs a vector or matrix first", node)
+        return VEC_METHODS[name](v, args[0], list(args[1:]), node)
+    return h
+
+
+def _register_class_methods():
+    from ..matrix import CLASS_LEVEL_METHODS, Vector
+    HANDLERS.update({getattr(Vector, n): _class_method(n) for n in CLASS_LEVEL_METHODS})
+
+
+_register_class_methods()

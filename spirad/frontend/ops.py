@@ -7,9 +7,10 @@ import numbers
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMIC_COMBINE, Op
 from .typing import literal_type, promote, true_div_type
-from .values import GlobalElem, Slot, VecVal
+from .local_index import read_view, store_view
+from .values import GlobalElem, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
 
@@ -29,6 +30,8 @@ class ValueOps:
             if not v.shape:
                 return b.load(v.allocas[0])
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
+        if isinstance(v, SlotView):
+            return read_view(self, v)
         if isinstance(v, GlobalElem):
             if not v.comp_shape:
                 return b.global_load(v.ref, v.indices)
@@ -161,6 +164,9 @@ class ValueOps:
         """Assign `value` to a Slot or GlobalElem (casting to the target's type)."""
         b = self.ctx.b
         value = self.rvalue(value)
+        if isinstance(target, SlotView):
+            store_view(self, target, value)
+            return
         if isinstance(target, Slot):
             if target.shape:
                 comps = self._comps_for(value, target.shape)
@@ -183,19 +189,42 @@ class ValueOps:
 
     def atomic_add_into(self, target, value):
         """`target += value` on a global: atomic. Returns the old value."""
+        return self.atomic_into(Op.ATOMIC_ADD, target, value)
+
+    def atomic_into(self, op: Op, target, value, what="atomic_add"):
+        """`sd.atomic_<op>(target, value)`: on a field / ndarray element an atomic read-modify-
+        write (vectors: one per component); on a local (Quadrants allows it) the plain update.
+        Returns the old value."""
         b = self.ctx.b
         value = self.rvalue(value)
+        if isinstance(target, Slot):
+            old = self.rvalue(target)
+            comb = ATOMIC_COMBINE[op]
+            dt = target.dtype
+            _check_atomic_type(self, op, dt, what)
+            if target.shape:
+                comps = self._comps_for(value, target.shape)
+                olds = old.comps
+                for a, o, c in zip(target.allocas, olds, comps):
+                    c = self.to_node(c, dt)
+                    b.store(a, c if comb is None else b.binary(comb, o, c))
+                return old
+            c = self.to_node(value, dt)
+            b.store(target.allocas[0], c if comb is None else b.binary(comb, old, c))
+            return old
         if not isinstance(target, GlobalElem):
-            raise self.ctx.error(SpiradTypeError, "atomic_add needs a field or ndarray element")
+            raise self.ctx.error(SpiradTypeError, f"{what} needs a field or ndarray element or a "
+                                                  f"local variable")
         ref = target.ref
+        _check_atomic_type(self, op, ref.dtype, what)
         if target.comp_shape:
             comps = self._comps_for(value, target.comp_shape)
             olds = []
             for k, c in zip(_comp_indices(target.comp_shape), comps):
                 idx = target.indices + tuple(b.const(x, T.i32) for x in k)
-                olds.append(b.atomic_add(ref, idx, self.to_node(c, ref.dtype)))
+                olds.append(b.atomic(op, ref, idx, self.to_node(c, ref.dtype)))
             return VecVal(tuple(olds), target.comp_shape)
-        return b.atomic_add(ref, target.indices, self.to_node(value, ref.dtype))
+        return b.atomic(op, ref, target.indices, self.to_node(value, ref.dtype))
 
     def _comps_for(self, value, shape):
         n = 1
@@ -255,3 +284,11 @@ def _fold_python(op, a, b, ctx):
         return _PY_OPS[op](a, b)
     except ZeroDivisionError:
         raise ctx.error(SpiradTypeError, "division by zero in a compile-time expression") from None
+
+
+def _check_atomic_type(v, op, dt, what):
+    if op in (Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR) and dt.is_float:
+        raise v.ctx.error(SpiradTypeError, f"{what} needs an integer target, got {dt} (bitwise "
+                                           f"atomics are defined on integers only)")
+    if op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX) and dt == T.u1:
+        raise v.ctx.error(SpiradTypeError, f"{what} needs a number, got u1")

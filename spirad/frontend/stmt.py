@@ -5,13 +5,16 @@ import ast
 import numbers
 
 from .. import lang
-from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, Slot, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+
+
+DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
 class _Unrolled(Exception):
@@ -23,6 +26,7 @@ class StmtVisitor:
         for s in stmts:
             if self.ctx.frame.returned:
                 return  # after a kernel's `return` (reached through sd.static if / for)
+            self.ctx.last_stmt = (self.ctx.frame.src, s)  # where a RecursionError is reported
             self.build(s)
 
     def build_Pass(self, node):
@@ -94,7 +98,7 @@ class StmtVisitor:
                                                      f"{lhs.stype.name} element", target)
                 self.store_struct(lhs, value, target)
                 return
-            if not isinstance(lhs, (Slot, GlobalElem)):
+            if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
@@ -156,7 +160,10 @@ class StmtVisitor:
                 rhs = self.unop(Op.NEG, self.rvalue(rhs) if not is_py_scalar(self.rvalue(rhs)) else self.to_node(self.rvalue(rhs), lhs.ref.dtype))
             self.atomic_add_into(lhs, rhs)
             return
-        if not isinstance(lhs, (Slot, GlobalElem)):
+        if isinstance(lhs, GlobalElem) and op in _BIT_ATOMICS:  # Taichi: |= &= ^= on globals are atomic
+            self.atomic_into(_BIT_ATOMICS[op], lhs, rhs, f"{_BIT_NAMES[op]}=")
+            return
+        if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
             raise self.ctx.error(SpiradSyntaxError, "this expression cannot be updated in place", node)
         self.store_into(lhs, self.binop(op, lhs, rhs))
 
@@ -287,6 +294,17 @@ class StmtVisitor:
             bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
         if parallel and len(bounds) > 1:
             return self._parallel_nd(bounds, names, node, grouped)
+        if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
+            self.ctx.loops.append("parallel" if parallel else "serial")
+            try:
+                with b.range_for(b.const(0, T.i32), b.const(1, T.i32), parallel=parallel) as i:
+                    saved = rng.enter_parallel(ctx, i) if parallel else None
+                    self._bind_indices(names, [], grouped, node)
+                if parallel:
+                    rng.leave_parallel(ctx, saved)
+            finally:
+                self.ctx.loops.pop()
+            return
         if parallel:
             ctx.loops.append("parallel")
             try:
@@ -363,6 +381,7 @@ class StmtVisitor:
         except TypeError:
             raise ctx.error(SpiradSyntaxError, "static(...) in a for-loop needs an iterable known at compile time", node.iter) from None
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        self._count_unrolled(node, len(items))
         jumps = _loop_jumps(node.body)
         if jumps:  # break / continue: each iteration runs in a one-trip serial loop (see below)
             return self._static_for_with_jumps(node, items, targets, grouped, "break" in jumps)
@@ -379,6 +398,19 @@ class StmtVisitor:
                     ctx.frame.scopes.pop()
         finally:
             ctx.loops.pop()
+
+    def _count_unrolled(self, node, n: int):
+        """Every iteration an `sd.static` loop unrolls (nested ones multiply) counts towards
+        the kernel's limit, `init(static_unroll_limit=)`: past it, a clear error instead of a
+        compile that takes minutes and gigabytes."""
+        ctx = self.ctx
+        ctx.unrolled += n
+        limit = ctx.state.options.get("static_unroll_limit", DEFAULT_UNROLL_LIMIT)
+        if limit and ctx.unrolled > limit:
+            raise ctx.error(SpiradValueError, f"sd.static loops unroll {ctx.unrolled:,} "
+                            f"iterations in this kernel (this loop: {n:,}), more than the limit of "
+                            f"{limit:,}; use a run-time loop (range without sd.static), or raise "
+                            f"the limit with sd.init(static_unroll_limit=...)", node.iter)
 
     def _bind_static(self, targets, item, grouped):
         if grouped or len(targets) == 1:
@@ -516,3 +548,7 @@ def _type_name(f) -> str:
     if not cs:
         return str(f.dtype)
     return f"vector({cs[0]}, {f.dtype})" if len(cs) == 1 else f"matrix({cs[0]}, {cs[1]}, {f.dtype})"
+
+
+_BIT_ATOMICS = {Op.AND: Op.ATOMIC_AND, Op.OR: Op.ATOMIC_OR, Op.XOR: Op.ATOMIC_XOR}
+_BIT_NAMES = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}

@@ -181,13 +181,25 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
                                             needs_dual=needs_dual)
+        elif kind == "ndarray_alias":  # the ndarray of parameter spec[1], passed again
+            first = frame.scopes[0][params[spec[1]]]
+            args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
+                                first.needs_grad))
+            frame.scopes[0][p] = first  # one buffer: reads and writes of both names are seen
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     ctx.b.loc = None
     from . import rng
     ctx.rng_anchor = rng.RngAnchor(ctx.b._stack[0], 0, None)
-    v.build_stmts(fdef.body)
+    try:
+        v.build_stmts(fdef.body)
+    except RecursionError:
+        where = ctx.last_stmt
+        raise user_error(SpiradSyntaxError, "this statement nests expressions too deeply to "
+                         "compile (a chain of thousands of operations); split it into several "
+                         "statements with intermediate variables",
+                         where[0].loc(where[1]) if where else src.loc(fdef)) from None
     rng.finish_kernel(ctx)
     if returns is not None and not frame.returned:
         raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "

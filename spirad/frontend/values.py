@@ -73,3 +73,18 @@ class StaticRange:
 
 def is_node(v) -> bool:
     return isinstance(v, Node)
+
+
+@dataclass
+class SlotView:
+    """Components of a vector / matrix local picked by indices known only at run time, or by
+    slices (`v[i]`, `m[i, j]`, `m[i, :]`, `v[1:3]`): `flat` holds, per component of the view
+    (C order, `shape`), the position in `slot` as an int or an i32 node. Reading selects,
+    writing stores into every position the index may name (`frontend.local_index`)."""
+    slot: Slot
+    flat: tuple
+    shape: tuple
+
+    @property
+    def dtype(self) -> DType:
+        return self.slot.dtype

@@ -28,8 +28,10 @@ compute on is an error naming the device.
 
 Out of `sd.ndarray`: `spirad.interop.dlpack_export`.
 
-A foreign array has no `.grad`: `kernel.grad` treats it as a constant. For gradients with
-PyTorch, see `spirad.interop.autograd`.
+A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
+requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
+(`torch.zeros_like`) when it is None and binds it as the argument's gradient, so `kernel.grad`
+accumulates into it. For gradients through torch.autograd, see `spirad.interop.autograd`.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from llvm_codegen.device_runtime import dlpack as DL
 
 from .. import guard as _guard
@@ -186,9 +188,10 @@ def host_array(obj) -> np.ndarray | None:
                               f"(tensor.cpu())") from None
 
 
-def element_type(arr: np.ndarray, ann_dtype, what: str):
+def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
-    with element type `ann_dtype` (None: any scalar type); a clear error when it does not fit."""
+    with element type `ann_dtype` (None: any scalar type; `element_dim` 1 / 2: its last axes
+    are a vector / matrix element); a clear error when it does not fit."""
     from ..field import resolve_dtype
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
@@ -204,6 +207,11 @@ def element_type(arr: np.ndarray, ann_dtype, what: str):
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
             raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
                                   f"{comp} of {ann_dtype}")
+    elif element_dim:
+        if arr.ndim <= element_dim:
+            raise SpiradTypeError(f"{what} of shape {arr.shape} has no room for element_dim="
+                                  f"{element_dim} element axes")
+        comp = tuple(arr.shape[arr.ndim - element_dim:])
     if not arr.flags.c_contiguous:
         raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
                               f"np.ascontiguousarray(x) or tensor.contiguous()")
@@ -233,28 +241,27 @@ def alias(arr, dt, comp, shape):
 
 
 class _Entry:
-    """One argument position's alias while the caller keeps passing the same array."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch")
+    """One argument position's alias while the caller keeps passing the same array
+    (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr")
 
-    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch):
+    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
-
-    def still_valid(self, obj, epoch) -> bool:
-        """The caller passes the same array, with its data where it was (tensors can be
-        resized or re-pointed in place); a GPU array is ordered after its producer again."""
-        if self.obj is not obj or self.epoch != epoch:
-            return False
-        if type(obj) is np.ndarray:
-            return True
-        if isinstance(self.arr, DeviceArray):
-            return _refresh(self.arr, obj)
-        return self.ptr is not None and self.ptr == _tensor_ptr(obj)
+        self.grad_arr = grad_arr
 
 
 def _tensor_ptr(obj):
-    """Where a tensor's data is now (tensors can be resized or re-pointed in place)."""
-    return (obj.data_ptr(), tuple(obj.shape)) if hasattr(obj, "data_ptr") else None
+    """What an alias depends on besides the object, read at every call: a numpy array's shape,
+    strides and dtype (changed in place by `a.shape = ...`); a tensor's data, shape, strides
+    and dtype (resized, re-pointed or transposed in place: `t.t_()`) and its `.grad`."""
+    if type(obj) is np.ndarray:
+        return (obj.shape, obj.strides, obj.dtype)
+    if not hasattr(obj, "data_ptr"):
+        return None
+    g = getattr(obj, "grad", None)
+    return (obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), obj.dtype,
+            None if g is None else g.data_ptr())
 
 
 def _refresh(dev: DeviceArray, obj) -> bool:
@@ -275,6 +282,27 @@ def _refresh(dev: DeviceArray, obj) -> bool:
     return same
 
 
+def _stale_grad(t) -> bool:
+    """No `.grad` yet, or one left from before the tensor was re-pointed (`t.data = ...`)."""
+    g = t.grad
+    return g is None or g.shape != t.shape or g.dtype != t.dtype
+
+
+def _wants_grad(obj, ann) -> bool:
+    """A torch tensor that requires grad gets a gradient unless annotated needs_grad=False."""
+    return bool(getattr(obj, "requires_grad", False)) and ann.needs_grad is not False and \
+        hasattr(obj, "data_ptr")
+
+
+def _overlap(x, y) -> bool:
+    """Do two arguments' arrays share memory (host arrays, or GPU arrays' address ranges)?"""
+    if isinstance(x, DeviceArray) or isinstance(y, DeviceArray):
+        if not (isinstance(x, DeviceArray) and isinstance(y, DeviceArray)):
+            return False  # host and device memory
+        return bool(x.nbytes and y.nbytes and x.ptr < y.ptr + y.nbytes and y.ptr < x.ptr + x.nbytes)
+    return bool(x.size and y.size and np.shares_memory(x, y, max_work=1 << 16))
+
+
 class KernelArrays:
     """Per kernel: converts foreign arguments of `types.ndarray()` parameters to aliases."""
 
@@ -287,23 +315,56 @@ class KernelArrays:
         out = copies = None
         epoch = _state.state.epoch
         entries = self.entries
+        changed = False
         for i in indices:
             obj = args[i]
             if isinstance(obj, Ndarray):
                 continue
+            first = next((j for j in indices if j < i and args[j] is obj), None)
+            if first is not None:  # the same array again: the same alias (one buffer)
+                out[i] = out[first]
+                entries.pop(i, None)
+                continue
             e = entries.get(i)
-            if e is None or not e.still_valid(obj, epoch):
+            if type(obj) is not np.ndarray and getattr(obj, "requires_grad", False) \
+                    and hasattr(obj, "data_ptr") and _stale_grad(obj):
+                import torch  # as Taichi does: a tensor that requires grad gets a gradient
+                obj.grad = torch.zeros_like(obj)
+            if e is None or e.obj is not obj or e.epoch != epoch or e.ptr != _tensor_ptr(obj) \
+                    or (isinstance(e.arr, DeviceArray) and not _refresh(e.arr, obj)):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
+                changed = True
             e.nd.generation += 1  # the caller may have changed the data since the last launch
             if not e.zero_copy:
-                _state.backend().write(e.nd._storage(), e.arr)
+                if e.arr.size:  # an empty array: nothing to copy (wgpu refuses empty writes)
+                    _state.backend().write(e.nd._storage(), e.arr)
+                if e.grad_arr is not None and e.grad_arr.size:
+                    _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
             elif isinstance(e.arr, DeviceArray) and e.arr.stream is not None:
                 copies = (copies or []) + [(i, e)]  # the producer's stream follows the launch
             if out is None:
                 out = list(args)
             out[i] = e.nd
+        if changed:
+            self._check_overlaps(kernel, args, indices)
         return (args if out is None else tuple(out)), copies
+
+    def _check_overlaps(self, kernel, args, indices) -> None:
+        """Different arrays over the same memory (views of one numpy array) cannot be told
+        apart by the compiler: refused. (The same array twice is one buffer: `convert`.)"""
+        arrs = [(i, self.entries[i].arr) for i in indices
+                if i in self.entries and self.entries[i].obj is args[i]]
+        for a in range(len(arrs)):
+            for b in range(a + 1, len(arrs)):
+                (i, x), (j, y) = arrs[a], arrs[b]
+                if _overlap(x, y):
+                    names = kernel._annotations()
+                    raise kernel._arg_error(SpiradValueError, f"arguments '{names[i][0]}' and "
+                                            f"'{names[j][0]}' of {kernel.fn.__name__} are "
+                                            f"different arrays over the same memory (views of "
+                                            f"one array); pass the array once per parameter, or "
+                                            f"copies", j)
 
     @staticmethod
     def _entry(kernel, obj, index: int, epoch) -> _Entry:
@@ -317,26 +378,37 @@ class KernelArrays:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
                                       f"to sd.template() parameters")
-            dt, comp, shape = element_type(arr, ann.dtype, what)
+            dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
         except SpiradTypeError as err:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
         nd, zero_copy = alias(arr, dt, comp, shape)
-        ptr = _tensor_ptr(obj) if type(obj) is not np.ndarray else None
-        return _Entry(obj, arr, nd, zero_copy, ptr, epoch)
+        grad_arr = None
+        if _wants_grad(obj, ann) and dt.is_float:
+            grad_arr = device_array(obj.grad) if isinstance(arr, DeviceArray) else \
+                host_array(obj.grad)
+            gdt, gcomp, gshape = element_type(grad_arr, ann.dtype, f"{what}.grad", ann.element_dim)
+            if (gdt, gcomp, gshape) != (dt, comp, shape):
+                raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
+                                        f"dtype and shape", index)
+            nd.grad = alias(grad_arr, dt, comp, shape)[0]
+        return _Entry(obj, arr, nd, zero_copy, _tensor_ptr(obj), epoch, grad_arr)
 
 
 def copy_out(entries, args, writes) -> None:
-    """After a launch: copy every written host argument back (copying backends); order the
-    producer's stream of a GPU argument after the launch."""
-    written = {w[1] for w in writes if w[0] == "ndarray" and w[2] is False}
+    """After a launch on a copying backend: copy every written foreign argument (and written
+    gradient) back; order the producer's stream of a GPU argument after the launch."""
+    written = {(w[1], w[2]) for w in writes if w[0] == "ndarray"}
     for index, e in entries:
-        if isinstance(e.arr, DeviceArray):
+        if isinstance(e.arr, DeviceArray):  # in place: the producer's stream follows the launch
             _state.backend().order_before(e.arr.stream)
-        elif index in written:
+            continue
+        if (index, False) in written:
             e.arr[...] = e.nd._view()
+        if e.grad_arr is not None and (index, True) in written:
+            e.grad_arr[...] = e.nd.grad._view()
 
 
 @_guard.locked
@@ -353,7 +425,7 @@ def from_dlpack(obj, dtype=None):
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
-    if not zero_copy:
+    if not zero_copy and arr.size:
         _state.backend().write(nd._storage(), arr)
     return nd
 

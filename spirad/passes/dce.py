@@ -4,7 +4,9 @@ Liveness is a mark phase from the roots (every node with an effect: global store
 control flow) through sources; a live LOAD of a slot makes every STORE into that slot live. So a
 local that is only read to update itself (`n += 1`, never used otherwise) is dead. Iterates to a
 fixed point: removing a loop or IF whose blocks became empty can make its operands dead, and so
-on. Side effects (global stores, atomics, control flow with effects) are always kept.
+on. Side effects (global stores, atomics, control flow with effects) are always kept. Linear in
+the number of nodes: a slot's stores are marked once, however many loads it has (an unrolled
+`s += ...` has thousands of each).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def _live(blocks, extra_used=()):
         if n.op == Op.STORE:
             stores.setdefault(n.srcs[0], []).append(n)
     live: set = set()
+    loaded: set = set()  # slots whose stores are marked live already (once, not per load)
     work = [n for n in nodes if n.op not in _REMOVABLE and n.op != Op.STORE] + list(extra_used)
     while work:
         n = work.pop()
@@ -33,7 +36,8 @@ def _live(blocks, extra_used=()):
         work.extend(n.srcs)
         if isinstance(n.arg, LoopArg) and n.arg.index is not None:
             work.append(n.arg.index)
-        if n.op == Op.LOAD:
+        if n.op == Op.LOAD and n.srcs[0] not in loaded:
+            loaded.add(n.srcs[0])
             work.extend(stores.get(n.srcs[0], ()))
     return live
 

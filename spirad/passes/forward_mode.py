@@ -29,7 +29,7 @@ from __future__ import annotations
 from kernel_ir.builder import IRBuilder
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.nodes import GlobalRef, LoopArg, Node, Task, TaskList
-from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.ops import ATOMICS, LEAVES, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from kernel_ir.source import user_error
 
@@ -141,9 +141,15 @@ class _Tangents:
         out.append(t)
 
 
+    def other_atomic(self, n, new, srcs, out):
+        if n.dtype.is_float and self.dual_of(n.arg) is not None:
+            raise user_error(SpiradAutodiffError, f"forward mode through {n.op.name.lower()} on a "
+                             f"field with a dual is not supported (only atomic_add / +=)", n.loc)
+
+
 _HANDLERS = {Op.ALLOCA: _Tangents.alloca, Op.LOAD: _Tangents.load, Op.STORE: _Tangents.store,
              Op.GLOBAL_LOAD: _Tangents.global_load, Op.GLOBAL_STORE: _Tangents.global_store,
-             Op.ATOMIC_ADD: _Tangents.atomic_add}
+             **{op: _Tangents.other_atomic for op in ATOMICS}, Op.ATOMIC_ADD: _Tangents.atomic_add}
 
 
 def forward_mode(tl: TaskList, dual_of) -> TaskList:

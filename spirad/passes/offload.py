@@ -22,7 +22,7 @@ from kernel_ir.errors import SpiradSyntaxError
 from kernel_ir.source import user_error
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import Block, GlobalRef, KernelIR, Node, Task, TaskList, walk
-from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.ops import ATOMICS, LEAVES, PURE, Op
 from kernel_ir.rewrite import Splice, expr_nodes, keep, rebuild
 
 _HOST_LEAVES = {Op.CONST, Op.ARG, Op.NDARRAY_SHAPE}
@@ -217,7 +217,7 @@ def _check_bound_writes(loop: Node, bounds) -> None:
     if not read:
         return
     for n in walk(loop.blocks[0]):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and n.arg.buffer in read:
+        if (n.op == Op.GLOBAL_STORE or n.op in ATOMICS) and n.arg.buffer in read:
             raise user_error(SpiradSyntaxError, f"this parallel loop writes '{n.arg.name}', which "
                              f"its range reads; the range is read once when the loop starts. "
                              f"Copy the bound into a local before the loop, or write it in "

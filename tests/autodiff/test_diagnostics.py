@@ -8,7 +8,7 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 ARCHS = ("interp", "cpu", "vulkan")
 
@@ -96,7 +96,7 @@ def _xy():
     (nest_in_func, inner_dynamic, "for j in range(n):"),     # the call boundary cannot hide it
     (nest_while, nest_while, "while j < n:"),
 ], ids=["inline", "in_func", "while"])
-@on_archs(archs=ARCHS, **NOSTACK)
+@test_archs(archs=ARCHS, **NOSTACK)
 def test_dynamic_nesting_without_adstack_is_an_error(arch, kernel, fn, line):
     x, y = _xy()
     kernel(x, y, 3)                                # the forward kernel is fine
@@ -106,7 +106,7 @@ def test_dynamic_nesting_without_adstack_is_an_error(arch, kernel, fn, line):
     assert_quotes(e.value, fn, line, "ad_stack_experimental_enabled", "static")
 
 
-@on_archs(archs=ARCHS, **NOSTACK)
+@test_archs(archs=ARCHS, **NOSTACK)
 def test_static_ranges_without_adstack_are_allowed(arch):
     x, y = _xy()
     nest_static(x, y, 3)
@@ -122,7 +122,7 @@ def test_static_ranges_without_adstack_are_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
 
 
-@on_archs(archs=("cpu",), **NOSTACK)
+@test_archs(archs=("cpu",), **NOSTACK)
 def test_dynamic_parallel_loop_without_adstack_is_allowed(arch):
     """Only *nested* dynamic loops need the adstack: the parallel loop's bound may be dynamic."""
     y = sd.field(sd.f64, shape=8, needs_grad=True)
@@ -140,7 +140,7 @@ def test_dynamic_parallel_loop_without_adstack_is_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), [np.cos(0.4)] * 5 + [0.0] * 3, rtol=1e-12)
 
 
-@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
 def test_dynamic_nesting_with_adstack_is_allowed(arch):
     x, y = _xy()
     for k in (nest_inline, nest_in_func):
@@ -205,7 +205,7 @@ def raw_constant_slot(x: sd.template(), out: sd.template()):
     (raw_in_func, chain, "out[i] = out[i - 1] + x[i]"),
     (raw_constant_slot, raw_constant_slot, "out[i] = out[0] * x[i]"),
 ], ids=["prev", "prev_scalar", "next", "in_func", "constant_slot"])
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_cross_iteration_raw_is_an_error(arch, kernel, fn, line):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -214,7 +214,7 @@ def test_cross_iteration_raw_is_an_error(arch, kernel, fn, line):
     assert_quotes(e.value, fn, line, "another iteration", at=line.split(" = ")[1])
 
 
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_cross_iteration_raw_other_axis_is_an_error(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     out = sd.field(sd.f64, shape=(N, 2), needs_grad=True)
@@ -232,7 +232,7 @@ def test_cross_iteration_raw_other_axis_is_an_error(arch):
 
 
 @pytest.mark.parametrize("slot", ["below", "above"])
-@on_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=("cpu",), default_fp=sd.f64)
 def test_read_of_a_slot_the_loop_never_writes_is_allowed(arch, slot):
     x = sd.field(sd.f64, shape=N + 1, needs_grad=True)
     out = sd.field(sd.f64, shape=N + 1, needs_grad=True)
@@ -262,7 +262,7 @@ def test_read_of_a_slot_the_loop_never_writes_is_allowed(arch, slot):
 
 
 @pytest.mark.parametrize("form", ["ndrange", "struct_for"])
-@on_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=("cpu",), default_fp=sd.f64)
 def test_cross_iteration_raw_multidim_parallel_loop_is_an_error(arch, form):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=(2, 4), needs_grad=True)
@@ -286,7 +286,7 @@ def test_cross_iteration_raw_multidim_parallel_loop_is_an_error(arch, form):
                   at="out[a, b - 1]")
 
 
-@on_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=("cpu",), default_fp=sd.f64)
 def test_cross_iteration_raw_ndarray(arch):
     @sd.kernel
     def k(x: sd.types.ndarray(), out: sd.types.ndarray()):
@@ -342,7 +342,7 @@ def _ok_refs():
 
 
 @pytest.mark.parametrize("name", ["in_place", "sibling", "other_grad_field", "non_grad_field"])
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_cross_iteration_allowed_shapes(arch, name):
     kernel, ref, which = _ok_refs()[name]
     x = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -361,7 +361,7 @@ def test_cross_iteration_allowed_shapes(arch, name):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, XS, w), rtol=1e-6, atol=1e-9)
 
 
-@on_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_recurrence_in_serial_inner_loop_is_allowed(arch):
     B, M = 3, 5
     x = sd.field(sd.f64, shape=B, needs_grad=True)
@@ -391,7 +391,7 @@ def test_recurrence_in_serial_inner_loop_is_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, np.ones((B, M))), rtol=1e-6)
 
 
-@on_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_time_axis_offset_is_allowed(arch):
     T = 3
     pos = sd.field(sd.f64, shape=(T + 1, N), needs_grad=True)
@@ -420,7 +420,7 @@ def test_time_axis_offset_is_allowed(arch):
 # -- 3. a loop bound read from a field the same kernel writes --------------------------------------
 
 
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_bound_written_by_same_kernel_is_an_error(arch):
     x, y = _xy()
     steps = sd.field(sd.i32, shape=())
@@ -441,7 +441,7 @@ def test_bound_written_by_same_kernel_is_an_error(arch):
     assert_quotes(e.value, k.fn, "for j in range(steps[None]):", "the same kernel writes")
 
 
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_bound_written_by_another_kernel_is_allowed(arch):
     x, y = _xy()
     steps = sd.field(sd.i32, shape=())
@@ -481,7 +481,7 @@ def k_while(x: sd.template(), y: sd.template(), n: sd.i32):
         y[i] = v
 
 
-@on_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=ARCHS, default_fp=sd.f64)
 def test_while_without_default_size_is_an_error(arch):
     x, y = _xy()
     k_while(x, y, 3)
@@ -491,7 +491,7 @@ def test_while_without_default_size_is_an_error(arch):
     assert_quotes(e.value, k_while.fn, "while j < n:", "default_ad_stack_size")
 
 
-@on_archs(archs=ARCHS, default_fp=sd.f64, default_ad_stack_size=16)
+@test_archs(archs=ARCHS, default_fp=sd.f64, default_ad_stack_size=16)
 def test_while_with_default_size_works(arch):
     x, y = _xy()
     k_while(x, y, 3)
@@ -506,7 +506,7 @@ def test_while_with_default_size_works(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
 
 
-@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=4)
+@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=4)
 def test_while_beyond_default_size_overflows(arch):
     """default_ad_stack_size is a capacity, not a promise: more trips raise an overflow."""
     x, y = _xy()
@@ -517,7 +517,7 @@ def test_while_beyond_default_size_overflows(arch):
         sd.sync()
 
 
-@on_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=("cpu",), default_fp=sd.f64)
 def test_unboundable_range_is_an_error(arch):
     """A range bound outside the sizer grammar names its line (never a silent default)."""
     x, y = _xy()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 from tests.support.random_grad_programs import generate, reference_sd
 
 SEEDS = range(24)
@@ -58,12 +58,12 @@ def check_program(seed):
 
 # `while` loops have no derived stack size: default_ad_stack_size covers them
 @pytest.mark.parametrize("seed", SEEDS)
-@on_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=1024)
+@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=1024)
 def test_random_program_gradients(arch, seed):
     check_program(seed)
 
 
 @pytest.mark.parametrize("seed", INTERP_SEEDS)
-@on_archs(archs=("interp",), default_fp=sd.f64, default_ad_stack_size=1024)
+@test_archs(archs=("interp",), default_fp=sd.f64, default_ad_stack_size=1024)
 def test_random_program_gradients_interp(arch, seed):
     check_program(seed)

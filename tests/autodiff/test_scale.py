@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 N = 2_000_003
 
 
-@on_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=("cpu", "vulkan"))
 def test_two_million_threads(arch):
     x = sd.ndarray(sd.f32, N, needs_grad=True)
     y = sd.ndarray(sd.f32, N, needs_grad=True)

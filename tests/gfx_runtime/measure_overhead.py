@@ -1,24 +1,21 @@
 """Measure per-launch overhead of the Vulkan runtime on a tiny kernel (not a test).
 
-Run: python tests/gfx_runtime/measure_overhead.py [--validation]
+Run from the repository root: python -m tests.gfx_runtime.measure_overhead [--validation]
 Reports microseconds per launch for (a) 1000 launches recorded into one batch and flushed once
 (recording + execution amortised), (b) a flush after every launch, (c) recording alone.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import vk_test_shaders as shaders  # noqa: E402
-from gfx_runtime.vulkan import VulkanRuntime  # noqa: E402
+from tests.gfx_runtime import vk_test_shaders as shaders
+from gfx_runtime.vulkan import VulkanRuntime
 
 
 def main() -> None:

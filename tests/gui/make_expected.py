@@ -10,8 +10,7 @@ the test that spirad draws what Taichi draws. scene.png is spirad's picture of t
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scene import BACKGROUND, RES, draw_scene, draw_text  # noqa: E402
+from scene import BACKGROUND, RES, draw_scene, draw_text  # this script's directory
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected")
 

@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spirad as sd  # noqa: E402
-from scene import BACKGROUND, RES, draw_scene, draw_text  # noqa: E402
+from scene import BACKGROUND, RES, draw_scene, draw_text  # noqa: E402  (this script's directory)
 
 shot = sys.argv[1]
 gui = sd.GUI("spirad window test", RES, background_color=BACKGROUND)

@@ -1,6 +1,6 @@
 """Quick measurements of the LLVM CPU backend (a script, not a test):
 
-    python tests/llvm_codegen/measure_cpu.py
+    python -m tests.llvm_codegen.measure_cpu     # from the repository root
 
 1. compile time of a simple kernel (codegen + O3 + JIT), first call and warm;
 2. per-launch overhead of a 1-iteration kernel through CpuRuntime.run;
@@ -9,19 +9,16 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from tests.llvm_codegen import harness  # noqa: E402
-from tests.llvm_codegen.kit import kernel, nd_arg, ndarray, range_task, scalar  # noqa: E402
-from kernel_ir.dtypes import f32, i32  # noqa: E402
-from kernel_ir.nodes import Node  # noqa: E402
-from kernel_ir.ops import Op  # noqa: E402
+from tests.llvm_codegen import harness
+from tests.llvm_codegen.kit import kernel, nd_arg, ndarray, range_task, scalar
+from kernel_ir.dtypes import f32, i32
+from kernel_ir.nodes import Node
+from kernel_ir.ops import Op
 
 
 def axpy_kernel(tag=""):

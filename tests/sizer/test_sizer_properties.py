@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from sizer import (SizerError, decode, encode, eval_bytecode, eval_fast, eval_tree,
                    fold_constants, free_vars, simplify, verify)
 
-from sizer_strategies import exprs, make_context, seeds
+from tests.sizer.sizer_strategies import exprs, make_context, seeds
 
 SETTINGS = settings(max_examples=1500, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -18,9 +18,7 @@ from kernel_ir import dtypes as T
 from sizer.bytecode import Op, const_value
 from spirad.backends.gpu_sizer import device_program as dp
 from tests.sizer_gpu import device_model as model
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sizer"))
-from sizer_strategies import exprs, make_context, seeds  # noqa: E402
+from tests.sizer.sizer_strategies import exprs, make_context, seeds
 
 V0, V1 = sz.BoundVariable(0), sz.BoundVariable(1)
 _DT = {np.dtype(np.int32): T.i32, np.dtype(np.uint32): T.u32, np.dtype(np.int64): T.i64,

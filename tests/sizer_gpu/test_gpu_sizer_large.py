@@ -13,7 +13,7 @@ import spirad as sd
 from tests.sizer_gpu.util import device_sizer
 import spirad.state as sd_state
 from spirad.backends.gpu_sizer import Leaf
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 N = 4 * 1024 * 1024
 V0, V1 = sz.BoundVariable(0), sz.BoundVariable(1)
@@ -28,7 +28,7 @@ def _uncapped_rounds(arch):
     return cap is None
 
 
-@on_archs()
+@test_archs()
 def test_max_over_4m_ndarray(arch):
     rng = np.random.default_rng(5)
     data = rng.integers(0, 1000, N).astype(np.int32)
@@ -54,7 +54,7 @@ def test_max_over_4m_ndarray(arch):
     assert gs.run(plan).values == [10**6 + 2, 3]
 
 
-@on_archs()
+@test_archs()
 def test_range_end_read_from_device(arch):
     """`end` is a field value: a first round evaluates it, then the range is split."""
     data = np.arange(N, dtype=np.int64) % 977
@@ -73,7 +73,7 @@ def test_range_end_read_from_device(arch):
     assert plan.n_jobs > 1000
 
 
-@on_archs()
+@test_archs()
 def test_costly_body_resumes_across_rounds(arch):
     """A body with a 200,000-trip inner loop: far past the per-invocation budget on lavapipe, so
     invocations suspend and resume; the answer is the same as on an uncapped device."""
@@ -94,7 +94,7 @@ def test_costly_body_resumes_across_rounds(arch):
         assert res.dispatches > 5
 
 
-@on_archs()
+@test_archs()
 def test_2d_triangular_ranges(arch):
     rng = np.random.default_rng(1)
     r, c = 1500, 1400
@@ -111,7 +111,7 @@ def test_2d_triangular_ranges(arch):
     assert gs.run(plan).values == [want]
 
 
-@on_archs()
+@test_archs()
 def test_errors_name_the_leaf(arch):
     a = sd.ndarray(sd.i32, 1000)
     a.from_numpy(np.arange(1000, dtype=np.int32))

@@ -6,20 +6,16 @@ backend (the kernel is plain spirad). Cases are batched: one GPU evaluation per 
 Two generators: the sizer package's hypothesis strategies (small values, data-dependent loop
 bounds, float data, out-of-range reads) and a wide one below (values near and past the 2**62
 range, u32 / i64 / f32 / f64 / u1 data, NaN and inf, 3-D reads, wrong index counts)."""
-import os
 import random
-import sys
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sizer as sz
-from tests.sizer_gpu.util import reference, run_batch, device_sizer
-from tests.support.archs import test_archs as on_archs
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sizer"))
-from sizer_strategies import exprs, make_context, seeds  # noqa: E402
+from tests.sizer.sizer_strategies import exprs, make_context, seeds
+from tests.sizer_gpu.util import device_sizer, reference, run_batch
+from tests.support.archs import test_archs
 
 M = sz.MAX_ABS
 
@@ -34,7 +30,7 @@ def _check(cases, got):
 
 
 # not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
-@on_archs(exclude=("metal",))
+@test_archs(exclude=("metal",))
 def test_agrees_with_reference_on_strategies(arch):
     seen = {"cases": 0, "errors": 0}
 
@@ -129,7 +125,7 @@ def wide_expr(rng: random.Random, depth: int, bound: tuple, loops: int):
 
 
 # not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
-@on_archs(exclude=("metal",))
+@test_archs(exclude=("metal",))
 def test_agrees_with_reference_on_wide_values(arch):
     rng = random.Random(1234)
     n_cases = n_roots = n_err = 0
@@ -146,7 +142,7 @@ def test_agrees_with_reference_on_wide_values(arch):
     assert n_cases == 2400 and 0.1 < n_err / n_roots < 0.75, (n_err, n_roots)
 
 
-@on_archs()
+@test_archs()
 def test_layout_and_metadata_agree_with_compute_layout(arch):
     """The device layout step equals `sizer.compute_layout(...).metadata()`, and reports the
     same failures (a stride past 2**62 - 1; a word past 32 bits, which `meta_words` rejects)."""
@@ -181,7 +177,7 @@ def test_layout_and_metadata_agree_with_compute_layout(arch):
             assert sz.Layout.from_metadata(got, sizes, kinds) == lay
 
 
-@on_archs()
+@test_archs()
 def test_range_boundaries(arch):
     """Values at the edges of the sizer range, with operands read from device data."""
     B = 2**31

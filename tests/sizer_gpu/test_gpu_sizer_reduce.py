@@ -13,7 +13,7 @@ import spirad as sd
 import spirad.state as sd_state
 from spirad.backends.gpu_sizer import Leaf
 from tests.sizer_gpu.util import outcome, run_batch, device_sizer
-from tests.support.archs import test_archs as on_archs
+from tests.support.archs import test_archs
 
 M = sz.MAX_ABS
 V0 = sz.BoundVariable(0)
@@ -92,7 +92,7 @@ def _device_outcome(gs, root, data):
 
 
 # not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
-@on_archs(exclude=("metal",))
+@test_archs(exclude=("metal",))
 def test_fast_path_agrees_with_reference(arch):
     rng = random.Random(11)
     gs = device_sizer()
@@ -108,7 +108,7 @@ def test_fast_path_agrees_with_reference(arch):
 
 
 # not metal: f64 leaves / more leaf buffers than Metal's sizer slots (host-sized there)
-@on_archs(exclude=("metal",))
+@test_archs(exclude=("metal",))
 def test_values_without_a_sizer_int_are_errors(arch):
     """NaN, inf, |x| >= 2**62 (floats) and |x| > MAX_ABS (i64) inside the range: the reduction
     flags them, the node stays for the interpreter, and the evaluation raises as on the host.
@@ -128,7 +128,7 @@ def test_values_without_a_sizer_int_are_errors(arch):
             assert got == want, (np_dt, bad, b, e, got, want)
 
 
-@on_archs()
+@test_archs()
 def test_typical_trip_count_bound_is_reduced_not_interpreted(arch):
     """`range(steps[i])` over 300,000 elements: one reduction, no interpreter node left."""
     n = 300_000

@@ -8,13 +8,13 @@ import pytest
 
 from spirv_codegen import SpirvCaps, SpirvTask, _tables as T, validate
 from spirv_codegen.module import Module, encode_string, inst
-from spirv_codegen.tools import gen_tables
+from scripts import gen_spirv_tables as gen_tables
 from spirv_codegen import validator as V
 
 
 def test_tables_up_to_date():
     with open(gen_tables.OUT, encoding="utf-8") as f:
-        assert f.read() == gen_tables.generate(), "rerun spirv_codegen/tools/gen_tables.py"
+        assert f.read() == gen_tables.generate(), "rerun scripts/gen_spirv_tables.py"
 
 
 def test_tables_content():

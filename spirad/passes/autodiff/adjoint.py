@@ -30,13 +30,15 @@ from kernel_ir.source import user_error
 from kernel_ir.builder import IRBuilder
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import AdStackArg, Block, Node, walk
-from kernel_ir.ops import LEAVES, PURE, Op
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from .normalize import _is_exit_check
 from .rules import VJP_RULES
 
 
 LINEAR = {Op.ADD, Op.SUB, Op.NEG, Op.CAST}
+# atomics whose new value is one of its operands: the adjoint goes to the operand that won
+_ARG_ATOMICS = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_XCHG)
 
 
 def stack_slots(body: Block, has_grad) -> tuple[set, set]:
@@ -58,11 +60,13 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
         elif op == Op.RANGE_FOR:
             for x in n.srcs:
                 need(x)
-        elif op in (Op.GLOBAL_LOAD, Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif op in GLOBAL_ACCESS:
             if has_grad(n.arg):
                 k = len(n.srcs) - (0 if op == Op.GLOBAL_LOAD else 1)
                 for x in n.srcs[:k]:
                     need(x)
+                if op in _ARG_ATOMICS and n.arg.dtype.is_float:
+                    need(n.srcs[-1])  # compared with the final value in the reverse walk
         elif op == Op.SELECT:
             need(n.srcs[0])
         elif op in PURE and op not in LEAVES and op not in LINEAR and n.dtype is not None \
@@ -78,11 +82,36 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
         elif x.op == Op.GLOBAL_LOAD:
             for y in x.srcs:
                 need(y)
-    slots = {x.srcs[0] for x in needed if x.op == Op.LOAD}
+    loops_of, stored_in = _loop_nesting(body)
+    slots = {x.srcs[0] for x in needed
+             if x.op == Op.LOAD and any(x.srcs[0] in stored_in[lp] for lp in loops_of[x])}
     for n in walk(body):
-        if n.op in (Op.RANGE_FOR, Op.WHILE) and n.arg.trips is not None:
-            slots.add(n.arg.trips)
+        if n.op in LOOPS and n.arg.trips is not None and loops_of[n.arg.trips]:
+            slots.add(n.arg.trips)  # a nested loop's trip count: one per outer iteration
     return slots, needed
+
+
+def _loop_nesting(body: Block) -> tuple[dict, dict]:
+    """(loops_of, stored_in): per node its enclosing dynamic loops; per loop the slots an ALLOCA
+    or STORE inside it (at any depth) writes."""
+    loops_of, stored_in = {}, {}
+
+    def visit(block, loops):
+        for n in block.nodes:
+            loops_of[n] = loops
+            if n.op in (Op.ALLOCA, Op.STORE):
+                slot = n if n.op == Op.ALLOCA else n.srcs[0]
+                for lp in loops:
+                    stored_in[lp].add(slot)
+            inner = loops
+            if n.op in LOOPS:
+                stored_in[n] = set()
+                inner = loops + (n,)
+            for b in n.blocks:
+                visit(b, inner)
+
+    visit(body, ())
+    return loops_of, stored_in
 
 
 class _Typed:
@@ -168,17 +197,43 @@ class Emit:
 
 
 class AdjointBuilder:
-    """`AdjointBuilder(body, grad_of, on_stack, capacities).build(index)`: the adjoint body.
+    """`AdjointBuilder(body, grad_of, on_stack, capacities, needed).build(index)`: the adjoint
+    body.
 
-    `on_stack`: the slots replayed onto adstacks (`stack_slots`); `capacities`: per such slot
-    (walk order) its (capacity, automatic size) SizeExprs (`capacities.capacities`), stored on
-    each ADSTACK_ALLOCA."""
+    `on_stack`, `needed`: the slots replayed onto adstacks and the nodes whose primal the reverse
+    walk reads (`stack_slots`); `capacities`: per such slot (walk order) its (capacity, automatic
+    size) SizeExprs (`capacities.capacities`), stored on each ADSTACK_ALLOCA.
 
-    def __init__(self, body: Block, grad_of, on_stack: set, capacities: list):
+    A needed load of a plain local (no store to it in any dynamic loop around the load, so it has
+    one value per run of the loops around it) is *held*: at the body's top level the reverse walk
+    uses the replay's own load (SSA: the replay dominates the whole reverse walk); nested in an
+    `if` or a loop, the replay copies it into a local declared at the top (`held`), and the reverse
+    walk reads that copy — the value the load had then, whatever the local held later. The trip
+    count of a loop outside every dynamic loop is held the same way, read after the loop.
+    Likewise a read of a global at the top level is not repeated in the reverse walk: the replay's
+    value is used (the adjoint writes gradient buffers only, so a primal read gives the same
+    value anywhere in it), so `t = a[i] * x[i]; y[i] = sin(t)` reads `a` and `x` once, as
+    `y[i] = sin(a[i] * x[i])` does."""
+
+    def __init__(self, body: Block, grad_of, on_stack: set, capacities: list, needed=frozenset()):
         self.body = body
         self.grad_of = grad_of
         self.on_stack = on_stack
         self.capacities = capacities
+        self.hold = {x for x in needed if x.op == Op.LOAD and x.srcs[0] not in on_stack}
+        self.hold |= {n for n in walk(body)
+                      if n.op in LOOPS and n.arg.trips is not None and n.arg.trips not in on_stack}
+        self.top = set(body.nodes)
+        self.held = {}          # held load / loop -> the replay's value (top level) or a local
+        written = set()         # the buffers the adjoint writes: gradients of what the body uses
+        for n in walk(body):
+            if n.op in GLOBAL_ACCESS:
+                g = grad_of(n.arg)
+                if g is not None:
+                    written.add(g.buffer)
+        self.top_reads = {n for n in body.nodes
+                          if n.op == Op.GLOBAL_LOAD and n.arg.buffer not in written}
+        self.renv = {}          # body node -> its replay node (where the replay changed it)
         self.b = IRBuilder()
         self.e = Emit(self.b)
         self.pos = {n: k for k, n in enumerate(walk(body))}
@@ -198,7 +253,11 @@ class AdjointBuilder:
         for n in walk(self.body):
             if n.op == Op.ALLOCA and n not in self.on_stack and n.dtype.is_float:
                 self.adj[n] = b.alloca(n.dtype, (n.arg or "v") + ".adj")
-        replay = rebuild(self.body, self._replay)
+        for n in walk(self.body):
+            if n in self.hold and n not in self.top:
+                dt, name = (n.dtype, n.srcs[0].arg) if n.op == Op.LOAD else (i32, "trips")
+                self.held[n] = b.alloca(dt, (name or "v") + ".held")
+        replay = rebuild(self.body, self._replay, self.renv)
         for n in replay.nodes:
             b.append(n)
         if index is not None:
@@ -208,6 +267,8 @@ class AdjointBuilder:
 
     def _replay(self, n, srcs, blocks, arg, env):
         st = self.stacks
+        if n in self.hold:
+            return self._replay_held(n, keep(n, srcs, blocks, arg, env), arg)
         slot = n if n.op == Op.ALLOCA else (n.srcs[0] if n.op in (Op.LOAD, Op.STORE) else None)
         if slot is not None and slot not in st:
             return keep(n, srcs, blocks, arg, env)  # a plain local
@@ -220,10 +281,28 @@ class AdjointBuilder:
             return Node(Op.ADSTACK_LOAD_TOP, n.dtype, (st[n.srcs[0]],), None, (), n.loc)
         if n.op == Op.GLOBAL_STORE:
             return None
-        if n.op == Op.ATOMIC_ADD:  # dropped; a use of its old value reads 0 (never differentiated)
+        if n.op in ATOMICS:  # dropped; a use of its old value reads 0 (never differentiated)
             z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
             return Splice([z], z)
         return keep(n, srcs, blocks, arg, env)
+
+    def _replay_held(self, n, new, arg):
+        """Replay a held load or loop, keeping its value for the reverse walk (class docstring)."""
+        out, v = [new], new
+        if n.op != Op.LOAD:  # a loop: its executed trip count, read right after it
+            v = Node(Op.LOAD, i32, (arg.trips,), None, (), n.loc)
+            out.append(v)
+        if n in self.top:
+            self.held[n] = v
+        else:
+            out.append(Node(Op.STORE, None, (self.held[n], v), None, (), n.loc))
+        return Splice(out, new)
+
+    def held_value(self, n):
+        h = self.held.get(n)
+        if h is None:
+            raise RuntimeError(f"adjoint: held value of {n!r} used before the replay kept it")
+        return self.b.load(h) if n not in self.top else h
 
     # -- recomputation ---------------------------------------------------------------------------
     def rc(self, n: Node, memo: dict) -> Node:
@@ -234,13 +313,19 @@ class AdjointBuilder:
             r = self.idx_env[n]
         elif n.op == Op.LOAD:
             stack = self.stacks.get(n.srcs[0])
-            if stack is None:
+            if stack is not None:
+                r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (stack,))
+            elif n in self.hold:
+                r = self.held_value(n)
+            else:
                 raise RuntimeError(f"adjoint: primal of plain local {n.srcs[0].arg!r} needed in reverse")
-            r = b.emit(Op.ADSTACK_LOAD_TOP, n.dtype, (stack,))
+        elif n in self.top_reads:
+            r = self.renv.get(n, n)  # the replay's read (class docstring)
         elif n.op == Op.GLOBAL_LOAD:
             r = b.global_load(n.arg, [self.rc(s, memo) for s in n.srcs])
-        elif n.op == Op.ATOMIC_ADD:
-            raise user_error(SpiradAutodiffError, "the value returned by atomic_add cannot be "
+        elif n.op in ATOMICS:
+            name = n.op.name.lower().replace("xchg", "exchange")
+            raise user_error(SpiradAutodiffError, f"the value returned by {name} cannot be "
                              "differentiated; use the updated field instead", n.loc)
         elif n.op in PURE:
             r = b.emit(n.op, n.dtype, tuple(self.rc(s, memo) for s in n.srcs), n.arg)
@@ -326,11 +411,16 @@ class AdjointBuilder:
             else:
                 return
             self.propagate(v, a, memo)
-        elif op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        elif op in _ARG_ATOMICS:
+            self.rev_arg_atomic(n, memo)
+        elif op == Op.GLOBAL_STORE or op in ATOMICS:
             v = n.srcs[-1]
             g = self.grad_of(n.arg) if v.dtype.is_float else None
             if g is None:
                 return
+            if op not in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+                raise user_error(SpiradAutodiffError, f"{op.name.lower()} on a float with a "
+                                 f"gradient cannot be differentiated", n.loc)
             idx = [self.rc(s, memo) for s in n.srcs[:-1]]
             a = b.global_load(g, idx)
             if op == Op.GLOBAL_STORE:
@@ -352,11 +442,34 @@ class AdjointBuilder:
         elif op in (Op.BREAK, Op.CONTINUE):
             raise RuntimeError("adjoint: jumps must be lowered before reverse mode")
 
+    def rev_arg_atomic(self, n: Node, memo):
+        """x[I] = min / max(x[I], v) or exchange(x[I], v): the final x[I] is one operand's value.
+        The thread whose v equals it (read from the primal, which the forward left there) takes
+        x.grad[I] with an atomic exchange against 0, so exactly one winner receives it (ties:
+        whichever arrives first); when no v won, x.grad[I] stays for the value x[I] held before
+        (as after atomic_add)."""
+        v = n.srcs[-1]
+        g = self.grad_of(n.arg) if v.dtype.is_float else None
+        if g is None:
+            return
+        b = self.b
+        idx = [self.rc(s, memo) for s in n.srcs[:-1]]
+        won = b.binary(Op.CMP_EQ, self.rc(v, memo), b.global_load(n.arg, idx))
+        with b.if_(won) as (then, other):
+            with then:
+                a = b.atomic(Op.ATOMIC_XCHG, g, idx, b.const(0.0, g.dtype))
+                self.propagate(v, a, dict(memo))
+            with other:
+                pass
+
     def rev_loop(self, n: Node, memo):
         b = self.b
         arg = n.arg
         if arg.trips is not None:
-            trips = b.emit(Op.ADSTACK_LOAD_TOP, i32, (self.stacks[arg.trips],))
+            if arg.trips in self.stacks:
+                trips = b.emit(Op.ADSTACK_LOAD_TOP, i32, (self.stacks[arg.trips],))
+            else:
+                trips = self.held_value(n)
         if n.op == Op.RANGE_FOR:
             begin, end = self.rc(n.srcs[0], memo), self.rc(n.srcs[1], memo)
             if arg.trips is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.source import user_error
 from kernel_ir.nodes import Block, Task, walk
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.rewrite import expr_nodes
 
 from .index_forms import IndexForms
@@ -70,7 +70,7 @@ def check_cross_iteration_raw(task: Task, has_grad):
             return  # one iteration: no pair of different iterations
     writes, reads = {}, []
     for n in walk(task.body):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and has_grad(n.arg):
+        if (n.op == Op.GLOBAL_STORE or n.op in ATOMICS) and has_grad(n.arg):
             writes.setdefault(_key(n.arg), []).append(n.srcs[:-1])
         elif n.op == Op.GLOBAL_LOAD and has_grad(n.arg):
             reads.append(n)

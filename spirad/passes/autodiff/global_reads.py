@@ -22,7 +22,7 @@ from __future__ import annotations
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.source import user_error
 from kernel_ir.nodes import Block, Node, walk
-from kernel_ir.ops import LEAVES, LOOPS, PURE, Op
+from kernel_ir.ops import ATOMICS, LEAVES, LOOPS, PURE, Op
 from .index_forms import IndexForms
 
 
@@ -36,7 +36,7 @@ def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_writt
     forms = IndexForms(body)
     writes: dict = {}
     for n in walk(body):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD):
+        if n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(_key(n.arg), []).append(n)
     many_threads = index is not None and not (rng is not None and rng[1] - rng[0] <= 1)
 
@@ -53,20 +53,20 @@ def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_writt
                 return True
         return False
 
-    tainted = set()
+    tainted = {}  # node or slot -> the value it got from an at-risk read (for the message)
     for n in walk(body):
         if n.op == Op.GLOBAL_LOAD and at_risk(n):
-            tainted.add(n)
+            tainted[n] = n
         elif n.op == Op.LOAD and n.srcs[0] in tainted:
-            tainted.add(n)
+            tainted[n] = tainted[n.srcs[0]]
         elif n.op == Op.STORE and n.srcs[1] in tainted:
-            tainted.add(n.srcs[0])
+            tainted[n.srcs[0]] = n.srcs[1]
             if n.srcs[0] in on_stack:
                 _overwritten_error(n.srcs[1], n)
         elif n.op in PURE and n.op not in LEAVES and any(x in tainted for x in n.srcs):
-            tainted.add(n)
+            tainted[n] = next(tainted[x] for x in n.srcs if x in tainted)
         if n in tainted and n in needed:
-            _overwritten_error(n, n)
+            _overwritten_error(tainted[n], n)
 
 
 def _key(ref):

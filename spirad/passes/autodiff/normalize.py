@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import bisect
+
 from kernel_ir.dtypes import i32, u1
 from kernel_ir.nodes import Block, LoopArg, Node, walk
 from kernel_ir.ops import LEAVES, PURE, Op
@@ -196,21 +198,6 @@ def materialize(body: Block) -> Block:
     return rebuild(body, visit)
 
 
-def _loads_through_pure(srcs) -> list:
-    """LOAD nodes reachable from `srcs` through pure ops (what the user really reads)."""
-    out, seen, work = [], set(), list(srcs)
-    while work:
-        x = work.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        if x.op == Op.LOAD:
-            out.append(x)
-        elif x.op in PURE and x.op not in LEAVES:
-            work.extend(x.srcs)
-    return out
-
-
 def _inner(n: Node) -> list:
     return [x for b in n.blocks for x in walk(b)]
 
@@ -220,18 +207,28 @@ def snapshot_loads(body: Block) -> Block:
     unsafe = set()
 
     def scan(block: Block):
-        pos_of = {n: k for k, n in enumerate(block.nodes)}
-        stores_at = {}
-        for k, n in enumerate(block.nodes):
+        nodes = block.nodes
+        pos_of = {n: k for k, n in enumerate(nodes)}
+        stores_at = {}  # slot -> increasing positions of the nodes that store to it
+        for k, n in enumerate(nodes):
             for x in [n] + _inner(n):
                 if x.op in (Op.STORE, Op.ALLOCA):
                     slot = x.srcs[0] if x.op == Op.STORE else x
                     stores_at.setdefault(slot, []).append(k)
-        for k, n in enumerate(block.nodes):
-            inner = _inner(n)
-            for s in _loads_through_pure(n.srcs):
-                _check(s, k, pos_of, stores_at)
-            for x in inner:
+        # last[x]: the last position of a node that reads x, directly or through pure ops (one
+        # backward sweep: linear, where walking each node's expression tree was quadratic in a
+        # long chain of operations)
+        last = {}
+        for k in range(len(nodes) - 1, -1, -1):
+            n = nodes[k]
+            through = last.get(n, -1) if n.op in PURE and n.op not in LEAVES else -1
+            for x in n.srcs:
+                if x in pos_of:
+                    last[x] = max(last.get(x, -1), k, through)
+        for k, n in enumerate(nodes):
+            if n.op == Op.LOAD and n in last:
+                _check(n, last[n], pos_of, stores_at)
+            for x in _inner(n):
                 for s in x.srcs:
                     if s.op == Op.LOAD and s in pos_of:
                         unsafe.add(s)  # a load of this block used inside a nested block
@@ -239,10 +236,11 @@ def snapshot_loads(body: Block) -> Block:
                 scan(b)
 
     def _check(s, k, pos_of, stores_at):
-        if s.op != Op.LOAD or s not in pos_of:
-            return
+        """`s` (a load at position p) is unsafe when its slot is stored at p < q < k."""
         p = pos_of[s]
-        if any(p < q < k for q in stores_at.get(s.srcs[0], ())):
+        qs = stores_at.get(s.srcs[0], ())
+        i = bisect.bisect_right(qs, p)
+        if i < len(qs) and qs[i] < k:
             unsafe.add(s)
 
     scan(body)

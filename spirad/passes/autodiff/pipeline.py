@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from kernel_ir import verifier
 from kernel_ir.nodes import Task, TaskList, globals_used
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.rewrite import keep, rebuild
 
 from .adjoint import AdjointBuilder, stack_slots
@@ -30,7 +30,7 @@ from .stack_tops import promote_stack_tops
 
 def _replay_only(t: Task) -> Task:
     def visit(n, srcs, blocks, arg, env):
-        if n.op in (Op.GLOBAL_STORE, Op.ATOMIC_ADD) and n.arg.kind != "temp":
+        if (n.op == Op.GLOBAL_STORE or n.op in ATOMICS) and n.arg.kind != "temp":
             return None  # primal outputs are already written; only temporaries are replayed
         return keep(n, srcs, blocks, arg, env)
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
@@ -68,7 +68,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         check_overwritten_reads(body, on_stack, needed,
                                 lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
-        adj = promote_stack_tops(AdjointBuilder(body, grad_of, on_stack, caps).build(t.index))
+        adj = promote_stack_tops(AdjointBuilder(body, grad_of, on_stack, caps, needed).build(t.index))
         tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))
     out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
         g for g in (grad_of(r) for r in tl.temps) if g is not None))

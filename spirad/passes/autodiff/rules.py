@@ -76,20 +76,40 @@ def _abs(e, x, out):
     return e.select(e.cmp(Op.CMP_GE, x, e.const(0.0, x.dtype)), one, m1)
 
 
+def _zero_safe(rule):
+    """`rule` whose contributions are 0 where the adjoint is 0: ops whose derivative can be
+    infinite or NaN (sqrt or log at 0, division by 0, pow, asin / acos at +-1) would otherwise
+    give 0 * inf = NaN for a value that does not reach the loss, as the branch `select` drops
+    in `sd.select(x > 0, sd.sqrt(x), 0)` (NaN there in Taichi and JAX). A non-zero (or NaN)
+    adjoint still meets the derivative, so a singular value that reaches the loss still gives
+    inf / NaN."""
+    def safe(e, a, x, out):
+        gs = rule(e, a, x, out)
+        if not any(g is not None for g in gs):
+            return gs
+        zero = e.const(0.0, a.dtype)
+        dead = e.cmp(Op.CMP_EQ, a, zero)
+        return [None if g is None else e.select(dead, zero, g) for g in gs]
+    return safe
+
+
 VJP_RULES = {
-    Op.ADD: _lin(1, 1), Op.SUB: _lin(1, -1), Op.NEG: _lin(-1), Op.MUL: _mul, Op.DIV: _div,
-    Op.POW: _pow, Op.ATAN2: _atan2, Op.MIN: _minmax(Op.CMP_LE), Op.MAX: _minmax(Op.CMP_GE),
+    Op.ADD: _lin(1, 1), Op.SUB: _lin(1, -1), Op.NEG: _lin(-1), Op.MUL: _mul,
+    Op.DIV: _zero_safe(_div), Op.POW: _zero_safe(_pow), Op.ATAN2: _zero_safe(_atan2),
+    Op.MIN: _minmax(Op.CMP_LE), Op.MAX: _minmax(Op.CMP_GE),
     Op.SELECT: _select, Op.CAST: _cast,
     Op.SIN: _unary(lambda e, x, o: e.op(Op.COS, x)),
     Op.COS: _unary(lambda e, x, o: e.neg(e.op(Op.SIN, x))),
     Op.TAN: _unary(lambda e, x, o: e.add(e.const(1.0, x.dtype), e.mul(o, o))),
     Op.TANH: _unary(lambda e, x, o: e.sub(e.const(1.0, x.dtype), e.mul(o, o))),
-    Op.ASIN: _unary(lambda e, x, o: e.op(Op.RSQRT, e.sub(e.const(1.0, x.dtype), e.mul(x, x)))),
-    Op.ACOS: _unary(lambda e, x, o: e.neg(e.op(Op.RSQRT, e.sub(e.const(1.0, x.dtype), e.mul(x, x))))),
+    Op.ASIN: _zero_safe(_unary(lambda e, x, o: e.op(Op.RSQRT, e.sub(e.const(1.0, x.dtype),
+                                                                     e.mul(x, x))))),
+    Op.ACOS: _zero_safe(_unary(lambda e, x, o: e.neg(e.op(Op.RSQRT, e.sub(e.const(1.0, x.dtype),
+                                                                           e.mul(x, x)))))),
     Op.EXP: _unary(lambda e, x, o: o),
-    Op.LOG: _unary(lambda e, x, o: e.div(e.const(1.0, x.dtype), x)),
-    Op.SQRT: _unary(lambda e, x, o: e.div(e.const(0.5, x.dtype), o)),
-    Op.RSQRT: _unary(lambda e, x, o: e.mul(e.const(-0.5, x.dtype), e.div(o, x))),
+    Op.LOG: _zero_safe(_unary(lambda e, x, o: e.div(e.const(1.0, x.dtype), x))),
+    Op.SQRT: _zero_safe(_unary(lambda e, x, o: e.div(e.const(0.5, x.dtype), o))),
+    Op.RSQRT: _zero_safe(_unary(lambda e, x, o: e.mul(e.const(-0.5, x.dtype), e.div(o, x)))),
     Op.ABS: _unary(_abs),
     Op.FLOOR: _unary(lambda e, x, o: e.const(0.0, x.dtype)),
     Op.MOD: lambda e, a, x, out: [a, e.neg(e.mul(a, e.op(Op.FLOOR, e.div(x[0], x[1]))))],

@@ -1,0 +1,64 @@
+"""`import taichi` resolving to spirad: the module alias behind `run_as_taichi` and the Taichi test
+harness (scripts/taichi_tests.py).
+
+The alias is spirad itself (`sys.modules["taichi"] is spirad`), so a Taichi program sees exactly
+what `import spirad as ti` gives; `taichi.math`, `taichi.ad`, `taichi.types` are spirad's modules.
+Taichi paths that programs import although they are internal (`taichi.lang.impl.current_cfg`,
+`taichi.lang.exception.TaichiRuntimeError`, ...) come from `taichi_lang`. Any other `taichi.*`
+submodule is an ImportError naming the alias.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+
+# Taichi module path -> the module that stands for it (a spirad module, or one of taichi_lang's)
+_MODULES = {
+    "taichi.math": "spirad.math",
+    "taichi.ad": "spirad.ad",
+    "taichi.types": "spirad.types",
+    "taichi.lang": "spirad.lang",
+}
+_LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers `taichi.*` imports that are not in sys.modules yet with a clear error (the
+    default would search spirad's directory and load a second copy of a spirad module)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "taichi" or fullname.startswith("taichi."):
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {spec.name!r}: `taichi` is an alias of "
+                                  f"spirad here (spirad.compat.taichi_alias), which has no such "
+                                  f"module", name=spec.name)
+
+    def exec_module(self, module):  # never reached: create_module raises
+        raise RuntimeError("unreachable")
+
+
+def install() -> None:
+    """Make `import taichi` (and the Taichi submodules listed above) give spirad. Idempotent."""
+    import spirad
+    from . import taichi_lang
+    sys.modules["taichi"] = spirad
+    for name, target in _MODULES.items():
+        sys.modules[name] = importlib.import_module(target)
+    lang = sys.modules["taichi.lang"]
+    for sub in _LANG_SUBMODULES:
+        mod = getattr(taichi_lang, sub)
+        sys.modules[f"taichi.lang.{sub}"] = mod
+        setattr(lang, sub, mod)  # `ti.lang.impl.current_cfg()` through the attribute path too
+    if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AliasFinder())
+
+
+def uninstall() -> None:
+    for name in [n for n in sys.modules if n == "taichi" or n.startswith("taichi.")]:
+        del sys.modules[name]
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AliasFinder)]

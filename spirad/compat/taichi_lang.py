@@ -1,0 +1,83 @@
+"""The `taichi.lang.*` paths that Taichi programs and Taichi's tests import although they are
+Taichi internals: each is a small namespace over spirad's own objects, installed by
+`taichi_alias` as `taichi.lang.impl`, `taichi.lang.misc`, ... Only what such code reads is here.
+"""
+from __future__ import annotations
+
+import enum
+import types
+from dataclasses import dataclass
+
+import spirad as _sd
+
+
+@dataclass(frozen=True)
+class _Config:
+    """What `ti.lang.impl.current_cfg()` shows of the current `init()`."""
+    arch: str
+    default_fp: object
+    default_ip: object
+    debug: bool
+    ad_stack_size: int
+    random_seed: int
+
+
+def _current_cfg() -> _Config:
+    from spirad import state
+    st = state.current()
+    o = st.options
+    return _Config(st.arch, st.default_fp, st.default_ip, st.debug,
+                   int(o.get("ad_stack_size", 0) or 0), int(o.get("random_seed", 0) or 0))
+
+
+def _module(name: str, doc: str, **attrs) -> types.ModuleType:
+    m = types.ModuleType(f"taichi.lang.{name}", doc)
+    m.__dict__.update(attrs)
+    return m
+
+
+impl = _module("impl", "current_cfg() and the field / ndarray entry points",
+               current_cfg=_current_cfg, field=_sd.field, ndarray=_sd.ndarray, root=_sd.root)
+misc = _module("misc", "arch lists",
+               get_host_arch_list=lambda: [_sd.cpu], cpu=_sd.cpu, gpu=_sd.gpu,
+               vulkan=_sd.vulkan, metal=_sd.metal, cuda=_sd.cuda)
+
+
+class SNodeGradType(enum.Enum):
+    """Taichi's kinds of gradient slot (`x.grad` is ADJOINT, `x.dual` is DUAL)."""
+    PRIMAL = 0
+    ADJOINT = 1
+    DUAL = 2
+    ADJOINT_CHECKBIT = 3
+
+
+class AutodiffMode(enum.Enum):
+    """Taichi's kernel autodiff modes."""
+    NONE = 0
+    VALIDATION = 1
+    FORWARD = 2
+    REVERSE = 3
+    CHECK_AUTODIFF_VALID = 4
+
+
+enums = _module("enums", "SNodeGradType, AutodiffMode", SNodeGradType=SNodeGradType,
+                AutodiffMode=AutodiffMode)
+exception = _module("exception", "Taichi's error classes (spirad's, under Taichi's names)",
+                    **{n: getattr(_sd, n) for n in (
+                        "TaichiCompilationError", "TaichiSyntaxError", "TaichiNameError",
+                        "TaichiIndexError", "TaichiTypeError", "TaichiRuntimeError",
+                        "TaichiAssertionError", "TaichiRuntimeTypeError")})
+
+
+def _has_pytorch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+util = _module("util", "has_pytorch()", has_pytorch=_has_pytorch)
+matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
+field = _module("field", "Field", Field=__import__("spirad.field", fromlist=["Field"]).Field)
+snode = _module("snode", "SNode", SNode=__import__("spirad.field", fromlist=["SNode"]).SNode)

@@ -1,0 +1,38 @@
+"""`sd.extension` (Taichi's `ti.extension`): optional features an arch may lack, and
+`is_extension_supported(arch, ext)` to ask. spirad has the adstack, assertions, dynamic indexing
+and block-local hints everywhere; 64-bit data where the device has it; no sparse or quantized
+layouts and no meshes."""
+from __future__ import annotations
+
+import enum
+
+
+class extension(enum.Enum):  # noqa: N801 - Taichi's name
+    sparse = "sparse"
+    quant = "quant"
+    quant_basic = "quant_basic"
+    mesh = "mesh"
+    data64 = "data64"
+    adstack = "adstack"
+    bls = "bls"
+    assertion = "assertion"
+    extfunc = "extfunc"
+    dynamic_index = "dynamic_index"
+
+
+_EVERYWHERE = {extension.adstack, extension.assertion, extension.bls, extension.dynamic_index}
+
+
+def is_extension_supported(arch: str, ext: extension) -> bool:
+    """Whether `arch` (an arch that is available) has `ext`. data64 needs 64-bit floats and
+    integers on the device (Metal has no f64)."""
+    if ext in _EVERYWHERE:
+        return True
+    if ext is extension.data64:
+        from . import state
+        st = state.current()
+        if st.arch == arch and st.backend is not None:
+            caps = st.backend.capabilities()
+            return bool(caps.get("f64") and caps.get("i64"))
+        return arch != "metal"
+    return False

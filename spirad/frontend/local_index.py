@@ -1,0 +1,150 @@
+"""Indexing vector / matrix locals by run-time values and by slices (Quadrants' `v[i]`,
+`m[i, j]`, `m[i, :]`, `m[:, j]`, `v[a:b]`, read and written).
+
+Locals are unrolled: one ALLOCA per component. A component picked at run time is read as a
+`select` chain over the components (`i == 0 ? v0 : i == 1 ? v1 : ...`, an index past the end
+reads the last one) and written by storing `select(i == p, value, v_p)` into every component p.
+Both are plain SSA ops, so reverse mode differentiates them like any other code (the adjoint
+goes to the component that was read or written). Slices and static indices cost nothing: they
+only pick positions. `SlotView` (values.py) carries the picked positions so that the same view
+can be read, assigned, updated in place (`m[i, :] += v`) or indexed again.
+"""
+from __future__ import annotations
+
+import numbers
+
+from kernel_ir import dtypes as T
+from kernel_ir.errors import SpiradTypeError
+from kernel_ir.nodes import Node
+from kernel_ir.ops import Op
+from .values import Slot, SlotView, VecVal
+
+
+def _static_int(k):
+    return isinstance(k, numbers.Integral) and not isinstance(k, bool)
+
+
+def _axis_positions(v, k, size, node):
+    """Positions along one axis selected by index `k`: (positions, keeps_axis)."""
+    if isinstance(k, slice):
+        for part in (k.start, k.stop, k.step):
+            if part is not None and not _static_int(part):
+                raise v.ctx.error(SpiradTypeError, "slice bounds of a vector / matrix must be "
+                                                   "compile-time integers", node)
+        return list(range(size))[k], True
+    if _static_int(k):
+        if not -size <= k < size:
+            raise v.ctx.error(SpiradTypeError, f"index {k} out of range for size {size}", node)
+        return [k % size], False
+    n = v.to_node(k)
+    if not (n.dtype.is_int or n.dtype == T.u1):
+        raise v.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}", node)
+    return [v.ctx.b.cast(n, T.i32)], False
+
+
+def index_view(v, obj, idx, node):
+    """`obj[idx]` for a local (Slot / SlotView) or a vector value (VecVal) where some index is a
+    run-time value or a slice. Returns a SlotView (locals), a VecVal or a scalar node (values)."""
+    shape = obj.shape
+    if len(idx) > len(shape):
+        raise v.ctx.error(SpiradTypeError, f"{len(idx)} indices for shape {shape}", node)
+    idx = tuple(idx) + (slice(None),) * (len(shape) - len(idx))
+    axes = [_axis_positions(v, k, s, node) for k, s in zip(idx, shape)]
+    out_shape = tuple(len(p) for p, keep in axes if keep)
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    if isinstance(obj, SlotView):
+        base = obj.flat
+    else:
+        base = tuple(range(len(obj.allocas if isinstance(obj, Slot) else obj.comps)))
+    flats = [0]
+    for (pos, _), st in zip(axes, strides):
+        flats = [_add(v, f, _mul(v, p, st)) for f in flats for p in pos]
+    flats = [_pick(v, base, f) for f in flats]
+    if isinstance(obj, VecVal):
+        comps = tuple(_read(v, obj.comps, f) for f in flats)
+        return comps[0] if not out_shape else VecVal(comps, out_shape)
+    slot = obj.slot if isinstance(obj, SlotView) else obj
+    if not out_shape and _static_int(flats[0]):
+        return Slot((slot.allocas[flats[0]],), (), slot.dtype)
+    return SlotView(slot, tuple(flats), out_shape)
+
+
+def _mul(v, p, k):
+    if _static_int(p):
+        return p * k
+    return p if k == 1 else v.ctx.b.binary(Op.MUL, p, v.ctx.b.const(k, T.i32))
+
+
+def _add(v, a, b):
+    if _static_int(a) and _static_int(b):
+        return a + b
+    b_ = v.ctx.b
+    if _static_int(a) and a == 0:
+        return b
+    if _static_int(b) and b == 0:
+        return a
+    na = a if isinstance(a, Node) else b_.const(a, T.i32)
+    nb = b if isinstance(b, Node) else b_.const(b, T.i32)
+    return b_.binary(Op.ADD, na, nb)
+
+
+def _pick(v, base, f):
+    """base[f]: an int when both are known, else a select chain over the base positions."""
+    if _static_int(f):
+        return base[f]
+    b = v.ctx.b
+    as_node = [p if isinstance(p, Node) else b.const(p, T.i32) for p in base]
+    if all(_static_int(p) and p == k for k, p in enumerate(base)):
+        return f
+    return _read(v, as_node, f)
+
+
+def _read(v, comps, f):
+    """comps[f] for a static or run-time f."""
+    if _static_int(f):
+        return comps[f]
+    b = v.ctx.b
+    acc = comps[-1]
+    for p in range(len(comps) - 2, -1, -1):
+        acc = b.select(b.binary(Op.CMP_EQ, f, b.const(p, T.i32)), comps[p], acc)
+    return acc
+
+
+def read_view(v, view: SlotView):
+    b = v.ctx.b
+    loads = [None] * len(view.slot.allocas)
+
+    def load(p):
+        if loads[p] is None:
+            loads[p] = b.load(view.slot.allocas[p])
+        return loads[p]
+
+    def one(f):
+        if _static_int(f):
+            return load(f)
+        acc = load(len(loads) - 1)
+        for p in range(len(loads) - 2, -1, -1):
+            acc = b.select(b.binary(Op.CMP_EQ, f, b.const(p, T.i32)), load(p), acc)
+        return acc
+    comps = tuple(one(f) for f in view.flat)
+    return comps[0] if not view.shape else VecVal(comps, view.shape)
+
+
+def store_view(v, view: SlotView, value):
+    """Assign `value` (broadcast if scalar) to the view's components, in order."""
+    b = v.ctx.b
+    dt = view.slot.dtype
+    if view.shape:
+        comps = v._comps_for(value, view.shape)
+    else:
+        comps = [value]
+    for f, c in zip(view.flat, comps):
+        c = v.to_node(c, dt)
+        if _static_int(f):
+            b.store(view.slot.allocas[f], c)
+            continue
+        for p, a in enumerate(view.slot.allocas):
+            hit = b.binary(Op.CMP_EQ, f, b.const(p, T.i32))
+            b.store(a, b.select(hit, c, b.load(a)))
