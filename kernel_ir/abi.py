@@ -10,7 +10,30 @@
   (ndarray argument, axis) pair in `shape_offsets` holding that axis' extent as an int32 at the
   start of the slot. Ndarray shapes include vector/matrix component axes.
 
-Backends add their own fixed buffers (status, adstack heaps) after these; see each backend.
+`pack_args` / `unpack_args` write and read that buffer (the launch path, the reference
+interpreter backend, host-evaluated ranges and the code generators' test harnesses all use them).
+
+This module is the one definition of every wire format shared by host and device (STYLE 15; a
+test fails if these constants are defined anywhere else): the argument buffer above, the status
+words a kernel reports errors in (`STATUS_*`, `StatusWord`, `decode_status`), the push constants
+of a SPIR-V task (`PUSH_CONSTANTS`), the extra LLVM buffers (`LLVM_EXTRA_BUFFERS`) and the range
+arguments a device-evaluated parallel loop writes (`RangeArg`). Backends add their own fixed
+buffers (status, adstack heaps) after the kernel's; see each backend.
+
+Status words (u32; zeroed by the host; the first error wins: a compare-and-swap of word CODE from
+0, or on profiles without compare-exchange an atomic ticket in word TICKET)
+-------------------------------------------------------------------------------------------------
+    CODE     STATUS_ADSTACK_OVERFLOW (1) / STATUS_LOOP_CAP (2) / STATUS_INDEX_OUT_OF_RANGE (3)
+    TASK     the task index
+    AUX      overflow: the stack index; index out of range: the binding k (abi.bindings[k])
+    VALUE_LO index out of range: the offending axis value, bits 0..31
+    AXIS     index out of range: that axis
+    EXTENT   index out of range: the axis' extent (low 32 bits)
+    VALUE_HI index out of range: the axis value, bits 32..63
+    SITE     index out of range: the access's position among the task's GLOBAL_LOAD /
+             GLOBAL_STORE / atomic nodes in `walk` order
+    TICKET   the first-error ticket (SPIR-V profiles without compare-exchange)
+`STATUS_WORDS` words in all (the status buffer of every backend holds at least that many).
 
 Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
 ------------------------------------------------------------
@@ -35,8 +58,8 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
                private to its thread / invocation and lives in a function-local variable (LLVM:
                an entry-block alloca; SPIR-V: a Function-storage variable), which ADSTACK_ALLOCA
                sets to 0. Int stack k's entry i at row*stride_int + off_k + i*esize.
-    status     u32 words [code, task index, stack index, 0] on both backends (LLVM: bufs[n+3];
-               SPIR-V: binding 1); first error wins.
+    status     the status words (below) on both backends (LLVM: bufs[n+3]; SPIR-V: binding 1);
+               first error wins.
   `row`: LLVM = the `worker` argument of the task function; SPIR-V = the invocation's linear id
   within the dispatch (the runtime splits a range into dispatches of at most `rows` threads).
 * Semantics: ADSTACK_ALLOCA sets the count to 0. PUSH at count == cap records
@@ -49,7 +72,9 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
+from enum import IntEnum
 
 from .nodes import ArgSpec, GlobalRef, TaskList, walk
 from .ops import GLOBAL_ACCESS, Op
@@ -75,6 +100,124 @@ class KernelABI:
             if a == arg and ax == axis:
                 return off
         raise RuntimeError(f"no shape slot for ndarray arg {arg} axis {axis}")
+
+    def pack_args(self, args, scalars, extent) -> bytearray:
+        """The argument buffer: `args` the kernel's ArgSpecs, `scalars[i]` the value of scalar
+        argument i (in range of its dtype; u1 as a 4-byte 0/1), `extent(arg, axis)` an ndarray
+        argument's axis length."""
+        buf = bytearray(self.arg_buffer_size)
+        for i, spec in enumerate(args):
+            if self.arg_offsets[i] >= 0:
+                self.pack_scalar(buf, i, spec.dtype, scalars[i])
+        for a, ax, off in self.shape_offsets:
+            struct.pack_into(EXTENT_FORMAT, buf, off, extent(a, ax))
+        return buf
+
+    def pack_scalar(self, buf: bytearray, i: int, dtype, v) -> None:
+        """Write scalar argument i's value `v` (of `dtype`) into the argument buffer `buf`."""
+        struct.pack_into(SCALAR_FORMAT[dtype.name], buf, self.arg_offsets[i],
+                         bool(v) if dtype.is_bool else v)
+
+    def unpack_args(self, args, argbuf) -> tuple:
+        """(scalar argument values, None for other arguments; {ndarray arg: {axis: extent}})."""
+        scalars = [struct.unpack_from(SCALAR_FORMAT[spec.dtype.name], argbuf, self.arg_offsets[i])[0]
+                   if self.arg_offsets[i] >= 0 else None for i, spec in enumerate(args)]
+        shapes = {}
+        for a, ax, off in self.shape_offsets:
+            shapes.setdefault(a, {})[ax] = struct.unpack_from(EXTENT_FORMAT, argbuf, off)[0]
+        return scalars, shapes
+
+
+ARG_SLOT_BYTES = 8  # one slot per scalar argument and per (ndarray argument, axis)
+SCALAR_FORMAT = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q",
+                 "u1": "<I"}  # a scalar argument at the start of its slot (struct format)
+EXTENT_FORMAT = "<i"        # an ndarray axis extent at the start of its slot
+
+
+# -- status words -----------------------------------------------------------------------------
+STATUS_OK = 0
+STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full
+STATUS_LOOP_CAP = 2           # an invocation would pass the driver's loop-iteration cap (lavapipe)
+STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access (init(debug=True))
+
+
+class StatusWord(IntEnum):
+    CODE = 0
+    TASK = 1
+    AUX = 2
+    VALUE_LO = 3
+    AXIS = 4
+    EXTENT = 5
+    VALUE_HI = 6
+    SITE = 7
+    TICKET = 8
+
+
+STATUS_WORDS = 9
+STATUS_BYTES = (4 * STATUS_WORDS + 7) & ~7  # the bytes reserved for them: a multiple of 8, so
+                                            # what follows them stays 8-byte aligned
+
+
+@dataclass(frozen=True)
+class Status:
+    """A decoded status: `code` (0: none), `task`, and per code `stack` (adstack overflow) or
+    `binding`, `value`, `axis`, `extent`, `site` (index out of range)."""
+    code: int
+    task: int
+    aux: int
+    value: int
+    axis: int
+    extent: int
+    site: int
+
+    @property
+    def stack(self) -> int:
+        return self.aux
+
+    @property
+    def binding(self) -> int:
+        return self.aux
+
+
+def decode_status(words) -> Status:
+    """The status in `words` (STATUS_WORDS u32, or at least the first 8)."""
+    w = [int(x) for x in words]
+    value = (w[StatusWord.VALUE_HI] << 32) | w[StatusWord.VALUE_LO]
+    if value >= 1 << 63:
+        value -= 1 << 64
+    return Status(w[StatusWord.CODE], w[StatusWord.TASK], w[StatusWord.AUX], value,
+                  w[StatusWord.AXIS], w[StatusWord.EXTENT], w[StatusWord.SITE])
+
+
+# -- LLVM task functions: buffers after the kernel's own (bufs[n + k], n = len(abi.bindings)) ---
+LLVM_EXTRA_BUFFERS = ("meta", "heap_float", "heap_int", "status")
+LLVM_META, LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_STATUS = range(len(LLVM_EXTRA_BUFFERS))
+
+
+# -- SPIR-V push constants of a task: (name, struct format), in order -------------------------
+PUSH_CONSTANTS = (("begin", "i"), ("end", "i"), ("threads_per_row", "I"))
+PUSH_CONSTANT_FORMAT = "<" + "".join(f for _, f in PUSH_CONSTANTS)
+PUSH_CONSTANT_BYTES = struct.calcsize(PUSH_CONSTANT_FORMAT)
+
+
+def pack_push_constants(begin: int, end: int, threads_per_row: int) -> bytes:
+    return struct.pack(PUSH_CONSTANT_FORMAT, begin, end, threads_per_row)
+
+
+# -- the range arguments of a device-evaluated parallel loop (u32 words) -----------------------
+class RangeArg(IntEnum):
+    """[groups x, groups y, groups z, begin, end]: an indirect dispatch's workgroup counts (the
+    first three words, as vkCmdDispatchIndirect / dispatch_workgroups_indirect read them) and
+    the range the task then reads."""
+    GROUPS_X = 0
+    GROUPS_Y = 1
+    GROUPS_Z = 2
+    BEGIN = 3
+    END = 4
+
+
+RANGE_ARGS_WORDS = len(RangeArg)
+MAX_GROUPS_X = 65535  # workgroups per dispatch dimension every Vulkan device allows
 
 
 def _key(ref: GlobalRef) -> tuple:
@@ -103,7 +246,7 @@ def kernel_abi(tl: TaskList) -> KernelABI:
         a: ArgSpec
         if a.kind == "scalar":
             arg_offsets.append(off)
-            off += 8
+            off += ARG_SLOT_BYTES
         else:
             arg_offsets.append(-1)
     shape_offsets = []
@@ -111,7 +254,7 @@ def kernel_abi(tl: TaskList) -> KernelABI:
         if a.kind == "ndarray":
             for ax in range(a.ndim):
                 shape_offsets.append((i, ax, off))
-                off += 8
+                off += ARG_SLOT_BYTES
     return KernelABI(bindings, tuple(arg_offsets), tuple(shape_offsets), max(off, 8))
 
 

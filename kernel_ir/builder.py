@@ -7,12 +7,13 @@
     body = b.finish()
 
 Used by the frontend, by passes that rebuild blocks, and by tests that write IR by hand.
+`Emit(b)` adds the typed arithmetic helpers derivative rules and math expansions are written in.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .dtypes import DType, i32, u1
+from .dtypes import DType, i32, i64, u1
 from .nodes import Block, LoopArg, Node, SrcLoc, carried_slots
 from .ops import COMPARE, Op
 
@@ -100,8 +101,10 @@ class IRBuilder:
         self.emit(Op.IF, None, (cond,), None, (then_r.block, else_r.block))
 
     @contextmanager
-    def range_for(self, begin: Node, end: Node, carried=None, index_dtype: DType = i32,
+    def range_for(self, begin: Node, end: Node, carried=None, index_dtype: DType = None,
                   parallel: bool = False):
+        if index_dtype is None:  # i64 bounds give an i64 index (never narrowed), else i32
+            index_dtype = i64 if 64 in (begin.dtype.bits, end.dtype.bits) else i32
         idx = Node(Op.LOOP_INDEX, index_dtype, (), object(), (), self.loc)
         with self.region() as out:
             yield idx
@@ -126,6 +129,46 @@ class IRBuilder:
 
     def continue_(self) -> Node:
         return self.emit(Op.CONTINUE)
+
+
+class Emit:
+    """Typed helpers over an IRBuilder for writing derivative rules and math expansions
+    (`kernel_ir.mathfns`, `spirad.passes.derivatives`): `e.add(x, y)`, `e.op(Op.EXP, x)`, ..."""
+
+    def __init__(self, b: IRBuilder):
+        self.b = b
+
+    def const(self, v, dt):
+        return self.b.const(v, dt)
+
+    def op(self, op, *srcs):
+        if len(srcs) == 1:
+            return self.b.unary(op, srcs[0])
+        return self.b.binary(op, *srcs)
+
+    def add(self, x, y):
+        return self.b.binary(Op.ADD, x, y)
+
+    def sub(self, x, y):
+        return self.b.binary(Op.SUB, x, y)
+
+    def mul(self, x, y):
+        return self.b.binary(Op.MUL, x, y)
+
+    def div(self, x, y):
+        return self.b.binary(Op.DIV, x, y)
+
+    def neg(self, x):
+        return self.b.unary(Op.NEG, x)
+
+    def cmp(self, op, x, y):
+        return self.b.binary(op, x, y)
+
+    def select(self, c, x, y):
+        return self.b.select(c, x, y)
+
+    def cast(self, x, dt):
+        return self.b.cast(x, dt)
 
 
 class _Region:

@@ -14,32 +14,40 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
+    """A scalar type: `sd.f32`, `sd.f64`, `sd.i32`, `sd.i64`, `sd.u32`, `sd.u1`. Calling one in a
+    kernel casts (`sd.f32(i)`)."""
     name: str
     kind: str  # 'f', 'i', 'u', 'b'
     bits: int
 
     @property
     def is_float(self) -> bool:
+        """f32 or f64."""
         return self.kind == "f"
 
     @property
     def is_int(self) -> bool:
+        """A signed or unsigned integer type (not u1)."""
         return self.kind in ("i", "u")
 
     @property
     def is_signed(self) -> bool:
+        """A signed integer type."""
         return self.kind == "i"
 
     @property
     def is_bool(self) -> bool:
+        """u1, the boolean type."""
         return self.kind == "b"
 
     @property
     def nbytes(self) -> int:
+        """Bytes per element in memory (u1 is stored in 4 bytes)."""
         return 4 if self.kind == "b" else self.bits // 8
 
     @property
     def np(self) -> np.dtype:
+        """The numpy dtype of this type's elements in memory."""
         return _TO_NUMPY[self.name]
 
     def __repr__(self) -> str:

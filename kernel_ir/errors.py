@@ -58,3 +58,24 @@ class SpiradGradCheckError(SpiradAutodiffError, AssertionError):
 
 class SpiradAssertionError(SpiradError, AssertionError):
     """An `assert` in a kernel failed (checked under `init(debug=True)`, as in Taichi)."""
+
+
+class SpiradIndexError(SpiradValueError, IndexError):
+    """An index out of range (Python's and numpy's kind; still a ValueError, as spirad's index
+    errors were before)."""
+
+
+class SpiradWarning(UserWarning):
+    """A program that runs but probably does not do what its author meant: a narrowing store
+    (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without
+    one, a silent host <-> device copy of a user's array."""
+
+
+# Users see the public names (`spirad.SpiradTypeError`, where `sd.SpiradTypeError` is found),
+# not this module's path: tracebacks print `__module__.__qualname__`.
+for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, SpiradArchError,
+             SpiradDeviceError, SpiradValueError, SpiradAutodiffError, SpiradAdStackOverflow,
+             SpiradNotSupportedError, SpiradGradCheckError, SpiradAssertionError, SpiradIndexError,
+             SpiradWarning):
+    _cls.__module__ = "spirad"
+del _cls

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import DType, u1
+from .mathfns import MATH
 from .nodes import Block, Node, Task, TaskList
 from .ops import ATOMIC_COMBINE, Op
 
@@ -108,12 +109,10 @@ UNARY_IMPL = {
     Op.NEG: lambda a, dt: dt.np.type(-a) if dt.is_float else cast_value(-int(a), dt),
     Op.NOT: lambda a, dt: not a if dt == u1 else cast_value(~int(a), dt),
     Op.BIT_NOT: lambda a, dt: not a if dt == u1 else cast_value(~int(a), dt),
-    Op.SIN: _unary_float(np.sin), Op.COS: _unary_float(np.cos), Op.TAN: _unary_float(np.tan),
-    Op.TANH: _unary_float(np.tanh), Op.ASIN: _unary_float(np.arcsin),
-    Op.ACOS: _unary_float(np.arccos), Op.EXP: _unary_float(np.exp), Op.LOG: _unary_float(np.log),
-    Op.SQRT: _unary_float(np.sqrt), Op.RSQRT: lambda a, dt: dt.np.type(1) / dt.np.type(np.sqrt(a)),
+    **{f.op: _unary_float(f.reference) for f in MATH},  # sin, exp, log1p, ... (kernel_ir.mathfns)
     Op.FLOOR: _unary_float(np.floor),
     Op.ABS: lambda a, dt: dt.np.type(abs(a)) if dt.is_float else cast_value(abs(int(a)), dt),
+    Op.STOP_GRAD: lambda a, dt: a,
 }
 
 BINARY_IMPL = {

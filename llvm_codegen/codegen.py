@@ -1,8 +1,8 @@
 """spirad IR (TaskList) -> one LLVM module with one function per task.
 
-    compile_tasks(tl, abi) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo(symbol, kind), ...))
+    compile_tasks(tl, abi, options=CodegenOptions()) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo, ...))
 
-Each task function is `void @sym(ptr bufs, ptr args, i32 begin, i32 end, i32 worker)` (see
+Each task function is `void @sym(ptr bufs, ptr args, i64 begin, i64 end, i32 worker)` (see
 `llvm_codegen.program`). A 'range' task loops over [begin, end) inside the function, so the
 per-iteration cost is not a call; a 'serial' task runs its body once. Op lowering lives in
 tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`,
@@ -14,34 +14,39 @@ GLOBAL_STORE / ATOMIC_ADD check its indices against the axis extents; an out-of-
 skipped and recorded (STATUS_INDEX_OUT_OF_RANGE) in the status buffer bufs[n+3], which every task
 then reads. The status words are documented in `llvm_codegen.program`. With the default
 `bounds_check=False` no check code at all is emitted (a test compares the IR).
+
+`options` (`llvm_codegen.options.CodegenOptions`) holds the switches: SPMD lanes on / off and
+their count, the math lowering, the debug print. The code generator reads no environment; the
+SPMD choice of each task (lanes, and the analysis' reason when scalar) is made once here and
+recorded in `CpuTaskInfo`, which the CPU backend reads instead of analysing again.
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
 
 from llvmlite import ir
 
 from kernel_ir.abi import KernelABI
-from kernel_ir.dtypes import i32
+from kernel_ir.dtypes import i32, i64
 from kernel_ir.nodes import Task, TaskList
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
 from .kernel_entry import lower_grid_task
-from .lltypes import I32, PTR, VOID
+from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
 from .lower_math import emit_kept, variant_sites
 from .lower_memory import LOWER_MEMORY, global_accesses
 from .lower_ops import LOWER_OPS, convert
+from .options import CodegenOptions
 from .program import CpuProgram, CpuTaskInfo
 from .target import CPU, Target
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
-TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I32, I32, I32])
+TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I32])  # 64-bit ranges (fields > 2**31)
 
 
 def task_symbol(tl: TaskList, k: int, task: Task) -> str:
@@ -50,7 +55,8 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
-                  target: Target = CPU, device_ranges=frozenset()) -> CpuProgram:
+                  target: Target = CPU, options: CodegenOptions = CodegenOptions(),
+                  device_ranges=frozenset()) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
     GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
     `device_ranges` (GPU targets): indices of range tasks whose kernel evaluates its own bounds
@@ -64,26 +70,26 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
         sym = task_symbol(tl, k, task)
         if target.is_gpu_entry:
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
-                                             k in device_ranges), 1
+                                             options, k in device_ranges), 1
         else:
-            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check)
+            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
-                task_index: int, bounds_check: bool = False):
+                task_index: int, bounds_check: bool, options: CodegenOptions):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
-    width, why = _spmd_choice(task, bounds_check)
+    width, why = _spmd_choice(task, bounds_check, options)
     if width > 1:
-        ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER)
+        ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
         ctx.setup_spmd(width, why)
     else:
-        ctx = FnContext(lib, fn, abi, tl.args, LOWER)
+        ctx = FnContext(lib, fn, abi, tl.args, LOWER, options)
     ctx.worker = fn.args[4]
     ctx.task_index = task_index
     ctx.variant_sites = variant_sites(task)
@@ -102,7 +108,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.close_into(ret)
     elif task.kind == "range":
         dt = task.index.dtype
-        begin, end = (convert(ctx, v, i32, dt) for v in (fn.args[2], fn.args[3]))
+        begin, end = (convert(ctx, v, i64, dt) for v in (fn.args[2], fn.args[3]))
 
         def body(i, latch, exit_):
             ctx.env[task.index] = i
@@ -119,7 +125,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     ctx.b.position_at_end(ret)
     ctx.b.ret_void()
     ctx.entry_b.branch(start)
-    if os.environ.get("SPIRAD_DEBUG_CPU") == "1" and task.kind == "range":
+    if options.debug and task.kind == "range":
         how = f"SPMD, {width} lanes{_mask_note(why)}" if width > 1 else \
             f"scalar ({why.reason or 'SPIRAD_CPU_SPMD=0'})"
         print(f"[spirad cpu] {sym}: {how}", file=sys.stderr)
@@ -137,15 +143,20 @@ def _mask_note(a) -> str:
     return f", masked ({', '.join(parts)})"
 
 
-def _spmd_choice(task, bounds_check):
-    """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (SPIRAD_CPU_SPMD)."""
-    if os.environ.get("SPIRAD_CPU_SPMD", "1") == "0":
+def spmd_choice(task, bounds_check: bool = False, options: CodegenOptions = CodegenOptions()):
+    """(lanes, spmd.Analysis) the code generator will use for range task `task` (backends ask
+    before compiling: spirad/backends/cpu.py's one-thread variants)."""
+    return _spmd_choice(task, bounds_check, options)
+
+
+def _spmd_choice(task, bounds_check, options: CodegenOptions):
+    """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (`options.spmd`)."""
+    if not options.spmd:
         return 1, spmd.Analysis(False, "")
-    a = spmd.analyze(task, bounds_check)
+    a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a
-    forced = os.environ.get("SPIRAD_CPU_SPMD_LANES")
-    return (int(forced) if forced else default_lanes(a)), a
+    return (options.lanes or default_lanes(a)), a
 
 
 def default_lanes(analysis) -> int:
@@ -157,21 +168,3 @@ def default_lanes(analysis) -> int:
     host = math_policy.lanes("f32")
     wide = any(getattr(n.dtype, "bits", 0) == 64 for n in analysis.varying)
     return host if wide else 2 * host
-
-
-
-def task_lanes(task, bounds_check=False) -> int:
-    """The lanes `compile_tasks` gives `task` under the current switches: the CPU backend sizes
-    an SPMD reverse task's adstack heap for `lanes` rows per worker (`spmd_adstack`)."""
-    if task.kind != "range":
-        return 1
-    return _spmd_choice(task, bounds_check)[0]
-
-
-CODEGEN_SWITCHES = ("SPIRAD_CPU_VECMATH", "SPIRAD_CPU_SPMD", "SPIRAD_CPU_SPMD_LANES")
-
-
-def switches_key() -> tuple:
-    """The environment switches that change the generated CPU code: part of the offline-cache
-    key, so a program compiled under one setting is never loaded under another."""
-    return tuple(os.environ.get(k, "") for k in CODEGEN_SWITCHES)

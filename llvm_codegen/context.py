@@ -1,4 +1,6 @@
-"""Per-function lowering state: the builder, node -> value map, loop targets, hoisted loads.
+"""Per-function lowering state: the builder, node -> value map, loop targets, hoisted loads,
+the code generator's switches (`options`) and the register width of the node being lowered
+(`lanes`: 1, or W while the SPMD lowering lowers a varying node; `at_lanes`).
 
 Everything loop-invariant that a task reads from its launch arguments (buffer base pointers,
 scalar arguments, ndarray extents) is loaded once in the entry block, next to the hoisted
@@ -6,12 +8,16 @@ scalar arguments, ndarray extents) is loaded once in the entry block, next to th
 """
 from __future__ import annotations
 
+import contextlib
+
 from llvmlite import ir
 
-from kernel_ir.abi import KernelABI
+from kernel_ir.abi import LLVM_STATUS, KernelABI
 from kernel_ir.nodes import Block, GlobalRef, Node
 
-from .lltypes import I32, I64, PTR, reg_type, suffix
+from . import lltypes
+from .lltypes import I32, I64, PTR
+from .options import CodegenOptions
 from .target import CPU, INTRINSIC_MATH, Target, math_symbol
 
 
@@ -40,26 +46,32 @@ class ModuleLib:
     def has(self, name: str) -> bool:
         return name in self._fns
 
-    def intrinsic(self, base: str, dtype, nargs: int, extra=()) -> ir.Function:
-        """`llvm.<base>.<suffix>` taking `nargs` values of `dtype` (plus `extra` arg types)."""
-        t = reg_type(dtype)
-        return self.declare(f"llvm.{base}.{suffix(dtype)}", t, [t] * nargs + list(extra))
+    def intrinsic(self, base: str, dtype, nargs: int, extra=(), lanes: int = 1) -> ir.Function:
+        """`llvm.<base>.<suffix>` taking `nargs` values of `dtype` (`lanes` wide; plus `extra`
+        arg types)."""
+        t = lltypes.reg_type(dtype, lanes)
+        return self.declare(f"llvm.{base}.{lltypes.suffix(dtype, lanes)}", t,
+                            [t] * nargs + list(extra))
 
-    def math(self, base: str, dtype, nargs: int) -> ir.Function:
+    def math(self, base: str, dtype, nargs: int, lanes: int = 1) -> ir.Function:
         """Math function `base` (sin, tan, atan2, pow, ...) of `dtype` as this target calls it:
         on the CPU an LLVM intrinsic (`INTRINSIC_MATH`) or the C library (`tanf`), on a GPU the
         device library's symbol (`llvm_codegen.target`)."""
-        t = reg_type(dtype)
+        t = lltypes.reg_type(dtype, lanes)
         if self.target.math == "libm":
             if base in INTRINSIC_MATH:
-                return self.intrinsic(base, dtype, nargs)
+                return self.intrinsic(base, dtype, nargs, lanes=lanes)
             return self.declare(base + ("f" if dtype.name == "f32" else ""), t, [t] * nargs)
         return self.declare(math_symbol(self.target, base, dtype.name), t, [t] * nargs)
 
 
 class FnContext:
-    def __init__(self, lib: ModuleLib, fn: ir.Function, abi: KernelABI, arg_specs, lower_table):
+    def __init__(self, lib: ModuleLib, fn: ir.Function, abi: KernelABI, arg_specs, lower_table,
+                 options: CodegenOptions = CodegenOptions()):
         self.lib = lib
+        self.options = options
+        self.width = 1  # lanes of the task function (an SPMD task's W: `spmd.SpmdContext`)
+        self.lanes = 1  # register width of the node being lowered (`at_lanes`): 1 or `width`
         self.fn = fn
         self.abi = abi
         self.arg_specs = arg_specs
@@ -83,6 +95,31 @@ class FnContext:
         self._shapes: dict[tuple, ir.Value] = {}
         self._args: dict[tuple, ir.Value] = {}
 
+    # -- register width --------------------------------------------------------------------
+    @contextlib.contextmanager
+    def at_lanes(self, w: int):
+        """Lower with registers `w` lanes wide inside (the SPMD lowering's varying nodes)."""
+        old, self.lanes = self.lanes, w
+        try:
+            yield
+        finally:
+            self.lanes = old
+
+    def reg_type(self, dt) -> ir.Type:
+        return lltypes.reg_type(dt, self.lanes)
+
+    def const(self, dt, v) -> ir.Constant:
+        return lltypes.const(dt, v, self.lanes)
+
+    def suffix(self, dt) -> str:
+        return lltypes.suffix(dt, self.lanes)
+
+    def intrinsic(self, base: str, dtype, nargs: int, extra=()) -> ir.Function:
+        return self.lib.intrinsic(base, dtype, nargs, extra, lanes=self.lanes)
+
+    def math_fn(self, base: str, dtype, nargs: int) -> ir.Function:
+        return self.lib.math(base, dtype, nargs, lanes=self.lanes)
+
     # -- blocks and values --------------------------------------------------------------------
     def block(self, name: str) -> ir.Block:
         return self.fn.append_basic_block(name)
@@ -97,7 +134,9 @@ class FnContext:
         for n in block.nodes:
             rule = self.table.get(n.op)
             if rule is None:
-                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule")
+                raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule (the math "
+                                   f"functions with an `expand` in kernel_ir.mathfns are expanded "
+                                   f"before code generation: spirad.passes.expand_math)")
             self.current = n
             v = rule(self, n)
             if v is not None:
@@ -137,10 +176,11 @@ class FnContext:
         return v
 
     def status_ptr(self) -> ir.Value:
-        """The status buffer bufs[n+3] (n = len(abi.bindings)), loaded in the entry block."""
+        """The status buffer bufs[n + LLVM_STATUS] (n = len(abi.bindings)), loaded in the entry
+        block."""
         if self._status is None:
             n = len(self.abi.bindings)
-            slot = self.entry_b.gep(self.bufs_arg, [ir.Constant(I64, n + 3)], inbounds=True,
+            slot = self.entry_b.gep(self.bufs_arg, [ir.Constant(I64, n + LLVM_STATUS)], inbounds=True,
                                     source_etype=PTR)
             self._status = self.entry_b.load(slot, name="status", typ=PTR)
         return self._status

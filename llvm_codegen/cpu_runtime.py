@@ -18,9 +18,11 @@ What the caller passes to `run` (build these once per launch, or keep them acros
   heaps with at least `num_workers` rows for a parallel launch.
 * `args`: the argument buffer; an int address (fastest), a ctypes object, or a numpy uint8 array
   (contiguous). Its bytes must stay alive and unchanged for the call.
-* `begin`, `end`: the task range (Python ints within int32); serial tasks: 0, 1, parallel=False.
+* `begin`, `end`: the task range (Python ints within int64); serial tasks: 0, 1, parallel=False.
 
-Ranges of at least `parallel_min` (default `PARALLEL_MIN`) iterations are split into
+Ranges of at least `parallel_min` (default `PARALLEL_MIN`; `run(..., min_split=k)` gives a
+launch its own threshold, from the caller's estimate of the work per iteration) iterations are
+split into
 `num_workers` contiguous chunks; chunk `w` runs on worker slot `w` (the calling thread runs
 chunk 0). Smaller ranges and serial tasks run in the calling thread as worker 0. Launches are
 serialised by a lock, so worker slots are never shared between concurrent launches. Each chunk
@@ -45,7 +47,7 @@ PARALLEL_MIN = 32768
 PIECE_MIN = 4096        # first piece of a worker's chunk (run() checks for a stop between pieces)
 PIECE_SECONDS = 0.002   # pieces double while each takes less than this
 TASK_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
-                           ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int32)
 
 
 class _Target:
@@ -197,12 +199,14 @@ class CpuRuntime:
         obj, optimized = self.compile_object(llvm_ir, vectorised)
         return self.load_object(obj, symbols, optimized)
 
-    def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True):
+    def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True,
+            min_split: int | None = None):
         if type(args) is not int:
             args = _address(args)
         n = end - begin
         with self._launch_lock:
-            if not parallel or n < self.parallel_min or self._pool is None:
+            if not parallel or n < (self.parallel_min if min_split is None else min_split) \
+                    or self._pool is None:
                 fn(bufs, args, begin, end, 0)
                 return
             w = self.num_workers

@@ -1,17 +1,20 @@
 """Where the GPU tool chain comes from, and the cache that makes repeated assembly free.
 
-    find_ptxas()        `ptxas`: $SPIRAD_PTXAS, the pip package nvidia-cuda-nvcc-cu12
+    find_ptxas()        `ptxas`: the configured path, the pip package nvidia-cuda-nvcc-cu12
                         (site-packages/nvidia/cuda_nvcc/bin), $CUDA_HOME/bin, PATH
-    find_libdevice()    `libdevice.10.bc`: $SPIRAD_LIBDEVICE, the same pip package
+    find_libdevice()    `libdevice.10.bc`: the configured path, the same pip package
                         (nvidia/cuda_nvcc/nvvm/libdevice), $CUDA_HOME/nvvm/libdevice
-    find_rocm_bitcode() directory with ocml.bc / ockl.bc: $SPIRAD_ROCM_BITCODE, Debian's
+    find_rocm_bitcode() directory with ocml.bc / ockl.bc: the configured path, Debian's
                         rocm-device-libs (/usr/lib/<multiarch>/amdgcn/bitcode), $ROCM_PATH
-    find_lld()          `ld.lld` that links LLVM 22 code objects: $SPIRAD_LLD, ld.lld-22 (Debian
-                        lld-22), /usr/lib/llvm-22/bin/ld.lld, $ROCM_PATH/llvm/bin/ld.lld
+    find_lld()          `ld.lld` that links LLVM 22 code objects: the configured path, ld.lld-22
+                        (Debian lld-22), /usr/lib/llvm-22/bin/ld.lld, $ROCM_PATH/llvm/bin/ld.lld
 
-Each returns a path or raises `ToolMissing` with the install hint. `DeviceCache` stores outputs
-under a content address (sha256 of everything that determines them: the input text, the
-target, the tool's identity): ~/.cache/spirad/device or $SPIRAD_CACHE_DIR/device.
+`configure(...)` sets the overrides (spirad's GPU backends pass SPIRAD_PTXAS, SPIRAD_LIBDEVICE,
+SPIRAD_ROCM_BITCODE, SPIRAD_LLD and SPIRAD_CACHE_DIR from `spirad.options`; this module reads
+no SPIRAD_* variable). Each finder returns a path or raises `ToolMissing` with the install hint.
+`DeviceCache` stores outputs under a content address (sha256 of everything that determines
+them: the input text, the target, the tool's identity): ~/.cache/spirad/device or
+<cache_dir>/device.
 """
 from __future__ import annotations
 
@@ -25,6 +28,16 @@ import sysconfig
 
 class ToolMissing(RuntimeError):
     """A GPU tool or device library is not installed; the message says how to install it."""
+
+
+_PATHS: dict = {}  # `configure`: tool -> path given by the caller
+
+
+def configure(ptxas=None, libdevice=None, rocm_bitcode=None, lld=None, cache_dir=None) -> None:
+    """Overrides of the tools' locations and of the cache root (None: search / default)."""
+    _PATHS.clear()
+    _PATHS.update(ptxas=ptxas, libdevice=libdevice, rocm_bitcode=rocm_bitcode, lld=lld,
+                  cache_dir=cache_dir)
 
 
 def _site_dirs():
@@ -52,7 +65,7 @@ _ROCM_HINT = "apt-get install rocm-device-libs lld-22 (or a ROCm install with $R
 
 
 def find_ptxas() -> str:
-    cands = [os.environ.get("SPIRAD_PTXAS")]
+    cands = [_PATHS.get("ptxas")]
     cands += [os.path.join(d, "nvidia", "cuda_nvcc", "bin", "ptxas") for d in _site_dirs()]
     if os.environ.get("CUDA_HOME"):
         cands.append(os.path.join(os.environ["CUDA_HOME"], "bin", "ptxas"))
@@ -64,7 +77,7 @@ def find_ptxas() -> str:
 
 
 def find_libdevice() -> str:
-    cands = [os.environ.get("SPIRAD_LIBDEVICE")]
+    cands = [_PATHS.get("libdevice")]
     cands += [os.path.join(d, "nvidia", "cuda_nvcc", "nvvm", "libdevice", "libdevice.10.bc")
               for d in _site_dirs()]
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/lib/cuda"):
@@ -77,7 +90,7 @@ def find_libdevice() -> str:
 
 
 def find_rocm_bitcode() -> str:
-    cands = [os.environ.get("SPIRAD_ROCM_BITCODE")]
+    cands = [_PATHS.get("rocm_bitcode")]
     cands += sorted(glob.glob("/usr/lib/*/amdgcn/bitcode"))
     for home in (os.environ.get("ROCM_PATH"), "/opt/rocm"):
         if home:
@@ -93,7 +106,7 @@ def find_rocm_bitcode() -> str:
 
 
 def find_lld() -> str:
-    cands = [os.environ.get("SPIRAD_LLD"), shutil.which("ld.lld-22"), "/usr/lib/llvm-22/bin/ld.lld"]
+    cands = [_PATHS.get("lld"), shutil.which("ld.lld-22"), "/usr/lib/llvm-22/bin/ld.lld"]
     if os.environ.get("ROCM_PATH"):
         cands.append(os.path.join(os.environ["ROCM_PATH"], "llvm", "bin", "ld.lld"))
     p = _first(cands)
@@ -109,7 +122,7 @@ def file_identity(path: str) -> str:
 
 
 def cache_dir() -> str:
-    root = os.environ.get("SPIRAD_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+    root = _PATHS.get("cache_dir") or os.path.join(os.path.expanduser("~"), ".cache",
                                                               "spirad")
     return os.path.join(root, "device")
 

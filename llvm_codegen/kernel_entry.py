@@ -57,7 +57,8 @@ def _thread_id(ctx: FnContext, fn: ir.Function) -> ir.Value:
 
 
 def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, task_index: int,
-                    bounds_check: bool, lower_table, device_range: bool = False) -> int:
+                    bounds_check: bool, lower_table, options=None,
+                    device_range: bool = False) -> int:
     target = lib.target
     emulated = target.thread_id == "param"
     fn = ir.Function(lib.module, EMU_THREAD_FN_TYPE if emulated else GRID_FN_TYPE,
@@ -71,7 +72,7 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
         fn.attributes.add("alwaysinline")
     elif target.kernel_cc:
         fn.calling_convention = target.kernel_cc
-    ctx = FnContext(lib, fn, abi, tl.args, lower_table)
+    ctx = FnContext(lib, fn, abi, tl.args, lower_table, *(() if options is None else (options,)))
     ctx.task_index = task_index
     if bounds_check:
         ctx.bounds_check = True

@@ -37,15 +37,16 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from kernel_ir.abi import adstack_allocas
+from kernel_ir.abi import (LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_META, LLVM_STATUS,
+                           STATUS_ADSTACK_OVERFLOW, StatusWord, adstack_allocas)
 from kernel_ir.dtypes import DType
 from kernel_ir.nodes import Task
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext, entry_alloca
-from .lltypes import I8, I32, I64, PTR, VOID, const, mem_type, reg_type
+from .lltypes import I8, I32, I64, PTR, VOID, mem_type
+from .lower_memory import from_memory, to_memory
 from .lower_ops import convert
-from .program import STATUS_ADSTACK_OVERFLOW as ADSTACK_OVERFLOW
 
 OVERFLOW_HELPER = "spirad.adstack.overflow"
 
@@ -88,16 +89,16 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
         return 0
     eb = ctx.entry_b
     n = len(ctx.abi.bindings)
-    meta = _buf(eb, ctx.bufs_arg, n, "ad.meta")
-    heap_f = _buf(eb, ctx.bufs_arg, n + 1, "ad.heapf")
-    heap_i = _buf(eb, ctx.bufs_arg, n + 2, "ad.heapi")
-    status = _buf(eb, ctx.bufs_arg, n + 3, "ad.status")
+    meta = _buf(eb, ctx.bufs_arg, n + LLVM_META, "ad.meta")
+    heap_f = _buf(eb, ctx.bufs_arg, n + LLVM_HEAP_FLOAT, "ad.heapf")
+    heap_i = _buf(eb, ctx.bufs_arg, n + LLVM_HEAP_INT, "ad.heapi")
+    status = _buf(eb, ctx.bufs_arg, n + LLVM_STATUS, "ad.status")
 
     def word(i, name):
         p = eb.gep(meta, [ir.Constant(I64, i)], inbounds=True, source_etype=I32)
         return eb.zext(eb.load(p, typ=I32, name=name), I64)
 
-    w = lanes_of(ctx)
+    w = ctx.width
 
     def scaled(v):  # SPMD: a worker's row is `w` rows wide, lane-interleaved (see spmd_adstack)
         return v if w == 1 else eb.mul(v, ir.Constant(I64, w))
@@ -130,12 +131,8 @@ def setup_adstacks(ctx: FnContext, task: Task, task_index: int) -> int:
     return len(allocas)
 
 
-def lanes_of(ctx: FnContext) -> int:
-    """Lanes of an SPMD task function (`llvm_codegen.spmd`), else 1."""
-    return getattr(ctx, "width", 1)
-
-
-def _stack(ctx: FnContext, n) -> _Stack:
+def stack_of(ctx: FnContext, n) -> _Stack:
+    """The stack an ADSTACK_* node addresses."""
     st = ctx.adstack
     s = n if n.op == Op.ADSTACK_ALLOCA else (n.srcs[0] if n.srcs else None)
     if st is None or s not in st.stacks:
@@ -157,11 +154,12 @@ def _overflow_helper(ctx: FnContext) -> ir.Function:
     status, task, stack = fn.args
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, ADSTACK_OVERFLOW),
+    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
+    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_ADSTACK_OVERFLOW),
                     lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
-    for i, v in ((1, task), (2, stack)):
+    for i, v in ((StatusWord.TASK, task), (StatusWord.AUX, stack)):
         b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
     b.branch(done)
     b.position_at_end(done)
@@ -169,26 +167,25 @@ def _overflow_helper(ctx: FnContext) -> ir.Function:
     return fn
 
 
-def _entry_ptr(ctx, base, idx, dt, lanes=1):
+def record_overflow(ctx: FnContext, s: _Stack):
+    """Call the overflow helper for stack `s` of this task (first error wins)."""
+    st = ctx.adstack
+    ctx.b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
+                                       ir.Constant(I32, s.index)])
+
+
+def entry_ptr(ctx, base, idx, dt, lanes=1):
     """Entry `idx` of `base` (lane 0's element in a lane-interleaved SPMD stack)."""
     if lanes > 1:
         idx = ctx.b.mul(idx, ir.Constant(I64, lanes), flags=["nuw"])
     return ctx.b.gep(base, [idx], inbounds=True, source_etype=mem_type(dt))
 
 
-def _top_index(ctx, s: _Stack):
+def top_index(ctx, s: _Stack):
     """max(count - 1, 0) as i64."""
     cnt = ctx.b.load(s.count, typ=I64)
     return ctx.b.call(ctx.lib.declare("llvm.usub.sat.i64", I64, [I64, I64]),
                       [cnt, ir.Constant(I64, 1)])
-
-
-def _to_mem(ctx, v, dt):
-    return ctx.b.zext(v, I32) if dt.is_bool else v
-
-
-def _from_mem(ctx, v, dt):
-    return ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0)) if dt.is_bool else v
 
 
 def _value_as(ctx, node, dt):
@@ -197,34 +194,42 @@ def _value_as(ctx, node, dt):
 
 # -- op rules ---------------------------------------------------------------------------------
 def _alloca(ctx: FnContext, n):
-    ctx.b.store(ir.Constant(I64, 0), _stack(ctx, n).count)
+    ctx.b.store(ir.Constant(I64, 0), stack_of(ctx, n).count)
     return None  # ops address the stack through ctx.adstack, not through env
 
 
-def _push(ctx: FnContext, n):
-    s, b = _stack(ctx, n), ctx.b
+def emit_push(ctx: FnContext, s: _Stack, store):
+    """A push at the stack's (scalar) count: past the capacity the overflow is recorded and
+    nothing written; else `store(count)` writes the entry (and its zero adjoint) and the count
+    grows by one. The SPMD lowering's uniform-count push passes a vector store."""
+    b = ctx.b
     cnt = b.load(s.count, typ=I64)
     full = b.icmp_unsigned(">=", cnt, s.cap)
     ovf, ok, merge = ctx.block("ad.overflow"), ctx.block("ad.push"), ctx.block("ad.pushed")
-    br = b.cbranch(full, ovf, ok)
-    br.set_weights([1, 1 << 20])
+    b.cbranch(full, ovf, ok).set_weights([1, 1 << 20])
     b.position_at_end(ovf)
-    st = ctx.adstack
-    b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
-                                   ir.Constant(I32, s.index)])
+    record_overflow(ctx, s)
     b.branch(merge)
     b.position_at_end(ok)
-    v = _value_as(ctx, n.srcs[1], s.dtype)
-    b.store(_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype, s.lanes))
-    if s.adjoints is not None:
-        b.store(const(s.dtype, 0), _entry_ptr(ctx, s.adjoints, cnt, s.dtype, s.lanes))
+    store(cnt)
     b.store(b.add(cnt, ir.Constant(I64, 1), flags=["nuw"]), s.count)
     b.branch(merge)
     b.position_at_end(merge)
 
 
+def _push(ctx: FnContext, n):
+    s, b = stack_of(ctx, n), ctx.b
+
+    def store(cnt):
+        v = _value_as(ctx, n.srcs[1], s.dtype)
+        b.store(to_memory(b, v, s.dtype), entry_ptr(ctx, s.entries, cnt, s.dtype, s.lanes))
+        if s.adjoints is not None:
+            b.store(ctx.const(s.dtype, 0), entry_ptr(ctx, s.adjoints, cnt, s.dtype, s.lanes))
+    emit_push(ctx, s, store)
+
+
 def _pop(ctx: FnContext, n):
-    s, b = _stack(ctx, n), ctx.b
+    s, b = stack_of(ctx, n), ctx.b
     cnt = b.load(s.count, typ=I64)
     nz = b.icmp_unsigned("!=", cnt, ir.Constant(I64, 0))
     b.store(b.sub(cnt, b.zext(nz, I64)), s.count)
@@ -234,14 +239,15 @@ def _read_top(ctx, s: _Stack, base, node_dtype):
     """Entry max(count-1, 0) of `base`; 0 when cap == 0 (the load then reads the stack's unused
     heap_int counter slot, which is 8 bytes and always in bounds, and the result is discarded)."""
     b = ctx.b
-    p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype, s.lanes)
+    p = entry_ptr(ctx, base, top_index(ctx, s), s.dtype, s.lanes)
     p = b.select(s.empty_cap, s.dummy, p)
-    v = _from_mem(ctx, b.load(p, typ=mem_type(s.dtype)), s.dtype)
-    v = b.select(s.empty_cap, const(s.dtype, 0), v)
+    v = from_memory(b, b.load(p, typ=mem_type(s.dtype)), s.dtype)
+    v = b.select(s.empty_cap, ctx.const(s.dtype, 0), v)
     return convert(ctx, v, s.dtype, node_dtype or s.dtype)
 
 
-def _heap_adjoints(s: _Stack, n):
+def require_heap_adjoints(s: _Stack, n):
+    """Raise unless stack `s` keeps its adjoints in the heap (float stacks of kind 'heap')."""
     if s.adjoints is None:
         kind, why = (("primal", "its adjoints live in a local") if s.dtype.is_float else
                      ("int", "int stacks have no adjoints"))
@@ -250,29 +256,29 @@ def _heap_adjoints(s: _Stack, n):
 
 
 def _load_top(ctx: FnContext, n):
-    s = _stack(ctx, n)
+    s = stack_of(ctx, n)
     return _read_top(ctx, s, s.entries, n.dtype)
 
 
 def _load_top_adj(ctx: FnContext, n):
-    s = _stack(ctx, n)
+    s = stack_of(ctx, n)
     if s.dtype.is_float:
-        _heap_adjoints(s, n)
+        require_heap_adjoints(s, n)
     else:
         # int stacks have no adjoints; reverse mode asks for them anyway when it undoes a STORE
         # to an int/bool local (the value is never used): they read as 0, like a fresh entry's
-        return const(n.dtype or s.dtype, 0)
+        return ctx.const(n.dtype or s.dtype, 0)
     return _read_top(ctx, s, s.adjoints, n.dtype)
 
 
 def _acc_adj(ctx: FnContext, n):
-    s, b = _stack(ctx, n), ctx.b
-    _heap_adjoints(s, n)
+    s, b = stack_of(ctx, n), ctx.b
+    require_heap_adjoints(s, n)
     write, merge = ctx.block("ad.acc"), ctx.block("ad.accd")
     b.cbranch(s.empty_cap, merge, write)
     b.position_at_end(write)
-    p = _entry_ptr(ctx, s.adjoints, _top_index(ctx, s), s.dtype, s.lanes)
-    old = b.load(p, typ=reg_type(s.dtype))
+    p = entry_ptr(ctx, s.adjoints, top_index(ctx, s), s.dtype, s.lanes)
+    old = b.load(p, typ=ctx.reg_type(s.dtype))
     b.store(b.fadd(old, _value_as(ctx, n.srcs[1], s.dtype)), p)
     b.branch(merge)
     b.position_at_end(merge)

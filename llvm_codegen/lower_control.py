@@ -9,7 +9,6 @@ from __future__ import annotations
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
-from .lltypes import const, reg_type
 from .lower_ops import convert
 
 
@@ -31,14 +30,14 @@ def emit_counted_loop(ctx: FnContext, begin, end, dt, body_fn, name="for"):
     head, body, latch, exit_ = (ctx.block(f"{name}.{s}") for s in ("head", "body", "latch", "exit"))
     b.branch(head)
     b.position_at_end(head)
-    i = b.phi(reg_type(dt), name=f"{name}.i")
+    i = b.phi(ctx.reg_type(dt), name=f"{name}.i")
     cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
     b.cbranch(cmp("<", i, end), body, exit_)
     b.position_at_end(body)
     body_fn(i, latch, exit_)
     ctx.close_into(latch)
     b.position_at_end(latch)
-    nxt = b.add(i, const(dt, 1), name=f"{name}.next", flags=["nsw" if dt.kind == "i" else "nuw"])
+    nxt = b.add(i, ctx.const(dt, 1), name=f"{name}.next", flags=["nsw" if dt.kind == "i" else "nuw"])
     b.branch(head)
     i.add_incoming(begin, pre)
     i.add_incoming(nxt, latch)

@@ -22,10 +22,10 @@ def vm_rule(name: str, libm_rule):
         dt = args[-1]
         if ctx.lib.target.math != "libm":
             return libm_rule(ctx, *args)  # a GPU target: its device library, never vecmath
-        mode = math_policy.mode(name, dt.name)
+        mode = math_policy.mode(name, dt.name, ctx.options.vecmath)
         if mode == "inline":
             from . import vecmath
-            return vecmath.emit(ctx.b, name, args[:-1], reg_type(dt))
+            return vecmath.emit(ctx.b, name, args[:-1], ctx.reg_type(dt))
         v = libm_rule(ctx, *args)
         if mode == "variant" and ctx.current in ctx.variant_sites:
             _tag_variant(ctx.lib, v, name, dt, len(args) - 1)

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE, StatusWord
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import GlobalRef, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from .context import CodegenError, FnContext
-from .lltypes import I32, I64, PTR, VOID, const, mem_type, reg_type
+from .lltypes import I32, I64, PTR, VOID, mem_type
 from .lower_ops import convert
-from .program import STATUS_INDEX_OUT_OF_RANGE
+from .splat import zeros
 
 ACCESS_OPS = GLOBAL_ACCESS
 BOUNDS_HELPER = "spirad.bounds.fail"
@@ -39,9 +40,7 @@ def _arg(ctx: FnContext, n):
         raise CodegenError(f"LLVM codegen: argument {n.arg} is not a scalar")
     spec = ctx.arg_specs[n.arg]
     dt = spec.dtype or n.dtype
-    v = ctx.arg_load(off, mem_type(dt))  # u1 scalars: 4-byte 0/1, like memory
-    if dt.is_bool:
-        v = ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0))
+    v = from_memory(ctx.b, ctx.arg_load(off, mem_type(dt)), dt)  # u1: 4-byte 0/1, like memory
     return convert(ctx, v, dt, n.dtype)
 
 
@@ -56,13 +55,13 @@ def _loop_index(ctx: FnContext, n):
 
 # -- locals -----------------------------------------------------------------------------------
 def _alloca(ctx: FnContext, n):
-    slot = ctx.hoisted_alloca(reg_type(n.dtype), name=str(n.arg or "local"))
-    ctx.b.store(const(n.dtype, 0), slot)  # ALLOCA re-zeroes its slot every time it executes
+    slot = ctx.hoisted_alloca(ctx.reg_type(n.dtype), name=str(n.arg or "local"))
+    ctx.b.store(ctx.const(n.dtype, 0), slot)  # ALLOCA re-zeroes its slot every time it executes
     return slot
 
 
 def _load(ctx: FnContext, n):
-    return ctx.b.load(ctx.value(n.srcs[0]), typ=reg_type(n.dtype))
+    return ctx.b.load(ctx.value(n.srcs[0]), typ=ctx.reg_type(n.dtype))
 
 
 def _store(ctx: FnContext, n):
@@ -81,12 +80,29 @@ def axis_extent(ctx: FnContext, ref: GlobalRef, axis: int) -> ir.Value:
     return ctx.b.zext(ctx.ndarray_extent(ref.key, axis), I64)
 
 
-def _index64(ctx: FnContext, node) -> ir.Value:
-    v = ctx.value(node)
-    dt = node.dtype
-    if reg_type(dt).width == 64:
+def index64(b: ir.IRBuilder, v: ir.Value, dt) -> ir.Value:
+    """Index value `v` of dtype `dt` widened to i64 (sext / zext by its kind); lane-wise for a
+    vector `v`."""
+    t = v.type.element if isinstance(v.type, ir.VectorType) else v.type
+    if t.width == 64:
         return v
-    return (ctx.b.sext if dt.kind == "i" else ctx.b.zext)(v, I64)
+    wide = ir.VectorType(I64, v.type.count) if isinstance(v.type, ir.VectorType) else I64
+    return (b.sext if dt.kind == "i" else b.zext)(v, wide)
+
+
+def _index64(ctx: FnContext, node) -> ir.Value:
+    return index64(ctx.b, ctx.value(node), node.dtype)
+
+
+def linear_index(ctx: FnContext, ref: GlobalRef, idx, dtypes=None) -> ir.Value:
+    """The C-order element offset of the indices `idx` (one scalar per axis): i64 values, or
+    values of `dtypes`, each widened (`index64`) as its axis is reached."""
+    lin = ir.Constant(I64, 0)
+    for axis, i in enumerate(idx):
+        if dtypes is not None:
+            i = index64(ctx.b, i, dtypes[axis])
+        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), i)
+    return lin
 
 
 def _check_arity(ref: GlobalRef, index_nodes):
@@ -95,20 +111,16 @@ def _check_arity(ref: GlobalRef, index_nodes):
                            f"{len(index_nodes)}")
 
 
-def _ptr(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
+def ptr_at(ctx: FnContext, ref: GlobalRef, idx) -> ir.Value:
     """Element pointer from the i64 indices `idx` (C order)."""
-    lin = ir.Constant(I64, 0)
-    for axis, i in enumerate(idx):
-        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), i)
+    lin = linear_index(ctx, ref, idx)
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
 def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
     _check_arity(ref, index_nodes)
-    lin = ir.Constant(I64, 0)
-    for axis, node in enumerate(index_nodes):
-        idx = _index64(ctx, node)
-        lin = idx if axis == 0 else ctx.b.add(ctx.b.mul(lin, axis_extent(ctx, ref, axis)), idx)
+    lin = linear_index(ctx, ref, [ctx.value(s) for s in index_nodes],
+                       [s.dtype for s in index_nodes])
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
@@ -127,13 +139,15 @@ def _bounds_helper(ctx: FnContext) -> ir.Function:
     status, task, k, axis, value, extent, site = fn.args
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    res = b.cmpxchg(status, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
+    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
+    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
                     lib.target.ordering(), "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
     hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
-    for i, v in ((1, task), (2, k), (3, b.trunc(value, I32)), (4, axis),
-                 (5, b.trunc(extent, I32)), (6, hi), (7, site)):
+    W = StatusWord
+    for i, v in ((W.TASK, task), (W.AUX, k), (W.VALUE_LO, b.trunc(value, I32)), (W.AXIS, axis),
+                 (W.EXTENT, b.trunc(extent, I32)), (W.VALUE_HI, hi), (W.SITE, site)):
         b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
     b.branch(done)
     b.position_at_end(done)
@@ -168,7 +182,7 @@ def _access(ctx: FnContext, n, index_nodes, access):
                                  ir.Constant(I32, ctx.access_sites.get(n, 0))])
     b.branch(merge)
     b.position_at_end(body)
-    v = access(_ptr(ctx, ref, idx))
+    v = access(ptr_at(ctx, ref, idx))
     end = b.block
     b.branch(merge)
     b.position_at_end(merge)
@@ -185,21 +199,30 @@ def _global_load(ctx: FnContext, n):
     ref = n.arg
 
     def load(p):
-        v = ctx.b.load(p, typ=mem_type(ref.dtype))
-        if ref.dtype.is_bool:
-            v = ctx.b.icmp_unsigned("!=", v, ir.Constant(I32, 0))
+        v = from_memory(ctx.b, ctx.b.load(p, typ=mem_type(ref.dtype)), ref.dtype)
         return convert(ctx, v, ref.dtype, n.dtype)
     return _access(ctx, n, n.srcs, load)
 
 
-def _to_memory(ctx: FnContext, v, dt):
-    return ctx.b.zext(v, I32) if dt.is_bool else v
+def to_memory(b: ir.IRBuilder, v, dt):
+    """A register value as memory holds it: a bool (i1, or <W x i1>) as a 0/1 i32."""
+    if not dt.is_bool:
+        return v
+    return b.zext(v, ir.VectorType(I32, v.type.count) if isinstance(v.type, ir.VectorType) else I32)
+
+
+def from_memory(b: ir.IRBuilder, v, dt):
+    """A value loaded from memory as a register: a 0/1 i32 bool (or <W x i32>) as i1."""
+    if not dt.is_bool:
+        return v
+    vec = isinstance(v.type, ir.VectorType)
+    return b.icmp_unsigned("!=", v, zeros(v.type) if vec else ir.Constant(v.type, 0))
 
 
 def _global_store(ctx: FnContext, n):
     ref = n.arg
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype)
-    v = _to_memory(ctx, v, ref.dtype)
+    v = to_memory(ctx.b, v, ref.dtype)
 
     def store(p):
         ctx.b.store(v, p)
@@ -226,13 +249,11 @@ def _atomic(ctx: FnContext, n):
     def rmw(p):
         v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
         target = ctx.lib.target
-        old = ctx.b.atomic_rmw(op, p, _to_memory(ctx, v, dt), target.ordering())
+        old = ctx.b.atomic_rmw(op, p, to_memory(ctx.b, v, dt), target.ordering())
         if op == "fadd" and target.fadd_metadata:  # AMDGPU: native float atomic, not a CAS loop
             for md in ("amdgpu.no.fine.grained.memory", "amdgpu.ignore.denormal.mode"):
                 old.set_metadata(md, ctx.lib.module.add_metadata([]))
-        if dt.is_bool:
-            old = ctx.b.icmp_unsigned("!=", old, ir.Constant(I32, 0))
-        return convert(ctx, old, dt, n.dtype)
+        return convert(ctx, from_memory(ctx.b, old, dt), dt, n.dtype)
     return _access(ctx, n, n.srcs[:-1], rmw)
 
 

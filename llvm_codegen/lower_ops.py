@@ -18,38 +18,38 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from kernel_ir.dtypes import DType, i64
+from kernel_ir.dtypes import DType, i64, u1
 from kernel_ir.interpreter import cast_value
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
-from .lltypes import I1, const, reg_type, scalar_reg_type, suffix
+from .lltypes import I1, const, reg_type, scalar_reg_type
 from .lower_math import vm_rule as _vm
 
 INT = ("i", "u")
 
 
-def _z(dt, v):
-    return const(dt, v)
+def _z(ctx, dt, v):
+    return ctx.const(dt, v)
 
 
 # -- unary ------------------------------------------------------------------------------------
 def _intrinsic1(name):
-    return lambda ctx, a, dt: ctx.b.call(ctx.lib.intrinsic(name, dt, 1), [a])
+    return lambda ctx, a, dt: ctx.b.call(ctx.intrinsic(name, dt, 1), [a])
 
 
 def _math1(name):
     """A math function: an intrinsic or libm call on the CPU, the device library on a GPU."""
-    return lambda ctx, a, dt: ctx.b.call(ctx.lib.math(name, dt, 1), [a])
+    return lambda ctx, a, dt: ctx.b.call(ctx.math_fn(name, dt, 1), [a])
 
 
 def _rsqrt(ctx, a, dt):
-    s = ctx.b.call(ctx.lib.intrinsic("sqrt", dt, 1), [a])
-    return ctx.b.fdiv(_z(dt, 1.0), s)
+    s = ctx.b.call(ctx.intrinsic("sqrt", dt, 1), [a])
+    return ctx.b.fdiv(_z(ctx, dt, 1.0), s)
 
 
 def _iabs(ctx, a, dt):
-    return ctx.b.call(ctx.lib.intrinsic("abs", dt, 1, extra=[I1]), [a, ir.Constant(I1, 0)])
+    return ctx.b.call(ctx.intrinsic("abs", dt, 1, extra=[I1]), [a, ir.Constant(I1, 0)])
 
 
 def _ident(ctx, a, dt):
@@ -76,6 +76,7 @@ UNARY = {
     (Op.ASIN, "f"): _vm("asin", _math1("asin")),
     (Op.ACOS, "f"): _vm("acos", _math1("acos")),
     (Op.RSQRT, "f"): _rsqrt,
+    **{(Op.STOP_GRAD, k): _ident for k in "fiub"},  # a value: derivatives only differ
 }
 for _k in ("i", "u", "b"):
     UNARY[(Op.NOT, _k)] = UNARY[(Op.BIT_NOT, _k)] = lambda ctx, a, dt: ctx.b.not_(a)
@@ -85,11 +86,11 @@ for _k in ("i", "u", "b"):
 def _safe_divisor(ctx, b, dt):
     """(divisor with 0 and -1 replaced by 1, is_minus_one) for signed; (b or 1, None) unsigned."""
     bb = ctx.b
-    zero = bb.icmp_unsigned("==", b, _z(dt, 0))
+    zero = bb.icmp_unsigned("==", b, _z(ctx, dt, 0))
     if dt.kind == "u":
-        return bb.select(zero, _z(dt, 1), b), None
-    m1 = bb.icmp_signed("==", b, _z(dt, -1))
-    return bb.select(bb.or_(zero, m1), _z(dt, 1), b), m1
+        return bb.select(zero, _z(ctx, dt, 1), b), None
+    m1 = bb.icmp_signed("==", b, _z(ctx, dt, -1))
+    return bb.select(bb.or_(zero, m1), _z(ctx, dt, 1), b), m1
 
 
 def _idiv(ctx, a, b, dt):
@@ -106,8 +107,8 @@ def _ifloordiv(ctx, a, b, dt):
         return bb.udiv(a, d)
     q, r = bb.sdiv(a, d), bb.srem(a, d)
     # Python floors: step down when the remainder is nonzero and its sign differs from b's
-    adjust = bb.and_(bb.icmp_signed("!=", r, _z(dt, 0)),
-                     bb.icmp_signed("<", bb.xor(r, d), _z(dt, 0)))
+    adjust = bb.and_(bb.icmp_signed("!=", r, _z(ctx, dt, 0)),
+                     bb.icmp_signed("<", bb.xor(r, d), _z(ctx, dt, 0)))
     q = bb.sub(q, bb.zext(adjust, q.type))
     return bb.select(m1, bb.neg(a), q)
 
@@ -118,41 +119,43 @@ def _imod(ctx, a, b, dt):
     if m1 is None:
         return bb.urem(a, d)
     r = bb.srem(a, d)  # d == 1 when b == -1, so r == 0 as Python gives
-    adjust = bb.and_(bb.icmp_signed("!=", r, _z(dt, 0)),
-                     bb.icmp_signed("<", bb.xor(r, d), _z(dt, 0)))
+    adjust = bb.and_(bb.icmp_signed("!=", r, _z(ctx, dt, 0)),
+                     bb.icmp_signed("<", bb.xor(r, d), _z(ctx, dt, 0)))
     return bb.select(adjust, bb.add(r, d), r)
 
 
 def _ffloordiv(ctx, a, b, dt):
-    return ctx.b.call(ctx.lib.intrinsic("floor", dt, 1), [ctx.b.fdiv(a, b)])
+    return ctx.b.call(ctx.intrinsic("floor", dt, 1), [ctx.b.fdiv(a, b)])
 
 
 def _fmod(ctx, a, b, dt):
     bb = ctx.b
-    q = bb.call(ctx.lib.intrinsic("floor", dt, 1), [bb.fdiv(a, b)])
+    q = bb.call(ctx.intrinsic("floor", dt, 1), [bb.fdiv(a, b)])
     return bb.fsub(a, bb.fmul(q, b))
 
 
 def _fpow(ctx, a, b, dt):
-    return ctx.b.call(ctx.lib.math("pow", dt, 2), [a, b])
+    return ctx.b.call(ctx.math_fn("pow", dt, 2), [a, b])
 
 
 def _atan2(ctx, a, b, dt):
-    return ctx.b.call(ctx.lib.math("atan2", dt, 2), [a, b])
+    return ctx.b.call(ctx.math_fn("atan2", dt, 2), [a, b])
 
 
 def _ipow(ctx, a, b, dt):
-    return ctx.b.call(ipow_helper(ctx.lib, dt), [a, b])
+    return ctx.b.call(ipow_helper(ctx.lib, dt, ctx.lanes), [a, b])
 
 
 def _bpow(ctx, a, b, dt):  # bool(a ** b): 1 when b == 0, else a
     return ctx.b.or_(a, ctx.b.not_(b))
 
 
-def ipow_helper(lib, dt: DType) -> ir.Function:
-    """`spirad.ipow.<iN>(a, e)`: wrapping a**e by squaring (e treated as unsigned)."""
-    t = reg_type(dt)
-    name = f"spirad.ipow.{t}"
+def ipow_helper(lib, dt: DType, w: int = 1) -> ir.Function:
+    """`spirad.ipow.<iN>(a, e)`: wrapping a**e by squaring (e treated as unsigned); for w > 1
+    `spirad.ipow.v<W>i<N>` on lanes, looping while any lane's exponent is non-zero (a lane
+    whose exponent ran out keeps its product, so every lane gets the scalar helper's bits)."""
+    t = reg_type(dt, w)
+    name = f"spirad.ipow.{t}" if w == 1 else f"spirad.ipow.v{w}i{t.element.width}"
     if lib.has(name):
         return lib.declare(name, t, [t, t])
     fn = lib.declare(name, t, [t, t])
@@ -164,13 +167,17 @@ def ipow_helper(lib, dt: DType) -> ir.Function:
     b.branch(head)
     b.position_at_end(head)
     acc, x, e = b.phi(t, "acc"), b.phi(t, "x"), b.phi(t, "e")
-    b.cbranch(b.icmp_unsigned("!=", e, ir.Constant(t, 0)), body, done)
+    live = b.icmp_unsigned("!=", e, const(dt, 0, w))
+    if w > 1:
+        live = b.call(lib.declare(f"llvm.vector.reduce.or.v{w}i1", I1, [live.type]), [live])
+    b.cbranch(live, body, done)
     b.position_at_end(body)
-    odd = b.trunc(e, I1)
+    one = const(dt, 1, w)
+    odd = b.trunc(e, reg_type(u1, w))
     acc2 = b.select(odd, b.mul(acc, x), acc)
-    x2, e2 = b.mul(x, x), b.lshr(e, ir.Constant(t, 1))
+    x2, e2 = b.mul(x, x), b.lshr(e, one)
     b.branch(head)
-    acc.add_incoming(ir.Constant(t, 1), entry); acc.add_incoming(acc2, body)
+    acc.add_incoming(one, entry); acc.add_incoming(acc2, body)
     x.add_incoming(base, entry); x.add_incoming(x2, body)
     e.add_incoming(exp, entry); e.add_incoming(e2, body)
     b.position_at_end(done)
@@ -180,21 +187,21 @@ def ipow_helper(lib, dt: DType) -> ir.Function:
 
 def _shl(ctx, a, b, dt):
     bb, w = ctx.b, dt.bits
-    big = bb.icmp_unsigned(">=", b, _z(dt, w))
-    return bb.select(big, _z(dt, 0), bb.shl(a, bb.and_(b, _z(dt, w - 1))))
+    big = bb.icmp_unsigned(">=", b, _z(ctx, dt, w))
+    return bb.select(big, _z(ctx, dt, 0), bb.shl(a, bb.and_(b, _z(ctx, dt, w - 1))))
 
 
 def _shr(ctx, a, b, dt):
     bb, w = ctx.b, dt.bits
     if dt.kind == "i":  # arithmetic: shifting by >= width leaves the sign
-        amt = bb.select(bb.icmp_unsigned(">=", b, _z(dt, w)), _z(dt, w - 1), b)
+        amt = bb.select(bb.icmp_unsigned(">=", b, _z(ctx, dt, w)), _z(ctx, dt, w - 1), b)
         return bb.ashr(a, amt)
-    big = bb.icmp_unsigned(">=", b, _z(dt, w))
-    return bb.select(big, _z(dt, 0), bb.lshr(a, bb.and_(b, _z(dt, w - 1))))
+    big = bb.icmp_unsigned(">=", b, _z(ctx, dt, w))
+    return bb.select(big, _z(ctx, dt, 0), bb.lshr(a, bb.and_(b, _z(ctx, dt, w - 1))))
 
 
 def _intrinsic2(name):
-    return lambda ctx, a, b, dt: ctx.b.call(ctx.lib.intrinsic(name, dt, 2), [a, b])
+    return lambda ctx, a, b, dt: ctx.b.call(ctx.intrinsic(name, dt, 2), [a, b])
 
 
 def _m(method):
@@ -246,39 +253,40 @@ def _int_resize(ctx, v, src, dst):
     if sw == dw:
         return v
     if sw > dw:
-        return ctx.b.trunc(v, reg_type(dst))
-    return (ctx.b.sext if src.kind == "i" else ctx.b.zext)(v, reg_type(dst))
+        return ctx.b.trunc(v, ctx.reg_type(dst))
+    return (ctx.b.sext if src.kind == "i" else ctx.b.zext)(v, ctx.reg_type(dst))
 
 
 def _float_to_int(ctx, v, src, dst):
     bb = ctx.b
-    sat = ctx.lib.declare(f"llvm.fptosi.sat.{suffix(i64)}.{suffix(src)}", reg_type(i64), [v.type])
+    sat = ctx.lib.declare(f"llvm.fptosi.sat.{ctx.suffix(i64)}.{ctx.suffix(src)}",
+                          ctx.reg_type(i64), [v.type])
     x = bb.call(sat, [v])  # NaN -> 0; finite values below 2**63 exact
-    fabs = bb.call(ctx.lib.intrinsic("fabs", src, 1), [v])
-    x = bb.select(bb.fcmp_ordered("==", fabs, const(src, float("inf"))), const(i64, 0), x)
+    fabs = bb.call(ctx.intrinsic("fabs", src, 1), [v])
+    x = bb.select(bb.fcmp_ordered("==", fabs, ctx.const(src, float("inf"))), ctx.const(i64, 0), x)
     return _int_resize(ctx, x, i64, dst)
 
 
 def _to_bool_float(ctx, v, src, dst):  # bool(nan) is True
-    return ctx.b.fcmp_unordered("!=", v, const(src, 0.0))
+    return ctx.b.fcmp_unordered("!=", v, ctx.const(src, 0.0))
 
 
 def _to_bool_int(ctx, v, src, dst):
-    return ctx.b.icmp_unsigned("!=", v, const(src, 0))
+    return ctx.b.icmp_unsigned("!=", v, ctx.const(src, 0))
 
 
 def _float_resize(ctx, v, src, dst):
-    return (ctx.b.fpext if dst.bits > src.bits else ctx.b.fptrunc)(v, reg_type(dst))
+    return (ctx.b.fpext if dst.bits > src.bits else ctx.b.fptrunc)(v, ctx.reg_type(dst))
 
 
 _CAST = {
     ("f", "f"): _float_resize,
     ("f", "i"): _float_to_int, ("f", "u"): _float_to_int, ("f", "b"): _to_bool_float,
-    ("i", "f"): lambda ctx, v, s, d: ctx.b.sitofp(v, reg_type(d)),
-    ("u", "f"): lambda ctx, v, s, d: ctx.b.uitofp(v, reg_type(d)),
-    ("b", "f"): lambda ctx, v, s, d: ctx.b.uitofp(v, reg_type(d)),
-    ("b", "i"): lambda ctx, v, s, d: ctx.b.zext(v, reg_type(d)),
-    ("b", "u"): lambda ctx, v, s, d: ctx.b.zext(v, reg_type(d)),
+    ("i", "f"): lambda ctx, v, s, d: ctx.b.sitofp(v, ctx.reg_type(d)),
+    ("u", "f"): lambda ctx, v, s, d: ctx.b.uitofp(v, ctx.reg_type(d)),
+    ("b", "f"): lambda ctx, v, s, d: ctx.b.uitofp(v, ctx.reg_type(d)),
+    ("b", "i"): lambda ctx, v, s, d: ctx.b.zext(v, ctx.reg_type(d)),
+    ("b", "u"): lambda ctx, v, s, d: ctx.b.zext(v, ctx.reg_type(d)),
     ("i", "b"): _to_bool_int, ("u", "b"): _to_bool_int,
 }
 for _s in INT:
@@ -304,7 +312,7 @@ def _binary(ctx: FnContext, n):
 
 
 def _const(ctx, n):
-    return const(n.dtype, cast_value(n.arg, n.dtype))
+    return ctx.const(n.dtype, cast_value(n.arg, n.dtype))
 
 
 def _cast(ctx, n):

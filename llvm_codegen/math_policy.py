@@ -1,29 +1,28 @@
 """How the CPU codegen lowers math ops (sin, exp, atan2, ...): libm or `vecmath`.
 
-    SPIRAD_CPU_VECMATH unset / "auto"   (default) the scalar op stays a libm / intrinsic call and
-                                        the call names `vecmath`'s <W x T> body as its vector
-                                        variant, so wherever LLVM vectorises the loop it calls our
-                                        vector body instead of W scalar libm calls
-    SPIRAD_CPU_VECMATH=1                every op vecmath implements is inlined as its scalar body
-    SPIRAD_CPU_VECMATH=0                libm / intrinsics only (no variants)
+    vecmath="auto"  (default) the scalar op stays a libm / intrinsic call and the call names
+                    `vecmath`'s <W x T> body as its vector variant, so wherever LLVM vectorises
+                    the loop it calls our vector body instead of W scalar libm calls
+    vecmath="1"     every op vecmath implements is inlined as its scalar body
+    vecmath="0"     libm / intrinsics only (no variants)
+
+(`CodegenOptions.vecmath`, from SPIRAD_CPU_VECMATH through `spirad.options`.)
 
 Why the default is not "inline everywhere": measured by benchmarks/bench_vecmath.py, glibc's
 scalar functions have a shorter latency than our bodies, which matters in a dependent scalar
 chain (a loop-carried value through sin), while in every loop LLVM vectorises our vector bodies
-are 2-25x faster than the scalarised libm calls (docs/vecmath.md has the numbers). The variable
-is read at each compile.
+are 2-25x faster than the scalarised libm calls (docs/vecmath.md has the numbers).
 """
 from __future__ import annotations
 
 import functools
-import os
 
 
-def mode(name: str, precision: str) -> str:
-    """'inline', 'variant' or 'libm' for op `name` on `precision` ('f32' / 'f64')."""
+def mode(name: str, precision: str, flag: str = "auto") -> str:
+    """'inline', 'variant' or 'libm' for op `name` on `precision` ('f32' / 'f64') under the
+    switch `flag` ('auto' / '1' / '0')."""
     from . import vecmath
 
-    flag = os.environ.get("SPIRAD_CPU_VECMATH", "auto")
     if flag == "0" or name not in vecmath.FUNCTIONS:
         return "libm"
     if precision == "f64" and name in vecmath.F64_MISSING:

@@ -3,7 +3,7 @@
 The runtime receives `CpuProgram.llvm_ir` (text) and the task symbols only. Every task function
 has the C signature
 
-    void task(i8** bufs, i8* args, i32 begin, i32 end, i32 worker)
+    void task(i8** bufs, i8* args, i64 begin, i64 end, i32 worker)
 
 and runs its body for every index in [begin, end) ('range' tasks) or once ('serial' tasks, which
 the driver calls with begin=0, end=1). `bufs[k]` is the base address of `abi.bindings[k]`; `args`
@@ -11,14 +11,15 @@ is the argument buffer laid out by `kernel_ir.abi`. `worker` is the caller's slo
 [0, num_workers): the row of the adstack heaps the call uses.
 
 A task whose body has ADSTACK_ALLOCA nodes (`CpuTaskInfo.num_adstacks > 0`) also reads, with
-n = len(abi.bindings) (the Adstack ABI in `kernel_ir.abi`):
+n = len(abi.bindings), the buffers `kernel_ir.abi.LLVM_EXTRA_BUFFERS` (the Adstack ABI there):
 
     bufs[n]     meta        u32 words sizer.Layout.metadata(): [stride_float, stride_int,
                             off_0, cap_0, off_1, cap_1, ...] (2 + 2*num_adstacks words)
     bufs[n+1]   heap_float  rows x stride_float bytes, 8-byte aligned
     bufs[n+2]   heap_int    rows x stride_int bytes, 8-byte aligned
-    bufs[n+3]   status      4 u32 words, zeroed by the caller; an overflowing PUSH sets
-                            [STATUS_ADSTACK_OVERFLOW, task index, stack index, 0] (first error wins)
+    bufs[n+3]   status      the status words of `kernel_ir.abi` (STATUS_WORDS u32, zeroed by the
+                            caller); an overflowing PUSH records STATUS_ADSTACK_OVERFLOW with the
+                            task and stack index (first error wins: cmpxchg on word CODE)
 
 with rows >= the number of worker slots a launch uses (`CpuRuntime.num_workers`; 1 for serial
 tasks and non-parallel launches). Heap contents need no initialisation and are not needed after
@@ -26,29 +27,22 @@ the launch, so one pair of heaps sized for the largest task can serve every task
 adstacks never read bufs[n..n+2].
 
 Bounds checks (`compile_tasks(tl, abi, bounds_check=True)`, `CpuProgram.bounds_check`): *every*
-task then reads bufs[n+3] = the status buffer (bufs[n..n+2] are unused placeholders in a task
-without adstacks; the caller may leave them null), which must then hold STATUS_WORDS u32 words.
-Each GLOBAL_LOAD / GLOBAL_STORE / ATOMIC_ADD checks every index against its axis extent
-(0 <= index < extent, compared in i64: fields use the static `GlobalRef.shape`, ndarrays the
-extents in the argument buffer, shapeless temps extent 1). An out-of-range access is skipped (a
-load or atomic add yields 0, a store writes nothing) and, first error wins (cmpxchg on word 0),
-records
-    [STATUS_INDEX_OUT_OF_RANGE, task index, binding k (abi.bindings[k]),
-     value lo, axis, extent, value hi, access site]
-with `value` = the offending *axis value* (the first out-of-range axis' index as i64, split into
-two u32 words: lo = bits 0..31, hi = bits 32..63), `axis` = that axis, `extent` = its extent
-(low 32 bits), `access site` = position of the access among the task's GLOBAL_LOAD /
-GLOBAL_STORE / ATOMIC_ADD nodes in `walk(task.body)` order (`global_accesses`). Without
-bounds_check nothing of this is emitted: the code is exactly the unchecked code.
+task then reads the status buffer (bufs[n..n+2] are unused placeholders in a task without
+adstacks; the caller may leave them null). Each GLOBAL_LOAD / GLOBAL_STORE / atomic checks every
+index against its axis extent (0 <= index < extent, compared in i64: fields use the static
+`GlobalRef.shape`, ndarrays the extents in the argument buffer, shapeless temps extent 1). An
+out-of-range access is skipped (a load or atomic add yields 0, a store writes nothing) and, first
+error wins, records STATUS_INDEX_OUT_OF_RANGE with the words `kernel_ir.abi.StatusWord` lists
+(the access site: the position of the access among the task's global accesses in
+`walk(task.body)` order, `global_accesses`). Without bounds_check nothing of this is emitted: the
+code is exactly the unchecked code.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ADSTACK_EXTRA_BUFFERS = 4     # meta, heap_float, heap_int, status
-STATUS_ADSTACK_OVERFLOW = 1   # status word 0
-STATUS_INDEX_OUT_OF_RANGE = 3  # status word 0 (bounds checks); same code as SPIR-V's
-STATUS_WORDS = 8              # u32 words of the status buffer (4 suffice without bounds checks)
+from kernel_ir.abi import LLVM_EXTRA_BUFFERS, STATUS_WORDS  # noqa: F401  (named in the docstring)
+
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ entry counts for stacks pushed under a partial mask (`spmd_adstack`); atomics ru
 Lowering: the task loop steps by W; the index is `<base, base+1, ...>` and the lanes past `end`
 are masked off (`ctx.mask`). A node depending on the index (directly, through a local, through a
 global read at a varying index, or through control flow that differs per lane) is *varying*
-and lowered by the ordinary scalar rules under `lltypes.lanes(W)` (so its values are
-`<W x T>`); uniform nodes stay scalar and are broadcast where a varying node uses them. Global
+and lowered by the ordinary scalar rules with the context's register width set to W
+(`FnContext.at_lanes`: its values are `<W x T>`); uniform nodes stay scalar and are broadcast where a varying node uses them. Global
 reads and writes whose last index is the task index plus a uniform offset (others uniform) are
 masked vector loads / stores; other varying accesses are masked gathers / scatters (inactive
 lanes touch no memory; a scatter writes in lane order). Math ops call `vecmath`'s vector bodies
@@ -27,17 +27,17 @@ from llvmlite import ir
 
 from kernel_ir.nodes import Node, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
+from kernel_ir.ownership import private_buffers
 
 from . import math_policy
 from .context import FnContext
 from .freeze import freeze
-from .lltypes import I32, I64, PTR, lanes, mem_type, reg_type, scalar_reg_type
-from .lower_memory import axis_extent as _extent64
-from .lower_memory import _to_memory, rmw_op
+from .lltypes import I32, I64, PTR, elem_info, mem_type, scalar_reg_type
+from .lower_memory import axis_extent, from_memory, index64, linear_index, rmw_op, to_memory
 from .lower_ops import convert
-from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, vec_from_mem
+from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, masked
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
-from .spmd_control import CONTROL_RULES, LOCAL_RULES, Control, Frame, control, refresh
+from .spmd_control import CONTROL_RULES, LOCAL_RULES, Control, Frame, any_lane, control, refresh
 from .splat import splat, zeros
 
 _REFUSED = {Op.PRINT: "print", Op.CALL: "a CALL region"}
@@ -60,8 +60,9 @@ class Analysis:
         self.used = used  # nodes some node reads (an ATOMIC_ADD outside it: old value unused)
 
 
-def analyze(task, bounds_check: bool = False) -> Analysis:
-    """Whether `task` can run in lanes, and which nodes are varying / affine in the index."""
+def analyze(task, bounds_check: bool = False, vecmath: str = "auto") -> Analysis:
+    """Whether `task` can run in lanes, and which nodes are varying / affine in the index
+    (`vecmath`: the CodegenOptions switch, which decides whether libm-only math refuses)."""
     if task.kind != "range":
         return Analysis(False, "serial task")
     if bounds_check:
@@ -80,15 +81,18 @@ def analyze(task, bounds_check: bool = False) -> Analysis:
     for n in nodes:
         if n in varying and n.op in _MATH_NAME and n.srcs[0].dtype.is_float:
             name = _MATH_NAME[n.op]
-            if math_policy.mode(name, n.srcs[0].dtype.name) == "libm" and n.op in _LIBM_RULE_OPS:
+            if math_policy.mode(name, n.srcs[0].dtype.name, vecmath) == "libm" and \
+                    n.op in _LIBM_RULE_OPS:
                 return Analysis(False, f"{name} on lanes without vecmath")
     affine = _affine(task, nodes, varying)
-    why = _memory_hazard(nodes, affine, varying)
+    private = private_buffers(task)
+    used = frozenset(s for m in nodes for s in m.srcs)
+    why = _memory_hazard(nodes, affine, varying, private | _combined_only(nodes, used))
     if why:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
-                    _own_atomics(nodes, affine, varying), ctl, frozenset(lane_stacks),
-                    _sincos_pairs(nodes, varying), frozenset(s for m in nodes for s in m.srcs))
+                    _own_atomics(nodes, affine, varying, private), ctl, frozenset(lane_stacks),
+                    _sincos_pairs(nodes, varying), used)
 
 
 def _propagate(nodes, varying, lane_stacks, ctl) -> bool:
@@ -140,16 +144,19 @@ def _sincos_pairs(nodes, varying):
     return frozenset(of[Op.SIN] & of[Op.COS])
 
 
-def _own_atomics(nodes, affine, varying):
+def _own_atomics(nodes, affine, varying, private):
     """ATOMIC_ADDs at a consecutive index tuple through which alone the task touches their
-    global (`x.grad[i] += ...` in an adjoint): each element belongs to one iteration, so a
-    masked vector read-add-write of the lanes is the same as per-lane atomics."""
+    global (`x.grad[i] += ...` in an adjoint), or on an iteration-private global
+    (`kernel_ir.ownership`): each element belongs to one iteration, so a masked vector
+    read-add-write of the lanes is the same as per-lane atomics."""
     tuples = {}
     for n in nodes:
         if n.op in GLOBAL_ACCESS:
             idx = tuple(n.srcs) if n.op == Op.GLOBAL_LOAD else tuple(n.srcs[:-1])
             tuples.setdefault(n.arg.buffer, set()).add(idx)
     def own(n):
+        if n.arg.buffer in private:
+            return True
         ts = tuples[n.arg.buffer]
         if len(ts) == 1 and consecutive(affine, varying, n.srcs[:-1]):
             return True
@@ -178,7 +185,23 @@ def consecutive(affine, varying, index_nodes) -> bool:
         s in varying for s in index_nodes[:-1])
 
 
-def _memory_hazard(nodes, affine, varying):
+def _combined_only(nodes, used) -> frozenset:
+    """Globals the task only combines into with one commutative atomic (`grid[base(p)] +=
+    w`, scattered) whose old values nobody reads: the order of those atomics cannot be seen
+    (floats may round in another order, as atomics from several threads already do)."""
+    ops: dict = {}
+    for n in nodes:
+        if n.op in GLOBAL_ACCESS:
+            ok = n.op in ATOMICS and n.op != Op.ATOMIC_XCHG and n not in used
+            ops.setdefault(n.arg.buffer, set()).add(n.op if ok else None)
+    return frozenset(b for b, o in ops.items() if len(o) == 1 and None not in o)
+
+
+def _memory_hazard(nodes, affine, varying, private):
+    """Why the lanes could see each other's writes, or "": a written global that is also read
+    or written at another index tuple must be iteration-private (`kernel_ir.ownership`:
+    `F[f + 1, p] = F[f, p]`, an ndrange's `g[f, i, j]`) or be touched through one row
+    consecutive over the lanes (`x[i][0]`, `x[i][1]`)."""
     reads, writes = {}, {}
     for n in nodes:
         if n.op == Op.GLOBAL_LOAD:
@@ -186,6 +209,8 @@ def _memory_hazard(nodes, affine, varying):
         elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
             writes.setdefault(n.arg.buffer, set()).add(tuple(n.srcs[:-1]))
     for buf, w in writes.items():
+        if buf in private:
+            continue
         both = w | reads.get(buf, set())
         if buf in reads or len(w) > 1:
             rows = {_row(t) for t in both}  # x[i][0] and x[i][1]: one row, lane i's own
@@ -206,7 +231,7 @@ def _row(index: tuple) -> tuple:
 
 # -- lowering ---------------------------------------------------------------------------------
 class SpmdContext(FnContext):
-    """FnContext lowering varying nodes under `lanes(W)`."""
+    """FnContext lowering varying nodes `width` lanes wide (`at_lanes`), uniform ones scalar."""
 
     def setup_spmd(self, width: int, analysis: Analysis):
         self.width = width
@@ -259,7 +284,7 @@ class SpmdContext(FnContext):
             outer = self._vector_node
             self._vector_node = vec
             try:
-                with lanes(self.width if vec else 1):
+                with self.at_lanes(self.width if vec else 1):
                     if rule is not None:
                         v = rule(self, n)
                     else:
@@ -316,10 +341,9 @@ def _group_loop(ctx: SpmdContext, task, begin, end, full: bool):
     cmp = b.icmp_signed if signed else b.icmp_unsigned
     b.cbranch(cmp("<", base, end), body, exit_)
     b.position_at_end(body)
-    with lanes(w):
-        idx = b.add(ctx.broadcast(base), _lane_consts(w, dt), name="spmd.index")
-        ctx.mask = splat(ir.Constant(ir.IntType(1), 1), w) if full else \
-            cmp("<", idx, ctx.broadcast(end))
+    idx = b.add(ctx.broadcast(base), _lane_consts(w, dt), name="spmd.index")
+    ctx.mask = splat(ir.Constant(ir.IntType(1), 1), w) if full else \
+        cmp("<", idx, ctx.broadcast(end))
     ctx.env[task.index] = idx
     latch = ctx.block("spmd.latch")
     ctx.top_continue = latch  # a uniform top-level CONTINUE: the whole lane group is done
@@ -338,18 +362,8 @@ def _group_loop(ctx: SpmdContext, task, begin, end, full: bool):
     b.position_at_end(exit_)
 
 
-def _scalar_index64(ctx, v, dt):
-    if scalar_reg_type(dt).width == 64:
-        return v
-    return (ctx.b.sext if dt.kind == "i" else ctx.b.zext)(v, I64)
-
-
 def _lin_scalar(ctx, ref, vals, dts):
-    lin = None
-    for axis, (v, dt) in enumerate(zip(vals, dts)):
-        i = _scalar_index64(ctx, v, dt)
-        lin = i if axis == 0 else ctx.b.add(ctx.b.mul(lin, _extent64(ctx, ref, axis)), i)
-    return lin
+    return linear_index(ctx, ref, vals, dts)
 
 
 def _lane(ctx, v, k):
@@ -358,63 +372,33 @@ def _lane(ctx, v, k):
     return v
 
 
-def _masked_intrinsic(ctx, name, ret, args):
-    fn = ctx.lib.declare(name, ret, [a.type for a in args])
-    return ctx.b.call(fn, args)
-
-
-def _elem(t) -> tuple:
-    """(intrinsic suffix, alignment in bytes) of a scalar memory type."""
-    if isinstance(t, ir.FloatType):
-        return "f32", 4
-    if isinstance(t, ir.DoubleType):
-        return "f64", 8
-    return f"i{t.width}", t.width // 8
-
-
 def _spmd_global_load(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
-    vt = ir.VectorType(mt, w)
     if consecutive(ctx.affine, ctx.varying, n.srcs):
-        vals = [_lane(ctx, ctx.env[s], 0) for s in n.srcs]
-        p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in n.srcs])],
-                  inbounds=True, source_etype=mt)
-        sfx, align = _elem(mt)
-        v = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                                        [p, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
+        v = masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs), ctx.mask])
     else:  # a gather: inactive lanes read nothing
-        sfx, align = _elem(mt)
-        ptrs = _lane_ptrs(ctx, ref, n.srcs)
-        v = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
-                                        [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
-    if ref.dtype.is_bool:
-        v = b.icmp_unsigned("!=", v, zeros(vt))
-    return convert(ctx, v, ref.dtype, n.dtype)
+        v = masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs), ctx.mask])
+    return convert(ctx, from_memory(b, v, ref.dtype), ref.dtype, n.dtype)
+
+
+def _first_lane_ptr(ctx, ref, index_nodes):
+    """Lane 0's element of a consecutive access (lane k's is k elements further)."""
+    vals = [_lane(ctx, ctx.env[s], 0) for s in index_nodes]
+    return ctx.b.gep(ctx.buffer_ptr(ref),
+                     [_lin_scalar(ctx, ref, vals, [s.dtype for s in index_nodes])],
+                     inbounds=True, source_etype=mem_type(ref.dtype))
 
 
 def _spmd_global_store(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
-    vt = ir.VectorType(mt, w)
-    v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype)
-    if ref.dtype.is_bool:
-        v = b.zext(v, vt)
+    v = to_memory(b, convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype), ref.dtype)
     idx = n.srcs[:-1]
     if consecutive(ctx.affine, ctx.varying, idx):
-        vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
-        p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
-                  inbounds=True, source_etype=mt)
-        sfx, align = _elem(mt)
-        fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
-                             [vt, PTR, I32, ctx.mask.type])
-        b.call(fn, [v, p, ir.Constant(I32, align), ctx.mask])
-        return None
-    # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
-    sfx, align = _elem(mt)
-    fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
-                         [vt, ir.VectorType(PTR, w), I32, ctx.mask.type])
-    b.call(fn, [v, _lane_ptrs(ctx, ref, idx), ir.Constant(I32, align), ctx.mask])
+        masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx), ctx.mask])
+    else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
+        masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx), ctx.mask])
     return None
 
 
@@ -422,15 +406,15 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
     """`<W x ptr>`: each lane's element of `ref` at the index tuple (uniform indices
     broadcast), for gathers and scatters."""
     b, w = ctx.b, ctx.width
-    v64 = ir.VectorType(I64, w)
     lin = None
     for axis, s in enumerate(index_nodes):
         v = ctx.env[s]
         if not isinstance(v.type, ir.VectorType):
             v = ctx.broadcast(v)
-        if v.type.element.width != 64:
-            v = (b.sext if s.dtype.kind == "i" else b.zext)(v, v64)
-        lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(_extent64(ctx, ref, axis))), v)
+        v = index64(b, v, s.dtype)
+        lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(axis_extent(ctx, ref, axis))), v)
+    if lin is None:  # a 0-d global: every lane's element is the one element
+        lin = ctx.broadcast(ir.Constant(I64, 0))
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p
@@ -458,7 +442,7 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         vals = [_lane(ctx, ctx.env[s], k) for s in idx]
         lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
         p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
-        lane_v = _to_memory(ctx, b.extract_element(v, ir.Constant(I32, k)), dt)
+        lane_v = to_memory(b, b.extract_element(v, ir.Constant(I32, k)), dt)
         old = b.atomic_rmw(op, p, lane_v, ctx.lib.target.ordering())
         got = b.insert_element(res, old, ir.Constant(I32, k))
         on_end = b.block
@@ -468,7 +452,7 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         phi.add_incoming(got, on_end)
         phi.add_incoming(res, pre)
         res = phi
-    return convert(ctx, vec_from_mem(ctx, res, dt), dt, n.dtype)
+    return convert(ctx, from_memory(b, res, dt), dt, n.dtype)
 
 
 def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
@@ -487,10 +471,9 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
     order = ctx.lib.target.ordering()
     on, done = ctx.block("spmd.atom1"), ctx.block("spmd.atom1.done")
-    anyf = ctx.lib.declare(f"llvm.vector.reduce.or.v{w}i1", ir.IntType(1), [ctx.mask.type])
-    b.cbranch(b.call(anyf, [ctx.mask]), on, done)
+    b.cbranch(any_lane(ctx, ctx.mask), on, done)
     b.position_at_end(on)
-    sfx, align = _elem(mt)
+    sfx, align = elem_info(mt)
     if dt.is_float:
         vm = b.select(ctx.mask, v, splat(ir.Constant(mt, -0.0), w))
         it = I64 if isinstance(mt, ir.DoubleType) else I32
@@ -508,8 +491,7 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
         cur.add_incoming(b.extract_value(pair, 0), head)
         b.cbranch(b.extract_value(pair, 1), done, head)
     else:
-        vm = b.zext(v, vt) if dt.is_bool else v
-        vm = b.select(ctx.mask, vm, zeros(vt))
+        vm = b.select(ctx.mask, to_memory(b, v, dt), zeros(vt))
         kind = "or" if dt.is_bool else "add"
         red = ctx.lib.declare(f"llvm.vector.reduce.{kind}.v{w}{sfx}", mt, [vt])
         b.atomic_rmw(op, p, b.call(red, [vm]), order)
@@ -523,31 +505,17 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
     gather and a scatter for a component of each lane's own vector element)."""
     ref, w, b = n.arg, ctx.width, ctx.b
     dt, mt = ref.dtype, mem_type(ref.dtype)
-    vt = ir.VectorType(mt, w)
+    add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     idx = n.srcs[:-1]
     if not consecutive(ctx.affine, ctx.varying, idx):
-        sfx, align = _elem(mt)
         ptrs = _lane_ptrs(ctx, ref, idx)
-        old = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
-                                          [ptrs, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
-        add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
-        fn = ctx.lib.declare(f"llvm.masked.scatter.v{w}{sfx}.v{w}p0", ir.VoidType(),
-                             [vt, ir.VectorType(PTR, w), I32, ctx.mask.type])
-        b.call(fn, [add(old, b.zext(v, vt) if dt.is_bool else v), ptrs, ir.Constant(I32, align),
-                    ctx.mask])
-        return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
-    vals = [_lane(ctx, ctx.env[s], 0) for s in idx]
-    p = b.gep(ctx.buffer_ptr(ref), [_lin_scalar(ctx, ref, vals, [s.dtype for s in idx])],
-              inbounds=True, source_etype=mt)
-    sfx, align = _elem(mt)
-    old = freeze(b, _masked_intrinsic(ctx, f"llvm.masked.load.v{w}{sfx}.p0", vt,
-                                      [p, ir.Constant(I32, align), ctx.mask, zeros(vt)]))
-    add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
-    vm = b.zext(v, vt) if dt.is_bool else v
-    fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
-                         [vt, PTR, I32, ctx.mask.type])
-    b.call(fn, [add(old, vm), p, ir.Constant(I32, align), ctx.mask])
-    return convert(ctx, vec_from_mem(ctx, old, dt), dt, n.dtype)
+        old = masked(ctx, "gather", mt, [ptrs, ctx.mask])
+        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, ctx.mask])
+        return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
+    p = _first_lane_ptr(ctx, ref, idx)
+    old = masked(ctx, "load", mt, [p, ctx.mask])
+    masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, ctx.mask])
+    return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
 
 
 def _spmd_math(ctx: SpmdContext, n):
@@ -555,61 +523,17 @@ def _spmd_math(ctx: SpmdContext, n):
     from . import vecmath
     dt = n.srcs[0].dtype
     name = _MATH_NAME[n.op]
-    args = [ctx.value(s) for s in n.srcs]
-    if dt.is_float and math_policy.mode(name, dt.name) != "libm":
+    if dt.is_float and math_policy.mode(name, dt.name, ctx.options.vecmath) != "libm":
+        args = [ctx.value(s) for s in n.srcs]
         if n.srcs[0] in ctx.sincos_args:  # sin and cos of this value: one shared body
-            return vecmath.emit_sincos(ctx.b, name, args[0], reg_type(dt))
-        return vecmath.emit(ctx.b, name, args, reg_type(dt))
-    return ctx.table[n.op](ctx, n)
-
-
-def _spmd_pow(ctx: SpmdContext, n):
-    dt = n.srcs[0].dtype
-    if dt.kind not in ("i", "u"):
-        return _spmd_math(ctx, n) if dt.is_float else ctx.table[n.op](ctx, n)
-    return ctx.b.call(_vector_ipow(ctx, dt), [ctx.value(s) for s in n.srcs])
-
-
-def _vector_ipow(ctx, dt):
-    """`spirad.ipow.v<W>i<N>(a, e)`: lower_ops.ipow_helper per lane (wrapping a**e by squaring,
-    e unsigned), looping while any lane's exponent is non-zero; a lane whose exponent ran out
-    keeps its product, so every lane gets the scalar helper's bits."""
-    t = reg_type(dt)
-    name = f"spirad.ipow.v{ctx.width}i{t.element.width}"
-    lib = ctx.lib
-    if lib.has(name):
-        return lib.declare(name, t, [t, t])
-    fn = lib.declare(name, t, [t, t])
-    fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
-    base, exp = fn.args
-    entry, head, body, done = (fn.append_basic_block(s) for s in ("entry", "head", "body", "done"))
-    b = ir.IRBuilder(entry)
-    b.branch(head)
-    b.position_at_end(head)
-    acc, x, e = b.phi(t, "acc"), b.phi(t, "x"), b.phi(t, "e")
-    zero = ir.Constant(t, None)
-    live = b.icmp_unsigned("!=", e, zero)
-    anyf = lib.declare(f"llvm.vector.reduce.or.v{ctx.width}i1", ir.IntType(1), [live.type])
-    b.cbranch(b.call(anyf, [live]), body, done)
-    b.position_at_end(body)
-    one = ir.Constant(t, [ir.Constant(t.element, 1)] * ctx.width)
-    odd = b.trunc(b.and_(e, one), live.type)
-    acc2 = b.select(odd, b.mul(acc, x), acc)
-    x2, e2 = b.mul(x, x), b.lshr(e, one)
-    b.branch(head)
-    acc.add_incoming(one, entry); acc.add_incoming(acc2, body)
-    x.add_incoming(base, entry); x.add_incoming(x2, body)
-    e.add_incoming(exp, entry); e.add_incoming(e2, body)
-    b.position_at_end(done)
-    b.ret(acc)
-    return fn
+            return vecmath.emit_sincos(ctx.b, name, args[0], ctx.reg_type(dt))
+        return vecmath.emit(ctx.b, name, args, ctx.reg_type(dt))
+    return ctx.table[n.op](ctx, n)  # the scalar rule at this width (integer POW: ipow_helper)
 
 
 _SPMD_RULES = {Op.GLOBAL_LOAD: _spmd_global_load, Op.GLOBAL_STORE: _spmd_global_store,
                **{op: _spmd_atomic_add for op in ATOMICS}}
 _SPMD_RULES.update({op: _spmd_math for op in _MATH_NAME})
-_SPMD_RULES[Op.POW] = _spmd_pow  # integer POW: a vector helper
 _SPMD_RULES.update(SPMD_ADSTACK_RULES)
 _SPMD_RULES.update(LOCAL_RULES)
 _ALWAYS_RULES = {**CONTROL_RULES, **LANE_STACK_RULES}

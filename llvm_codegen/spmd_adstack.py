@@ -15,7 +15,7 @@ Heap layout (DESIGN §4 allows it): a worker of a W-lane task owns W heap rows, 
 lane-interleaved: byte offsets and strides of the sizer's layout are scaled by W, and entry j of
 lane l of a stack is element `j*W + l` of its region, so a push of W lanes at one count is one
 vector store and a top read one vector load. The CPU backend sizes the heap for `workers * W`
-rows (`spirad.backends.cpu`). `setup_adstacks` does the scaling (`lower_adstack.lanes_of`).
+rows (`spirad.backends.cpu`). `setup_adstacks` does the scaling (by `FnContext.width`).
 
 A stack is *varying* (`spmd.analyze`) when a varying value is pushed or accumulated into it or
 an op on it runs under a partial mask; its LOAD_TOP / LOAD_TOP_ADJ results are then varying
@@ -34,40 +34,21 @@ from kernel_ir.ops import Op
 
 from .context import entry_alloca
 from .freeze import freeze
-from .lltypes import I32, I64, PTR, mem_type, reg_type
-from .lower_adstack import LOWER_ADSTACK, _entry_ptr, _heap_adjoints, _overflow_helper, \
-    _stack, _top_index
+from .lltypes import I32, I64, PTR, elem_info, mem_type
+from .lower_adstack import LOWER_ADSTACK, emit_push, entry_ptr, record_overflow, \
+    require_heap_adjoints, stack_of, top_index
+from .lower_memory import from_memory, to_memory
 from .lower_ops import convert
+from .spmd_control import any_lane
 from .splat import splat, zeros
-
-
-def _vec_to_mem(ctx, v, dt):
-    if dt.is_bool:
-        return ctx.b.zext(v, ir.VectorType(I32, ctx.width))
-    return v
-
-
-def vec_from_mem(ctx, v, dt):
-    if dt.is_bool:
-        zero = zeros(ir.VectorType(I32, ctx.width))
-        return ctx.b.icmp_unsigned("!=", v, zero)
-    return v
 
 
 def _varying(ctx, n):
     return n.srcs[0] in ctx.varying
 
 
-def _elem(t):
-    if isinstance(t, ir.FloatType):
-        return "f32", 4
-    if isinstance(t, ir.DoubleType):
-        return "f64", 8
-    return f"i{t.width}", t.width // 8
-
-
 def _vstore(ctx, v, p):
-    ctx.b.store(v, p, align=_elem(v.type.element)[1])
+    ctx.b.store(v, p, align=elem_info(v.type.element)[1])
 
 
 def _push(ctx, n):
@@ -75,54 +56,41 @@ def _push(ctx, n):
         return _push_lanes(ctx, n)
     if not _varying(ctx, n):
         return LOWER_ADSTACK[Op.ADSTACK_PUSH](ctx, n)
-    s, b, w = _stack(ctx, n), ctx.b, ctx.width
-    cnt = b.load(s.count, typ=I64)
-    full = b.icmp_unsigned(">=", cnt, s.cap)
-    ovf, ok, merge = ctx.block("ad.overflow"), ctx.block("ad.push"), ctx.block("ad.pushed")
-    b.cbranch(full, ovf, ok).set_weights([1, 1 << 20])
-    b.position_at_end(ovf)
-    st = ctx.adstack
-    b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
-                                   ir.Constant(I32, s.index)])
-    b.branch(merge)
-    b.position_at_end(ok)
-    v = convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)
-    _vstore(ctx, _vec_to_mem(ctx, v, s.dtype), _entry_ptr(ctx, s.entries, cnt, s.dtype, w))
-    if s.adjoints is not None:
-        zero = zeros(ir.VectorType(mem_type(s.dtype), w))
-        _vstore(ctx, zero, _entry_ptr(ctx, s.adjoints, cnt, s.dtype, w))
-    b.store(b.add(cnt, ir.Constant(I64, 1), flags=["nuw"]), s.count)
-    b.branch(merge)
-    b.position_at_end(merge)
+    s, b, w = stack_of(ctx, n), ctx.b, ctx.width
+
+    def store(cnt):  # one count for all lanes: a vector store of the W lanes' entries
+        v = convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype)
+        _vstore(ctx, to_memory(b, v, s.dtype), entry_ptr(ctx, s.entries, cnt, s.dtype, w))
+        if s.adjoints is not None:
+            zero = zeros(ir.VectorType(mem_type(s.dtype), w))
+            _vstore(ctx, zero, entry_ptr(ctx, s.adjoints, cnt, s.dtype, w))
+    emit_push(ctx, s, store)
 
 
 def _read_top(ctx, s, base, node_dtype):
     """All lanes of entry max(count-1, 0); 0 when cap == 0 (an all-false masked load)."""
     b, w = ctx.b, ctx.width
     mt = mem_type(s.dtype)
-    vt = ir.VectorType(mt, w)
-    p = _entry_ptr(ctx, base, _top_index(ctx, s), s.dtype, w)
+    p = entry_ptr(ctx, base, top_index(ctx, s), s.dtype, w)
     mask = ctx.broadcast(b.not_(s.empty_cap))
-    sfx, align = _elem(mt)
-    fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, mask.type, vt])
-    v = freeze(b, b.call(fn, [p, ir.Constant(I32, align), mask, zeros(vt)]))
-    return convert(ctx, vec_from_mem(ctx, v, s.dtype), s.dtype, node_dtype or s.dtype)
+    v = masked(ctx, "load", mt, [p, mask])
+    return convert(ctx, from_memory(b, v, s.dtype), s.dtype, node_dtype or s.dtype)
 
 
 def _load_top(ctx, n):
     if not _varying(ctx, n):
         return LOWER_ADSTACK[Op.ADSTACK_LOAD_TOP](ctx, n)
-    s = _stack(ctx, n)
+    s = stack_of(ctx, n)
     if n.srcs[0] in ctx.lane_stacks:
         return _gather_top(ctx, s, s.entries, n.dtype)
     return _read_top(ctx, s, s.entries, n.dtype)
 
 
 def _load_top_adj(ctx, n):
-    s = _stack(ctx, n)
+    s = stack_of(ctx, n)
     if not _varying(ctx, n) or not s.dtype.is_float:
         return LOWER_ADSTACK[Op.ADSTACK_LOAD_TOP_ADJ](ctx, n)
-    _heap_adjoints(s, n)
+    require_heap_adjoints(s, n)
     if n.srcs[0] in ctx.lane_stacks:
         return _gather_top(ctx, s, s.adjoints, n.dtype)
     return _read_top(ctx, s, s.adjoints, n.dtype)
@@ -131,16 +99,16 @@ def _load_top_adj(ctx, n):
 def _acc_adj(ctx, n):
     if not _varying(ctx, n):
         return LOWER_ADSTACK[Op.ADSTACK_ACC_ADJ](ctx, n)
-    s, b, w = _stack(ctx, n), ctx.b, ctx.width
-    _heap_adjoints(s, n)
+    s, b, w = stack_of(ctx, n), ctx.b, ctx.width
+    require_heap_adjoints(s, n)
     if n.srcs[0] in ctx.lane_stacks:
         return _acc_lanes(ctx, n, s)
     write, merge = ctx.block("ad.acc"), ctx.block("ad.accd")
     b.cbranch(s.empty_cap, merge, write)
     b.position_at_end(write)
-    p = _entry_ptr(ctx, s.adjoints, _top_index(ctx, s), s.dtype, w)
-    align = _elem(mem_type(s.dtype))[1]
-    old = b.load(p, typ=reg_type(s.dtype), align=align)
+    p = entry_ptr(ctx, s.adjoints, top_index(ctx, s), s.dtype, w)
+    align = elem_info(mem_type(s.dtype))[1]
+    old = b.load(p, typ=ctx.reg_type(s.dtype), align=align)
     new = b.fadd(old, convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype))
     if ctx.masked:  # the row's lanes are this worker's: inactive lanes write their old value
         new = b.select(ctx.mask, new, old)
@@ -180,17 +148,20 @@ def _lane_ptrs(ctx, base, entry, dt):
     return p
 
 
-def _masked(ctx, kind, mt, args):
-    w, (sfx, align) = ctx.width, _elem(mt)
+def masked(ctx, kind, mt, args):
+    """A masked `kind` access of W lanes of memory type `mt`: 'load' (ptr, mask), 'gather'
+    (ptrs, mask), 'store' (value, ptr, mask), 'scatter' (value, ptrs, mask). Inactive lanes
+    touch no memory; loaded inactive lanes are 0 (frozen)."""
+    w, (sfx, align) = ctx.width, elem_info(mt)
     vt = ir.VectorType(mt, w)
     a = ir.Constant(I32, align)
     if kind == "load":    # (ptr, mask)
         fn = ctx.lib.declare(f"llvm.masked.load.v{w}{sfx}.p0", vt, [PTR, I32, args[1].type, vt])
-        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)]))
+        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], zeros(vt)]))
     if kind == "gather":  # (ptrs, mask)
         fn = ctx.lib.declare(f"llvm.masked.gather.v{w}{sfx}.v{w}p0", vt,
                              [args[0].type, I32, args[1].type, vt])
-        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], ir.Constant(vt, None)]))
+        return freeze(ctx.b, ctx.b.call(fn, [args[0], a, args[1], zeros(vt)]))
     if kind == "store":   # (value, ptr, mask)
         fn = ctx.lib.declare(f"llvm.masked.store.v{w}{sfx}.p0", ir.VoidType(),
                              [vt, PTR, I32, args[2].type])
@@ -231,15 +202,15 @@ def _rows(ctx, entry, mask, emit):
 
 def _row_load(ctx, one, e, base, entry, mask, dt):
     if one:
-        return _masked(ctx, "load", mem_type(dt), [_entry_ptr(ctx, base, e, dt, ctx.width), mask])
-    return _masked(ctx, "gather", mem_type(dt), [_lane_ptrs(ctx, base, entry, dt), mask])
+        return masked(ctx, "load", mem_type(dt), [entry_ptr(ctx, base, e, dt, ctx.width), mask])
+    return masked(ctx, "gather", mem_type(dt), [_lane_ptrs(ctx, base, entry, dt), mask])
 
 
 def _row_store(ctx, one, e, base, entry, v, mask, dt):
     if one:
-        _masked(ctx, "store", mem_type(dt), [v, _entry_ptr(ctx, base, e, dt, ctx.width), mask])
+        masked(ctx, "store", mem_type(dt), [v, entry_ptr(ctx, base, e, dt, ctx.width), mask])
     else:
-        _masked(ctx, "scatter", mem_type(dt), [v, _lane_ptrs(ctx, base, entry, dt), mask])
+        masked(ctx, "scatter", mem_type(dt), [v, _lane_ptrs(ctx, base, entry, dt), mask])
 
 
 def _top_entries(ctx, s):
@@ -259,9 +230,9 @@ def _push_lanes(ctx, n):
     """Each active lane pushes at its own count; an active lane at capacity records the
     overflow (the scalar path's helper: same task and stack) and writes nothing. Fast path:
     the active lanes share one count below the capacity (one masked vector store)."""
-    s, b, w = _stack(ctx, n), ctx.b, ctx.width
+    s, b, w = stack_of(ctx, n), ctx.b, ctx.width
     cnt, mask = _counts(ctx, s), ctx.mask
-    v = _vec_to_mem(ctx, convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype), s.dtype)
+    v = to_memory(b, convert(ctx, ctx.value(n.srcs[1]), n.srcs[1].dtype, s.dtype), s.dtype)
     zero = ir.Constant(ir.VectorType(mem_type(s.dtype), w), None)
     hi = _reduce(ctx, "umax", b.select(mask, cnt, _splat64(ctx, 0)))
     lo = _reduce(ctx, "umin", b.select(mask, cnt, _splat64(ctx, -1)))
@@ -274,11 +245,9 @@ def _push_lanes(ctx, n):
         if not one:
             room = b.icmp_unsigned("<", cnt, ctx.broadcast(s.cap))
             ovf, go = ctx.block("ad.loverflow"), ctx.block("ad.lpushok")
-            b.cbranch(_any(ctx, b.and_(mask, b.not_(room))), ovf, go).set_weights([1, 1 << 20])
+            b.cbranch(any_lane(ctx, b.and_(mask, b.not_(room))), ovf, go).set_weights([1, 1 << 20])
             b.position_at_end(ovf)
-            st = ctx.adstack
-            b.call(_overflow_helper(ctx), [st.status, ir.Constant(I32, st.task_index),
-                                           ir.Constant(I32, s.index)])
+            record_overflow(ctx, s)
             b.branch(go)
             b.position_at_end(go)
             ok = b.and_(mask, room)
@@ -294,7 +263,7 @@ def _push_lanes(ctx, n):
 def _gather_top(ctx, s, base, node_dtype):
     top, live = _top_entries(ctx, s), _live(ctx, s)
     v = _rows(ctx, top, live, lambda one, e: _row_load(ctx, one, e, base, top, live, s.dtype))
-    return convert(ctx, vec_from_mem(ctx, v, s.dtype), s.dtype, node_dtype or s.dtype)
+    return convert(ctx, from_memory(ctx.b, v, s.dtype), s.dtype, node_dtype or s.dtype)
 
 
 def _acc_lanes(ctx, n, s):
@@ -307,15 +276,10 @@ def _acc_lanes(ctx, n, s):
     _rows(ctx, top, live, emit)
 
 
-def _any(ctx, m):
-    fn = ctx.lib.declare(f"llvm.vector.reduce.or.v{ctx.width}i1", ir.IntType(1), [m.type])
-    return ctx.b.call(fn, [m])
-
-
 def _lane_alloca(ctx, n):
     if n not in ctx.lane_stacks:
         return LOWER_ADSTACK[Op.ADSTACK_ALLOCA](ctx, n)
-    s = _stack(ctx, n)
+    s = stack_of(ctx, n)
     zero = ir.Constant(ir.VectorType(I64, ctx.width), None)
     if ctx.masked:
         zero = ctx.b.select(ctx.mask, zero, _counts(ctx, s))
@@ -325,7 +289,7 @@ def _lane_alloca(ctx, n):
 def _lane_pop(ctx, n):
     if n.srcs[0] not in ctx.lane_stacks:
         return LOWER_ADSTACK[Op.ADSTACK_POP](ctx, n)
-    s, b = _stack(ctx, n), ctx.b
+    s, b = stack_of(ctx, n), ctx.b
     cnt = _counts(ctx, s)
     dec = b.and_(ctx.mask, b.icmp_unsigned("!=", cnt, _splat64(ctx, 0)))
     b.store(b.sub(cnt, b.zext(dec, cnt.type)), s.count)

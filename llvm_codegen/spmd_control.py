@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from kernel_ir.ops import Op
 
-from .lltypes import I1, const, lanes, reg_type
+from .lltypes import I1, const, reg_type
 from .lower_control import LOWER_CONTROL
 from .lower_ops import convert
 
@@ -107,6 +107,7 @@ def mask_type(ctx):
 
 
 def any_lane(ctx, m):
+    """i1: some lane of the `<W x i1>` mask `m` is set."""
     fn = ctx.lib.declare(f"llvm.vector.reduce.or.v{ctx.width}i1", I1, [m.type])
     return ctx.b.call(fn, [m])
 
@@ -119,7 +120,7 @@ def as_vector(ctx, node, dt):
     """`node`'s value converted to `dt`, as a `<W x T>` (broadcast when uniform)."""
     v = ctx.value(node)
     vec = isinstance(v.type, ir.VectorType)
-    with lanes(ctx.width if vec else 1):
+    with ctx.at_lanes(ctx.width if vec else 1):
         v = convert(ctx, v, node.dtype, dt)
     return v if vec else ctx.broadcast(v)
 
@@ -200,8 +201,7 @@ def _range_for(ctx, n):
     head, body, latch, exit_ = (ctx.block(f"vfor.{s}") for s in ("head", "body", "latch", "exit"))
     b.branch(head)
     b.position_at_end(head)
-    with lanes(w if vec else 1):
-        i = b.phi(reg_type(dt), name="vfor.i")
+    i = b.phi(reg_type(dt, w if vec else 1), name="vfor.i")
     cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
     lm = b.load(frame.loop_ptr, typ=mask_type(ctx))
     if vec:
@@ -215,8 +215,7 @@ def _range_for(ctx, n):
     ctx.env[idx] = i
     _run_body(ctx, n, frame, lm, latch, exit_)
     b.position_at_end(latch)
-    with lanes(w if vec else 1):
-        one = const(dt, 1)
+    one = const(dt, 1, w if vec else 1)
     nxt = b.add(i, one, name="vfor.next") if vec else b.add(
         i, one, name="vfor.next", flags=["nsw" if dt.kind == "i" else "nuw"])
     b.branch(head)
@@ -298,8 +297,8 @@ def _store(ctx, n):
 
 
 def _alloca(ctx, n):
-    slot = ctx.hoisted_alloca(reg_type(n.dtype), name=str(n.arg or "local"))
-    zero = const(n.dtype, 0)
+    slot = ctx.hoisted_alloca(ctx.reg_type(n.dtype), name=str(n.arg or "local"))
+    zero = ctx.const(n.dtype, 0)
     if ctx.masked:
         zero = ctx.b.select(ctx.mask, zero, ctx.b.load(slot, typ=zero.type))
     ctx.b.store(zero, slot)

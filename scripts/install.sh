@@ -12,4 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     mesa-vulkan-drivers vulkan-validationlayers libvulkan1 spirv-tools spirv-headers rocm-device-libs lld-22 \
     xvfb x11-apps python3-tk >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
-python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -e '.[vulkan,metal,cuda,test,examples,gui]'
+python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -c scripts/ci-constraints.txt \
+    -e '.[vulkan,metal,cuda,test,examples,gui,docs]'

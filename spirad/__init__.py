@@ -4,7 +4,11 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 """
 from __future__ import annotations
 
+from ._version import __version__
 from . import state as _state
+from . import _logging  # Quadrants' `qd._logging`
+from .perf_dispatch import perf_dispatch
+from .tracebacks import api as _api
 from . import types
 from . import ad
 from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDeviceError, SpiradError,
@@ -12,7 +16,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow)
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .extension import extension, is_extension_supported
@@ -22,23 +26,31 @@ real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is a
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
-from .lang import (assume_in_range, atan, atomic_sub, block_local, polar_decompose,
-                   static_assert, static_print)
+from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose,
+                   static_assert, static_print, svd, sym_eig)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin, sqrt,
-                   static, tan, tanh)
+                   log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin,
+                   sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
-from .ndarray import ndarray
+from .ndarray import Ndarray, ndarray
+from .field import Field
+from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
+from . import simt, graph, algorithms
+from .lang import atomic_exchange, raw_mod
+from .math import outer
 
+from . import profiler
+from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
+TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
-x64 = arm64 = cpu  # Taichi's names of the host CPU
+x64 = x86_64 = arm64 = cpu  # Taichi's / Quadrants' names of the host CPU
 opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 
@@ -46,6 +58,7 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
               "adstack_cache",
+              "managed_memory",  # CUDA / AMDGPU: fields and ndarrays in managed memory (docs/gpu.md)
               # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
               "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
@@ -55,8 +68,13 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # the offline cache's directory and size cap (docs/cache.md), the unroll cap
               "offline_cache_file_path", "offline_cache_max_size_of_files",
               "static_unroll_limit"}
+# Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
+# no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
+# sizes adstacks per launch and compiles on the calling thread
+_INIT_KEYS |= {"force_scalarize_matrix", "ad_stack_sparse_threshold_bytes", "num_compile_threads"}
 
 
+@_api
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
@@ -88,13 +106,23 @@ def _init(arch=None, **kwargs):
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
+    if kwargs.get("log_level") is not None:
+        from .logs import set_level
+        set_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
+    from . import profiler
+    profiler.enable(None)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
+    if kwargs.get("kernel_profiler"):
+        profiler.enable(st.backend)
+    from .logs import logger
+    logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())
     from .sizing_cache import refresh_debug_flag
     refresh_debug_flag()
     return None
 
 
+@_api
 def sync():
     """Wait for all launched work to finish (raise any deferred kernel error) and print what
     kernels printed since the last sync."""
@@ -114,8 +142,11 @@ def _sync():
 
 
 def reset():
+    """Drop all state (fields, kernels' programs, the backend), as Taichi's `ti.reset()`."""
     from .guard import LOCK
+    from . import profiler
     with LOCK:
+        profiler.enable(None)
         _state.reset()
 
 
@@ -129,10 +160,7 @@ _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
        for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
                  "float16")},
-    "svd": "write the decomposition as a func (sd.polar_decompose handles 2x2)",
-    "sym_eig": "write the decomposition as a func", "eig": "write the decomposition as a func",
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
-    "profiler": "time launches with sd.sync()",
 }
 
 

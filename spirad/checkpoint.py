@@ -409,8 +409,9 @@ class _Saved:
 class _Memory:
     """The buffers of one region (reused by size) and the copies between them and the arrays.
     A copy goes between two *ends*: on a backend that computes in host memory (CPU) a uint8
-    numpy view of the storage (np.copyto), elsewhere an i32 ndarray alias of it (the copy
-    kernel, queued like any launch)."""
+    numpy view of the storage (np.copyto), elsewhere (an i32 ndarray alias of the buffer that
+    holds it, its first word there, its words): a field lives in a shared root buffer at an
+    offset (`BackendBase.storage_parts`); the copy kernel is queued like any launch."""
 
     def __init__(self, stats):
         self.be = _state.backend()
@@ -426,10 +427,14 @@ class _Memory:
 
     def array_end(self, a):
         hit = self.ends.get(id(a))
-        if hit is None or hit[0] is not a:
+        if hit is None or hit[0] is not a or not self._current(hit[2], a._storage()):
             n = _nbytes(a)
             hit = self.ends[id(a)] = (a, n, self._end(a._storage(), n))
         return hit[1], hit[2]
+
+    def _current(self, end, storage) -> bool:
+        """Does `end` still alias the buffer holding `storage` (a root buffer may have grown)?"""
+        return self.host or end[0]._storage() is self.be.storage_parts(storage)[0]
 
     def take(self, nbytes):
         pool = self.free.get(nbytes)
@@ -451,19 +456,21 @@ class _Memory:
             return self.be.view(storage, np.uint8, (nbytes,))
         if nbytes % 4:
             raise RuntimeError(f"checkpoint: {nbytes} bytes is not a whole number of words")
-        return Ndarray._alias(storage, i32, (nbytes // 4,))
+        buf, off = self.be.storage_parts(storage)
+        return Ndarray._alias(buf, i32, (max(buf.nbytes // 4, 1),)), off // 4, nbytes // 4
 
     def copy(self, src, dst):
         self.stats.copies += 1
         if self.host:
             np.copyto(dst, src)
-        elif dst.shape[0]:
-            _copy_kernel()._run((src, dst), 0)
+        elif dst[2]:
+            _copy_kernel()._run((src[0], dst[0], src[1], dst[1], dst[2]), 0)
 
 
-def _copy_words(src: _nd_arg(dtype=i32, ndim=1), dst: _nd_arg(dtype=i32, ndim=1)):
-    for w in src:
-        dst[w] = src[w]
+def _copy_words(src: _nd_arg(dtype=i32, ndim=1), dst: _nd_arg(dtype=i32, ndim=1), s0: i32,
+                d0: i32, n: i32):
+    for w in range(n):
+        dst[d0 + w] = src[s0 + w]
 
 
 _COPY = []

@@ -1,11 +1,16 @@
 """The compile pipeline, in order: frontend -> passes -> offload -> codegen (per backend).
 
-    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> simplify -> dce
+    parse (frontend.compile_kernel) -> inline_calls -> lower_prints -> forward_stores -> simplify
+        -> dce
         -> offload -> simplify_tasks -> dce_tasks -> backend.compile            = compile_forward
     forward task list -> reverse_mode (passes/autodiff) -> simplify_tasks -> dce_tasks
         -> backend.compile, with the adstack sizing of the result           = compile_adjoint
     forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
         -> backend.compile                                             = compile_forward_mode
+
+What a backend compiles is the task list after `promote_accumulators` and `expand_math` (math
+functions without a native lowering become IR ops); autodiff and the offline cache see the task
+list before them.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
 stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
@@ -13,7 +18,8 @@ task list and the backend's compiled form, and only the launch data is rebuilt (
 """
 from __future__ import annotations
 
-import os
+import functools
+import time
 
 from kernel_ir import verifier
 from kernel_ir.abi import kernel_abi
@@ -27,14 +33,19 @@ from . import state as _state
 from .backends.range_bounds import device_bounds
 from .launch import DEVICE_BOUNDS, Compiled
 from .passes.dce import dce_kernel, dce_tasks
+from .passes.expand_math import expand_math
+from .passes.forward_stores import forward_stores
 from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
+from .passes.demote_atomics import demote_atomics
 from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
+from .logs import logger, ms
 from .sizing_cache import ProgramSizing
 
-KERNEL_STAGES = (("inline", inline_calls), ("simplify", simplify_kernel), ("dce", dce_kernel))
+KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
+                 ("simplify", simplify_kernel), ("dce", dce_kernel))
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
@@ -87,6 +98,38 @@ class _Deep:
 DEEP_LIMIT = 8000
 
 
+
+_loaded = False  # the last `_cached` call was a hit (the log line of `_logged` says so)
+_saved = False   # the last `_stored` call wrote the offline cache
+
+
+def _logged(kind: str):
+    """Log each compile (INFO): the program, whether it was compiled or loaded from the
+    offline cache, and the time it took (`spirad.logs`)."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def compile_logged(*args, **kwargs):
+            global _loaded, _saved
+            if not logger.isEnabledFor(20):  # logging.INFO
+                return fn(*args, **kwargs)
+            _loaded = _saved = False
+            t0 = time.perf_counter()
+            c = fn(*args, **kwargs)
+            dt = time.perf_counter() - t0
+            arch = _state.current().arch
+            if _loaded:
+                logger.info("loaded kernel %s (%s, %s) from the offline cache in %s", c.tl.name,
+                            kind, arch, ms(dt))
+            else:
+                stored = " (stored in the offline cache)" if _saved else ""
+                logger.info("compiled kernel %s (%s, %s) in %s%s", c.tl.name, kind, arch, ms(dt),
+                            stored)
+            return c
+        return compile_logged
+    return deco
+
+
+@_logged("forward")
 def compile_forward(kernel, specs, state) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
     with _Deep(kernel.fn.__name__):
@@ -96,7 +139,7 @@ def compile_forward(kernel, specs, state) -> Compiled:
 def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    templates = tuple(sp[1] for sp in specs if sp[0] == "template")
+    templates = tuple(sp[1] for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
@@ -107,6 +150,7 @@ def _compile_forward(kernel, specs, state) -> Compiled:
     return c
 
 
+@_logged("adjoint")
 def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
@@ -129,6 +173,7 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     return _stored(key, _program(tl, state, sizing_of(tl), fwd.template_refs))
 
 
+@_logged("forward mode")
 def compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     """The forward-mode program of a forward program (primals and duals; `sd.ad.FwdMode`);
     `args`: the launch's, for which ndarrays have duals."""
@@ -171,6 +216,8 @@ def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
     tl = entry["tl"]
     c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
     c.cache_key = key
+    global _loaded
+    _loaded = True
     return c
 
 
@@ -182,6 +229,8 @@ def _stored(key, c: Compiled) -> Compiled:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
             offline_cache.store(key, {"tl": c.tl, "blob": blob}, _state.current())
+            global _saved
+            _saved = True
     return c
 
 
@@ -190,19 +239,23 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled."""
-    ctl = promote_accumulators(tl)  # what the backend compiles (`tl` stays for autodiff)
+    # what the backend compiles (`tl`: autodiff's)
+    ctl = demote_atomics(expand_math(promote_accumulators(tl)))
     abi = kernel_abi(ctl)
     be = _state.backend()
-    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
-    bounds = tuple(None if t.kind == "serial" else
-                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in tl.tasks)
     internal = (returns.fields if returns is not None else ()) + \
         (tuple(state.prints.fields.values()) if state.prints is not None else ()) + \
         ((state.rng,) if state.rng is not None else ()) + \
         (state.validation.fields() if state.validation is not None else ()) + \
         ((state.asserts.flag,) if state.asserts is not None else ())
     fields = {**state.field_map(), **{f.id: f for f in internal}}
+    for ref in abi.bindings:  # the program's fields get their memory (a backend places them)
+        if ref.kind == "field":
+            fields[ref.key]._storage()
+    program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
+    bounds = tuple(None if t.kind == "serial" else
+                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
+                   for t in tl.tasks)
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:
@@ -256,9 +309,9 @@ def dual_of_factory(args, state):
     def dual_of(ref: GlobalRef):
         if ref.kind == "field":
             f = fields.get(ref.key)
-            if f is None or f.dual is None:
+            if f is None or f._dual is None:
                 return None
-            d = f.dual
+            d = f._dual
             return GlobalRef("field", d.id, d.dtype, ref.ndim, ref.shape, d.name)
         if ref.kind == "ndarray" and not (ref.grad or ref.dual) and args[ref.key].needs_dual:
             return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".dual",
@@ -295,4 +348,5 @@ def _host_fn(expr):
 
 
 def debug_enabled(state) -> bool:
-    return state.debug or os.environ.get("SPIRAD_VERIFY") == "1"
+    from . import options
+    return state.debug or options.get("SPIRAD_VERIFY")

@@ -8,6 +8,8 @@ import enum
 
 
 class extension(enum.Enum):  # noqa: N801 - Taichi's name
+    """Optional features an arch may have (Taichi's `ti.extension`): ask with
+    `sd.is_extension_supported(arch, sd.extension.data64)`."""
     sparse = "sparse"
     quant = "quant"
     quant_basic = "quant_basic"

@@ -1,21 +1,26 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
-A field's memory is one buffer owned by the backend, allocated on first use. Element layout is C
+A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
 order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
 shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
 uses it to notice changed loop bounds).
 """
 from __future__ import annotations
 
+import itertools
 import numbers
+import re
 
 import numpy as np
 
 from . import guard as _guard
 from . import state as _state
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradIndexError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
+from .tensor_surface import TensorSurface
+from .tracebacks import api, api_class
 from .types import MatrixType, VectorType
 
 
@@ -36,6 +41,30 @@ def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
     raise SpiradTypeError(f"unsupported dtype {dtype!r}; use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1")
 
 
+NDARRAY_MAX_ELEMENTS = 2**31 - 1  # ndarray extents are 32-bit words of the argument buffer
+
+
+def check_elements(shape, comp_shape, what: str, ndarray: bool = False) -> None:
+    """Refuse, when it is created, an array more elements than the backend indexes (fields:
+    `Backend.max_elements`, 64-bit on the CPU; ndarrays: 2**31-1 everywhere)."""
+    if shape is None:
+        return
+    n = int(np.prod(tuple(shape) + tuple(comp_shape), dtype=object))
+    if n <= 2**31 - 1:
+        return
+    if ndarray:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; an sd.ndarray "
+                               f"holds at most {NDARRAY_MAX_ELEMENTS:,} (its extents are 32-bit "
+                               f"words of the argument buffer): use a field (the CPU indexes "
+                               f"fields in 64 bits) or split the array")
+    be = _state.backend()
+    if n > be.max_elements:
+        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; the {be.name} "
+                               f"backend indexes at most {be.max_elements:,} elements per field "
+                               f"(32-bit indices): split it into several fields, or use "
+                               f"arch=sd.cpu, which indexes in 64 bits")
+
+
 def normalize_shape(shape) -> tuple:
     if shape is None:
         return None
@@ -53,14 +82,51 @@ def normalize_shape(shape) -> tuple:
 HOST_ELEMENT = [None]  # spirad.matrix.host_element (set there: matrix imports this module)
 
 
-class _HostArray:
-    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access."""
+_NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
+_TARGET = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*$")
+
+
+def creation_name() -> str | None:
+    """The Python variable a field is being created for: `x` in `x = sd.field(...)`, the
+    attribute name in `self.x = sd.Vector.field(...)` (data-oriented classes), else None.
+
+    Errors then speak of `x`, not of an internal number. Read from the user's call site (the
+    innermost frame outside spirad): the source text before the call's column must be one
+    assignment target. Python 3.11+ knows the column of the running call; older versions give
+    no name."""
+    from .tracebacks import internal_file
+    import sys
+    f = sys._getframe(1)
+    while f is not None and internal_file(f.f_code.co_filename):
+        f = f.f_back
+    if f is None or not hasattr(f.f_code, "co_positions"):
+        return None
+    key = (f.f_code, f.f_lasti)
+    if key in _NAMES:
+        return _NAMES[key]
+    name = None
+    pos = next(itertools.islice(f.f_code.co_positions(), f.f_lasti // 2, None), None)
+    if pos is not None and pos[0] is not None and pos[2] is not None:
+        import linecache
+        line = linecache.getline(f.f_code.co_filename, pos[0], f.f_globals)
+        m = _TARGET.match(line[:pos[2]])
+        name = m.group(1) if m else None
+    if len(_NAMES) < 4096:
+        _NAMES[key] = name
+    return name
+
+
+@api_class
+class _HostArray(TensorSurface):
+    """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access
+    (and Quadrants' tensor methods: spirad.tensor_surface.TensorSurface)."""
 
     dtype: T.DType
     comp_shape: tuple
 
     @property
     def full_shape(self) -> tuple:
+        """`shape` followed by the element shape of vector / matrix elements."""
         return tuple(self.shape) + tuple(self.comp_shape)
 
     def _storage(self):
@@ -125,17 +191,20 @@ class _HostArray:
         self.generation += 1
 
     @_guard.locked
-    def to_numpy(self) -> np.ndarray:
+    def to_numpy(self, dtype=None, *, copy=True) -> np.ndarray:
+        """A numpy copy of the values (waits for pending launches); `dtype`: converted."""
         view = self._view()
         if _state.backend().host_views:
             out = np.array(view, copy=True)
         else:  # a fresh download: ours to hand out
             out = view
             out.flags.writeable = True
-        return out.astype(bool) if self.dtype == T.u1 else out
+        out = out.astype(bool) if self.dtype == T.u1 else out
+        return out if dtype is None else out.astype(dtype)
 
     @_guard.locked
     def from_numpy(self, arr) -> None:
+        """Copy `arr` (same shape, a numeric dtype that fits) into the array."""
         arr = np.asarray(arr)
         if arr.shape != self.full_shape:
             raise SpiradValueError(f"from_numpy: array of shape {arr.shape} does not match "
@@ -171,17 +240,29 @@ class _HostArray:
         """Copy another field's / ndarray's values (same shape)."""
         self.from_numpy(other.to_numpy())
 
-    def to_torch(self, device=None):
-        """A torch tensor copy (needs torch installed)."""
+    def to_torch(self, device=None, *, copy=True):
+        """A torch tensor copy (needs torch installed). `copy=False` (Quadrants): the live memory
+        itself where it is host memory (stays valid: CPU launches are synchronous; u1 elements
+        are their 0/1 int32 words), TypeError where that is impossible (device memory);
+        `copy=None`: zero-copy when possible (u1: a bool copy)."""
         import torch
+        if copy is not True and (device is None or str(device) == "cpu"):
+            view = self._zero_copy_view(words_for_bools=copy is False)
+            if view is not None:
+                return torch.from_numpy(view)
+            if copy is False:
+                raise TypeError(f"{self._kind} {self._label()} lives in device memory: it cannot "
+                                f"be shared without a copy; pass copy=True")
         t = torch.from_numpy(self.to_numpy())
         return t if device is None else t.to(device)
 
     def from_torch(self, tensor) -> None:
+        """Copy a torch tensor's values (same shape) into the array."""
         self.from_numpy(tensor.detach().cpu().numpy())
 
     @_guard.locked
     def fill(self, value) -> None:
+        """Set every element to `value`."""
         self._store(self._to_storage(value))
 
     def _index(self, key):
@@ -190,15 +271,21 @@ class _HostArray:
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) != len(self.shape):
-            raise SpiradValueError(f"{self._kind} of shape {self.shape} needs {len(self.shape)} "
-                                   f"indices, got {len(key)}")
+            raise SpiradIndexError(f"{self._kind} {self._label()} of shape {self.shape} needs "
+                                   f"{len(self.shape)} indices, got {len(key)}")
         for k, n in zip(key, self.shape):
-            if not isinstance(k, numbers.Integral) or not 0 <= k < n:
-                raise SpiradValueError(f"index {key} out of range for shape {self.shape}")
+            if not isinstance(k, numbers.Integral):
+                raise SpiradTypeError(f"{self._kind} {self._label()} is indexed with integers, "
+                                      f"got {k!r} ({type(k).__name__})")
+            if not 0 <= k < n:
+                raise SpiradIndexError(f"index {key} is out of range for {self._kind} "
+                                       f"{self._label()} of shape {self.shape}")
         return tuple(int(k) for k in key)
 
     @_guard.locked
     def __getitem__(self, key):
+        """The element at `key` (a tuple of ints): a Python number, or for vector / matrix
+        elements a copy that writes through (`x[i][c] = v` changes x, as in Taichi)."""
         index = self._index(key)
         if _state.backend().host_views:
             v = self._view()[index]
@@ -214,10 +301,15 @@ class _HostArray:
 
     @_guard.locked
     def __setitem__(self, key, value):
+        """Set the element at `key` to `value`."""
         self._store(self._to_storage(value), self._index(key))
 
 
+@api_class
 class Field(_HostArray):
+    """A global array with a static shape, created by `sd.field` / `sd.Vector.field` / placement.
+    Read and write it in kernels (`x[i]`) and from Python (`x[i]`, `to_numpy`, `from_numpy`,
+    `fill`); `x.grad` is its gradient field."""
     _kind = "field"
 
     def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
@@ -226,15 +318,18 @@ class Field(_HostArray):
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
-        self.name = name or f"field{self.id}"
+        self.name = name or (not _is_grad and creation_name()) or f"field{self.id}"
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, f"field {self.name}")
         self.generation = 0
         self._buf = None
         self._grad = None      # the gradient field, once the field has one
         self._pending = None   # unplaced float field: its not-yet-enabled `.grad` (see `grad`)
         self._primal = None    # a gradient field: the field it belongs to
         self._dtype_arg = dtype
-        self.dual = None
+        self._dual = None          # the forward-mode dual field, once the field has one
+        self._dual_pending = None  # float field: its not-yet-enabled `.dual` (see `dual`)
+        self._dual_of = None       # a dual field (enabled or not): the field it belongs to
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
@@ -264,6 +359,41 @@ class Field(_HostArray):
             return self._pending
         return None
 
+    @property
+    def dual(self):
+        """The forward-mode dual field. As in Taichi every real field has one: until it is
+        enabled (`needs_dual=True`, `place(x.dual)` — also in a later place() call —,
+        `lazy_dual()`) it is an unplaced slot that kernels and host reads refuse; `needs_dual`
+        tells which. None for integer fields and for gradient / internal fields."""
+        if self._dual is not None:
+            return self._dual
+        if self.dtype.is_float and self._user:
+            if self._dual_pending is None:
+                self._dual_pending = self._new_dual()
+            self._dual_pending.shape = self.shape
+            return self._dual_pending
+        return None
+
+    def _new_dual(self):
+        d = Field(self.dtype if not self.comp_shape else _comp_type(self), self.shape,
+                  name=self.name + ".dual", _is_grad=True)
+        d._dual_of = self
+        return d
+
+    def no_companion_message(self, what: str) -> str:
+        """Why `x.grad` / `x.dual` cannot be used (kernels and host access refuse the slot of
+        a gradient not enabled), and how to give the field one."""
+        if what == "dual":
+            return (f"field '{self.name}' has no dual: create it with needs_dual=True, place "
+                    f"{self.name}.dual (sd.root.dense(...).place({self.name}, {self.name}.dual)) "
+                    f"or call sd.root.lazy_dual()")
+        if not self.dtype.is_float:
+            return (f"field '{self.name}' has no gradient: it is {self.dtype}, and only float "
+                    f"fields have gradients")
+        return (f"field '{self.name}' has no gradient: create it with needs_grad=True, place "
+                f"{self.name}.grad (sd.root.dense(...).place({self.name}, {self.name}.grad)) or "
+                f"call sd.root.lazy_grad() before using it")
+
     def _add_grad(self):
         """Give this field its gradient (`needs_grad=True`, `place(x.grad)`, `root.lazy_grad()`);
         kernels compiled before see it at their next launch (state.layout_version)."""
@@ -277,12 +407,18 @@ class Field(_HostArray):
         _state.current().layout_version += 1
 
     def _add_dual(self):
-        """Give this field its forward-mode dual (`needs_dual=True`, `root.lazy_dual()`)."""
-        self.dual = Field(self.dtype if not self.comp_shape else _comp_type(self), self.shape,
-                          name=self.name + ".dual", _is_grad=True)
+        """Give this field its forward-mode dual (`needs_dual=True`, `place(x.dual)`,
+        `root.lazy_dual()`); kernels compiled before see it at their next launch."""
+        d = self._dual_pending
+        if d is None or d.epoch != _state.current().epoch:  # none, or a previous init()'s
+            d = self._new_dual()
+        d.shape = self.shape
+        self._dual, self._dual_pending = d, None
+        _state.current().layout_version += 1
 
     @property
     def needs_grad(self) -> bool:
+        """Whether the field has a gradient field (`x.grad`)."""
         return self._grad is not None
 
     @property
@@ -301,14 +437,15 @@ class Field(_HostArray):
 
     @property
     def needs_dual(self) -> bool:
-        return self.dual is not None
+        """Whether the field has a forward-mode dual (`x.dual`)."""
+        return self._dual is not None
 
     def _check_live(self):
         super()._check_live()
-        if self._primal is not None and self._primal._grad is not self and self._primal.dual is not self:
-            raise SpiradValueError(f"field {self._primal.name} has no gradient: create it with "
-                                   f"needs_grad=True, place it (place(x, x.grad)) or call "
-                                   f"sd.root.lazy_grad()")
+        if self._primal is not None and self._primal._grad is not self:
+            raise SpiradValueError(self._primal.no_companion_message("grad"))
+        if self._dual_of is not None and self._dual_of._dual is not self:
+            raise SpiradValueError(self._dual_of.no_companion_message("dual"))
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
@@ -318,10 +455,11 @@ class Field(_HostArray):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate(nbytes)
+            self._buf = _state.backend().allocate_field(nbytes, self.id)
         return self._buf
 
     def ref(self) -> GlobalRef:
+        """Internal: the IR reference of this field (checks that it is live and has a shape)."""
         self._check_live()
         return GlobalRef("field", self.id, self.dtype, len(self.full_shape), self.full_shape,
                          self.name, False)
@@ -342,8 +480,14 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
+@api
 def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
           order=None, layout=None) -> Field:
+    """A field of `dtype` (`sd.f32`, `float`, `sd.math.vec3`, ...) and `shape` (an int or tuple;
+    None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
+    (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
+    the variable it is assigned to). Taichi's `order` / `layout` are accepted; `offset` is not
+    supported."""
     if offset is not None:
         from kernel_ir.errors import SpiradNotSupportedError
         raise SpiradNotSupportedError("field(..., offset=) is not supported: index from 0 and add "
@@ -383,6 +527,7 @@ _SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a fie
                 "another field")
 
 
+@api_class
 class SNode:
     """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m).
 
@@ -403,6 +548,8 @@ class SNode:
         return tuple(sizes[a] for a in sorted(sizes))
 
     def dense(self, axes, shape) -> "SNode":
+        """A dense block of `shape` along `axes` (`sd.i`, `sd.ij`, ...) under this one:
+        `root.dense(sd.ij, (n, m)).place(x)` gives x shape (n, m)."""
         dims = _axis_dims(axes)
         if len(set(dims)) != len(dims):
             raise SpiradValueError(f"dense(): an axis appears twice in {axes!r}")
@@ -420,21 +567,28 @@ class SNode:
                                       f"{_SPARSE_HINT}")
 
     def pointer(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("pointer")
 
     def bitmasked(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bitmasked")
 
     def dynamic(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("dynamic")
 
     def hash(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
     def bit_struct(self, *a, **k):
+        """Sparse SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bit_struct")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
+        """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its
+        gradient, also after kernels using `x` were compiled."""
         if offset is not None:
             from kernel_ir.errors import SpiradNotSupportedError
             raise SpiradNotSupportedError("place(..., offset=) is not supported: index from 0 "
@@ -442,8 +596,22 @@ class SNode:
         for f in fields:
             if not isinstance(f, Field):
                 raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
+            dual_of = f._dual_of
+            if dual_of is not None:  # x.dual: enable x's dual
+                if dual_of._dual is None:
+                    if dual_of.shape is not None and dual_of.shape != self.shape:
+                        raise SpiradValueError(f"{f.name} must be placed with the shape of "
+                                               f"{dual_of.name}, {dual_of.shape}; got {self.shape}")
+                    dual_of._add_dual()
+                if dual_of.shape is None:
+                    dual_of.shape = self.shape
+                elif dual_of.shape != self.shape:
+                    raise SpiradValueError(f"{f.name} must have the shape of {dual_of.name}, "
+                                           f"{dual_of.shape}; got {self.shape}")
+                f.shape = dual_of.shape
+                continue
             primal = f._primal
-            if primal is not None and primal.dual is not f:  # x.grad: enable x's gradient
+            if primal is not None:  # x.grad: enable x's gradient
                 if primal._grad is None:
                     if primal.shape is not None and primal.shape != self.shape:
                         raise SpiradValueError(f"{f.name} must be placed with the shape of "
@@ -458,6 +626,7 @@ class SNode:
                 continue
             if f.shape is not None and f.shape != self.shape:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
+            check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
             if needs_grad and f._grad is None:
                 if not f.dtype.is_float:
@@ -468,8 +637,9 @@ class SNode:
                 f._grad.shape = self.shape
             if f._pending is not None:
                 f._pending.shape = self.shape
-            if f.dual is not None:
-                f.dual.shape = self.shape
+            for d in (f._dual, f._dual_pending):
+                if d is not None:
+                    d.shape = self.shape
             _state.current().layout_version += 1
         return self
 
@@ -482,7 +652,7 @@ class SNode:
     def lazy_dual(self) -> None:
         """Give every float field that has none a dual (Taichi's `root.lazy_dual()`)."""
         for f in _state.current().fields:
-            if f.dual is None and f.dtype.is_float:
+            if f._dual is None and f.dtype.is_float:
                 f._add_dual()
         _state.current().layout_version += 1
 

@@ -12,6 +12,7 @@ import functools
 from kernel_ir.errors import SpiradSyntaxError
 
 from .frontend.source import SourceInfo
+from .tracebacks import api
 
 
 class PyFunction:
@@ -29,6 +30,8 @@ class PyFunction:
 
 
 class Func(PyFunction):
+    """A function inlined into the kernels that call it (`@sd.func`); it may return a value."""
+    @api
     def __call__(self, *args, **kwargs):
         raise SpiradSyntaxError(f"@sd.func {self.fn.__name__} can only be called from a kernel "
                                 f"or func")
@@ -46,6 +49,8 @@ class BoundFunc:
 
 
 def func(fn) -> Func:
+    """Decorator: a function callable from kernels and funcs, inlined at each call (Taichi's
+    `@ti.func`). Recursion is an error."""
     return Func(fn)
 
 

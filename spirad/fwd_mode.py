@@ -20,13 +20,17 @@ import numpy as np
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 
 from . import state as _state
+from .tracebacks import api_class
 from .guard import PerThread
 
 
 _ACTIVE = PerThread()
 
 
+@api_class
 class FwdMode:
+    """`with sd.ad.FwdMode(loss=y, param=x, seed=[...]): ...`: the kernels launched in the block
+    compute Jacobian-vector products into the duals (module doc)."""
     active = _ACTIVE  # this thread's FwdMode block (kernel launches check it)
 
     def __init__(self, loss=None, param=None, seed=None, clear_gradients=True, parameters=None):
@@ -40,6 +44,7 @@ class FwdMode:
         self.clear = clear_gradients
 
     def __enter__(self):
+        """Clear the duals and seed `param.dual` with `seed`."""
         from .field import Field
         from .ndarray import Ndarray
         if FwdMode.active is not None:
@@ -50,7 +55,7 @@ class FwdMode:
             if not isinstance(a, (Field, Ndarray)):
                 raise SpiradTypeError(f"FwdMode {what} must be a field or an ndarray, got "
                                       f"{type(a).__name__}")
-            if a.dual is None:
+            if not a.needs_dual:
                 raise SpiradAutodiffError(f"FwdMode {what} {a._label()} has no dual: create it with "
                                           f"needs_dual=True (or call sd.root.lazy_dual())")
         p = self.param
@@ -69,7 +74,7 @@ class FwdMode:
                                    f"elements (shape {p.full_shape})")
         if self.clear:
             for f in _state.current().fields:
-                if f.dual is not None and f.shape is not None:
+                if f.needs_dual and f.shape is not None:
                     f.dual.fill(0)
             for a in losses:
                 if isinstance(a, Ndarray):
@@ -79,6 +84,7 @@ class FwdMode:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        """Clear the seed (`param.dual`); the outputs' duals stay."""
         _ACTIVE.set(None)
         self.param.dual.fill(0)  # clear the seed, as Taichi does
         return False

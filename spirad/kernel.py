@@ -12,12 +12,13 @@ check); otherwise the signature is checked and a new plan is built.
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
 from . import guard as _guard
 from . import launch as _launch
@@ -27,6 +28,9 @@ from .func import PyFunction
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
+from .program import materialize_if_needed
+from .struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
+from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -34,6 +38,8 @@ FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the 
 
 
 class Kernel(PyFunction):
+    """A compiled kernel (`@sd.kernel`). Call it to launch; `k.grad(*args)` runs its adjoint.
+    Compiled once per argument signature, at the first call."""
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
@@ -41,6 +47,7 @@ class Kernel(PyFunction):
         self.params = None
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
+        self._py_signature = None   # inspect.Signature, for keyword arguments at launch
         self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
         _state.kernels.add(self)    # forget() at the next init()
 
@@ -62,6 +69,9 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
+                                        if is_struct_annotation(a))
+            self._has_structs = bool(self._struct_params)
         return self.params
 
     def __get__(self, obj, objtype=None):
@@ -98,9 +108,28 @@ class Kernel(PyFunction):
         node = fdef.args.args[index] if index is not None and index < len(fdef.args.args) else fdef
         return user_error(cls, msg, src.loc(node))
 
+    def _expand(self, args):
+        """Dataclass arguments: their ndarrays appended as hidden arguments (struct_args)."""
+        params = self._annotations()
+        if not self._has_structs or len(args) != len(params):
+            return args
+        extra = ()
+        for k in self._struct_params:
+            a = args[k]
+            if dataclasses.is_dataclass(a):
+                extra += leaf_arrays(a)
+        return tuple(args) + extra
+
     def _signature(self, args, st):
         params = self._annotations()
         kname = self.fn.__name__
+        hidden = []
+        if self._has_structs and len(args) > len(params):
+            for (name, ann), a in zip(params, args):
+                if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                    hidden.extend((f"{name}.{'.'.join(path)}", NdarrayType())
+                                  for path, _ in ndarray_leaves(a))
+            params = list(params) + hidden
         if len(args) != len(params):
             raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
@@ -145,6 +174,22 @@ class Kernel(PyFunction):
             elif isinstance(ann, Template) or ann is Template:
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
+            elif is_struct_annotation(ann):
+                if not dataclasses.is_dataclass(a):
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
+                                          f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)
+                first = len(self.params) + sum(len(sp[2]) for sp in specs if sp[0] == "struct")
+                paths = tuple((path, first + k) for k, (path, _) in enumerate(ndarray_leaves(a)))
+                specs.append(("struct", a, paths))
+                key.append(("struct", struct_key(a)))
+            elif _is_tensor_annotation(ann):  # sd.Tensor: a field (template) or an ndarray
+                if isinstance(a, Ndarray):
+                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                    specs.append(spec)
+                    key.append(spec)
+                else:
+                    specs.append(("template", a))
+                    key.append(("template", _template_key(a)))
             else:
                 try:
                     dtype = _scalar_annotation(ann, st, name, kname)
@@ -188,6 +233,7 @@ class Kernel(PyFunction):
                 out.extend(np.asarray(a).reshape(-1).tolist())
             else:
                 out.append(a)
+        out.extend(args[len(params):])  # hidden ndarrays of dataclass arguments
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
@@ -231,12 +277,22 @@ class Kernel(PyFunction):
         st = _state.current()
         epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
         flat = self.flat(args)
-        if p is not None and p.epoch == epoch and _launch.same_args(p.args, flat):
-            return p  # the same inputs as the last launch: everything is known
+        if p is not None and p.epoch == epoch:
+            if _launch.same_args(p.args, flat):
+                return p  # the same inputs as the last launch: everything is known
+            q = _launch.rebind(p, flat)  # only scalar values changed (`step(t)`)
+            if q is not None:
+                self._plans[mode] = q
+                return q
         c = (self.compile, self.compile_adjoint, self.compile_forward_mode,
              self.compile_validation)[mode](args)
         p = self._plans[mode] = _launch.plan(c, flat, epoch)
         return p
+
+    def release_plans(self) -> None:
+        """Forget the last launch plans: they keep their arguments alive (kernel_function binds
+        new buffers at every call, which may then be reused)."""
+        self._plans = [None] * len(self._plans)
 
     def _foreign_args(self, args):
         """numpy arrays / torch tensors given to types.ndarray() parameters replaced by their
@@ -275,9 +331,15 @@ class Kernel(PyFunction):
         return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
+        materialize_if_needed()  # spirad.program: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
+            given = args
             args, copies = self._foreign_args(args)
+            foreign = args is not given
+            args = self._expand(args)
             p = self._plan(args, mode)
+            if foreign and self._arrays is not None:  # refuse writes into torch leaves (as torch)
+                self._arrays.check_writes(self, given, p.compiled.writes)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
@@ -287,22 +349,53 @@ class Kernel(PyFunction):
             return value
 
     # -- launch -------------------------------------------------------------------------------
-    def __call__(self, *args):
-        tape = Tape.active
-        mode = FWD_MODE if FwdMode.active is not None else \
-            VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
-        value = self._run(args, mode, tape)
-        if Tape.active is not None:
-            Tape.active.record(self, args)
-        return value
+    def bind(self, args, kwargs) -> tuple:
+        """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would."""
+        if not kwargs:
+            return args
+        sig = self._py_signature
+        if sig is None:
+            import inspect
+            sig = self._py_signature = inspect.signature(self.fn)
+        try:
+            ba = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
+        return tuple(ba.args)
 
-    def grad(self, *args):
+    def __call__(self, *args, **kwargs):
+        """Launch the kernel (compiled for these arguments' types at the first call); keyword
+        arguments are bound to positions (Quadrants)."""
+        try:
+            if kwargs:
+                args = self.bind(args, kwargs)
+            tape = Tape.active
+            mode = FWD_MODE if FwdMode.active is not None else \
+                VALIDATE if tape is not None and tape.validation and not tape.suspended else FORWARD
+            value = self._run(args, mode, tape)
+            if Tape.active is not None:
+                Tape.active.record(self, args)
+            return value
+        except SpiradError as e:  # user frames only (spirad.tracebacks)
+            reraise_stripped(e)
+            raise
+
+    @api
+    def grad(self, *args, **kwargs):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
-        self._run(args, ADJOINT)
+        self._run(self.bind(args, kwargs), ADJOINT)
+        if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
+            from .tracebacks import called_from_user, warn_user
+            if called_from_user():
+                warn_user(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray that "
+                          f"kernel {self.fn.__name__} reads or writes has a gradient. Create the "
+                          f"values to differentiate with needs_grad=True (fields, sd.ndarray) or "
+                          f"call sd.root.lazy_grad()")
 
 
+@api_class
 class BoundKernel:
     """`obj.kernel`: calls (and `.grad`) pass `obj` as the kernel's first argument."""
 
@@ -310,11 +403,12 @@ class BoundKernel:
         self.kernel, self.obj = kernel, obj
         self.__name__ = kernel.fn.__name__
 
-    def __call__(self, *args):
-        return self.kernel(self.obj, *args)
+    def __call__(self, *args, **kwargs):
+        return self.kernel(self.obj, *args, **kwargs)
 
-    def grad(self, *args):
-        return self.kernel.grad(self.obj, *args)
+    def grad(self, *args, **kwargs):
+        """The adjoint of the kernel method, with the object as its first argument."""
+        return self.kernel.grad(self.obj, *args, **kwargs)
 
 
 def data_oriented(cls):
@@ -336,7 +430,28 @@ def _scalar_annotation(ann, st, name, kname):
     if ann is inspect.Parameter.empty:
         raise SpiradTypeError(f"argument '{name}' of kernel {kname} needs a type annotation "
                               f"(sd.f32, int, sd.types.ndarray(), sd.template(), ...)")
-    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation {ann!r}")
+    hint = _ANNOTATION_HINTS.get(getattr(ann, "__module__", "").split(".")[0], {}).get(
+        getattr(ann, "__name__", None))
+    raise SpiradTypeError(f"argument '{name}' of kernel {kname} has unsupported annotation "
+                          f"{_annotation_name(ann)}" + (f"; {hint}" if hint else
+                          "; use a dtype (sd.f32, int, float), sd.types.ndarray(), "
+                          "sd.template() or a vector / matrix type"))
+
+
+_ARRAY_HINT = ("annotate array parameters with sd.types.ndarray() (optionally "
+               "sd.types.ndarray(dtype=sd.f32, ndim=1)); numpy arrays and torch tensors are passed "
+               "to it as they are")
+_ANNOTATION_HINTS = {"numpy": {"ndarray": _ARRAY_HINT, "float32": "use sd.f32",
+                               "float64": "use sd.f64", "int32": "use sd.i32", "int64": "use sd.i64"},
+                     "torch": {"Tensor": _ARRAY_HINT}}
+
+
+def _annotation_name(ann) -> str:
+    if isinstance(ann, type):
+        mod = ann.__module__
+        short = {"numpy": "np", "builtins": ""}.get(mod.split(".")[0], mod)
+        return f"{short}.{ann.__qualname__}" if short else ann.__qualname__
+    return repr(ann)
 
 
 def _template_key(a):
@@ -353,5 +468,22 @@ def _template_key(a):
     return ("id", id(a))
 
 
-def kernel(fn) -> Kernel:
+KERNEL_OPTIONS = ("fastcache", "graph")
+
+
+def kernel(fn=None, **options) -> Kernel:
+    """Decorator: compile `fn` as a kernel. Its outermost `for` runs in parallel; arguments are
+    annotated (`sd.f32`, `int`, `sd.types.ndarray()`, `sd.template()`, vector types); `-> type`
+    declares a return value. Also `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:
+    accepted; spirad's own offline cache is always on, and a launch is already one submission)."""
+    unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+    if unknown:
+        raise SpiradTypeError(f"kernel() got unknown option(s) {unknown}; known: {list(KERNEL_OPTIONS)}")
+    if fn is None:
+        return lambda f: Kernel(f)
     return Kernel(fn)
+
+
+def _is_tensor_annotation(ann) -> bool:
+    from .tensor import Tensor
+    return isinstance(ann, type) and issubclass(ann, Tensor)

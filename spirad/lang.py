@@ -9,31 +9,109 @@ from __future__ import annotations
 import numpy as np
 
 
-def sin(x): return np.sin(x)
-def cos(x): return np.cos(x)
-def tan(x): return np.tan(x)
-def tanh(x): return np.tanh(x)
-def asin(x): return np.arcsin(x)
-def acos(x): return np.arccos(x)
-def atan2(y, x): return np.arctan2(y, x)
-def exp(x): return np.exp(x)
-def log(x): return np.log(x)
-def sqrt(x): return np.sqrt(x)
-def rsqrt(x): return 1.0 / np.sqrt(x)
-def pow(x, y): return np.power(x, y)  # noqa: A001 (Taichi name)
-def abs(x): return np.abs(x)  # noqa: A001
-def floor(x, dtype=None): return np.floor(x) if dtype is None else np.floor(x).astype(dtype.np)
-def atan(x): return np.arctan(x)
-def min(*xs): return np.minimum.reduce(xs) if len(xs) > 2 else np.minimum(*xs)  # noqa: A001
-def max(*xs): return np.maximum.reduce(xs) if len(xs) > 2 else np.maximum(*xs)  # noqa: A001
-def select(cond, a, b): return np.where(cond, a, b)
+def sin(x):
+    """Sine (radians). In kernels: f32 / f64 on every backend (docs/vecmath.md for accuracy)."""
+    return np.sin(x)
+
+
+def cos(x):
+    """Cosine (radians)."""
+    return np.cos(x)
+
+
+def tan(x):
+    """Tangent (radians)."""
+    return np.tan(x)
+
+
+def tanh(x):
+    """Hyperbolic tangent."""
+    return np.tanh(x)
+
+
+def asin(x):
+    """Arc sine, in [-pi/2, pi/2]."""
+    return np.arcsin(x)
+
+
+def acos(x):
+    """Arc cosine, in [0, pi]."""
+    return np.arccos(x)
+
+
+def atan2(y, x):
+    """The angle of the point (x, y), in (-pi, pi] (note the argument order: y first)."""
+    return np.arctan2(y, x)
+
+
+def exp(x):
+    """e to the power x."""
+    return np.exp(x)
+
+
+def log(x):
+    """Natural logarithm."""
+    return np.log(x)
+
+
+def sqrt(x):
+    """Square root."""
+    return np.sqrt(x)
+
+
+def log1p(x):
+    """log(1 + x), accurate for x near 0 (where log(1 + x) loses x's digits)."""
+    return np.log1p(x)
+
+
+def rsqrt(x):
+    """1 / sqrt(x)."""
+    return 1.0 / np.sqrt(x)
+
+
+def pow(x, y):  # noqa: A001 (Taichi name)
+    """x to the power y; an integer exponent known at compile time becomes multiplications."""
+    return np.power(x, y)
+
+
+def abs(x):  # noqa: A001
+    """Absolute value (integers and floats)."""
+    return np.abs(x)
+
+
+def floor(x, dtype=None):
+    """The largest integer <= x, as a float; `dtype=sd.i32` gives an integer (Taichi)."""
+    return np.floor(x) if dtype is None else np.floor(x).astype(dtype.np)
+
+
+def atan(x):
+    """Arc tangent, in (-pi/2, pi/2)."""
+    return np.arctan(x)
+
+
+def min(*xs):  # noqa: A001
+    """The smallest of two or more values (element-wise on vectors)."""
+    return np.minimum.reduce(xs) if len(xs) > 2 else np.minimum(*xs)
+
+
+def max(*xs):  # noqa: A001
+    """The largest of two or more values (element-wise on vectors)."""
+    return np.maximum.reduce(xs) if len(xs) > 2 else np.maximum(*xs)
+
+
+def select(cond, a, b):
+    """`a` where `cond` is true, else `b` (both are evaluated; element-wise on vectors)."""
+    return np.where(cond, a, b)
 
 
 def cast(x, dtype):
+    """`x` converted to `dtype` (float -> int truncates toward zero)."""
     return np.asarray(x).astype(dtype.np)
 
 
 def atomic_add(target, value):
+    """`target += value` atomically on a field / ndarray element (kernels only); returns the old
+    value. `+=` on a global element in a kernel is the same."""
     raise _python_scope("atomic_add")
 
 
@@ -58,7 +136,7 @@ def randn(dt=None):
 
 
 def loop_config(serialize=False, block_dim=None, parallelize=None, uniform=False,
-                bit_vectorize=False):
+                bit_vectorize=False, name=None):
     """`sd.loop_config(serialize=True)` before a for loop in a kernel runs that loop serially;
     block_dim / parallelize are hints. Only meaningful inside kernels."""
     raise _python_scope("loop_config")
@@ -87,43 +165,121 @@ def assume_in_range(x, base, low, high):
 
 
 def atomic_sub(target, value):
+    """`target -= value` atomically (kernels only); returns the old value."""
     raise _python_scope("atomic_sub")
 
 
 # Quadrants' other atomics: `x = op(x, v)` as one atomic step on a field / ndarray element (a
 # plain update on a local), returning the old value. min / max on numbers; and / or / xor on ints.
 def atomic_min(target, value):
+    """`target = min(target, value)` atomically on a global element (kernels only); returns the old
+    value."""
     raise _python_scope("atomic_min")
 
 
 def atomic_max(target, value):
+    """`target = max(target, value)` atomically on a global element (kernels only); returns the old
+    value."""
     raise _python_scope("atomic_max")
 
 
 def atomic_and(target, value):
+    """`target &= value` atomically on an integer global element (kernels only); returns the old
+    value."""
     raise _python_scope("atomic_and")
 
 
 def atomic_or(target, value):
+    """`target |= value` atomically on an integer global element (kernels only); returns the old
+    value."""
     raise _python_scope("atomic_or")
 
 
 def atomic_xor(target, value):
+    """`target ^= value` atomically on an integer global element (kernels only); returns the old
+    value."""
     raise _python_scope("atomic_xor")
 
 
+def atomic_exchange(target, value):
+    """Store `value`, return the old value, atomically (Quadrants)."""
+    raise _python_scope("atomic_exchange")
+
+
+def raw_mod(a, b):
+    """C's remainder: the sign of `a` (Python's `%` takes the sign of `b`)."""
+    return np.fmod(a, b)
+
+
 def polar_decompose(a, dt=None):
-    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 matrices (Taichi's closed form)."""
+    """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 (Taichi's closed form) and 3x3
+    (from `svd`) matrices."""
     a = np.asarray(a, dtype=np.float64)
+    from .matrix import matrix_value
+    if a.shape == (3, 3):
+        u, s, v = (np.asarray(x) for x in svd(a))
+        return matrix_value(u @ v.T), matrix_value(v @ s @ v.T)
     if a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError("polar_decompose supports 2x2 matrices only")
+        raise SpiradNotSupportedError("polar_decompose supports 2x2 and 3x3 matrices")
     x, y = a[0, 0] + a[1, 1], a[1, 0] - a[0, 1]
     inv = 1.0 / np.sqrt(x * x + y * y)
     c, s = x * inv, y * inv
     r = np.array([[c, -s], [s, c]])
-    from .matrix import matrix_value
     return matrix_value(r), matrix_value(r.T @ a)
+
+
+def _square(a, name, sizes=(2, 3)) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] not in sizes:
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError(f"{name} supports " + " and ".join(
+            f"{k}x{k}" for k in sizes) + f" matrices (got shape {a.shape})")
+    return a
+
+
+def svd(a, dt=None):
+    """(U, S, V) with a = U @ S @ V.T, S diagonal — in kernels 2x2 and 3x3 with Taichi's
+    conventions (frontend/svd: 2x2 s1 >= s2 >= 0 and V a rotation; 3x3 U, V rotations, the last
+    singular value negative when det a < 0); here numpy's SVD brought to those conventions
+    (signs of singular vectors may differ from a kernel's)."""
+    a = _square(a, "svd")
+    u, s, vt = np.linalg.svd(a)
+    v = vt.T
+    if a.shape[0] == 3:
+        for m in (u, v):
+            if np.linalg.det(m) < 0:
+                m[:, 2] *= -1
+                s[2] *= -1
+    elif np.linalg.det(v) < 0:
+        v[:, 1] *= -1
+        u[:, 1] *= -1
+    from .matrix import matrix_value
+    return matrix_value(u), matrix_value(np.diag(s)), matrix_value(v)
+
+
+def sym_eig(a, dt=None):
+    """(eigenvalues, eigenvectors as columns) of a symmetric 2x2 (values descending, Taichi's
+    order) or 3x3 (ascending) matrix."""
+    a = _square(a, "sym_eig")
+    w, q = np.linalg.eigh(a)
+    if a.shape[0] == 2:
+        w, q = w[::-1], q[:, ::-1]
+    from .matrix import matrix_value
+    return matrix_value(w), matrix_value(q)
+
+
+def eig(a, dt=None):
+    """Eigenvalues (rows: real, imaginary part) and eigenvectors (columns of (re, im) pairs) of a
+    2x2 real matrix, Taichi's layout."""
+    a = _square(a, "eig", (2,))
+    w, q = np.linalg.eig(a)
+    order = np.argsort(-w.real, kind="stable")
+    w, q = w[order], q[:, order]
+    vals = np.stack([w.real, w.imag], 1)
+    vecs = np.stack([q.real, q.imag], 1).reshape(4, 2)
+    from .matrix import matrix_value
+    return matrix_value(vals), matrix_value(vecs)
 
 
 def static(x, *more):

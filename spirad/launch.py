@@ -16,8 +16,8 @@ about a launch is decided here, in one place.
 """
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,12 +25,13 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
 from . import guard as _guard
+from . import logs as _log
 from . import printing, sizing_cache
+from . import profiler as _profiler
 from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
-_PACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
 
 
 @dataclass(eq=False)
@@ -84,10 +85,13 @@ class LaunchPlan:
     epoch: int
     args: tuple
     argbuf: bytes
-    storages: list          # in `abi.bindings` order; None for kernel temporaries
+    storages: list          # in `abi.bindings` order; None for kernel temporaries; never changed
+                            # once planned (backends compare it by identity)
     ranges: list            # per task: (begin, end), or None where the backend evaluates the
                             # range when the task starts (DEVICE_BOUNDS)
     adstack: AdstackPlan = None
+    scalars: list = None    # per argument: its scalar value, or None (host bound functions)
+    shapes: dict = None     # (argument, axis) -> ndarray extent (host bound functions)
 
 
 def _buffer(arr, which):
@@ -111,7 +115,6 @@ def same_args(a, b) -> bool:
 def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
     """The LaunchPlan of `c` with these (already checked) arguments."""
     abi = c.abi
-    argbuf = bytearray(abi.arg_buffer_size)
     scalars = []
     for i, spec in enumerate(c.tl.args):
         if spec.kind == "scalar":
@@ -120,8 +123,6 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
                 info = np.iinfo(spec.dtype.np)
                 if not info.min <= int(v) <= info.max:
                     raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
-            struct.pack_into(_PACK[spec.dtype.name], argbuf, abi.arg_offsets[i],
-                             bool(v) if spec.dtype == T.u1 else v)
             scalars.append(v)
         else:
             scalars.append(None)
@@ -130,8 +131,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         n = args[a].full_shape[ax]
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
-        struct.pack_into("<i", argbuf, off, n)
         shapes[(a, ax)] = n
+    argbuf = abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])
     storages = []
     for src in c.bindings_src:
         if src[0] == "field":
@@ -141,9 +142,76 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(_buffer(arr, src[2])._storage())
         else:
             storages.append(None)  # temps: the backend owns them
+    ranges = _ranges(c, scalars, shapes)
+    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges,
+                      scalars=scalars, shapes=shapes)
+
+
+def _ranges(c: Compiled, scalars, shapes) -> list:
+    """Per task (begin, end) from the host bound functions (None: evaluated on the device),
+    checked against the backend's index range."""
     ranges = [(0, 1) if b is None else None if b is DEVICE_BOUNDS else
               (b[0](scalars, shapes), b[1](scalars, shapes)) for b in c.bounds]
-    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges)
+    limit = _state.backend().max_elements
+    for r in ranges:
+        if r is not None and r[1] > r[0] and (r[1] - r[0] > limit or max(map(abs, r)) > limit):
+            be = _state.backend()
+            raise SpiradValueError(f"kernel {c.tl.name}: a parallel loop over [{r[0]}, {r[1]}) "
+                                   f"runs past the {limit:,} iterations / indices the {be.name} "
+                                   f"backend's 32-bit task ranges hold; split the loop, or use "
+                                   f"arch=sd.cpu (64-bit)")
+    return ranges
+
+
+_NUMBER_TYPES = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64,
+                           np.uint32, np.int16, np.int8, np.uint8, np.uint16, np.uint64})
+
+
+_INT_RANGES: dict = {}
+
+
+def _int_range(dt) -> tuple:
+    r = _INT_RANGES.get(dt)
+    if r is None:
+        info = np.iinfo(dt.np)
+        r = _INT_RANGES[dt] = (int(info.min), int(info.max))
+    return r
+
+
+def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
+    """`p` for `args` that differ from its own only in scalar values of the same Python types
+    (the time step `t` of `step(t)`, launched thousands of times): the argument bytes rewritten
+    and the ranges re-evaluated, nothing else checked again; None when anything else differs
+    (the caller then checks the signature and plans anew)."""
+    old = p.args
+    if len(old) != len(args):
+        return None
+    specs = p.compiled.tl.args
+    argbuf = None
+    scalars = p.scalars
+    for i, (x, y) in enumerate(zip(old, args)):
+        if x is y:
+            if type(x) in (list, dict):  # a template container may have changed in place
+                return None
+            continue
+        t = type(y)
+        if t is not type(x) or t not in _NUMBER_TYPES or specs[i].kind != "scalar":
+            return None
+        dt = specs[i].dtype
+        if dt.is_int:
+            lo, hi = _int_range(dt)
+            if not lo <= int(y) <= hi:
+                return None  # the full check reports it
+        if argbuf is None:
+            argbuf = bytearray(p.argbuf)
+            scalars = list(scalars)
+        p.compiled.abi.pack_scalar(argbuf, i, dt, y)
+        scalars[i] = y
+    if argbuf is None:
+        return p
+    c = p.compiled
+    return LaunchPlan(c, p.epoch, tuple(args), bytes(argbuf), p.storages,
+                      _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes)
 
 
 def run_once(c: Compiled, args):
@@ -172,20 +240,47 @@ def run(p: LaunchPlan):
 def _launch(p: LaunchPlan) -> None:
     c = p.compiled
     be = _state.backend()
+    prof = _profiler.current  # sd.init(kernel_profiler=True): time this launch
     if c.prints:
         _state.current().prints.dirty = True
     if c.sizing is not None:
+        t0 = time.perf_counter()
         sized = sizing_cache.evaluate(c.sizing, p.args)
         ad = p.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
                           for ti, s in enumerate(sized))
             ad = p.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
-        be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+            if _log.logger.isEnabledFor(10):  # logging.DEBUG
+                _log_sizing(c.tl.name, sized, time.perf_counter() - t0)
+        elif ad.args is not p.args:  # a plan rebound to new scalars (`rebind`): same sizes
+            ad = p.adstack = replace(ad, args=p.args)
+        if prof is None:
+            be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+        else:
+            token = prof.start()
+            try:
+                be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
+            finally:
+                prof.stop(c.tl.name, token)
         if sizing_cache.debug_enabled():
             sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
+    elif prof is not None:
+        token = prof.start()
+        try:
+            be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+        finally:
+            prof.stop(c.tl.name, token)
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+def _log_sizing(name, sized, seconds) -> None:
+    """The DEBUG line of a launch whose adstack sizes changed (`spirad.logs`)."""
+    parts = [f"task {k}: capacities {list(s.caps)}, strides {s.layout.stride_float} B float / "
+             f"{s.layout.stride_int} B int" for k, s in enumerate(sized) if s is not None]
+    _log.logger.debug("sized the adstacks of %s in %s: %s", name, _log.ms(seconds),
+                      "; ".join(parts))
 
 
 def _bump(p: LaunchPlan) -> None:

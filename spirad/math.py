@@ -42,16 +42,19 @@ def _both(fn) -> MathFunc:
 
 @_both
 def ceil(x):
+    """The smallest integer >= x (as a float)."""
     return -floor(-x)
 
 
 @_both
 def trunc(x):
+    """x rounded toward zero (as a float)."""
     return select(x < 0, -floor(-x), floor(x))
 
 
 @_both
 def round(x):  # noqa: A001 - half away from zero, like C's round (Taichi's ti.round)
+    """x rounded to the nearest integer, halves away from zero (as C's round; a float)."""
     a = abs(x)
     t = floor(a)
     r = t + select(a - t >= 0.5, 1.0, 0.0)
@@ -60,92 +63,111 @@ def round(x):  # noqa: A001 - half away from zero, like C's round (Taichi's ti.r
 
 @_both
 def sign(x):
+    """1.0, -1.0 or 0.0 by the sign of x."""
     return select(x > 0, 1.0, select(x < 0, -1.0, 0.0))
 
 
 @_both
 def fract(x):
+    """x - floor(x), in [0, 1)."""
     return x - floor(x)
 
 
 @_both
 def clamp(x, xmin, xmax):
+    """x limited to [xmin, xmax]."""
     return min(max(x, xmin), xmax)
 
 
 @_both
 def mix(x, y, a):
+    """Linear interpolation x * (1 - a) + y * a."""
     return x * (1.0 - a) + y * a
 
 
 @_both
 def step(edge, x):
+    """0.0 where x < edge, else 1.0."""
     return select(x < edge, 0.0, 1.0)
 
 
 @_both
 def smoothstep(edge0, edge1, x):
+    """Hermite interpolation 0 -> 1 as x goes from edge0 to edge1 (GLSL's smoothstep)."""
     t = clamp((x - edge0) / (edge1 - edge0), 0.0, 1.0)
     return t * t * (3.0 - 2.0 * t)
 
 
 @_both
 def degrees(x):
+    """Radians to degrees."""
     return x * (180.0 / pi)
 
 
 @_both
 def radians(x):
+    """Degrees to radians."""
     return x * (pi / 180.0)
 
 
 @_both
 def log2(x):
+    """Base-2 logarithm."""
     return log(x) * _INV_LN2
 
 
 @_both
 def log10(x):
+    """Base-10 logarithm."""
     return log(x) * _INV_LN10
 
 
 @_both
 def exp2(x):
+    """2 to the power x."""
     return exp(x * _LN2)
 
 
 @_both
 def dot(x, y):
+    """Dot product of two vectors."""
     return x.dot(y)
 
 
 @_both
 def cross(x, y):
+    """Cross product of two 3-vectors (a scalar for 2-vectors)."""
     return x.cross(y)
 
 
 @_both
 def length(x):
+    """Euclidean length of a vector."""
     return sqrt(x.dot(x))
 
 
 @_both
 def distance(x, y):
+    """Euclidean distance between two points."""
     return length(x - y)
 
 
 @_both
 def normalize(x):
+    """The vector scaled to length 1."""
     return x * (1.0 / sqrt(x.dot(x)))
 
 
 @_both
 def reflect(x, n):
+    """x reflected at the plane with normal n (n of length 1)."""
     return x - 2.0 * n.dot(x) * n
 
 
 @_both
 def refract(x, n, eta):
+    """The refraction of direction x at normal n with index ratio eta (zero on total internal
+    reflection)."""
     d = n.dot(x)
     k = 1.0 - eta * eta * (1.0 - d * d)
     return select(k < 0.0, 0.0, 1.0) * (eta * x - (eta * d + sqrt(max(k, 0.0))) * n)
@@ -153,31 +175,37 @@ def refract(x, n, eta):
 
 @_both
 def isinf(x):
+    """Whether x is +inf or -inf."""
     return abs(x) == inf
 
 
 @_both
 def isnan(x):
+    """Whether x is NaN."""
     return x != x
 
 
 @_both
 def vdir(angle):
+    """The unit 2-vector (cos angle, sin angle)."""
     return Vector([cos(angle), sin(angle)])
 
 
 @_both
 def determinant(m):
+    """Determinant of a square matrix."""
     return m.determinant()
 
 
 @_both
 def inverse(m):
+    """Inverse of a square matrix."""
     return m.inverse()
 
 
 @_both
 def rot2(angle):
+    """The 2x2 rotation matrix by `angle` (radians)."""
     c = cos(angle)
     s = sin(angle)
     return Matrix([[c, -s], [s, c]])
@@ -185,11 +213,13 @@ def rot2(angle):
 
 @_both
 def cmul(a, b):
+    """Product of two complex numbers stored as 2-vectors (re, im)."""
     return Vector([a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]])
 
 
 @_both
 def cconj(a):
+    """Complex conjugate of a 2-vector (re, im)."""
     return Vector([a[0], -a[1]])
 
 
@@ -207,32 +237,7 @@ __all__ = [n for n in dir() if not n.startswith("_") and n not in ("MathFunc", "
 # -- Quadrants' bit counting (qd.math.popcnt / clz / ffs): i32 results over the unsigned bit
 # pattern. In kernels these are builtins (`spirad.frontend.bits`: shifts, masks and selects, the
 # same code on every backend); from Python they run on numpy integers.
-def _np_bits(x):
-    import numpy as _np
-    a = _np.asarray(x)
-    width = a.dtype.itemsize * 8 if a.dtype.kind in "iu" else 32
-    return a.astype(_np.uint64) & ((1 << width) - 1), width
-
-
-def popcnt(x):
-    """Number of set bits (an i32)."""
-    import numpy as _np
-    u, _ = _np_bits(x)
-    return _np.vectorize(lambda v: bin(int(v)).count("1"))(u).astype(_np.int32)[()]
-
-
-def clz(x):
-    """Leading zero bits of the unsigned bit pattern (an i32; clz(0) is the width)."""
-    import numpy as _np
-    u, w = _np_bits(x)
-    return _np.vectorize(lambda v: w - int(v).bit_length())(u).astype(_np.int32)[()]
-
-
-def ffs(x):
-    """1-based position of the lowest set bit (an i32; ffs(0) == 0)."""
-    import numpy as _np
-    u, _ = _np_bits(x)
-    return _np.vectorize(lambda v: (int(v) & -int(v)).bit_length())(u).astype(_np.int32)[()]
+from .bitops import clz, ffs, popcnt  # noqa: E402,F401 (Python scope; kernels: frontend/bits)
 
 
 @_both

@@ -10,10 +10,16 @@ import numpy as np
 from . import guard as _guard
 from . import state as _state
 from kernel_ir.errors import SpiradTypeError
-from .field import _HostArray, normalize_shape, resolve_dtype
+from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
+from .tracebacks import api, api_class
 
 
+@api_class
 class Ndarray(_HostArray):
+    """An array passed to kernels as an argument (`sd.types.ndarray()` parameters); its shape is
+    known only at launch. Host access as for fields; `.grad` / `.dual` exist with
+    `needs_grad=True` / `needs_dual=True`. DLPack: `torch.from_dlpack(nd)` /
+    `np.from_dlpack(nd)`."""
     _kind = "ndarray"
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
@@ -22,6 +28,7 @@ class Ndarray(_HostArray):
         self.id = st.new_id()
         self.epoch = st.epoch
         self.shape = normalize_shape(shape)
+        check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         with _guard.LOCK:
@@ -56,10 +63,12 @@ class Ndarray(_HostArray):
 
     @property
     def needs_grad(self) -> bool:
+        """Whether the ndarray has a gradient (`nd.grad`)."""
         return self.grad is not None
 
     @property
     def needs_dual(self) -> bool:
+        """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
 
     def _storage(self):
@@ -89,5 +98,8 @@ class Ndarray(_HostArray):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
 
 
+@api
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+    """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;
+    fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`."""
     return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)

@@ -20,7 +20,6 @@ launch, the bytecode, the evaluated sizes, the strides and the heap sizes.
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ class SizerStats:
 
 stats = SizerStats()
 
-_DEBUG = [os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"]
+_DEBUG = [False]  # SPIRAD_DEBUG_ADSTACK, read by `init` (`refresh_debug_flag`)
 
 
 def debug_enabled() -> bool:
@@ -54,7 +53,8 @@ def debug_enabled() -> bool:
 
 def refresh_debug_flag():
     """Re-read SPIRAD_DEBUG_ADSTACK (called by `init`)."""
-    _DEBUG[0] = os.environ.get("SPIRAD_DEBUG_ADSTACK") == "1"
+    from . import options
+    _DEBUG[0] = options.get("SPIRAD_DEBUG_ADSTACK")
 
 
 def _host_view(array):

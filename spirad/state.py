@@ -38,14 +38,14 @@ class State:
     def field_map(self) -> dict:
         """Field id -> Field (gradient and dual fields included), rebuilt when fields, gradients
         or duals were added."""
-        n = (len(self.fields), self.layout_version, sum(f.dual is not None for f in self.fields))
+        n = (len(self.fields), self.layout_version, sum(f.needs_dual for f in self.fields))
         if self._field_map[0] != n or not self._field_map[1]:
             m = {}
             for f in self.fields:
                 m[f.id] = f
                 if f.needs_grad:
                     m[f.grad.id] = f.grad
-                if f.dual is not None:
+                if f.needs_dual:
                     m[f.dual.id] = f.dual
             self._field_map = (n, m)
         return self._field_map[1]
@@ -55,6 +55,7 @@ _epoch = itertools.count(1)
 state = State(epoch=next(_epoch))
 
 
+RESET_HOOKS: list = []  # called when the state is dropped (modules that keep per-state work)
 kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
 
 
@@ -65,6 +66,8 @@ def reset(**kw) -> State:
     and its backend closed."""
     global state
     old = state
+    for hook in RESET_HOOKS:  # spirad.program's `clear` moment
+        hook()
     pending = None
     if old.backend is not None:
         try:

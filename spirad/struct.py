@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from kernel_ir.errors import SpiradTypeError
 
+from .tracebacks import api_class
+
 
 class StructType:
     """`sd.types.struct(a=float, v=sd.math.vec3)`: member name -> element type, in order."""
@@ -21,10 +23,15 @@ class StructType:
         self.members = dict(members)
         self.name = name
 
-    def field(self, shape=None, needs_grad=False, name="", needs_dual=False) -> "StructField":
+    def field(self, shape=None, needs_grad=False, name="", needs_dual=False,
+              layout=None) -> "StructField":
+        """A struct field of this type: one field per member, all of `shape` (`needs_grad` gives
+        every float member a gradient). `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted;
+        spirad stores members apart (SOA) either way, with the same values."""
         return StructField(self, shape, needs_grad, name, needs_dual)
 
     def __call__(self, *a, **k):
+        """Struct values exist only in kernels (`P(a=1.0)` there); from Python this raises."""
         from kernel_ir.errors import SpiradNotSupportedError
         raise SpiradNotSupportedError(f"{self.name}(...) struct values exist only inside kernels; "
                                       f"in Python scope use a {self.name}.field(...)")
@@ -33,6 +40,7 @@ class StructType:
         return f"<spirad struct {self.name} {list(self.members)}>"
 
 
+@api_class
 class StructField:
     """A struct field: `members` maps each name to its Field."""
 
@@ -41,7 +49,8 @@ class StructField:
     def __init__(self, stype: StructType, shape, needs_grad=False, name="", needs_dual=False):
         from .field import Field
         self.stype = stype
-        self.name = name or stype.name
+        from .field import creation_name
+        self.name = name or creation_name() or stype.name
         self.members = {}
         for m, dt in stype.members.items():
             f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False)
@@ -59,20 +68,37 @@ class StructField:
 
     @property
     def shape(self):
+        """The shape shared by every member field."""
         return next(iter(self.members.values())).shape
 
+    @property
+    def grad(self):
+        """The gradients as a struct field (`s.grad[i].x` is `s.x.grad[i]`, as in Quadrants):
+        the float members that have one; None when none has."""
+        members = {m: f.grad for m, f in self.members.items()
+                   if f.dtype.is_float and f.needs_grad}
+        if not members:
+            return None
+        g = object.__new__(StructField)
+        g.stype, g.name, g.members = self.stype, self.name + ".grad", members
+        return g
+
     def to_numpy(self) -> dict:
+        """Member name -> numpy array of that member."""
         return {m: f.to_numpy() for m, f in self.members.items()}
 
     def from_numpy(self, d: dict) -> None:
+        """Fill members from a dict member name -> array (members not given keep their values)."""
         for m, v in d.items():
             self.members[m].from_numpy(v)
 
     def fill(self, value) -> None:
+        """Set every element of every member to `value`."""
         for f in self.members.values():
             f.fill(value)
 
     def __getitem__(self, key):
+        """Member name -> value at index `key`."""
         return {m: f[key] for m, f in self.members.items()}
 
     def __repr__(self):
@@ -99,12 +125,15 @@ class StructVal:
 
 
 def struct(**members) -> StructType:
+    """`sd.types.struct(a=float, v=vec3)`: a StructType with these members, in order."""
     return StructType(members)
 
 
 class Struct:
+    """Taichi's `ti.Struct`: `sd.Struct.field({'a': float, 'v': vec3}, shape=n)`."""
     @staticmethod
     def field(members: dict, shape=None, needs_grad=False, name="", needs_dual=False):
+        """A struct field with `members` (name -> element type) of `shape`."""
         return StructType(members).field(shape, needs_grad, name, needs_dual)
 
 

@@ -52,17 +52,21 @@ class VectorType(_CompoundType):
 
     @property
     def comp_shape(self) -> tuple:
+        """The element shape, (n,)."""
         return (self.n,)
 
 
 @dataclass(frozen=True)
 class MatrixType(_CompoundType):
+    """Element type of a matrix field / ndarray: `n` x `m` components of `dtype`
+    (`sd.types.matrix(2, 2, float)`, `sd.math.mat3`)."""
     n: int
     m: int
     dtype: DType
 
     @property
     def comp_shape(self) -> tuple:
+        """The element shape, (n, m)."""
         return (self.n, self.m)
 
 
@@ -96,14 +100,19 @@ def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=
 
 
 def template() -> Template:
+    """The annotation of a parameter bound at compile time: fields, Python numbers, objects (a new
+    value compiles a new program)."""
     return Template()
 
 
-def vector(n: int, dtype) -> VectorType:
+def vector(n: int, dtype=float, unpacked=False) -> VectorType:
+    """The vector type of `n` components of `dtype` (an annotation, a field element type, a
+    constructor); without a dtype (Quadrants) the default float type."""
     return VectorType(n, dtype)
 
 
-def matrix(n: int, m: int, dtype) -> MatrixType:
+def matrix(n: int, m: int, dtype=float) -> MatrixType:
+    """The matrix type of `n` x `m` components of `dtype`."""
     return MatrixType(n, m, dtype)
 
 
@@ -113,3 +122,25 @@ def struct(**members):
 
 
 _makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)
+
+
+class _PrimitiveTypes:
+    """`types.primitive_types` (Quadrants): the scalar types by family."""
+    real_types = (f32, f64)
+    integer_types = (i32, i64, u32)
+    all_types = (f32, f64, i32, i64, u32, u1)
+
+
+primitive_types = _PrimitiveTypes()
+
+
+class _NDArrayAnnotation:
+    """`types.NDArray[dtype, ndim]` (Quadrants' subscript form of `types.ndarray(dtype, ndim)`)."""
+
+    def __getitem__(self, key):
+        dtype, ndim = key if isinstance(key, tuple) else (key, None)
+        return NdarrayType(dtype, ndim, None)
+
+
+NDArray = _NDArrayAnnotation()
+Template = Template

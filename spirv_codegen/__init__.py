@@ -5,23 +5,20 @@ Public surface:
     compile_range_args(tl, task_index, abi, caps): a device range's arguments module
     SpirvCaps, SpirvTask, dispatch_geometry, LOCAL_SIZE
     validate(words, target_env='vulkan1.1'), disassemble(words)
-    PUSH_CONSTANT_BYTES, STATUS_* codes, ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING
+    ARGS_BINDING, STATUS_BINDING, FIRST_ARRAY_BINDING (status codes, push constants, range
+    arguments: the wire formats of `kernel_ir.abi`)
     adstack_bindings(n), META_NAME, HEAP_FLOAT_NAME, HEAP_INT_NAME
 See `spirv_codegen.lower` for the binding / push-constant / status conventions and
 `spirv_codegen.adstack` for the adstack buffers.
 """
 from .adstack import HEAP_FLOAT_NAME, HEAP_INT_NAME, META_NAME, adstack_bindings
-from .interface import (ARGS_BINDING, FIRST_ARRAY_BINDING, PUSH_CONSTANT_BYTES,
-                        STATUS_ADSTACK_OVERFLOW, STATUS_BINDING, STATUS_INDEX_OUT_OF_RANGE,
-                        STATUS_LOOP_CAP, STATUS_OK, STATUS_WORDS)
+from .interface import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING
 from .lower import (LOCAL_SIZE, SpirvCaps, SpirvTask, compile_task, compile_tasks, dispatch_geometry,
                     global_accesses)
-from .range_args import RANGE_ARGS_WORDS, compile_range_args
+from .range_args import compile_range_args
 from .validator import disassemble, validate
 
 __all__ = ["compile_tasks", "compile_task", "SpirvCaps", "SpirvTask", "dispatch_geometry",
-           "LOCAL_SIZE", "validate", "disassemble", "PUSH_CONSTANT_BYTES", "STATUS_OK",
-           "STATUS_ADSTACK_OVERFLOW", "STATUS_LOOP_CAP", "STATUS_INDEX_OUT_OF_RANGE", "STATUS_WORDS", "ARGS_BINDING",
+           "LOCAL_SIZE", "validate", "disassemble", "ARGS_BINDING",
            "STATUS_BINDING", "FIRST_ARRAY_BINDING", "adstack_bindings", "META_NAME",
-           "HEAP_FLOAT_NAME", "HEAP_INT_NAME", "global_accesses", "compile_range_args",
-           "RANGE_ARGS_WORDS"]
+           "HEAP_FLOAT_NAME", "HEAP_INT_NAME", "global_accesses", "compile_range_args"]

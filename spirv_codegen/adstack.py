@@ -66,10 +66,10 @@ error. A load whose node dtype differs from the stack's is converted like a CAST
 """
 from __future__ import annotations
 
-from kernel_ir.abi import adstack_allocas
+from kernel_ir.abi import STATUS_ADSTACK_OVERFLOW, adstack_allocas
 from kernel_ir.dtypes import f64, u1, u32
 
-from .interface import FIRST_ARRAY_BINDING, STATUS_ADSTACK_OVERFLOW
+from .interface import FIRST_ARRAY_BINDING
 from .lower_math import lower_cast
 
 META_NAME = "AdStackMeta"
@@ -78,11 +78,12 @@ HEAP_INT_NAME = "AdStackHeapInt"
 HEAP_NAME = "AdStackHeap"  # both heaps in one buffer (single_heap)
 
 
-def adstack_bindings(num_arrays: int, single_heap: bool = False) -> tuple[int, int, int]:
-    """(meta, heap_float, heap_int) binding numbers for a kernel with `num_arrays` arrays; with
-    `single_heap` (profile.py) both heaps are one buffer, each row the float row then the int
-    row."""
-    b = FIRST_ARRAY_BINDING + num_arrays
+def adstack_bindings(num_arrays: int, single_heap: bool = False,
+                     first: int = FIRST_ARRAY_BINDING) -> tuple[int, int, int]:
+    """(meta, heap_float, heap_int) binding numbers for a kernel with `num_arrays` arrays from
+    binding `first` (`buffers.BufferMap.first_array`); with `single_heap` (profile.py) both
+    heaps are one buffer, each row the float row then the int row."""
+    b = first + num_arrays
     return (b, b + 1, b + 1) if single_heap else (b, b + 1, b + 2)
 
 
@@ -94,7 +95,8 @@ class AdStacks:
         self.allocas = adstack_allocas(L.task)
         self.index = {n: k for k, n in enumerate(self.allocas)}
         self.single = L.E.profile.single_heap
-        self.b_meta, self.b_float, self.b_int = adstack_bindings(len(L.abi.bindings), self.single)
+        self.b_meta, self.b_float, self.b_int = adstack_bindings(L.io.bmap.num_arrays, self.single,
+                                                                 L.io.bmap.first_array)
         self.io.buffer_names.update({self.b_meta: META_NAME, self.b_float: HEAP_FLOAT_NAME,
                                      self.b_int: HEAP_INT_NAME})
         if self.single:

@@ -63,16 +63,21 @@ def atomic_add(L, ptr: int, v: int, dt) -> int:
     return atomic_rmw(L, Op.ATOMIC_ADD, ptr, v, dt)
 
 
-def atomic_rmw(L, op, ptr: int, v: int, dt) -> int:
+def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
     """Emit atomic `op` of `v` at `ptr` (a StorageBuffer element pointer of the binding's
-    storage type); returns the old value as `dt`. `L` is the TaskLowerer (for the emitter and
-    loop bookkeeping)."""
+    storage type `storage`, default `dt`); returns the old value as `dt`. An int in a root view
+    of unsigned words (`buffers.view_dtype`) is bitcast in and out, the opcode chosen by `dt`'s
+    signedness. `L` is the TaskLowerer (for the emitter and loop bookkeeping)."""
     E, caps = L.E, L.caps
     check_supported(op, dt, caps)
     scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
     if dt.kind in "iu":
         if dt.bits == 64:
             E.m.capability("Int64Atomics")
+        st = dt if storage is None else storage
+        if st != dt:
+            old = E.op(_INT_OPS[op][dt.kind == "u"], st, ptr, scope, sem, E.op("OpBitcast", st, v))
+            return E.op("OpBitcast", dt, old)
         return E.op(_INT_OPS[op][dt.kind == "u"], dt, ptr, scope, sem, v)
     if dt.kind == "b":
         one, zero = E.c(1, u32), E.c(0, u32)

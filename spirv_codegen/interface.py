@@ -7,32 +7,35 @@ into the entry block's prologue so they dominate the whole body.
 """
 from __future__ import annotations
 
+import struct
+
+from kernel_ir.abi import PUSH_CONSTANTS, RangeArg, StatusWord
 from kernel_ir.dtypes import f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
+from .buffers import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING, BufferMap, view_dtype
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
 
-ARGS_BINDING = 0
-STATUS_BINDING = 1
-FIRST_ARRAY_BINDING = 2
-PUSH_CONSTANT_BYTES = 12  # i32 begin, i32 end, u32 threads_per_row
-
-STATUS_OK = 0
-STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full (see adstack.py)
-STATUS_LOOP_CAP = 2           # loop iteration cap of the driver would be exceeded
-STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access had an index out of range
-STATUS_TICKET_WORD = 8        # profiles without compare-exchange: the first-error ticket counter
-STATUS_WORDS = 9              # the status buffer holds at least this many u32 words
+# the push constants (kernel_ir.abi.PUSH_CONSTANTS): member -> (dtype, byte offset)
+_PC_TYPES = {"i": i32, "I": u32}
+_PC_MEMBERS = tuple((_PC_TYPES[f], struct.calcsize("<" + "".join(g for _, g in PUSH_CONSTANTS[:k])))
+                    for k, (_, f) in enumerate(PUSH_CONSTANTS))
+PC_BEGIN, PC_END, PC_THREADS_PER_ROW = (
+    [name for name, _ in PUSH_CONSTANTS].index(n) for n in ("begin", "end", "threads_per_row"))
 
 
 class Interface:
-    def __init__(self, E: Emitter, abi, storage: dict, device_range_local_size=None):
+    def __init__(self, E: Emitter, abi, storage: dict, device_range_local_size=None, bmap=None):
         self.E = E
         self.abi = abi
-        # device ranges (lower.py): begin / end from the range-arguments buffer (binding 2 + n),
-        # threads per row = num_workgroups.x * this local size; None: from the push constants
+        # where each ref lives (`buffers.BufferMap`): its own buffer, or a root view at an offset
+        self.bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
+        # device ranges (lower.py): begin / end from the range-arguments buffer (binding 2 +
+        # num_arrays, read-only), threads per row = num_workgroups.x * this local size; None:
+        # from the push constants
         self.device_range_local_size = device_range_local_size
-        self.storage = storage  # binding index k -> 'native' | 'bool' | 'bits'
+        self.storage = storage  # binding index k -> 'native' | 'bits' | 'signed' (buffers.py)
+        self.readonly: set = set()  # bindings declared NonWritable (read-only storage)
         self._buffers: dict[int, tuple] = {}
         self._prologue_cache: dict = {}
         self._pc = None
@@ -72,8 +75,14 @@ class Interface:
             var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
             m.decorate(var, "DescriptorSet", 0)
             m.decorate(var, "Binding", binding)
-            name = {ARGS_BINDING: "args", STATUS_BINDING: "status", **self.buffer_names}
-            m.name(var, name.get(binding, f"buf{binding - FIRST_ARRAY_BINDING}"))
+            if binding in self.readonly:
+                m.decorate(var, "NonWritable")
+            name = {ARGS_BINDING: "args", **self.buffer_names}
+            if self.bmap.status_chunk < 0:
+                name[STATUS_BINDING] = "status"
+            for i, (c, vdt) in enumerate(self.bmap.views):
+                name[self.bmap.first_array + i] = f"root{c}_{vdt.name}"
+            m.name(var, name.get(binding, f"buf{binding - self.bmap.first_array}"))
             self._buffers[binding] = (var, m.t_pointer("StorageBuffer", elem))
         return self._buffers[binding]
 
@@ -83,16 +92,30 @@ class Interface:
         return E.fn.op("OpAccessChain", ptr, var, E.c(0, i32), index)
 
     def storage_dtype(self, k: int, dt):
-        kind = self.storage.get(k, "native")
+        """(the element type ref k is accessed as, 'native' | 'bool' | 'bits'): u1 is a u32 0/1;
+        'bits' is a same-width unsigned int bitcast to and from `dt` (compare-and-swap atomics,
+        root views of ints: `buffers.view_dtype`)."""
+        access = self.storage.get(k, "native")
+        cas = access == "bits"
         if dt.kind == "b":
             return u32, "bool"
-        if kind == "bits":
+        if self.bmap.in_root(k):
+            sdt = view_dtype(dt, access)
+            return sdt, ("native" if sdt == dt else "bits")
+        if cas:
             return (u32 if dt.bits == 32 else U64), "bits"
         return dt, "native"
 
     def array_ptr(self, k: int, dt, index: int) -> tuple[int, object, str]:
         sdt, kind = self.storage_dtype(k, dt)
-        return self.element_ptr(FIRST_ARRAY_BINDING + k, sdt, index), sdt, kind
+        bm = self.bmap
+        if not bm.in_root(k):
+            return self.element_ptr(bm.own_binding(k), sdt, index), sdt, kind
+        E = self.E
+        base = self.prologue(("root_base", k), lambda: E.op(
+            "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
+        index = E.op("OpIAdd", i32, base, index)
+        return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
 
     def load_elem(self, k: int, dt, index: int) -> int:
         E = self.E
@@ -126,7 +149,7 @@ class Interface:
         Block struct holding uvec4[ceil(arg bytes / 16)] with ArrayStride 16."""
         E, m = self.E, self.E.m
         if ARGS_BINDING not in self._buffers:
-            n16 = max(1, -(-self.abi.arg_buffer_size // 16))
+            n16 = max(1, -(-self.bmap.arg_bytes // 16))
             uvec4 = m.t_vector(E.ty(u32), 4)
             arr = m._type(("array", uvec4, n16, 16), "OpTypeArray", uvec4, E.c(n16, u32),
                           decorate=lambda t: m.decorate(t, "ArrayStride", 16))
@@ -160,11 +183,11 @@ class Interface:
     def push_constant(self, member: int) -> int:
         E, m = self.E, self.E.m
         if self._pc is None:
-            it, ut = E.ty(i32), E.ty(u32)
-            st = m.t_push_struct((it, it, ut), (0, 4, 8))
+            st = m.t_push_struct(tuple(E.ty(t) for t, _ in _PC_MEMBERS),
+                                 tuple(off for _, off in _PC_MEMBERS))
             self._pc = m.global_variable(m.t_pointer("PushConstant", st), "PushConstant")
             m.name(self._pc, "launch")
-        dt = u32 if member == 2 else i32
+        dt = _PC_MEMBERS[member][0]
         def make():
             p = E.fn.op("OpAccessChain", m.t_pointer("PushConstant", E.ty(dt)), self._pc,
                         E.c(member, i32))
@@ -172,21 +195,23 @@ class Interface:
         return self.prologue(("pc", member), make)
 
     def range_begin_end(self) -> tuple[int, int]:
-        """(begin, end) of a range task: push constants, or words 3 / 4 of the range
+        """(begin, end) of a range task: push constants, or words BEGIN / END of the range
         arguments (device ranges)."""
         if self.device_range_local_size is None:
-            return self.push_constant(0), self.push_constant(1)
+            return self.push_constant(PC_BEGIN), self.push_constant(PC_END)
         E = self.E
-        b = FIRST_ARRAY_BINDING + len(self.abi.bindings)
+        b = self.bmap.end
         self.buffer_names[b] = "range_args"
+        self.readonly.add(b)  # also the dispatch's indirect buffer: WebGPU forbids read-write
 
         def word(k):
             return lambda: E.op("OpBitcast", i32, E.op("OpLoad", u32, self.element_ptr(b, u32, E.c(k, i32))))
-        return self.prologue(("range", 3), word(3)), self.prologue(("range", 4), word(4))
+        return (self.prologue(("range", RangeArg.BEGIN), word(RangeArg.BEGIN)),
+                self.prologue(("range", RangeArg.END), word(RangeArg.END)))
 
     def threads_per_row(self) -> int:
         if self.device_range_local_size is None:
-            return self.push_constant(2)
+            return self.push_constant(PC_THREADS_PER_ROW)
         E = self.E
         ngr = self.builtin("NumWorkgroups")
         nx = E.op("OpCompositeExtract", u32, ngr, 0)
@@ -216,24 +241,35 @@ class Interface:
 
     # -- status ------------------------------------------------------------------------------
     def write_error(self, code: int, aux: int, aux2: int | None = None) -> None:
-        """First error wins word 0 (compare-exchange from 0, or the ticket of word
-        STATUS_TICKET_WORD where the profile has no compare-exchange); the winner writes `aux` to word 1
-        (and `aux2` to word 2 when given). Control continues after it in a new block."""
+        """First error wins word CODE (compare-exchange from 0, or the ticket of word TICKET where
+        the profile has no compare-exchange); the winner writes `aux` to word TASK (and `aux2` to
+        word AUX when given; kernel_ir.abi.StatusWord). Control continues in a new block."""
         E = self.E
         words = [lambda: E.c(aux, u32)] + ([] if aux2 is None else [lambda: E.c(aux2, u32)])
         self.write_error_words(code, words)
 
+    def status_ptr(self, word: int) -> int:
+        """Pointer to u32 word `word` of the status: binding 1, or its words in a root chunk."""
+        E, bm = self.E, self.bmap
+        if bm.status_chunk < 0:
+            return self.element_ptr(STATUS_BINDING, u32, E.c(word, i32))
+        base = self.prologue("status_base", lambda: E.op("OpBitcast", i32,
+                                                         self.arg_word(bm.status_word)))
+        return self.element_ptr(bm.status_binding(), u32,
+                                E.op("OpIAdd", i32, base, E.c(word, i32)))
+
     def write_error_words(self, code: int, words) -> None:
-        """`write_error` with u32 values for words 1, 2, ... of the status: ids, or callables
-        giving ids (called where the winner stores them)."""
+        """`write_error` with u32 values for the status words after CODE, in `StatusWord` order
+        (TASK, AUX, VALUE_LO, ...): ids, or callables giving ids (called where the winner
+        stores them)."""
         E, fn = self.E, self.E.fn
         scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
         if E.profile.compare_exchange:
-            p0 = self.element_ptr(STATUS_BINDING, u32, E.c(0, i32))
+            p0 = self.status_ptr(StatusWord.CODE)
             old = E.op("OpAtomicCompareExchange", u32, p0, scope, sem, sem, E.c(code, u32),
                        E.c(0, u32))
         else:  # Metal (profile.py): whoever draws ticket 0 is first; it writes word 0 as well
-            pt = self.element_ptr(STATUS_BINDING, u32, E.c(STATUS_TICKET_WORD, i32))
+            pt = self.status_ptr(StatusWord.TICKET)
             old = E.op("OpAtomicIAdd", u32, pt, scope, sem, E.c(1, u32))
         won, merge = fn.label(), fn.label()
         first = E.op("OpIEqual", u1, old, E.c(0, u32))
@@ -241,10 +277,9 @@ class Interface:
         fn.branch_cond(first, won, merge)
         fn.begin(won)
         if not E.profile.compare_exchange:
-            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(0, i32)), E.c(code, u32))
-        for i, w in enumerate(words, 1):
-            E.emit("OpStore", self.element_ptr(STATUS_BINDING, u32, E.c(i, i32)),
-                   w() if callable(w) else w)
+            E.emit("OpStore", self.status_ptr(StatusWord.CODE), E.c(code, u32))
+        for i, w in enumerate(words, StatusWord.CODE + 1):
+            E.emit("OpStore", self.status_ptr(i), w() if callable(w) else w)
         fn.branch(merge)
         fn.begin(merge)
 

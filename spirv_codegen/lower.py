@@ -1,44 +1,31 @@
 """IR TaskList -> one SPIR-V compute module per task.
 
-    compile_tasks(tl, abi, caps, bounds_check=False) -> tuple[SpirvTask, ...]
+    compile_tasks(tl, abi, caps, bounds_check=False, device_ranges=(), bmap=None)
+        -> tuple[SpirvTask, ...]
 
-Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"):
+Conventions every runtime must follow (Vulkan; SPIR-V 1.3, GLCompute, entry point "main"). They
+are described here for the default `bmap=None`: every global in its own buffer, the layout of
+the tests' harness. The Vulkan and Metal backends pass a `buffers.BufferMap` per task instead:
+fields, gradients, temporaries and the status words live in shared *root buffers* at offsets
+given in the argument buffer, bound as one binding per (root chunk, element type) the task
+touches, and only the ndarrays keep a binding each (`spirv_codegen/buffers.py`: the binding
+numbers, views and offset words). Below, "2 + n" is then `bmap.end`.
 
 Descriptors (all in set 0, all storage buffers):
   binding 0      argument buffer, a runtime array of u32. The KernelABI layout: scalar argument i
                  at byte `abi.arg_offsets[i]` (32-bit values in one word, 64-bit values in two
                  little-endian words, u1 as a u32 0/1), ndarray extents (i32) at
                  `abi.shape_offsets`.
-  binding 1      status buffer, a runtime array of u32 (at least STATUS_WORDS = 9 words, zeroed by
-                 the host before a launch). Word 0 = error code, word 1 = auxiliary info; the first
-                 error wins word 0 (compare-exchange from 0) and only that writer sets word 1.
-                 Profiles without compare-exchange (Metal, `profile.py`) atomically add 1 to
-                 word 8 (STATUS_TICKET_WORD) instead; the writer that got 0 sets words 0, 1, ...
-                   0 STATUS_OK                nothing happened
-                   1 STATUS_ADSTACK_OVERFLOW  an ADSTACK_PUSH found its stack full; word 1 =
-                                              task index, word 2 = stack index k. The
-                                              invocation goes on (the push wrote nothing); the
-                                              host must raise.
-                   2 STATUS_LOOP_CAP          a loop would have run past `caps.loop_iteration_cap`
-                                              (lavapipe: 65,535 iterations per invocation in
-                                              total); word 1 = index of the task in the TaskList.
-                                              The invocation stops; the host must raise.
-                   3 STATUS_INDEX_OUT_OF_RANGE only with `bounds_check=True`: a GLOBAL_LOAD /
-                                              GLOBAL_STORE / ATOMIC_ADD had an index outside
-                                              [0, extent) of its axis. Words: 1 = task index,
-                                              2 = binding index k (abi.bindings[k]), 3 = the
-                                              offending *axis value* (the index of the first
-                                              failing axis, bits 0..31), 4 = that axis,
-                                              5 = its extent, 6 = bits 32..63 of the axis value
-                                              (sign bits for a 32-bit signed index), 7 = access
-                                              site: the access' position among the task's
-                                              GLOBAL_LOAD/GLOBAL_STORE/ATOMIC_ADD nodes in
-                                              `walk(task.body)` order. The access is skipped
-                                              (a load / atomic add yields 0, a store writes
-                                              nothing) and the invocation goes on; its first
-                                              failure is kept in Function variables and written
-                                              once, when the invocation ends (before each
-                                              OpReturn). The host must raise.
+  binding 1      status buffer: the status words of `kernel_ir.abi` (STATUS_WORDS u32 words,
+                 zeroed by the host before a launch; first error wins the CODE word by
+                 compare-exchange from 0, or on profiles without compare-exchange (Metal,
+                 `profile.py`) by an atomic ticket in word TICKET). Codes written here:
+                 STATUS_ADSTACK_OVERFLOW (the push wrote nothing; the invocation goes on),
+                 STATUS_LOOP_CAP (a loop would pass `caps.loop_iteration_cap`; the invocation
+                 stops), STATUS_INDEX_OUT_OF_RANGE (only with `bounds_check=True`; the access is
+                 skipped — a load / atomic add yields 0, a store writes nothing — the invocation
+                 goes on, and its first failure is kept in Function variables and written once,
+                 when the invocation ends, before each OpReturn). The host raises.
   binding 2+k    `abi.bindings[k]`: a runtime array of the ref's dtype, ArrayStride = element size,
                  C order. u1 is a u32 0/1. A float buffer that a task updates with a CAS-loop
                  atomic add is declared as same-width unsigned ints in that task (same bytes).
@@ -56,8 +43,8 @@ Descriptors (all in set 0, all storage buffers):
   that many buffers per dispatch. A range task with adstacks is dispatched in chunks of at most
   `rows` threads (the heaps' row count): push constants (chunk_begin, chunk_end, ...) per chunk.
 
-Push constants (12 bytes, `PUSH_CONSTANT_BYTES`): offset 0 i32 begin, offset 4 i32 end,
-offset 8 u32 threads_per_row. For a 'range' task the host evaluates begin/end and dispatches
+Push constants (`kernel_ir.abi.PUSH_CONSTANTS`: i32 begin, i32 end, u32 threads_per_row). For a
+'range' task the host evaluates begin/end and dispatches
 `dispatch_geometry(end - begin)`; invocation `linear = gid.x + threads_per_row * (gid.y +
 num_workgroups.y * gid.z)` runs exactly the one index `begin + linear` if `linear < end - begin`
 (no grid-stride loop: lavapipe caps loop iterations per invocation). A 'serial' task has
@@ -65,42 +52,27 @@ local_size 1 and runs in the invocation with linear == 0 (dispatch (1, 1, 1)).
 
 Device ranges (`compile_tasks(..., device_ranges={task index, ...})`, range tasks whose bounds
 read globals, without adstacks): the task binds one more buffer, binding 2 + n, the *range
-arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`):
-u32 words [groups x, groups y, groups z, begin, end]. The runtime dispatches the args module
-(1, 1, 1), then the task with vkCmdDispatchIndirect from that buffer; the task reads begin / end
-from words 3 / 4 instead of the push constants and uses threads_per_row = num_workgroups.x *
+arguments* written by the task's `compile_range_args` module (`spirv_codegen.range_args`),
+declared NonWritable and listed in `SpirvTask.readonly_bindings` (the dispatch reads its
+workgroup counts from the same buffer, and WebGPU refuses a buffer that is both read-write
+storage and indirect argument of one dispatch): the u32 words `kernel_ir.abi.RangeArg`. The
+runtime dispatches the args module (1, 1, 1), then the task with vkCmdDispatchIndirect from that
+buffer; the task reads begin / end from words BEGIN / END instead of the push constants and uses threads_per_row = num_workgroups.x *
 LOCAL_SIZE (push constants are still declared; their values are unused).
 
-Bounds checks (`compile_tasks(..., bounds_check=True)`; the Vulkan backend passes
-`sd.init(debug=True)`): each index of a global access is compared unsigned (negative values fail)
-with its axis extent: the field's static `GlobalRef.shape`, the ndarray's extent from the argument
-buffer, 1 for a shapeless temp; 64-bit indices are compared in 64 bits, narrower ones as i32. The
-access sits in the taken side of a selection on the result; the other side writes status code 3.
-With the default `bounds_check=False` no check code is emitted (the module is unchanged).
+Bounds checks (`bounds_check=True`): `spirv_codegen/bounds_checks.py`.
 
 Control flow is structured (OpSelectionMerge / OpLoopMerge with dedicated continue blocks);
 BREAK/CONTINUE target the innermost loop; a CONTINUE outside any loop returns (ends this parallel
 iteration). ALLOCA slots are Function variables zeroed where the ALLOCA executes. With
-`caps.loop_iteration_cap` set, a per-invocation counter counts loop *header visits* (user loops
-and CAS loops alike): +1 on entering a loop, +1 on every path to its continue target. A back-edge
-taken when the visits so far already reach the cap, while the loop would go on (RANGE_FOR: next
-index < end; WHILE and CAS: always), writes STATUS_LOOP_CAP and returns instead. This mirrors
-llvmpipe: its limiter drops by one at the end of every pass through a loop body (the final,
-exiting pass included) and the loop ends once it reaches 0, so visit number `cap` is the last
-one that may be followed by another (measured here: a 300 x 300 nested loop stops after 65,101
-inner trips = 217 outer trips of 302 visits each). The check sits before the branch to the
-continue target because a continue construct may not return. An innermost RANGE_FOR (no nested
-loop, no BREAK, no CAS atomic inside) is counted in bulk instead: one check at entry of the
-verdict the per-iteration checks would reach, and one counter update (`count_loop_in_bulk`), so
-simple loops pay nothing per iteration. Limitation: llvmpipe runs
-invocations in SIMD lanes, so lanes that diverge into *different* loops share one limiter; the
-per-invocation count cannot see that (keep heavy loops uniform across a workgroup).
+`caps.loop_iteration_cap` set, loops are counted against the driver's cap
+(`spirv_codegen/loop_cap.py`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.abi import adstack_allocas, adstack_kind
+from kernel_ir.abi import PUSH_CONSTANT_BYTES, adstack_allocas, adstack_kind
 from kernel_ir.dtypes import i32, u1, u32
 from kernel_ir.interpreter import cast_value
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
@@ -108,9 +80,10 @@ from kernel_ir.ops import ATOMICS, BINARY, GLOBAL_ACCESS, UNARY, Op
 
 from . import atomics
 from .adstack import AdStacks
+from .bounds_checks import BoundsChecks
 from .emitter import Emitter
-from .interface import (PUSH_CONSTANT_BYTES, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
-                        Interface)
+from .interface import Interface
+from .loop_cap import COUNTED, LoopCap, bulk_countable
 from .lower_math import lower_binary, lower_cast, lower_unary
 from .module import Module
 from .profile import VULKAN, Profile
@@ -149,6 +122,7 @@ class SpirvTask:
     adstack_kinds: tuple = ()  # layout kind of each adstack (`kernel_ir.abi.adstack_kind`)
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
     uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
+    readonly_bindings: tuple = ()  # storage buffers declared NonWritable (a device range's args)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -169,53 +143,50 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
 
 
 def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
-                  device_ranges=frozenset()) -> tuple[SpirvTask, ...]:
-    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges)
+                  device_ranges=frozenset(), bmap=None) -> tuple[SpirvTask, ...]:
+    """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer), or
+    one map per task (`buffers.task_map`: a task binds only what it touches)."""
+    maps = bmap if isinstance(bmap, (tuple, list)) else [bmap] * len(tl.tasks)
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, maps[i])
                  for i in range(len(tl.tasks)))
 
 
+def task_bindings(task: Task, bmap, profile, device_range: bool = False) -> int:
+    """The bindings of a task's module: arguments, status, the map's arrays, then adstack
+    buffers (tasks with adstacks) and the range arguments (device ranges)."""
+    stacks = bool(adstack_allocas(task))
+    return (bmap.end + (profile.adstack_buffers() if stacks else 0)
+            + (1 if device_range else 0))
+
+
 def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False) -> SpirvTask:
+                 bounds_check: bool = False, device_range: bool = False, bmap=None) -> SpirvTask:
+    from .buffers import BufferMap
+    bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
     t: Task = tl.tasks[task_index]
     name = t.name or f"{tl.name}_t{task_index}"
     allocas = adstack_allocas(t)
     if device_range and (t.kind != "range" or allocas):
         raise RuntimeError("spirv_codegen: a device range needs a range task without adstacks")
-    words = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range).run()
+    lowerer = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range, bmap)
+    words = lowerer.run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
     prof = caps.profile
-    nb = 2 + len(abi.bindings) + (prof.adstack_buffers() if stacks else 0) + (1 if device_range else 0)
+    nb = task_bindings(t, bmap, prof, device_range)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
-                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings)
+                     tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings,
+                     tuple(sorted(lowerer.io.readonly)))
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:
     """Per binding: 'bits' where a float atomic works on bit patterns (CAS loop or exchange),
-    else 'native'."""
-    out = {}
-    for n in walk(t.body):
-        if n.op in ATOMICS and atomics.needs_bits(n.arg.dtype, caps, n.op):
-            out[abi.binding_index(n.arg)] = "bits"
-    return out
+    'signed' for a signed int's atomic min / max, else 'native' (`buffers.access_kinds`)."""
+    from .buffers import access_kinds
+    return access_kinds(t, abi, caps)
 
 
 ACCESS_OPS = tuple(GLOBAL_ACCESS)
-
-
-_COUNTED = object()  # `loops` entry of a loop whose visits `count_loop_in_bulk` counted
-
-
-def _bulk_countable(body: Block, caps) -> bool:
-    """Can a RANGE_FOR with this body be counted at entry? Only when every pass through it
-    reaches the back-edge once and adds no visits of its own: no nested loop, no BREAK (it
-    targets this loop then) and no atomic that lowers to a compare-and-swap loop."""
-    for n in walk(body):
-        if n.op in (Op.RANGE_FOR, Op.WHILE, Op.BREAK):
-            return False
-        if n.op in ATOMICS and atomics.needs_cas(n.arg.dtype, caps, n.op):
-            return False
-    return True
 
 
 def global_accesses(task: Task) -> list:
@@ -223,9 +194,11 @@ def global_accesses(task: Task) -> list:
     return [n for n in walk(task.body) if n.op in ACCESS_OPS]
 
 
-class TaskLowerer:
+class TaskLowerer(BoundsChecks, LoopCap):
+    """Lowers one task (`run`); bounds checks and loop-cap counting are mixins."""
+
     def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False):
+                 bounds_check: bool = False, device_range: bool = False, bmap=None):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
         self.bounds_check = bounds_check
         self.device_range = device_range
@@ -236,7 +209,7 @@ class TaskLowerer:
         self.m.memory_model()
         self.E = Emitter(self.m, caps)
         self.io = Interface(self.E, abi, _storage_kinds(task, abi, caps),
-                            LOCAL_SIZE if device_range else None)
+                            LOCAL_SIZE if device_range else None, bmap)
         self.values: dict[Node, int] = {}
         self.slots: dict[Node, int] = {}
         self.loops: list[tuple] = []  # (merge, continue, would_continue) of enclosing loops
@@ -386,113 +359,12 @@ class TaskLowerer:
             return [E.c(1, i32)] * ref.ndim
         return [E.c(int(d), i32) for d in ref.shape]
 
-    def _access(self, n, idx_nodes, access):
-        """`access(linear index id)` -> value id or None; behind a bounds check when enabled
-        (the status words in the module docstring). Returns the value (0 where it failed)."""
-        ref = n.arg
-        lin = self._linear(ref, idx_nodes)
-        if not self.bounds_check or not idx_nodes:
-            return access(lin)
-        E, fn = self.E, self.E.fn
-        oks, info = [], []
-        for s, ext in zip(idx_nodes, self._extents(ref)):
-            dt, x = s.dtype, self.v(s)
-            if dt.bits == 64:
-                oks.append(E.op("OpULessThan", u1, x, lower_cast(E, ext, i32, dt)))
-            else:
-                x = lower_cast(E, x, dt, i32)
-                oks.append(E.op("OpULessThan", u1, x, ext))
-            info.append((dt, x, ext))
-        ok = oks[0]
-        for o in oks[1:]:
-            ok = E.band(ok, o)
-        body, fail, merge = fn.label(), fn.label(), fn.label()
-        fn.selection_merge(merge)
-        fn.branch_cond(ok, body, fail)
-        fn.begin(body)
-        v = access(lin)
-        body_end = fn.current.label
-        fn.branch(merge)
-        fn.begin(fail)
-        axis = E.c(len(info) - 1, u32)
-        lo, hi, ext = self._bc_words(*info[-1])
-        for a in range(len(info) - 2, -1, -1):  # the first failing axis
-            alo, ahi, aext = self._bc_words(*info[a])
-            axis = E.sel(oks[a], axis, E.c(a, u32), u32)
-            lo = E.sel(oks[a], lo, alo, u32)
-            hi = E.sel(oks[a], hi, ahi, u32)
-            ext = E.sel(oks[a], ext, aext, u32)
-        self._bc_record(self.abi.binding_index(ref), lo, axis, ext, hi, self.sites.get(n, 0))
-        fail_end = fn.current.label
-        fn.branch(merge)
-        fn.begin(merge)
-        if v is None:
-            return None
-        return E.op("OpPhi", n.arg.dtype, v, body_end, E.c(0, n.arg.dtype), fail_end)
-
-    # The first failure of an invocation goes into Function variables (cheap: drivers keep them
-    # in registers, and a check's failure path stays a few stores); `_bc_flush`, emitted before
-    # every OpReturn of the entry point, writes it to the status buffer once (compare-exchange).
-    _BC_VARS = ("site1", "k", "lo", "axis", "ext", "hi")
-
-    def _bc_setup(self) -> None:
-        E, fn = self.E, self.E.fn
-        self._bc = {}
-        for name in self._BC_VARS:
-            self._bc[name] = fn.variable(E.ty(u32), E.c(0, u32))
-            self.m.name(self._bc[name], "bc_" + name)
-
-    def _bc_words(self, dt, x, ext):
-        """(lo, hi, extent) u32 words of index `x` (its dtype if 64-bit, else as i32)."""
-        E = self.E
-        if dt.bits == 64:
-            lo = lower_cast(E, x, dt, u32)
-            hi = lower_cast(E, E.op("OpShiftRightLogical", dt, x, E.c(32, dt)), dt, u32)
-        else:
-            lo = E.op("OpBitcast", u32, x)
-            hi = (E.op("OpBitcast", u32, E.op("OpShiftRightArithmetic", i32, x, E.c(31, i32)))
-                  if dt.kind == "i" else E.c(0, u32))
-        return lo, hi, E.op("OpBitcast", u32, ext)
-
-    def _bc_record(self, k, lo, axis, ext, hi, site) -> None:
-        E, fn = self.E, self.E.fn
-        v = self._bc
-        first = E.op("OpIEqual", u1, E.op("OpLoad", u32, v["site1"]), E.c(0, u32))
-        rec, merge = fn.label(), fn.label()
-        fn.selection_merge(merge)
-        fn.branch_cond(first, rec, merge)
-        fn.begin(rec)
-        for name, val in (("site1", E.c(site + 1, u32)), ("k", E.c(k, u32)), ("lo", lo),
-                          ("axis", axis), ("ext", ext), ("hi", hi)):
-            E.emit("OpStore", v[name], val)
-        fn.branch(merge)
-        fn.begin(merge)
-
     def before_return(self) -> None:
         """Before an OpReturn of the entry point: publish failures recorded in Function
         variables (bounds checks, adstack overflow) to the status buffer."""
         self._bc_flush()
         if self._adstacks is not None:
             self._adstacks.flush_overflow()
-
-    def _bc_flush(self) -> None:
-        """Before an OpReturn of the entry point: write a recorded bounds failure (if any)."""
-        if self._bc is None:
-            return
-        E, fn = self.E, self.E.fn
-        v = self._bc
-        site1 = E.op("OpLoad", u32, v["site1"])
-        failed = E.op("OpINotEqual", u1, site1, E.c(0, u32))
-        wr, merge = fn.label(), fn.label()
-        fn.selection_merge(merge)
-        fn.branch_cond(failed, wr, merge)
-        fn.begin(wr)
-        words = [E.c(self.task_index, u32)]
-        words += [E.op("OpLoad", u32, v[name]) for name in ("k", "lo", "axis", "ext", "hi")]
-        words.append(E.op("OpISub", u32, site1, E.c(1, u32)))
-        self.io.write_error_words(STATUS_INDEX_OUT_OF_RANGE, words)
-        fn.branch(merge)
-        fn.begin(merge)
 
     def _global_load(self, n):
         k = self.abi.binding_index(n.arg)
@@ -508,8 +380,8 @@ class TaskLowerer:
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
         def rmw(lin):
-            ptr, _, _ = self.io.array_ptr(k, dt, lin)
-            return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt)
+            ptr, sdt, _ = self.io.array_ptr(k, dt, lin)
+            return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt, sdt)
         self.values[n] = self._access(n, n.srcs[:-1], rmw)
 
     # -- control flow ------------------------------------------------------------------------
@@ -537,73 +409,9 @@ class TaskLowerer:
     def goto_continue(self) -> None:
         """Branch to the innermost loop's continue target (a back-edge follows)."""
         _, cont, would_continue = self.loops[-1]
-        if would_continue is not _COUNTED:
+        if would_continue is not COUNTED:
             self.count_back_edge(would_continue)
         self.E.fn.branch(cont)
-
-    def _bump(self) -> int | None:
-        if self.counter is None:
-            return None
-        E = self.E
-        cnt = E.op("OpIAdd", u32, E.op("OpLoad", u32, self.counter), E.c(1, u32))
-        E.emit("OpStore", self.counter, cnt)
-        return cnt
-
-    def count_loop_entry(self) -> None:
-        """With a loop cap: count the first header visit of a loop (always allowed)."""
-        self._bump()
-
-    def count_back_edge(self, would_continue) -> None:
-        """With a loop cap: count the header visit this back-edge leads to; if the visits so far
-        already reach the cap while the loop would go on (`would_continue()` -> bool id, None =
-        always), write STATUS_LOOP_CAP and return. Emitted before the branch to the continue
-        target (a continue construct may not return), so each path to it counts exactly once."""
-        if self.counter is None:
-            return
-        E = self.E
-        cnt = E.op("OpLoad", u32, self.counter)
-        over = E.op("OpUGreaterThanEqual", u1, cnt, E.c(self.caps.loop_iteration_cap, u32))
-        if would_continue is not None:
-            over = E.band(over, would_continue())
-        self._stop_if_over_cap(over)
-        self._bump()
-
-    def _stop_if_over_cap(self, over: int) -> None:
-        """`if over: write STATUS_LOOP_CAP and return`; code after it runs when not over."""
-        fn = self.E.fn
-        err, ok = fn.label(), fn.label()
-        fn.selection_merge(ok)
-        fn.branch_cond(over, err, ok)
-        fn.begin(err)
-        self.before_return()
-        self.io.write_error_and_return(STATUS_LOOP_CAP, self.task_index)
-        fn.begin(ok)
-
-    def count_loop_in_bulk(self, begin: int, end: int, dt) -> None:
-        """With a loop cap, for a RANGE_FOR that `_bulk_countable` accepts: count all its header
-        visits at entry. With T = max(end - begin, 0) trips, counting per iteration would stop it
-        at a back-edge iff T >= 2 and visits + T - 1 >= cap; check that once (STATUS_LOOP_CAP,
-        return) and advance the counter by the 1 + T visits the loop makes."""
-        E = self.E
-        more = E.op("OpSGreaterThan" if dt.kind == "i" else "OpUGreaterThan", u1, end, begin)
-        diff = E.op("OpISub", dt, end, begin)
-        if dt.bits == 64:  # clamp: the cap is far below 2**32
-            big = E.c(0xFFFFFFFF, dt)
-            diff = E.op("OpUConvert", u32, E.sel(E.op("OpUGreaterThan", u1, diff, big), big,
-                                                 diff, dt))
-        elif dt != u32:
-            diff = E.op("OpBitcast", u32, diff)
-        trips = E.sel(more, diff, E.c(0, u32), u32)
-        cap = E.c(self.caps.loop_iteration_cap, u32)
-        seen = E.op("OpLoad", u32, self.counter)
-        room = E.sel(E.op("OpUGreaterThanEqual", u1, seen, cap), E.c(0, u32),
-                     E.op("OpISub", u32, cap, seen), u32)
-        over = E.band(E.op("OpUGreaterThanEqual", u1, trips, E.c(2, u32)),
-                      E.op("OpUGreaterThanEqual", u1, E.op("OpISub", u32, trips, E.c(1, u32)),
-                           room))
-        self._stop_if_over_cap(over)
-        E.emit("OpStore", self.counter,
-               E.op("OpIAdd", u32, E.op("OpIAdd", u32, seen, E.c(1, u32)), trips))
 
     def _range_for(self, n):
         E, fn = self.E, self.E.fn
@@ -612,7 +420,7 @@ class TaskLowerer:
         begin = lower_cast(E, self.v(n.srcs[0]), n.srcs[0].dtype, dt)
         end = lower_cast(E, self.v(n.srcs[1]), n.srcs[1].dtype, dt)
         header, body, cont, merge = fn.label(), fn.label(), fn.label(), fn.label()
-        bulk = self.counter is not None and _bulk_countable(n.blocks[0], self.caps)
+        bulk = self.counter is not None and bulk_countable(n.blocks[0], self.caps)
         if bulk:
             self.count_loop_in_bulk(begin, end, dt)
         else:
@@ -629,7 +437,7 @@ class TaskLowerer:
         fn.begin(body)
         self.values[idx] = i
         one = E.c(1, dt)
-        self.loops.append((merge, cont, _COUNTED if bulk else
+        self.loops.append((merge, cont, COUNTED if bulk else
                            lambda: E.op(lt, u1, E.op("OpIAdd", dt, i, one), end)))
         self.block(n.blocks[0])
         if not fn.terminated:

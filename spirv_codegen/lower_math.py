@@ -11,15 +11,16 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
   (NMin/NMax would do, but naga's SPIR-V front end does not take them);
 * float->int CAST truncates and wraps modulo 2^bits; NaN/inf give 0 (as `cast_value`);
 * SQRT/LOG/ASIN/ACOS outside their domain give NaN (-inf for log 0); ATAN2 follows C's special
-  cases; ATAN2/ASIN/ACOS/TANH use our own polynomial code at both widths (`f64_math`);
-  POW follows C `pow` (negative base with integral exponent, zero base, y == 0, x == 1).
+  cases; f64 SIN/COS/TAN/EXP/LOG/POW and ATAN2/ASIN/ACOS/TANH at both widths run our own
+  algorithms (`kernel_ir.mathlib`, the CPU's vector math: `mathlib_em`); f32 POW follows C `pow`
+  (negative base with integral exponent, zero base, y == 0, x == 1) around GLSL's Pow.
 """
 from __future__ import annotations
 
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
 from kernel_ir.ops import Op
 
-from . import f64_math
+from . import mathlib_em
 from .emitter import U64, Emitter, float_below
 
 
@@ -138,10 +139,7 @@ def _fpow_build(dt):
         ax = E.glsl("FAbs", dt, x)
         axzero = E.fcmp("Equal", ax, zero)
         axs = E.sel(axzero, one, ax, dt)
-        if dt == f32:
-            p = E.glsl("Pow", dt, axs, y)
-        else:
-            p = f64_math.exp(E, E.op("OpFMul", dt, y, f64_math.log(E, axs)))
+        p = E.glsl("Pow", dt, axs, y)
         # zero base: y > 0 -> 0, y < 0 -> inf, y == 0 handled below
         pz = E.sel(E.fcmp("GreaterThan", y, zero), zero, E.inf(dt), dt)
         p = E.sel(axzero, pz, p, dt)
@@ -158,13 +156,15 @@ def _fpow_build(dt):
 
 
 def _fpow(E, dt, a, b):
+    if dt == f64:
+        return mathlib_em.call(E, "pow", dt, a, b)  # GLSL's Pow is f32 only
     return E.call(f"pow_{dt.name}", dt, (dt, dt), _fpow_build(dt), a, b)
 
 
 # -- atan2 ---------------------------------------------------------------------------------
 def _fatan2(E, dt, y, x):
     # own implementation for f32 too: lavapipe's Atan2 is off by ~2e-5 relative
-    return f64_math.atan2(E, y, x, dt)
+    return mathlib_em.call(E, "atan2", dt, y, x)
 
 
 # -- comparisons and bool arithmetic -------------------------------------------------------
@@ -235,10 +235,11 @@ def _glsl1(name):
     return lambda E, dt, x: E.glsl(name, dt, x)
 
 
-def _f32_or_f64(name, f64_impl, guard=None):
+def _f32_or_f64(name, guard=None):
+    """GLSL.std.450 `name` for f32; for f64 (GLSL has none) `kernel_ir.mathlib`'s function."""
     def f(E, dt, x):
         if dt == f64:
-            return f64_impl(E, x)
+            return mathlib_em.call(E, name.lower(), dt, x)
         r = E.glsl(name, dt, x)
         return guard(E, dt, x, r) if guard else r
     return f
@@ -260,10 +261,10 @@ def _guard_log(E, dt, x, r):
     return E.sel(E.fcmp("LessThan", x, zero), E.nan(dt), r, dt)
 
 
-def _own(fn):
-    """Our implementation for both widths (lavapipe's f32 Asin/Acos are off by ~4e-4, its Tanh
-    by ~5e-6 relative near 0)."""
-    return lambda E, dt, x: fn(E, x, dt)
+def _own(name):
+    """Our implementation (`kernel_ir.mathlib`) for both widths (lavapipe's f32 Asin / Acos are
+    off by ~4e-4, its Tanh by ~5e-6 relative near 0)."""
+    return lambda E, dt, x: mathlib_em.call(E, name, dt, x)
 
 
 def _iabs(E, dt, x):
@@ -277,15 +278,12 @@ UNARY: dict = {
     (Op.NEG, "b"): lambda E, dt, x: x,
     (Op.ABS, "f"): _glsl1("FAbs"), (Op.ABS, "i"): _iabs, (Op.ABS, "u"): _iabs,
     (Op.ABS, "b"): lambda E, dt, x: x,
+    **{(Op.STOP_GRAD, k): (lambda E, dt, x: x) for k in "fiub"},  # derivatives only differ
     (Op.FLOOR, "f"): _glsl1("Floor"), (Op.SQRT, "f"): _sqrt, (Op.RSQRT, "f"): _rsqrt,
-    (Op.SIN, "f"): _f32_or_f64("Sin", f64_math.sin),
-    (Op.COS, "f"): _f32_or_f64("Cos", f64_math.cos),
-    (Op.TAN, "f"): _f32_or_f64("Tan", f64_math.tan),
-    (Op.TANH, "f"): _own(f64_math.tanh),
-    (Op.ASIN, "f"): _own(f64_math.asin),
-    (Op.ACOS, "f"): _own(f64_math.acos),
-    (Op.EXP, "f"): _f32_or_f64("Exp", f64_math.exp),
-    (Op.LOG, "f"): _f32_or_f64("Log", f64_math.log, _guard_log),
+    (Op.SIN, "f"): _f32_or_f64("Sin"), (Op.COS, "f"): _f32_or_f64("Cos"),
+    (Op.TAN, "f"): _f32_or_f64("Tan"), (Op.EXP, "f"): _f32_or_f64("Exp"),
+    (Op.LOG, "f"): _f32_or_f64("Log", _guard_log),
+    (Op.TANH, "f"): _own("tanh"), (Op.ASIN, "f"): _own("asin"), (Op.ACOS, "f"): _own("acos"),
 }
 
 

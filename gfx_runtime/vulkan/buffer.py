@@ -20,6 +20,7 @@ import weakref
 import numpy as np
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxBuffer
 
 from . import memory
 from .instance import ffi, lib, vk
@@ -89,7 +90,7 @@ def _release_later(runtime_ref, res: BufferResource) -> None:
         rt._defer_free(res)
 
 
-class Buffer:
+class Buffer(GfxBuffer):
     """A device storage buffer.
 
     `nbytes`: the size asked for; `handle`: the VkBuffer (a cffi handle, hashable);
@@ -169,6 +170,19 @@ class Buffer:
             ffi.memmove(self._res.allocation.ptr + offset, src, nbytes)
         else:
             rt._transfer.upload(self._res, offset, src)
+
+    def write_unused(self, data, offset: int = 0) -> None:
+        """`write` for a buffer that no recorded or submitted work uses (new, or recycled after
+        a flush): mapped memory is written at once, without flushing the pending work (a launch
+        loop writing new argument bytes each time keeps its batch)."""
+        if not self.host_visible:
+            self.write(data, offset)
+            return
+        self._live()
+        src = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        nbytes = self._range(offset, src.nbytes)
+        ffi.memmove(self._res.allocation.ptr + offset, src, nbytes)
 
     def fill_zero(self) -> None:
         """Set every byte to zero (flushes first)."""

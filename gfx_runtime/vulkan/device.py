@@ -19,7 +19,6 @@ Int64Atomics on a device that did not enable it, even where the driver would run
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..errors import GfxUnavailable
@@ -54,6 +53,10 @@ class DeviceCaps:
     # Iterations after which the driver silently ends every loop of an invocation (all loops of
     # the invocation together); None where no such cap is known. lavapipe: 65,535.
     loop_iteration_cap: int | None
+    # Nanoseconds per timestamp tick on the compute queue, 0.0 where timestamps cannot be
+    # written there (the kernel profiler then times on the host); valid bits of a timestamp.
+    timestamp_period_ns: float = 0.0
+    timestamp_valid_bits: int = 0
 
 
 _TYPE_NAMES = {
@@ -107,6 +110,22 @@ def _compute_queue_family(phys) -> int | None:
     # drivers and the only one on lavapipe); any compute family works.
     universal = [i for i in compute if props[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT]
     return (universal or compute)[0]
+
+
+def _timestamps(phys, limits) -> dict:
+    """The timestamp fields of DeviceCaps: usable when the compute queue family has valid bits."""
+    family = _compute_queue_family(phys)
+    if family is None:
+        return {}
+    count = ffi.new("uint32_t*")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, ffi.NULL)
+    props = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, props)
+    bits = int(props[family].timestampValidBits)
+    period = float(limits.timestampPeriod)
+    if bits == 0 or period <= 0:
+        return {}
+    return {"timestamp_period_ns": period, "timestamp_valid_bits": bits}
 
 
 def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
@@ -191,6 +210,7 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                          else C.UINT64_MAX),
         is_lavapipe=is_lavapipe,
         loop_iteration_cap=C.LAVAPIPE_LOOP_ITERATION_CAP if is_lavapipe else None,
+        **_timestamps(phys, limits),
     )
     return PhysicalDevice(index=index, handle=phys, caps=caps,
                           queue_family=_compute_queue_family(phys), extensions=extensions,
@@ -219,9 +239,8 @@ def enumerate_physical_devices(instance: Instance) -> list[PhysicalDevice]:
 
 
 def select_physical_device(instance: Instance, selector: str | None = None) -> PhysicalDevice:
-    """Pick the device named by `selector` / SPIRAD_VULKAN_DEVICE, else the best suitable one."""
-    if selector is None:
-        selector = os.environ.get("SPIRAD_VULKAN_DEVICE") or None
+    """Pick the device named by `selector` (index or name substring; spirad passes
+    SPIRAD_VULKAN_DEVICE), else the best suitable one."""
     devices = enumerate_physical_devices(instance)
     if not devices:
         raise GfxUnavailable("no Vulkan device found; install mesa-vulkan-drivers for lavapipe "

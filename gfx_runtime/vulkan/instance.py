@@ -13,7 +13,6 @@ instance creation itself are caught.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
@@ -68,13 +67,6 @@ def take_validation_messages() -> list[str]:
         out = list(_messages)
         _messages.clear()
     return out
-
-
-def validation_requested(flag: bool | None) -> bool:
-    """`flag` when given, else the environment variable SPIRAD_VALIDATION (1/true/yes/on)."""
-    if flag is not None:
-        return bool(flag)
-    return os.environ.get("SPIRAD_VALIDATION", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass

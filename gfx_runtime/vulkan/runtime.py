@@ -1,11 +1,11 @@
 """`VulkanRuntime`: the one object the spirad driver talks to. It never sees the IR.
 
-Public API (stable; the driver calls exactly this)::
+Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.protocol`)::
 
-    rt = VulkanRuntime(validation: bool | None = None, device: str | None = None)
-        validation: None reads env SPIRAD_VALIDATION (1/true/yes/on); True enables
-            VK_LAYER_KHRONOS_validation, its warnings and errors are collected.
-        device: index or name substring; None reads env SPIRAD_VULKAN_DEVICE, else the best
+    rt = VulkanRuntime(validation: bool = False, device: str | None = None)
+        validation: True enables VK_LAYER_KHRONOS_validation, its warnings and errors are
+            collected (spirad passes SPIRAD_VALIDATION; the runtime reads no environment).
+        device: index or name substring (spirad passes SPIRAD_VULKAN_DEVICE); None: the best
             device (discrete > integrated > virtual > CPU/lavapipe).
         Raises GfxUnavailable when no usable Vulkan device exists.
     rt.caps -> DeviceCaps                     frozen device capabilities and limits
@@ -14,7 +14,9 @@ Public API (stable; the driver calls exactly this)::
         mappable, False = device-only memory through staging copies.
         Out of memory / over a device limit -> GfxDeviceError naming the size.
     rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                entry_point: str = "main") -> Pipeline
+                entry_point: str = "main", uniform=(), readonly=(), label="") -> Pipeline
+        (Vulkan binds storage buffers only: `uniform` must be empty; `readonly` and `label`
+        are the protocol's, unused here)
         Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
         entry_point). Too many bindings / push-constant bytes -> GfxDeviceError.
     rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
@@ -23,8 +25,12 @@ Public API (stable; the driver calls exactly this)::
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
+    rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
+    rt.timestamp_begin() -> int / rt.timestamp_end(id)   device timestamps around a launch's
+        dispatches (caps.timestamp_period_ns > 0); rt.take_timestamps() -> {id: nanoseconds}
+        waits for the work and returns every completed pair since the last call
     rt.close()                                destroy everything; idempotent
     rt.closed -> bool
 
@@ -32,7 +38,8 @@ Public API (stable; the driver calls exactly this)::
             .view(dtype, count=None, offset=0) -> np.ndarray  (zero-copy; host-visible only),
             .read(offset=0, nbytes=None) -> np.ndarray[uint8]  (a copy),
             .write(data: bytes-like | np.ndarray, offset=0), .fill_zero(), .free()
-        Host access flushes pending GPU work first.
+        Host access flushes pending GPU work first, except .write_unused(data, offset=0): the
+        caller knows no pending work uses the buffer (new, or recycled after a flush).
 
 Batches: dispatches accumulate in one command buffer with a barrier between consecutive
 dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording
@@ -47,12 +54,13 @@ import ctypes
 import hashlib
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxRuntime
 
 from . import buffer as buffer_mod
 from .commands import Batch
 from .descriptors import DescriptorSets
 from .device import DeviceCaps, create_logical_device, select_physical_device
-from .instance import ffi, get_instance, lib, take_validation_messages, validation_requested
+from .instance import ffi, get_instance, lib, take_validation_messages
 from .memory import MemoryTypes, format_bytes
 from .pipeline import Pipeline, PipelineFactory
 from .queue import Queue
@@ -61,12 +69,12 @@ from .transfer import Transfer
 MAX_BATCH = 4096
 
 
-class VulkanRuntime:
-    def __init__(self, validation: bool | None = None, device: str | None = None):
+class VulkanRuntime(GfxRuntime):
+    def __init__(self, validation: bool = False, device: str | None = None):
         self.closed = True
         self._device = None
         self._frame = None
-        self.validation = validation_requested(validation)
+        self.validation = bool(validation)
         self._instance = get_instance(self.validation)
         phys = select_physical_device(self._instance, device)
         self.caps: DeviceCaps = phys.caps
@@ -88,6 +96,7 @@ class VulkanRuntime:
         self._busy = False  # anything recorded or submitted since the last wait
         self.max_batch = MAX_BATCH
         self._max_groups = self.caps.max_compute_work_group_count
+        self._timestamps = None  # timestamps.Timestamps, made by the first timestamp_begin
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -129,12 +138,30 @@ class VulkanRuntime:
         self._buffers.pop(id(res), None)
         res.destroy(self._device)
 
+    def copy(self, src, dst, nbytes: int, src_offset: int = 0, dst_offset: int = 0) -> None:
+        """Copy `nbytes` bytes of `src` (from `src_offset`) into `dst` (at `dst_offset`), after
+        the pending work; synchronous (a root buffer that grows moves its contents this way)."""
+        self._check_open()
+        nbytes = int(nbytes)
+        src._range(src_offset, nbytes)
+        dst._range(dst_offset, nbytes)
+        self.flush()
+        if not nbytes:
+            return
+        if src.host_visible and dst.host_visible:
+            ffi.memmove(dst._res.allocation.ptr + dst_offset, src._res.allocation.ptr + src_offset,
+                        nbytes)
+        else:
+            self._transfer._copy(src._res.handle, dst._res.handle, src_offset, dst_offset, nbytes)
+
     # -- pipelines -----------------------------------------------------------------------------
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main") -> Pipeline:
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "") -> Pipeline:
         """The compute pipeline for `spirv`, created once per key."""
         self._check_open()
+        if uniform:
+            raise GfxDeviceError("the Vulkan runtime binds storage buffers only (no uniform bindings)")
         if key is None:
             key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point)
         else:
@@ -182,6 +209,37 @@ class VulkanRuntime:
             batch.finish()
             self._queue.submit(self._frame)
 
+    # -- device timestamps (the kernel profiler) -------------------------------------------------
+
+    def timestamp_begin(self) -> int:
+        """Record a timestamp before the next dispatches; returns the pair's id."""
+        self._check_open()
+        ts = self._timestamps
+        if ts is None:
+            if self.caps.timestamp_period_ns <= 0:
+                raise GfxDeviceError(f"{self.caps.name} cannot write timestamps on its compute queue")
+            from .timestamps import Timestamps
+            ts = self._timestamps = Timestamps(self._device, self.caps.timestamp_period_ns,
+                                               self.caps.timestamp_valid_bits)
+        if ts.full:
+            self.flush()
+        if self._batch.cmd is None:
+            self._begin_batch()
+        return ts.begin(self._batch.cmd)
+
+    def timestamp_end(self, pid: int) -> None:
+        """Record the second timestamp of pair `pid` after the dispatches since its begin."""
+        if self._batch.cmd is None:
+            self._begin_batch()
+        self._timestamps.end(self._batch.cmd, pid)
+
+    def take_timestamps(self) -> dict:
+        """Wait for all work; pair id -> nanoseconds of every pair completed since the last call."""
+        if self._timestamps is None:
+            return {}
+        self.flush()
+        return self._timestamps.take()
+
     def _begin_batch(self) -> None:
         self._frame = self._queue.acquire()
         self._batch.begin(self._frame.cmd)
@@ -215,6 +273,8 @@ class VulkanRuntime:
                 batch.finish()
                 queue.submit(self._frame)
             queue.wait_all()
+            if self._timestamps is not None:
+                self._timestamps.resolve()
         finally:
             self._busy = False
         self._dsets.maybe_reset()
@@ -238,10 +298,11 @@ class VulkanRuntime:
         dev = self._device
         self.closed = True
         lib.vkDeviceWaitIdle(dev)
-        for name in ("_transfer", "_pipelines", "_dsets", "_queue"):
+        for name in ("_transfer", "_pipelines", "_dsets", "_queue", "_timestamps"):
             part = self.__dict__.pop(name, None)
             if part is not None:
                 part.destroy()
+        self._timestamps = None
         for res in list(getattr(self, "_buffers", {}).values()) + getattr(self, "_deferred", []):
             res.destroy(dev)
         self._buffers = {}
@@ -249,12 +310,6 @@ class VulkanRuntime:
         self._busy = False
         lib.vkDestroyDevice(dev, ffi.NULL)
         self._device = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.caps.name

@@ -3,8 +3,10 @@
     rt = WgpuRuntime(emulate=False)       GfxUnavailable without a (Metal) adapter
     rt.caps -> WgpuCaps
     rt.alloc(nbytes, zero=True) -> Buffer  (wgpu zero-fills every new buffer)
-    rt.pipeline(spirv, num_bindings, push_constant_bytes=0) -> Pipeline   cached by content
+    rt.pipeline(spirv, num_bindings, push_constant_bytes=0, uniform=(), readonly=(), label="")
+                                          -> Pipeline   cached by content
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
+    rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync(), rt.take_validation_messages(), rt.close()
 
 Batching: dispatches are recorded into one compute pass of one command encoder (WebGPU orders
@@ -17,12 +19,19 @@ one (each wgpu-native call costs microseconds).
 
 Every SPIR-V module must already have passed spirad's Metal-profile check: naga panics on some
 modules, which kills the process before Python sees an error.
+
+Errors: wgpu validates a pass when its encoder is finished, so a validation error (which spirad's
+checks are meant to prevent) surfaces at `flush`, not at the dispatch that caused it. The
+runtime then drops the whole batch (nothing of it ran), resets its pass state so later work
+runs as in a fresh process, and raises GfxDeviceError naming the pipelines (`label`: the
+kernel and task) the batch held and wgpu's cause.
 """
 from __future__ import annotations
 
 import hashlib
 
 from ..errors import GfxDeviceError
+from ..protocol import GfxRuntime
 from .buffer import Buffer
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
@@ -32,14 +41,17 @@ _BIND_CACHE_MAX = 4096
 
 
 class Pipeline:
-    __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl")
+    __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl", "label")
 
-    def __init__(self, handle, num_bindings, push_constant_bytes, layout_key, bgl):
+    def __init__(self, handle, num_bindings, push_constant_bytes, layout_key, bgl, label=""):
         self.handle, self.num_bindings = handle, num_bindings
         self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
+        self.label = label
 
 
-class WgpuRuntime:
+class WgpuRuntime(GfxRuntime):
+    """The `gfx_runtime.protocol.GfxRuntime` contract over wgpu (no device timestamps: wgpu's
+    timestamp queries are an optional feature)."""
     validation = False  # wgpu validates every call itself and raises
 
     def __init__(self, emulate: bool = False):
@@ -66,6 +78,7 @@ class WgpuRuntime:
         self._encoder = self._pass = None
         self._pending: set = set()   # id() of buffers bound by the unsubmitted pass
         self._pending_refs: list = []
+        self._labels: dict = {}      # labels of the pipelines dispatched in the unsubmitted pass
         self._count = 0
         self._fence = None
         self.max_batch = MAX_BATCH
@@ -96,11 +109,12 @@ class WgpuRuntime:
         buf.handle.destroy()
 
     # -- pipelines -----------------------------------------------------------------------------
-    def _bgl(self, n: int, uniform=()):
-        key = (n, tuple(uniform))
+    def _bgl(self, n: int, uniform=(), readonly=()):
+        key = (n, tuple(uniform), tuple(readonly))
         if key not in self._bgls:
             wgpu = self._wgpu
             kind = lambda i: (wgpu.BufferBindingType.uniform if i in uniform  # noqa: E731
+                              else wgpu.BufferBindingType.read_only_storage if i in readonly
                               else wgpu.BufferBindingType.storage)
             self._bgls[key] = self._device.create_bind_group_layout(entries=[
                 {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
@@ -108,10 +122,13 @@ class WgpuRuntime:
         return self._bgls[key]
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main", uniform=()) -> Pipeline:
-        """`uniform`: binding numbers that are uniform buffers (the rest are storage buffers)."""
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "") -> Pipeline:
+        """`uniform`: binding numbers that are uniform buffers; `readonly`: storage buffers the
+        shader only reads (declared NonWritable; a buffer that is also a dispatch's indirect
+        argument must be one); the rest are read-write storage buffers. `label` names the
+        pipeline in errors (kernel and task)."""
         self._check_open()
-        uniform = tuple(uniform)
+        uniform, readonly = tuple(uniform), tuple(readonly)
         if num_bindings - len(uniform) > self.caps.max_per_stage_storage_buffers:
             raise GfxDeviceError(
                 f"a pipeline with {num_bindings - len(uniform)} storage buffers exceeds the limit "
@@ -120,22 +137,23 @@ class WgpuRuntime:
             raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
                                  f"{self.caps.max_push_constants_size} on {self.caps.name}")
         k = (hashlib.sha256(bytes(spirv)).digest() if key is None else key, num_bindings,
-             push_constant_bytes, entry_point, uniform)
+             push_constant_bytes, entry_point, uniform, readonly)
         p = self._pipelines.get(k)
         if p is None:
-            lk = (num_bindings, push_constant_bytes, uniform)
+            lk = (num_bindings, push_constant_bytes, uniform, readonly)
             if lk not in self._layouts:
                 self._layouts[lk] = self._device.create_pipeline_layout(
-                    bind_group_layouts=[self._bgl(num_bindings, uniform)],
+                    bind_group_layouts=[self._bgl(num_bindings, uniform, readonly)],
                     immediate_size=push_constant_bytes)
             try:
                 mod = self._device.create_shader_module(code=bytes(spirv))
                 h = self._device.create_compute_pipeline(
                     layout=self._layouts[lk], compute={"module": mod, "entry_point": entry_point})
             except Exception as e:
-                raise GfxDeviceError(f"wgpu rejected a compute shader: {e}") from None
+                what = f" of {label}" if label else ""
+                raise GfxDeviceError(f"wgpu rejected the compute shader{what}: {e}") from None
             p = self._pipelines[k] = Pipeline(h, num_bindings, push_constant_bytes, lk,
-                                              self._bgl(num_bindings, uniform))
+                                              self._bgl(num_bindings, uniform, readonly), label)
         return p
 
     # -- launches ------------------------------------------------------------------------------
@@ -169,10 +187,10 @@ class WgpuRuntime:
         if indirect is None and not (gx and gy and gz):
             return
         for b in buffers:
-            if b._mirror is not None:
-                b._upload_mirror()
-        if indirect is not None and indirect[0]._mirror is not None:
-            indirect[0]._upload_mirror()
+            if b._mirrors is not None:
+                b._upload_mirrors()
+        if indirect is not None and indirect[0]._mirrors is not None:
+            indirect[0]._upload_mirrors()
         bg = self._bind_group(pipeline, buffers)
         if self._pass is None:
             self._encoder = self._device.create_command_encoder()
@@ -183,6 +201,7 @@ class WgpuRuntime:
             cp.set_pipeline(pipeline.handle)
             self._bound_pipe = pipeline
             self._bound_pc = None  # a new pipeline layout: immediates are set again
+            self._labels[pipeline.label] = None
         if self._bound_group is not bg:
             cp.set_bind_group(0, bg)
             self._bound_group = bg
@@ -204,13 +223,47 @@ class WgpuRuntime:
             self._submit()
 
     def _submit(self) -> None:
-        if self._pass is not None:
-            self._pass.end()
-            self._queue.submit([self._encoder.finish()])
-            self._pass = self._encoder = None
-        self._pending.clear()
-        self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
+        cp, enc, labels = self._pass, self._encoder, self._labels
+        self._pass = self._encoder = None  # whatever happens below: the next dispatch starts anew
+        self._labels = {}
         self._count = 0
+        try:
+            if cp is not None:
+                cp.end()
+                self._queue.submit([enc.finish()])
+        except Exception as e:
+            if type(e).__module__.split(".")[0] != "wgpu":
+                raise
+            names = ", ".join(n for n in labels if n) or "unnamed pipelines"
+            raise GfxDeviceError(f"wgpu rejected the batch of work holding {names} (none of it "
+                                 f"ran): {e}") from None
+        finally:
+            self._pending.clear()
+            self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
+
+    @wgpu_errors
+    def copy(self, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0,
+             dst_offset: int = 0) -> None:
+        """Copy `nbytes` bytes of `src` (from `src_offset`) into `dst` (at `dst_offset`), after
+        the pending work and `src`'s mirrors; `dst`'s mirrors over the range are dropped."""
+        self._check_open()
+        nbytes = int(nbytes)
+        src._range(src_offset, nbytes)
+        dst._range(dst_offset, nbytes)
+        if not nbytes:
+            return
+        self.flush()
+        if src._mirrors is not None:
+            src._upload_mirrors()
+        if dst._mirrors is not None:
+            dst._upload_mirrors()
+        n4 = min((nbytes + 3) & ~3, src.handle.size - src_offset, dst.handle.size - dst_offset)
+        if src_offset % 4 or dst_offset % 4 or n4 % 4:
+            dst.write(src.read(src_offset, nbytes), dst_offset)
+            return
+        enc = self._device.create_command_encoder()
+        enc.copy_buffer_to_buffer(src._live(), src_offset, dst._live(), dst_offset, n4)
+        self._queue.submit([enc.finish()])
 
     @wgpu_errors
     def flush(self) -> None:
@@ -234,9 +287,6 @@ class WgpuRuntime:
             self._queue.read_buffer(self._fence, 0, 4)
 
     sync = flush
-
-    def take_validation_messages(self) -> list:
-        return []
 
     # -- teardown ------------------------------------------------------------------------------
     def _check_open(self) -> None:

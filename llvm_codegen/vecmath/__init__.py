@@ -1,4 +1,5 @@
-"""Vector math: our own polynomial implementations of the math table, emitted as LLVM IR.
+"""Vector math: our own implementations of the math table (`kernel_ir.mathlib`, the algorithms
+the SPIR-V path runs too), emitted as LLVM IR.
 
     from llvm_codegen.vecmath import emit
     y = emit(builder, "sin", [x], x.type)      # float, double, <W x float>, <W x double>
@@ -11,35 +12,18 @@ fast-math flags. Each function is defined once per module and type as an interna
 caller): scalar bodies are `alwaysinline` (LLVM may then vectorise the caller's loop), vector
 bodies `noinline` (one copy per module: inlining every call site of a 16-lane body doubled the
 CPU compile time of a kernel with four sin/cos calls and its gradient, and measured no faster,
-since the body's own latency dominates the call). Measured accuracy is in `BOUND_ULP` (tests assert it; the table
-is in docs/vecmath.md). Arguments the fast reduction does not cover (|x| > 2**17 for f32
+since the body's own latency dominates the call). Measured accuracy is
+`kernel_ir.mathlib.BOUND_ULP` (tests assert it; the table is in docs/vecmath.md). Arguments the fast reduction does not cover (|x| > 2**17 for f32
 sin/cos/tan, 2**26 for f64) are sent to libm per lane, in a cold block.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from . import explog, inverse, trig
+from kernel_ir.mathlib import BOUND_ULP, F64_MISSING, FUNCTIONS  # noqa: F401  (one table)
+from kernel_ir.mathlib import trig
+
 from .emitter import Em, scalar_of, type_suffix
-
-# name -> (arity, builder(em, *args)); the precisions each supports
-FUNCTIONS = {
-    "sin": (1, trig.sin), "cos": (1, trig.cos), "tan": (1, trig.tan),
-    "exp": (1, explog.exp), "log": (1, explog.log), "tanh": (1, explog.tanh),
-    "pow": (2, explog.pow),
-    "atan": (1, inverse.atan), "atan2": (2, inverse.atan2),
-    "asin": (1, inverse.asin), "acos": (1, inverse.acos),
-}
-F64_MISSING = frozenset()  # every function has an f64 body (f64 pow: powd.py)
-
-# measured max error in ulps against numpy float64 (tests/llvm_codegen/test_vecmath.py asserts
-# these; the inputs are listed there and in docs/vecmath.md)
-BOUND_ULP = {
-    "f32": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
-            "pow": 1.0, "atan": 2.0, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
-    "f64": {"sin": 1.5, "cos": 1.5, "tan": 2.5, "exp": 1.0, "log": 1.0, "tanh": 1.5,
-            "pow": 0.6, "atan": 1.5, "atan2": 2.5, "asin": 2.5, "acos": 1.5},
-}
 
 
 def supports(name: str, ty: ir.Type) -> bool:

@@ -1,18 +1,19 @@
-"""Shape-generic LLVM IR building blocks for the vector math functions.
+"""`kernel_ir.mathlib.emitter.MathEmitter` over llvmlite: the math algorithms as LLVM IR.
 
 `Em(builder, ty)` emits into `builder` for one float type `ty`: `float`, `double` or a vector of
-them (`<W x float>`); every helper works lane-wise, so one function body serves scalars and every
-vector width. Integer views (`bits`, `from_bits`) use the same-width integer type (i32 lanes for
-f32, i64 for f64) so a lane keeps its position under bitcasts.
+them (`<W x float>`); every primitive works lane-wise, so one function body serves scalars and
+every vector width. Integer views (`bits`, `from_bits`) use the same-width integer type (i32
+lanes for f32, i64 for f64) so a lane keeps its position under bitcasts.
 
 Only exact operations and explicit `llvm.fma` are used; no fast-math flags, so NaN, infinities
-and signed zeros follow IEEE 754 as numpy does.
+and signed zeros follow IEEE 754 as numpy does. Lanes past the fast reduction can call libm
+(`libm_where`: a cold block; the vector lane loop is `lanes_support`'s helper).
 """
 from __future__ import annotations
 
-import struct
-
 from llvmlite import ir
+
+from kernel_ir.mathlib.emitter import MathEmitter
 
 from ..splat import splat
 from . import lanes_support
@@ -34,22 +35,12 @@ def type_suffix(ty: ir.Type) -> str:
     return f"v{ty.count}{s}" if isinstance(ty, ir.VectorType) else s
 
 
-def round_to(v: float, ty: ir.Type) -> float:
-    """`v` rounded to the scalar precision of `ty` (what an LLVM float constant holds)."""
-    if scalar_of(ty) == F32:
-        return struct.unpack("f", struct.pack("f", v))[0]
-    return float(v)
-
-
-class Em:
+class Em(MathEmitter):
     def __init__(self, b: ir.IRBuilder, ty: ir.Type):
         self.b, self.ty = b, ty
         self.st = scalar_of(ty)
         self.n = lanes_of(ty)
         self.is64 = self.st == F64
-        self.nbits = 64 if self.is64 else 32
-        self.mant = 52 if self.is64 else 23
-        self.bias = 1023 if self.is64 else 127
         ist = ir.IntType(self.nbits)
         self.ity = ir.VectorType(ist, self.n) if self.n > 1 else ist
         self.bty = ir.VectorType(ir.IntType(1), self.n) if self.n > 1 else ir.IntType(1)
@@ -65,18 +56,6 @@ class Em:
     def ci(self, v: int):
         return self._splat(self.ity, ir.Constant(self.ity.element if self.n > 1 else self.ity,
                                                  int(v) & ((1 << self.nbits) - 1)))
-
-    def split(self, v, parts: int = 3):
-        """`v` (a float, or a tuple of floats whose exact sum is meant) as a sum of `parts`
-        constants of this precision (Cody-Waite style), the first ones exact."""
-        from fractions import Fraction  # here: only constants need it (import time)
-        rest = sum((Fraction(t) for t in (v if isinstance(v, tuple) else (v,))), Fraction(0))
-        out = []
-        for _ in range(parts):
-            p = round_to(float(rest), self.ty)
-            out.append(p)
-            rest -= Fraction(p)
-        return out
 
     # -- intrinsics ---------------------------------------------------------------------------
     def intr(self, name: str, *args, ty=None):
@@ -105,27 +84,6 @@ class Em:
     def copysign(self, mag, sign):
         return self.intr("copysign", mag, sign)
 
-    def estrin(self, x, coeffs):
-        """The polynomial of `horner`, evaluated pairwise (Estrin): p = A(x) * x**k + B(x) with
-        both halves in parallel, so the dependent chain is ~log2(n) fmas instead of n - 1
-        (what matters inside a loop-carried chain such as sin(sin(...)))."""
-        n = len(coeffs)
-        if n <= 2:
-            return self.horner(x, coeffs)
-        k = n // 2
-        hi, lo = coeffs[:n - k], coeffs[n - k:]
-        xk = x
-        for _ in range(k - 1):
-            xk = self.mul(xk, x)
-        return self.fma(self.estrin(x, hi), xk, self.estrin(x, lo))
-
-    def horner(self, x, coeffs):
-        """coeffs[0]*x**(n-1) + ... + coeffs[-1] with fused multiply-adds."""
-        acc = self.c(coeffs[0])
-        for k in coeffs[1:]:
-            acc = self.fma(acc, x, self.c(k))
-        return acc
-
     # -- arithmetic and logic -----------------------------------------------------------------
     def add(self, a, b): return self.b.fadd(a, b)
     def sub(self, a, b): return self.b.fsub(a, b)
@@ -138,32 +96,36 @@ class Em:
     def gt(self, a, b): return self.b.fcmp_ordered(">", a, b)
     def eq(self, a, b): return self.b.fcmp_ordered("==", a, b)
     def isnan(self, a): return self.b.fcmp_unordered("uno", a, a)
+    def ult(self, a, b): return self.b.fcmp_unordered("<", a, b)
+    def uge(self, a, b): return self.b.fcmp_unordered(">=", a, b)
     def or_(self, a, b): return self.b.or_(a, b)
     def and_(self, a, b): return self.b.and_(a, b)
+    def not_(self, a): return self.b.not_(a)
+    def iadd(self, a, b): return self.b.add(a, b)
+    def isub(self, a, b): return self.b.sub(a, b)
+    def iand(self, a, b): return self.b.and_(a, b)
+    def ixor(self, a, b): return self.b.xor(a, b)
+    def ishl(self, a, b): return self.b.shl(a, b)
+    def iashr(self, a, b): return self.b.ashr(a, b)
+    def ine(self, a, b): return self.b.icmp_unsigned("!=", a, b)
+    def ilt(self, a, b): return self.b.icmp_signed("<", a, b)
+    def itof(self, i): return self.b.sitofp(i, self.ty)
+    def ftoi(self, a): return self.b.fptosi(a, self.ity)
+
+    def widened(self) -> "Em":
+        return Em(self.b, ir.VectorType(F64, self.n) if self.n > 1 else F64)
+
+    def fpext(self, a):
+        return self.b.fpext(a, self.widened().ty)
+
+    def fptrunc(self, a):
+        return self.b.fptrunc(a, self.ty)
 
     def bits(self, a):
         return self.b.bitcast(a, self.ity)
 
     def from_bits(self, i):
         return self.b.bitcast(i, self.ty)
-
-    def signbit(self, a):
-        """Mask of lanes whose sign bit is set (true for -0.0 and negative NaNs)."""
-        return self.b.icmp_signed("<", self.bits(a), self.ci(0))
-
-    def to_int(self, kf, mask_ok=None):
-        """fptosi of an integral float; lanes where it is NaN become 0 (never poison)."""
-        safe = self.sel(self.eq(kf, kf) if mask_ok is None else mask_ok, kf, self.c(0.0))
-        return self.b.fptosi(safe, self.ity)
-
-    def pow2i(self, k):
-        """2.0**k for integer lanes k in the normal exponent range."""
-        e = self.b.add(k, self.ci(self.bias))
-        return self.from_bits(self.b.shl(e, self.ci(self.mant)))
-
-    def keep_zero(self, x, res):
-        """Odd functions: f(+-0) = +-0 exactly (polynomial tails can lose the sign of zero)."""
-        return self.sel(self.eq(x, self.c(0.0)), x, res)
 
     def any(self, m):
         """i1: some lane of the mask is set."""
@@ -220,15 +182,3 @@ class Em:
         b.call(helper, [fn, *slots, bits, ir.Constant(ir.IntType(32), self.n)])
         return b.load(b.bitcast(slots[0], self.ty.as_pointer()))
 
-
-def is_int(em: Em, y):
-    """Lanes where y is an integer (true for +-inf, false for NaN): pow's special cases."""
-    return em.eq(em.floor(y), y)
-
-
-def is_odd_int(em: Em, y):
-    b = em.b
-    small = em.lt(em.fabs(y), em.c(2.0 ** (em.mant + 1)))  # larger floats are all even
-    k = em.to_int(y, mask_ok=small)
-    odd = b.icmp_unsigned("!=", b.and_(k, em.ci(1)), em.ci(0))
-    return em.and_(em.and_(small, is_int(em, y)), odd)

@@ -41,12 +41,35 @@ def arch_available(arch: str) -> bool:
     return backend_class(arch).is_available()
 
 
+def arch_status(arch: str, for_gpu: bool = False) -> tuple[bool, str]:
+    """(available, why not): whether `arch` can run here — for `sd.gpu` (`for_gpu`), whether it
+    may pick it (a device, not an emulation) — and otherwise the reason, naming what is missing."""
+    if not is_implemented(arch):
+        return False, "not implemented in this version of spirad"
+    try:
+        cls = backend_class(arch)
+        if cls.picked_by_gpu() if for_gpu else cls.is_available():
+            return True, ""
+        if for_gpu and cls.is_available():
+            return False, (f"only emulated here; sd.gpu picks devices, ask for arch={arch} by name "
+                           f"to run the emulation")
+        return False, cls.unavailable_reason() or "not available"
+    except Exception as e:  # noqa: BLE001 - a broken install is a reason too, not a crash
+        return False, f"{type(e).__name__}: {e}"
+
+
 def resolve_arch(arch: str) -> str:
     if arch == "gpu":
+        reasons = []
         for a in GPU_ORDER:
-            if is_implemented(a) and backend_class(a).picked_by_gpu():
+            ok, why = arch_status(a, for_gpu=True)
+            if ok:
                 return a
-        raise SpiradArchError("arch=gpu: no GPU backend is available (tried " + ", ".join(GPU_ORDER) + ")")
+            reasons.append(f"{a}: {why}")
+        raise SpiradArchError("arch=gpu: no GPU backend is available on this machine (tried "
+                              + ", ".join(GPU_ORDER) + "):\n  " + "\n  ".join(reasons)
+                              + "\nuse arch=sd.cpu, or install what one of them needs "
+                                "(`python -m spirad` lists every arch)")
     return arch
 
 

@@ -36,5 +36,21 @@ def overflow_error(kernel_name, task_name, stack: StackInfo, stack_index, capaci
     return SpiradAdStackOverflow(
         f"{where}adstack overflow in kernel {kernel_name} (task {task_name}): the autodiff stack of "
         f"'{stack.name}' (stack {stack_index}) holds {capacity} entries{need}. The gradients "
-        f"this launch accumulated are wrong. Raise sd.init(ad_stack_size=...) or leave it at 0 for "
-        f"automatic sizing")
+        f"this launch accumulated are wrong. {_size_option_advice(required)}")
+
+
+def _size_option_advice(required) -> str:
+    """Which init option gave the stack its capacity, and what to do about it: only a forced
+    size can overflow (`ad_stack_size` forces every stack; `default_ad_stack_size` sizes the stacks
+    whose loop bounds the compiler cannot express)."""
+    from .. import state as _state
+    opts = _state.current().options
+    at_least = f" (at least {required})" if required is not None else ""
+    if opts.get("ad_stack_size"):
+        return (f"The capacity comes from sd.init(ad_stack_size={opts['ad_stack_size']}): raise "
+                f"it{at_least}, or remove it (0, the default) for automatic sizing")
+    if opts.get("default_ad_stack_size"):
+        return (f"The capacity comes from sd.init(default_ad_stack_size="
+                f"{opts['default_ad_stack_size']}), which sizes stacks whose loop bounds the "
+                f"compiler cannot express: raise it{at_least}")
+    return "Automatic sizing gave this capacity: this is a bug in spirad, please report it"

@@ -21,6 +21,10 @@ import numpy as np
 
 class BackendBase:
     name = ""
+    # The most elements one field may hold, and the longest parallel loop: the 32-bit indices
+    # and task ranges of the SPIR-V and GPU backends; the CPU indexes and loops in 64 bits.
+    # A larger field is refused when it is created (`field.Field`), a longer loop at launch.
+    max_elements = 2**31 - 1
     # The GPU sizer (`spirad.backends.gpu_sizer.GpuSizer`) or None: adstack sizes that read
     # device data are then evaluated on the host, which reads the data through `view`.
     gpu_sizer = None
@@ -66,6 +70,17 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
+    def allocate_field(self, nbytes: int, key=None):
+        """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
+        field's id. The SPIR-V backends place fields in shared root buffers
+        (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
+        return self.allocate(nbytes)
+
+    def storage_parts(self, storage) -> tuple:
+        """(buffer, byte offset) of a storage: where its bytes live for code that binds buffers
+        itself (the GPU sizer reads fields through an alias of the buffer). Default: itself, 0."""
+        return storage, 0
+
     # -- offline compile cache (spirad.offline_cache) -------------------------------------------
     def cache_features(self) -> tuple:
         """What this backend's compiled code depends on besides the IR (device, features,
@@ -146,3 +161,14 @@ class BackendBase:
     def take_validation_messages(self) -> list:
         """Driver validation messages since the last call (the tests fail on any)."""
         return []
+
+    # -- the kernel profiler (spirad.profiler) and `python -m spirad` ---------------------------
+    def device_timer(self):
+        """An object timing launches on the device — `begin() -> token` before a launch,
+        `end(token)` after it, `collect() -> {token: seconds}` (waits for the work) — or None:
+        the profiler then times launches on the host (sync, launch, sync)."""
+        return None
+
+    def device_name(self) -> str:
+        """The device this backend runs on, for people (profiler header, `python -m spirad`)."""
+        return "host CPU"

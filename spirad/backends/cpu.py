@@ -6,10 +6,11 @@ extra buffers of the Adstack ABI (`kernel_ir.abi`): metadata, float heap, int he
 row per worker thread, grown by amortised doubling and reused across launches.
 
 With `sd.init(debug=True)` every program is compiled with bounds checks (`compile_tasks(...,
-bounds_check=True)`): every task then reads the program's status buffer at bufs[n+3] (bufs[n..n+2]
-stay null for tasks without adstacks). The status is read after each launch, like the adstack
-overflow status; the first error is kept and raised at the next `sync()` (every host read syncs)
-as a `SpiradValueError` (`bounds_support`). The status is cleared, so later launches run normally.
+bounds_check=True)`): every task then reads the program's status words (bufs[n + LLVM_STATUS];
+the other extra buffers stay null for tasks without adstacks). The status is read after each
+launch, like the adstack overflow status; the first error (`program.status_error`) is kept and
+raised at the next `sync()` (every host read syncs). The status is cleared, so later launches
+run normally.
 
 A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) has its bounds
 evaluated on the host right before its task runs: the memory is host memory and the earlier tasks
@@ -21,34 +22,62 @@ import ctypes
 
 import numpy as np
 
-from .adstack_support import grown, overflow_error, task_stacks
+from kernel_ir.abi import (LLVM_EXTRA_BUFFERS, LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_META,
+                           LLVM_STATUS, STATUS_WORDS, StatusWord)
+from kernel_ir.nodes import walk
+from kernel_ir.ops import ATOMICS, Op
+
+from .adstack_support import grown, task_stacks
 from .base import BackendBase
-from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
+from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
+from .work_estimate import NEVER, Adaptive, clock, costs, one_thread_choice, split_threshold
+
+ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
 
-class CpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds=None):
-        self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
-        self.stacks, self.task_names = stacks, task_names
-        self.nbind = nbind
-        self.bounds = bounds  # BoundsInfo when compiled with bounds checks, else None
-        extra = any(stacks) or bounds is not None
-        self.bufs = (ctypes.c_void_p * max(nbind + (4 if extra else 0), 1))()
-        self.status = np.zeros(8, np.uint32)  # llvm_codegen.program.STATUS_WORDS
+class CpuProgram(Program):
+    def __init__(self, tl, abi, bounds_check, blob, module, workers):
+        super().__init__(tl, abi, bounds_check, blob)
+        self.module = module  # the JIT module: keeps the task functions alive
+        fns = [module.function(s) for s in blob[1]]
+        n = len(tl.tasks)
+        marks, limits = blob[5]
+        self.fns = fns[:n]
+        # per task: its one-thread variant (plain read-modify-writes), run when a launch is not
+        # split, or None (CpuBackend._one_thread_variants)
+        self.fns_1t = [fns[n + m] if type(m) is int else None for m in marks]
+        atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
+        # per task: the iterations from which a launch is split (range tasks with atomics)
+        self.min_split = tuple(NEVER if m == ONLY else lim if a else None
+                               for m, lim, a in zip(marks, limits, atomics))
+        # range tasks without atomics: split by measured time (the same results either way)
+        self.adaptive = tuple(Adaptive(workers) if t.kind == "range" and not a and workers > 1
+                              else None for t, a in zip(tl.tasks, atomics))
+        self.temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings)
+                      if r.kind == "temp"}
+        # per task: heap rows per worker — an SPMD task's worker owns `lanes` rows
+        # (llvm_codegen.spmd_adstack); the lanes code generation chose are in the blob
+        self.lanes = [w if s else 1 for w, s in zip(blob[4][:n], self.stacks)]
+        nbind = self.nbind
+        extra = any(self.stacks) or self.bounds is not None
+        self.bufs = (ctypes.c_void_p * max(nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0), 1))()
+        self.status = np.zeros(STATUS_WORDS, np.uint32)
         self.status_addr = self.status.__array_interface__["data"][0]
-        self.status_word = ctypes.c_uint32.from_address(self.status_addr)  # word 0, cheap to read
-        self.bound_meta = self.bound_heaps = None  # what bufs[nbind:nbind + 3] now point to
+        self.status_word = ctypes.c_uint32.from_address(
+            self.status_addr + 4 * StatusWord.CODE)  # cheap to read after every task
+        self.bound_meta = self.bound_heaps = None  # what the adstack buffers now point to
         if extra:
-            self.bufs[nbind + 3] = self.status_addr
+            self.bufs[nbind + LLVM_STATUS] = self.status_addr
         self.last_storages = None
-        self.module = None  # the JIT module: keeps the task functions alive
-        self.blob = None    # (object code, symbols, kinds, IR): what the offline cache stores
-        self.host_bounds = ()  # per task: HostBounds of a range read from globals, else None
+        # per task: HostBounds of a range read from globals, else None
+        self.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
+                                 for t in tl.tasks)
 
 
 class CpuBackend(BackendBase):
     name = "cpu"
+    max_elements = 2**62  # 64-bit element offsets and task ranges
 
     @classmethod
     def is_available(cls) -> bool:
@@ -88,11 +117,61 @@ class CpuBackend(BackendBase):
 
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        prog = compile_tasks(tl, abi, bounds_check=self.bounds_check)
+
+        from .. import options
+        code, one_thread = self._one_thread_variants(tl)
+        prog = compile_tasks(code, abi, bounds_check=self.bounds_check,
+                             options=options.llvm_codegen_options())
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
-                optimized)
+                optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
+
+    def _one_thread_variants(self, tl):
+        """(the task list to compile, (marks, limits)): per task of `tl` a mark — None, ONLY (its
+        code is its one-thread variant, never split) or k (the variant is extra task
+        len(tl.tasks) + k, run when a launch is not split) — and the iterations from which a
+        launch is split (None: serial, or compiled as ONLY). Variants for range tasks with
+        atomics, without adstacks or bounds checks (`passes/demote_atomics.one_thread_variant`,
+        `work_estimate.one_thread_choice`)."""
+        from dataclasses import replace
+
+        from kernel_ir.nodes import TaskList
+        from llvm_codegen.codegen import spmd_choice
+
+        from .. import options
+        from ..passes.demote_atomics import one_thread_variant
+        tasks, extra, marks, work = list(tl.tasks), [], [], []
+        workers = self.rt.num_workers
+        for k, t in enumerate(tl.tasks):
+            if t.kind != "range":
+                marks.append(None)
+                work.append(None)
+                continue
+            lanes, a = (1, None) if self.bounds_check else \
+                spmd_choice(t, False, options.llvm_codegen_options())
+            cheap = frozenset() if lanes == 1 else frozenset(
+                n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
+                not any(s in a.varying for s in n.srcs[:-1]))
+            own, alone = costs(t, lanes, cheap)
+            v = None if self.bounds_check or task_stacks(t) else one_thread_variant(t)
+            choice = None if v is None else one_thread_choice(own, alone, workers)
+            if choice is None:
+                marks.append(None)
+                work.append((own, None))
+            elif choice == ONLY:
+                tasks[k] = v
+                marks.append(ONLY)
+                work.append(None)
+            else:
+                marks.append(len(extra))
+                extra.append(replace(v, name=v.name + "_1t"))
+                work.append((own, alone))
+        # per task: (variant marks, split thresholds from the estimates: work_estimate)
+        limits = tuple(None if w is None else split_threshold(w[0], workers, w[1]) for w in work)
+        if all(m is None for m in marks):
+            return tl, (tuple(marks), limits)
+        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), (tuple(marks), limits)
 
     def export_program(self, program):
         return program.blob
@@ -101,27 +180,17 @@ class CpuBackend(BackendBase):
         return self._build(tl, abi, blob)
 
     def cache_features(self) -> tuple:
-        from llvm_codegen.codegen import switches_key
-        return ("cpu", self.rt.target_key, self.bounds_check, switches_key())
+        from .. import options
+        return ("cpu", self.rt.target_key, self.bounds_check,
+                options.llvm_codegen_options().key(), "one-thread variants", self.rt.num_workers)
 
     def _build(self, tl, abi, blob):
-        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text)."""
-        obj, symbols, kinds, optimized = blob
-        mod = self.rt.load_object(obj, symbols, optimized)
-        fns = [mod.function(s) for s in symbols]
-        temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        stacks = [task_stacks(t) or None for t in tl.tasks]
-        from llvm_codegen.codegen import task_lanes
-        # an SPMD task's worker owns `lanes` heap rows (llvm_codegen.spmd_adstack)
-        lanes = [task_lanes(t, self.bounds_check) if s else 1 for t, s in zip(tl.tasks, stacks)]
-        p = CpuProgram(tl.name, fns, list(kinds), temps, len(abi.bindings), stacks,
-                       [t.name for t in tl.tasks],
-                       BoundsInfo(tl, abi) if self.bounds_check else None)
-        p.module = mod
-        p.blob = blob
-        p.lanes = lanes
-        p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None for t in tl.tasks)
-        return p
+        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
+        task lanes: the SPMD choice code generation made, (one-thread marks, split limits):
+        `_one_thread_variants`); symbols past len(tl.tasks) are one-thread variants."""
+        obj, symbols, kinds, optimized, task_lanes, _ = blob
+        return CpuProgram(tl, abi, self.bounds_check, blob,
+                          self.rt.load_object(obj, symbols, optimized), self.rt.num_workers)
 
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes
@@ -145,10 +214,11 @@ class CpuBackend(BackendBase):
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
         last = program.last_storages
-        if last is None or len(last) != len(storages) or any(a is not b for a, b in zip(storages, last)):
+        if last is not storages and (last is None or len(last) != len(storages) or
+                                     any(a is not b for a, b in zip(storages, last))):
             for k, st in enumerate(storages):
                 bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
-            program.last_storages = list(storages)
+        program.last_storages = storages  # a plan's list, never changed (launch.LaunchPlan)
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run
@@ -170,25 +240,28 @@ class CpuBackend(BackendBase):
                     self._heaps(nf, ni)
                 heaps = self.heap_addrs  # a new tuple whenever a heap grew
                 if program.bound_meta != meta_addr or program.bound_heaps is not heaps:
-                    bufs[n] = meta_addr
-                    bufs[n + 1] = heaps[0]
-                    bufs[n + 2] = heaps[1]
-                    bufs[n + 3] = program.status_addr
+                    bufs[n + LLVM_META] = meta_addr
+                    bufs[n + LLVM_HEAP_FLOAT] = heaps[0]
+                    bufs[n + LLVM_HEAP_INT] = heaps[1]
+                    bufs[n + LLVM_STATUS] = program.status_addr
                     program.bound_meta, program.bound_heaps = meta_addr, heaps
-            run(fn, bufs, addr, b, e, kind == "range")
+            fn1 = program.fns_1t[ti]
+            adaptive = program.adaptive[ti]
+            if adaptive is not None:  # no atomics: split by the measured time
+                split = adaptive.split(e - b)
+                t0 = clock()
+                run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
+                adaptive.measured(e - b, clock() - t0, split)
+            elif fn1 is not None and e - b < program.min_split[ti]:  # one thread: no atomics
+                run(fn1, bufs, addr, b, e, False)
+            else:
+                run(fn, bufs, addr, b, e, kind == "range", program.min_split[ti])
             if (stacks or checked) and program.status_word.value:
-                words = [int(x) for x in program.status]
-                code, task, stack = words[:3]
+                words = program.status.copy()
                 program.status[:] = 0
-                if code == STATUS_INDEX_OUT_OF_RANGE:
-                    if self.pending is None:
-                        self.pending = index_error(program.name, program.task_names,
-                                                   program.bounds, words, (argbuf,))
-                elif self.pending is None:
-                    self.pending = overflow_error(program.name, program.task_names[task],
-                                                  program.stacks[task][stack], stack,
-                                                  adstack.capacity(task, stack),
-                                                  adstack.required(task, stack))
+                if self.pending is None:
+                    self.pending = status_error(program, words, (argbuf,),
+                                                () if adstack is None else (adstack,))
 
     def sync(self):
         if self.pending is not None:

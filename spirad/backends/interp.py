@@ -5,8 +5,6 @@ a real backend, so it also checks the launch path.
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from kernel_ir.abi import adstack_allocas
@@ -14,9 +12,6 @@ from kernel_ir.interpreter import AdStackOverflowError, Memory, run_range, run_t
 
 from .adstack_support import overflow_error, task_stacks
 from .base import BackendBase
-
-_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
-
 
 class InterpBackend(BackendBase):
     name = "interp"
@@ -40,15 +35,7 @@ class InterpBackend(BackendBase):
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         tl, abi = program
-        scalars = []
-        for i, a in enumerate(tl.args):
-            if a.kind == "scalar":
-                scalars.append(struct.unpack_from(_UNPACK[a.dtype.name], argbuf, abi.arg_offsets[i])[0])
-            else:
-                scalars.append(None)
-        shapes = {}
-        for a, ax, off in abi.shape_offsets:
-            shapes.setdefault(a, {})[ax] = struct.unpack_from("<i", argbuf, off)[0]
+        scalars, shapes = abi.unpack_args(tl.args, argbuf)
         arrays = {}
         for ref, st in zip(abi.bindings, storages):
             if ref.kind == "field":

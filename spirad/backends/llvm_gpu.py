@@ -42,20 +42,20 @@ the message states the capacity only.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from .adstack_support import grown, overflow_error, task_stacks
+from kernel_ir.abi import STATUS_BYTES, StatusWord
+
+from .adstack_support import grown, task_stacks
 from .base import BackendBase
-from .bounds_support import STATUS_INDEX_OUT_OF_RANGE, BoundsInfo, index_error
+from .bounds_support import BoundsInfo
+from .program import status_error
 from .range_bounds import HostBounds, device_bounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
 DEVICE_RANGE_ROWS = 1 << 16  # threads of a device-range task with adstacks (its range unknown)
 ARENA_BYTES = 1 << 16
 ARENA_LIMIT = 1 << 24  # a full arena this large is reused after waiting, not replaced
-STATUS_BYTES = 32  # llvm_codegen.program.STATUS_WORDS u32 words per launch
 DEVICE_RANGE_HINT = (0, 1 << 30)  # begin / end arguments of a device-range task (not read)
 HOST_PATH_ENV = "SPIRAD_GPU_HOST_SIZING"
 
@@ -88,7 +88,8 @@ class LlvmGpuBackend(BackendBase):
     # -- availability ------------------------------------------------------------------------------
     @classmethod
     def emulated(cls) -> bool:
-        return os.environ.get(cls.EMULATE_ENV) == "1"
+        from .. import options
+        return options.get(cls.EMULATE_ENV)
 
     @classmethod
     def runtime_class(cls):
@@ -97,6 +98,9 @@ class LlvmGpuBackend(BackendBase):
     @classmethod
     def _tools_missing(cls) -> str:
         from llvm_codegen import device_libs as dl
+
+        from .. import options
+        dl.configure(**options.tool_paths())  # SPIRAD_PTXAS, ...: the code generator reads no env
         finders = ((dl.find_ptxas, dl.find_libdevice) if cls.name == "cuda" else
                    (dl.find_rocm_bitcode, dl.find_lld))
         try:
@@ -146,6 +150,7 @@ class LlvmGpuBackend(BackendBase):
     # -- setup -------------------------------------------------------------------------------------
     def __init__(self, state):
         super().__init__(state)
+        from .. import options
         from llvm_codegen.target import ARCH_TARGETS, TARGETS
         self.targets = tuple(TARGETS[t] for t in ARCH_TARGETS[self.name])
         if self.emulated():
@@ -155,7 +160,7 @@ class LlvmGpuBackend(BackendBase):
             self.rt = self.device_runtime()
         self.bounds_check = bool(state.debug)
         self.managed = bool(state.options.get("managed_memory", False))
-        self.host_path = os.environ.get(HOST_PATH_ENV) == "1"
+        self.host_path = options.get(HOST_PATH_ENV)
         if not self.host_path:
             from .gpu_sizer import GpuSizer
             self.gpu_sizer = GpuSizer(self)
@@ -169,6 +174,9 @@ class LlvmGpuBackend(BackendBase):
     @property
     def host_views(self) -> bool:
         return self.managed
+
+    def device_name(self) -> str:
+        return f"{self.name} emulated on the host CPU" if self.emulated() else f"{self.name} device"
 
     def allocate(self, nbytes):
         return self.rt.alloc_managed(nbytes) if self.managed else self.rt.alloc(nbytes)
@@ -402,19 +410,12 @@ class LlvmGpuBackend(BackendBase):
         for ln in self.launched:
             raw = statuses[id(ln.arena)]
             status = raw[ln.offset:ln.offset + STATUS_BYTES].view(np.uint32)
-            if not status[0]:
+            if not status[StatusWord.CODE]:
                 continue
-            words = [int(x) for x in status]
-            code, task, stack = words[:3]
-            program = ln.program
-            if code == STATUS_INDEX_OUT_OF_RANGE:
-                err = index_error(program.name, program.task_names, program.bounds, words,
-                                  (ln.argbuf,))
-            else:
-                err = overflow_error(program.name, program.task_names[task],
-                                     program.stacks[task][stack], stack,
-                                     ln.adstack.capacity(task, stack),
-                                     self._required(ln, task, stack))
+            err = status_error(ln.program, status, (ln.argbuf,),
+                               () if ln.adstack is None else (ln.adstack,),
+                               required=lambda plan, task, stack, ln=ln:
+                               self._required(ln, task, stack))
             break
         return err
 

@@ -1,22 +1,25 @@
-"""The Metal backend: the Vulkan backend's glue over the wgpu runtime, with the Metal profile.
+"""The Metal backend: the SPIR-V backend (`spirv_backend.py`) over the wgpu runtime, with the
+Metal profile.
 
-wgpu-py runs SPIR-V on Metal by translating it with naga, so this backend reuses everything of
-`vulkan.py` (launch flow, adstack heaps, GPU sizer, sizing cache, status and overflow errors)
-and changes three things:
+wgpu-py runs SPIR-V on Metal by translating it with naga, so this backend shares everything of
+`spirv_backend.py` with Vulkan (launch flow, adstack heaps, GPU sizer, sizing cache, status and
+overflow errors) and specialises three things:
 
 * the runtime: `gfx_runtime.wgpu.WgpuRuntime` (`_make_runtime`);
-* the SPIR-V profile `spirv_codegen.profile.METAL` (no compare-exchange, NaN / Inf by bitcast);
+* the SPIR-V profile `spirv_codegen.profile.METAL` (no compare-exchange, NaN / Inf by bitcast,
+  a uniform argument buffer, one adstack heap);
 * the checks: before code generation a kernel that uses f64 (Metal has none) or an atomic add
   that Metal cannot do is a user error naming the kernel line; after it, every module passes
   spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
-  process), and a task binding more storage buffers than Metal's 8 is a user error.
+  process). Fields share root buffers (`root_buffers`), so a kernel binds status, one view per
+  root chunk and element type it touches, its ndarrays and, with autodiff stacks, two buffers;
+  a task over Metal's 8 storage buffers (too many ndarrays) is a user error naming them.
 
 Availability: a Metal adapter (macOS), or any wgpu adapter with `SPIRAD_METAL_EMULATE=1`, which
 imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchError` says why.
 """
 from __future__ import annotations
 
-import os
 
 from kernel_ir.dtypes import f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
@@ -24,13 +27,14 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.source import user_error
 
-from .vulkan import VulkanBackend
+from .spirv_backend import SpirvBackend
 
 EMULATE_ENV = "SPIRAD_METAL_EMULATE"
 
 
 def emulated() -> bool:
-    return os.environ.get(EMULATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    from .. import options
+    return options.get("SPIRAD_METAL_EMULATE")
 
 
 def _first_use(tl, pred):
@@ -48,7 +52,7 @@ def _uses_f64(n) -> bool:
     return n.dtype == f64 or getattr(n.arg, "dtype", None) == f64
 
 
-class MetalBackend(VulkanBackend):
+class MetalBackend(SpirvBackend):
     name = "metal"
 
     @classmethod
@@ -71,6 +75,9 @@ class MetalBackend(VulkanBackend):
     def unavailable_reason(cls) -> str:
         from gfx_runtime.wgpu import unavailable_reason as reason
         return reason(emulated())
+
+    def device_timer(self):
+        return None  # wgpu's timestamp queries are an optional feature: host times
 
     @property
     def profile(self):
@@ -128,32 +135,18 @@ class MetalBackend(VulkanBackend):
                 f"float min / max; use 32-bit integers (e.g. the float's bits, ordered) or "
                 f"another arch"), loc)
 
+    LIMIT_NAME = "per kernel (Metal, through wgpu)"
+
     def _check_module(self, name: str, mod) -> None:
         from spirv_codegen import metal_check, validate
         limit = self.caps.max_per_stage_storage_buffers
         storage = mod.num_bindings - len(mod.uniform_bindings)
-        if storage > limit:
-            raise SpiradDeviceError(
-                f"kernel {name} needs {storage} storage buffers in one task (status, its "
-                f"{mod.num_bindings - 2 - (2 if mod.adstacks else 0)} fields/ndarrays/gradients"
-                f"{' and 2 autodiff-stack buffers' if mod.adstacks else ''}) but Metal allows "
-                f"{limit} per kernel; split the kernel or use fewer fields/ndarrays")
+        if storage > limit:  # `_check_bindings` counted every task before code generation
+            raise RuntimeError(f"internal error: module {mod.name} of kernel {name} binds "
+                               f"{storage} storage buffers, past Metal's {limit}")
         validate(mod.words)  # always: an invalid module could crash naga, and the process with it
         metal_check.check(mod.words, name, limit, storage, mod.uniform_bindings)
 
-    def _pipeline(self, mod):
-        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
-                                uniform=mod.uniform_bindings)
-
-    def _heaps(self, layout, rows: int) -> list:
-        """One heap (profile single_heap): each row the float row, then the int row."""
-        need = (layout.stride_float + layout.stride_int) * rows
-        self.heap_float = self._grown_heap(self.heap_float, need)
-        return [self.heap_float]
-
-    def plan_adstack(self, program, ti, sized):
-        lay, _, meta, meta_bytes = super().plan_adstack(program, ti, sized)
-        return lay, max(lay.stride_float + lay.stride_int, 1), meta, meta_bytes
 
 
 Backend = MetalBackend

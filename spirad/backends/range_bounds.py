@@ -26,8 +26,6 @@ host or GPU sizer evaluates at each launch.
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from kernel_ir.errors import SpiradValueError
@@ -36,27 +34,10 @@ from kernel_ir.ops import Op
 from kernel_ir.rewrite import expr_nodes
 from kernel_ir.source import user_error
 
-_UNPACK = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q", "u1": "<I"}
-
-
 def device_bounds(task) -> bool:
     """Does this task's range read globals (evaluated when the task starts)?"""
     return task.kind == "range" and any(
         n.op == Op.GLOBAL_LOAD for b in (task.begin, task.end) for n in expr_nodes(b))
-
-
-def decode_args(tl, abi, argbuf: bytes):
-    """(scalar argument values, {ndarray arg: {axis: extent}}) from the argument bytes."""
-    scalars = []
-    for i, a in enumerate(tl.args):
-        if a.kind == "scalar":
-            scalars.append(struct.unpack_from(_UNPACK[a.dtype.name], argbuf, abi.arg_offsets[i])[0])
-        else:
-            scalars.append(None)
-    shapes = {}
-    for a, ax, off in abi.shape_offsets:
-        shapes.setdefault(a, {})[ax] = struct.unpack_from("<i", argbuf, off)[0]
-    return scalars, shapes
 
 
 class HostBounds:
@@ -71,7 +52,7 @@ class HostBounds:
     def evaluate(self, argbuf: bytes, view) -> tuple:
         """(begin, end); `view(binding index, ref, shape)` -> a numpy array of the ref's dtype
         with that shape over the live memory (pending work finished)."""
-        scalars, shapes = decode_args(self.tl, self.abi, argbuf)
+        scalars, shapes = self.abi.unpack_args(self.tl.args, argbuf)
         arrays = {}
         for k, ref in self.refs:
             if ref.kind == "field":

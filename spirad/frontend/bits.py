@@ -98,5 +98,5 @@ def h_ffs(v, args, kw, node):
 
 
 def handlers():
-    from .. import math as sdmath
-    return {sdmath.popcnt: h_popcnt, sdmath.clz: h_clz, sdmath.ffs: h_ffs}
+    from .. import bitops
+    return {bitops.popcnt: h_popcnt, bitops.clz: h_clz, bitops.ffs: h_ffs}

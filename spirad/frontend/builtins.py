@@ -11,6 +11,7 @@ import math
 from .. import lang
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType
+from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
 from .formatting import h_print
@@ -122,18 +123,38 @@ def _atomic(op, name):
     return h
 
 
+def h_raw_mod(v, args, node):
+    """`raw_mod(a, b)`: a - b * trunc(a / b) (C's %, fmod on floats)."""
+    _arity(v, args, 2, node)
+    a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if is_py_scalar(a) and is_py_scalar(b):
+        return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
+    t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
+    na, nb = v.to_node(a, t), v.to_node(b, t)
+    bb = v.ctx.b
+    if t.is_float:
+        q = bb.binary(Op.DIV, na, nb)
+        q = bb.select(bb.binary(Op.CMP_LT, q, bb.const(0.0, t)), v.unop(Op.NEG, v.unop(Op.FLOOR, v.unop(Op.NEG, q))),
+                      v.unop(Op.FLOOR, q))  # trunc(a / b)
+    else:
+        q = bb.binary(Op.DIV, na, nb)  # integer DIV truncates toward zero (kernel_ir)
+    return bb.binary(Op.SUB, na, bb.binary(Op.MUL, nb, q))
+
+
 def h_polar_decompose(v, args, kw, node):
-    """`R, S = sd.polar_decompose(A)` for a 2x2 matrix A: A = R S, R a rotation, S symmetric
-    (the closed form Taichi's polar_decompose2d uses). 3x3 needs an SVD: not supported."""
+    """`R, S = sd.polar_decompose(A)`: A = R S, R a rotation, S symmetric; 2x2 in closed form,
+    3x3 from the SVD (frontend/svd)."""
     if len(args) not in (1, 2):
         raise v.ctx.error(SpiradTypeError, "polar_decompose(A, dt=None) takes a matrix", node)
     a = v.rvalue(args[0])
+    if isinstance(a, VecVal) and a.shape == (3, 3):
+        from .svd import polar3  # R = U Vᵀ, S = V Σ Vᵀ from the 3x3 SVD
+        return polar3(v, a, node)
     if not isinstance(a, VecVal) or a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
         shape = a.shape if isinstance(a, VecVal) else "a scalar"
-        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 matrices only "
-                                                   f"(got {shape}); 3x3 needs an SVD, which "
-                                                   f"spirad does not have", node)
+        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 and 3x3 "
+                                                   f"matrices (got {shape})", node)
     a00, a01, a10, a11 = a.comps
     x = v.binop(Op.ADD, a00, a11)
     y = v.binop(Op.SUB, a10, a01)
@@ -142,6 +163,11 @@ def h_polar_decompose(v, args, kw, node):
     r = VecVal((c, v.unop(Op.NEG, s), s, c), (2, 2))
     rt = VecVal((c, s, v.unop(Op.NEG, s), c), (2, 2))
     return r, v.matmul(rt, a, node)
+
+
+def _svd_module():
+    from . import svd  # loaded by the first kernel that decomposes a matrix
+    return svd
 
 
 def _rows_or_cols(cols):
@@ -341,7 +367,8 @@ def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
     block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
-    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize"}
+    unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
+                         "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
                                            "block_dim=, parallelize=", node)
@@ -358,11 +385,6 @@ HANDLERS = {
     Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
     Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
     lang.loop_config: h_loop_config, lang.random: h_random,
-    lang.sin: _unary(Op.SIN, math.sin), lang.cos: _unary(Op.COS, math.cos),
-    lang.tan: _unary(Op.TAN, math.tan), lang.tanh: _unary(Op.TANH, math.tanh),
-    lang.asin: _unary(Op.ASIN, math.asin), lang.acos: _unary(Op.ACOS, math.acos),
-    lang.exp: _unary(Op.EXP, math.exp), lang.log: _unary(Op.LOG, math.log),
-    lang.sqrt: _unary(Op.SQRT, math.sqrt), lang.rsqrt: _unary(Op.RSQRT, lambda x: 1 / math.sqrt(x)),
     lang.floor: h_floor, lang.atan: h_atan,
     Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
@@ -371,8 +393,12 @@ HANDLERS = {
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
     lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
     lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
-    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"),
+    lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),
+    lang.raw_mod: lambda v, args, kw, node: h_raw_mod(v, args, node),
     lang.polar_decompose: h_polar_decompose,
+    lang.svd: lambda v, args, kw, node: _svd_module().h_svd(v, args, kw, node),
+    lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),
+    lang.eig: lambda v, args, kw, node: _svd_module().h_eig(v, args, kw, node),
     lang.block_local: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
@@ -380,17 +406,30 @@ HANDLERS = {
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
     py.print: h_print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
     # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
-    math.sin: _math(Op.SIN, math.sin), math.cos: _math(Op.COS, math.cos),
-    math.tan: _math(Op.TAN, math.tan), math.tanh: _math(Op.TANH, math.tanh),
-    math.asin: _math(Op.ASIN, math.asin), math.acos: _math(Op.ACOS, math.acos),
-    math.exp: _math(Op.EXP, math.exp), math.log: lambda v, args, kw, node: _math_log(v, args, node),
-    math.sqrt: _math(Op.SQRT, math.sqrt), math.fabs: _math(Op.ABS, math.fabs),
+    math.log: lambda v, args, kw, node: _math_log(v, args, node),
+    math.fabs: _math(Op.ABS, math.fabs),
     math.floor: _math(Op.FLOOR, math.floor), math.atan: h_atan, math.pow: h_math_pow,
     math.ceil: _math_helper("ceil", math.ceil), math.trunc: _math_helper("trunc", math.trunc),
     math.atan2: lambda v, args, kw, node: (math.atan2(*[v.rvalue(a) for a in args])
                                            if all(is_py_scalar(v.rvalue(a)) for a in args)
                                            else _binary(Op.ATAN2)(v, args, kw, node)),
 }
+
+
+def _math_functions() -> dict:
+    """`sd.<name>` and Python's `math.<name>` of every float math function
+    (`kernel_ir.mathfns`): IR on kernel values, folded on Python numbers (math's double
+    precision, as Taichi does; the reference where math has no such function)."""
+    out = {}
+    for f in MATH:
+        fold = getattr(math, f.name, None) or (lambda x, r=f.reference: float(r(x)))
+        out[getattr(lang, f.name)] = _unary(f.op, fold)
+        if hasattr(math, f.name):
+            out[getattr(math, f.name)] = _math(f.op, fold)
+    return out
+
+
+HANDLERS = {**_math_functions(), **HANDLERS}  # explicit entries (math.log's base) win
 
 
 def _math_log(v, args, node):
@@ -400,3 +439,5 @@ def _math_log(v, args, node):
     return _math(Op.LOG, math.log)(v, args, {}, node)
 from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
 HANDLERS.update(_bit_handlers())
+from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
+HANDLERS.update(_simt_handlers())

@@ -18,6 +18,7 @@ class FuncFrame:
         self.src = src
         self.is_kernel = is_kernel
         self.scopes: list[dict] = [{}]
+        self.loop_base = self.scope_base = 0  # a func's own loops / scopes start there
         closure = {}
         if fn.__closure__:
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
@@ -30,6 +31,8 @@ class FuncFrame:
         self.returns = None  # kernels: the KernelReturn of `-> type` (spirad.kernel_return)
         self.returned = False  # kernels: a `return` was compiled; the statements after it are not
         self.loop_depth = 0  # serial loops entered inside this frame
+        from ..tracebacks import internal_file
+        self.internal = internal_file(src.filename)  # spirad's own kernels (GPU sizer): no warnings
 
 
 class Ctx:
@@ -47,6 +50,7 @@ class Ctx:
         # @func calls. A loop is parallel exactly when this is 0 (Taichi's rule: funcs are
         # inlined, `sd.static` ifs and loops are resolved before scoping).
         self.nested_scopes = 0
+        self.static_depth = 0  # > 0 while building the arguments of sd.static(...)
         self.loop_config = None  # sd.loop_config(...) waiting for the next for loop
         self.static_break = []  # per enclosing static loop with break/continue: its flag slot
         self.rng_anchor = None   # frontend.rng: where the current random stream's slot goes

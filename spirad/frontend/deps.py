@@ -168,10 +168,10 @@ class _Describer:
     def field(self, f):
         if f.epoch != self.state.epoch:  # compiling raises the stale-field error: not cached
             raise _Uncacheable(f"field {f.name} of a previous init()")
-        ids = [f.id] + [g.id for g in (f._grad, f.dual) if g is not None]
+        ids = [f.id] + [g.id for g in (f._grad, f._dual) if g is not None]
         self.field_ids.update(ids)
         return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.needs_grad,
-                f.dual is not None)
+                f.needs_dual)
 
     def attrs(self, obj, own=None) -> tuple:
         """(name, description) of every attribute of `obj` that some described code names; a

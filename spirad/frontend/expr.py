@@ -6,7 +6,8 @@ import numbers
 
 import numpy as np
 
-from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import (SpiradAutodiffError, SpiradError, SpiradIndexError,
+                              SpiradSyntaxError, SpiradTypeError)
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
@@ -114,6 +115,10 @@ class ExprVisitor:
         a, b = self.build(node.left), self.build(node.right)
         if isinstance(node.op, ast.MatMult):
             return self.matmul(self.rvalue(a), self.rvalue(b), node)
+        ra, rb = self.rvalue(a), self.rvalue(b)
+        if _is_compile_time(ra) and _is_compile_time(rb) and not (is_py_scalar(ra) and is_py_scalar(rb)) \
+                and type(node.op) in _PY_BINOPS:  # `[x] * 12`, list + list, dtype arithmetic
+            return _PY_BINOPS[type(node.op)](ra, rb)
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}", node)
@@ -123,13 +128,29 @@ class ExprVisitor:
         a = self.rvalue(self.build(node.operand))
         if isinstance(node.op, ast.UAdd):
             return a
+        if isinstance(node.op, ast.Not) and _is_compile_time(a) and not is_py_scalar(a):
+            return not a  # `not some_tuple`, `not None`
         if is_py_scalar(a):
             return {ast.USub: lambda x: -x, ast.Not: lambda x: not x, ast.Invert: lambda x: ~x}[type(node.op)](a)
         op = {ast.USub: Op.NEG, ast.Not: Op.NOT, ast.Invert: Op.BIT_NOT}[type(node.op)]
         return self.unop(op, a)
 
     def build_BoolOp(self, node):
-        vals = [self.rvalue(self.build(v)) for v in node.values]
+        vals = []
+        for v in node.values:  # compile-time operands short-circuit as in Python
+            x = self.rvalue(self.build(v))
+            vals.append(x)
+            if _is_compile_time(x) and not is_py_scalar(x) and all(_is_compile_time(y) for y in vals):
+                if bool(x) == isinstance(node.op, ast.Or):
+                    break
+            elif is_py_scalar(x) and all(_is_compile_time(y) for y in vals) \
+                    and bool(x) == isinstance(node.op, ast.Or):
+                break
+        if all(_is_compile_time(v) for v in vals):
+            r = vals[0]
+            for v in vals[1:]:
+                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
+            return r
         if all(is_py_scalar(v) for v in vals):
             r = vals[0]
             for v in vals[1:]:
@@ -146,6 +167,14 @@ class ExprVisitor:
         result = None
         for op, comp in zip(node.ops, node.comparators):
             right = self.build(comp)
+            lv, rv = self.rvalue(left), self.rvalue(right)
+            if _is_compile_time(lv) and _is_compile_time(rv) and (
+                    type(op) not in CMPOPS or not (is_py_scalar(lv) and is_py_scalar(rv))):
+                r = _PY_CMPOPS[type(op)](lv, rv)  # `in`, `is`, `==` on dtypes, tuples, objects
+                result = r if result is None else (result and r) if is_py_scalar(result) else \
+                    self.ctx.b.binary(Op.AND, self.to_cond(result), self.to_cond(bool(r)))
+                left = right
+                continue
             if type(op) not in CMPOPS:
                 raise self.ctx.error(SpiradSyntaxError, f"unsupported comparison {type(op).__name__}", node)
             r = self.binop(CMPOPS[type(op)], left, right)
@@ -162,7 +191,8 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
-        return self.select(c, self.build(node.body), self.build(node.orelse))
+        from .conditional import build_conditional  # only the chosen side runs
+        return build_conditional(self, node, c)
 
     def build_Attribute(self, node):
         obj = self.build(node.value)
@@ -195,6 +225,10 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
                                                       f"'{name}' (members: {list(obj.sf.members)})", node)
             return self.field_elem(f, obj.idx, node)
+        from ..field import Field
+        if isinstance(obj, Field) and obj._primal is None and (
+                name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
+            raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError as e:
@@ -221,7 +255,7 @@ class ExprVisitor:
         obj = self.build(node.value)
         sl = node.slice
         idx = self.build(sl)
-        idx = idx if isinstance(idx, tuple) else (idx,)
+        idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
@@ -251,9 +285,25 @@ class ExprVisitor:
             return self.component(obj, idx, node)
         if isinstance(obj, (tuple, list)):
             k = self.rvalue(idx[0])
+            what = f"{ast.unparse(node.value)}" if isinstance(node, ast.Subscript) else "it"
+            kind = type(obj).__name__
             if not isinstance(k, numbers.Integral):
-                raise self.ctx.error(SpiradTypeError, "compile-time sequences need constant indices", node)
+                raise self.ctx.error(SpiradTypeError, f"{what} is a Python {kind}: a kernel indexes it "
+                                     f"only with compile-time constants, and this index is a run-time "
+                                     f"value. Put the values in a field or ndarray (t = sd.field(sd.f32, "
+                                     f"{len(obj)}); t.from_numpy(np.array({what}))) and index that, or "
+                                     f"loop with `for j in sd.static(range({len(obj)}))`", node)
+            if not -len(obj) <= k < len(obj):
+                raise self.ctx.error(SpiradIndexError, f"{kind} index {k} is out of range: {what} has "
+                                                       f"{len(obj)} element(s)", node)
             return obj[k]
+        key = tuple(self.rvalue(k) for k in idx)
+        if hasattr(obj, "__getitem__") and _is_compile_time(obj) and _is_compile_time(key):
+            try:  # a compile-time container (dict, numpy array, ...) at a compile-time key
+                return self.py_constant(obj[key[0] if len(key) == 1 else key])
+            except (KeyError, IndexError, TypeError) as e:
+                raise self.ctx.error(SpiradTypeError, f"{type(obj).__name__}[{key}]: "
+                                                      f"{type(e).__name__}: {e}", node) from None
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
     def field_elem(self, obj, idx, node):
@@ -262,7 +312,8 @@ class ExprVisitor:
         if len(idx) != len(obj.shape):
             raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
                                                   f"but is indexed with {len(idx)}", node)
-        return GlobalElem(ref, self.indices(idx), obj.comp_shape, obj)
+        wide = any(n > 2**31 - 1 for n in obj.shape)  # an axis past i32 (the CPU only)
+        return GlobalElem(ref, self.indices(idx, wide), obj.comp_shape, obj)
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""
@@ -272,17 +323,21 @@ class ExprVisitor:
             out.extend(r.comps if isinstance(r, VecVal) else (v,))
         return tuple(out)
 
-    def indices(self, idx):
+    def indices(self, idx, wide: bool = False):
+        """Index nodes of a global access: i32, or i64 for an array with an axis longer than
+        2**31 - 1 (`wide`: a field on the CPU; backends with 32-bit indices refuse such fields
+        when they are created)."""
+        it = T.i64 if wide else T.i32
         out = []
         for v in idx:
             v = self.rvalue(v)
             if isinstance(v, VecVal):
-                out.extend(self.to_node(c, T.i32) for c in v.comps)
+                out.extend(self.to_node(c, it) for c in v.comps)
                 continue
-            n = self.to_node(v)
+            n = self.to_node(v, it if wide and is_py_scalar(v) else None)
             if not (n.dtype.is_int or n.dtype == T.u1):
                 raise self.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}")
-            out.append(self.ctx.b.cast(n, T.i32))
+            out.append(self.ctx.b.cast(n, it))
         return tuple(out)
 
     def component(self, obj, idx, node):
@@ -303,7 +358,7 @@ class ExprVisitor:
             comps = self.rvalue(obj).comps
             return VecVal(comps[r * shape[1]:(r + 1) * shape[1]], (shape[1],))
         if len(ks) != len(shape) or any(not 0 <= k < s for k, s in zip(ks, shape)):
-            raise self.ctx.error(SpiradTypeError, f"index {tuple(ks)} out of range for shape {shape}", node)
+            raise self.ctx.error(SpiradIndexError, f"index {tuple(ks)} is out of range for shape {shape}", node)
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
         if isinstance(obj, Slot):
             return Slot((obj.allocas[flat],), (), obj.dtype)
@@ -342,8 +397,15 @@ class ExprVisitor:
             return self.build_static(node)
         args = []
         for a in node.args:
-            if isinstance(a, ast.Starred):
-                raise self.ctx.error(SpiradSyntaxError, "*args calls are not supported in kernels", a)
+            if isinstance(a, ast.Starred):  # f(*seq) over a sequence known at compile time
+                seq = self.rvalue(self.build(a.value))
+                if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
+                    seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
+                if not isinstance(seq, (tuple, list)):
+                    raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
+                                                            "compile time in kernels", a)
+                args.extend(seq)
+                continue
             args.append(self.build(a))
         kwargs = {}
         for kw in node.keywords:
@@ -386,19 +448,62 @@ class ExprVisitor:
                 a = self.rvalue(args[0])
                 return fn(a).item() if is_py_scalar(a) else self.cast(a, dt)
         name = getattr(fn, "__name__", type(fn).__name__)
-        raise self.ctx.error(SpiradSyntaxError, f"cannot call '{name}' inside a kernel: only spirad "
-                                                f"functions, @sd.func and math builtins are allowed", node)
+        vals = [self.rvalue(a) for a in args]
+        if fn in _SEQUENCE_BUILTINS and not kwargs and all(isinstance(x, (tuple, list, range))
+                                                         for x in vals):
+            return list(fn(*vals))  # enumerate / zip / reversed over compile-time sequences
+        kvals = {k: self.rvalue(x) for k, x in kwargs.items()}
+        if self.ctx.static_depth and callable(fn) and \
+                all(_is_compile_time(x) for x in vals + list(kvals.values())):
+            try:  # inside sd.static(...), a Python call on compile-time values runs now (Quadrants)
+                return self.py_constant(fn(*vals, **kvals))
+            except SpiradError:
+                raise
+            except Exception as e:
+                raise self.ctx.error(SpiradTypeError, f"calling '{name}' at compile time failed: "
+                                                      f"{type(e).__name__}: {e}", node) from None
+        raise self.ctx.error(SpiradSyntaxError, _uncallable(fn, node) + " (inside sd.static(...), "
+                             "other Python functions run at compile time on values known then)", node)
 
     def build_static(self, node):
-        vals = [self.rvalue(self.build(a)) for a in node.args]
-        for v in vals:
-            if not _is_compile_time(v):
+        self.ctx.static_depth += 1  # Python calls in here run at compile time
+        try:
+            vals = [self.rvalue(self.build(a)) for a in node.args]
+        finally:
+            self.ctx.static_depth -= 1
+        for v in vals:  # a sequence known at compile time may hold run-time values (unrolled)
+            if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def build_JoinedStr(self, node):
         from .formatting import joined_str
         return joined_str(self, node)
+
+
+_NP_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+             "power": "pow", "absolute": "abs", "fabs": "abs", "minimum": "min", "maximum": "max",
+             "fmin": "min", "fmax": "max", "where": "select", "round": "round", "rint": "round"}
+
+
+def _uncallable(fn, node) -> str:
+    """The message for a call of something kernels cannot call, naming it as written
+    (`np.sin`) and the spirad function to use instead when there is one."""
+    written = ast.unparse(node.func)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    if isinstance(fn, np.ufunc) or module.split(".")[0] == "numpy":
+        from .. import lang, math as sdmath
+        cand = _NP_NAMES.get(name, name)
+        alt = f"sd.{cand}" if callable(getattr(lang, cand, None)) and \
+            not isinstance(getattr(lang, cand), type) else \
+            f"sd.math.{cand}" if callable(getattr(sdmath, cand, None)) else None
+        use = f"; use {alt}(...)" if alt else "; write it with spirad's math (sd.sin, sd.exp, ...)"
+        return (f"cannot call {written} inside a kernel: numpy functions run on the host, not in "
+                f"kernels{use}")
+    return (f"cannot call {written} ({type(fn).__name__} {name!r}) inside a kernel: only spirad "
+            f"functions (sd.sin, ...), @sd.func, plain Python functions and math builtins are "
+            f"allowed")
 
 
 def _numpy_constant(v):
@@ -607,6 +712,15 @@ VEC_METHODS = {"trace": _m_trace, "outer_product": _m_outer_product,
                "norm_inv": _m_norm_inv, "cast": _m_cast, "max": _m_reduce(Op.MAX, "max"),
                "min": _m_reduce(Op.MIN, "min")}
 VEC_METHODS.update(_MATRIX_METHODS)  # fill / any / all (matrix_ops.py)
+
+import operator as _operator  # noqa: E402
+_PY_CMPOPS = {ast.Eq: _operator.eq, ast.NotEq: _operator.ne, ast.Lt: _operator.lt,
+              ast.LtE: _operator.le, ast.Gt: _operator.gt, ast.GtE: _operator.ge,
+              ast.Is: _operator.is_, ast.IsNot: _operator.is_not,
+              ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_PY_BINOPS = {ast.Add: _operator.add, ast.Mult: _operator.mul, ast.Sub: _operator.sub,
+              ast.BitOr: _operator.or_, ast.BitAnd: _operator.and_}
+_SEQUENCE_BUILTINS = (enumerate, zip, reversed, list, tuple, sorted)
 VEC_PROPERTIES = {"n": lambda shape: shape[0], "m": lambda shape: shape[1] if len(shape) == 2 else 1}
 
 

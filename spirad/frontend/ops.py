@@ -7,12 +7,13 @@ import numbers
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
-from kernel_ir.ops import ATOMIC_COMBINE, Op
+from kernel_ir.ops import ATOMIC_COMBINE, FLOAT_UNARY, Op
 from .typing import literal_type, promote, true_div_type
 from .local_index import read_view, store_view
-from .values import GlobalElem, Slot, SlotView, VecVal
+from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
+_WARNED: dict = {}  # filename -> warnings registry of narrowing warnings (once per line)
 
 
 def is_py_scalar(v) -> bool:
@@ -32,6 +33,9 @@ class ValueOps:
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
         if isinstance(v, SlotView):
             return read_view(self, v)
+        if isinstance(v, ShapeVal):  # `n, m = arr.shape`: one i32 per axis
+            return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
+                         for k in range(v.arr.ndim))
         if isinstance(v, GlobalElem):
             if not v.comp_shape:
                 return b.global_load(v.ref, v.indices)
@@ -56,6 +60,7 @@ class ValueOps:
             return self.ctx.b.cast(v, dtype) if dtype is not None else v
         if is_py_scalar(v):
             t = dtype or literal_type(v, None, self.ctx.default_fp, self.ctx.default_ip)
+            self.check_literal(v, t)
             return self.const(v, t)
         if isinstance(v, VecVal):
             raise self.ctx.error(SpiradTypeError, "expected a scalar, got a vector/matrix")
@@ -63,6 +68,20 @@ class ValueOps:
         if isinstance(v, FormatStr):
             raise self.ctx.error(SpiradTypeError, FormatStr.ONLY_PRINTED)
         raise self.ctx.error(SpiradTypeError, f"expected a number, got {type(v).__name__}")
+
+    def check_literal(self, v, t):
+        """An integer literal must fit the type it takes (Taichi and Quadrants refuse it too):
+        3000000000 as an i32 would wrap silently. Unsigned types also take the negative
+        literals of their width (`x & -1`). An explicit cast (`sd.i64(3000000000)`) types it."""
+        if not (t.is_int and t != T.u1 and isinstance(v, numbers.Integral)) or isinstance(v, bool):
+            return
+        lo = -(1 << (t.bits - 1))
+        hi = (1 << t.bits) - 1 if not t.is_signed else (1 << (t.bits - 1)) - 1
+        if not lo <= v <= hi:
+            wide = "sd.i64" if -(1 << 63) <= v < (1 << 63) else "a smaller value"
+            raise self.ctx.error(SpiradTypeError, f"integer literal {v} does not fit {t} (the type "
+                                 f"it takes here); write {wide}({v}) to type it, or use "
+                                 f"sd.init(default_ip=sd.i64)")
 
     def to_cond(self, v) -> Node:
         n = self.to_node(v)
@@ -90,7 +109,9 @@ class ValueOps:
         if op == Op.DIV:
             t = true_div_type(t, fp)
         elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
-            raise self.ctx.error(SpiradTypeError, f"bit operation {op.name.lower()} needs integers, got {t}")
+            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.SHL: "<<", Op.SHR: ">>"}[op]
+            raise self.ctx.error(SpiradTypeError, f"bit operation {sym} needs integers, got {t}; "
+                                                  f"convert first, e.g. sd.cast(v, sd.i32)")
         elif op == Op.POW and is_py_scalar(b) and isinstance(b, numbers.Integral) and 0 <= b <= 8:
             return self._int_power(self.to_node(a, t), int(b))
         elif op in (Op.ATAN2,) and not t.is_float:
@@ -126,8 +147,7 @@ class ValueOps:
             return VecVal(tuple(self.unop(op, c) for c in a.comps), a.shape)
         if is_py_scalar(a):
             a = self.to_node(a)
-        if op in (Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG, Op.SQRT,
-                  Op.RSQRT, Op.FLOOR) and not a.dtype.is_float:
+        if op in FLOAT_UNARY and not a.dtype.is_float:
             a = self.ctx.b.cast(a, self.ctx.default_fp)
         if op == Op.NOT:
             return self.ctx.b.unary(Op.NOT, self.to_cond(a))
@@ -137,6 +157,15 @@ class ValueOps:
 
     def select(self, c, a, b):
         c, a, b = self.rvalue(c), self.rvalue(a), self.rvalue(b)
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+            if len(a) != len(b):  # `x, y = (a, b) if c else (d, e)`: element by element
+                raise self.ctx.error(SpiradTypeError, f"if / else gives tuples of different "
+                                                      f"lengths ({len(a)} and {len(b)})")
+            return tuple(self.select(c, x, y) for x, y in zip(a, b))
+        for x in (a, b):
+            if not isinstance(x, (Node, VecVal)) and not is_py_scalar(x):
+                raise self.ctx.error(SpiradTypeError, f"if / else needs numbers, vectors or "
+                                                      f"tuples of them, got {type(x).__name__}")
         if isinstance(a, VecVal) or isinstance(b, VecVal):
             n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
             shape = a.shape if isinstance(a, VecVal) else b.shape
@@ -157,13 +186,46 @@ class ValueOps:
         v = self.rvalue(v)
         if isinstance(v, VecVal):
             return VecVal(tuple(self.cast(c, dtype) for c in v.comps), v.shape)
+        if dtype.is_int and dtype != T.u1 and isinstance(v, numbers.Integral) \
+                and not isinstance(v, bool):  # an explicit cast of a literal wraps, as in C
+            v = v % (1 << dtype.bits)
+            if dtype.is_signed and v >= 1 << (dtype.bits - 1):
+                v -= 1 << dtype.bits
         return self.to_node(v, dtype)
 
     # -- writing ------------------------------------------------------------------------------
-    def store_into(self, target, value):
-        """Assign `value` to a Slot or GlobalElem (casting to the target's type)."""
+    def narrowing(self, value, dtype, what="assignment"):
+        """Warn (`SpiradWarning`, at the kernel line; once per line) when storing `value` into
+        a `dtype` location loses precision, as Taichi does: a float into an integer, f64 into
+        f32, i64 into i32. The store still converts (toward zero for float -> int)."""
+        if isinstance(value, Node):
+            src = value.dtype
+        elif isinstance(value, float) and not isinstance(value, bool):
+            if not dtype.is_int or float(value).is_integer():
+                return
+            src = self.ctx.default_fp
+        else:
+            return
+        if src == dtype or promote(dtype, src) == dtype:
+            return
+        loc = self.ctx.loc()
+        if loc is None or self.ctx.frame.internal:
+            return
+        import warnings
+        from kernel_ir.errors import SpiradWarning
+        how = "truncated toward zero" if dtype.is_int and src.is_float else "rounded / wrapped"
+        warnings.warn_explicit(
+            SpiradWarning(f"{what} may lose precision: {dtype} <- {src} (the value is {how}); "
+                          f"convert explicitly, e.g. sd.cast(value, sd.{dtype}), to say so"),
+            SpiradWarning, loc.filename, loc.lineno,
+            registry=_WARNED.setdefault(loc.filename, {}))
+
+    def store_into(self, target, value, warn=True):
+        """Assign `value` to a Slot or GlobalElem (casting to the target's type; `warn`: a
+        narrowing conversion warns, except where the type was declared: return values)."""
         b = self.ctx.b
         value = self.rvalue(value)
+        narrowing = self.narrowing if warn else (lambda *a: None)
         if isinstance(target, SlotView):
             store_view(self, target, value)
             return
@@ -171,8 +233,10 @@ class ValueOps:
             if target.shape:
                 comps = self._comps_for(value, target.shape)
                 for a, c in zip(target.allocas, comps):
+                    narrowing(c, target.dtype)
                     b.store(a, self.to_node(c, target.dtype))
             else:
+                narrowing(value, target.dtype)
                 b.store(target.allocas[0], self.to_node(value, target.dtype))
             return
         if isinstance(target, GlobalElem):
@@ -181,8 +245,10 @@ class ValueOps:
                 comps = self._comps_for(value, target.comp_shape)
                 for k, c in zip(_comp_indices(target.comp_shape), comps):
                     idx = target.indices + tuple(b.const(x, T.i32) for x in k)
+                    narrowing(c, ref.dtype)
                     b.global_store(ref, idx, self.to_node(c, ref.dtype))
             else:
+                narrowing(value, ref.dtype)
                 b.global_store(ref, target.indices, self.to_node(value, ref.dtype))
             return
         raise self.ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}")
@@ -222,8 +288,10 @@ class ValueOps:
             olds = []
             for k, c in zip(_comp_indices(target.comp_shape), comps):
                 idx = target.indices + tuple(b.const(x, T.i32) for x in k)
+                self.narrowing(c, ref.dtype, "atomic add")
                 olds.append(b.atomic(op, ref, idx, self.to_node(c, ref.dtype)))
             return VecVal(tuple(olds), target.comp_shape)
+        self.narrowing(value, ref.dtype, "atomic add")
         return b.atomic(op, ref, target.indices, self.to_node(value, ref.dtype))
 
     def _comps_for(self, value, shape):

@@ -21,7 +21,7 @@ class SourceInfo:
             self.filename = inspect.getsourcefile(fn) or "<unknown>"
         except (OSError, TypeError) as e:
             from kernel_ir.errors import SpiradSyntaxError
-            raise SpiradSyntaxError(f"cannot read the source of {fn.__qualname__}: {e}") from None
+            raise SpiradSyntaxError(no_source_message(fn, e)) from None
         raw = "".join(lines)
         self.indent = len(lines[0]) - len(lines[0].lstrip())
         self.tree = ast.parse(textwrap.dedent(raw))
@@ -43,6 +43,20 @@ class SourceInfo:
         if end_col is None:
             end_col = len(text)
         return SrcLoc(self.filename, lineno, col, end_col, text, self.fn.__name__)
+
+
+def no_source_message(fn, e) -> str:
+    """Why the source of `fn` cannot be read, and what to do."""
+    code = getattr(fn, "__code__", None)
+    where = code.co_filename if code is not None else "?"
+    msg = (f"cannot read the source of {fn.__qualname__} (defined in {where}): spirad compiles a "
+           f"kernel or func from its Python source, ")
+    if where in ("<stdin>", "<string>") or where.startswith("<"):
+        return msg + (f"and Python keeps none for code typed at the interactive prompt, piped to "
+                      f"`python -` or run by exec() ({where}). Put the code in a .py file and run "
+                      f"that (python file.py), or use IPython / Jupyter, which keep the source "
+                      f"(exec() users: compile with a file name registered in linecache)")
+    return msg + f"and it cannot be read ({e}); is the .py file still there?"
 
 
 class LambdaSourceInfo(SourceInfo):

@@ -17,6 +17,31 @@ from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
+def _loop_dtype(dims) -> T.DType:
+    """The index type of a loop nest over `dims` ((begin, end) pairs: Python ints or nodes):
+    i64 when a bound is a 64-bit value, or the Python-int bounds (a field's shape) do not fit
+    i32 — also their product, the flattened index of a parallel nest — else i32. A bound is
+    never narrowed: `range(n)` with an i64 `n` runs in i64."""
+    total, static = 1, True
+    for lo, hi in dims:
+        for v in (lo, hi):
+            if isinstance(v, numbers.Integral):
+                if not -(1 << 31) <= v < (1 << 31):
+                    return T.i64
+            elif getattr(v, "dtype", None) is not None and v.dtype.is_int and v.dtype.bits == 64:
+                return T.i64
+            else:
+                static = False
+        if static:
+            total *= max(int(hi) - int(lo), 0)
+    return T.i64 if static and len(dims) > 1 and total >= 1 << 31 else T.i32
+
+
+def _kind_of(v) -> str:
+    return "vector" if isinstance(v, VecVal) else "run-time scalar" \
+        if not isinstance(v, (tuple, list)) and hasattr(v, "dtype") else type(v).__name__
+
+
 class _Unrolled(Exception):
     """Raised to stop compiling a static branch after `break`/`continue` (not supported)."""
 
@@ -42,6 +67,12 @@ class StmtVisitor:
         value = self.build(node.value)
         if len(node.targets) > 1:
             value = self.rvalue(value)
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static \
+                and all(isinstance(t, ast.Name) and self.ctx.find_local(t.id) is None
+                        for t in node.targets):
+            for t in node.targets:  # `X = sd.static(v)`: X names the compile-time value itself
+                self.ctx.bind(t.id, value)
+            return
         for t in node.targets:
             self.assign(t, value)
 
@@ -85,9 +116,25 @@ class StmtVisitor:
         if isinstance(target, (ast.Tuple, ast.List)):
             v = self.rvalue(value)
             items = v.comps if isinstance(v, VecVal) else v
-            if not isinstance(items, (tuple, list)) or len(items) != len(target.elts):
-                raise ctx.error(SpiradSyntaxError, "cannot unpack: length mismatch", target)
-            for t, x in zip(target.elts, items):
+            elts = target.elts
+            if not isinstance(items, (tuple, list)):
+                raise ctx.error(SpiradTypeError, f"cannot unpack a {_kind_of(items)} into "
+                                                 f"{len(elts)} targets: only tuples, lists and "
+                                                 f"vectors unpack", target)
+            stars = [k for k, e in enumerate(elts) if isinstance(e, ast.Starred)]
+            if stars:  # `a, *b = ...`: b is a compile-time list of the values in the middle
+                k, after = stars[0], len(elts) - stars[0] - 1
+                if len(items) < len(elts) - 1:
+                    raise ctx.error(SpiradValueError, f"not enough values to unpack (expected at "
+                                                      f"least {len(elts) - 1}, got {len(items)})",
+                                    target)
+                items = list(items[:k]) + [list(items[k:len(items) - after])] + \
+                    list(items[len(items) - after:])
+                elts = [e.value if isinstance(e, ast.Starred) else e for e in elts]
+            elif len(items) != len(elts):
+                raise ctx.error(SpiradValueError, f"cannot unpack {len(items)} values into "
+                                                  f"{len(elts)} targets", target)
+            for t, x in zip(elts, items):
                 self.assign(t, x)
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -287,11 +334,12 @@ class StmtVisitor:
     def emit_loop(self, dims, names, node, parallel, grouped):
         ctx, b = self.ctx, self.ctx.b
         bounds = []
+        it = _loop_dtype(dims)
         for lo, hi in dims:
-            lo_n, hi_n = self.to_node(lo), self.to_node(hi)
+            lo_n, hi_n = (self.to_node(v, it if is_py_scalar(v) else None) for v in (lo, hi))
             if not (lo_n.dtype.is_int and hi_n.dtype.is_int):
                 raise ctx.error(SpiradTypeError, "loop bounds must be integers", node.iter)
-            bounds.append((b.cast(lo_n, T.i32), b.cast(hi_n, T.i32)))
+            bounds.append((b.cast(lo_n, it), b.cast(hi_n, it)))
         if parallel and len(bounds) > 1:
             return self._parallel_nd(bounds, names, node, grouped)
         if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
@@ -337,7 +385,7 @@ class StmtVisitor:
             total = b.binary(Op.MUL, total, e)
         self.ctx.loops.append("parallel")
         try:
-            with b.range_for(b.const(0, T.i32), total, parallel=True) as lin:
+            with b.range_for(b.const(0, total.dtype), total, parallel=True) as lin:
                 saved = rng.enter_parallel(self.ctx, lin)
                 idx = []
                 rest = lin
@@ -489,7 +537,13 @@ class StmtVisitor:
             return self.kernel_return(node)
         if frame.ret is not None:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
+        if self.ctx.nested_scopes > frame.scope_base or \
+                any(k != "static" for k in self.ctx.loops[frame.loop_base:]):
+            raise self.ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while "
+                                 "of a @sd.func is not supported; assign the value to a variable "
+                                 "and return it at the end", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
+        frame.returned = True  # a return under sd.static if / for: the rest is not compiled
 
     def kernel_return(self, node):
         """`return v` in a kernel: stores into the kernel's return fields (`kernel_return`)."""
@@ -520,7 +574,7 @@ class StmtVisitor:
             if shape != f.comp_shape:
                 raise ctx.error(SpiradTypeError, f"the kernel returns a value of shape {shape} "
                                 f"but its return type is {_type_name(f)}", node)
-            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v)
+            self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v, warn=False)  # declared
         frame.returned = True
 
 

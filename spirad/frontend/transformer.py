@@ -83,10 +83,13 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         ret_slot = None
         from ..func import PlainFunc
         assigned = _assigned_names(fdef) if isinstance(func, PlainFunc) else None
+        templates = _template_params(func)
         with b.region() as out:
             for p in params:
                 v = self.rvalue(bound[p])
-                if assigned is not None and is_py_scalar(v) and p not in assigned:
+                if p in templates and is_py_scalar(v):
+                    values[p] = ("obj", v)  # a template() parameter stays a compile-time value
+                elif assigned is not None and is_py_scalar(v) and p not in assigned:
                     values[p] = ("obj", v)  # a plain function sees Python values as they are
                 elif isinstance(v, (Node, VecVal)) or is_py_scalar(v):
                     values[p] = ("slot", v)
@@ -96,6 +99,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             ctx.call_depth += 1
             saved_loops = ctx.loops
             ctx.loops = list(saved_loops)
+            frame.loop_base, frame.scope_base = len(ctx.loops), ctx.nested_scopes
             try:
                 for p, (kind, v) in values.items():
                     frame.scopes[0][p] = self.new_slot(v, p) if kind == "slot" else v
@@ -129,16 +133,55 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         return self.rvalue(ret_slot)
 
 
+def _template_params(func) -> frozenset:
+    """Names of a func's parameters annotated `template()` (also as a string annotation)."""
+    cached = getattr(func, "_template_params", None)
+    if cached is not None:
+        return cached
+    import inspect
+    from ..types import Template
+    out = set()
+    for name, p in inspect.signature(func.fn).parameters.items():
+        ann = p.annotation
+        if isinstance(ann, Template) or ann is Template or (
+                isinstance(ann, str) and ann.replace(" ", "").endswith("template()")):
+            out.add(name)
+    func._template_params = frozenset(out)
+    return func._template_params
+
+
 def _assigned_names(fdef) -> set:
     """Names a function body assigns (its parameters among them stay mutable locals)."""
     return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def _is_static_call(node) -> bool:
+    f = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr == "static") or \
+        (isinstance(f, ast.Name) and f.id == "static")
+
+
+def _static_returns(stmt) -> set:
+    """Returns reached only through `if sd.static(...)` / `for ... in sd.static(...)`: allowed
+    anywhere (the static choice decides at compile time whether they end the function)."""
+    out = set()
+    if isinstance(stmt, ast.Return):
+        out.add(stmt)
+    elif isinstance(stmt, ast.If) and _is_static_call(stmt.test) or \
+            isinstance(stmt, ast.For) and _is_static_call(stmt.iter):
+        for s in stmt.body + stmt.orelse:
+            out |= _static_returns(s)
+    return out
+
+
 def _check_returns(ctx, src, fdef):
     body = fdef.body
+    allowed = set()
+    for stmt in body:
+        allowed |= _static_returns(stmt)
     for i, stmt in enumerate(body):
         for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Return) and not (i == len(body) - 1 and sub is stmt):
+            if isinstance(sub, ast.Return) and sub not in allowed and not (i == len(body) - 1 and sub is stmt):
                 from kernel_ir.source import user_error
                 raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
                                                     "(assign to a variable and return it at the end)",
@@ -160,7 +203,13 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     v = Visitor(ctx)
     fdef = src.func_def
     params = [a.arg for a in fdef.args.args]
+    params += [f"__hidden{k}" for k in range(len(arg_values_spec) - len(params))]  # struct_args
+    for p, spec in zip(list(params), arg_values_spec):
+        if spec[0] == "struct":
+            for path, k in spec[2]:
+                params[k] = f"{p}.{'.'.join(path)}"
     args = []
+    structs = []
     for p, spec in zip(params, arg_values_spec):
         kind = spec[0]
         i = len(args)  # the launch-argument position (vector arguments take one per component)
@@ -181,6 +230,9 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
                                             needs_dual=needs_dual)
+        elif kind == "struct":  # ('struct', dataclass instance, ((path, hidden arg index), ...))
+            args.append(ArgSpec(p, "template"))
+            structs.append((p, spec))
         elif kind == "ndarray_alias":  # the ndarray of parameter spec[1], passed again
             first = frame.scopes[0][params[spec[1]]]
             args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
@@ -189,6 +241,9 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
+    for p, (_, obj, paths) in structs:  # ndarray members read the hidden arguments
+        from ..struct_args import StructView
+        frame.scopes[0][p] = StructView(obj, {path: frame.scopes[0][params[k]] for path, k in paths})
     ctx.b.loc = None
     from . import rng
     ctx.rng_anchor = rng.RngAnchor(ctx.b._stack[0], 0, None)

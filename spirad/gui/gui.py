@@ -142,9 +142,11 @@ class GUI:
     # -- lifetime ----------------------------------------------------------------------------
 
     def __enter__(self):
+        """`with sd.GUI(...) as gui:` closes the window at the end of the block."""
         return self
 
     def __exit__(self, e_type, val, tb):
+        """Close the window."""
         self.close()
 
     def __del__(self):
@@ -469,13 +471,16 @@ class GUI:
     # -- widgets -----------------------------------------------------------------------------
 
     def slider(self, text, minimum, maximum, step=1):
+        """Not supported (Taichi's widget): raises, naming what to use instead."""
         raise SpiradNotSupportedError("GUI.slider is not supported by sd.GUI: read keys with "
                                   "gui.get_event() and show the value with gui.text()")
 
     def label(self, text):
+        """Not supported (Taichi's widget): raises, naming what to use instead."""
         raise SpiradNotSupportedError("GUI.label is not supported by sd.GUI: show values with gui.text()")
 
     def button(self, text, event_name=None):
+        """Not supported (Taichi's widget): raises, naming what to use instead."""
         raise SpiradNotSupportedError("GUI.button is not supported by sd.GUI: read keys or clicks "
                                   "with gui.get_event()")
 

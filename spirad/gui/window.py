@@ -21,7 +21,8 @@ import numpy as np
 
 def unavailable_reason() -> str | None:
     """Why no window can be opened in this process, or None when one can."""
-    if os.environ.get("SPIRAD_GUI_SHOW", "") == "0":
+    from .. import options
+    if not options.get("SPIRAD_GUI_SHOW"):
         return "SPIRAD_GUI_SHOW=0"
     if sys.platform not in ("darwin", "win32") and not (os.environ.get("DISPLAY")
                                                         or os.environ.get("WAYLAND_DISPLAY")):

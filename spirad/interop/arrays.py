@@ -46,6 +46,7 @@ from llvm_codegen.device_runtime import dlpack as DL
 from .. import guard as _guard
 from .. import state as _state
 from ..ndarray import Ndarray
+from ..tracebacks import warn_user
 from .dlpack_export import DL_TO_NP as _DL_TO_NP
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
@@ -224,6 +225,8 @@ def alias(arr, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
     new device buffer (the caller copies); for a `DeviceArray`, over the producer's memory.
     Returns (ndarray, zero_copy)."""
+    from ..field import check_elements
+    check_elements(shape, comp, "an array argument", ndarray=True)
     be = _state.backend()
     if isinstance(arr, DeviceArray):
         storage = be.foreign_storage(arr.ptr, arr.nbytes, arr)
@@ -240,14 +243,22 @@ def alias(arr, dt, comp, shape):
     return nd, zero_copy
 
 
+def _kind(obj) -> str:
+    """How a message names a user's array: 'numpy array', 'torch tensor', else its type."""
+    mod = type(obj).__module__.split(".")[0]
+    return {"numpy": "numpy array", "torch": "torch tensor"}.get(mod, type(obj).__name__)
+
+
 class _Entry:
     """One argument position's alias while the caller keeps passing the same array
     (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr")
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf")
 
     def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
+        # a torch tensor (requires_grad may change later: checked at every launch)
+        self.leaf = obj if hasattr(obj, "requires_grad") else None
         self.grad_arr = grad_arr
 
 
@@ -308,6 +319,32 @@ class KernelArrays:
 
     def __init__(self):
         self.entries: dict = {}
+        self.leaves = False  # some argument was a torch tensor that requires grad
+
+    def check_writes(self, kernel, args, writes) -> None:
+        """Refuse a launch that writes a torch leaf tensor requiring grad while grad mode is on:
+        torch refuses in-place changes to those (the gradient of what was computed from the
+        old values would be wrong); under `torch.no_grad()` (optimizer updates) it is allowed."""
+        if not self.leaves:
+            return
+        self.leaves = False
+        for w in writes:
+            if w[0] != "ndarray" or w[2] is not False or w[1] >= len(args):
+                continue
+            obj = args[w[1]]
+            if getattr(obj, "requires_grad", False) and getattr(obj, "is_leaf", False):
+                import torch
+                from ..tape import Tape
+                # under a Tape spirad differentiates the launch itself (Taichi's torch loss)
+                if torch.is_grad_enabled() and Tape.active is None:
+                    name = kernel._annotations()[w[1]][0]
+                    raise kernel._arg_error(
+                        SpiradValueError,
+                        f"argument '{name}' of {kernel.fn.__name__} is a torch leaf tensor that "
+                        f"requires grad, and the kernel writes it: torch refuses in-place changes "
+                        f"to such tensors (\"a leaf Variable that requires grad is being used in "
+                        f"an in-place operation\"). Write the results into another tensor, or "
+                        f"update it under `with torch.no_grad():` as optimizers do", w[1])
 
     def convert(self, kernel, args, indices) -> tuple:
         """(`args` with every foreign array at `indices` replaced by its alias, the (index,
@@ -335,9 +372,13 @@ class KernelArrays:
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
                 changed = True
             e.nd.generation += 1  # the caller may have changed the data since the last launch
+            if e.leaf is not None:
+                self.leaves = True
             if not e.zero_copy:
                 if e.arr.size:  # an empty array: nothing to copy (wgpu refuses empty writes)
-                    _state.backend().write(e.nd._storage(), e.arr)
+                    # (bool arrays: as the 0/1 words u1 is stored in)
+                    _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
+                                           else e.arr.astype(np.uint32))
                 if e.grad_arr is not None and e.grad_arr.size:
                     _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
@@ -378,13 +419,21 @@ class KernelArrays:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
                                       f"to sd.template() parameters")
-            dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
+            if arr.dtype == np.bool_:  # a copy as u1 words, copied back after a write
+                if not arr.flags.c_contiguous:
+                    raise SpiradTypeError(f"{what} must be C-contiguous")
+                dt, comp, shape = T.u1, (), tuple(arr.shape)
+            else:
+                dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
         except SpiradTypeError as err:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
-        nd, zero_copy = alias(arr, dt, comp, shape)
+        if dt == T.u1:
+            nd, zero_copy = Ndarray(T.u1, shape), False
+        else:
+            nd, zero_copy = alias(arr, dt, comp, shape)
         grad_arr = None
         if _wants_grad(obj, ann) and dt.is_float:
             grad_arr = device_array(obj.grad) if isinstance(arr, DeviceArray) else \
@@ -394,6 +443,11 @@ class KernelArrays:
                 raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
                                         f"dtype and shape", index)
             nd.grad = alias(grad_arr, dt, comp, shape)[0]
+        if not zero_copy:
+            warn_user(f"{what}: the {_kind(obj)} is copied to "
+                      f"{_state.backend().name} device memory before every launch and back "
+                      f"after launches that write it; keep the data in an sd.ndarray (or "
+                      f"sd.from_dlpack it once) to avoid the copies")
         return _Entry(obj, arr, nd, zero_copy, _tensor_ptr(obj), epoch, grad_arr)
 
 
@@ -412,11 +466,14 @@ def copy_out(entries, args, writes) -> None:
 
 
 @_guard.locked
-def from_dlpack(obj, dtype=None):
+def from_dlpack(obj, dtype=None, needs_grad=False):
     """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch tensor) or
     any numpy array or `__cuda_array_interface__` array: sharing its memory on host-memory
     backends and, for GPU arrays, on the backend of their device; a copy of a host array on GPU
-    backends. `dtype`: a vector / matrix element type whose shape ends the array's shape."""
+    backends. `dtype`: a vector / matrix element type whose shape ends the array's shape.
+    `needs_grad`: give it a zeroed `.grad` (spirad's memory; `torch.from_dlpack(nd.grad)` reads
+    it without a copy on the CPU and on CUDA / AMDGPU) so it can be differentiated
+    (`kernel.grad`, `sd.ad.Tape`)."""
     arr = device_array(obj)
     if arr is None:
         arr = host_array(obj)
@@ -425,8 +482,17 @@ def from_dlpack(obj, dtype=None):
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     nd, zero_copy = alias(arr, dt, comp, shape)
+    if not zero_copy:
+        warn_user(f"sd.from_dlpack: the {_kind(obj)} was copied to "
+                  f"{_state.backend().name} device memory (later changes to it are not seen); "
+                  f"the CPU backend shares its memory")
     if not zero_copy and arr.size:
         _state.backend().write(nd._storage(), arr)
+    if needs_grad:
+        if not dt.is_float:
+            raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {dt}")
+        nbytes = max(arr.nbytes, 8)
+        nd.grad = Ndarray._alias(_state.backend().allocate(nbytes), dt, shape, comp_shape=comp)
     return nd
 
 

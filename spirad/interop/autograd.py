@@ -24,22 +24,37 @@ and dtype), a shape tuple (dtype of the first tensor input), or a function of th
 name returning a shape. It returns one tensor, or a tuple for several outputs.
 
 Rules for the kernel (as for `kernel.grad`, docs/autodiff.md): it must not write its inputs, and
-outputs start at zero (so `y[i] += ...` is fine). Each call copies the tensors into fresh
-`sd.ndarray`s on the current backend (any arch) and copies results back, so CPU tensors work on
-every backend; tensors on other torch devices are moved to the CPU and results returned there.
+outputs start at zero (so `y[i] += ...` is fine).
+
+Memory: on backends that compute in host memory (the CPU) nothing is copied. The kernel reads the
+input tensors' memory through DLPack (a non-contiguous tensor is made contiguous first), writes
+into output tensors allocated (zeroed) for the call and returned as they are, and the adjoint
+writes the input gradients into tensors allocated for the backward pass and returned to torch;
+the one copy is of each incoming output gradient, which the adjoint consumes (a store zeroes
+its target's gradient) and torch may share. The inputs are saved for backward
+(`ctx.save_for_backward`), so modifying one in place between forward and backward is torch's
+usual error instead of a wrong gradient. On GPU backends each call copies the tensors into
+device memory and the results back (a `SpiradWarning` says so, once per call site); tensors on
+other torch devices are moved to the CPU and the results returned to their device.
 """
 from __future__ import annotations
 
 import numbers
+import sys
+import threading
 
 import numpy as np
 import torch
 
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
+from .. import state as _state
 from ..ndarray import Ndarray
+from ..tracebacks import api, warn_user
 from ..types import NdarrayType
-from .arrays import _NP_TO_DTYPE
+from .arrays import _NP_TO_DTYPE, alias, element_type, host_array
+
+__all__ = ["kernel_function"]
 
 
 def _sd_dtype(t: torch.Tensor):
@@ -50,14 +65,87 @@ def _sd_dtype(t: torch.Tensor):
     return dt
 
 
-def _to_sd(t: torch.Tensor, needs_grad: bool) -> Ndarray:
-    a = t.detach().cpu().contiguous().numpy()
-    dt = _sd_dtype(t)
-    nd = Ndarray(dt, a.shape, needs_grad=needs_grad and dt.is_float)
-    nd.from_numpy(a)
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values as a contiguous CPU tensor without autograd history (no copy if it is one)."""
+    a = t.detach()
+    if a.device.type != "cpu":
+        a = a.cpu()
+    return a.contiguous()
+
+
+def _bind(t, what: str) -> Ndarray:
+    """An sd.ndarray over the memory of `t` (a torch tensor, through DLPack, or a numpy array:
+    spirad's own buffers are bound as numpy arrays, so the tensor over them has no reference
+    from spirad and torch may keep it as a `.grad` without a copy) on host-memory backends,
+    else a device copy of it."""
+    if isinstance(t, torch.Tensor):
+        _sd_dtype(t)
+        arr = host_array(t)
+    else:
+        arr = t
+    dt, comp, shape = element_type(arr, None, what)
+    nd, zero_copy = alias(arr, dt, comp, shape)
+    if not zero_copy:
+        _state.backend().write(nd._storage(), arr)
     return nd
 
 
+class _HostBuffers:
+    """Host memory for the outputs and gradients of one kernel_function, reused once torch has
+    let go of it.
+
+    Why: the cost of a fresh 16 MB buffer is not the allocation but its first touch (a page
+    fault per 4 KiB, several times the kernel's own time on 4M floats), and torch's zero fill
+    runs in its thread pool, slower still. A buffer handed out as a tensor (`torch.from_numpy`)
+    is referenced by that tensor's storage, and so by every view, numpy array or autograd node
+    that still uses it; when only this pool refers to it, it is free and is zeroed in place
+    (a memset of warm pages) for the next call. At most `CAP` buffers per shape and dtype are
+    kept; beyond that, calls get fresh (calloc'd, already zero) memory.
+    """
+    CAP = 8
+
+    def __init__(self):
+        self.pool: dict = {}
+        self.lock = threading.Lock()
+
+    def get(self, shape, np_dtype, zero: bool) -> np.ndarray:
+        """A buffer (zeroed if `zero`); `torch.from_numpy` gives the tensor over it."""
+        key = (tuple(shape), np.dtype(np_dtype).str)
+        with self.lock:
+            arrays = self.pool.setdefault(key, [])
+            for a in arrays:
+                if sys.getrefcount(a) == 3:  # this list, `a`, getrefcount's argument: free
+                    if zero:
+                        a.fill(0)
+                    return a
+            a = np.zeros(shape, np_dtype)
+            if len(arrays) < self.CAP:
+                arrays.append(a)
+            return a
+
+
+def _grad_buffer(nd: Ndarray, host, buffers=None):
+    """Give `nd` a zeroed gradient: over a torch tensor from `buffers`, returned (host-memory
+    backends), or a device buffer (returns None; read back with `_result`)."""
+    if host:
+        g = buffers.get(nd.full_shape, nd.dtype.np, zero=True)
+        nd.grad = _bind(g, "a gradient")
+        return torch.from_numpy(g)
+    nbytes = int(np.prod(nd.full_shape, dtype=np.int64)) * nd.dtype.nbytes
+    nd.grad = Ndarray._alias(_state.backend().allocate(max(nbytes, 8)), nd.dtype, nd.shape,
+                             comp_shape=nd.comp_shape)
+    return None
+
+
+def _result(nd: Ndarray, tensor, device) -> torch.Tensor:
+    """The torch tensor of `nd`'s values: `tensor` itself when the kernel wrote into its memory,
+    else a copy read back from the device."""
+    if tensor is None:
+        tensor = torch.from_numpy(nd.to_numpy())
+    return tensor if device.type == "cpu" else tensor.to(device)
+
+
+@api
 def kernel_function(kernel, outputs: dict):
     """`fn(*args) -> tensor(s)`: `kernel` as a torch.autograd.Function (see the module doc)."""
     params = kernel._annotations()
@@ -71,6 +159,8 @@ def kernel_function(kernel, outputs: dict):
                                   f"sd.types.ndarray() parameter")
     inputs = [n for n in names if n not in outputs]
     tensor_params = {n for n, a in params if isinstance(a, NdarrayType)}
+    kname = kernel.fn.__name__
+    buffers = _HostBuffers()
 
     def output_shape(name, given):
         spec = outputs[name]
@@ -89,57 +179,88 @@ def kernel_function(kernel, outputs: dict):
         @staticmethod
         def forward(ctx, *args):
             if len(args) != len(inputs):
-                raise SpiradTypeError(f"{kernel.fn.__name__} as a torch Function takes "
-                                      f"{len(inputs)} argument(s) ({', '.join(inputs)}), got "
-                                      f"{len(args)}")
+                raise SpiradTypeError(f"{kname} as a torch Function takes {len(inputs)} "
+                                      f"argument(s) ({', '.join(inputs)}), got {len(args)}")
             given = dict(zip(inputs, args))
-            bound = {}
+            be = _state.backend()
+            host = be.host_storage(np.zeros(8, np.uint8)) is not None
+            if not host:
+                warn_user(f"kernel_function({kname}) on {be.name}: every call copies its tensors "
+                          f"to device memory and the results back (the CPU backend shares their "
+                          f"memory)")
+            bound, saved = {}, []
             for n, a in given.items():
                 if n in tensor_params:
                     if not isinstance(a, torch.Tensor):
                         raise SpiradTypeError(f"argument {n!r} must be a torch tensor, got "
                                               f"{type(a).__name__}")
-                    bound[n] = _to_sd(a, needs_grad=True)
+                    bound[n] = _bind(_host(a), f"argument {n!r} of {kname}")
+                    saved.append(a)
                 else:
                     bound[n] = a
-            outs = {}
+            outs, out_tensors = {}, {}
             for o in outputs:
                 shape, dtype = output_shape(o, given)
-                outs[o] = bound[o] = _to_sd(torch.zeros(shape, dtype=dtype), needs_grad=True)
+                np_dtype = _sd_dtype(torch.empty(0, dtype=dtype)).np
+                if host:
+                    a = buffers.get(shape, np_dtype, zero=True)
+                    outs[o] = bound[o] = _bind(a, f"output {o!r} of {kname}")
+                    out_tensors[o] = torch.from_numpy(a)
+                else:
+                    outs[o] = bound[o] = _bind(np.zeros(shape, np_dtype), f"output {o!r}")
+                    out_tensors[o] = None
             call = tuple(bound[n] for n in names)
             kernel(*call)
-            ctx.call, ctx.outs = call, outs
+            kernel.release_plans()  # the plan would keep this call's buffers alive
+            ctx.save_for_backward(*saved)
+            ctx.call, ctx.outs, ctx.host = call, outs, host
             ctx.devices = {n: a.device for n, a in given.items() if isinstance(a, torch.Tensor)}
             dev = next(iter(ctx.devices.values()), torch.device("cpu"))
-            res = tuple(torch.from_numpy(outs[o].to_numpy()).to(dev) for o in outputs)
+            res = tuple(_result(outs[o], out_tensors[o], dev) for o in outputs)
             return res if len(res) > 1 else res[0]
 
         @staticmethod
         def backward(ctx, *grads):
-            call = ctx.call
-            for a in call:
-                if isinstance(a, Ndarray) and a.grad is not None:
-                    a.grad.fill(0)
+            ctx.saved_tensors  # noqa: B018 - torch's check: no input was modified in place
+            call, host = ctx.call, ctx.host
+            by_name = dict(zip(names, call))
+            in_grads = {}
+            for k, n in enumerate(inputs):
+                nd = by_name[n]
+                if n in tensor_params and ctx.needs_input_grad[k] and nd.dtype.is_float:
+                    in_grads[n] = _grad_buffer(nd, host, buffers)
             for o, g in zip(outputs, grads):
-                if g is not None:
-                    ctx.outs[o].grad.from_numpy(g.detach().cpu().contiguous().numpy())
+                nd = ctx.outs[o]
+                if g is None:
+                    _grad_buffer(nd, host, buffers)
+                elif host:  # the adjoint consumes (zeroes) it, and torch may share g: a copy
+                    buf = buffers.get(nd.full_shape, nd.dtype.np, zero=False)
+                    np.copyto(buf, g.detach().cpu().numpy())
+                    nd.grad = _bind(buf, f"the gradient of output {o!r}")
+                else:
+                    _grad_buffer(nd, False)
+                    nd.grad.from_numpy(_host(g).numpy())
             kernel.grad(*call)
+            kernel.release_plans()
             res = []
-            for n, a in zip(names, call):
-                if n in outputs:
-                    continue
-                if n in tensor_params and a.grad is not None and ctx.needs_input_grad[len(res)]:
-                    res.append(torch.from_numpy(a.grad.to_numpy()).to(ctx.devices[n]))
+            for n in inputs:
+                if n in in_grads:
+                    res.append(_result(by_name[n].grad, in_grads[n], ctx.devices[n]))
                 else:
                     res.append(None)
+            for nd in call:  # the aliases keep the call's memory: drop the gradients now
+                if isinstance(nd, Ndarray):
+                    nd.grad = None
             return tuple(res)
 
-    KernelFunction.__name__ = KernelFunction.__qualname__ = f"{kernel.fn.__name__}_Function"
+    KernelFunction.__name__ = KernelFunction.__qualname__ = f"{kname}_Function"
 
+    @api
     def fn(*args):
         return KernelFunction.apply(*args)
 
     fn.Function = KernelFunction
-    fn.__name__ = kernel.fn.__name__
-    fn.__doc__ = f"spirad kernel {kernel.fn.__name__} as a torch.autograd.Function"
+    fn.buffers = buffers  # the host memory it reuses (tests)
+    fn.__name__ = kname
+    fn.__doc__ = f"spirad kernel {kname} as a torch.autograd.Function"
     return fn

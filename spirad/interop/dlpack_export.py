@@ -71,6 +71,11 @@ def _host_dlpack(nd, be, stream, max_version, dl_device, copy):
                           f"export to the host without a copy; pass copy=None (or call "
                           f"to_numpy())")
     else:
+        if copy is None and dl_device is None:  # not asked for: say so
+            from ..tracebacks import warn_user
+            warn_user(f"this sd.ndarray lives in {be.name} device memory: DLPack exported a "
+                      f"host copy (later kernel writes do not reach it; on the CPU backend "
+                      f"DLPack shares the memory)")
         view, copy = nd.to_numpy(), None
     kw = {"stream": None if dl_device is not None else stream}
     if max_version is not None:

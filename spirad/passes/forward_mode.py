@@ -33,8 +33,9 @@ from kernel_ir.ops import ATOMICS, LEAVES, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from kernel_ir.source import user_error
 
-from .autodiff.adjoint import Emit
-from .jvp_rules import JVP_RULES
+from kernel_ir.builder import Emit
+
+from .derivatives import JVP_RULES
 
 _PLAIN = {Op.IF, Op.BREAK, Op.CONTINUE}
 

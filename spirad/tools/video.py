@@ -46,10 +46,12 @@ class VideoManager:
         self.automatic_build = automatic_build
 
     def get_output_filename(self, suffix: str) -> str:
+        """The path of the video file with `suffix` ('.mp4', '.gif')."""
         name = "video" if not self.video_filename else os.path.splitext(self.video_filename)[0]
         return os.path.join(self.directory, name + suffix)
 
     def get_frame_directory(self) -> str:
+        """The directory the frames are written to."""
         return self.frame_directory
 
     def write_frame(self, img) -> None:
@@ -70,6 +72,7 @@ class VideoManager:
             self.next_video_checkpoint *= 2
 
     def write_frames(self, images) -> None:
+        """Write several frames (`write_frame` for each)."""
         for img in images:
             self.write_frame(img)
 

@@ -556,7 +556,7 @@ def test_undeclared_carried_state_is_refused_at_the_read():
         with sd.ad.Tape():
             sd.ad.checkpointed(advance, state=[x], steps=4, snapshots=2)
     msg = str(e.value)
-    assert "'field" in msg and "v[i] = v[i] * 0.9" in msg and "^" in msg and "state=[...]" in msg
+    assert "'v'" in msg and "v[i] = v[i] * 0.9" in msg and "^" in msg and "state=[...]" in msg
     assert "step 1" in msg
     from spirad.tape import Tape
     assert Tape.active is None

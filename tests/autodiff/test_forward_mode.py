@@ -249,6 +249,42 @@ def test_dual_read_in_kernel_and_int_fields(arch):
     np.testing.assert_allclose(d.to_numpy(), want)
 
 
+@test_archs()
+def test_dual_placed_by_hand(arch):
+    """As in Taichi, every real field has a `.dual` slot: `place(x, y, x.dual, y.dual)` (also in
+    later place() calls, also after kernels compiled) enables it; before that it is refused with
+    the three ways to enable it."""
+    a = sd.field(sd.f32)
+    b = sd.field(sd.f32)
+    sd.root.dense(sd.i, 1).place(a, b, a.dual, b.dual)
+
+    @sd.kernel
+    def noop():
+        pass
+
+    with sd.ad.FwdMode(loss=b, param=a):  # Taichi's test_handle_shape_accessed_by_zero
+        noop()
+    x = sd.field(sd.f32, shape=3)
+    y = sd.field(sd.f32, shape=3)
+
+    @sd.kernel
+    def square():
+        for i in x:
+            y[i] = x[i] * x[i]
+
+    x.from_numpy(np.array([1.0, 2.0, 3.0], np.float32))
+    square()                                  # compiled before the duals exist
+    assert not x.needs_dual and not y.needs_dual and x.dual is not None
+    with pytest.raises(sd.SpiradValueError, match=r"place x\.dual"):
+        x.dual.to_numpy()
+    sd.root.dense(sd.i, 3).place(x.dual)
+    sd.root.dense(sd.i, 3).place(y.dual)
+    with sd.ad.FwdMode(loss=y, param=x, seed=[1.0, 1.0, 1.0]):
+        square()
+    np.testing.assert_allclose(y.dual.to_numpy(), [2.0, 4.0, 6.0])
+    assert sd.field(sd.i32, shape=2).dual is None
+
+
 def test_errors():
     sd.init(arch="cpu")
     x = sd.field(sd.f32, shape=3)

@@ -63,7 +63,7 @@ def test_grad_check_reports_wrong_custom_gradient(arch):
     def custom_step_grad():
         wrong_adjoint()
 
-    with pytest.raises(AssertionError, match=r"grad check failed: field\d+ \([0-9.e+-]+\)") as e:
+    with pytest.raises(AssertionError, match=r"grad check failed: x \([0-9.e+-]+\)") as e:
         with sd.ad.Tape(loss=loss, grad_check=[x]):
             custom_step()
             reduce()
@@ -123,7 +123,7 @@ def test_validation_reports_overwrite_across_kernels(arch):
         reduce()
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4) + 1 +
                                np.cos(np.sin(0.0) + np.arange(4)), rtol=1e-5)
-    with pytest.raises(sd.SpiradAutodiffError, match=r"kernel b overwrote elements of field\d+ "
+    with pytest.raises(sd.SpiradAutodiffError, match=r"kernel b overwrote elements of x "
                                                       r"\(4 element"):
         with sd.ad.Tape(loss=loss, validation=True):
             a()

@@ -12,7 +12,7 @@ import sizer as sz
 import spirad as sd
 import spirad.state as sd_state
 from spirad import sizing_cache
-from spirad.backends.vulkan import ROWS_CAP
+from spirad.backends.spirv_backend import ROWS_CAP
 from kernel_ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr
 from tests.support.archs import test_archs

@@ -131,6 +131,30 @@ def r_func(x, n):
     return [sum(_bump(a + x * j * 0.1) for j in range(n)) + a]
 
 
+# -- a func with a guarded neighbour read, inlined in a loop (DiffTaichi's `wave`) -----------------
+
+
+@sd.func
+def at(x, j, n):
+    return x[j] if 0 <= j < n else 0.0     # only the chosen side runs: no read of x[-1]
+
+
+@sd.kernel
+def k_stencil(x: ND, y: ND, n: sd.i32):
+    for i in x:
+        acc = 0.0
+        for j in range(n):                 # the func's j, n and its condition: recomputed
+            acc += at(x, i + j - 1, x.shape[0]) * (j + 1) + at(x, i - j, x.shape[0]) ** 2
+        y[i] = acc * acc
+
+
+def r_stencil(x, n):
+    m = len(x)
+    at_ = lambda j: x[j] if 0 <= j < m else 0.0  # noqa: E731
+    return [np.array([sum(at_(i + j - 1) * (j + 1) + at_(i - j) ** 2 for j in range(n)) ** 2
+                      for i in range(m)])]
+
+
 # -- a while loop outside every loop: its trip count is held, no size hint ---------------------------
 
 
@@ -191,6 +215,7 @@ CASES = {
     "branches": Case(k_branches, r_branches, outs=(5, 5)),
     "between_loops": Case(k_between, r_between, extra=(4,)),
     "func_inlined": Case(k_func, r_func, extra=(3,)),
+    "stencil_func": Case(k_stencil, r_stencil, extra=(3,)),
     "while_top": Case(k_while_top, r_while_top, extra=(5,)),
     "while_top_zero": Case(k_while_top, r_while_top, extra=(0,)),
     "break_continue": Case(k_break, r_break, extra=(9,), x=np.array([0.1, 0.3, 0.5, 0.9]),
@@ -200,7 +225,10 @@ CASES = {
 # the stacks each adjoint may allocate (everything else is straight-line code)
 STACKS = {
     "issue_local": [], "issue_inline": [], "branches": [], "between_loops": ["e"],
-    "func_inlined": ["v", "w"],        # bump's parameter and local, inlined in the loop
+    "func_inlined": ["v"],             # bump's parameter (read from x), inlined in the loop;
+                                       # its local w is forwarded (passes/forward_stores)
+    "stencil_func": ["if_value"],      # at's parameters and condition are recomputed; the
+                                       # value read under the condition feeds `** 2`: kept
     "while_top": [], "while_top_zero": [],
     "break_continue": [],              # the break is a head exit check; trips are held
 }

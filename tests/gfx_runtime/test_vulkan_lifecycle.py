@@ -108,14 +108,19 @@ def test_validation_layer_reports_misuse():
 
 
 def test_validation_from_environment(monkeypatch):
-    monkeypatch.setenv("SPIRAD_VALIDATION", "1")
-    with VulkanRuntime() as rt:
-        assert rt.validation
+    """The runtime reads no environment; spirad's backend passes SPIRAD_VALIDATION."""
+    import spirad as sd
+    import spirad.state as st
     monkeypatch.setenv("SPIRAD_VALIDATION", "0")
     with VulkanRuntime() as rt:
         assert not rt.validation
-    with VulkanRuntime(validation=False) as rt:
-        assert not rt.validation
+    with VulkanRuntime(validation=True) as rt:
+        assert rt.validation
+    for flag in ("1", "0"):
+        monkeypatch.setenv("SPIRAD_VALIDATION", flag)
+        sd.init(arch=sd.vulkan)
+        assert st.backend().rt.validation == (flag == "1")
+    sd.init(arch=sd.cpu)
 
 
 def test_device_selection(monkeypatch):
@@ -127,6 +132,14 @@ def test_device_selection(monkeypatch):
         assert rt.caps.name == name
     with pytest.raises(GfxUnavailable, match="no Vulkan device matches 'no-such-gpu'.*available"):
         VulkanRuntime(device="no-such-gpu")
+    # the runtime reads no environment: spirad passes SPIRAD_VULKAN_DEVICE (spirad.options)
     monkeypatch.setenv("SPIRAD_VULKAN_DEVICE", "no-such-gpu")
-    with pytest.raises(GfxUnavailable, match="SPIRAD_VULKAN_DEVICE"):
-        VulkanRuntime()
+    with VulkanRuntime() as rt:
+        assert rt.caps.name == name
+    import spirad as sd
+    import spirad.state as st
+    from kernel_ir.errors import SpiradArchError
+    with pytest.raises(SpiradArchError, match="no-such-gpu.*SPIRAD_VULKAN_DEVICE"):
+        sd.init(arch=sd.vulkan)
+        st.backend()
+    sd.init(arch=sd.cpu)

@@ -8,6 +8,7 @@ import pytest
 import spirad as sd
 from llvm_codegen import device_codegen, device_libs
 from llvm_codegen.codegen import compile_tasks
+from llvm_codegen.options import CodegenOptions
 from llvm_codegen.target import CPU, TARGETS, emulation, math_symbol
 
 ND = sd.types.ndarray()
@@ -47,9 +48,9 @@ def probe():
     return seen
 
 
-def _ir(probe, target, which=-1, bounds=False):
+def _ir(probe, target, which=-1, bounds=False, options=CodegenOptions()):
     tl, abi = probe[which]
-    return compile_tasks(tl, abi, bounds_check=bounds, target=target)
+    return compile_tasks(tl, abi, bounds_check=bounds, target=target, options=options)
 
 
 def _flat(prog) -> str:
@@ -57,14 +58,14 @@ def _flat(prog) -> str:
     return prog.llvm_ir.replace('"', "")
 
 
-def test_cpu_output_is_the_default(probe, monkeypatch):
+def test_cpu_output_is_the_default(probe):
     # the scalar lowering names the CPU's math (the SIMD-lane path uses vecmath bodies instead)
-    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
+    scalar = CodegenOptions(spmd=False)
     for tl, abi in probe:
-        a = compile_tasks(tl, abi).llvm_ir
-        assert a == compile_tasks(tl, abi, target=CPU).llvm_ir
+        a = compile_tasks(tl, abi, options=scalar).llvm_ir
+        assert a == compile_tasks(tl, abi, target=CPU, options=scalar).llvm_ir
         assert "syncscope" not in a and "addrspace" not in a and "kernel" not in a
-    ir = _flat(_ir(probe, CPU, 0))
+    ir = _flat(_ir(probe, CPU, 0, options=scalar))
     assert "@llvm.sin.f32" in ir and "@tanf(" in ir
 
 

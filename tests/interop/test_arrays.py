@@ -104,10 +104,10 @@ def test_mixed_with_sd_ndarray_and_grad_treats_numpy_as_constant(arch):
 
 @pytest.mark.parametrize("bad, msg", [
     (np.zeros(4, np.int16), "dtype int16"),
-    (np.zeros(4, bool), "astype(np.uint32)"),
+    (np.zeros(8, bool)[::2], "must be C-contiguous"),  # bool arrays: copied as u1 (Quadrants)
     (np.zeros(8, np.float32)[::2], "not C-contiguous"),
     ([1.0, 2.0], "got list"),
-], ids=["int16", "bool", "strided", "list"])
+], ids=["int16", "bool-strided", "strided", "list"])
 @test_archs(archs=("cpu",))
 def test_clear_errors(arch, bad, msg):
     with pytest.raises(sd.SpiradTypeError, match=msg.replace("(", r"\(").replace(")", r"\)")) as e:
@@ -132,11 +132,21 @@ def test_torch_tensors(arch):
     torch = pytest.importorskip("torch")
     x = torch.arange(6, dtype=torch.float32)
     y = torch.ones(6, dtype=torch.float32, requires_grad=True)  # read through detach()
-    saxpy(2.0, x, y)
+    # a leaf that requires grad is not written in place while grad mode is on, as in torch
+    with pytest.raises(sd.SpiradValueError, match="argument 'y' of saxpy is a torch leaf tensor "
+                                                  "that requires grad, and the kernel writes it"):
+        saxpy(2.0, x, y)
+    np.testing.assert_array_equal(y.detach().numpy(), np.ones(6))  # untouched
+    saxpy(2.0, y, x.clone())  # read only: fine
+    with torch.no_grad():  # as an optimizer updates its parameters
+        saxpy(2.0, x, y)
     np.testing.assert_array_equal(y.detach().numpy(), 2 * np.arange(6) + 1)
     y.data = torch.zeros(3)  # re-pointed in place: a new alias, not the stale one
-    saxpy(1.0, x[:3].contiguous(), y)
+    with torch.no_grad():
+        saxpy(1.0, x[:3].contiguous(), y)
     np.testing.assert_array_equal(y.detach().numpy(), np.arange(3))
+    z = torch.ones(6, requires_grad=True) * 1  # not a leaf: written as torch would allow
+    saxpy(1.0, x, z)
     with pytest.raises(sd.SpiradTypeError, match="not C-contiguous"):
         saxpy(1.0, torch.zeros(4, 2)[:, 0], torch.zeros(4))
 

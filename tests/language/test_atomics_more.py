@@ -244,3 +244,22 @@ def test_old_value_of_min_max_is_refused_in_reverse(arch):
 
     with pytest.raises(sd.SpiradAutodiffError, match="atomic_max is not differentiable"):
         k.grad()
+
+
+@test_archs()
+def test_atomic_exchange(arch):
+    slot = sd.field(sd.i32, shape=())
+    got = sd.field(sd.i32, shape=64)
+    f = sd.field(sd.f32, shape=())
+    slot[None] = -1
+
+    @sd.kernel
+    def k():
+        for i in range(64):
+            got[i] = sd.atomic_exchange(slot[None], i)  # a chain: every value handed on once
+        for _ in range(1):
+            sd.atomic_exchange(f[None], 2.5)
+
+    k()
+    seen = sorted(got.to_numpy().tolist() + [slot[None]])
+    assert seen == [-1] + list(range(64)) and f[None] == 2.5

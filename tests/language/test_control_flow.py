@@ -338,3 +338,66 @@ def test_parallel_loop_over_float_range_is_error(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="integers"):
         k(3.0)
+
+
+@test_archs()
+def test_conditional_expression_runs_the_chosen_side_only(arch):
+    """`x[j] if 0 <= j < n else 0` reads x[j] only in range (Taichi's ifte): under debug=True
+    (this decorator) a read of x[-1] would be reported; its adjoint adds into x.grad only there.
+    Vector and tuple sides, and Python numbers, still select."""
+    n = 8
+    x = sd.field(sd.f32, shape=n, needs_grad=True)
+    y = sd.field(sd.f32, shape=n, needs_grad=True)
+    v = sd.Vector.field(2, sd.f32, shape=n)
+    k = sd.field(sd.i32, shape=n)
+
+    @sd.kernel
+    def stencil():
+        for i in range(n):
+            left = x[i - 1] if i >= 1 else 0.0
+            right = x[i + 1] if i + 1 < n else x[i] * 2.0
+            y[i] = left * 3.0 + right * right
+            v[i] = sd.Vector([x[i], -1.0]) if x[i] > 0.5 else sd.Vector([0.0, 1.0])
+            a, b = (i, 1) if i % 2 == 0 else (0, k[i])
+            k[i] = a + b
+
+    xs = np.linspace(0.1, 0.9, n).astype(np.float32)
+    x.from_numpy(xs)
+    k.from_numpy(np.full(n, 7, np.int32))
+    stencil()
+    left = np.concatenate([[0.0], xs[:-1]])
+    right = np.concatenate([xs[1:], [xs[-1] * 2.0]])
+    np.testing.assert_allclose(y.to_numpy(), left * 3.0 + right ** 2, rtol=1e-6)
+    np.testing.assert_allclose(v.to_numpy(), [[a, -1.0] if a > 0.5 else [0.0, 1.0] for a in xs])
+    np.testing.assert_array_equal(k.to_numpy(), [i + 1 if i % 2 == 0 else 7 for i in range(n)])
+    y.grad.fill(1.0)
+    stencil.grad()
+    want = np.zeros(n)
+    want[:-1] += 3.0                      # d left_{i+1} / d x_i
+    want[1:] += 2.0 * xs[1:]              # d right_{i-1}^2 / d x_i
+    want[-1] += 2.0 * (2.0 * xs[-1]) * 2.0  # right_{n-1} = 2 x_{n-1}
+    np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-5)
+
+
+def test_conditional_expression_without_reads_is_a_select():
+    """Sides of pure arithmetic are computed in front and selected (no IF, nothing for reverse
+    mode to keep); a side that reads memory becomes an IF."""
+    from kernel_ir.nodes import walk
+    from kernel_ir.ops import Op
+    sd.init(arch=sd.cpu, offline_cache=False)
+    x = sd.field(sd.f32, shape=4)
+
+    @sd.kernel
+    def pure():
+        for i in range(4):
+            x[i] = i * 2.0 if i > 1 else i - 1.0
+
+    @sd.kernel
+    def reads():
+        for i in range(4):
+            x[i] = x[i - 1] if i > 1 else 0.0
+
+    for kern, ifs in ((pure, 0), (reads, 1)):
+        kern()
+        tl = kern._plans[0].compiled.tl
+        assert sum(n.op == Op.IF for t in tl.tasks for n in walk(t.body)) == ifs

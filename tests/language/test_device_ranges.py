@@ -11,6 +11,7 @@ from tests.autodiff.gradutil import central_diff
 from tests.support.archs import arch_or_skip, test_archs
 
 ARCHS = ("interp", "cpu", "vulkan")
+DEVICE_ARCHS = ("cpu", "vulkan", "metal")  # not debug: device ranges on vulkan and metal
 N = 64
 
 
@@ -70,19 +71,19 @@ def test_ranges_from_fields_ndarrays_and_locals(arch):       # debug mode: host-
     _run_table(arch)
 
 
-@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+@pytest.mark.parametrize("arch", DEVICE_ARCHS, ids=[f"arch={a}" for a in DEVICE_ARCHS])
 def test_ranges_evaluated_on_the_device(arch):
     arch_or_skip(arch)
     sd.init(arch=arch)                                       # not debug: device ranges on Vulkan
     shapes, arr = _run_table(arch)
-    if arch == "vulkan":
+    if arch in ("vulkan", "metal"):
         prog = shapes.compile((arr, 1)).program
         kinds = [r[0] for r in prog.ranges if r is not None]
         assert kinds == ["device"] * 5, kinds
         assert not sd.state.current().backend.take_validation_messages()
 
 
-@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+@pytest.mark.parametrize("arch", DEVICE_ARCHS, ids=[f"arch={a}" for a in DEVICE_ARCHS])
 def test_range_written_by_an_earlier_launch_and_task_without_host_sync(arch):
     arch_or_skip(arch)
     sd.init(arch=arch)
@@ -107,7 +108,7 @@ def test_range_written_by_an_earlier_launch_and_task_without_host_sync(arch):
     np.testing.assert_array_equal(x.to_numpy(), total)
 
 
-@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+@pytest.mark.parametrize("arch", DEVICE_ARCHS, ids=[f"arch={a}" for a in DEVICE_ARCHS])
 def test_large_device_range(arch):
     arch_or_skip(arch)
     sd.init(arch=arch)
@@ -126,6 +127,53 @@ def test_large_device_range(arch):
     want = np.arange(big, dtype=np.int64) % 1000 + 1
     want[big - 3:] = 0
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("arch", DEVICE_ARCHS, ids=[f"arch={a}" for a in DEVICE_ARCHS])
+def test_device_ranges_with_four_ndarrays_and_their_gradients(arch):
+    """Ranges read from a field and from an ndarray element (indirect dispatch on vulkan and
+    metal) in a kernel taking four ndarrays, two of them with gradients: the indirect-argument
+    buffer is bound read-only (wgpu refuses a buffer that is both read-write storage and
+    indirect argument of one dispatch), and every buffer is counted before wgpu sees it."""
+    arch_or_skip(arch)
+    sd.init(arch=arch)
+    n = sd.field(sd.i32, shape=())
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def gated(a: sd.types.ndarray(), b: sd.types.ndarray(), c: sd.types.ndarray(),
+              m: sd.types.ndarray()):
+        for i in range(n[None]):
+            loss[None] += sd.sin(a[i]) * b[i] + c[i]
+        for i in range(m[1]):
+            loss[None] += a[i] * a[i] * c[i]
+
+    a = sd.ndarray(sd.f32, 16, needs_grad=True)
+    b = sd.ndarray(sd.f32, 16, needs_grad=True)
+    c = sd.ndarray(sd.f32, 16)
+    m = sd.ndarray(sd.i32, 2)
+    av, bv, cv = (np.linspace(0.1, 1.0, 16) * s for s in (1.0, 2.0, -0.5))
+    for arr, vals in ((a, av), (b, bv), (c, cv)):
+        arr.from_numpy(vals.astype(np.float32))
+    for nv, mv in ((11, 5), (3, 16), (0, 0)):
+        n[None] = nv
+        m.from_numpy(np.array([0, mv], np.int32))
+        loss[None] = 0.0
+        gated(a, b, c, m)
+        want = (np.sin(av[:nv]) * bv[:nv] + cv[:nv]).sum() + (av[:mv] ** 2 * cv[:mv]).sum()
+        assert abs(loss[None] - want) < 1e-4 * max(1.0, abs(want)), (nv, mv)
+        a.grad.fill(0)
+        b.grad.fill(0)
+        loss.grad[None] = 1.0
+        gated.grad(a, b, c, m)
+        ga = np.where(np.arange(16) < nv, np.cos(av) * bv, 0) + \
+            np.where(np.arange(16) < mv, 2 * av * cv, 0)
+        np.testing.assert_allclose(a.grad.to_numpy(), ga, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.grad.to_numpy(), np.where(np.arange(16) < nv, np.sin(av), 0),
+                                   rtol=1e-5, atol=1e-6)
+    if arch in ("vulkan", "metal"):
+        prog = gated.compile((a, b, c, m)).program
+        assert [r[0] for r in prog.ranges if r is not None] == ["device", "device"]
 
 
 @test_archs(archs=ARCHS, default_fp=sd.f64)

@@ -170,7 +170,7 @@ def iterate_scalar():
 @sd.kernel
 def starred_call():
     for i in x:
-        x[i] = sd.max(*[1.0, 2.0])
+        x[i] = sd.max(*i)  # a run-time value cannot be spread
 
 
 @sd.kernel
@@ -212,7 +212,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (bad_cast, sd.SpiradTypeError, 'sd.cast(x[i], "float")', "sd.f32"),
     (redefine_annotated, sd.SpiradSyntaxError, "q: sd.f32 = 2.0", "already defined"),
     (iterate_scalar, sd.SpiradSyntaxError, "for i in 3:", "range()"),
-    (starred_call, sd.SpiradSyntaxError, "*[1.0, 2.0]", "*args"),
+    (starred_call, sd.SpiradSyntaxError, "sd.max(*i)", "*args"),
     (fstring, sd.SpiradTypeError, 'f"{i}"', "can only be printed"),
 ]
 

@@ -198,3 +198,23 @@ def test_slice_bounds_must_be_static(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="slice bounds"):
         k(2)
+
+
+@test_archs()
+def test_raw_mod_is_c_remainder(arch):
+    out = sd.field(sd.f32, shape=4)
+    iout = sd.field(sd.i32, shape=4)
+    a = sd.field(sd.i32, shape=4)
+    a.from_numpy(np.array([7, -7, 7, -7], np.int32))
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            b = 3 if i < 2 else -3
+            iout[i] = sd.raw_mod(a[i], b)
+            out[i] = sd.raw_mod(sd.cast(a[i], sd.f32) + 0.5, sd.cast(b, sd.f32))
+
+    k()
+    np.testing.assert_array_equal(iout.to_numpy(), [1, -1, 1, -1])
+    np.testing.assert_allclose(out.to_numpy(), np.fmod([7.5, -6.5, 7.5, -6.5], [3, 3, -3, -3]))
+    assert sd.raw_mod(-7, 3) == -1

@@ -186,8 +186,9 @@ def test_vector_errors(arch):
         out[0] = v.z
 
     assert dyn_index(1) is None and out[0] == 2.0  # run-time indices work (test_quadrants_surface)
-    for k, args, pattern in [(bad_shape, (), "shape"),
-                             (out_of_range, (), "out of range"), (no_z, (), "no '.z'")]:
-        with pytest.raises(sd.SpiradTypeError, match=pattern) as ei:
+    for k, args, pattern, kind in [(bad_shape, (), "shape", sd.SpiradTypeError),
+                                   (out_of_range, (), "out of range", IndexError),
+                                   (no_z, (), "no '.z'", sd.SpiradTypeError)]:
+        with pytest.raises(kind, match=pattern) as ei:
             k(*args)
         assert "^" in str(ei.value)

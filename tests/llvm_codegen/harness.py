@@ -36,22 +36,21 @@ def with_temps(tl, arrays):
 
 
 def build_args(tl, abi, arrays, scalars) -> np.ndarray:
-    buf = np.zeros(abi.arg_buffer_size, np.uint8)
-    for i, spec in enumerate(tl.args):
-        off = abi.arg_offsets[i]
-        if off >= 0:
-            v = cast_value(scalars[i], spec.dtype)
-            np_dt = spec.dtype.np  # u1 -> uint32 0/1, like memory
-            buf[off:off + np_dt.itemsize] = np.array([v], np_dt).view(np.uint8)
-    for arg, axis, off in abi.shape_offsets:
-        ext = arrays[("ndarray", arg, False)].shape[axis]
-        buf[off:off + 4] = np.array([ext], np.int32).view(np.uint8)
-    return buf
+    vals = [cast_value(scalars[i], s.dtype) if abi.arg_offsets[i] >= 0 else None
+            for i, s in enumerate(tl.args)]
+    buf = abi.pack_args(tl.args, vals, lambda a, ax: arrays[("ndarray", a, False)].shape[ax])
+    return np.frombuffer(bytes(buf), np.uint8).copy()
+
+
+def codegen_options():
+    """The CPU code generator's switches as spirad would pass them (tests set SPIRAD_CPU_*)."""
+    from spirad.options import llvm_codegen_options
+    return llvm_codegen_options()
 
 
 def compile_and_load(tl):
     abi = kernel_abi(tl)
-    prog = compile_tasks(tl, abi)
+    prog = compile_tasks(tl, abi, options=codegen_options())
     mod = runtime().load(prog.llvm_ir, [t.symbol for t in prog.tasks])
     return abi, prog, mod
 
@@ -118,7 +117,8 @@ def task_capacities(tl, capacities) -> list:
 class AdstackLaunch:
     """The three per-task adstack buffers (meta, heap_float, heap_int) of one task launch."""
 
-    def __init__(self, task, caps, rows: int):
+    def __init__(self, task, caps, rows: int, lanes: int = 1):
+        self.lanes = lanes  # an SPMD task's worker owns `lanes` rows, lane-interleaved
         allocas = adstack_allocas(task)
         self.layout = compute_layout(caps, [a.dtype.nbytes for a in allocas],
                                      [adstack_kind(a) for a in allocas])
@@ -158,7 +158,7 @@ def run_llvm_adstack(tl, arrays, scalars=(), capacities=(), loaded=None, paralle
     launches = []
     for task, info, c in zip(tl.tasks, prog.tasks, caps):
         if adstack_allocas(task):
-            launch = AdstackLaunch(task, c, rows * info.lanes)  # SPMD: lanes rows a worker
+            launch = AdstackLaunch(task, c, rows * info.lanes, info.lanes)  # SPMD: lanes rows a worker
             extra = [b.addr for b in launch.buffers()] + [status.addr]
         else:
             launch, extra = None, []
@@ -191,10 +191,10 @@ def run_llvm_checked(tl, arrays, scalars=(), parallel=True, rt=None):
     (GUARD bytes of GUARD_BYTE each side), the status buffer (STATUS_WORDS u32) is bufs[n+3]
     with bufs[n..n+2] null, as the CPU backend passes them. Returns (arrays, status words);
     asserts that no guard byte was overwritten (a skipped access writes nothing)."""
-    from llvm_codegen.program import STATUS_WORDS
+    from kernel_ir.abi import STATUS_WORDS
     arrays = with_temps(tl, arrays)
     abi = kernel_abi(tl)
-    prog = compile_tasks(tl, abi, bounds_check=True)
+    prog = compile_tasks(tl, abi, bounds_check=True, options=codegen_options())
     assert prog.bounds_check
     rt = rt or runtime()
     mod = rt.load(prog.llvm_ir, [t.symbol for t in prog.tasks])

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from llvm_codegen.codegen import compile_tasks, task_lanes
+from llvm_codegen.codegen import compile_tasks
 from llvm_codegen.context import CodegenError
 from llvm_codegen.cpu_runtime import CpuRuntime
 from tests.llvm_codegen.harness import (HEAP_FILL, compile_and_load, run_interp_adstack,
@@ -229,7 +229,7 @@ def test_parallel_100k_per_iteration_stacks():
         rt.close()
     assert status.tolist() == [0, 0, 0, 0]
     lay = launches[0].layout
-    w = task_lanes(tl.tasks[0])  # an SPMD task's worker owns w rows, lane-interleaved
+    w = launches[0].lanes  # an SPMD task's worker owns w rows, lane-interleaved
     assert launches[0].heap_int.data.size == 7 * w * lay.stride_int
     # every worker used its own row: entries written; counts live in registers, so the heap's
     # counter slots are never written
@@ -495,7 +495,7 @@ def test_primal_stacks_write_no_adjoints():
     lay = launches[0].layout
     assert lay.kinds == ("primal", "int", "primal")
     assert lay.stride_float == 24 + 56  # align8(5 * 4) + 7 * 8: no adjoint halves
-    w = task_lanes(tl.tasks[0])  # SPMD: a worker's w rows are lane-interleaved, offsets * w
+    w = launches[0].lanes  # SPMD: a worker's w rows are lane-interleaved, offsets * w
     hf = launches[0].heap_float.data.reshape(-1, w * lay.stride_float)
     assert (hf[0] != HEAP_FILL).any() and launches[0].heap_float.guards_intact()
     assert (hf[:, 20 * w:24 * w] == HEAP_FILL).all()  # pf's alignment padding: never written

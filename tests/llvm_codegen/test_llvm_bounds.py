@@ -10,7 +10,7 @@ from tests.llvm_codegen.harness import run_interp, run_llvm_checked
 from tests.llvm_codegen.kit import (field, kernel, key, nd_arg, ndarray, range_task, scalar,
                                    serial_task)
 from llvm_codegen.codegen import compile_tasks
-from llvm_codegen.program import STATUS_INDEX_OUT_OF_RANGE
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE
 from kernel_ir.abi import kernel_abi
 from kernel_ir.dtypes import f32, i32, i64, u32
 from kernel_ir.ops import Op
@@ -23,8 +23,9 @@ def _u32(v):
 
 
 def _words(task, k, value, axis, extent, site):
-    """Expected status words 0..7 for an out-of-range access."""
-    return [OOB, task, k, _u32(value), axis, extent, _u32(value >> 32), site]
+    """Expected status words for an out-of-range access (kernel_ir.abi.StatusWord order; the
+    ticket word stays 0)."""
+    return [OOB, task, k, _u32(value), axis, extent, _u32(value >> 32), site, 0]
 
 
 def _shifted_store():

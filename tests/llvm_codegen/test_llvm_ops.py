@@ -7,6 +7,7 @@ import pytest
 from tests.llvm_codegen.kit import check, field, kernel, range_task, serial_task
 from kernel_ir.dtypes import ALL, f32, f64, i32, i64, u1, u32
 from kernel_ir.ops import BINARY, COMPARE, FLOAT_UNARY, Op
+from kernel_ir.mathfns import MATH
 
 N = 96
 RNG_SEED = 1234
@@ -108,7 +109,10 @@ def test_compare(op, dt):
 
 
 def unary_cases():
-    for op in sorted({Op.NEG, Op.NOT, Op.BIT_NOT, Op.ABS} | FLOAT_UNARY, key=lambda o: o.value):
+    # (math functions with an IR expansion never reach a code generator: spirad.passes.expand_math)
+    expanded = {f.op for f in MATH if f.expand is not None}
+    for op in sorted(({Op.NEG, Op.NOT, Op.BIT_NOT, Op.ABS} | FLOAT_UNARY) - expanded,
+                     key=lambda o: o.value):
         for dt in ALL:
             if op in FLOAT_UNARY and not dt.is_float or op in (Op.NOT, Op.BIT_NOT) and dt.is_float:
                 continue

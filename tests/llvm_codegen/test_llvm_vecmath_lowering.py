@@ -86,15 +86,12 @@ def test_modes(monkeypatch, flag, op, dt, name):
     assert err.max() <= bound, (flag, float(err.max()))
 
 
-def test_policy_modes(monkeypatch):
-    monkeypatch.delenv("SPIRAD_CPU_VECMATH", raising=False)
-    assert math_policy.mode("sin", "f32") == "variant"
-    assert math_policy.mode("pow", "f64") == "variant"  # f64 pow has a body (powd.py)
+def test_policy_modes():
+    assert math_policy.mode("sin", "f32") == "variant"  # the default switch: "auto"
+    assert math_policy.mode("pow", "f64", "auto") == "variant"  # f64 pow has a body (powd.py)
     assert math_policy.mode("floor", "f32") == "libm"
-    monkeypatch.setenv("SPIRAD_CPU_VECMATH", "1")
-    assert math_policy.mode("sin", "f64") == "inline"
-    monkeypatch.setenv("SPIRAD_CPU_VECMATH", "0")
-    assert math_policy.mode("sin", "f32") == "libm"
+    assert math_policy.mode("sin", "f64", "1") == "inline"
+    assert math_policy.mode("sin", "f32", "0") == "libm"
     assert math_policy.lanes("f32") == 2 * math_policy.lanes("f64") >= 4
 
 

@@ -143,7 +143,10 @@ def test_five_buffers_and_an_adstack_fit_in_eight(metal):
     assert np.allclose(a.grad.to_numpy(), num, atol=1e-4)
 
 
-def test_too_many_buffers_is_a_clear_device_error(metal):
+def test_fields_share_a_root_buffer(metal):
+    """a, a.grad, b, b.grad, n, out, out.grad and two autodiff-stack buffers: nine storage buffers
+    when every field was its own (refused before root buffers); now status + one root view + the
+    two stack buffers."""
     (a, b), n, out = _chain(4)
 
     @sd.kernel
@@ -154,9 +157,42 @@ def test_too_many_buffers_is_a_clear_device_error(metal):
                 v = sd.sin(v)
             out[None] += v
 
-    with pytest.raises(SpiradDeviceError, match=r"storage buffers .* Metal allows 8"):
-        with sd.ad.Tape(loss=out):
-            k()
+    with sd.ad.Tape(loss=out):
+        k()
+    av, bv = a.to_numpy().astype(np.float64), b.to_numpy().astype(np.float64)
+
+    def f(x, y):
+        tot = 0.0
+        for i in range(4):
+            v = x[i] * y[i]
+            for _ in range(i + 1):
+                v = np.sin(v)
+            tot += v
+        return tot
+    eps = 1e-6
+    num = [(f(av + eps * np.eye(4)[i], bv) - f(av - eps * np.eye(4)[i], bv)) / (2 * eps)
+           for i in range(4)]
+    assert abs(out[None] - f(av, bv)) < 1e-5
+    assert np.allclose(a.grad.to_numpy(), num, atol=1e-4)
+    mods = k._plans[1].compiled.program.tasks
+    assert max(m.num_bindings - len(m.uniform_bindings) for m in mods) <= 5
+
+
+def test_too_many_ndarrays_is_a_clear_device_error(metal):
+    """Ndarrays keep a buffer each: a kernel with more than Metal allows is refused before wgpu
+    sees it, naming the kernel, the count, the limit and the arguments to merge."""
+    @sd.kernel
+    def k(a: sd.types.ndarray(), b: sd.types.ndarray(), c: sd.types.ndarray(),
+          d: sd.types.ndarray(), e: sd.types.ndarray(), f: sd.types.ndarray(),
+          g: sd.types.ndarray(), h: sd.types.ndarray()):
+        for i in a:
+            a[i] = b[i] + c[i] + d[i] + e[i] + f[i] + g[i] + h[i]
+
+    arrs = [sd.ndarray(sd.f32, 4) for _ in range(8)]
+    with pytest.raises(SpiradDeviceError, match=r"kernel k needs 9 storage buffers .*"
+                       r"8 ndarrays \(a, b, c, d, e, f, g, h\).* allows 8 .*merge some of the "
+                       r"ndarray arguments a, b, c, d, e, f, g, h"):
+        k(*arrs)
 
 
 def test_adstack_overflow_is_reported(monkeypatch):

@@ -50,9 +50,9 @@ def _modules_of(arch, monkeypatch, body):
     seen = []
     orig = cls._pipeline
 
-    def spy(self, mod):
+    def spy(self, mod, label=""):
         seen.append(mod)
-        return orig(self, mod)
+        return orig(self, mod, label)
     monkeypatch.setattr(cls, "_pipeline", spy)
     sd.init(arch=arch, debug=True)
     body()

@@ -1,7 +1,5 @@
 """gfx_runtime.wgpu on its own: buffers (mirror semantics), a SPIR-V pipeline with a uniform
 argument buffer and push constants, batching, indirect dispatch, limits."""
-import struct
-
 import numpy as np
 import pytest
 
@@ -11,6 +9,7 @@ from spirv_codegen.interface import Interface
 from spirv_codegen.lower import SpirvCaps
 from spirv_codegen.module import Module
 from spirv_codegen.profile import METAL
+from kernel_ir.abi import pack_push_constants
 from kernel_ir.dtypes import i32, u1, u32
 
 
@@ -94,7 +93,7 @@ def test_dispatch_uniform_args_push_constants_and_batching(rt):
     status = rt.alloc(64)
     for k in range(5):  # batched in one pass; each reads what the previous one wrote
         rt.dispatch(pipe, [args, status, src if k % 2 == 0 else dst, dst if k % 2 == 0 else src],
-                    (2, 1, 1), struct.pack("<iiI", k, 0, 0))
+                    (2, 1, 1), pack_push_constants(k, 0, 0))
     rt.flush()
     ref = np.arange(n, dtype=np.uint64)
     for k in range(5):
@@ -109,7 +108,7 @@ def test_host_write_after_recorded_use_is_ordered(rt):
     args.write(np.array([1, 4, 0, 0], np.uint32))
     src, dst = rt.alloc(16), rt.alloc(16)
     src.write(np.full(4, 7, np.uint32))
-    rt.dispatch(pipe, [args, status, src, dst], (1, 1, 1), struct.pack("<iiI", 0, 0, 0))
+    rt.dispatch(pipe, [args, status, src, dst], (1, 1, 1), pack_push_constants(0, 0, 0))
     src.write(np.full(4, 1000, np.uint32))  # must not be seen by the dispatch above
     assert list(dst.read().view(np.uint32)) == [7] * 4
 

@@ -20,7 +20,9 @@ V0, V1 = sz.BoundVariable(0), sz.BoundVariable(1)
 
 
 def _leaf(nd):
-    return Leaf(nd._storage(), nd.dtype, nd.full_shape)
+    """A leaf over an ndarray's or a field's memory (a field: its root buffer at its offset)."""
+    buf, off = sd_state.backend().storage_parts(nd._storage())
+    return Leaf(buf, nd.dtype, nd.full_shape, off // nd.dtype.nbytes)
 
 
 def _uncapped_rounds(arch):

@@ -49,9 +49,9 @@ class _Bindings:
             self.dispatches.append((pipe, list(buffers)))
             return rt_dispatch(pipe, buffers, *a, **k)
 
-        def small_buffer(p, data):
+        def small_buffer(p, key, data):
             self.uploads.append(bytes(data))
-            return small(p, data)
+            return small(p, key, data)
         monkeypatch.setattr(be.rt, "dispatch", dispatch)
         monkeypatch.setattr(be, "_small_buffer", small_buffer)
 
@@ -139,8 +139,7 @@ def test_grad_launch_binds_the_device_written_metadata(arch, monkeypatch):
     assert host_words not in spy.uploads                      # nothing uploaded from the host
 
 
-# not metal: the kernel binds 9 storage buffers, more than Metal's 8
-@test_archs(archs=("vulkan",), exclude=("metal",))
+@test_archs(archs=("vulkan",))
 def test_every_result_owns_its_metadata_buffer(arch, monkeypatch):
     """Two tasks of one kernel, and a second kernel, sized one after the other: each launch binds
     its own result's words; a cache hit after other sizings still finds its words intact."""

@@ -10,16 +10,15 @@ dispatched in chunks of at most `rows` threads (`adstack_dispatches`).
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from sizer.layout import Layout, compute_layout
 from kernel_ir.abi import adstack_allocas, kernel_abi
-from kernel_ir.dtypes import u1
 from kernel_ir.interpreter import Memory, cast_value, eval_expr, run_tasks
-from spirv_codegen import (STATUS_WORDS, SpirvCaps, compile_tasks, dispatch_geometry, validate)
+from kernel_ir.abi import STATUS_WORDS, pack_push_constants
+from spirv_codegen import SpirvCaps, compile_tasks, dispatch_geometry, validate
 
 
 def runtime_available() -> bool:
@@ -112,7 +111,7 @@ def adstack_dispatches(begin: int, end: int, rows: int, max_groups, local_size: 
     for lo in range(begin, end, rows):
         hi = min(lo + rows, end)
         groups, tpr = dispatch_geometry(hi - lo, max_groups, local_size)
-        out.append((groups, struct.pack("<iiI", lo, hi, tpr)))
+        out.append((groups, pack_push_constants(lo, hi, tpr)))
     return out
 
 
@@ -144,20 +143,10 @@ def _gpu_array(a: np.ndarray) -> np.ndarray:
 
 
 def arg_bytes(tl, abi, scalars, arrays) -> bytes:
-    buf = bytearray(abi.arg_buffer_size)
-    for i, a in enumerate(tl.args):
-        off = abi.arg_offsets[i]
-        if off < 0:
-            continue
-        dt = a.dtype
-        v = cast_value(scalars[i], dt)
-        if dt == u1:
-            struct.pack_into("<I", buf, off, int(bool(v)))
-        else:
-            buf[off:off + dt.nbytes] = np.asarray(v, dtype=dt.np).tobytes()
-    for arg, axis, off in abi.shape_offsets:
-        struct.pack_into("<i", buf, off, arrays[("ndarray", arg, False)].shape[axis])
-    return bytes(buf)
+    vals = [cast_value(scalars[i], a.dtype) if abi.arg_offsets[i] >= 0 else None
+            for i, a in enumerate(tl.args)]
+    return bytes(abi.pack_args(tl.args, vals,
+                               lambda a, ax: arrays[("ndarray", a, False)].shape[ax]))
 
 
 def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
@@ -196,7 +185,7 @@ def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
     for ti, (t, st) in enumerate(zip(tl.tasks, tasks)):
         pipe = rt.pipeline(st.words, st.num_bindings, st.push_constant_bytes)
         if t.kind == "serial":
-            launches = [((1, 1, 1), struct.pack("<iiI", 0, 0, 1))]
+            launches = [((1, 1, 1), pack_push_constants(0, 0, 1))]
             n_rows = 1
         else:
             begin, end = int(eval_expr(t.begin, mem)), int(eval_expr(t.end, mem))
@@ -205,7 +194,7 @@ def run_vulkan(rt, tl, arrays: dict, scalars, caps: SpirvCaps | None = None,
                 launches = adstack_dispatches(begin, end, n_rows, max_groups, st.local_size)
             else:
                 groups, tpr = dispatch_geometry(end - begin, max_groups, st.local_size)
-                launches = [(groups, struct.pack("<iiI", begin, end, tpr))]
+                launches = [(groups, pack_push_constants(begin, end, tpr))]
         extra = []
         if st.adstacks:
             heaps[ti] = AdStackHeaps(rt, st.adstacks, _capacity_list(capacities, ti), n_rows,

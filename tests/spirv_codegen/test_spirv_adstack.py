@@ -16,10 +16,9 @@ import pytest
 import spv_harness as H
 from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, f64, i32, i64, index_node, nd,
                      range_task, u1, u32)
-from kernel_ir.abi import kernel_abi
+from kernel_ir.abi import PUSH_CONSTANT_FORMAT, STATUS_ADSTACK_OVERFLOW, kernel_abi
 from kernel_ir.nodes import AdStackArg
-from spirv_codegen import (STATUS_ADSTACK_OVERFLOW, SpirvCaps, compile_tasks, disassemble,
-                           validate)
+from spirv_codegen import SpirvCaps, compile_tasks, disassemble, validate
 
 driver = [pytest.mark.vulkan_driver, pytest.mark.xdist_group("spirv_vulkan")]
 
@@ -485,7 +484,7 @@ def test_adstack_dispatches_chunks():
     d = H.adstack_dispatches(5, 10_005, 256, (65535,) * 3, 64)
     assert len(d) == 40
     import struct
-    spans = [struct.unpack("<iiI", pc)[:2] for _, pc in d]
+    spans = [struct.unpack(PUSH_CONSTANT_FORMAT, pc)[:2] for _, pc in d]
     assert spans[0] == (5, 261) and spans[-1] == (9989, 10_005)
     assert all(hi - lo <= 256 for lo, hi in spans)
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))

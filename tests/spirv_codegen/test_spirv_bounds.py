@@ -12,7 +12,8 @@ from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, i32, i64, inde
                      range_task, u32)
 from kernel_ir.abi import kernel_abi
 from kernel_ir.nodes import GlobalRef
-from spirv_codegen import STATUS_INDEX_OUT_OF_RANGE, SpirvCaps, compile_tasks, disassemble, validate
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE
+from spirv_codegen import SpirvCaps, compile_tasks, disassemble, validate
 
 OOB = STATUS_INDEX_OUT_OF_RANGE
 

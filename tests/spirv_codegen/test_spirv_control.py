@@ -8,9 +8,8 @@ import pytest
 import spv_harness as H
 from spv_kit import (ArgSpec, IRBuilder, Op, Task, TaskList, f32, f64, i32, i64, index_node, nd,
                      range_task, u1, u32)
-from kernel_ir.abi import kernel_abi
-from spirv_codegen import (STATUS_LOOP_CAP, SpirvCaps, compile_tasks, dispatch_geometry,
-                           disassemble, validate)
+from kernel_ir.abi import STATUS_LOOP_CAP, kernel_abi
+from spirv_codegen import SpirvCaps, compile_tasks, dispatch_geometry, disassemble, validate
 
 driver = [pytest.mark.vulkan_driver, pytest.mark.xdist_group("spirv_vulkan")]
 

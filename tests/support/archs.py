@@ -97,10 +97,10 @@ def metal_refusal(e: BaseException):
     return next((r for m, r in METAL_REFUSALS.items() if m in str(e)), None)
 
 
-def run_refusable_on_metal(fn, *args, **kwargs):
+def run_refusable_on_metal(test_fn, /, *args, **kwargs):
     """Run a test body on metal: a refusal of `METAL_REFUSALS` becomes an xfail naming it."""
     try:
-        return fn(*args, **kwargs)
+        return test_fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - anything but a known refusal is re-raised
         reason = metal_refusal(e)
         if reason is None:

@@ -54,15 +54,15 @@ VECTORS = ("xv", "yv")
 DECLS = """\
 N = {N}
 ND = sd.types.ndarray()
-x0 = sd.field(sd.f64, shape=N, needs_grad=True)
-xs = sd.field(sd.f64, shape=(), needs_grad=True)
-xv = sd.Vector.field(2, sd.f64, shape=N, needs_grad=True)
-x1 = sd.ndarray(sd.f64, N, needs_grad=True)
-y0 = sd.field(sd.f64, shape=N, needs_grad=True)
-y1 = sd.field(sd.f64, shape=N, needs_grad=True)
-yv = sd.Vector.field(2, sd.f64, shape=N, needs_grad=True)
-y2 = sd.ndarray(sd.f64, N, needs_grad=True)
-loss = sd.field(sd.f64, shape=(), needs_grad=True)
+x0 = sd.field(sd.{fp}, shape=N, needs_grad=True)
+xs = sd.field(sd.{fp}, shape=(), needs_grad=True)
+xv = sd.Vector.field(2, sd.{fp}, shape=N, needs_grad=True)
+x1 = sd.ndarray(sd.{fp}, N, needs_grad=True)
+y0 = sd.field(sd.{fp}, shape=N, needs_grad=True)
+y1 = sd.field(sd.{fp}, shape=N, needs_grad=True)
+yv = sd.Vector.field(2, sd.{fp}, shape=N, needs_grad=True)
+y2 = sd.ndarray(sd.{fp}, N, needs_grad=True)
+loss = sd.field(sd.{fp}, shape=(), needs_grad=True)
 nb = sd.field(sd.i32, shape=())
 sf = sd.field(sd.i32, shape=N)
 st = sd.ndarray(sd.i32, N)
@@ -76,11 +76,12 @@ class GradProgram:
     source: str
     data: dict            # name -> initial np.ndarray (every global)
     grads: tuple = GRADS
+    fp: str = "f64"       # the float type of the globals (f32: the same program for Metal)
 
     def load(self, sd):
         """Execute the source as a fresh module with `sd` bound (spirad, or the stand-in)."""
-        path = _source_file(self.seed, self.source)
-        name = f"_random_grad_program_{self.seed}_{id(sd)}"
+        path = _source_file(f"{self.seed}_{self.fp}", self.source)
+        name = f"_random_grad_program_{self.seed}_{self.fp}_{id(sd)}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         mod.sd = sd
@@ -142,7 +143,7 @@ class _RefVector:
 def reference_sd():
     ident = lambda f: f  # noqa: E731
     return SimpleNamespace(
-        f64=np.float64, i32=np.int64,
+        f64=np.float64, f32=np.float64, i32=np.int64,  # the oracle computes in float64
         field=lambda dtype, shape=None, needs_grad=False: RefArray(dtype, shape),
         ndarray=lambda dtype, shape, needs_grad=False: RefArray(dtype, shape),
         Vector=_RefVector, kernel=ident, func=ident, static=ident,
@@ -168,9 +169,10 @@ class _Task:
 
 
 class _Gen:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, fp: str = "f64"):
         self.r = random.Random(seed)
         self.seed = seed
+        self.fp = fp
         self.frozen = set()           # globals read by an earlier task: never written again
         self.funcs = []               # source of @sd.func definitions
         self.kernels = []             # source of @sd.kernel definitions
@@ -470,7 +472,7 @@ class _Gen:
             lines += ls
             used |= nds
         nds = sorted(used)
-        params = [f"{g}: ND" for g in nds] + [f"{a}: sd.f64" for a in args]
+        params = [f"{g}: ND" for g in nds] + [f"{a}: sd.{self.fp}" for a in args]
         self.kernels.append(f"@sd.kernel\ndef {name}({', '.join(params)}):\n" +
                             "\n".join(lines) + "\n")
         call = nds + [self.c(0.3, 1.2) for _ in args]
@@ -501,7 +503,7 @@ class _Gen:
         manual = r.random() < 0.4
         head = (f"# random reverse-mode program, seed {self.seed} "
                 f"(tests/support/random_grad_programs.py)\n")
-        src = [head, DECLS.format(N=N)]
+        src = [head, DECLS.format(N=N, fp=self.fp)]
         src += [f for _, f in self.funcs]
         src += self.kernels
         fwd = [f"    {k}({a})" for k, a in self.calls]
@@ -515,8 +517,10 @@ class _Gen:
             if "loss" in self.data:  # a Tape starts the loss from 0 (Taichi's semantics)
                 self.data["loss"] = np.zeros_like(self.data["loss"])
         src.append("def forward():\n" + "\n".join(fwd) + "\n")
-        return GradProgram(self.seed, "\n".join(src), self.data)
+        return GradProgram(self.seed, "\n".join(src), self.data, fp=self.fp)
 
 
-def generate(seed: int) -> GradProgram:
-    return _Gen(seed).program()
+def generate(seed: int, fp: str = "f64") -> GradProgram:
+    """The program of `seed`; `fp`: its globals' float type (the same program in f32 for
+    backends without f64: Metal)."""
+    return _Gen(seed, fp).program()

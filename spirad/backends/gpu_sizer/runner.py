@@ -334,14 +334,17 @@ class GpuSizer:
 def task_leaves(ts, args) -> tuple:
     """(leaves, scalars, shapes) of a TaskSizing at this launch."""
     from ...state import current
+    from ...state import backend
     lv = ts.leaves
     leaves = {}
     if lv.fields:
         fields = current().field_map()
+        be = backend()
         for fid in sorted(lv.fields):
             f = fields.get(fid)
-            if f is not None:
-                leaves[("field", fid)] = Leaf(f._storage(), f.dtype, f.full_shape)
+            if f is not None:  # a field in a root buffer: its buffer and element offset there
+                buf, off = be.storage_parts(f._storage())
+                leaves[("field", fid)] = Leaf(buf, f.dtype, f.full_shape, off // f.dtype.nbytes)
     for i in sorted(lv.ndarrays):
         a = args[i]
         leaves[("ndarray", i)] = Leaf(a._storage(), a.dtype, a.full_shape)

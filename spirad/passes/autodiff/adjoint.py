@@ -27,16 +27,14 @@ from __future__ import annotations
 
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.source import user_error
-from kernel_ir.builder import IRBuilder
+from kernel_ir.builder import Emit, IRBuilder
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import AdStackArg, Block, Node, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
+from ..derivatives import DERIVATIVES, LINEAR, VJP_RULES
 from .normalize import _is_exit_check
-from .rules import VJP_RULES
 
-
-LINEAR = {Op.ADD, Op.SUB, Op.NEG, Op.CAST}
 # atomics whose new value is one of its operands: the adjoint goes to the operand that won
 _ARG_ATOMICS = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_XCHG)
 
@@ -121,9 +119,6 @@ class _Typed:
         self.dtype = dtype
 
 
-_USES_OUT = {Op.DIV, Op.POW, Op.TAN, Op.TANH, Op.EXP, Op.SQRT, Op.RSQRT}
-
-
 class Varying:
     """`varying(n)`: can an adjoint flow out of `n`? (It reads a local or a global through pure
     ops.) Memoised per instance: one per body being differentiated."""
@@ -145,55 +140,10 @@ class Varying:
 
 
 def _needs_src(op, k, srcs, varying: Varying) -> bool:
-    """Does the derivative rule of `op` read the primal of source `k`?"""
-    if op in LINEAR:
-        return False
-    if op == Op.SELECT:
-        return k == 0
-    if op == Op.MUL:  # d/dx0 = x1, d/dx1 = x0: x_k matters only if the other one varies
-        return varying(srcs[1 - k])
-    if op == Op.DIV:  # d/dx0 = 1/x1, d/dx1 = -out/x1
-        return k == 1 or varying(srcs[1])
-    return True
-
-
-class Emit:
-    """Typed helpers over an IRBuilder for writing derivative rules."""
-
-    def __init__(self, b: IRBuilder):
-        self.b = b
-
-    def const(self, v, dt):
-        return self.b.const(v, dt)
-
-    def op(self, op, *srcs):
-        if len(srcs) == 1:
-            return self.b.unary(op, srcs[0])
-        return self.b.binary(op, *srcs)
-
-    def add(self, x, y):
-        return self.b.binary(Op.ADD, x, y)
-
-    def sub(self, x, y):
-        return self.b.binary(Op.SUB, x, y)
-
-    def mul(self, x, y):
-        return self.b.binary(Op.MUL, x, y)
-
-    def div(self, x, y):
-        return self.b.binary(Op.DIV, x, y)
-
-    def neg(self, x):
-        return self.b.unary(Op.NEG, x)
-
-    def cmp(self, op, x, y):
-        return self.b.binary(op, x, y)
-
-    def select(self, c, x, y):
-        return self.b.select(c, x, y)
-
-    def cast(self, x, dt):
-        return self.b.cast(x, dt)
+    """Does the derivative rule of `op` read the primal of source `k`? (its record says;
+    an op without one is reported as not differentiable where it is met)"""
+    d = DERIVATIVES.get(op)
+    return True if d is None else d.reads(k, srcs, varying)
 
 
 class AdjointBuilder:
@@ -377,7 +327,7 @@ class AdjointBuilder:
                                      f"differentiable (no derivative rule)", x.loc)
                 xs = [self.rc(s, memo) if _needs_src(x.op, k, x.srcs, self.varying) else _Typed(s.dtype)
                       for k, s in enumerate(x.srcs)]
-                uses_out = x.op in _USES_OUT and not (x.op == Op.DIV and not self.varying(x.srcs[1]))
+                uses_out = DERIVATIVES[x.op].uses_out(x.srcs, self.varying)
                 out = self.rc(x, memo) if uses_out else _Typed(x.dtype)
                 for s, g in zip(x.srcs, rule(self.e, a, xs, out)):
                     if g is None or s.dtype is None or not s.dtype.is_float:

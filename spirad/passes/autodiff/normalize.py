@@ -7,9 +7,10 @@
    that can exit early (WHILE, or a head exit check) count their iterations in a `trips` slot
    (`LoopArg.trips`), which the reverse pass replays. A `continue` at a task's top level
    (ending the parallel iteration) gets a skip flag too.
-2. `materialize`: every IF condition (except head exit checks) and every loop bound that is not
-   host-evaluable is stored into a fresh slot first, so the reverse pass reads the value it had
-   *then* (from its stack), not a recomputation after later stores.
+2. `materialize`: every IF condition (except head exit checks and conditions computed from
+   constants, arguments and loop indices alone, such as a bounds guard `0 <= j - 1`) and every
+   loop bound that is not host-evaluable is stored into a fresh slot first, so the reverse pass
+   reads the value it had *then* (from its stack), not a recomputation after later stores.
 3. `snapshot_loads`: a LOAD whose value is used after an intervening store to the same slot (or
    in a nested block) is copied into a fresh slot right away; uses read the copy.
 """
@@ -172,9 +173,21 @@ def _host_pure(n: Node) -> bool:
     return False
 
 
+def _index_pure(n: Node, memo: dict) -> bool:
+    """Pure ops over constants, arguments, shapes and loop indices: the reverse walk recomputes
+    exactly the forward value (loop indices are rebuilt there), so nothing is stored."""
+    r = memo.get(n)
+    if r is None:
+        r = memo[n] = n.op in _HOST or n.op == Op.LOOP_INDEX or (
+            n.op in PURE and n.op not in LEAVES and all(_index_pure(s, memo) for s in n.srcs))
+    return r
+
+
 def materialize(body: Block) -> Block:
+    pure = {}
+
     def visit(n, srcs, blocks, arg, env):
-        if n.op == Op.IF and not _is_exit_check(n):
+        if n.op == Op.IF and not _is_exit_check(n) and not _index_pure(srcs[0], pure):
             c = srcs[0]
             t = _n(Op.ALLOCA, u1, (), "cond", loc=n.loc)
             ld = _n(Op.LOAD, u1, (t,), loc=n.loc)

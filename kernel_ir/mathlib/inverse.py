@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .coefficients import COEFFS
-from .emitter import Em
+from .emitter import MathEmitter as Em
 
 _T3PI8 = 1.0 + math.sqrt(2.0)   # tan(3pi/8)
 _TPI8 = math.sqrt(2.0) - 1.0    # tan(pi/8)

@@ -2,7 +2,7 @@
 
 Why double-double: the result's relative error is the absolute error of t = y log|x|, and |t|
 reaches 745, so log|x| needs ~2**-70 relative accuracy (a plain f64 log gives 2**-53, i.e. up to
-2**9.5 ulps of the result). Lane-wise through `Em`, so one body serves scalars and vectors.
+2**9.5 ulps of the result). Lane-wise through the emitter, so one body serves scalars and vectors.
 
 log|x|: |x| = 2**e * m, m in [sqrt(1/2), sqrt(2)) (subnormals pre-scaled by 2**52), s = (m-1)/(m+1)
 as hi + lo (the division's residual by fma), then log m = 2s + s z (2/3 + 2z/5 + z^2 Q(z)),
@@ -24,7 +24,7 @@ import struct
 from fractions import Fraction
 
 from .coefficients import COEFFS
-from .emitter import Em, is_int as _is_int, is_odd_int as _is_odd_int
+from .emitter import MathEmitter as Em, is_int as _is_int, is_odd_int as _is_odd_int
 
 LN2 = (0.6931471805599453, 2.3190468138462996e-17)  # ln 2 as hi + lo (hi = round(ln 2))
 
@@ -62,7 +62,7 @@ def fast_two_sum(em: Em, a, b):
 
 def two_prod(em: Em, a, b):
     p = em.mul(a, b)
-    return p, em.fma(a, b, em.neg(p))
+    return p, em.exact_fma(a, b, em.neg(p))
 
 
 def dd_mul(em: Em, ah, al, bh, bl):
@@ -78,19 +78,18 @@ def dd_add(em: Em, ah, al, bh, bl):
 
 def _log_dd(em: Em, ax):
     """log(ax) as hi + lo for finite ax > 0 (other lanes: garbage, the caller selects)."""
-    b = em.b
     tiny = em.lt(ax, em.c(2.0 ** -1022))
     xs = em.sel(tiny, em.mul(ax, em.c(2.0 ** 52)), ax)
     eadj = em.sel(tiny, em.c(-52.0), em.c(0.0))
     sqrt_half = em.bits(em.c(math.sqrt(0.5)))
-    ix = b.add(em.bits(xs), b.sub(em.bits(em.c(1.0)), sqrt_half))
-    e = b.sub(b.ashr(ix, em.ci(52)), em.ci(1023))
-    m = em.from_bits(b.add(b.and_(ix, em.ci((1 << 52) - 1)), sqrt_half))
-    ef = em.add(b.sitofp(e, em.ty), eadj)
+    ix = em.iadd(em.bits(xs), em.isub(em.bits(em.c(1.0)), sqrt_half))
+    e = em.isub(em.iashr(ix, em.ci(52)), em.ci(1023))
+    m = em.from_bits(em.iadd(em.iand(ix, em.ci((1 << 52) - 1)), sqrt_half))
+    ef = em.add(em.itof(e), eadj)
     f = em.sub(m, em.c(1.0))                      # exact (Sterbenz)
     dh, dl = two_sum(em, m, em.c(1.0))            # m + 1, exact as hi + lo
     sh = em.div(f, dh)
-    sl = em.div(em.sub(em.fma(em.neg(sh), dh, f), em.mul(sh, dl)), dh)
+    sl = em.div(em.sub(em.exact_fma(em.neg(sh), dh, f), em.mul(sh, dl)), dh)
     zh, zl = dd_mul(em, sh, sl, sh, sl)
     ph, pl = em.horner(zh, COEFFS[("powlog", "f64")]), em.c(0.0)
     for c in _TAYLOR:                             # exact Taylor terms (Q holds the rest)
@@ -107,7 +106,6 @@ def _log_dd(em: Em, ax):
 
 def _exp_dd(em: Em, th, tl):
     """exp(th + tl); |tl| <= ulp(th), th already clamped to [-750, 710] (NaN propagates)."""
-    b = em.b
     kf = em.rint(em.mul(th, em.c(1.0 / math.log(2.0))))
     r1 = em.fma(em.neg(kf), em.c(_LN2_HI), th)            # exact: k * ln2_hi has 42 bits
     rh, rl = two_sum(em, r1, em.fma(em.neg(kf), em.c(_LN2_LO), tl))
@@ -120,13 +118,13 @@ def _exp_dd(em: Em, th, tl):
     low = em.add(em.add(tail, em.fma(rl, s, ql)), em.add(ae, se))
     v = em.add(s, low)
     k = em.to_int(kf)
-    k1 = b.ashr(k, em.ci(1))
-    res = em.mul(em.mul(v, em.pow2i(k1)), em.pow2i(b.sub(k, k1)))
+    k1 = em.iashr(k, em.ci(1))
+    res = em.mul(em.mul(v, em.pow2i(k1)), em.pow2i(em.isub(k, k1)))
     # Subnormal results: rounding v to 53 bits and then to the subnormal grid would round twice
     # (up to 0.75 ulp just below 2**-1022). Instead y = (s + low) * 2**(k + 1022) < 1 is rounded
     # once on the grid of 1 + y (2**-52, which is 2**-1074 after the exact scaling by 2**-1022).
-    deep = b.icmp_signed("<", k, em.ci(-1021))
-    sc = em.pow2i(em.b.select(deep, b.add(k, em.ci(1022)), em.ci(0)))
+    deep = em.ilt(k, em.ci(-1021))
+    sc = em.pow2i(em.sel(deep, em.iadd(k, em.ci(1022)), em.ci(0)))
     yh, yl = em.mul(s, sc), em.mul(low, sc)
     hi = em.add(em.c(1.0), yh)
     lo = em.add(em.add(em.sub(em.c(1.0), hi), yh), yl)   # (1 - hi) + yh: 1 + yh's rounding error
@@ -138,11 +136,10 @@ def pow(em: Em, x, y):
     """x ** y for f64 lanes (the C99 / numpy special cases included)."""
     if not em.is64:
         raise RuntimeError("vecmath.powd: f64 only")
-    b = em.b
     ax = em.fabs(x)
     lh, ll = _log_dd(em, ax)
     inf = em.c(math.inf)
-    nonfinite = em.b.fcmp_unordered("uge", ax, inf)       # +inf or NaN: log is ax itself
+    nonfinite = em.uge(ax, inf)       # +inf or NaN: log is ax itself
     lh = em.sel(nonfinite, ax, lh)
     lh = em.sel(em.eq(ax, em.c(0.0)), em.c(-math.inf), lh)
     ll = em.sel(em.or_(nonfinite, em.eq(ax, em.c(0.0))), em.c(0.0), ll)
@@ -152,9 +149,11 @@ def pow(em: Em, x, y):
     th = em.sel(over, em.c(710.0), em.sel(under, em.c(-750.0), th))
     tl = em.sel(em.or_(over, under), em.c(0.0), tl)
     r = _exp_dd(em, th, tl)
-    r = em.sel(_is_odd_int(em, y), em.copysign(r, x), r)
+    # r >= 0: an odd integer y gives it x's sign (as one copysign: lavapipe miscompiled the
+    # equivalent select(odd, copysign(r, x), r) of f64 values)
+    r = em.copysign(r, em.sel(_is_odd_int(em, y), x, em.c(1.0)))
     finite_neg = em.and_(em.lt(x, em.c(0.0)), em.gt(x, em.neg(inf)))  # pow(-inf, y) is |x|**y
-    r = em.sel(em.and_(finite_neg, b.not_(_is_int(em, y))), em.c(math.nan), r)
+    r = em.sel(em.and_(finite_neg, em.not_(_is_int(em, y))), em.c(math.nan), r)
     one_inf = em.and_(em.eq(ax, em.c(1.0)), em.eq(em.fabs(y), inf))
     r = em.sel(one_inf, em.c(1.0), r)
     is_one = em.or_(em.eq(y, em.c(0.0)), em.eq(x, em.c(1.0)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from .coefficients import COEFFS
-from .emitter import Em
+from .emitter import MathEmitter as Em
 
 HUGE = {False: 2.0 ** 17, True: 2.0 ** 26}
 
@@ -31,9 +31,9 @@ def _reduce(em: Em, x):
     t = em.fma(x, em.c(2.0 / math.pi), shifter)
     kf = em.sub(t, shifter)
     p1, p2, p3 = em.split(_PIO2_64, 3)
-    r = em.fma(em.neg(kf), em.c(p1), x)
-    r = em.fma(em.neg(kf), em.c(p2), r)
-    r = em.fma(em.neg(kf), em.c(p3), r)
+    r = em.exact_fma(em.neg(kf), em.c(p1), x)
+    r = em.exact_fma(em.neg(kf), em.c(p2), r)
+    r = em.exact_fma(em.neg(kf), em.c(p3), r)
     return r, em.bits(t), big
 
 
@@ -65,12 +65,10 @@ def _cores(em: Em, x):
 
 def _place(em: Em, s, c, q, shift: int):
     """The result for quadrant q + shift (shift 1: cos(x) = sin(x + pi/2))."""
-    b = em.b
-    q = b.add(q, em.ci(shift))
-    odd = b.icmp_unsigned("!=", b.and_(q, em.ci(1)), em.ci(0))
-    res = em.sel(odd, c, s)
-    sign = b.shl(b.and_(q, em.ci(2)), em.ci(em.nbits - 2))
-    return em.from_bits(b.xor(em.bits(res), sign))
+    q = em.iadd(q, em.ci(shift))
+    res = em.sel(em.odd_lane(q), c, s)
+    sign = em.ishl(em.iand(q, em.ci(2)), em.ci(em.nbits - 2))
+    return em.from_bits(em.ixor(em.bits(res), sign))
 
 
 def sin(em: Em, x):
@@ -96,7 +94,5 @@ def tan(em: Em, x):
     z = em.mul(r, r)
     key = ("tan", "f64" if em.is64 else "f32")
     t = em.fma(em.mul(r, z), em.horner(z, COEFFS[key]), r)
-    b = em.b
-    odd = b.icmp_unsigned("!=", b.and_(q, em.ci(1)), em.ci(0))
-    res = em.sel(odd, em.div(em.c(-1.0), t), t)
+    res = em.sel(em.odd_lane(q), em.div(em.c(-1.0), t), t)
     return em.keep_zero(x, em.libm_where(big, res, "tan", x))

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import math
 
-from llvmlite import ir
-
 from . import powd
 from .coefficients import COEFFS
-from .emitter import F64, Em, is_int as _is_int, is_odd_int as _is_odd_int
+from .emitter import MathEmitter as Em, is_int as _is_int, is_odd_int as _is_odd_int
 
 # (lowest clamp, highest clamp): beyond them exp is 0 / inf in this precision
 _EXP_CLAMP = {False: (-105.0, 89.0), True: (-750.0, 710.0)}
@@ -39,24 +37,22 @@ def exp(em: Em, x):
     p = em.fma(em.mul(r, r), em.horner(r, COEFFS[_key(em, "exp")]), r)
     p = em.add(em.c(1.0), p)
     k = em.to_int(kf)
-    b = em.b
-    k1 = b.ashr(k, em.ci(1))
-    k2 = b.sub(k, k1)
+    k1 = em.iashr(k, em.ci(1))
+    k2 = em.isub(k, k1)
     return em.mul(em.mul(p, em.pow2i(k1)), em.pow2i(k2))
 
 
 def log(em: Em, x):
-    b = em.b
     tiny = em.lt(x, em.c(2.0 ** (1 - em.bias)))  # subnormal (and zero / negative) lanes
     xs = em.sel(tiny, em.mul(x, em.c(2.0 ** em.mant)), x)
     eadj = em.sel(tiny, em.c(-float(em.mant)), em.c(0.0))
     sqrt_half = em.bits(em.c(math.sqrt(0.5)))
     one = em.bits(em.c(1.0))
-    ix = b.add(em.bits(xs), b.sub(one, sqrt_half))
-    e = b.sub(b.ashr(ix, em.ci(em.mant)), em.ci(em.bias))
-    mbits = b.add(b.and_(ix, em.ci((1 << em.mant) - 1)), sqrt_half)
+    ix = em.iadd(em.bits(xs), em.isub(one, sqrt_half))
+    e = em.isub(em.iashr(ix, em.ci(em.mant)), em.ci(em.bias))
+    mbits = em.iadd(em.iand(ix, em.ci((1 << em.mant) - 1)), sqrt_half)
     m = em.from_bits(mbits)
-    ef = em.add(b.sitofp(e, em.ty), eadj)
+    ef = em.add(em.itof(e), eadj)
     f = em.sub(m, em.c(1.0))
     s = em.div(f, em.add(em.c(2.0), f))
     z = em.mul(s, s)
@@ -67,22 +63,20 @@ def log(em: Em, x):
     res = em.fma(ef, em.c(l1), em.sub(f, em.sub(hfsq, inner)))
     res = em.sel(em.eq(x, em.c(math.inf)), x, res)
     res = em.sel(em.eq(x, em.c(0.0)), em.c(-math.inf), res)
-    return em.sel(b.fcmp_unordered("<", x, em.c(0.0)), em.c(math.nan), res)
+    return em.sel(em.ult(x, em.c(0.0)), em.c(math.nan), res)
 
 
 def pow(em: Em, x, y):
     """f32 pow through f64 exp/log; f64 lanes go to `powd.pow` (double-double)."""
     if em.is64:
         return powd.pow(em, x, y)
-    b = em.b
-    wide = ir.VectorType(F64, em.n) if em.n > 1 else F64
-    ed = Em(b, wide)
-    ax = b.fpext(em.fabs(x), wide)
-    yd = b.fpext(y, wide)
-    r = b.fptrunc(exp(ed, ed.mul(yd, log(ed, ax))), em.ty)
+    ed = em.widened()
+    ax = em.fpext(em.fabs(x))
+    yd = em.fpext(y)
+    r = em.fptrunc(exp(ed, ed.mul(yd, log(ed, ax))))
     r = em.sel(_is_odd_int(em, y), em.copysign(r, x), r)
     finite_neg = em.and_(em.lt(x, em.c(0.0)), em.gt(x, em.c(-math.inf)))  # pow(-inf, y) is |x|**y
-    neg_nonint = em.and_(finite_neg, b.not_(_is_int(em, y)))
+    neg_nonint = em.and_(finite_neg, em.not_(_is_int(em, y)))
     r = em.sel(neg_nonint, em.c(math.nan), r)
     one_inf = em.and_(em.eq(em.fabs(x), em.c(1.0)), em.eq(em.fabs(y), em.c(math.inf)))
     r = em.sel(one_inf, em.c(1.0), r)

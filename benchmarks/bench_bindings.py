@@ -1,0 +1,249 @@
+"""Forward / grad times and binding counts on vulkan and metal, this tree against a git ref.
+
+    SPIRAD_METAL_EMULATE=1 python benchmarks/bench_bindings.py [--ref main] [--rounds 3]
+
+Why: fields moved from one storage buffer each into shared root buffers (issue 22); a kernel's
+binding count no longer grows with its fields, and its launches must not get slower. Each
+workload runs in a fresh subprocess, alternating between this tree ("after") and `--ref`
+extracted with `git archive` ("before"), `--rounds` times each; per arch and workload the table
+shows the median time per launch (forward, grad: its adjoint) of both sides, after/before, and the
+storage buffers each task of the kernel binds (forward / adjoint, the largest task; "refused"
+where the compile was refused). Without `--ref` only this tree runs.
+
+Workloads (every one differentiable, float32):
+  axpy      y[i] += a * x[i] over 1M elements (2 fields + gradients)
+  fields8   one loss over 8 fields of 64K elements (16 arrays with gradients)
+  cloth     the mass-spring cloth step of tests/autodiff/test_cloth.py (8x8, 161 springs),
+            20 steps of compute_forces + step per launch group
+  tiny      a one-element kernel, batched launches (launch overhead)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKLOADS = ("axpy", "fields8", "cloth", "tiny")
+
+
+# -- one side, in a subprocess ---------------------------------------------------------------------
+def _bindings(kernel, mode):
+    """Storage buffers of the largest task of the kernel's last program (mode 0 forward, 1
+    adjoint); None off the SPIR-V backends."""
+    try:
+        prog = kernel._plans[mode].compiled.program
+        return max(m.num_bindings - len(getattr(m, "uniform_bindings", ())) for m in prog.tasks)
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _time(fn, reps):
+    import spirad as sd
+    fn()
+    sd.sync()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sd.sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def work_axpy(sd, reps):
+    n = 1 << 20
+    x = sd.field(sd.f32, shape=n, needs_grad=True)
+    y = sd.field(sd.f32, shape=n, needs_grad=True)
+    x.fill(0.5)
+
+    @sd.kernel
+    def axpy(a: sd.f32):
+        for i in x:
+            y[i] += a * x[i]
+    fwd = _time(lambda: axpy(2.0), reps)
+    y.grad.fill(1.0)
+    grad = _time(lambda: axpy.grad(2.0), reps)
+    return fwd, grad, axpy
+
+
+def work_fields8(sd, reps):
+    n = 1 << 16
+    fs = [sd.field(sd.f32, shape=n, needs_grad=True) for _ in range(8)]
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+    for j, f in enumerate(fs):
+        f.fill(0.1 * j)
+
+    @sd.kernel
+    def k():
+        for i in range(n):
+            loss[None] += (fs[0][i] * fs[1][i] + fs[2][i] * fs[3][i]
+                           + sd.sin(fs[4][i]) * fs[5][i] + fs[6][i] * fs[7][i])
+    fwd = _time(k, reps)
+    loss.grad[None] = 1.0
+    grad = _time(k.grad, reps)
+    return fwd, grad, k
+
+
+def work_cloth(sd, reps):
+    import importlib.util
+
+    import numpy as np
+    spec = importlib.util.spec_from_file_location(  # this tree's cloth, whichever spirad runs
+        "bench_cloth", os.path.join(ROOT, "tests", "autodiff", "test_cloth.py"))
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    x0, v0, rest_np, ab = tc.initial_state()
+    ns, steps = len(ab), 20
+    x = sd.Vector.field(3, sd.f32, shape=(steps + 1, tc.NP), needs_grad=True)
+    v = sd.Vector.field(3, sd.f32, shape=(steps + 1, tc.NP), needs_grad=True)
+    force = sd.Vector.field(3, sd.f32, shape=(steps, tc.NP), needs_grad=True)
+    sa, sb = sd.field(sd.i32, shape=ns), sd.field(sd.i32, shape=ns)
+    rest = sd.field(sd.f32, shape=ns, needs_grad=True)
+    stiff = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def compute_forces(t: sd.i32):
+        for s in range(ns):
+            a, b = sa[s], sb[s]
+            d = x[t, a] - x[t, b]
+            ln = d.norm()
+            fs = stiff[None] * (ln - rest[s]) / ln * d
+            force[t, a] += -fs
+            force[t, b] += fs
+
+    @sd.kernel
+    def step(t: sd.i32):
+        for p in range(tc.NP):
+            nv = v[t, p] * tc.DAMP + tc.DT * (force[t, p] + sd.Vector([0.0, tc.GRAVITY, 0.0]))
+            if p < tc.SIDE:
+                nv = sd.Vector([0.0, 0.0, 0.0])
+            v[t + 1, p] = nv
+            x[t + 1, p] = x[t, p] + tc.DT * nv
+
+    xs = np.zeros((steps + 1, tc.NP, 3), np.float32)
+    xs[0] = x0
+    x.from_numpy(xs)
+    sa.from_numpy(ab[:, 0].copy())
+    sb.from_numpy(ab[:, 1].copy())
+    rest.from_numpy(rest_np.astype(np.float32))
+    stiff[None] = tc.K0
+
+    def fwd():
+        for t in range(steps):
+            compute_forces(t)
+            step(t)
+
+    def grad():
+        for t in reversed(range(steps)):
+            step.grad(t)
+            compute_forces.grad(t)
+    f = _time(fwd, reps) / (2 * steps)
+    g = _time(grad, reps) / (2 * steps)
+    return f, g, compute_forces
+
+
+def work_tiny(sd, reps):
+    x = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def tiny(v: sd.f32):
+        x[None] = v * v
+    launches = 500
+    x.grad[None] = 1.0
+
+    def fwd():
+        for _ in range(launches):
+            tiny(1.0)
+
+    def grad():
+        for _ in range(launches):
+            tiny.grad(1.0)
+    return _time(fwd, reps) / launches, _time(grad, reps) / launches, tiny
+
+
+def run_side(arch, workload, reps):
+    """Child process: one workload on one arch; prints one JSON line."""
+    import spirad as sd
+    try:
+        sd.init(arch=getattr(sd, arch))
+        fwd, grad, kernel = globals()["work_" + workload](sd, reps)
+        out = {"fwd": fwd, "grad": grad, "b_fwd": _bindings(kernel, 0),
+               "b_grad": _bindings(kernel, 1)}
+    except Exception as e:  # noqa: BLE001 - a refused compile is a result of this benchmark
+        out = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
+    print(json.dumps(out))
+
+
+# -- the driver ------------------------------------------------------------------------------------
+def _checkout(ref: str) -> str:
+    d = tempfile.mkdtemp(prefix="spirad-bench-ref-")
+    tar = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", ref], check=True,
+                         capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", d], input=tar, check=True)
+    return d
+
+
+def _child(tree, arch, workload, reps):
+    env = dict(os.environ, PYTHONPATH=tree, SPIRAD_OFFLINE_CACHE="0")
+    script = os.path.join(tree, "benchmarks", "bench_bindings.py")
+    if not os.path.exists(script):  # an older tree: run this script against its packages
+        script = os.path.abspath(__file__)
+    r = subprocess.run([sys.executable, script, "--child", arch, workload, str(reps)], env=env,
+                       capture_output=True, text=True, cwd=tree, timeout=1200)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": (r.stderr.strip().splitlines() or
+                                                          ["no output"])[-1][:120]}
+
+
+def _fmt_t(t):
+    return f"{t * 1e6:9.1f} us" if t is not None else "         - "
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ref", default=None, help="git ref to compare against (e.g. main)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--archs", default="vulkan,metal")
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        run_side(a.child[0], a.child[1], int(a.child[2]))
+        return
+    os.environ.setdefault("SPIRAD_METAL_EMULATE", "1")
+    sides = {"after": ROOT}
+    if a.ref:
+        sides["before"] = _checkout(a.ref)
+    print(f"after = this tree ({ROOT}); before = {a.ref or '-'}; median of {a.rounds} fresh "
+          f"processes per side, alternating; times per launch")
+    print(f"{'arch':7s}{'workload':9s}{'side':8s}{'forward':>13s}{'grad':>13s}  bindings fwd/grad")
+    for arch in a.archs.split(","):
+        for w in a.workloads.split(","):
+            runs = {s: [] for s in sides}
+            for _ in range(a.rounds):
+                for s, tree in sides.items():
+                    runs[s].append(_child(tree, arch, w, a.reps))
+            med = {}
+            for s in sides:
+                ok = [r for r in runs[s] if "error" not in r]
+                if not ok:
+                    print(f"{arch:7s}{w:9s}{s:8s}  refused / failed: {runs[s][0]['error']}")
+                    continue
+                f = statistics.median(r["fwd"] for r in ok)
+                g = statistics.median(r["grad"] for r in ok)
+                med[s] = (f, g)
+                print(f"{arch:7s}{w:9s}{s:8s}{_fmt_t(f):>13s}{_fmt_t(g):>13s}  "
+                      f"{ok[0]['b_fwd']}/{ok[0]['b_grad']}")
+            if len(med) == 2:
+                (fa, ga), (fb, gb) = med["after"], med["before"]
+                print(f"{'':16s}{'ratio':8s}{fa / fb:12.2f}x{ga / gb:12.2f}x  (after / before)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The contract every SPIR-V runtime implements (`gfx_runtime.vulkan.VulkanRuntime`,
+`gfx_runtime.wgpu.WgpuRuntime`): the calls spirad's SPIR-V backend makes, each with its
+default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`).
+
+    rt = SomeRuntime(...)                 a device; GfxUnavailable when there is none
+    rt.caps                               frozen capabilities and limits (`DeviceCaps` fields)
+    rt.validation                         True when the driver's validation layer is on
+    rt.closed                             after `close()`
+    rt.alloc(nbytes, zero=True, *, host_visible=None) -> GfxBuffer
+    rt.pipeline(spirv, num_bindings, push_constant_bytes=0, key=None, entry_point="main",
+                uniform=(), readonly=(), label="") -> a pipeline
+        `uniform`: binding numbers that are uniform buffers (the rest are storage buffers);
+        `readonly`: storage buffers the shader only reads; `label` names it in messages.
+    rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
+        recorded, not submitted; `indirect=(buffer, byte offset)`: the workgroup counts are the
+        three u32 there (written by an earlier dispatch)
+    rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)
+    rt.flush()                            submit what is recorded and wait for it
+    rt.take_validation_messages() -> list[str]
+    rt.timestamp_begin() -> id / rt.timestamp_end(id) / rt.take_timestamps() -> {id: ns}
+                                          device timestamps (default: not supported)
+    rt.close()                            idempotent
+
+    GfxBuffer: .nbytes, .view(dtype, count=None, offset=0), .read(offset=0, nbytes=None),
+               .write(data, offset=0), .fill_zero(), .free()
+
+Runtimes raise only `gfx_runtime.errors` exceptions; the backend maps them to user errors.
+"""
+from __future__ import annotations
+
+
+class GfxBuffer:
+    """A device buffer (`nbytes` its size). Host access (view / read / write) first finishes
+    pending work on it."""
+    __slots__ = ()
+
+    def view(self, dtype, count: int | None = None, offset: int = 0):
+        """A numpy view of the contents (zero-copy where the memory is host-visible)."""
+        raise NotImplementedError
+
+    def read(self, offset: int = 0, nbytes: int | None = None):
+        """A uint8 copy of `nbytes` bytes from `offset` (the rest of the buffer by default)."""
+        raise NotImplementedError
+
+    def write(self, data, offset: int = 0) -> None:
+        raise NotImplementedError
+
+    def fill_zero(self) -> None:
+        raise NotImplementedError
+
+    def free(self) -> None:
+        """Release the memory after the work that uses it (idempotent)."""
+        raise NotImplementedError
+
+
+class GfxRuntime:
+    """Base of the SPIR-V runtimes: every call the backend makes, with its default."""
+    caps = None
+    validation: bool = False
+    closed: bool = True
+
+    def alloc(self, nbytes: int, zero: bool = True, *, host_visible: bool | None = None) -> GfxBuffer:
+        raise NotImplementedError
+
+    def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = ""):
+        raise NotImplementedError
+
+    def dispatch(self, pipeline, buffers, groups, push_constants: bytes = b"",
+                 indirect=None) -> None:
+        raise NotImplementedError
+
+    def copy(self, src: GfxBuffer, dst: GfxBuffer, nbytes: int, src_offset: int = 0,
+             dst_offset: int = 0) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def take_validation_messages(self) -> list:
+        """Messages of the validation layer since the last call (none without one)."""
+        return []
+
+    # -- device timestamps: only where `caps.timestamp_period_ns > 0` ------------------------------
+    def timestamp_begin(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} has no device timestamps")
+
+    def timestamp_end(self, pid: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no device timestamps")
+
+    def take_timestamps(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+REQUIRED = ("alloc", "pipeline", "dispatch", "copy", "flush", "close")  # no usable default
+BUFFER_REQUIRED = ("view", "read", "write", "fill_zero", "free")

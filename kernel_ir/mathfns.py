@@ -1,0 +1,99 @@
+"""The float math functions of one operand, one record each (STYLE 16: a new function is one
+record here plus its `Op`, not edits across the tree).
+
+    MathFn(op, name, reference, slope, uses_out=False, singular=False, expand=None,
+           domain=(lo, hi), ulp=None)
+
+- `op`: the IR node (`kernel_ir.ops`; it is in `UNARY` and `FLOAT_UNARY`). `name`: what users
+  call — `sd.<name>` (`spirad.lang`), `math.<name>` inside kernels where Python's math module has
+  it (`spirad.frontend.builtins` builds both from this table).
+- `reference(x)`: the meaning, with numpy: the interpreter, constant folding, calls from Python.
+- `slope(e, x, out)`: d out / d x built with `e` (`kernel_ir.builder.Emit`) from the primal `x`
+  and the result `out` (`uses_out`: the slope reads `out`, so reverse mode recomputes it;
+  `singular`: the slope can be inf or NaN, so a zero seed must give 0, not NaN). Both reverse
+  and forward mode read it (`spirad.passes.derivatives`).
+- `expand(e, x)`: for a function no code generator lowers itself, its algorithm in IR ops.
+  `spirad.passes.expand_math` replaces the node before code generation, so every backend
+  computes it the same way and `ulp` (max error in ulps per precision, measured against the
+  reference by tests/language/test_math_functions.py on every arch) is its one accuracy table.
+  Functions without `expand` are lowered natively: libm / LLVM intrinsics / our vector bodies on
+  the CPU, the device libraries on CUDA / AMDGPU, GLSL.std.450 (f32) on Vulkan / Metal — and
+  `kernel_ir.mathlib`'s algorithms where the CPU's vector path and SPIR-V f64 run our own
+  (docs/vecmath.md has their accuracy).
+- `domain`: where the generated tests draw inputs (values and gradients).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .ops import Op
+
+
+@dataclass(frozen=True)
+class MathFn:
+    op: Op
+    name: str
+    reference: Callable
+    slope: Callable
+    uses_out: bool = False
+    singular: bool = False  # the slope can be inf / NaN (log at 0): a zero seed then gives 0
+    expand: Callable | None = None
+    domain: tuple = (-2.0, 2.0)
+    ulp: dict | None = None
+
+
+def _one(e, x):
+    return e.const(1.0, x.dtype)
+
+
+def _asin_slope(e, x, out):
+    return e.op(Op.RSQRT, e.sub(_one(e, x), e.mul(x, x)))
+
+
+def _log1p(e, x):
+    """log(1 + x) without losing x's digits near 0: for -1/2 < x < 1 the series
+    log1p(x) = 2 atanh(s) = 2 s (1 + z/3 + z^2/5 + ...), s = x / (2 + x), z = s^2 < 1/9 (17
+    terms reach 2^-55, 9 reach 2^-27); elsewhere log(1 + x), whose argument is exact for
+    x <= -1/2 and rounded by at most 1/2 ulp of a result >= log 2 above. No compensated sums,
+    so no code generator's reassociation (Mesa simplifies `(1 + x) - 1` to x) can change it."""
+    dt = x.dtype
+    terms = 17 if dt.bits == 64 else 9
+    s = e.div(x, e.add(e.const(2.0, dt), x))
+    z = e.mul(s, s)
+    acc = e.const(1.0 / (2 * terms - 1), dt)
+    for k in range(terms - 2, -1, -1):
+        acc = e.add(e.mul(acc, z), e.const(1.0 / (2 * k + 1), dt))
+    series = e.mul(e.add(s, s), acc)
+    small = e.select(e.cmp(Op.CMP_GT, x, e.const(-0.5, dt)),
+                     e.cmp(Op.CMP_LT, x, _one(e, x)), e.cmp(Op.CMP_NE, x, x))
+    return e.select(small, series, e.op(Op.LOG, e.add(_one(e, x), x)))
+
+
+MATH = tuple([
+    MathFn(Op.SIN, "sin", np.sin, lambda e, x, o: e.op(Op.COS, x), domain=(-3.0, 3.0)),
+    MathFn(Op.COS, "cos", np.cos, lambda e, x, o: e.neg(e.op(Op.SIN, x)), domain=(-3.0, 3.0)),
+    MathFn(Op.TAN, "tan", np.tan, lambda e, x, o: e.add(_one(e, x), e.mul(o, o)), uses_out=True,
+           domain=(-1.2, 1.2)),
+    MathFn(Op.TANH, "tanh", np.tanh, lambda e, x, o: e.sub(_one(e, x), e.mul(o, o)),
+           uses_out=True),
+    MathFn(Op.ASIN, "asin", np.arcsin, _asin_slope, singular=True, domain=(-0.9, 0.9)),
+    MathFn(Op.ACOS, "acos", np.arccos, lambda e, x, o: e.neg(_asin_slope(e, x, o)),
+           singular=True, domain=(-0.9, 0.9)),
+    MathFn(Op.EXP, "exp", np.exp, lambda e, x, o: o, uses_out=True),
+    MathFn(Op.LOG, "log", np.log, lambda e, x, o: e.div(_one(e, x), x), singular=True,
+           domain=(0.1, 4.0)),
+    MathFn(Op.SQRT, "sqrt", np.sqrt, lambda e, x, o: e.div(e.const(0.5, x.dtype), o),
+           uses_out=True, singular=True, domain=(0.1, 4.0)),
+    MathFn(Op.RSQRT, "rsqrt", lambda x: type(x)(1) / np.sqrt(x),
+           lambda e, x, o: e.mul(e.const(-0.5, x.dtype), e.div(o, x)), uses_out=True,
+           singular=True, domain=(0.1, 4.0)),
+    MathFn(Op.LOG1P, "log1p", np.log1p, lambda e, x, o: e.div(_one(e, x), e.add(_one(e, x), x)),
+           singular=True,
+           expand=_log1p, domain=(-0.9, 3.0), ulp={"f32": 2.5, "f64": 2.0}),  # above x = 1 and
+    # below -1/2 the backend's own log decides (lavapipe's f32 log: 2.2 ulp)
+])
+BY_OP = {f.op: f for f in MATH}
+BY_NAME = {f.name: f for f in MATH}

@@ -1,0 +1,24 @@
+"""The switches of the CPU code generator, passed explicitly to `compile_tasks` (the code
+generator never reads the environment; `spirad.options.llvm_codegen_options()` builds this from
+the SPIRAD_CPU_* variables).
+
+    spmd     range tasks may run in SIMD lanes where they qualify (`spmd.analyze`)
+    lanes    the lane count of an SPMD task; None: `codegen.default_lanes`
+    vecmath  'auto' | '1' | '0': how math ops lower (`math_policy.mode`)
+    debug    print each task's lowering (lanes or scalar, and why) to stderr
+"""
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    spmd: bool = True
+    lanes: int | None = None
+    vecmath: str = "auto"
+    debug: bool = False
+
+    def key(self) -> tuple:
+        """What changes the generated code (the offline-cache key; `debug` only prints)."""
+        return astuple(self)[:3]

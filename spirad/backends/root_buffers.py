@@ -1,0 +1,103 @@
+"""Root buffers: the memory of every field (and its .grad / .dual) and kernel temporary on the
+SPIR-V backends (Vulkan, Metal), shared by offset.
+
+Why: one storage buffer per field makes a kernel's binding count grow with the number of fields
+it touches, past what a device allows (Metal: 8 per stage). Here fields live in a few large
+buffers, *chunks*, at 8-byte aligned offsets (`spirv_codegen.buffers`), so a kernel binds the
+chunk(s) it touches, and the SPIR-V addresses a field as (chunk view, element offset).
+
+Allocation: first fit, in the order fields are first used. A chunk's buffer starts small and is
+replaced by one twice as large (the contents copied on the device, `rt.copy`) until it reaches
+`limit` = the device's largest binding (maxStorageBufferRange / wgpu's storage binding size,
+capped below 2**31 bytes: element indices are i32); then a new chunk starts. So most programs
+have one chunk; one whose fields pass the limit has as few as fit (a kernel then binds only the
+chunks of the fields it uses). A field larger than `limit` gets a chunk of its own, which the
+runtime refuses to bind (its error names the limit). Offsets never change once given: a kernel
+compiled earlier keeps its code when fields are added; its next launch binds the grown buffer.
+Nothing is freed before `close()` (fields live as long as their `sd.init()`); a replaced buffer
+is released by the runtime once nothing refers to it (a numpy view handed out earlier keeps its
+memory valid).
+
+`RootSlice` is the storage the backend hands out for a field (`BackendBase.allocate_field`);
+host access (`view`, `read`, `write`) goes to its chunk's buffer at its offset.
+"""
+from __future__ import annotations
+
+from spirv_codegen.buffers import MAX_CHUNK_BYTES, ROOT_ALIGN
+
+FIRST_CHUNK_BYTES = 64 << 10
+_GRAIN = 256  # chunk sizes: multiples of this (wgpu binding sizes, uniform array strides)
+
+
+class Chunk:
+    __slots__ = ("index", "buffer", "used", "limit")
+
+    def __init__(self, index: int, buffer, limit: int):
+        self.index, self.buffer, self.used, self.limit = index, buffer, 0, limit
+
+    def __repr__(self) -> str:
+        return f"<root chunk {self.index}: {self.used} of {self.buffer.nbytes} bytes>"
+
+
+class RootSlice:
+    """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory."""
+    __slots__ = ("chunk", "offset", "nbytes")
+
+    def __init__(self, chunk: Chunk, offset: int, nbytes: int):
+        self.chunk, self.offset, self.nbytes = chunk, offset, nbytes
+
+    def __repr__(self) -> str:
+        return f"<root slice {self.nbytes} bytes at {self.offset} of chunk {self.chunk.index}>"
+
+
+def _round(n: int, grain: int) -> int:
+    return -(-int(n) // grain) * grain
+
+
+class RootBuffers:
+    """The root chunks of one backend (`rt`: its runtime, `alloc` / `copy` / `Buffer.free`)."""
+
+    def __init__(self, rt, binding_limit: int):
+        self.rt = rt
+        self.limit = max(_GRAIN, min(int(binding_limit), MAX_CHUNK_BYTES) // _GRAIN * _GRAIN)
+        self.chunks: list = []
+        self.by_key: dict = {}  # field id -> RootSlice
+        self.grown = 0          # buffer replacements so far (tests, benchmarks)
+
+    def place(self, nbytes: int, key=None) -> RootSlice:
+        """A zero-filled slice of `nbytes` bytes (remembered under `key`: a field's id)."""
+        nbytes = max(int(nbytes), 1)
+        size = _round(nbytes, ROOT_ALIGN)
+        if size > self.limit:  # larger than any binding: a chunk of its own (refused when bound)
+            chunk = Chunk(len(self.chunks), self.rt.alloc(size), size)
+            self.chunks.append(chunk)
+            s = RootSlice(chunk, 0, nbytes)
+            chunk.used = size
+        else:
+            chunk = next((c for c in self.chunks if c.used + size <= c.limit), None)
+            if chunk is None:
+                chunk = Chunk(len(self.chunks), None, self.limit)
+                self.chunks.append(chunk)
+            s = RootSlice(chunk, chunk.used, nbytes)
+            self._reserve(chunk, chunk.used + size)
+            chunk.used += size
+        if key is not None:
+            self.by_key[key] = s
+        return s
+
+    def _reserve(self, chunk: Chunk, need: int) -> None:
+        """Make `chunk.buffer` hold at least `need` bytes (a new, larger buffer: contents copied)."""
+        cur = chunk.buffer
+        if cur is not None and cur.nbytes >= need:
+            return
+        have = 0 if cur is None else cur.nbytes
+        size = min(chunk.limit, _round(max(need, 2 * have, FIRST_CHUNK_BYTES), _GRAIN))
+        new = self.rt.alloc(size)
+        if cur is not None:
+            self.rt.copy(cur, new, chunk.used)
+            self.grown += 1  # `cur` is released when its last user (a numpy view) is gone
+        chunk.buffer = new
+
+    def nbytes(self) -> int:
+        """Bytes of all chunk buffers."""
+        return sum(c.buffer.nbytes for c in self.chunks if c.buffer is not None)

@@ -1,0 +1,487 @@
+"""The SPIR-V backend base: SPIR-V from `spirv_codegen`, run by a `gfx_runtime` runtime (the
+`gfx_runtime.protocol.GfxRuntime` contract). `vulkan.py` (Vulkan, `gfx_runtime.vulkan`) and
+`metal.py` (Metal through wgpu, `gfx_runtime.wgpu`) specialise it with their runtime, SPIR-V
+profile (`spirv_codegen.profile`), limits and checks; everything else is here.
+
+Compile is pure: `compile` turns a task list into modules (code generation, validation, the
+per-task buffer maps) and `_build` turns them into a program on the device (pipelines, status
+words, temporaries); the offline cache stores the modules (`export_program`) and rebuilds only
+the device part (`import_program`).
+
+Launches are recorded into the runtime's current batch; nothing is submitted until a host read,
+`sync()` or a full batch. Per program we keep: one pipeline per task, the status words (checked
+at every sync: a lavapipe loop-cap hit raises a clear error), temp buffers, and a small cache of
+argument buffers keyed by their bytes (a launch loop with unchanging arguments binds the same
+buffer every time; new contents get new buffers until a flush recycles them).
+
+With `sd.init(debug=True)` programs are compiled with bounds checks (`compile_tasks(...,
+bounds_check=True)`): an out-of-range index is skipped on the device and recorded in the status
+words (code STATUS_INDEX_OUT_OF_RANGE); `_check_status` turns it into a `SpiradIndexError` at the
+next sync / host read (`program.status_error`), naming the kernel, task, field/ndarray, shape and
+index.
+
+A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) is evaluated
+on the device: its range-arguments module (`spirv_codegen.compile_range_args`) runs first and the
+task is dispatched indirectly from the buffer it wrote — no host round trip. Tasks with adstacks
+(chunked by the host) and debug mode (bounds-check errors) evaluate such ranges on the host
+instead, after flushing the queued work.
+
+Adstack heaps: two buffers (float, int), or one (a row = the float row, then the int row) where
+the profile says `single_heap` (Metal's 8 storage buffers).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gfx_runtime.errors import GfxError, GfxUnavailable
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_WORDS,
+                           StatusWord, pack_push_constants)
+from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
+
+from .adstack_support import grown, task_stacks
+from .base import BackendBase
+from .gpu_sizer import GpuSizer
+from .program import Program, status_error
+from .range_bounds import HostBounds, device_bounds
+from .root_buffers import RootBuffers, RootSlice
+
+_ARG_CACHE_MAX = 256
+_RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
+ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
+
+
+def _user_error(e: GfxError) -> SpiradError:
+    """The user error for a runtime error (same message; DESIGN §1: runtimes raise their own)."""
+    return (SpiradArchError if isinstance(e, GfxUnavailable) else SpiradDeviceError)(str(e))
+
+
+def _runtime_errors_as_user_errors(method):
+    """Wrap a backend entry point so that the runtime's own errors reach users as theirs."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except GfxError as e:
+            raise _user_error(e) from None
+    return wrapper
+
+
+class SpirvProgram(Program):
+    def __init__(self, tl, abi, bounds_check, blob, pipelines, status, temps, ranges, views, own,
+                 arg_tail):
+        super().__init__(tl, abi, bounds_check, blob)  # blob: (SPIR-V tasks, range modules, maps)
+        self.tasks, self.pipelines = blob[0], pipelines
+        self.status = status  # RootSlice of the status words
+        self.temps = temps  # abi index -> RootSlice of each kernel temporary
+        self.views = views  # per task, per root view binding: its Chunk (bound: its buffer now)
+        self.own = own      # per task: abi indices of the refs with buffers of their own
+        self.arg_tail = arg_tail  # root offsets, appended to the argument bytes (buffers.py)
+        self.recent_args: list = []  # argument buffers since the last status check (bounds)
+        self.arg_bufs: dict = {}
+        self.spare: list = []
+        self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
+        # per task: None (host-given range), ('device', args pipeline, args buffer) or
+        # ('host', HostBounds) for a range read from globals
+        self.ranges = ranges
+
+
+class _Timestamps:
+    """`BackendBase.device_timer` where the runtime has device timestamps: a pair per launch."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def begin(self):
+        return self.rt.timestamp_begin()
+
+    def end(self, token) -> None:
+        self.rt.timestamp_end(token)
+
+    def collect(self) -> dict:
+        return {k: ns * 1e-9 for k, ns in self.rt.take_timestamps().items()}
+
+
+class SpirvBackend(BackendBase):
+    """The SPIR-V backends' glue; a subclass gives its runtime (`_make_runtime`), its SPIR-V
+    `profile`, availability and the name of its binding limit, and may add checks before
+    (`_check_kernel`) and after (`_check_module`) code generation."""
+    name = ""
+
+    @property
+    def profile(self):
+        """The `spirv_codegen.profile.Profile` the modules are written for."""
+        raise NotImplementedError
+
+    def _make_runtime(self):
+        """The `gfx_runtime.protocol.GfxRuntime` of this backend (GfxError when it cannot)."""
+        raise NotImplementedError
+
+    def _check_kernel(self, tl, abi) -> None:
+        """User errors this backend finds in a task list before code generation (none here)."""
+
+    def _check_module(self, name: str, mod) -> None:
+        """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when
+        validating."""
+        from spirv_codegen import validate
+        if self.validate:
+            validate(mod.words)
+
+    def _pipeline(self, mod, label: str = ""):
+        return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
+                                uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
+                                label=label)
+
+    # the binding limit, as the error names it
+    LIMIT_NAME = "per shader stage"
+
+    def _heap_row_bytes(self, layout) -> int:
+        """Bytes of one adstack heap row in the largest heap buffer a launch binds."""
+        if self.profile.single_heap:
+            return max(layout.stride_float + layout.stride_int, 1)
+        return max(layout.stride_float, layout.stride_int, 1)
+
+    def _heaps(self, layout, rows: int) -> list:
+        """The adstack heap buffers a launch binds after the metadata, grown for `rows` rows:
+        float and int heaps, or one heap of both rows (profile `single_heap`)."""
+        if self.profile.single_heap:
+            need = (layout.stride_float + layout.stride_int) * rows
+            self.heap_float = self._grown_heap(self.heap_float, need)
+            return [self.heap_float]
+        hf = self.heap_float = self._grown_heap(self.heap_float, layout.stride_float * rows)
+        hi = self.heap_int = self._grown_heap(self.heap_int, layout.stride_int * rows)
+        return [hf, hi]
+
+    def __init__(self, state):
+        super().__init__(state)
+        from spirv_codegen import SpirvCaps
+        try:
+            self.rt = self._make_runtime()
+        except GfxError as e:
+            raise _user_error(e) from None
+        self.caps = self.rt.caps
+        self.spirv_caps = SpirvCaps.from_device(self.caps, self.profile)
+        from spirv_codegen import validator
+
+        from .. import options
+        validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
+        self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
+        self.bounds_check = bool(state.debug)
+        self.launched: list = []  # programs with work since the last status check
+        self.pending = None       # an error found early, raised at the next sync
+        self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
+        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range)  # fields' memory
+        self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap)
+
+    def capabilities(self) -> dict:
+        return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
+
+    def device_name(self) -> str:
+        return self.caps.name
+
+    def device_timer(self):
+        """Timestamp queries around each launch's dispatches (`gfx_runtime.vulkan.timestamps`)."""
+        if self.caps.timestamp_period_ns <= 0:
+            return None
+        return _Timestamps(self.rt)
+
+    @_runtime_errors_as_user_errors
+    def allocate(self, nbytes):
+        return self.rt.alloc(max(int(nbytes), 16))
+
+    @_runtime_errors_as_user_errors
+    def allocate_field(self, nbytes, key=None):
+        return self.roots.place(nbytes, key)
+
+    def storage_parts(self, storage) -> tuple:
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer, storage.offset
+        return storage, 0
+
+    @_runtime_errors_as_user_errors
+    def view(self, storage, np_dtype, shape):
+        count = int(np.prod(shape, dtype=np.int64))
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer.view(np_dtype, count, storage.offset).reshape(shape)
+        return storage.view(np_dtype, count).reshape(shape)
+
+    @_runtime_errors_as_user_errors
+    def compile(self, tl, abi):
+        self._check_kernel(tl, abi)
+        return self._compile(tl, abi, self._placement(tl, abi))
+
+    def _compile(self, tl, abi, placement):
+        from spirv_codegen import compile_range_args, compile_tasks
+        maps = self._buffer_maps(tl, abi, placement)
+        read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
+        on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
+        self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
+        tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
+                              device_ranges=on_device, bmap=maps)
+        range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
+                      for i in sorted(on_device)}
+        for m in tasks + tuple(range_mods.values()):
+            self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
+        return self._build(tl, abi, (tasks, range_mods, maps), placement)
+
+    def _placement(self, tl, abi) -> dict:
+        """abi index -> RootSlice of every field and temporary, and under None the program's
+        status words (temporaries and status get new slices: one per compiled program). Fields
+        were allocated by the driver before compiling."""
+        out = {None: self.roots.place(STATUS_BYTES)}
+        for k, ref in enumerate(abi.bindings):
+            if ref.kind == "field":
+                sl = self.roots.by_key.get(ref.key)
+                if sl is None:
+                    raise RuntimeError(f"field {ref.name} of kernel {tl.name} has no memory yet")
+                out[k] = sl
+            elif ref.kind == "temp":
+                out[k] = self.roots.place(8)
+        return out
+
+    def _buffer_maps(self, tl, abi, placement) -> tuple:
+        """Per task, the `spirv_codegen.buffers.BufferMap` of what it binds: the root views and
+        ndarrays it touches (offsets: the kernel's)."""
+        from spirv_codegen.buffers import root_map, task_map
+        bmap = root_map(tl, abi, self.spirv_caps,
+                        {k: sl.chunk.index for k, sl in placement.items() if k is not None},
+                        status_chunk=placement[None].chunk.index)
+        return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
+
+    def _check_bindings(self, tl, abi, maps, on_device) -> None:
+        """Every storage buffer a launch of each task binds, counted before the device (or wgpu)
+        sees a module: a kernel over the limit is a user error naming what to change."""
+        from spirv_codegen.buffers import task_refs
+        from spirv_codegen.lower import task_bindings
+        prof = self.profile
+        limit = self.caps.max_per_stage_storage_buffers
+        for i, t in enumerate(tl.tasks):
+            bmap = maps[i]
+            n = task_bindings(t, bmap, prof, i in on_device) - len(prof.uniform_bindings)
+            if n <= limit:
+                continue
+            parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
+                ([] if bmap.status_chunk >= 0 else ["status"])
+            n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
+            parts.append(f"{len(bmap.views)} root-buffer view(s) holding its {n_fields} "
+                         f"fields/gradients and the status words")
+            names = [abi.bindings[k].name for k in bmap.own]
+            if names:
+                parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
+            if task_stacks(t):
+                parts.append(f"{prof.adstack_buffers()} autodiff-stack buffers")
+            if i in on_device:
+                parts.append("the range arguments of its parallel loop (read from memory)")
+            args = list(dict.fromkeys(nm.split(".")[0] for nm in names))
+            if args:
+                advice = (f"pass fewer ndarrays: merge some of the ndarray arguments "
+                          f"{', '.join(args)} into one (stack them along a new axis), or make "
+                          f"them fields, which share root buffers")
+            else:
+                advice = "split the kernel into kernels that touch fewer fields"
+            raise SpiradDeviceError(
+                f"kernel {tl.name} needs {n} storage buffers in task {t.name or i} "
+                f"({', '.join(parts)}) but {self.caps.name} allows {limit} {self.LIMIT_NAME}; "
+                f"{advice}")
+
+    def export_program(self, program):
+        return program.blob
+
+    @_runtime_errors_as_user_errors
+    def import_program(self, tl, abi, blob):
+        tasks, range_mods, maps = blob
+        placement = self._placement(tl, abi)
+        if self._buffer_maps(tl, abi, placement) != maps:
+            # its fields sit in other root chunks than where it was compiled: new code (offsets
+            # alone are launch data and never make a stored module stale)
+            return self._compile(tl, abi, placement)
+        for m in tasks + tuple(range_mods.values()):
+            self._check_module(tl.name, m)  # a stored module meets this backend's profile too
+        return self._build(tl, abi, blob, placement)
+
+    def cache_features(self) -> tuple:
+        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate)
+
+    def _build(self, tl, abi, blob, placement):
+        """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
+        BufferMap they were compiled for); `placement`: abi index -> RootSlice."""
+        from spirv_codegen.buffers import offset_words
+        tasks, range_mods, maps = blob
+        label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
+        pipes = [self._pipeline(t, label(t)) for t in tasks]
+        ranges = [None] * len(tasks)
+        for i, t in enumerate(tl.tasks):
+            mod = range_mods.get(i)
+            if mod is not None:
+                ranges[i] = ("device", self._pipeline(mod, label(mod)),
+                             self.rt.alloc(4 * RANGE_ARGS_WORDS))
+            elif device_bounds(t):
+                ranges[i] = ("host", HostBounds(tl, t, abi))
+        status = placement[None]  # the status words: in a root chunk
+        temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
+        # per task: the root chunks of its views and the abi indices of its own buffers
+        views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
+        tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
+                            status.offset) if maps else b""
+        return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
+                         tuple(m.own for m in maps), tail)
+
+    def _small_buffer(self, p: SpirvProgram, key, data: bytes):
+        """A device buffer holding `data`, reused while `key` (its contents) is unchanged."""
+        buf = p.arg_bufs.get(key)
+        if buf is not None:
+            return buf
+        if len(p.arg_bufs) >= _ARG_CACHE_MAX:
+            self.sync()  # all recorded launches done: their argument buffers are free again
+            p.spare.extend(p.arg_bufs.values())
+            p.arg_bufs.clear()
+        buf = p.spare.pop() if p.spare else self.rt.alloc(256, zero=False)
+        if len(data) > buf.nbytes:
+            buf = self.rt.alloc(len(data), zero=False)
+        buf.write_unused(data)  # new, or spare since the sync above: no pending work reads it
+        p.arg_bufs[key] = buf
+        return buf
+
+    def _storage_of(self, p: SpirvProgram, storages, k: int):
+        """The storage of abi binding k at a launch (temporaries: the program's own)."""
+        st = storages[k]
+        return st if st is not None else p.temps[k]
+
+    def _grown_heap(self, cur, nbytes: int):
+        """`cur`, or a larger heap buffer when it is smaller than `nbytes` (the old one is freed
+        after its last use)."""
+        size = cur.nbytes if cur is not None else 0
+        if nbytes > size or cur is None:
+            limit = self.caps.max_storage_buffer_range
+            new = min(grown(size, max(nbytes, 16)), max(limit, nbytes))
+            return self.rt.alloc(new, zero=False)
+        return cur
+
+    def heap_bytes(self) -> tuple:
+        return tuple(h.nbytes if h is not None else 0 for h in (self.heap_float, self.heap_int))
+
+    @_runtime_errors_as_user_errors
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
+        if type(storage) is RootSlice:
+            return storage.chunk.buffer.read(storage.offset + offset, nbytes)
+        return storage.read(offset, nbytes)
+
+    @_runtime_errors_as_user_errors
+    def write(self, storage, data, offset: int = 0) -> None:
+        if type(storage) is RootSlice:
+            storage.chunk.buffer.write(np.ascontiguousarray(data), storage.offset + offset)
+            return
+        storage.write(np.ascontiguousarray(data), offset)
+
+    def plan_adstack(self, program, ti, sized):
+        """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the
+        metadata bytes to upload). The GPU sizer wrote its result's words into
+        `sized.device_meta`: bound as it is."""
+        lay = sized.layout
+        per_row = self._heap_row_bytes(lay)
+        if sized.device_meta is not None:
+            return lay, per_row, sized.device_meta, None
+        return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
+
+    @_runtime_errors_as_user_errors
+    def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
+        from spirv_codegen import dispatch_geometry
+        args = self._small_buffer(p, argbuf, argbuf + p.arg_tail)
+        maxg = self.caps.max_compute_work_group_count
+        if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
+                and argbuf not in p.recent_args:
+            p.recent_args.append(argbuf)  # ndarray shapes for a bounds error
+        if adstack is not None and len(p.adstack_launches) < 64:
+            p.adstack_launches.append(adstack)  # since the last sync: names the needed size
+        plans = None if adstack is None else adstack.tasks
+        for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
+            bufs = [args]  # the status words are in a root chunk: one of the views
+            for c in p.views[ti]:  # root chunks: their buffers now (a chunk grows by a new one)
+                bufs.append(c.buffer)
+            for k in p.own[ti]:
+                bufs.append(storages[k])
+            if rng is None:
+                how = p.ranges[ti]
+                if how[0] == "device":  # evaluated and dispatched on the device
+                    _, args_pipe, args_buf = how
+                    rbufs = bufs + [args_buf]
+                    unused = bytes(PUSH_CONSTANT_BYTES)  # (the range comes from args_buf)
+                    self.rt.dispatch(args_pipe, rbufs, (1, 1, 1), unused)
+                    self.rt.dispatch(pipe, rbufs, (1, 1, 1), unused, indirect=(args_buf, 0))
+                    continue
+                self.rt.flush()  # the range reads what earlier work wrote: evaluate it now
+                rng = how[1].evaluate(argbuf, lambda k, ref, shape: self.view(
+                    self._storage_of(p, storages, k), ref.dtype.np, shape))
+            b, e = rng
+            n = e - b
+            if n <= 0:
+                continue
+            stacks = p.stacks[ti]
+            tbufs = bufs
+            chunk = n
+            if stacks:
+                layout, per_row, meta, meta_bytes = plans[ti]
+                limit = self.caps.max_storage_buffer_range
+                rows = max(1, min(ROWS_CAP, n, limit // per_row))
+                if per_row > limit:
+                    raise SpiradDeviceError(
+                        f"kernel {p.name}: one thread's autodiff stacks take {per_row} bytes, more than "
+                        f"one storage buffer may hold on {self.caps.name} ({limit} bytes)")
+                chunk = n if t.kind == "serial" else rows
+                if meta is None:
+                    meta = self._small_buffer(p, (meta_bytes,), meta_bytes)
+                tbufs = bufs + [meta] + self._heaps(layout, rows)
+            if len(tbufs) < t.num_bindings:
+                raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
+                                   f"the backend has {len(tbufs)} buffers for it")
+            for c in range(b, e, chunk):
+                ce = min(c + chunk, e)
+                if t.kind == "serial":
+                    groups, tpr = (1, 1, 1), 1
+                else:
+                    groups, tpr = dispatch_geometry(ce - c, maxg, t.local_size)
+                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups,
+                                 pack_push_constants(c, ce, tpr))
+        if not self.launched or self.launched[-1] is not p:
+            if p not in self.launched:
+                self.launched.append(p)
+        if adstack is not None and adstack.forced:
+            # forced stack sizes can overflow: check this launch now, so the error names the
+            # size *this* launch needed; it is raised at the next sync / host read
+            try:
+                self._check_status([p])
+            except SpiradError as e:
+                if self.pending is None:
+                    self.pending = e
+
+    @_runtime_errors_as_user_errors
+    def sync(self):
+        if self.pending is not None:
+            self.rt.flush()
+            err, self.pending = self.pending, None
+            self.launched = []
+            raise err
+        if not self.launched:
+            self.rt.flush()
+            return
+        launched, self.launched = self.launched, []
+        self._check_status(launched)
+
+    def _check_status(self, launched):
+        self.rt.flush()
+        for p in launched:
+            words = self.view(p.status, np.uint32, (STATUS_WORDS,))
+            recent, p.recent_args = p.recent_args, []
+            launches, p.adstack_launches = p.adstack_launches, []
+            if words[StatusWord.CODE]:
+                saved = words.copy()
+                words[:] = 0
+                raise status_error(p, saved, recent, launches, self.caps)
+
+    def take_validation_messages(self):
+        return self.rt.take_validation_messages()
+
+    @_runtime_errors_as_user_errors
+    def close(self):
+        self.rt.close()

@@ -1,0 +1,116 @@
+"""How a CPU launch of a range task runs: in the calling thread, or split over the worker pool.
+
+The CPU runtime runs a range in the calling thread, or splits it over its worker pool
+(`llvm_codegen.cpu_runtime`); a split costs tens of microseconds of pool dispatch, so it pays
+only for enough work. A fixed iteration count decided that before (32768), which left DiffTaichi's
+heavy small launches on one core (`wave`'s 256 iterations of a 256-trip loop each), where Taichi
+uses every core. Now, per task:
+
+* A task without atomics gives the same results however it is split, so it is split by its
+  measured time (`Adaptive`): the last launch's time per iteration times this launch's range;
+  `SPLIT_SECONDS` of work or more (and two iterations per worker) go to the pool.
+* A task with atomics on shared elements may also have a one-thread variant
+  (`passes/demote_atomics`: plain read-modify-writes, scalar code), valid only when the launch
+  is not split. An uncontended locked compare-and-swap loop costs about `ATOMIC_WORK` IR ops
+  (~5 ns against ~0.1 ns an op, measured on DiffTaichi's P2G and `wave` adjoint), a plain one
+  `PLAIN_RMW_WORK`; SIMD lanes divide the rest (`LANE_GAIN`), and a reduction into one element
+  (`loss[None] += ...`) costs one atomic per lane group (`costs`). `one_thread_choice` compares:
+  no variant where the task's own code is cheaper; only the variant (never split) where the own
+  code spread over every worker still costs more than the variant on one core; else both, and
+  the task is split from `split_threshold` iterations (a static estimate: the same program and
+  range always run the same way, so float atomics always sum in the same order). Measured with
+  `benchmarks/bench_launch.py --mpm` (DiffTaichi-shaped particle kernels).
+"""
+from __future__ import annotations
+
+import time
+
+from kernel_ir.ops import ATOMICS, FLOAT_UNARY, LOOPS, Op
+
+SPLIT_SECONDS = 2e-4     # measured work (one core) worth a split
+# Work in units of one scalar IR op (~0.04 ns on this Zen 4: LLVM folds much of the IR), as
+# measured on DiffTaichi's P2G / G2P kernels and their adjoints (benchmarks/bench_launch.py):
+SPLIT_WORK = 1 << 21     # ~75 us: more than a split's pool dispatch
+DYNAMIC_TRIPS = 16       # assumed trips of a loop whose count is not known at compile time
+ATOMIC_WORK = 200        # a locked compare-and-swap loop (~5 ns uncontended, more when shared)
+PLAIN_RMW_WORK = 2       # a load and a store
+LANE_GAIN = 4            # SIMD lanes per unit of speed-up (32 lanes: ~8x on such code)
+NEVER = 1 << 62          # a threshold no range reaches
+_HEAVY = FLOAT_UNARY | {Op.POW, Op.ATAN2, Op.DIV}
+
+
+def iteration_work(block, weight=None) -> float:
+    """Estimated ops of one pass through `block`: `weight(node)` per op (default: an atomic
+    `ATOMIC_WORK`, a math function 8, anything else 1), loop bodies times their trips."""
+    weight = weight or _default_weight
+    w = 0.0
+    for n in block.nodes:
+        if n.op in LOOPS:
+            trips = n.arg.static_trips if n.op == Op.RANGE_FOR and n.arg.static_trips is not None \
+                else DYNAMIC_TRIPS
+            w += 2 + trips * iteration_work(n.blocks[0], weight)
+        elif n.op == Op.IF:
+            w += 1 + max(iteration_work(b, weight) for b in n.blocks)
+        elif n.blocks:
+            w += sum(iteration_work(b, weight) for b in n.blocks)
+        else:
+            w += weight(n)
+    return w
+
+
+def _default_weight(n) -> float:
+    return ATOMIC_WORK if n.op in ATOMICS else 8 if n.op in _HEAVY else 1
+
+
+def costs(task, lanes: int, cheap_atomics=frozenset()) -> tuple:
+    """(own, alone): estimated work of one iteration of range task `task` in its own code
+    (`lanes` SIMD lanes; `cheap_atomics`, reduced over the lanes first, cost one atomic per
+    lane group) and in its one-thread variant (scalar, plain read-modify-writes)."""
+    gain = max(1.0, lanes / LANE_GAIN)
+
+    def own(n):
+        if n.op in ATOMICS:
+            return ATOMIC_WORK / lanes if n in cheap_atomics else ATOMIC_WORK
+        return _default_weight(n) / gain
+
+    def alone(n):
+        return PLAIN_RMW_WORK if n.op in ATOMICS else _default_weight(n)
+
+    return iteration_work(task.body, own), iteration_work(task.body, alone)
+
+
+def one_thread_choice(own: float, alone: float, workers: int):
+    """None (no variant: the task's own code is cheaper), "only" (the variant on one core beats
+    the own code on every worker: compiled alone, never split) or "both" (the variant for
+    launches that are not split)."""
+    if alone >= own:
+        return None
+    return "only" if own >= workers * alone else "both"
+
+
+def split_threshold(own: float, workers: int, alone: float | None = None) -> int:
+    """The fewest iterations worth splitting over `workers`: where the time saved — against
+    the own code on one core, or against the one-thread variant (`alone`) — passes SPLIT_WORK."""
+    single = own if alone is None else alone
+    gain = single - own / workers
+    if gain <= 0:
+        return NEVER
+    return max(2 * workers, int(-(-SPLIT_WORK // gain)))
+
+
+class Adaptive:
+    """Split decisions of one task without atomics from its measured launch times."""
+    __slots__ = ("per_iteration", "workers")
+
+    def __init__(self, workers: int):
+        self.per_iteration = 0.0  # seconds of one core per iteration, last launch (0: unknown)
+        self.workers = workers
+
+    def split(self, n: int) -> bool:
+        return n >= 2 * self.workers and n * self.per_iteration >= SPLIT_SECONDS
+
+    def measured(self, n: int, seconds: float, split: bool) -> None:
+        self.per_iteration = seconds * (self.workers if split else 1) / n
+
+
+clock = time.perf_counter

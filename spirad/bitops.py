@@ -1,0 +1,31 @@
+"""`sd.math.popcnt / clz / ffs` in Python scope (numpy integers in, i32 out); in kernels the
+frontend builds them from shifts and masks (`spirad.frontend.bits`), keyed by these functions."""
+from __future__ import annotations
+
+
+def _np_bits(x):
+    import numpy as _np
+    a = _np.asarray(x)
+    width = a.dtype.itemsize * 8 if a.dtype.kind in "iu" else 32
+    return a.astype(_np.uint64) & ((1 << width) - 1), width
+
+
+def popcnt(x):
+    """Number of set bits (an i32)."""
+    import numpy as _np
+    u, _ = _np_bits(x)
+    return _np.vectorize(lambda v: bin(int(v)).count("1"))(u).astype(_np.int32)[()]
+
+
+def clz(x):
+    """Leading zero bits of the unsigned bit pattern (an i32; clz(0) is the width)."""
+    import numpy as _np
+    u, w = _np_bits(x)
+    return _np.vectorize(lambda v: w - int(v).bit_length())(u).astype(_np.int32)[()]
+
+
+def ffs(x):
+    """1-based position of the lowest set bit (an i32; ffs(0) == 0)."""
+    import numpy as _np
+    u, _ = _np_bits(x)
+    return _np.vectorize(lambda v: (int(v) & -int(v)).bit_length())(u).astype(_np.int32)[()]

@@ -1,0 +1,3 @@
+from . import PATH
+
+print(PATH)

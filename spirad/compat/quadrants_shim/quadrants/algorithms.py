@@ -1,0 +1,1 @@
+from spirad.algorithms import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+from spirad.program import Program as PyQuadrants, get_runtime  # noqa: F401

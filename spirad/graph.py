@@ -1,0 +1,12 @@
+"""`sd.graph` (Quadrants' kernel graphs): `while sd.graph.do_while(flag):` in a
+`@sd.kernel(graph=True)` kernel. Not supported yet: a compile error naming it (the loop's body
+holds parallel loops, which spirad runs only at a kernel's top level). Write the loop on the
+host: `while True: step(...); if flag[None] == 0: break`."""
+from __future__ import annotations
+
+from kernel_ir.errors import SpiradNotSupportedError
+
+
+def do_while(flag):
+    raise SpiradNotSupportedError("sd.graph.do_while is only meaningful inside kernels (and not "
+                                  "supported yet: loop on the host)")

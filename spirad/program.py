@@ -1,0 +1,69 @@
+"""The program object and its two hooks: `materialize` and `clear`.
+
+Quadrants builds its field memory lazily and "materializes" it before the first kernel launch
+after new fields were declared; programs hook that moment to run deferred work — Genesis fills
+freshly declared scalar fields there, since a fill in Quadrants would close the SNode tree still
+collecting fields. spirad has no such tree (each field owns its memory, filled at any time), but
+keeps the same moments so that such programs run unchanged, through a public hook:
+
+* `Program.materialize(prog)` is called before a kernel launch (and before a field's memory is
+  exported through `to_torch(copy=False)` / DLPack) whenever fields were declared since the last
+  call;
+* `Program.clear(prog)` is called when `sd.init()` / `sd.reset()` drops the state.
+
+Both are looked up on the class at each call, so assigning `Program.materialize = f` (wrapping
+the original) takes effect at once, as Genesis does with `quadrants.lang.impl.PyQuadrants`.
+`prog.prog.synchronize()` waits for launched work (`sd.sync`).
+"""
+from __future__ import annotations
+
+from . import state as _state
+
+
+class Program:
+    def materialize(self) -> None:
+        """Nothing to build here; wrap it to run work at this moment (see the module)."""
+
+    def clear(self) -> None:
+        """Nothing to free here; wrap it to drop work that `materialize` would have done."""
+
+    @property
+    def prog(self):
+        return self
+
+    @property
+    def default_fp(self):
+        return _state.current().default_fp
+
+    @property
+    def default_ip(self):
+        return _state.current().default_ip
+
+    def synchronize(self) -> None:
+        st = _state.current()
+        if st.backend is not None:
+            st.backend.sync()
+
+
+_program = Program()
+_seen = [0, 0]  # (state epoch, number of fields) at the last materialize
+
+
+def get_runtime() -> Program:
+    return _program
+
+
+def materialize_if_needed() -> None:
+    st = _state.current()
+    mark = [st.epoch, len(st.fields)]
+    if _seen != mark:
+        _seen[:] = mark
+        type(_program).materialize(_program)
+
+
+def cleared() -> None:
+    _seen[:] = [0, 0]
+    type(_program).clear(_program)
+
+
+_state.RESET_HOOKS.append(cleared)

@@ -1,0 +1,102 @@
+"""Quadrants' unified tensor API: `sd.tensor(dtype, shape, backend=sd.Backend.FIELD |
+NDARRAY)`, `sd.Vector.tensor`, `sd.Matrix.tensor`, and the type names `sd.Tensor`,
+`sd.VectorTensor`, `sd.MatrixTensor`, `sd.Field`, `sd.Ndarray`.
+
+Quadrants wraps each allocation in a `qd.Tensor` object; spirad returns the field or ndarray
+itself and makes `Tensor` a type that every field and ndarray is an instance of (and
+`VectorTensor` / `MatrixTensor` those with vector / matrix elements), so the code that checks
+`isinstance(x, qd.Tensor)` or calls `x._unwrap()` works and kernels see no wrapper. As a kernel
+parameter annotation `sd.Tensor` accepts either kind: a field is bound at compile time (like
+`template()`), an ndarray is a launch argument (like `types.ndarray()`).
+
+`layout=` (the physical axis order) is validated and otherwise ignored: spirad stores every
+tensor in its canonical order, which gives the same values; it is a performance hint in
+Quadrants. `TensorSurface` holds the host-side methods Quadrants adds to both kinds
+(`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`;
+module `tensor_surface`, which fields import without importing this module).
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+from kernel_ir.errors import SpiradTypeError, SpiradValueError
+
+
+class Backend(IntEnum):
+    """Which storage `sd.tensor` allocates: a field (bound into kernels at compile time) or an
+    ndarray (a launch argument: kernels are reused across sizes)."""
+    FIELD = 0
+    NDARRAY = 1
+
+
+class Layout(IntEnum):
+    """Quadrants' struct-field layouts (`qd.Layout.SOA / AOS`): accepted, storage is per member."""
+    AOS = 0
+    SOA = 1
+
+
+class _TensorMeta(type):
+    def __instancecheck__(cls, obj):
+        from .field import _HostArray
+        return isinstance(obj, _HostArray) and cls._rank in (None, len(obj.comp_shape))
+
+    def __subclasscheck__(cls, sub):
+        from .field import _HostArray
+        return type.__subclasscheck__(cls, sub) or (cls._rank is None and isinstance(sub, type)
+                                                     and issubclass(sub, _HostArray))
+
+
+class Tensor(metaclass=_TensorMeta):
+    """Every field and ndarray is a `Tensor` (see the module docstring)."""
+    _rank = None
+
+
+class VectorTensor(Tensor):
+    """Every field and ndarray with vector elements is a `VectorTensor`."""
+    _rank = 1
+
+
+class MatrixTensor(Tensor):
+    """Every field and ndarray with matrix elements is a `MatrixTensor`."""
+    _rank = 2
+
+
+def _check_layout(shape, layout):
+    if layout is None or layout in (Layout.AOS, Layout.SOA):
+        return
+    layout = tuple(layout)
+    if sorted(layout) != list(range(len(shape))):
+        raise SpiradValueError(f"layout={layout!r} is not a permutation of range({len(shape)})")
+
+
+def _shape(shape):
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=False):
+    """A field (`backend=sd.Backend.FIELD`) or an ndarray (the default, as in Quadrants)."""
+    from .field import field
+    from .ndarray import ndarray
+    shape = _shape(shape)
+    _check_layout(shape, layout)
+    if Backend(backend) == Backend.FIELD:
+        return field(dtype, shape=shape, needs_grad=needs_grad)
+    return ndarray(dtype, shape=shape, needs_grad=needs_grad)
+
+
+def vector_tensor(n, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
+    from .types import VectorType
+    return tensor(VectorType(n, dtype), shape, backend=backend, needs_grad=needs_grad, layout=layout)
+
+
+def matrix_tensor(n, m, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
+    from .types import MatrixType
+    return tensor(MatrixType(n, m, dtype), shape, backend=backend, needs_grad=needs_grad,
+                  layout=layout)
+
+
+def wrap(impl):
+    """Quadrants' `qd.wrap(impl)`: spirad's fields and ndarrays need no wrapper."""
+    if not isinstance(impl, Tensor):
+        raise SpiradTypeError(f"wrap() needs a field or ndarray, got {type(impl).__name__}")
+    return impl

@@ -1,0 +1,44 @@
+"""Host-side methods Quadrants gives every tensor (spirad.tensor), mixed into fields and
+ndarrays (`field._HostArray`). Kept apart from spirad.tensor, which imports the field module."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class TensorSurface:
+    """Host-side methods of Quadrants' tensors, shared by fields and ndarrays."""
+
+    @property
+    def element_shape(self) -> tuple:
+        return tuple(self.comp_shape)
+
+    @property
+    def layout(self):
+        return None  # canonical storage (see the module docstring)
+
+    def has_grad(self) -> bool:
+        return bool(self.needs_grad)
+
+    def has_dual(self) -> bool:
+        return bool(self.needs_dual)
+
+    def _unwrap(self):
+        return self
+
+    def _zero_copy_view(self, words_for_bools=False):
+        """The live host memory as numpy (zero-copy), or None where there is none: device
+        memory, or u1 elements (stored as 4-byte 0/1 words, which no bool view can alias;
+        `words_for_bools`: those words, as int32)."""
+        from . import state as _state
+        from kernel_ir import dtypes as T
+        if (self.dtype == T.u1 and not words_for_bools) or \
+                _state.backend().host_storage(self._storage()) is None:
+            return None
+        from .program import materialize_if_needed
+        materialize_if_needed()  # exported memory: deferred fills first (spirad.program)
+        view = self._view()
+        return view.view(np.int32) if self.dtype == T.u1 else view
+
+    def to_dlpack(self, versioned: bool = False):
+        view = self._zero_copy_view()
+        return (view if view is not None else self.to_numpy()).__dlpack__()

@@ -1,0 +1,209 @@
+"""Where each global of a kernel lives: in its own storage buffer, or in a root buffer at an offset.
+
+Why: a kernel that binds one buffer per field and gradient needs more storage buffers than a
+device allows as soon as it touches a few dozen fields (Metal through wgpu: 8 per stage;
+lavapipe: 32). Fields, their gradients / duals and the kernel temporaries live instead in shared
+*root buffers* (chunks of at most the device's binding size), so a kernel binds the root
+buffer(s) it touches, whatever the number of fields. Ndarrays keep their own buffers.
+
+    BufferMap.own_buffers(abi)            every ref in its own buffer (binding 2 + k): the layout
+                                          of `spirv_codegen.lower`'s tests and tools
+    root_map(tl, abi, caps, chunk_of)     refs k in `chunk_of` in root chunks, the rest own
+
+Binding numbers (descriptor set 0):
+
+    0                   the argument buffer
+    1                   the status buffer, unless the status words live in a root chunk (then
+                        they are u32 words there, at the offset of argument word `status_word`,
+                        and the views start at binding 1: `first_array`)
+    2 .. 2+V-1          root *views*: view v = (chunk c, element type T) is chunk c's buffer
+                        declared as a runtime array of T (ArrayStride = T's size). A field is
+                        read and written through the view of its storage type (`view_dtype`):
+                        f32 -> f32 (u32 where a task adds to it with a compare-and-swap loop),
+                        f64 -> f64 (u64 likewise), i32 / u32 / u1 -> u32 (bitcast; u1 as 0/1),
+                        i64 / u64 -> u64 (bitcast), except a signed int a task takes an atomic
+                        min / max of (its own type). Two views of a chunk alias one buffer but never
+                        the same bytes within a task: a field is accessed through one view per
+                        task, and distinct fields do not overlap.
+    2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`)
+    2+V+O ...           adstack metadata and heap(s), then a device range's arguments
+                        (`end` = first_array + V + O replaces 2 + the ref count of the
+                        one-buffer-per-ref layout)
+
+A root-placed ref k finds element 0 at element `base` of its view, where `base` (a u32, the ref's
+byte offset / its element size) is argument-buffer word `offset_words[k]`: the words follow the
+KernelABI's arguments (`arg_bytes` is the whole argument buffer). Offsets are launch data, not
+code, so a module does not depend on where fields were placed: fields created after a kernel was
+compiled, and a program loaded from the offline cache in another process, reuse the same SPIR-V;
+only the chunk a ref lives in (`chunk`) is part of the code. Root offsets must be aligned to 8
+bytes (f64 / i64 views) and chunks stay below 2**31 bytes (element indices are i32).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernel_ir.dtypes import f32, f64, u32
+from kernel_ir.nodes import walk
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
+
+from . import atomics
+from .emitter import U64
+ARGS_BINDING = 0
+STATUS_BINDING = 1
+FIRST_ARRAY_BINDING = 2
+ROOT_ALIGN = 8          # byte alignment of every root-placed ref (f64 / i64 views)
+MAX_CHUNK_BYTES = 1 << 31  # element indices are i32
+
+
+def view_dtype(dt, kind: str = "native"):
+    """The element type a root view of a ref of dtype `dt` is declared with, given how a task
+    accesses it (`access_kinds`): 'bits' (a float updated atomically on its bit patterns: a
+    compare-and-swap loop or an exchange) and plain ints use unsigned words; 'signed' (an atomic
+    min / max on a signed int) keeps the signed type, whose signedness naga reads from the
+    pointer, not from the opcode."""
+    if dt == f32:
+        return u32 if kind == "bits" else f32
+    if dt == f64:
+        return U64 if kind == "bits" else f64
+    if kind == "signed":
+        return dt
+    return U64 if dt.bits == 64 else u32
+
+
+@dataclass(frozen=True)
+class BufferMap:
+    chunk: tuple         # per abi binding k: root chunk index, or -1 (its own buffer)
+    own: tuple           # abi indices of the refs with their own buffer, in binding order
+    views: tuple         # ((chunk, view dtype), ...) in binding order from `first_array`
+    offset_words: tuple  # per abi binding k: argument-buffer word of its element offset, or -1
+    arg_bytes: int       # the whole argument buffer: the KernelABI's bytes + 4 per offset word
+    status_chunk: int = -1  # the status words in root chunk c (its u32 view), or -1: binding 1
+    status_word: int = -1   # argument-buffer word of the status words' u32 offset in the chunk
+
+    @classmethod
+    def own_buffers(cls, abi) -> "BufferMap":
+        n = len(abi.bindings)
+        return cls((-1,) * n, tuple(range(n)), (), (-1,) * n, abi.arg_buffer_size)
+
+    @property
+    def first_array(self) -> int:
+        """The first binding after the argument (and status) buffer."""
+        return FIRST_ARRAY_BINDING if self.status_chunk < 0 else FIRST_ARRAY_BINDING - 1
+
+    @property
+    def num_arrays(self) -> int:
+        """Bindings of the root views and own buffers."""
+        return len(self.views) + len(self.own)
+
+    @property
+    def end(self) -> int:
+        """The first binding after the arrays: adstack buffers, range arguments."""
+        return self.first_array + self.num_arrays
+
+    def in_root(self, k: int) -> bool:
+        return self.chunk[k] >= 0
+
+    def view_binding(self, k: int, vdt) -> int:
+        return self.first_array + self.views.index((self.chunk[k], vdt))
+
+    def status_binding(self) -> int:
+        return self.first_array + self.views.index((self.status_chunk, u32))
+
+    def own_binding(self, k: int) -> int:
+        return self.first_array + len(self.views) + self.own.index(k)
+
+    def with_own(self, extra: int) -> "BufferMap":
+        """This map for an ABI with `extra` more refs at the end, each in its own buffer (the
+        range-arguments module's output)."""
+        n = len(self.chunk)
+        return BufferMap(self.chunk + (-1,) * extra, self.own + tuple(range(n, n + extra)),
+                         self.views, self.offset_words + (-1,) * extra, self.arg_bytes,
+                         self.status_chunk, self.status_word)
+
+
+def access_kinds(task, abi, caps) -> dict:
+    """ABI index -> 'bits' for the refs a task updates atomically on their bit patterns (a float
+    atomic as a compare-and-swap loop, or an exchange), 'signed' for signed ints it takes an
+    atomic min / max of; refs not listed are 'native'."""
+    out = {}
+    for n in walk(task.body):
+        if n.op in ATOMICS:
+            dt = n.arg.dtype
+            if atomics.needs_bits(dt, caps, n.op):
+                out[abi.binding_index(n.arg)] = "bits"
+            elif dt.kind == "i" and n.op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX):
+                out[abi.binding_index(n.arg)] = "signed"
+    return out
+
+
+def task_refs(task, abi) -> set:
+    """ABI indices of the refs a task reads or writes (its body and its range's bounds)."""
+    from kernel_ir.rewrite import expr_nodes
+    nodes = list(walk(task.body))
+    if task.kind == "range":
+        nodes += expr_nodes(task.begin) + expr_nodes(task.end)
+    return {abi.binding_index(n.arg) for n in nodes if n.op in GLOBAL_ACCESS}
+
+
+def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap:
+    """The map placing ABI refs `chunk_of` (k -> root chunk index) in root chunks and every other
+    ref in its own buffer; the views are those some task of `tl` accesses. `status_chunk`: the
+    root chunk of the status words (-1: a buffer of their own at binding 1)."""
+    n = len(abi.bindings)
+    chunk = tuple(int(chunk_of.get(k, -1)) for k in range(n))
+    views = [(status_chunk, u32)] if status_chunk >= 0 else []
+    for t in tl.tasks:
+        kinds = access_kinds(t, abi, caps)
+        for k in sorted(task_refs(t, abi)):
+            if chunk[k] >= 0:
+                v = (chunk[k], view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")))
+                if v not in views:
+                    views.append(v)
+    for k in range(n):  # a ref no task accesses (a temp of an emptied task): a view anyway
+        if chunk[k] >= 0 and not any(c == chunk[k] for c, _ in views):
+            views.append((chunk[k], view_dtype(abi.bindings[k].dtype)))
+    views.sort(key=lambda v: (v[0], v[1].name))
+    words, w = [], abi.arg_buffer_size // 4
+    for k in range(n):
+        words.append(w if chunk[k] >= 0 else -1)
+        w += chunk[k] >= 0
+    own = tuple(k for k in range(n) if chunk[k] < 0)
+    status_word = w if status_chunk >= 0 else -1
+    w += status_chunk >= 0
+    return BufferMap(chunk, own, tuple(views), tuple(words), 4 * w, status_chunk, status_word)
+
+
+def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
+    """`bmap` restricted to what one task touches: the views and own buffers it accesses (a task
+    binds only those; the offset words stay the kernel's, so every task reads the same argument
+    buffer)."""
+    refs = task_refs(task, abi)
+    kinds = access_kinds(task, abi, caps)
+    views = tuple(v for v in bmap.views if v == (bmap.status_chunk, u32) or any(
+        bmap.chunk[k] == v[0] and view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")) ==
+        v[1] for k in refs if bmap.chunk[k] >= 0))
+    own = tuple(k for k in bmap.own if k in refs)
+    return BufferMap(bmap.chunk, own, views, bmap.offset_words, bmap.arg_bytes,
+                     bmap.status_chunk, bmap.status_word)
+
+
+def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 0) -> bytes:
+    """The argument-buffer tail holding the element offsets of the root-placed refs (`byte_offsets`:
+    k -> byte offset in its chunk) and of the status words (`status_offset`, bytes), to append
+    to the KernelABI's argument bytes."""
+    import struct
+    out = []
+    for k, w in enumerate(bmap.offset_words):
+        if w < 0:
+            continue
+        off = int(byte_offsets[k])
+        size = abi.bindings[k].dtype.nbytes
+        if off % ROOT_ALIGN or off >= MAX_CHUNK_BYTES:
+            raise RuntimeError(f"root offset {off} of {abi.bindings[k]!r} is not 8-byte aligned "
+                               f"below 2**31")
+        out.append(off // size)
+    if bmap.status_chunk >= 0:
+        if status_offset % ROOT_ALIGN:
+            raise RuntimeError(f"status offset {status_offset} is not 8-byte aligned")
+        out.append(status_offset // 4)
+    return struct.pack(f"<{len(out)}I", *out)

@@ -1,0 +1,97 @@
+"""Every SPIRAD_* environment variable is read in one module, `spirad/options.py` (STYLE 16):
+
+- no other module of the project (packages, benchmarks, examples, scripts) reads the
+  environment with a name that is a SPIRAD_* string or that it cannot be told is not one (test
+  harnesses outside the packages may read `TEST_SWITCHES`; setting a variable is no read);
+- every `options.get("...")` names a declared switch (a computed name is checked by `get`);
+- every SPIRAD_* name written anywhere in the project, its docs and tests is declared
+  (`SWITCHES`, or `TEST_SWITCHES` for the test suite's own variables);
+- docs/errors_and_environment.md shows exactly the table `python -m spirad.options` prints.
+"""
+import ast
+import re
+
+from spirad import options
+from tests.architecture.import_graph import ROOT, modules
+
+OPTIONS = ROOT / "spirad" / "options.py"
+EXTRA_DIRS = ("benchmarks", "examples", "scripts")
+
+
+def _sources():
+    paths = list(modules().values())
+    for d in EXTRA_DIRS:
+        paths += sorted((ROOT / d).rglob("*.py"))
+    return paths
+
+
+def _env_reads(tree):
+    """(line, name node) of each os.environ.get / os.getenv / os.environ[...] / environ.get."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = ast.unparse(f)
+            if name in ("os.environ.get", "environ.get", "os.getenv", "getenv") and node.args:
+                yield node.lineno, node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                ast.unparse(node.value) in ("os.environ", "environ"):
+            yield node.lineno, node.slice  # (setting a variable for a child process is fine)
+
+
+def test_spirad_variables_are_read_only_in_options():
+    bad = []
+    packages = set(modules().values())
+    for path in _sources():
+        if path == OPTIONS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, arg in _env_reads(tree):
+            const = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            ok = const and (not arg.value.startswith("SPIRAD_") or
+                            (path not in packages and arg.value in options.TEST_SWITCHES))
+            if not ok:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {ast.unparse(arg)}")
+    assert not bad, "read SPIRAD_* variables through spirad.options (declare them there):\n" + \
+        "\n".join(bad)
+
+
+def test_options_get_names_declared_switches():
+    bad = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "options.get":
+                arg = node.args[0] if node.args else None
+                if isinstance(arg, ast.Constant) and arg.value not in options.SWITCHES:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"options.get of an undeclared switch: {bad}"
+
+
+def test_every_spirad_variable_written_anywhere_is_declared():
+    declared = set(options.SWITCHES) | set(options.TEST_SWITCHES)
+    files = _sources() + sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "docs").rglob("*.md"))
+    files += [ROOT / "README.md"]
+    seen = {}
+    for path in files:
+        for name in re.findall(r"\bSPIRAD_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(encoding="utf-8")):
+            seen.setdefault(name, str(path.relative_to(ROOT)))
+    unknown = {n: p for n, p in seen.items() if n not in declared}
+    assert not unknown, f"SPIRAD_* names not declared in spirad/options.py: {unknown}"
+
+
+def test_docs_table_is_the_declared_table():
+    text = (ROOT / "docs" / "errors_and_environment.md").read_text(encoding="utf-8")
+    assert options.markdown_table() in text, \
+        "docs/errors_and_environment.md: paste the output of `python -m spirad.options`"
+
+
+def test_parsing():
+    import pytest
+    from kernel_ir.errors import SpiradValueError
+    sw = options.SWITCHES
+    assert sw["SPIRAD_VERIFY"].parse("yes") is True and sw["SPIRAD_VERIFY"].parse(None) is False
+    assert sw["SPIRAD_CPU_SPMD"].parse("0") is False and sw["SPIRAD_CPU_SPMD"].parse("") is True
+    assert sw["SPIRAD_CPU_SPMD_LANES"].parse("16") == 16
+    with pytest.raises(SpiradValueError, match="SPIRAD_CPU_VECMATH"):
+        sw["SPIRAD_CPU_VECMATH"].parse("fast")
+    with pytest.raises(RuntimeError, match="not declared"):
+        options.get("SPIRAD_" + "NO_SUCH_SWITCH")

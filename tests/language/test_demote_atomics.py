@@ -1,0 +1,215 @@
+"""Iteration-private globals (kernel_ir.ownership) and what uses them: atomics on them become
+plain read-modify-writes on every backend (passes/demote_atomics, Taichi's demote_atomics), and
+CPU range tasks over them (and over scattered atomic adds) run in SIMD lanes (llvm_codegen/spmd).
+Same results and gradients as before, on every arch; the analysis refuses what two iterations
+could share."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from kernel_ir.nodes import walk
+from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS
+from kernel_ir.ownership import private_buffers
+from spirad.passes.demote_atomics import demote_atomics
+from tests.support.archs import arch_or_skip, test_archs
+
+N, T, G = 40, 4, 16
+
+
+def _tasklist(kernel, mode=0):
+    return kernel._plans[mode].compiled.tl
+
+
+def _private_names(tl):
+    out = []
+    for t in tl.tasks:
+        names = {n.arg.buffer: repr(n.arg) for n in walk(t.body) if n.arg is not None and
+                 n.op in GLOBAL_ACCESS}
+        out.append(sorted(names[b] for b in private_buffers(t)))
+    return out
+
+
+def test_private_buffers_forms():
+    sd.init(arch=sd.cpu, offline_cache=False)
+    x = sd.field(sd.f32, shape=(T, N))
+    y = sd.field(sd.f32, shape=N + 1)
+    v = sd.Vector.field(2, sd.f32, shape=(T, N))
+    g = sd.field(sd.f32, shape=(T, G, G))
+    h = sd.field(sd.f32, shape=G)
+    z = sd.field(sd.f32, shape=(N, 3))
+    w = sd.field(sd.f32, shape=N)
+    idx = sd.field(sd.i32, shape=N)
+
+    @sd.kernel
+    def steps(f: sd.i32):
+        for p in range(N):
+            x[f + 1, p] = x[f, p] * 2.0          # private: axis 1 is p in both (idx too)
+            v[f, p] += sd.Vector([x[f, p], 1.0])  # private: components of the own element
+            y[p] = y[p + 1]                      # shared: p and p + 1
+            h[idx[p]] += 1.0                     # shared: a data-dependent index
+            for j in range(3):
+                z[p, j] += float(j)              # private: axis 0 is p, axis 1 anything
+            w[p] = w[0] + 1.0                    # shared: w[0] is every iteration's
+
+    @sd.kernel
+    def grid(f: sd.i32):
+        for i, j in sd.ndrange(G, G):
+            g[f, i, j] = g[f, i, (j + 1) % G] * 0.5   # j and (j + 1) % G: shared
+        for i, j in sd.ndrange(G, G):
+            g[f + 1, i, j] += g[f, i, j]         # private: (i, j) are the index's digits
+        for i, j in sd.ndrange(G, G):
+            g[f, j, i] += 1.0                    # digits in the other order: still private
+        for i, j in sd.ndrange(G, G):
+            g[f, i, 0] += 1.0                    # the digit j is missing: shared
+
+    steps(0)
+    grid(0)
+    assert _private_names(_tasklist(steps)) == [["field:idx", "field:v", "field:x", "field:z"]]
+    assert _private_names(_tasklist(grid)) == [[], ["field:g"], ["field:g"], []]
+
+
+def test_serial_task_atomics_are_demoted():
+    sd.init(arch=sd.cpu, offline_cache=False)
+    s = sd.field(sd.f32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            s[i] += 1.0
+        s[0] += s[3]  # top-level code: a one-thread task
+
+    k()
+    tl = demote_atomics(_tasklist(k))
+    assert [sum(n.op in ATOMICS for n in walk(t.body)) for t in tl.tasks] == [0, 0]
+    np.testing.assert_array_equal(s.to_numpy(), [2, 1, 1, 1])
+
+
+def _mpm_like():
+    """Own-element updates and adjoints next to scattered atomics (DiffTaichi's P2G / G2P)."""
+    x = sd.field(sd.f32, shape=(T + 1, N), needs_grad=True)
+    m = sd.Vector.field(2, sd.f32, shape=(T + 1, N), needs_grad=True)
+    grid = sd.field(sd.f32, shape=(T, G), needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def p2g(f: sd.i32):
+        for p in range(N):
+            base = sd.cast(x[f, p] * (G - 2), sd.i32)
+            m[f + 1, p] = m[f, p] * 0.9 + sd.Vector([x[f, p], x[f, p] ** 2])
+            m[f + 1, p] += sd.Vector([0.5, sd.sin(x[f, p])])
+            for k in sd.static(range(2)):
+                grid[f, base + k] += (0.5 + k) * x[f, p] * m[f + 1, p][k]
+
+    @sd.kernel
+    def g2p(f: sd.i32):
+        for p in range(N):
+            base = sd.cast(x[f, p] * (G - 2), sd.i32)
+            x[f + 1, p] = x[f, p] * 0.95 + 0.001 * (grid[f, base] + grid[f, base + 1])
+
+    @sd.kernel
+    def total():
+        for p in range(N):
+            loss[None] += x[T, p] + m[T, p][1]
+
+    def run(x0):
+        x.from_numpy(np.concatenate([x0[None], np.zeros((T, N))]).astype(np.float32))
+        m.fill(0.0)
+        grid.fill(0.0)
+        loss[None] = 0.0
+        with sd.ad.Tape(loss):
+            for f in range(T):
+                p2g(f)
+                g2p(f)
+            total()
+        return loss[None], x.grad.to_numpy()[0].astype(np.float64), (p2g, g2p)
+
+    return run
+
+
+def _reference(x0):
+    x = x0.astype(np.float64)
+    m = np.zeros((N, 2))
+    for f in range(T):
+        base = (x * (G - 2)).astype(np.int64)  # x in [0, 1): truncation = floor
+        m = m * 0.9 + np.stack([x, x ** 2], 1) + np.stack([np.full(N, 0.5), np.sin(x)], 1)
+        grid = np.zeros(G)
+        for k in range(2):
+            np.add.at(grid, base + k, (0.5 + k) * x * m[:, k])
+        x = x * 0.95 + 0.001 * (grid[base] + grid[base + 1])
+    return (x + m[:, 1]).sum()
+
+
+@test_archs()
+def test_demoted_atomics_results_and_gradients(arch):
+    x0 = np.random.default_rng(3).uniform(0.05, 0.9, N)
+    loss, grad, kernels = _mpm_like()(x0)
+    assert loss == pytest.approx(_reference(x0), rel=1e-5)
+    h = 1e-6
+    for i in (0, 7, N - 1):
+        a, b = x0.copy(), x0.copy()
+        a[i] += h
+        b[i] -= h
+        fd = (_reference(a) - _reference(b)) / (2 * h)
+        assert grad[i] == pytest.approx(fd, rel=2e-3, abs=2e-4), i
+    for k in kernels:  # what the backend compiled: only the scattered grid atomics are left
+        for mode in (0, 1):
+            tl = demote_atomics(_tasklist(k, mode))
+            left = {repr(n.arg) for t in tl.tasks for n in walk(t.body) if n.op in ATOMICS}
+            assert left <= {"field:grid", "field:grid.grad"}, (k.fn.__name__, mode, left)
+
+
+def test_lanes_over_private_globals(monkeypatch, capfd):
+    """On the CPU the kernels over private globals take SIMD lanes (G2P; the P2G adjoint, whose
+    `.grad` accumulations were atomics), the scattered adds of P2G and of the G2P adjoint run in
+    their one-thread variants (scalar, plain read-modify-writes: cheaper than lane-by-lane
+    atomics, backends/work_estimate); results agree with the scalar path."""
+    arch_or_skip("cpu")
+    x0 = np.random.default_rng(4).uniform(0.05, 0.9, N)
+    out = {}
+    for spmd in (True, False):
+        monkeypatch.setenv("SPIRAD_CPU_SPMD", "1" if spmd else "0")
+        monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
+        sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
+        capfd.readouterr()
+        out[spmd] = _mpm_like()(x0)[:2]
+        lines = {ln.split()[2].rstrip(":"): ": SPMD" in ln
+                 for ln in capfd.readouterr().err.splitlines()
+                 if ln.startswith("[spirad cpu]") and ("p2g" in ln or "g2p" in ln)}
+        want = {"spirad_p2g_0_p2g_t1": False, "spirad_g2p_0_g2p_t1": spmd,
+                "spirad_p2g_grad_0_p2g_t1_grad": spmd, "spirad_g2p_grad_0_g2p_t1_grad": False}
+        assert lines == want, lines
+    assert out[True][0] == pytest.approx(out[False][0], rel=1e-6)
+    np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-5, atol=1e-7)
+
+
+def test_one_thread_variants_on_the_cpu():
+    """A range task whose atomics cost more than its plain read-modify-writes on one core runs
+    its one-thread variant when the launch is not split: compiled alone where splitting never
+    pays (P2G's scatter), next to the atomic code otherwise (a reduction on lanes keeps its own
+    code); results equal the atomic code's."""
+    arch_or_skip("cpu")
+    from spirad.backends.cpu import ONLY
+    n = 4096
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
+    x = sd.field(sd.f32, shape=n)
+    g = sd.field(sd.f32, shape=64)
+    s = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def scatter():
+        for i in range(n):
+            g[i % 64] += x[i]
+
+    @sd.kernel
+    def total():
+        for i in range(n):
+            s[None] += sd.sin(x[i]) * 2.0
+
+    xs = np.random.default_rng(1).uniform(0, 1, n).astype(np.float32)
+    x.from_numpy(xs)
+    scatter()
+    total()
+    assert scatter._plans[0].compiled.program.blob[5][0] == (ONLY,)
+    assert total._plans[0].compiled.program.blob[5][0] == (None,)
+    np.testing.assert_allclose(g.to_numpy(), xs.reshape(-1, 64).sum(0), rtol=1e-5)
+    assert s[None] == pytest.approx(float((np.sin(xs.astype(np.float64)) * 2).sum()), rel=1e-5)
