@@ -1,6 +1,8 @@
 """Forward / grad times and binding counts on vulkan and metal, this tree against a git ref.
 
-    SPIRAD_METAL_EMULATE=1 python benchmarks/bench_bindings.py [--ref main] [--rounds 3]
+    SPIRAD_METAL_EMULATE=1 python benchmarks/bench_bindings.py [--ref 24fe992] [--rounds 3]
+
+(24fe992: the last commit before root buffers; docs/metal.md has the table it gave.)
 
 Why: fields moved from one storage buffer each into shared root buffers (issue 22); a kernel's
 binding count no longer grows with its fields, and its launches must not get slower. Each
@@ -8,7 +10,9 @@ workload runs in a fresh subprocess, alternating between this tree ("after") and
 extracted with `git archive` ("before"), `--rounds` times each; per arch and workload the table
 shows the median time per launch (forward, grad: its adjoint) of both sides, after/before, and the
 storage buffers each task of the kernel binds (forward / adjoint, the largest task; "refused"
-where the compile was refused). Without `--ref` only this tree runs.
+where the compile was refused). Two times per launch: wall (the launch with the device: on a
+shared machine it follows the load of other processes) and cpu (the CPU time of the launching
+thread: the launch path itself, steady under load). Without `--ref` only this tree runs.
 
 Workloads (every one differentiable, float32):
   axpy      y[i] += a * x[i] over 1M elements (2 fields + gradients)
@@ -43,16 +47,21 @@ def _bindings(kernel, mode):
 
 
 def _time(fn, reps):
+    """(median wall time of `fn` + sync, median CPU time of this thread in `fn`): the second is
+    the launch path's own cost (recording, binding), which other processes on a shared machine
+    do not inflate; the first includes the device (lavapipe's threads)."""
     import spirad as sd
     fn()
     sd.sync()
-    ts = []
+    ts, cs = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fn()
+        c1 = time.thread_time()
         sd.sync()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        cs.append(c1 - c0)
+    return statistics.median(ts), statistics.median(cs)
 
 
 def work_axpy(sd, reps):
@@ -142,8 +151,8 @@ def work_cloth(sd, reps):
         for t in reversed(range(steps)):
             step.grad(t)
             compute_forces.grad(t)
-    f = _time(fwd, reps) / (2 * steps)
-    g = _time(grad, reps) / (2 * steps)
+    f = [t / (2 * steps) for t in _time(fwd, reps)]
+    g = [t / (2 * steps) for t in _time(grad, reps)]
     return f, g, compute_forces
 
 
@@ -163,7 +172,8 @@ def work_tiny(sd, reps):
     def grad():
         for _ in range(launches):
             tiny.grad(1.0)
-    return _time(fwd, reps) / launches, _time(grad, reps) / launches, tiny
+    return ([t / launches for t in _time(fwd, reps)], [t / launches for t in _time(grad, reps)],
+            tiny)
 
 
 def run_side(arch, workload, reps):
@@ -172,8 +182,8 @@ def run_side(arch, workload, reps):
     try:
         sd.init(arch=getattr(sd, arch))
         fwd, grad, kernel = globals()["work_" + workload](sd, reps)
-        out = {"fwd": fwd, "grad": grad, "b_fwd": _bindings(kernel, 0),
-               "b_grad": _bindings(kernel, 1)}
+        out = {"fwd": fwd[0], "fwd_cpu": fwd[1], "grad": grad[0], "grad_cpu": grad[1],
+               "b_fwd": _bindings(kernel, 0), "b_grad": _bindings(kernel, 1)}
     except Exception as e:  # noqa: BLE001 - a refused compile is a result of this benchmark
         out = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
     print(json.dumps(out))
@@ -201,7 +211,7 @@ def _child(tree, arch, workload, reps):
 
 
 def _fmt_t(t):
-    return f"{t * 1e6:9.1f} us" if t is not None else "         - "
+    return f"{t * 1e6:8.1f}" if t is not None else "       -"
 
 
 def main():
@@ -221,8 +231,10 @@ def main():
     if a.ref:
         sides["before"] = _checkout(a.ref)
     print(f"after = this tree ({ROOT}); before = {a.ref or '-'}; median of {a.rounds} fresh "
-          f"processes per side, alternating; times per launch")
-    print(f"{'arch':7s}{'workload':9s}{'side':8s}{'forward':>13s}{'grad':>13s}  bindings fwd/grad")
+          f"processes per side, alternating; us per launch: wall (with the device) and cpu (this "
+          f"thread: the launch path)")
+    print(f"{'arch':7s}{'workload':9s}{'side':8s}{'fwd wall':>9s}{'fwd cpu':>9s}{'grad wall':>10s}"
+          f"{'grad cpu':>9s}  bindings fwd/grad")
     for arch in a.archs.split(","):
         for w in a.workloads.split(","):
             runs = {s: [] for s in sides}
@@ -235,14 +247,15 @@ def main():
                 if not ok:
                     print(f"{arch:7s}{w:9s}{s:8s}  refused / failed: {runs[s][0]['error']}")
                     continue
-                f = statistics.median(r["fwd"] for r in ok)
-                g = statistics.median(r["grad"] for r in ok)
-                med[s] = (f, g)
-                print(f"{arch:7s}{w:9s}{s:8s}{_fmt_t(f):>13s}{_fmt_t(g):>13s}  "
-                      f"{ok[0]['b_fwd']}/{ok[0]['b_grad']}")
+                m = [statistics.median(r[k] for r in ok)
+                     for k in ("fwd", "fwd_cpu", "grad", "grad_cpu")]
+                med[s] = m
+                print(f"{arch:7s}{w:9s}{s:8s}{_fmt_t(m[0]):>9s}{_fmt_t(m[1]):>9s}"
+                      f"{_fmt_t(m[2]):>10s}{_fmt_t(m[3]):>9s}  {ok[0]['b_fwd']}/{ok[0]['b_grad']}")
             if len(med) == 2:
-                (fa, ga), (fb, gb) = med["after"], med["before"]
-                print(f"{'':16s}{'ratio':8s}{fa / fb:12.2f}x{ga / gb:12.2f}x  (after / before)")
+                r = [a_ / b_ for a_, b_ in zip(med["after"], med["before"])]
+                print(f"{'':16s}{'ratio':8s}{r[0]:8.2f}x{r[1]:8.2f}x{r[2]:9.2f}x{r[3]:8.2f}x"
+                      f"  (after / before)")
 
 
 if __name__ == "__main__":

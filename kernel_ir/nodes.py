@@ -112,6 +112,8 @@ class AdStackArg:
     required: Any = None  # the automatic size (differs from `capacity` when a size is forced)
     adjoint_in_heap: bool = True  # float stacks: adjoints in the heap's adjoint half (else the
                                   # adjoint of the top lives in a local: passes/autodiff/stack_tops)
+    measured: int = -1    # >= 0: no size expression; the launch's counting pass measures the
+                          # capacity into its counter `measured` (passes/autodiff/counting)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ class Op(Enum):
     NEG = auto(); NOT = auto(); BIT_NOT = auto()
     SIN = auto(); COS = auto(); TAN = auto(); TANH = auto(); ASIN = auto(); ACOS = auto()
     EXP = auto(); LOG = auto(); SQRT = auto(); RSQRT = auto(); ABS = auto(); FLOOR = auto()
-    LOG1P = auto()
+    LOG1P = auto(); EXPM1 = auto()
     # (the float math functions: one record each in kernel_ir.mathfns)
     CAST = auto()           # dtype: target type
     STOP_GRAD = auto()      # the operand's value; no derivative flows through it (frontend/svd)
@@ -61,7 +61,8 @@ class Op(Enum):
 
 LEAVES = frozenset({Op.CONST, Op.ARG, Op.LOOP_INDEX, Op.NDARRAY_SHAPE})
 FLOAT_UNARY = frozenset({Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ASIN, Op.ACOS, Op.EXP, Op.LOG,
-                         Op.SQRT, Op.RSQRT, Op.FLOOR, Op.LOG1P})  # int operands: cast to float
+                         Op.SQRT, Op.RSQRT, Op.FLOOR, Op.LOG1P,
+                         Op.EXPM1})  # int operands: cast to float
 UNARY = FLOAT_UNARY | {Op.NEG, Op.NOT, Op.BIT_NOT, Op.ABS, Op.STOP_GRAD}
 COMPARE = frozenset({Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE})
 BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.ATAN2, Op.MIN,

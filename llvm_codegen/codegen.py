@@ -30,6 +30,7 @@ from llvmlite import ir
 from kernel_ir.abi import KernelABI
 from kernel_ir.dtypes import i32, i64
 from kernel_ir.nodes import Task, TaskList
+from kernel_ir.ops import Op
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
@@ -56,11 +57,14 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
                   target: Target = CPU, options: CodegenOptions = CodegenOptions(),
-                  device_ranges=frozenset()) -> CpuProgram:
+                  choices: dict | None = None, device_ranges=frozenset()) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
     GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
+    `choices`: {task index: `spmd_choice(...)`} a backend already made for tasks of `tl` (with
+    the same `bounds_check` and `options`), used instead of analysing those tasks again.
     `device_ranges` (GPU targets): indices of range tasks whose kernel evaluates its own bounds
     from device memory instead of taking them as launch arguments."""
+    choices = choices or {}
     module = ir.Module(name=tl.name)
     if target.triple:
         module.triple = target.triple
@@ -72,19 +76,20 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
                                              options, k in device_ranges), 1
         else:
-            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options)
+            nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options,
+                                         choices.get(k))
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
     return CpuProgram(str(module), tuple(infos), bool(bounds_check))
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
-                task_index: int, bounds_check: bool, options: CodegenOptions):
+                task_index: int, bounds_check: bool, options: CodegenOptions, choice=None):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
-    width, why = _spmd_choice(task, bounds_check, options)
+    width, why = choice or _spmd_choice(task, bounds_check, options)
     if width > 1:
         ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
         ctx.setup_spmd(width, why)
@@ -156,7 +161,20 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a
-    return (options.lanes or default_lanes(a)), a
+    lanes = options.lanes or default_lanes(a)
+    n = _constant_trips(task)
+    least = 2 * lanes if options.min_trips is None else options.min_trips
+    if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
+        return 1, spmd.Analysis(False, f"{n} iterations: fewer than {least}")  # compile time
+    return lanes, a
+
+
+def _constant_trips(task):
+    """The iteration count of a range task with constant bounds, else None."""
+    b, e = task.begin, task.end
+    if b is not None and e is not None and b.op == Op.CONST and e.op == Op.CONST:
+        return max(0, int(e.arg) - int(b.arg))
+    return None
 
 
 def default_lanes(analysis) -> int:

@@ -6,6 +6,8 @@ the SPIRAD_CPU_* variables).
     lanes    the lane count of an SPMD task; None: `codegen.default_lanes`
     vecmath  'auto' | '1' | '0': how math ops lower (`math_policy.mode`)
     debug    print each task's lowering (lanes or scalar, and why) to stderr
+    min_trips  a range task with constant bounds and fewer iterations stays scalar; None: two
+             lane groups (lanes would add compile time and save nothing), 0: no such rule
 """
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ class CodegenOptions:
     lanes: int | None = None
     vecmath: str = "auto"
     debug: bool = False
+    min_trips: int | None = 0
 
     def key(self) -> tuple:
         """What changes the generated code (the offline-cache key; `debug` only prints)."""
-        return astuple(self)[:3]
+        t = astuple(self)
+        return t[:3] + t[4:]

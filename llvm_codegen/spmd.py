@@ -87,7 +87,7 @@ def analyze(task, bounds_check: bool = False, vecmath: str = "auto") -> Analysis
     affine = _affine(task, nodes, varying)
     private = private_buffers(task)
     used = frozenset(s for m in nodes for s in m.srcs)
-    why = _memory_hazard(nodes, affine, varying, private | _combined_only(nodes, used))
+    why = _memory_hazard(nodes, affine, varying, private)
     if why:
         return Analysis(False, why)
     return Analysis(True, "", frozenset(varying), frozenset(affine),
@@ -183,18 +183,6 @@ def consecutive(affine, varying, index_nodes) -> bool:
     """Lane k's element is lane 0's + k: the last index affine, the others uniform."""
     return bool(index_nodes) and index_nodes[-1] in affine and not any(
         s in varying for s in index_nodes[:-1])
-
-
-def _combined_only(nodes, used) -> frozenset:
-    """Globals the task only combines into with one commutative atomic (`grid[base(p)] +=
-    w`, scattered) whose old values nobody reads: the order of those atomics cannot be seen
-    (floats may round in another order, as atomics from several threads already do)."""
-    ops: dict = {}
-    for n in nodes:
-        if n.op in GLOBAL_ACCESS:
-            ok = n.op in ATOMICS and n.op != Op.ATOMIC_XCHG and n not in used
-            ops.setdefault(n.arg.buffer, set()).add(n.op if ok else None)
-    return frozenset(b for b, o in ops.items() if len(o) == 1 and None not in o)
 
 
 def _memory_hazard(nodes, affine, varying, private):

@@ -28,9 +28,9 @@ from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose,
                    static_assert, static_print, svd, sym_eig)
-from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, floor, grouped, log,
-                   log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select, sin,
-                   sqrt, static, tan, tanh)
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
+                   log, log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select,
+                   sin, sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .matrix import Matrix, Vector
@@ -67,7 +67,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "excepthook", "real_matrix_scalarize", "opt_level",
               # the offline cache's directory and size cap (docs/cache.md), the unroll cap
               "offline_cache_file_path", "offline_cache_max_size_of_files",
-              "static_unroll_limit"}
+              "static_unroll_limit",
+              # every `while` stops after this many iterations with an error (docs/autodiff.md)
+              "max_while_iterations"}
 # Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread

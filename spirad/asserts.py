@@ -18,11 +18,13 @@ class AssertState:
     def __init__(self, field_factory):
         from kernel_ir import dtypes as T
         self.flag = field_factory(T.i32, (), "assert.flag")  # field.internal_field (no cycle)
-        self.sites = [None]  # site number -> (message, SrcLoc); 0 = no failure
+        self.sites = [None]  # site number -> (message, SrcLoc, error class); 0 = no failure
         self.cleared = False
 
-    def site(self, message, loc) -> int:
-        self.sites.append((message, loc))
+    def site(self, message, loc, error=SpiradAssertionError) -> int:
+        """A new site; `error`: the exception class raised when it fails (an assert's, or
+        SpiradDeviceError for a `while` past `init(max_while_iterations=)`)."""
+        self.sites.append((message, loc, error))
         return len(self.sites) - 1
 
 
@@ -41,5 +43,5 @@ def check(st) -> None:
     k = int(be.read(a.flag._storage(), 4).view(np.int32)[0])
     if k:
         be.write(a.flag._storage(), np.zeros(1, np.int32))
-        msg, loc = a.sites[k]
-        raise user_error(SpiradAssertionError, msg or "assertion failed", loc)
+        msg, loc, error = a.sites[k]
+        raise user_error(error, msg or "assertion failed", loc)

@@ -22,7 +22,7 @@ import functools
 import time
 
 from kernel_ir import verifier
-from kernel_ir.abi import kernel_abi
+from kernel_ir.abi import adstack_allocas, kernel_abi
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
 from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
@@ -159,18 +159,31 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
 
 
 def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
+    """The adjoint and, when some stack is measured, its counting program (sizing_cache)."""
     opts = state.options
-    sizing_of = lambda tl: ProgramSizing.of(tl, cache=opts.get("adstack_cache", True))  # noqa: E731
+    cache = opts.get("adstack_cache", True)
     key = offline_cache.derived_key(fwd.cache_key, "adjoint")
-    c = _cached(key, state, sizing_of, fwd.template_refs)
+    count_key = offline_cache.derived_key(fwd.cache_key, "adjoint_count")
+    c = _cached(key, state, lambda tl: None, fwd.template_refs)
     if c is not None:
-        return c
+        measures = any(a.arg.measured >= 0 for t in c.tl.tasks for a in adstack_allocas(t))
+        counting = _cached(count_key, state, lambda tl: None, fwd.template_refs) if measures \
+            else None
+        if not measures or counting is not None:  # else compile both again
+            c.sizing = ProgramSizing.of(c.tl, cache, counting)
+            return c
     from .passes.autodiff.pipeline import reverse_mode
-    tl = reverse_mode(fwd.tl, grad_of_factory(args, state), opts.get("default_ad_stack_size"),
-                      opts.get("ad_stack_size"), verify=debug_enabled(state),
-                      adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
+    tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
+                                   opts.get("default_ad_stack_size"), opts.get("ad_stack_size"),
+                                   verify=debug_enabled(state),
+                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
     tl = dce_tasks(simplify_tasks(tl))
-    return _stored(key, _program(tl, state, sizing_of(tl), fwd.template_refs))
+    counting = None
+    if counting_tl is not None:
+        counting_tl = dce_tasks(simplify_tasks(counting_tl))
+        counting = _stored(count_key, _program(counting_tl, state, None, fwd.template_refs))
+    return _stored(key, _program(tl, state, ProgramSizing.of(tl, cache, counting),
+                                 fwd.template_refs))
 
 
 @_logged("forward mode")

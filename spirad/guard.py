@@ -110,11 +110,14 @@ class PerThread:
     being recorded in one thread never records another thread's launches. Read it as a class
     attribute; set it with `set`."""
 
+    class _Slot(threading.local):
+        value = None  # the class default: a thread that never set one reads None, no exception
+
     def __init__(self):
-        self._local = threading.local()
+        self._local = self._Slot()
 
     def __get__(self, obj, cls=None):
-        return getattr(self._local, "value", None)
+        return self._local.value  # read at every launch: a plain attribute, not getattr's miss
 
     def set(self, value) -> None:
         self._local.value = value

@@ -64,6 +64,11 @@ def log1p(x):
     return np.log1p(x)
 
 
+def expm1(x):
+    """exp(x) - 1, accurate for x near 0 (where exp(x) - 1 loses x's digits)."""
+    return np.expm1(x)
+
+
 def rsqrt(x):
     """1 / sqrt(x)."""
     return 1.0 / np.sqrt(x)

@@ -214,6 +214,18 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
                       _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes)
 
 
+def measure(counting: sizing_cache.Counting, args) -> tuple:
+    """Run an adjoint's counting pass (passes/autodiff/counting.py) with the launch's arguments:
+    the counts, one per counter (a few words read back)."""
+    from kernel_ir import dtypes as T
+    from .ndarray import ndarray
+    if counting.counts is None:
+        counting.counts = ndarray(T.i32, (counting.n,))
+    counting.counts.fill(0)
+    run_once(counting.compiled, tuple(args) + (counting.counts,))
+    return tuple(int(v) for v in counting.counts.to_numpy())
+
+
 def run_once(c: Compiled, args):
     """Plan and run `c` with `args` (internal programs such as the GPU sizer's kernels)."""
     run(plan(c, args, _state.current().epoch))
@@ -245,7 +257,7 @@ def _launch(p: LaunchPlan) -> None:
         _state.current().prints.dirty = True
     if c.sizing is not None:
         t0 = time.perf_counter()
-        sized = sizing_cache.evaluate(c.sizing, p.args)
+        sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
         ad = p.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)

@@ -11,8 +11,9 @@ backend's compiled form (`BackendBase.export_program`: LLVM object code, SPIR-V 
 The key (sha256) covers everything the program depends on: the kernel's file, position and
 source and those of the funcs and plain helpers it calls, the values the frontend can read while
 compiling it — globals, closures, default arguments, attributes of modules, classes and objects,
-template arguments (`frontend.deps`: by value; fields by id and layout) — the argument
-signature, the program kind (forward, adjoint, forward mode), the arch and the backend's
+template arguments (`frontend.deps`: by value; fields by id and layout), dataclass arguments
+(their ndarrays by signature, other members as template arguments) — the argument signature, the
+program kind (forward, adjoint, forward mode), the arch and the backend's
 `cache_features` (device, CPU features, compile flags), the init options that change code, and
 the build of spirad (its version and the size and time of every source file, so an edited
 compiler never loads stale code). A kernel whose dependencies cannot be described
@@ -134,7 +135,8 @@ def _options(state) -> tuple:
             options.get("SPIRAD_VERIFY"),
             tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
                                                        "ad_stack_experimental_enabled",
-                                                       "adstack_cache", "static_unroll_limit"))))
+                                                       "adstack_cache", "static_unroll_limit",
+                                                       "max_while_iterations"))))
 
 
 class CacheKey(str):
@@ -151,14 +153,18 @@ def _key(digest: str, fields) -> CacheKey:
 
 def forward_key(kernel, specs, state) -> CacheKey | None:
     """The key of `kernel`'s forward program for signature `specs`, or None (not cached)."""
-    if not enabled(state) or any(sp[0] == "struct" for sp in specs):
-        return None  # dataclass arguments (struct_args): not described for the offline cache yet
+    if not enabled(state):
+        return None
     from .frontend.deps import describe
-    described = describe(kernel, [sp[1] for sp in specs if sp[0] == "template"], state)
+    described = describe(kernel, [sp[1] for sp in specs if sp[0] == "template"], state,
+                         [sp[1] for sp in specs if sp[0] == "struct"])
     if described is None:
         return None
     deps, fields = described
-    sig = tuple(sp if sp[0] != "template" else ("template",) for sp in specs)
+    # template and dataclass arguments are in `deps`; a dataclass's hidden ndarray arguments
+    # (paths and indices) stay in the signature
+    sig = tuple(("template",) if sp[0] == "template" else ("struct", sp[2]) if sp[0] == "struct"
+                else sp for sp in specs)
     sig = tuple(tuple(x.name if hasattr(x, "is_float") else x for x in sp) for sp in sig)
     from .state import backend
     be = backend()

@@ -114,6 +114,9 @@ SWITCHES = {s.name: s for s in (
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
     Switch("SPIRAD_CPU_SPMD_LANES", "int", None,
            "lanes of an SPMD task (default: two registers per 32-bit value)"),
+    Switch("SPIRAD_CPU_SPMD_MIN_TRIPS", "int", None,
+           "a CPU range task with constant bounds and fewer iterations stays scalar (default: "
+           "two lane groups; `0`: lanes however short)"),
     Switch("SPIRAD_CPU_VECMATH", "choice", "auto",
            "CPU math: vector variants of our bodies (`auto`), our bodies inlined (`1`), libm "
            "only (`0`) ([vecmath.md](vecmath.md))", ("auto", "1", "0")),
@@ -152,7 +155,8 @@ def llvm_codegen_options():
     """The CPU code generator's switches (`llvm_codegen.CodegenOptions`)."""
     from llvm_codegen.options import CodegenOptions
     return CodegenOptions(spmd=get("SPIRAD_CPU_SPMD"), lanes=get("SPIRAD_CPU_SPMD_LANES"),
-                          vecmath=get("SPIRAD_CPU_VECMATH"), debug=get("SPIRAD_DEBUG_CPU"))
+                          vecmath=get("SPIRAD_CPU_VECMATH"), debug=get("SPIRAD_DEBUG_CPU"),
+                          min_trips=get("SPIRAD_CPU_SPMD_MIN_TRIPS"))
 
 
 def tool_paths() -> dict:

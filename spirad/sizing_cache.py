@@ -17,6 +17,14 @@ the backend's GPU sizer (`Backend.gpu_sizer`), which evaluates the expressions *
 the device; everything else, and every task the GPU sizer declines, is evaluated on the host by
 `sizer.eval_fast` and laid out by `sizer.compute_layout`. `SPIRAD_DEBUG_ADSTACK=1` prints, per
 launch, the bytecode, the evaluated sizes, the strides and the heap sizes.
+
+Measured stacks (`AdStackArg.measured`: no size expression — a data-dependent `while`, a `break`
+on data) are sized by the program's `Counting` pass: a program compiled with the adjoint that
+replays the forward body and max-reduces each measured stack's push count into one small i32
+ndarray (`passes/autodiff/counting.py`). It runs on a cache miss of a task that has such stacks
+— its key covers everything the counting program reads (scalar arguments, ndarray shapes and
+write generations, field generations) — and its counts become those stacks' capacities; the
+task is then laid out on the host.
 """
 from __future__ import annotations
 
@@ -37,9 +45,10 @@ class SizerStats:
     host_evaluations: int = 0
     gpu_dispatches: int = 0
     cache_hits: int = 0
+    counting_passes: int = 0
 
     def reset(self):
-        self.host_evaluations = self.gpu_dispatches = self.cache_hits = 0
+        self.host_evaluations = self.gpu_dispatches = self.cache_hits = self.counting_passes = 0
 
 
 stats = SizerStats()
@@ -124,6 +133,37 @@ def _key_function(scalars, shapes, nds, fields):
     return key
 
 
+def _buffer_of(arg, which):
+    return arg if which is False else (arg.grad if which is True else arg.dual)
+
+
+@dataclass(eq=False)
+class Counting:
+    """The counting pass of an adjoint program with measured stacks (module docstring)."""
+    compiled: object      # launch.Compiled of the counting task list (its last argument: counts)
+    n: int                # counters
+    key_of: object        # args -> key of everything the counting program reads
+    counts: object = None  # the i32 ndarray it reduces into (made at the first pass)
+    last: tuple = None    # the counts of the last pass (overflow messages)
+
+    @staticmethod
+    def of(compiled, n: int) -> "Counting":
+        tl = compiled.tl
+        scalars = [i for i, a in enumerate(tl.args[:-1]) if a.kind == "scalar"]
+        nds = [i for i, a in enumerate(tl.args[:-1]) if a.kind == "ndarray"]
+        bufs = [(src[1], src[2]) for src in compiled.reads
+                if src[0] == "ndarray" and src[1] < len(tl.args) - 1]
+        fields = [src[1] for src in compiled.reads if src[0] == "field"]
+
+        def key_of(args):
+            k = [args[i] for i in scalars]
+            k += [args[i].full_shape for i in nds]
+            k += [(args[i].id, _buffer_of(args[i], w).generation) for i, w in bufs]
+            k += [f.generation for f in fields]
+            return tuple(k)
+        return Counting(compiled, n, key_of)
+
+
 def _reads_key(exprs):
     """`_key_function` of what `exprs` (None entries skipped) read."""
     lv = sz.leaves(*[e for e in exprs if e is not None])
@@ -137,7 +177,8 @@ def _reads_key(exprs):
 @dataclass(eq=False)
 class TaskSizing:
     """Sizing of one adjoint task: its stacks' expressions, what they read, and its cache entry."""
-    exprs: tuple                      # capacity SizeExpr per stack (stack order)
+    exprs: tuple                      # capacity SizeExpr per stack (stack order); None where
+                                      # measured (its counter in `measured`)
     required: tuple                   # the automatic size per stack (differs when forced), or None
     entry_sizes: tuple                # bytes per entry per stack
     kinds: tuple                      # layout kind per stack ('float', 'primal', 'int')
@@ -148,14 +189,17 @@ class TaskSizing:
     sized: SizedTask = None           # ... and its result
     host_last: SizedTask = None       # the last host-sized result (its layout is reused when the
                                       # capacities repeat, also with the cache off)
+    measured: tuple = ()              # per stack: its counter (AdStackArg.measured), -1 if none
     required_key_of: object = None    # args -> what the `required` expressions read (forced
                                       # sizes: an overflow message's size is exact while it holds)
 
     @staticmethod
-    def of(stacks) -> "TaskSizing":
-        """From a task's ADSTACK_ALLOCA nodes (stack order)."""
+    def of(stacks, counting: Counting = None) -> "TaskSizing":
+        """From a task's ADSTACK_ALLOCA nodes (stack order); `counting`: the program's counting
+        pass, when some stack of it is measured."""
         exprs = tuple(a.arg.capacity for a in stacks)
-        lv = sz.leaves(*exprs)
+        measured = tuple(a.arg.measured for a in stacks)
+        lv = sz.leaves(*[e for e in exprs if e is not None])
         fields = []
         if lv.fields:  # fields live as long as this compiled program's init()
             fmap = _state.current().field_map()
@@ -164,12 +208,13 @@ class TaskSizing:
         required = tuple(a.arg.required for a in stacks)
         return TaskSizing(exprs, required, tuple(a.dtype.nbytes for a in stacks),
                           tuple(adstack_kind(a) for a in stacks), lv,
-                          bool(lv.fields or lv.ndarrays), key_of,
-                          required_key_of=_reads_key(required))
+                          bool(lv.fields or lv.ndarrays) and all(m < 0 for m in measured), key_of,
+                          required_key_of=_reads_key(required), measured=measured)
 
-    def on_host(self, args) -> SizedTask:
+    def on_host(self, args, counts=None) -> SizedTask:
         ctx = LaunchContext(args)
-        caps = tuple(max(int(sz.eval_fast(e, ctx)), 0) for e in self.exprs)
+        caps = tuple(max(int(counts[m] if m >= 0 else sz.eval_fast(e, ctx)), 0)
+                     for e, m in zip(self.exprs, self.measured or (-1,) * len(self.exprs)))
         last = self.host_last
         if last is None or last.caps != caps:  # the layout follows from the capacities alone
             last = self.host_last = host_sized(caps, self.entry_sizes, self.kinds)
@@ -183,21 +228,27 @@ class ProgramSizing:
     forced: bool   # a size was forced (ad_stack_size / default_ad_stack_size): overflow possible
     cache: bool    # init(adstack_cache=...)
     last: tuple = None  # the result of the last `evaluate` with every task sized (cache on)
+    counting: Counting = None  # the counting pass of the measured stacks, if any
 
     @staticmethod
-    def of(tl, cache: bool) -> "ProgramSizing | None":
-        """The sizing of an adjoint task list, or None when no task has stacks."""
+    def of(tl, cache: bool, counting=None) -> "ProgramSizing | None":
+        """The sizing of an adjoint task list, or None when no task has stacks. `counting`:
+        the compiled counting program (`launch.Compiled`) when some stack is measured."""
         per_task = [adstack_allocas(t) for t in tl.tasks]
         if not any(per_task):
             return None
-        tasks = tuple(TaskSizing.of(st) if st else None for st in per_task)
+        n = 1 + max((a.arg.measured for st in per_task for a in st), default=-1)
+        cnt = Counting.of(counting, n) if n else None
+        tasks = tuple(TaskSizing.of(st, cnt) if st else None for st in per_task)
         forced = any(ts is not None and ts.exprs != ts.required for ts in tasks)
-        return ProgramSizing(tasks, forced, cache)
+        return ProgramSizing(tasks, forced, cache, counting=cnt)
 
     def required(self, task: int, stack: int, args, read=None):
         """The size stack `stack` of task `task` needs at a launch with `args` (None: unknown);
         `read`: how to read field / ndarray data (`LaunchContext`)."""
         ts = self.tasks[task]
+        if ts is not None and ts.measured and ts.measured[stack] >= 0 and self.counting.last:
+            return self.counting.last[ts.measured[stack]]
         expr = ts.required[stack] if ts is not None else None
         if expr is None:
             return None
@@ -213,10 +264,11 @@ class ProgramSizing:
         return () if ts is None else ts.required_key_of(args)
 
 
-def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
+def evaluate(sizing: ProgramSizing, args, cache=None, measure=None) -> tuple:
     """A SizedTask (None for tasks without stacks) per task for this launch. With the cache on
     (`cache` None: the program's setting) an unchanged task costs one key comparison, and when
-    every task hits, the tuple returned last time is returned again."""
+    every task hits, the tuple returned last time is returned again. `measure(counting, args)`:
+    runs a counting pass (`launch.measure`), for programs with measured stacks."""
     if cache is None:
         cache = sizing.cache
     if cache and sizing.last is not None:
@@ -229,6 +281,7 @@ def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
         sizing.last = None  # set again once every task is sized (an error leaves it unset)
     gpu = _state.backend().gpu_sizer
     out = []
+    counts = None
     for ts in sizing.tasks:
         if ts is None:
             out.append(None)
@@ -237,6 +290,21 @@ def evaluate(sizing: ProgramSizing, args, cache=None) -> tuple:
         if cache and ts.key == key and ts.sized is not None:
             stats.cache_hits += 1
             out.append(ts.sized)
+            continue
+        if any(m >= 0 for m in ts.measured):
+            if counts is None:  # one counting pass sizes every task of the launch
+                if measure is None:
+                    raise RuntimeError("sizing measured adstacks needs the launch's counting pass")
+                counts = sizing.counting.last = tuple(measure(sizing.counting, args))
+                stats.counting_passes += 1
+            try:
+                sized = ts.on_host(args, counts)
+            except sz.SizerError as e:
+                raise SpiradAutodiffError(f"sizing the autodiff stacks failed: {e}") from None
+            stats.host_evaluations += 1
+            if cache:
+                ts.key, ts.sized = key, sized
+            out.append(sized)
             continue
         try:
             sized = gpu.size(ts, args) if ts.device and gpu is not None else None
@@ -262,7 +330,10 @@ def debug_print(kernel_name, sizing: ProgramSizing, sized, heaps):
     for k, (ts, s) in enumerate(zip(sizing.tasks, sized)):
         if ts is None:
             continue
-        code = sz.encode(list(ts.exprs), fold=False)
+        code = sz.encode([sz.Const(0) if e is None else e for e in ts.exprs], fold=False)
+        counted = [i for i, m in enumerate(ts.measured) if m >= 0]
+        if counted:
+            w(f"  task {k}: stacks {counted} measured by the counting pass (their bytecode: 0)\n")
         w(f"  task {k}: bytecode ({len(code)} words):\n")
         for line in sz.disassemble(code).splitlines():
             w(f"    {line}\n")

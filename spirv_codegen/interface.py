@@ -227,6 +227,17 @@ class Interface:
             return E.fn.op("OpLoad", v3, var)
         return self.prologue(("builtin", name), make)
 
+    def opaque_zero(self) -> int:
+        """A u32 zero the driver's optimizer cannot see through: num_workgroups.z - 1 (every
+        dispatch spirad makes has one layer of workgroups in z: `dispatch_geometry` for up to
+        2**31 threads, the range-arguments modules). Float arithmetic built on it is not
+        folded (`lower.TaskLowerer.float_operands`)."""
+        E = self.E
+        def make():
+            ngr = self.builtin("NumWorkgroups")
+            return E.op("OpISub", u32, E.op("OpCompositeExtract", u32, ngr, 2), E.c(1, u32))
+        return self.prologue("opaque_zero", make)
+
     def linear_id(self) -> int:
         """x + threads_per_row * (y + num_groups_y * z) over the global invocation id."""
         E = self.E

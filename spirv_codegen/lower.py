@@ -70,6 +70,7 @@ iteration). ALLOCA slots are Function variables zeroed where the ALLOCA executes
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kernel_ir.abi import PUSH_CONSTANT_BYTES, adstack_allocas, adstack_kind
@@ -89,6 +90,9 @@ from .module import Module
 from .profile import VULKAN, Profile
 
 LOCAL_SIZE = 64
+# float ops a driver may fold into a wrong NaN / Inf / -0 (`TaskLowerer.float_operands`)
+_ARITH = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.DIV))
+_FOLDABLE = _ARITH | {Op.CMP_EQ, Op.CMP_NE, Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE}
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ class SpirvCaps:
     has_atomic_float64_add: bool = False
     loop_iteration_cap: int | None = None
     profile: Profile = VULKAN  # what the module's consumer accepts (spirv_codegen.profile)
+    # float widths whose NaN / Inf / -0 the device preserves when the module declares
+    # SignedZeroInfNanPreserve (every module then does, for the widths it uses); elsewhere the
+    # profile's `opaque_float_operands` keeps the driver from folding `x - x` or `x * 0`
+    preserve_float_bits: tuple = ()
 
     @classmethod
     def from_device(cls, dc, profile: Profile = VULKAN) -> "SpirvCaps":
@@ -107,7 +115,9 @@ class SpirvCaps:
         g = lambda n, d=False: getattr(dc, n, d)  # noqa: E731
         return cls(g("has_f64"), g("has_i64"), g("has_int64_atomics"),
                    g("has_atomic_float32_add"), g("has_atomic_float64_add"),
-                   g("loop_iteration_cap", None), profile)
+                   g("loop_iteration_cap", None), profile,
+                   tuple(b for b in g("preserves_float_specials", ()) if b in (32, 64))
+                   if profile.float_controls else ())
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,18 @@ class SpirvTask:
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
     uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
     readonly_bindings: tuple = ()  # storage buffers declared NonWritable (a device range's args)
+
+
+def declare_float_controls(m: Module, fn_id: int, caps: SpirvCaps) -> None:
+    """NaN, Inf and -0 kept as IEEE 754 has them (SPV_KHR_float_controls, core in SPIR-V 1.4):
+    `x - x` with x = inf stays NaN, `nan * 0` NaN, `-0 + 0` +0, as on the CPU. Declared for f32,
+    and for f64 where the module uses it."""
+    for bits in caps.preserve_float_bits:
+        if bits == 32 or m.has_capability("Float64"):
+            m.capability("SignedZeroInfNanPreserve")
+            if m.version < (1, 4):
+                m.extension("SPV_KHR_float_controls")
+            m.execution_mode(fn_id, "SignedZeroInfNanPreserve", bits)
 
 
 def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
@@ -255,6 +277,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
         fn.emit("OpReturn")
         m.entry_point("GLCompute", fn.id, "main", self.io.builtins)
         m.execution_mode(fn.id, "LocalSize", 1 if t.kind == "serial" else LOCAL_SIZE, 1, 1)
+        declare_float_controls(m, fn.id, self.caps)
         return m.to_bytes()
 
     # -- blocks and dispatch -----------------------------------------------------------------
@@ -265,11 +288,39 @@ class TaskLowerer(BoundsChecks, LoopCap):
             op = n.op
             if op in BINARY:
                 a, c = self.v(n.srcs[0]), self.v(n.srcs[1])
+                if op in _FOLDABLE and n.srcs[0].dtype.is_float:
+                    a, c = self.float_operands(n, a, c)
                 self.values[n] = lower_binary(self.E, op, n.srcs[0].dtype, a, c)
             elif op in UNARY:
                 self.values[n] = lower_unary(self.E, op, n.dtype, self.v(n.srcs[0]))
             else:
                 _HANDLERS[op](self, n)
+
+    def float_operands(self, n: Node, a: int, c: int) -> tuple:
+        """Operands of float arithmetic in a form no driver folds into a wrong special value.
+        Where the module declares SignedZeroInfNanPreserve, lavapipe still folds `x * 0.0` to
+        0 and `x + 0.0` to x (NaN, Inf, -0 lost): a ±0.0 constant operand is made from the
+        opaque zero. Without float controls (Metal through naga, which refuses them; Vulkan
+        devices that lack them) `x - x` and `x * 0.0` fold too: the second operand (and a
+        constant first one) goes through `bitcast(bitcast(v) | zero)`, an exact identity the
+        optimizer cannot see through."""
+        dt = n.srcs[0].dtype
+        E = self.E
+        full = self.caps.profile.opaque_float_operands or \
+            dt.bits not in self.caps.preserve_float_bits
+        if not full and n.op not in _ARITH:
+            return a, c
+        out = []
+        for k, (src, v) in enumerate(zip(n.srcs, (a, c))):
+            if n.op in _ARITH and src.op == Op.CONST and float(src.arg) == 0.0:
+                z = E.op("OpConvertUToF", dt, self.io.opaque_zero())
+                out.append(E.op("OpFNegate", dt, z) if math.copysign(1.0, src.arg) < 0 else z)
+            elif full and dt.bits == 32 and (k == 1 or src.op == Op.CONST):
+                bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, v), self.io.opaque_zero())
+                out.append(E.op("OpBitcast", dt, bits))
+            else:
+                out.append(v)
+        return tuple(out)
 
     def v(self, n: Node) -> int:
         try:

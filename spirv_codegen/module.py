@@ -88,6 +88,9 @@ class Module:
             self._seen.add(("cap", name))
             self.add("capabilities", inst("OpCapability", T.CAPABILITY[name]))
 
+    def has_capability(self, name: str) -> bool:
+        return ("cap", name) in self._seen
+
     def extension(self, name: str) -> None:
         if ("ext", name) not in self._seen:
             self._seen.add(("ext", name))

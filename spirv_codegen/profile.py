@@ -35,6 +35,8 @@ class Profile:
     max_storage_buffers: int | None = None   # per-stage storage-buffer limit of the target
     args_uniform: bool = False        # binding 0 (arguments) is a uniform buffer, not storage
     single_heap: bool = False         # both adstack heaps in one buffer (rows of sf + si bytes)
+    float_controls: bool = True       # SignedZeroInfNanPreserve may be declared (naga refuses it)
+    opaque_float_operands: bool = False  # no float controls: arithmetic kept from folding specials
 
     @property
     def uniform_bindings(self) -> tuple:
@@ -48,4 +50,5 @@ class Profile:
 
 VULKAN = Profile("vulkan")
 METAL = Profile("metal", compare_exchange=False, float_specials_by_bitcast=True, f64=False,
-                max_storage_buffers=8, args_uniform=True, single_heap=True)
+                max_storage_buffers=8, args_uniform=True, single_heap=True,
+                float_controls=False, opaque_float_operands=True)

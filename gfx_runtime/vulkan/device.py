@@ -57,6 +57,10 @@ class DeviceCaps:
     # written there (the kernel profiler then times on the host); valid bits of a timestamp.
     timestamp_period_ns: float = 0.0
     timestamp_valid_bits: int = 0
+    # Float bit widths whose NaN / Inf / -0 the device can preserve when a module declares
+    # SignedZeroInfNanPreserve (VkPhysicalDeviceFloatControlsProperties, Vulkan 1.2): without
+    # it a driver may fold `x - x` or `x * 0` to 0.
+    preserves_float_specials: tuple = ()
 
 
 _TYPE_NAMES = {
@@ -143,9 +147,11 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
     maint3.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES
     maint4 = ffi.new("VkPhysicalDeviceMaintenance4Properties*")
     maint4.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES
+    floats = ffi.new("VkPhysicalDeviceFloatControlsProperties*")
+    floats.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES
     chain = [maint3]
     if dev_api >= C.VK_API_VERSION_1_2:
-        chain.append(driver)
+        chain += [driver, floats]
     if dev_api >= C.VK_API_VERSION_1_3:
         chain.append(maint4)
     _link(props2, chain)
@@ -210,6 +216,9 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                          else C.UINT64_MAX),
         is_lavapipe=is_lavapipe,
         loop_iteration_cap=C.LAVAPIPE_LOOP_ITERATION_CAP if is_lavapipe else None,
+        preserves_float_specials=tuple(
+            bits for bits in (16, 32, 64) if dev_api >= C.VK_API_VERSION_1_2 and
+            getattr(floats, f"shaderSignedZeroInfNanPreserveFloat{bits}")),
         **_timestamps(phys, limits),
     )
     return PhysicalDevice(index=index, handle=phys, caps=caps,

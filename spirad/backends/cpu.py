@@ -119,19 +119,20 @@ class CpuBackend(BackendBase):
         from llvm_codegen.codegen import compile_tasks
 
         from .. import options
-        code, one_thread = self._one_thread_variants(tl)
+        code, one_thread, choices = self._one_thread_variants(tl)
         prog = compile_tasks(code, abi, bounds_check=self.bounds_check,
-                             options=options.llvm_codegen_options())
+                             options=options.llvm_codegen_options(), choices=choices)
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                 optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
 
     def _one_thread_variants(self, tl):
-        """(the task list to compile, (marks, limits)): per task of `tl` a mark — None, ONLY (its
+        """(the task list to compile, (marks, limits), {task index: SPMD choice}): per task of `tl` a mark — None, ONLY (its
         code is its one-thread variant, never split) or k (the variant is extra task
         len(tl.tasks) + k, run when a launch is not split) — and the iterations from which a
-        launch is split (None: serial, or compiled as ONLY). Variants for range tasks with
+        launch is split (None: serial, or compiled as ONLY); the SPMD choices made here for
+        tasks compiled unchanged go to `compile_tasks` (each task is analysed once). Variants for range tasks with
         atomics, without adstacks or bounds checks (`passes/demote_atomics.one_thread_variant`,
         `work_estimate.one_thread_choice`)."""
         from dataclasses import replace
@@ -141,15 +142,17 @@ class CpuBackend(BackendBase):
 
         from .. import options
         from ..passes.demote_atomics import one_thread_variant
-        tasks, extra, marks, work = list(tl.tasks), [], [], []
+        tasks, extra, marks, work, choices = list(tl.tasks), [], [], [], {}
         workers = self.rt.num_workers
         for k, t in enumerate(tl.tasks):
             if t.kind != "range":
                 marks.append(None)
                 work.append(None)
                 continue
-            lanes, a = (1, None) if self.bounds_check else \
-                spmd_choice(t, False, options.llvm_codegen_options())
+            if self.bounds_check:
+                lanes, a = 1, None
+            else:
+                lanes, a = choices[k] = spmd_choice(t, False, options.llvm_codegen_options())
             cheap = frozenset() if lanes == 1 else frozenset(
                 n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
                 not any(s in a.varying for s in n.srcs[:-1]))
@@ -161,6 +164,7 @@ class CpuBackend(BackendBase):
                 work.append((own, None))
             elif choice == ONLY:
                 tasks[k] = v
+                choices.pop(k, None)  # another task now
                 marks.append(ONLY)
                 work.append(None)
             else:
@@ -170,8 +174,9 @@ class CpuBackend(BackendBase):
         # per task: (variant marks, split thresholds from the estimates: work_estimate)
         limits = tuple(None if w is None else split_threshold(w[0], workers, w[1]) for w in work)
         if all(m is None for m in marks):
-            return tl, (tuple(marks), limits)
-        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), (tuple(marks), limits)
+            return tl, (tuple(marks), limits), choices
+        return (TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), (tuple(marks), limits),
+                choices)
 
     def export_program(self, program):
         return program.blob

@@ -327,11 +327,13 @@ class SpirvBackend(BackendBase):
         return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
                          tuple(m.own for m in maps), tail)
 
-    def _small_buffer(self, p: SpirvProgram, key, data: bytes):
-        """A device buffer holding `data`, reused while `key` (its contents) is unchanged."""
+    def _small_buffer(self, p: SpirvProgram, key, data: bytes, tail: bytes = b""):
+        """A device buffer holding `data` + `tail`, reused while `key` (its contents) is
+        unchanged (the tail is appended only when a new buffer is written)."""
         buf = p.arg_bufs.get(key)
         if buf is not None:
             return buf
+        data = data + tail
         if len(p.arg_bufs) >= _ARG_CACHE_MAX:
             self.sync()  # all recorded launches done: their argument buffers are free again
             p.spare.extend(p.arg_bufs.values())
@@ -387,7 +389,7 @@ class SpirvBackend(BackendBase):
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
         from spirv_codegen import dispatch_geometry
-        args = self._small_buffer(p, argbuf, argbuf + p.arg_tail)
+        args = self._small_buffer(p, argbuf, argbuf, p.arg_tail)
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:

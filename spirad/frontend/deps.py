@@ -94,6 +94,16 @@ def _library(v) -> bool:
     return (mod or "builtins").split(".")[0] in _LIBRARY_ROOTS
 
 
+def _generated(fn):
+    """The description of a method `dataclasses` generated (`__eq__`, `__hash__`: no source
+    file; its code follows from the class's fields, named with it), else None."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename != "<string>":
+        return None
+    owner = fn.__qualname__.rpartition(".")[0]
+    return ("generated", owner, fn.__name__, _code_key(code))
+
+
 class _Describer:
     """One description pass with a fixed set of attribute `names`; collects the names of the
     code it reaches (`found`) and the ids of the fields it describes (`field_ids`)."""
@@ -165,6 +175,27 @@ class _Describer:
         # not show: not cacheable
         raise _Uncacheable(type(v).__qualname__)
 
+    def struct(self, obj) -> tuple:
+        """A dataclass kernel argument (`struct_args`): its class, every ndarray inside it by
+        signature (the program takes them as hidden arguments: their identities and shapes stay
+        out of it), nested dataclasses likewise, and the other members the described code names
+        (fields by id and layout, plain values by value: the program reads them as constants)."""
+        import dataclasses
+
+        from ..ndarray import Ndarray
+        out = []
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if isinstance(v, Ndarray):
+                out.append((f.name, "nd", v.dtype.name, len(v.shape), v.comp_shape, v.needs_grad,
+                            v.needs_dual))
+            elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+                out.append((f.name, self.struct(v)))
+            elif f.name in self.names:
+                out.append((f.name, self.value(v)))
+        return ("struct", self.value(type(obj)), tuple(f.name for f in dataclasses.fields(obj)),
+                tuple(out))
+
     def field(self, f):
         if f.epoch != self.state.epoch:  # compiling raises the stale-field error: not cached
             raise _Uncacheable(f"field {f.name} of a previous init()")
@@ -186,7 +217,8 @@ class _Describer:
                 continue
             out.append((n, self.value(v)))
         if own is not None:
-            out.extend((n, self.value(own[n])) for n in _PROTOCOLS if n in own)
+            out.extend((n, _generated(own[n]) or self.value(own[n])) for n in _PROTOCOLS
+                       if n in own)
         return tuple(out)
 
     def function(self, fn) -> tuple:
@@ -202,17 +234,19 @@ class _Describer:
                 _source_text(fn), _code_key(code), defaults, kwdefaults, refs)
 
 
-def describe(kernel, template_args=(), state=None):
-    """(description, field ids) of `kernel` and its template arguments, or None if uncacheable.
-    The field ids are those of every field (and gradient / dual) the description names: a
-    program loaded for this description may bind only those (and spirad's internal fields)."""
+def describe(kernel, template_args=(), state=None, struct_args=()):
+    """(description, field ids) of `kernel`, its template arguments and its dataclass arguments
+    (`struct_args`), or None if uncacheable. The field ids are those of every field (and gradient
+    / dual) the description names: a program loaded for this description may bind only those
+    (and spirad's internal fields)."""
     from .. import state as _state
     state = state or _state.current()
     names = frozenset()
     try:
         for _ in range(16):
             d = _Describer(names, state)
-            desc = (d.value(kernel), tuple(d.value(a) for a in template_args))
+            desc = (d.value(kernel), tuple(d.value(a) for a in template_args),
+                    tuple(d.struct(a) for a in struct_args))
             if d.found <= names:
                 return desc, frozenset(d.field_ids)
             names = frozenset(d.found)

@@ -16,7 +16,7 @@ from .builtins import HANDLERS
 from .ops import is_py_scalar
 from .local_index import index_view
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
-from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, VecVal
+from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.LShift: Op.SHL,
@@ -256,13 +256,19 @@ class ExprVisitor:
         sl = node.slice
         idx = self.build(sl)
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
+        from ..field import Field
+        from ..struct import StructElem, StructField
+        if isinstance(obj, (Field, NdarrayArg, StructField)) and \
+                any(isinstance(x, (tuple, list)) for x in idx):
+            idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
         flat = []
         for x in idx:  # an index vector (grouped loops) spreads over several axes
             x = self.rvalue(x) if isinstance(x, Slot) else x
-            flat.extend(x.comps if isinstance(x, VecVal) else (x,))
+            if isinstance(x, StaticIndexVec):
+                flat.extend(int(c.arg) for c in x.comps)
+            else:
+                flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
-        from ..field import Field
-        from ..struct import StructElem, StructField
         if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
@@ -345,6 +351,8 @@ class ExprVisitor:
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        if isinstance(obj, GlobalElem) and any(isinstance(k, slice) for k in idx):
+            return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
             if len(idx) != len(shape):
                 raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
@@ -362,6 +370,8 @@ class ExprVisitor:
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
         if isinstance(obj, Slot):
             return Slot((obj.allocas[flat],), (), obj.dtype)
+        if isinstance(obj, StaticIndexVec):
+            return int(obj.comps[flat].arg)
         return obj.comps[flat]
 
     def matmul(self, a, b, node):
@@ -740,3 +750,11 @@ def _register_class_methods():
 
 
 _register_class_methods()
+
+
+def _flatten_indices(idx) -> tuple:
+    """Indices with nested tuples / lists spread in place (Taichi: `x[f, I, b]`, `I` a tuple)."""
+    out = []
+    for x in idx:
+        out.extend(_flatten_indices(x) if isinstance(x, (tuple, list)) else (x,))
+    return tuple(out)

@@ -137,9 +137,26 @@ class ValueOps:
         if isinstance(a, VecVal) and isinstance(b, VecVal) and a.shape != b.shape:
             raise self.ctx.error(SpiradTypeError, f"shape mismatch {a.shape} vs {b.shape}")
         n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
+        a, b = self._sequence_as_vector(a, shape), self._sequence_as_vector(b, shape)
         ca = a.comps if isinstance(a, VecVal) else (a,) * n
         cb = b.comps if isinstance(b, VecVal) else (b,) * n
         return VecVal(tuple(self.binop(op, x, y) for x, y in zip(ca, cb)), shape)
+
+    def _sequence_as_vector(self, v, shape):
+        """A Python tuple / list of scalars (nested for a matrix) beside a vector or matrix of
+        that shape stands for one (Taichi: `(i, j, k) + offset`); anything else unchanged."""
+        if not isinstance(v, (tuple, list)):
+            return v
+        rows = [v] if len(shape) == 1 else list(v)
+        if len(rows) != (1 if len(shape) == 1 else shape[0]) or any(
+                not isinstance(r, (tuple, list)) or len(r) != shape[-1] for r in rows):
+            raise self.ctx.error(SpiradTypeError, f"a Python {type(v).__name__} of "
+                                 f"{len(v)} element(s) beside a vector / matrix of shape {shape}")
+        comps = tuple(self.rvalue(x) for r in rows for x in r)
+        if any(not (isinstance(x, Node) or is_py_scalar(x)) for x in comps):
+            raise self.ctx.error(SpiradTypeError, "a Python sequence in vector arithmetic must "
+                                                  "hold scalars")
+        return VecVal(comps, shape)
 
     def unop(self, op: Op, a):
         a = self.rvalue(a)

@@ -11,7 +11,7 @@ from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
 from .ops import is_py_scalar
-from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
 
 DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
@@ -244,9 +244,16 @@ class StmtVisitor:
 
     # -- loops --------------------------------------------------------------------------------
     def build_While(self, node):
+        """`while cond: body`. With `init(max_while_iterations=N)` the loop also counts its
+        iterations: a head check `if count > N: break` (after the condition, so a loop that
+        ends by itself within N iterations never trips it) and, after the loop, `count > N`
+        records the failure (spirad.asserts, raised at the next sync naming this line). Both
+        are plain exit checks and a held local for reverse mode: no autodiff stack."""
         if node.orelse:
             raise self.ctx.error(SpiradSyntaxError, "while ... else is not supported", node)
         b = self.ctx.b
+        cap = int(self.ctx.state.options.get("max_while_iterations") or 0)
+        count = b.alloca(T.i32, "while_count") if cap > 0 else None
         self.ctx.loops.append("serial")
         self.ctx.nested_scopes += 1
         try:
@@ -259,10 +266,31 @@ class StmtVisitor:
                     with b.if_(self.unop(Op.NOT, self.to_cond(c))) as (then, _):
                         with then:
                             b.break_()
+                if count is not None:
+                    with b.if_(b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32))) as (then, _):
+                        with then:
+                            b.break_()
+                    b.store(count, b.binary(Op.ADD, b.load(count), b.const(1, T.i32)))
                 self.scoped(node.body)
         finally:
             self.ctx.nested_scopes -= 1
             self.ctx.loops.pop()
+        if count is not None:
+            self._while_cap_report(count, cap, node)
+
+    def _while_cap_report(self, count, cap, node):
+        from kernel_ir.errors import SpiradDeviceError
+        from ..asserts import state_of
+        from ..field import internal_field
+        ctx, b = self.ctx, self.ctx.b
+        a = state_of(ctx.state, internal_field)
+        site = a.site(f"this while loop ran more than {cap} iterations (sd.init("
+                      f"max_while_iterations={cap})); it stopped there, so this launch's results "
+                      f"are wrong. A loop that never ends is a bug in the kernel; raise the cap if "
+                      f"it does end", ctx.loc(node), SpiradDeviceError)
+        with b.if_(b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32))) as (then, _):
+            with then:
+                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
 
     def build_For(self, node):
         ctx = self.ctx
@@ -461,7 +489,11 @@ class StmtVisitor:
                             f"the limit with sd.init(static_unroll_limit=...)", node.iter)
 
     def _bind_static(self, targets, item, grouped):
-        if grouped or len(targets) == 1:
+        if grouped:  # `static(grouped(ndrange(...)))`: an index vector of constants (Taichi's
+            # Python-scope Vector: `I.cast(f32)`, `base + I`, and `I[d]` indexing Python lists)
+            item = StaticIndexVec(tuple(self.const(int(x), T.i32) for x in item), (len(item),))
+            self.ctx.bind(targets[0].id, item)
+        elif len(targets) == 1:
             self.ctx.bind(targets[0].id, item)
         else:
             for t, x in zip(targets, item):

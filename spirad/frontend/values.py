@@ -34,6 +34,13 @@ class VecVal:
 
 
 @dataclass
+class StaticIndexVec(VecVal):
+    """The index vector of `for I in sd.static(sd.grouped(sd.ndrange(...)))`: i32 constants, as
+    Taichi's Python-scope Vector of ints: a vector in arithmetic and `I.cast(f32)`, and `I[d]` the
+    Python int (it indexes Python lists, `sd.static(I[0] > 0)` decides at compile time)."""
+
+
+@dataclass
 class GlobalElem:
     """`arr[indices]` for a field or ndarray; `comp_shape` is the element's vector shape."""
     ref: GlobalRef

@@ -123,6 +123,7 @@ def offload(k: KernelIR) -> TaskList:
 
     # which top-level slots are touched by which segments (a parallel loop's bounds included)
     touched: dict = {}
+    shared: dict = {}  # STORE in a parallel loop to a top-level slot -> its rewrite (_shared_updates)
     for si, (kind, nodes) in enumerate(segments):
         if kind == "range":
             for bnd in nodes[0].srcs:
@@ -142,11 +143,8 @@ def offload(k: KernelIR) -> TaskList:
         for n in walk(Block(tuple(nodes))):
             if n.op in (Op.LOAD, Op.STORE) and n.srcs[0] in fw.top_allocas:
                 touched.setdefault(n.srcs[0], set()).add(si)
-            if kind == "range" and n.op == Op.STORE and n.srcs[0] in fw.top_allocas:
-                name = n.srcs[0].arg or "a local"
-                raise user_error(SpiradSyntaxError, f"the parallel loop assigns to '{name}', which is "
-                                 f"declared outside it: iterations would race. Declare it inside the "
-                                 f"loop, or accumulate into a field with atomic_add / +=", n.loc)
+        if kind == "range":
+            shared.update(_shared_updates(nodes[0], fw.top_allocas))
     temps = {}
     for slot, segs in touched.items():
         if slot in fw.value:
@@ -167,6 +165,17 @@ def offload(k: KernelIR) -> TaskList:
             if slot is not None and slot in temps:
                 ref = temps[slot]
                 zero = Node(Op.CONST, i32, (), 0, (), n.loc)
+                how = shared.get(n)
+                if how is not None and how[0] != "store":  # `s += v`: an atomic on the temporary
+                    atomic_op, operand = how
+                    neg = isinstance(operand, tuple)
+                    operand = operand[1] if neg else operand
+                    val = srcs[1].srcs[n.srcs[1].srcs.index(operand)]  # rebuilt `v`
+                    pre = [zero]
+                    if neg:  # `s -= v`: add -v
+                        val = Node(Op.NEG, val.dtype, (val,), None, (), n.loc)
+                        pre.append(val)
+                    return Splice(pre + [Node(atomic_op, slot.dtype, (zero, val), ref, (), n.loc)])
                 if n.op == Op.ALLOCA:
                     z = Node(Op.CONST, slot.dtype, (), 0, (), n.loc)
                     return Splice([zero, z, Node(Op.GLOBAL_STORE, None, (zero, z), ref, (), n.loc)])
@@ -222,3 +231,71 @@ def _check_bound_writes(loop: Node, bounds) -> None:
                              f"its range reads; the range is read once when the loop starts. "
                              f"Copy the bound into a local before the loop, or write it in "
                              f"another kernel", n.loc)
+
+
+_COMBINE_ATOMIC = {Op.ADD: Op.ATOMIC_ADD, Op.MIN: Op.ATOMIC_MIN, Op.MAX: Op.ATOMIC_MAX,
+                   Op.AND: Op.ATOMIC_AND, Op.OR: Op.ATOMIC_OR, Op.XOR: Op.ATOMIC_XOR}
+
+
+def _shared_updates(loop: Node, top_allocas) -> dict:
+    """The parallel loop's stores to top-level locals, each as Quadrants runs it without a race:
+    {STORE: (atomic op, operand)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an atomic on the
+    kernel temporary), {STORE: ("store", None)} for a value every iteration computes alike
+    (constants, scalar arguments). The loop may read such a local only inside those updates.
+    Anything else races: a compile error naming the store."""
+    out, update_loads = {}, set()
+    stores, loads = [], []
+    for n in walk(loop.blocks[0]):
+        if n.op == Op.STORE and n.srcs[0] in top_allocas:
+            stores.append(n)
+        elif n.op == Op.LOAD and n.srcs[0] in top_allocas:
+            loads.append(n)
+    uses: dict = {}
+    for n in walk(loop.blocks[0]):
+        for x in n.srcs:
+            uses[x] = uses.get(x, 0) + 1
+    for st in stores:
+        slot, v = st.srcs
+        name = slot.arg or "a local"
+        how = None
+        if v.op in _COMBINE_ATOMIC or v.op == Op.SUB:
+            mine = [x for x in v.srcs if x.op == Op.LOAD and x.srcs[0] is slot and uses.get(x) == 1]
+            if mine and (v.op != Op.SUB or v.srcs[0] is mine[0]):
+                other = v.srcs[1] if v.srcs[0] is mine[0] else v.srcs[0]
+                if not _reads(other, slot):
+                    how = (Op.ATOMIC_ADD, ("neg", other)) if v.op == Op.SUB else \
+                        (_COMBINE_ATOMIC[v.op], other)
+                    update_loads.add(mine[0])
+        if how is None and _uniform(v):
+            how = ("store", None)
+        if how is None:
+            raise user_error(SpiradSyntaxError, f"the parallel loop assigns to '{name}', which is "
+                             f"declared outside it: iterations would race. Update it with `+=`, "
+                             f"`|=`, `&=`, `^=`, `{name} = max({name}, v)` / min (atomic), assign "
+                             f"it a value the same in every iteration, declare it inside the "
+                             f"loop, or accumulate into a field", st.loc)
+        out[st] = how
+    for ld in loads:
+        if ld not in update_loads and ld.srcs[0] in {st.srcs[0] for st in out}:
+            name = ld.srcs[0].arg or "a local"
+            raise user_error(SpiradSyntaxError, f"the parallel loop reads '{name}', which it also "
+                             f"updates and which is declared outside it: iterations would race. "
+                             f"Read it after the loop", ld.loc)
+    return out
+
+
+def _reads(n: Node, slot, depth=0) -> bool:
+    if depth > 200:
+        return True
+    if n.op == Op.LOAD:
+        return n.srcs[0] is slot
+    return any(_reads(s, slot, depth + 1) for s in n.srcs)
+
+
+def _uniform(n: Node, depth=0) -> bool:
+    """The same value in every iteration: constants, scalar arguments, ndarray shapes."""
+    if depth > 200:
+        return False
+    if n.op in _HOST_LEAVES:
+        return True
+    return n.op in PURE and n.op not in LEAVES and all(_uniform(s, depth + 1) for s in n.srcs)

@@ -407,7 +407,7 @@ def r_while_jumps(x, n):
 
 
 @pytest.mark.parametrize("n", [0, 3, 9])
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=32)
+@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
 def test_while_break_continue(arch, n):
     if arch == "interp" and n != 9:
         pytest.skip("interp: one case")

@@ -233,7 +233,7 @@ def test_random_programs_on_lanes(monkeypatch, capfd, seed):
     path, where reverse tasks with uniform control flow take lanes: gradients against float64
     central differences (the checks of test_random_grad)."""
     from tests.autodiff.test_random_grad import check_program
-    _init(monkeypatch, True, default_fp=sd.f64, default_ad_stack_size=1024)
+    _init(monkeypatch, True, default_fp=sd.f64)
     capfd.readouterr()
     check_program(seed)
     on_lanes = [ln for ln in _grad_lanes(capfd) if "SPMD" in ln]

@@ -315,3 +315,52 @@ def test_size_cap_from_the_environment(monkeypatch):
     assert offline_cache.max_bytes() == offline_cache.DEFAULT_MAX_BYTES
     sd.init(arch=sd.cpu, offline_cache_max_size_of_files=777)
     assert offline_cache.max_bytes() == 777
+
+
+STRUCTS = r'''
+import dataclasses, json, os, sys, threading
+import numpy as np
+import spirad as sd
+from spirad import offline_cache
+
+S, N = float(os.environ["S"]), int(os.environ["N"])
+sd.init(arch=sys.argv[1])
+
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    v: object
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    pos: object
+    inner: Inner
+    acc: object
+    scale: float
+    lock: object          # never read by the kernel: not described
+
+acc = sd.field(sd.f32, shape=())
+st = State(pos=sd.ndarray(sd.f32, N, needs_grad=True), inner=Inner(sd.ndarray(sd.f32, N)),
+           acc=acc, scale=S, lock=threading.Lock())
+
+@sd.kernel
+def k(s: State):
+    for i in s.pos:
+        s.inner.v[i] = s.pos[i] * s.pos[i] * s.scale
+        s.acc[None] += s.pos[i]
+
+st.pos.from_numpy(np.arange(N, dtype=np.float32))
+k(st)
+print(json.dumps({"v": st.inner.v.to_numpy().tolist(), "acc": float(acc[None]),
+                  "stats": offline_cache.stats}))
+'''
+
+
+def test_dataclass_arguments_are_cached(tmp_path):
+    """A kernel with a dataclass argument is stored and loaded by another process: its ndarrays
+    by signature (another size hits), its plain values by value (another one misses), members
+    the kernel never reads not described (an uncacheable lock does not matter)."""
+    for s, n, hits in ((2.0, 4, 0), (2.0, 6, 1), (3.0, 4, 0), (2.0, 4, 1)):
+        got = _run(tmp_path, STRUCTS, "cpu", S=str(s), N=str(n))
+        assert got["v"] == [s * i * i for i in range(n)]
+        assert got["acc"] == sum(range(n))
+        assert got["stats"]["hits"] == hits and got["stats"]["stores"] == 1 - hits, got["stats"]

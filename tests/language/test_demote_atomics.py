@@ -168,6 +168,7 @@ def test_lanes_over_private_globals(monkeypatch, capfd):
     out = {}
     for spmd in (True, False):
         monkeypatch.setenv("SPIRAD_CPU_SPMD", "1" if spmd else "0")
+        monkeypatch.setenv("SPIRAD_CPU_SPMD_MIN_TRIPS", "0")  # lanes for N = 40 iterations too
         monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
         sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
         capfd.readouterr()
@@ -213,3 +214,29 @@ def test_one_thread_variants_on_the_cpu():
     assert total._plans[0].compiled.program.blob[5][0] == (None,)
     np.testing.assert_allclose(g.to_numpy(), xs.reshape(-1, 64).sum(0), rtol=1e-5)
     assert s[None] == pytest.approx(float((np.sin(xs.astype(np.float64)) * 2).sum()), rel=1e-5)
+
+
+def test_short_constant_ranges_stay_scalar(monkeypatch, capfd):
+    """By default a CPU range task with constant bounds and fewer iterations than two lane
+    groups stays scalar (DiffTaichi's 16 billiard balls: lanes cost 5x the compile time and
+    saved nothing); SPIRAD_CPU_SPMD_MIN_TRIPS=0 (the tests' setting) gives it lanes."""
+    arch_or_skip("cpu")
+    for env, lanes in ((None, False), ("0", True)):
+        if env is None:
+            monkeypatch.delenv("SPIRAD_CPU_SPMD_MIN_TRIPS", raising=False)
+        else:
+            monkeypatch.setenv("SPIRAD_CPU_SPMD_MIN_TRIPS", env)
+        monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
+        sd.init(arch=sd.cpu, offline_cache=False)
+        x = sd.field(sd.f32, shape=16)
+
+        @sd.kernel
+        def double():
+            for i in range(16):
+                x[i] = x[i] * 2.0 + 1.0
+
+        capfd.readouterr()
+        double()
+        line = [ln for ln in capfd.readouterr().err.splitlines() if "double" in ln]
+        assert len(line) == 1 and (": SPMD" in line[0]) == lanes, line
+        np.testing.assert_array_equal(x.to_numpy(), np.ones(16))

@@ -279,17 +279,26 @@ def quotes(err, fn, text):
 
 @sd.func
 def total(x: sd.template()):
-    s = 0.0
+    s = 1.0
     for i in x:
-        s += x[i]                          # a func local assigned in its parallel loop
+        s = s * x[i]                       # a func local assigned in its parallel loop: races
     return s
 
 
 @sd.func
 def total_param(x: sd.template(), acc):
     for i in x:
-        acc = acc + x[i]                   # a func parameter assigned in its parallel loop
+        acc = x[i]                         # a func parameter assigned in its parallel loop
     return acc
+
+
+@sd.func
+def read_back(x: sd.template()):
+    s = 0.0
+    for i in x:
+        s += x[i]
+        x[i] = s                           # reads the shared local inside the loop
+    return s
 
 
 @sd.func
@@ -331,12 +340,19 @@ def test_parallel_loop_diagnostics_through_funcs(arch):
     def k_bound():
         loop_to(flags, steps[None])
 
+    @sd.kernel
+    def k_read():
+        y[None] = read_back(x)
+
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 's'") as e:
         k_local()
-    quotes(e.value, total, "s += x[i]")
+    quotes(e.value, total, "s = s * x[i]")
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 'acc'") as e:
         k_param()
-    quotes(e.value, total_param, "acc = acc + x[i]")
+    quotes(e.value, total_param, "acc = x[i]")
+    with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop reads 's'") as e:
+        k_read()
+    quotes(e.value, read_back, "x[i] = s")
     with pytest.raises(sd.SpiradSyntaxError, match="'break' is not allowed") as e:
         k_break()
     quotes(e.value, first_negative, "break")
@@ -350,7 +366,7 @@ def test_same_funcs_nested_in_a_serial_scope_compile(arch):
     """The fixes those errors suggest: call the func from inside `for _ in range(1):`."""
     x = sd.field(sd.f32, shape=8)
     y = sd.field(sd.f32, shape=())
-    x.from_numpy(np.arange(8, dtype=np.float32))
+    x.from_numpy(np.arange(1, 9, dtype=np.float32))
 
     @sd.kernel
     def k():
@@ -358,4 +374,51 @@ def test_same_funcs_nested_in_a_serial_scope_compile(arch):
             y[None] = total(x) + total_param(x, 1.0)
 
     k()
-    assert y[None] == 2 * 28 + 1
+    assert y[None] == 40320 + 8
+
+
+@test_archs()
+def test_kernel_locals_updated_in_the_parallel_loop(arch):
+    """Quadrants' reductions into a local declared before the parallel loop: `s += v`, `-=`,
+    `|=`, `max(s, v)` are atomics on a kernel temporary, `ok = False` (the same value in every
+    iteration) a plain store; the value is read after the loop. Not differentiated: refused."""
+    x = sd.field(sd.f32, shape=64, needs_grad=True)
+    out = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def valid() -> sd.i32:
+        ok = True
+        for i in x:
+            if sd.math.isnan(x[i]):
+                ok = False
+        return ok
+
+    @sd.kernel
+    def reduce(n: sd.i32) -> sd.i32:
+        m = -100
+        f = 0
+        c = 0
+        for i in range(n):
+            m = max(m, i * 3 % 17)
+            f |= 1 << (i % 5)
+            c -= 1
+        return m * 10000 + f * 100 - c
+
+    @sd.kernel
+    def total():
+        s = 0.0
+        for i in x:
+            s += x[i]
+        out[None] = s
+
+    data = np.arange(64, dtype=np.float32) * 0.5
+    x.from_numpy(data)
+    assert valid() == 1
+    assert reduce(7) == 15 * 10000 + 31 * 100 + 7
+    assert reduce(100) == 16 * 10000 + 31 * 100 + 100
+    total()
+    assert out[None] == pytest.approx(data.sum())
+    x[3] = float("nan")
+    assert valid() == 0
+    with pytest.raises(sd.SpiradAutodiffError, match="not differentiated"):
+        total.grad()

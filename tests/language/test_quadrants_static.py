@@ -139,3 +139,96 @@ def test_struct_field_grad_view(arch):
     k()
     np.testing.assert_array_equal(p.x.grad.to_numpy(), [1, 2, 3])
     assert set(p.grad.members) == {"x"}
+
+
+@test_archs()
+def test_static_grouped_index_vector(arch):
+    """`for o in sd.static(sd.grouped(sd.ndrange(...)))` (an MPM stencil): `o` is a vector of
+    constants in arithmetic and `.cast`, and `o[d]` a Python int that indexes a Python list."""
+    x = sd.field(sd.f32, shape=8)
+    out = sd.Vector.field(2, sd.f32, shape=(8, 4))
+    grid = sd.field(sd.f32, shape=(3, 3))
+
+    @sd.kernel
+    def k():
+        for i in range(8):
+            fx = sd.Vector([x[i], 2.0 * x[i]])
+            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2]
+            base = sd.Vector([i % 2, 1])
+            n = 0
+            for o in sd.static(sd.grouped(sd.ndrange(2, 2))):
+                weight = 1.0
+                for d in sd.static(range(2)):
+                    weight *= w[o[d]][d]
+                if sd.static(o[0] == 1):
+                    weight *= 2.0
+                out[i, n] = (o.cast(sd.f32) - fx) * weight + (base + o).cast(sd.f32)
+                grid[base + o] += weight
+                n += 1
+
+    xs = np.linspace(0.1, 0.9, 8).astype(np.float32)
+    x.from_numpy(xs)
+    k()
+    want = np.zeros((8, 4, 2))
+    want_grid = np.zeros((3, 3))
+    for i, xv in enumerate(xs.astype(np.float64)):
+        fx = np.array([xv, 2 * xv])
+        w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2]
+        for n, o in enumerate(np.ndindex(2, 2)):
+            weight = w[o[0]][0] * w[o[1]][1] * (2.0 if o[0] == 1 else 1.0)
+            want[i, n] = (np.array(o) - fx) * weight + np.array([i % 2, 1]) + np.array(o)
+            want_grid[i % 2 + o[0], 1 + o[1]] += weight
+    np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grid.to_numpy(), want_grid, rtol=1e-5)
+
+
+@test_archs()
+def test_tuple_inside_an_index_spreads(arch):
+    """`I = (i, j)`; `x[f, I, b]`: a tuple (or list) inside an index stands for its elements."""
+    x = sd.field(sd.f32, shape=(2, 3, 4, 2))
+    a = sd.ndarray(sd.f32, (3, 4))
+
+    @sd.kernel
+    def k(a: sd.types.ndarray()):
+        for i, j, b in sd.ndrange(3, 4, 2):
+            I = (i, j)
+            x[1, I, b] = i * 10 + j + b * 0.5
+            if b == 0:
+                a[[i, j]] = x[1, I, b] + 1.0
+
+    k(a)
+    want = np.add.outer(np.arange(3)[:, None] * 10.0 + np.arange(4), [0.0, 0.5])
+    np.testing.assert_array_equal(x.to_numpy()[1], want)
+    np.testing.assert_array_equal(a.to_numpy(), want[..., 0] + 1.0)
+
+
+@test_archs()
+def test_python_sequence_beside_a_vector(arch):
+    """`(i, j, k) + offset` and `[[...]] * m`: a tuple / list of scalars beside a vector or
+    matrix of its shape stands for one; another length is refused."""
+    offset = sd.Vector([1, -2, 3])
+    out = sd.Vector.field(3, sd.f32, shape=4)
+    mat = sd.Matrix.field(2, 2, sd.f32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            I = (i, 2 * i, 3)
+            out[i] = (I + offset) * 0.5 - [1.0, 0.0, i]
+            mat[i] = [[i, 1], [2, 3]] * sd.Matrix([[1.0, 2.0], [3.0, 4.0]])
+
+    k()
+    i = np.arange(4.0)
+    want = (np.stack([i, 2 * i, np.full(4, 3.0)], 1) + [1, -2, 3]) * 0.5 - np.stack(
+        [np.ones(4), np.zeros(4), i], 1)
+    np.testing.assert_allclose(out.to_numpy(), want)
+    np.testing.assert_allclose(mat.to_numpy()[:, 0, 0], i)
+    np.testing.assert_allclose(mat.to_numpy()[:, 1], np.tile([6.0, 12.0], (4, 1)))
+
+    @sd.kernel
+    def bad():
+        for i in range(4):
+            out[i] = (i, 1) + offset
+
+    with pytest.raises(sd.SpiradTypeError, match="beside a vector"):
+        bad()

@@ -115,6 +115,36 @@ def test_slices_read_and_write(arch):
 
 
 @test_archs()
+def test_slices_of_global_elements(arch):
+    """`T[None][:3, :3]`, `x[i][1, 1:3]`: a slice of a field element reads the element;
+    assigning to one is refused."""
+    T = sd.Matrix.field(4, 4, sd.f32, shape=2)
+    out = sd.Matrix.field(3, 3, sd.f32, shape=2)
+    row = sd.Vector.field(2, sd.f32, shape=2)
+
+    @sd.kernel
+    def k():
+        for i in range(2):
+            out[i] = T[i][:3, :3].inverse()
+            row[i] = T[i][1, 1:3]
+
+    m = np.tile(np.eye(4, dtype=np.float32), (2, 1, 1))
+    m[:, :3, :3] = [[2, 0, 0], [0, 4, 1], [0, 0, 5]]
+    m[1, 1, 2] = 3.0
+    T.from_numpy(m)
+    k()
+    np.testing.assert_allclose(out.to_numpy(), np.linalg.inv(m[:, :3, :3]), rtol=1e-6)
+    np.testing.assert_allclose(row.to_numpy(), m[:, 1, 1:3])
+
+    @sd.kernel
+    def write():
+        T[0][0, :3] = sd.Vector([1.0, 2.0, 3.0])
+
+    with pytest.raises(sd.SpiradSyntaxError, match="cannot be assigned"):
+        write()
+
+
+@test_archs()
 def test_runtime_index_differentiates(arch):
     x = sd.field(sd.f32, shape=4, needs_grad=True)
     loss = sd.field(sd.f32, shape=(), needs_grad=True)

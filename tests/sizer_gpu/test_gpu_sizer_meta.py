@@ -49,9 +49,9 @@ class _Bindings:
             self.dispatches.append((pipe, list(buffers)))
             return rt_dispatch(pipe, buffers, *a, **k)
 
-        def small_buffer(p, key, data):
+        def small_buffer(p, key, data, tail=b""):
             self.uploads.append(bytes(data))
-            return small(p, key, data)
+            return small(p, key, data, tail)
         monkeypatch.setattr(be.rt, "dispatch", dispatch)
         monkeypatch.setattr(be, "_small_buffer", small_buffer)
 

@@ -20,8 +20,8 @@ from kernel_ir.abi import kernel_abi
 from spirv_codegen import SpirvCaps, compile_tasks, disassemble, validate
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
-FULL = SpirvCaps(True, True, True, True, True, None)
-LAVAPIPE = SpirvCaps(True, True, False, True, False, 65535)
+FULL = SpirvCaps(True, True, True, True, True, None, preserve_float_bits=(32, 64))
+LAVAPIPE = SpirvCaps(True, True, False, True, False, 65535, preserve_float_bits=(32, 64))
 
 
 def axpy():
@@ -57,7 +57,8 @@ def adstack_small():
 
 CASES = {"axpy": (axpy, FULL), "loop_break_continue": (loop_break_continue, LAVAPIPE),
          "f64_sin": (f64_sin, FULL), "atomic_add_f32": (atomic_f32, FULL),
-         "atomic_add_f32_cas": (atomic_f32, SpirvCaps(True, True, False, False, False, 65535)),
+         "atomic_add_f32_cas": (atomic_f32, SpirvCaps(True, True, False, False, False, 65535,
+                                                       preserve_float_bits=(32, 64))),
          "adstack_small": (adstack_small, LAVAPIPE)}
 
 

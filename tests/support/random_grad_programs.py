@@ -13,7 +13,9 @@ Random IR (tests/support/random_kernels.py) exercises code generators; this exer
 user path of reverse mode: frontend, `@sd.func` inlining, offloading into tasks, the adjoint of
 every task, the Tape and hand-called `kernel.grad`. Programs hold 2-4 kernels over fields,
 ndarrays and a Vector field: loops with static and run-time trip counts (`range(nb[None])`,
-ndarray / field values, `while`) carrying locals, `if`, `@sd.func`s (pure helpers, and parallel
+ndarray / field values, `while` — on a counter, on input data (`x0[i] * (j + 1) < T`), or
+`while True` with a `break` on data — whose stacks are measured at launch, no size hint)
+carrying locals, `if`, `@sd.func`s (pure helpers, and parallel
 loops wrapped in a func called at a kernel's top level), and smooth math (sin, cos, tanh, exp of
 bounded values, +, -, *, a / (b * b + 1)). Stores overwrite on purpose: an element stored twice,
 on every trip of a loop, through a linear chain `y[i] = y[i] * c + e`, per Vector component,
@@ -26,8 +28,8 @@ The gradient of every program is defined under Taichi's rules, which the generat
   global the task writes is read only by `y[i] = y[i] * c + e` (a linear read of its own row);
 * a parallel iteration `i` writes only row `i` (and the loss, by `+=`); serial code writes
   constant rows and overwrites the loss;
-* smoothness at the evaluation point: conditions compare integers, or an input against a
-  threshold far from every input value; no abs / min / max / floor.
+* smoothness at the evaluation point: conditions compare integers, or an input (times a small
+  integer) against a threshold far from every such value; no abs / min / max / floor.
 
 Every needs_grad global's final `.grad` must equal d loss / d (its initial value), which covers
 inputs and intermediates alike: a stored element's gradient is consumed, an element only
@@ -171,6 +173,8 @@ class _Task:
 class _Gen:
     def __init__(self, seed: int, fp: str = "f64"):
         self.r = random.Random(seed)
+        self.r_while = random.Random(seed + 7919)  # the form of each `while` (kept apart so the
+                                                    # rest of a seed's program stays the same)
         self.seed = seed
         self.fp = fp
         self.frozen = set()           # globals read by an earlier task: never written again
@@ -203,6 +207,15 @@ class _Gen:
         """A value between two neighbouring inputs x0, far from each of them."""
         v = np.sort(np.concatenate([[0.0, 1.0], self.data["x0"]]))
         k = int(np.argmax(np.diff(v)))
+        return round(float(v[k] + v[k + 1]) / 2, 4)
+
+    def _trip_threshold(self, name, trips):
+        """A value T far from every `name * m` (m = 1 .. trips + 1): `name[..] * (j + 1) < T`
+        ends a loop at a data-dependent trip, the same one for nearby inputs."""
+        base = np.ravel(self.data[name])
+        v = np.sort(np.concatenate([base * m for m in range(1, trips + 2)]))
+        gaps = np.diff(v)
+        k = int(self.r_while.choice(np.argsort(gaps)[-3:]))  # one of the three widest gaps
         return round(float(v[k] + v[k + 1]) / 2, 4)
 
     # -- expressions -------------------------------------------------------------------------------
@@ -373,8 +386,7 @@ class _Gen:
         body = self.block(t, inner, ind + "    ", depth - 1, r.randint(1, 3))
         if k == "while":
             head = f"nb[None] + {r.randrange(2)}"
-            return ([f"{ind}{j} = 0", f"{ind}while {j} < {head}:"] + body +
-                    [f"{ind}    {j} += 1"])
+            return self.while_loop(t, sc, ind, j, head, body)
         bound = {"static": str(r.randint(1, 3)), "nb": "nb[None]",
                  "st": f"st[{sc.get('idx')}]", "sf": f"sf[{sc.get('idx')}]"}[k]
         if k == "st":
@@ -382,6 +394,26 @@ class _Gen:
         if k == "static" and r.random() < 0.3:
             return [f"{ind}for {j} in sd.static(range({bound})):"] + body
         return [f"{ind}for {j} in range({bound}):"] + body
+
+    def while_loop(self, t: _Task, sc, ind, j, head, body) -> list:
+        """A `while` on the counter `j < head`, or also on input data, or `while True` with a
+        `break` on data: trip counts no size expression bounds (measured at launch)."""
+        form = self.r_while.choice(["counter", "data", "data", "break", "break"])
+        if form == "counter":
+            return [f"{ind}{j} = 0", f"{ind}while {j} < {head}:"] + body + [f"{ind}    {j} += 1"]
+        cap = self.r_while.randint(2, 4)
+        if t.serial:
+            name, read = "xs", "xs[None]"
+        else:
+            name, read = "x0", f"x0[{sc['idx']}]"
+        t.read.add(name)
+        lim = self._trip_threshold(name, cap)
+        if form == "data":
+            return ([f"{ind}{j} = 0", f"{ind}while {j} < {cap} and {read} * ({j} + 1) < {lim!r}:"]
+                    + body + [f"{ind}    {j} += 1"])
+        return ([f"{ind}{j} = 0", f"{ind}while True:"] + body +
+                [f"{ind}    {j} += 1", f"{ind}    if {j} >= {head} or {read} * {j} > {lim!r}:",
+                 f"{ind}        break"])
 
     def block(self, t: _Task, sc, ind, depth, n) -> list:
         out = []

@@ -11,11 +11,14 @@ lane to lane across several lane groups. Each program is `for i in x:` over N = 
 with 2-3 loop-carried locals and a random nest (depth <= 3) of:
 
 * loops: `range(n[i])`, `range((i + c) % m)`, `range(c)`, and `while j < n[i] + c:` with a
-  counter, an optional `continue` and an optional `break` on `(i * a + j) % b == 0`;
+  counter — or `while j < n[i] + c and x[i] * (j + 1) < t:`, ending on the input's value —
+  an optional `continue` and an optional `break` on `(i * a + j) % b == 0` (their stacks
+  measured at launch: no size hint);
 * `if` / `else` on `(i + j) % m == r` (j an enclosing loop variable, or 0);
 * assignments `v = v * c + w * d`, optionally with smooth math (`sd.sin`, `sd.cos`).
 
-Every condition is an integer one, so the result is smooth in `x` and float64 central
+Every condition is an integer one, or compares the input with a threshold `t` that no input of
+the test's seeded data comes near, so the result is smooth in `x` and float64 central
 differences apply. `prog.math` tells whether a math function occurs (else the lane path must
 equal the scalar path bit for bit).
 """
@@ -61,6 +64,8 @@ class LaneProgram:
 class _Gen:
     def __init__(self, seed):
         self.r = random.Random(seed)
+        self.r_while = random.Random(seed + 7919)  # the data conditions of `while` loops (apart,
+                                                    # so the rest of a seed's program stays)
         self.math = self.r.random() < 0.5
         self.used_math = False
         self.nvars = self.r.randint(2, 3)
@@ -109,8 +114,10 @@ class _Gen:
         kind = r.choice(["n", "n", "mod", "static", "while"])
         body = self.block(ind + "    ", depth - 1, inner, r.randint(1, 3))
         if kind == "while":
-            out = [f"{ind}{j} = 0", f"{ind}while {j} < n[i] + {r.randint(0, 2)}:",
-                   f"{ind}    {j} += 1"]
+            head = f"{j} < n[i] + {r.randint(0, 2)}"
+            if self.r_while.random() < 0.5:
+                head += f" and x[i] * ({j} + 1) < {self.r_while.uniform(0.1, 1.6):.4f}"
+            out = [f"{ind}{j} = 0", f"{ind}while {head}:", f"{ind}    {j} += 1"]
             if r.random() < 0.5:
                 out += [f"{ind}    if (i + {j}) % {r.randint(2, 4)} == 0:", f"{ind}        continue"]
             out += body

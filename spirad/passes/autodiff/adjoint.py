@@ -152,7 +152,8 @@ class AdjointBuilder:
 
     `on_stack`, `needed`: the slots replayed onto adstacks and the nodes whose primal the reverse
     walk reads (`stack_slots`); `capacities`: per such slot (walk order) its (capacity, automatic
-    size) SizeExprs (`capacities.capacities`), stored on each ADSTACK_ALLOCA.
+    size) SizeExprs (`capacities.capacities`), stored on each ADSTACK_ALLOCA; `measured`: slot ->
+    counter index of the stacks the counting pass sizes (capacity None).
 
     A needed load of a plain local (no store to it in any dynamic loop around the load, so it has
     one value per run of the loops around it) is *held*: at the body's top level the reverse walk
@@ -165,11 +166,13 @@ class AdjointBuilder:
     value anywhere in it), so `t = a[i] * x[i]; y[i] = sin(t)` reads `a` and `x` once, as
     `y[i] = sin(a[i] * x[i])` does."""
 
-    def __init__(self, body: Block, grad_of, on_stack: set, capacities: list, needed=frozenset()):
+    def __init__(self, body: Block, grad_of, on_stack: set, capacities: list, needed=frozenset(),
+                 measured=None):
         self.body = body
         self.grad_of = grad_of
         self.on_stack = on_stack
         self.capacities = capacities
+        self.measured = measured or {}
         self.hold = {x for x in needed if x.op == Op.LOAD and x.srcs[0] not in on_stack}
         self.hold |= {n for n in walk(body)
                       if n.op in LOOPS and n.arg.trips is not None and n.arg.trips not in on_stack}
@@ -198,7 +201,8 @@ class AdjointBuilder:
         if len(self.capacities) != len(slots):
             raise RuntimeError("adjoint: one capacity per stacked slot expected")
         for n, (cap, req) in zip(slots, self.capacities):
-            a = Node(Op.ADSTACK_ALLOCA, n.dtype, (), AdStackArg(n.arg or "v", cap, req), (), n.loc)
+            a = Node(Op.ADSTACK_ALLOCA, n.dtype, (),
+                     AdStackArg(n.arg or "v", cap, req, measured=self.measured.get(n, -1)), (), n.loc)
             self.stacks[n] = b.append(a)  # carries the local's source line for diagnostics
         for n in walk(self.body):
             if n.op == Op.ALLOCA and n not in self.on_stack and n.dtype.is_float:

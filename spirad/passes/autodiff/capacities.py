@@ -12,8 +12,10 @@ iteration, maximised over the iterations:
 
 with trips = Sub(end, begin) (clamped at 0). Loop bounds translate into the grammar: constants,
 scalar arguments, ndarray shapes, field and ndarray reads, enclosing loop indices, + - * max.
-A bound outside it (a WHILE loop, `range(int(sqrt(n)))`) is a compile error at its source line,
-unless `default` (init(default_ad_stack_size=N)) gives such stacks capacity N.
+A stack whose count has a bound outside it (a WHILE loop, `range(int(sqrt(n)))`, a multi-
+dimensional loop of unknown extent) gets no expression: it is *measured* at each launch by the
+counting pass (`counting.py`), unless `default` (init(default_ad_stack_size=N)) gives such stacks
+a fixed capacity N instead (overflow is then possible, and detected).
 """
 from __future__ import annotations
 
@@ -206,9 +208,9 @@ class Sizing:
 def capacities(body: Block, task: Task, default=None, forced=None, written=frozenset(),
                on_stack=None) -> list:
     """(capacity, automatic size or None) per ALLOCA slot of the normalized body, in walk
-    order. `written`: (kind, key,
-    grad) of every global the kernel writes; a loop bound read from one of them is an error (the
-    stacks are sized before the launch, from the values the kernel is about to overwrite)."""
+    order; (None, None) for a stack the counting pass measures. `written`: (kind, key, grad) of
+    every global the kernel writes; a loop bound read from one of them is an error (the stacks
+    are sized before the launch, from the values the kernel is about to overwrite)."""
     s = Sizing(body, task, written)
     out = []
     for n in walk(body):
@@ -216,17 +218,15 @@ def capacities(body: Block, task: Task, default=None, forced=None, written=froze
             continue
         try:
             natural = s.capacity(n)
-        except _Unbounded as u:
+        except _Unbounded:
             natural = None
             if forced:
                 pass
             elif default:
                 out.append((sz.Const(int(default)), None))
                 continue
-            raise user_error(SpiradAutodiffError, f"reverse mode cannot size the autodiff stack of "
-                             f"'{n.arg or 'a local'}': {u.why}. Write the loop as range() over "
-                             f"integers, arguments, ndarray shapes or field values, or set "
-                             f"sd.init(default_ad_stack_size=N) to give such stacks N entries "
-                             f"(overflow is still detected)", u.loc) from None
+            else:
+                out.append((None, None))  # measured at launch (counting.py)
+                continue
         out.append((sz.Const(int(forced)) if forced else natural, natural))
     return out

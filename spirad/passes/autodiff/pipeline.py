@@ -5,17 +5,22 @@
     for each task, last to first:
         normalize   (lower_jumps -> materialize -> snapshot_loads)
         global reads (a read the reverse walk needs must not be overwritten later)
-        capacities  (adstack size expressions)
+        capacities  (adstack size expressions; None: measured at launch)
         adjoint     (forward replay onto adstacks + reverse walk)
         stack tops  (top entries and, where exact, top adjoints cached in locals)
+    counting        (the counting program of the measured stacks, if any)
 
 A kernel whose tasks hand values through temporaries first replays those tasks (global writes
 dropped, temporaries kept) so every adjoint task sees the values it saw in the forward run.
+`reverse_mode` returns (adjoint task list, counting task list or None); the counting task list
+takes the kernel's arguments plus one i32 ndarray, `counts`, into which counter k of an
+ADSTACK_ALLOCA with `measured == k` is max-reduced.
 """
 from __future__ import annotations
 
 from kernel_ir import verifier
-from kernel_ir.nodes import Task, TaskList, globals_used
+from kernel_ir.dtypes import i32
+from kernel_ir.nodes import ArgSpec, GlobalRef, Task, TaskList, globals_used, walk
 from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.rewrite import keep, rebuild
 
@@ -25,6 +30,7 @@ from .diagnostics import (check_bounds_not_overwritten, check_cross_iteration_ra
 from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
+from .counting import counting_tasks
 from .stack_tops import promote_stack_tops
 
 
@@ -36,12 +42,33 @@ def _replay_only(t: Task) -> Task:
     return Task(t.kind, rebuild(t.body, visit), t.index, t.begin, t.end, t.name + "_replay", t.loc)
 
 
+def _check_no_float_reductions_into_temps(t: Task) -> None:
+    """`s += x[i]` into a kernel-scope local (an atomic on a kernel temporary, passes/offload)
+    carries no gradient: refused rather than a silent zero."""
+    from kernel_ir.errors import SpiradAutodiffError
+    from kernel_ir.nodes import walk
+    from kernel_ir.source import user_error
+    for n in walk(t.body):
+        if n.op in ATOMICS and n.arg.kind == "temp" and n.dtype.is_float:
+            raise user_error(SpiradAutodiffError, f"the parallel loop accumulates into "
+                             f"'{n.arg.name}', a local declared outside it: that reduction is not "
+                             f"differentiated; accumulate into a 0-d field with needs_grad=True "
+                             f"instead (s[None] += ...)", n.loc)
+
+
+COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
+
+
 def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False,
-                 adstack_enabled=True) -> TaskList:
+                 adstack_enabled=True) -> tuple:
     tasks = []
+    bodies = {}    # forward task -> its normalized body
+    measured = {}  # forward task -> [(slot, counter index)]
+    n_counters = 0
     written = set()
     written_from = []  # per task: refs written by that task or a later one
     for t in tl.tasks:
+        _check_no_float_reductions_into_temps(t)
         check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
         if not adstack_enabled:
             check_dynamic_nesting(t)
@@ -68,10 +95,26 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         check_overwritten_reads(body, on_stack, needed,
                                 lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
-        adj = promote_stack_tops(AdjointBuilder(body, grad_of, on_stack, caps, needed).build(t.index))
-        tasks.append(Task(t.kind, adj, t.index, t.begin, t.end, t.name + "_grad", t.loc))
+        slots = [n for n in walk(body) if n.op == Op.ALLOCA and n in on_stack]
+        m = {}
+        for slot, (cap, _) in zip(slots, caps):
+            if cap is None:
+                m[slot] = n_counters
+                n_counters += 1
+        bodies[id(t)], measured[id(t)] = body, list(m.items())
+        adj = AdjointBuilder(body, grad_of, on_stack, caps, needed, m).build(t.index)
+        tasks.append(Task(t.kind, promote_stack_tops(adj), t.index, t.begin, t.end,
+                          t.name + "_grad", t.loc))
     out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
         g for g in (grad_of(r) for r in tl.temps) if g is not None))
     if verify:
         verifier.verify_tasks(out)
-    return out
+    counting = None
+    if n_counters:
+        counts = GlobalRef("ndarray", len(tl.args), i32, 1, None, COUNTS_NAME)
+        counting = TaskList(tl.name + "_count", tl.args + (ArgSpec(COUNTS_NAME, "ndarray", i32, 1),),
+                            counting_tasks(tl, [bodies[id(t)] for t in tl.tasks],
+                                           [measured[id(t)] for t in tl.tasks], counts), tl.temps)
+        if verify:
+            verifier.verify_tasks(counting)
+    return out, counting
