@@ -205,6 +205,11 @@ class TaskSizing:
             fmap = _state.current().field_map()
             fields = [fmap[f] for f in sorted(lv.fields)]
         key_of = _key_function(sorted(lv.scalars), sorted(lv.shapes), sorted(lv.ndarrays), fields)
+        if any(m >= 0 for m in measured):
+            if counting is None:
+                raise RuntimeError("a measured adstack without the program's counting pass")
+            own, counted = key_of, counting.key_of
+            key_of = lambda args: (own(args), counted(args))  # noqa: E731
         required = tuple(a.arg.required for a in stacks)
         return TaskSizing(exprs, required, tuple(a.dtype.nbytes for a in stacks),
                           tuple(adstack_kind(a) for a in stacks), lv,
