@@ -51,6 +51,9 @@ def main():
     res = {"scene": a.scene, "quadrants": getattr(qd, "__file__", "?"), "ndarray": bool(gs.use_ndarray),
            "build_s": build, "step_ms_mean": 1e3 * float(np.mean(steps[1:])),
            "step_ms_median": 1e3 * float(np.median(steps[1:])), "traj": traj}
+    if "spirad" in str(res["quadrants"]):  # spirad's offline cache: programs loaded / compiled
+        from spirad import offline_cache
+        res["offline_cache"] = dict(offline_cache.stats)
     print(json.dumps({k: v for k, v in res.items() if k != "traj"}))
     print("final", traj[-1])
     if a.out:

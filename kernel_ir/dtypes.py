@@ -85,3 +85,17 @@ def from_numpy(dt) -> DType:
     if dt == np.dtype(np.bool_):
         return u1
     raise KeyError(str(dt))
+
+
+def from_python(t, default_fp: DType, default_ip: DType):
+    """The dtype a Python type names where a dtype is expected (Taichi's convention): `float` ->
+    the default float, `int` -> the default int, `bool` -> u1; anything else is returned as it
+    is, for the caller to check. The one place this mapping is written (annotations, fields,
+    casts, return types, random())."""
+    if t is float:
+        return default_fp
+    if t is int:
+        return default_ip
+    if t is bool:
+        return u1
+    return t

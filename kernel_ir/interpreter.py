@@ -143,6 +143,29 @@ class Memory:
         self.capacities = capacities or {}  # ADSTACK_ALLOCA node -> int capacity (None: unbounded)
         self.prints = []  # (format id, [values]) per PRINT executed
 
+    @classmethod
+    def from_args(cls, abi, args, argbuf, view, refs=None, capacities=None) -> "Memory":
+        """The memory of a launch from its argument buffer (`abi.unpack_args`): each binding
+        (`refs`: (binding index, GlobalRef) pairs, default all of `abi.bindings`) as
+        `view(binding index, ref, shape)` with its shape — a field's own, an ndarray's extents
+        from the buffer, (1,) for a kernel temporary — and an empty array of the right shape for
+        each ndarray whose shape is read but that is never indexed (NDARRAY_SHAPE reads it).
+        The one decoding the interpreter backend and host-evaluated ranges share."""
+        scalars, shapes = abi.unpack_args(args, argbuf)
+        arrays = {}
+        for k, ref in (enumerate(abi.bindings) if refs is None else refs):
+            if ref.kind == "field":
+                shape = ref.shape
+            elif ref.kind == "ndarray":
+                shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
+            else:
+                shape = (1,)
+            arrays[ref.buffer] = view(k, ref, shape)
+        for a, axes in shapes.items():
+            arrays.setdefault(("ndarray", a, False),
+                              np.zeros(tuple(axes[k] for k in range(len(axes))), np.uint8))
+        return cls(arrays, scalars, capacities)
+
     def array(self, ref):
         try:
             return self.arrays[ref.buffer]

@@ -20,8 +20,8 @@ touch memory for the entries themselves. The heap_int counter slots of the layou
 and are never written (the cap == 0 reads below use them as an always-valid 8-byte dummy).
 
 Semantics (the ABI): ALLOCA sets the count to 0; PUSH at count >= cap records
-(1 = ADSTACK_OVERFLOW, task index, stack index) through a cold helper (cmpxchg on status word 0,
-so the first error wins) and writes nothing; otherwise it stores the primal, zeroes the adjoint
+(1 = ADSTACK_OVERFLOW, task index, stack index) through a cold helper (`lower_memory.status_helper`:
+cmpxchg on status word 0, so the first error wins) and writes nothing; otherwise it stores the primal, zeroes the adjoint
 (float stacks) and increments the count. POP decrements a non-zero count. LOAD_TOP /
 LOAD_TOP_ADJ / ACC_ADJ address entry max(count-1, 0); with cap == 0 they read 0 (the load goes
 to the stack's always-valid 8-byte heap_int counter slot and the result is replaced by 0) and
@@ -44,8 +44,8 @@ from kernel_ir.nodes import Task
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext, entry_alloca
-from .lltypes import I8, I32, I64, PTR, VOID, mem_type
-from .lower_memory import from_memory, to_memory
+from .lltypes import I8, I32, I64, PTR, mem_type
+from .lower_memory import from_memory, status_helper, to_memory
 from .lower_ops import convert
 
 OVERFLOW_HELPER = "spirad.adstack.overflow"
@@ -143,28 +143,8 @@ def stack_of(ctx: FnContext, n) -> _Stack:
 
 def _overflow_helper(ctx: FnContext) -> ir.Function:
     """`void spirad.adstack.overflow(ptr status, i32 task, i32 stack)`: first error wins."""
-    lib = ctx.lib
-    if lib.has(OVERFLOW_HELPER):
-        return lib.declare(OVERFLOW_HELPER, VOID, [PTR, I32, I32])
-    fn = lib.declare(OVERFLOW_HELPER, VOID, [PTR, I32, I32])
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("cold")
-    fn.attributes.add("nounwind")
-    status, task, stack = fn.args
-    entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
-    b = ir.IRBuilder(entry)
-    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
-    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_ADSTACK_OVERFLOW),
-                    lib.target.ordering(), "monotonic")
-    b.cbranch(b.extract_value(res, 1), won, done)
-    b.position_at_end(won)
-    for i, v in ((StatusWord.TASK, task), (StatusWord.AUX, stack)):
-        b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
-    b.branch(done)
-    b.position_at_end(done)
-    b.ret_void()
-    return fn
+    return status_helper(ctx.lib, OVERFLOW_HELPER, STATUS_ADSTACK_OVERFLOW, [I32, I32],
+                         lambda b, args: zip((StatusWord.TASK, StatusWord.AUX), args))
 
 
 def record_overflow(ctx: FnContext, s: _Stack):

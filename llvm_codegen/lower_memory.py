@@ -8,7 +8,8 @@ Bounds checks (`ctx.bounds_check`, from `compile_tasks(..., bounds_check=True)`)
 global access every index, widened to i64 (sext / zext by its dtype), is compared *unsigned*
 against its axis extent (so a negative index fails too); the access runs in a branch taken only
 when all axes pass. Otherwise a cold, never-inlined helper records the error in the status
-buffer (layout in `llvm_codegen.program`; first error wins) and the access is skipped: a load or
+buffer (layout in `llvm_codegen.program`; first error wins; `status_helper` builds every such
+recorder, the adstack overflow's too) and the access is skipped: a load or
 an atomic add yields 0, a store writes nothing. Without bounds checks none of this is emitted.
 """
 from __future__ import annotations
@@ -124,35 +125,47 @@ def element_ptr(ctx: FnContext, ref: GlobalRef, index_nodes) -> ir.Value:
     return ctx.b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
 
 
-def _bounds_helper(ctx: FnContext) -> ir.Function:
-    """`void spirad.bounds.fail(ptr status, i32 task, i32 k, i32 axis, i64 value, i64 extent,
-    i32 site)`: cmpxchg status word 0 from 0 to STATUS_INDEX_OUT_OF_RANGE; the winner writes
-    words 1..7 (layout in `llvm_codegen.program`)."""
-    lib = ctx.lib
-    sig = (VOID, [PTR, I32, I32, I32, I64, I64, I32])
-    if lib.has(BOUNDS_HELPER):
-        return lib.declare(BOUNDS_HELPER, *sig)
-    fn = lib.declare(BOUNDS_HELPER, *sig)
+def status_helper(lib, name: str, code: int, params: list, words) -> ir.Function:
+    """`void @name(ptr status, *params)`, the one way LLVM code records an error in the status
+    words (`kernel_ir.abi.StatusWord`): cmpxchg word CODE from 0 to `code`, and the winner (the
+    first error wins) stores `words(b, args)` = [(StatusWord, i32 value), ...]. Internal,
+    noinline, cold: the error path costs the hot code one call."""
+    sig = (VOID, [PTR] + list(params))
+    if lib.has(name):
+        return lib.declare(name, *sig)
+    fn = lib.declare(name, *sig)
     fn.linkage = "internal"
     for a in ("noinline", "cold", "nounwind"):
         fn.attributes.add(a)
-    status, task, k, axis, value, extent, site = fn.args
+    status = fn.args[0]
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
-    code = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
-    res = b.cmpxchg(code, ir.Constant(I32, 0), ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE),
-                    lib.target.ordering(), "monotonic")
+    word = b.gep(status, [ir.Constant(I64, StatusWord.CODE)], inbounds=True, source_etype=I32)
+    res = b.cmpxchg(word, ir.Constant(I32, 0), ir.Constant(I32, code), lib.target.ordering(),
+                    "monotonic")
     b.cbranch(b.extract_value(res, 1), won, done)
     b.position_at_end(won)
-    hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
-    W = StatusWord
-    for i, v in ((W.TASK, task), (W.AUX, k), (W.VALUE_LO, b.trunc(value, I32)), (W.AXIS, axis),
-                 (W.EXTENT, b.trunc(extent, I32)), (W.VALUE_HI, hi), (W.SITE, site)):
+    for i, v in words(b, fn.args[1:]):
         b.store(v, b.gep(status, [ir.Constant(I64, i)], inbounds=True, source_etype=I32))
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
     return fn
+
+
+def _bounds_words(b, args):
+    task, k, axis, value, extent, site = args
+    hi = b.trunc(b.lshr(value, ir.Constant(I64, 32)), I32)
+    W = StatusWord
+    return ((W.TASK, task), (W.AUX, k), (W.VALUE_LO, b.trunc(value, I32)), (W.AXIS, axis),
+            (W.EXTENT, b.trunc(extent, I32)), (W.VALUE_HI, hi), (W.SITE, site))
+
+
+def _bounds_helper(ctx: FnContext) -> ir.Function:
+    """`void spirad.bounds.fail(ptr status, i32 task, i32 k, i32 axis, i64 value, i64 extent,
+    i32 site)`: STATUS_INDEX_OUT_OF_RANGE with words 1..7 (layout in `llvm_codegen.program`)."""
+    return status_helper(ctx.lib, BOUNDS_HELPER, STATUS_INDEX_OUT_OF_RANGE,
+                         [I32, I32, I32, I64, I64, I32], _bounds_words)
 
 
 def _access(ctx: FnContext, n, index_nodes, access):

@@ -30,14 +30,9 @@ def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
     if isinstance(dtype, (VectorType, MatrixType)):
         base, _ = resolve_dtype(dtype.dtype)
         return base, dtype.comp_shape
+    dtype = T.from_python(dtype, st.default_fp, st.default_ip)
     if isinstance(dtype, T.DType):
         return dtype, ()
-    if dtype is float:
-        return st.default_fp, ()
-    if dtype is int:
-        return st.default_ip, ()
-    if dtype is bool:
-        return T.u1, ()
     raise SpiradTypeError(f"unsupported dtype {dtype!r}; use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32 or sd.u1")
 
 
@@ -596,33 +591,21 @@ class SNode:
         for f in fields:
             if not isinstance(f, Field):
                 raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
-            dual_of = f._dual_of
-            if dual_of is not None:  # x.dual: enable x's dual
-                if dual_of._dual is None:
-                    if dual_of.shape is not None and dual_of.shape != self.shape:
+            # x.dual / x.grad: enable x's dual / gradient slot, with x's shape
+            owner, slot, add = (f._dual_of, "_dual", "_add_dual") if f._dual_of is not None else \
+                (f._primal, "_grad", "_add_grad")
+            if owner is not None:
+                if getattr(owner, slot) is None:
+                    if owner.shape is not None and owner.shape != self.shape:
                         raise SpiradValueError(f"{f.name} must be placed with the shape of "
-                                               f"{dual_of.name}, {dual_of.shape}; got {self.shape}")
-                    dual_of._add_dual()
-                if dual_of.shape is None:
-                    dual_of.shape = self.shape
-                elif dual_of.shape != self.shape:
-                    raise SpiradValueError(f"{f.name} must have the shape of {dual_of.name}, "
-                                           f"{dual_of.shape}; got {self.shape}")
-                f.shape = dual_of.shape
-                continue
-            primal = f._primal
-            if primal is not None:  # x.grad: enable x's gradient
-                if primal._grad is None:
-                    if primal.shape is not None and primal.shape != self.shape:
-                        raise SpiradValueError(f"{f.name} must be placed with the shape of "
-                                               f"{primal.name}, {primal.shape}; got {self.shape}")
-                    primal._add_grad()
-                if primal.shape is None:
-                    primal.shape = self.shape
-                elif primal.shape != self.shape:
-                    raise SpiradValueError(f"{f.name} must have the shape of {primal.name}, "
-                                           f"{primal.shape}; got {self.shape}")
-                f.shape = primal.shape
+                                               f"{owner.name}, {owner.shape}; got {self.shape}")
+                    getattr(owner, add)()
+                if owner.shape is None:
+                    owner.shape = self.shape
+                elif owner.shape != self.shape:
+                    raise SpiradValueError(f"{f.name} must have the shape of {owner.name}, "
+                                           f"{owner.shape}; got {self.shape}")
+                f.shape = owner.shape
                 continue
             if f.shape is not None and f.shape != self.shape:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")

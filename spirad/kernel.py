@@ -211,8 +211,7 @@ class Kernel(PyFunction):
     def _vector_value(self, ann, a, name, i, st):
         """A vector / matrix argument (`v: sd.math.vec3`): its scalar type and shape, checked."""
         comp = ann.comp_shape
-        dtype = st.default_fp if ann.dtype is float else st.default_ip if ann.dtype is int \
-            else ann.dtype
+        dtype = T.from_python(ann.dtype, st.default_fp, st.default_ip)
         try:
             arr = np.asarray(a, dtype=np.float64 if dtype.is_float else np.int64)
         except (TypeError, ValueError):
@@ -418,14 +417,9 @@ def data_oriented(cls):
 
 
 def _scalar_annotation(ann, st, name, kname):
+    ann = T.from_python(ann, st.default_fp, st.default_ip)
     if isinstance(ann, T.DType):
         return ann
-    if ann is float:
-        return st.default_fp
-    if ann is int:
-        return st.default_ip
-    if ann is bool:
-        return T.u1
     import inspect
     if ann is inspect.Parameter.empty:
         raise SpiradTypeError(f"argument '{name}' of kernel {kname} needs a type annotation "

@@ -57,14 +57,9 @@ def return_spec(kernel, state):
 
 
 def _element_type(t, state, name):
+    t = T.from_python(t, state.default_fp, state.default_ip)
     if isinstance(t, (T.DType, VectorType, MatrixType)):
         return t
-    if t is float:
-        return state.default_fp
-    if t is int:
-        return state.default_ip
-    if t is bool:
-        return T.u1
     raise SpiradTypeError(f"kernel {name} has return type {t!r}; use a dtype (sd.f32, int, ...), "
                           f"sd.types.vector(n, dtype), sd.types.matrix(n, m, dtype) or a tuple of "
                           f"those")

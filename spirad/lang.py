@@ -127,7 +127,8 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
     st = _state.current()
     if getattr(st, "py_rng", None) is None:
         st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
-    if dtype is int or (hasattr(dtype, "is_int") and dtype.is_int):
+    from kernel_ir.dtypes import from_python
+    if getattr(from_python(dtype, st.default_fp, st.default_ip), "is_int", False):
         return int(st.py_rng.integers(-2**31, 2**31))
     return float(st.py_rng.random())
 

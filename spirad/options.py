@@ -77,6 +77,11 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_CACHE_MAX_SIZE", "str", None,
            "size cap of the offline cache directory: bytes, or a number with K, M or G "
            "(default 1G)", hint="bytes, 500M, 2G"),
+    Switch("SPIRAD_AD_OVERWRITTEN_READS", "choice", "error",
+           "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
+           "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "
+           "a warning naming the read (`warn`: for programs whose data never lets the write hit "
+           "the read, which spirad cannot prove; Genesis' rigid solver)", ("error", "warn")),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
            "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes"),
     Switch("SPIRAD_DEBUG", "flag", False,

@@ -10,13 +10,16 @@
   'bits', see `interface.py`) and every plain load/store of it bitcasts. Exchange is one
   OpAtomicExchange of the bits; add / min / max are a compare-and-swap loop whose new value is
   the float op (min / max NaN-ignoring, as `lower_math`'s). f64 needs Int64 + Int64Atomics.
+* f32 min / max under a profile without compare-and-swap (Metal: naga rejects
+  OpAtomicCompareExchange): two integer atomics on the bit pattern (`float_min_max_by_sign`),
+  for root-placed fields only (they need a second, i32 view of the same bytes).
 
 All atomics use Device scope and relaxed semantics; each returns the old value. The CAS loop
 counts its back-edges like any loop when a loop-iteration cap is set (see lower.py).
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import f32, f64, u1, u32
+from kernel_ir.dtypes import f32, f64, i32, u1, u32
 from kernel_ir.ops import ATOMIC_COMBINE, Op
 
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64
@@ -40,6 +43,13 @@ def needs_cas(dt, caps, op=Op.ATOMIC_ADD) -> bool:
     if dt == f64:
         return not caps.has_atomic_float64_add
     return False
+
+
+def by_sign(dt, caps, op) -> bool:
+    """Is this an f32 atomic min / max the profile cannot run as a compare-and-swap loop (done
+    by `float_min_max_by_sign` instead)?"""
+    return dt == f32 and op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX) and \
+        not getattr(caps, "profile").compare_exchange
 
 
 def needs_bits(dt, caps, op=Op.ATOMIC_ADD) -> bool:
@@ -124,3 +134,59 @@ def _cas_loop(L, comb, ptr, v, dt, scope, sem):
     fn.branch(header)
     fn.begin(merge)
     return E.op("OpBitcast", dt, cur)
+
+
+def float_min_max_by_sign(L, op, ptr_u: int, ptr_i: int, v: int) -> int:
+    """f32 atomic max / min of `v` without a compare-and-swap loop; `ptr_u` / `ptr_i`: the element
+    through a u32 and an i32 view of the same bytes (naga takes an atomic's signedness from its
+    pointer). Ordered as floats, non-negative bit patterns compare as signed ints, and negative
+    ones (sign bit set) in reverse as unsigned ints, below every non-negative one. So a max of a
+    `v` with the sign bit clear is a signed max of the bits, of a negative `v` an unsigned min
+    (a stored non-negative value is a smaller unsigned int and stays); min the other way round
+    (`_by_sign`). NaN-ignoring, as the compare-and-swap loop: a NaN `v` changes nothing; a NaN
+    stored (which the integer orders would keep) is replaced by an exchange, and whatever value
+    that exchange displaced (another thread's, stored since the NaN was read) is merged back by
+    the same min / max: they are idempotent and commutative, so the final value is the min /
+    max of every non-NaN operand. Returns the old value as f32."""
+    E, fn = L.E, L.E.fn
+    scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
+    bits = E.op("OpBitcast", u32, v)
+    cur = E.op("OpAtomicLoad", u32, ptr_u, scope, sem)
+    replace = E.op("OpLogicalAnd", u1, E.op("OpIsNan", u1, E.op("OpBitcast", f32, cur)),
+                   E.op("OpLogicalNot", u1, E.op("OpIsNan", u1, v)))
+    fix, usual, merge = fn.label(), fn.label(), fn.label()
+    fn.selection_merge(merge)
+    fn.branch_cond(replace, fix, usual)
+    fn.begin(fix)
+    displaced = E.op("OpAtomicExchange", u32, ptr_u, scope, sem, bits)
+    _by_sign(E, op, ptr_u, ptr_i, displaced)  # a NaN displaced: the identities, a no-op
+    fix_end = fn.current.label
+    fn.branch(merge)
+    fn.begin(usual)
+    old = _by_sign(E, op, ptr_u, ptr_i, bits)
+    usual_end = fn.current.label
+    fn.branch(merge)
+    fn.begin(merge)
+    return E.op("OpBitcast", f32, E.op("OpPhi", u32, displaced, fix_end, old, usual_end))
+
+
+def _by_sign(E, op, ptr_u: int, ptr_i: int, bits: int) -> int:
+    """The two integer atomics of an f32 max / min of the float with bit pattern `bits`: the one
+    that does not apply (and both, for a NaN) gets its identity operand (signed max: INT_MIN,
+    unsigned min: 0xFFFFFFFF, ...), so there is no branch. Returns the old bits: the applying
+    atomic's."""
+    scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
+    nan = E.op("OpIsNan", u1, E.op("OpBitcast", f32, bits))
+    neg = E.op("OpINotEqual", u1, E.op("OpShiftRightLogical", u32, bits, E.c(31, u32)),
+               E.c(0, u32))
+    use_u = E.op("OpLogicalAnd", u1, neg, E.op("OpLogicalNot", u1, nan))
+    use_i = E.op("OpLogicalAnd", u1, E.op("OpLogicalNot", u1, neg),
+                 E.op("OpLogicalNot", u1, nan))
+    if op == Op.ATOMIC_MAX:
+        i_op, i_id, u_op, u_id = "OpAtomicSMax", -(1 << 31), "OpAtomicUMin", 0xFFFFFFFF
+    else:
+        i_op, i_id, u_op, u_id = "OpAtomicSMin", (1 << 31) - 1, "OpAtomicUMax", 0
+    old_i = E.op(i_op, i32, ptr_i, scope, sem,
+                 E.sel(use_i, E.op("OpBitcast", i32, bits), E.c(i_id, i32), i32))
+    old_u = E.op(u_op, u32, ptr_u, scope, sem, E.sel(use_u, bits, E.c(u_id, u32), u32))
+    return E.sel(use_i, E.op("OpBitcast", u32, old_i), old_u, u32)

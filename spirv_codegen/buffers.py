@@ -22,9 +22,13 @@ Binding numbers (descriptor set 0):
                         f32 -> f32 (u32 where a task adds to it with a compare-and-swap loop),
                         f64 -> f64 (u64 likewise), i32 / u32 / u1 -> u32 (bitcast; u1 as 0/1),
                         i64 / u64 -> u64 (bitcast), except a signed int a task takes an atomic
-                        min / max of (its own type). Two views of a chunk alias one buffer but never
-                        the same bytes within a task: a field is accessed through one view per
-                        task, and distinct fields do not overlap.
+                        min / max of (its own type). Two views of a chunk alias one buffer but
+                        (with one exception) never the same bytes within a task: a field is
+                        accessed through one view per task, and distinct fields do not overlap.
+                        The exception: an f32 field a task takes an atomic min / max of under a
+                        profile without compare-and-swap (Metal) is accessed through its u32 view
+                        and, for the signed half of that atomic, an i32 view (`extra_views`,
+                        `atomics.float_min_max_by_sign`).
     2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`)
     2+V+O ...           adstack metadata and heap(s), then a device range's arguments
                         (`end` = first_array + V + O replaces 2 + the ref count of the
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import f32, f64, u32
+from kernel_ir.dtypes import f32, f64, i32, u32
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
@@ -62,7 +66,7 @@ def view_dtype(dt, kind: str = "native"):
     min / max on a signed int) keeps the signed type, whose signedness naga reads from the
     pointer, not from the opcode."""
     if dt == f32:
-        return u32 if kind == "bits" else f32
+        return u32 if kind in ("bits", "fminmax") else f32
     if dt == f64:
         return U64 if kind == "bits" else f64
     if kind == "signed":
@@ -121,19 +125,35 @@ class BufferMap:
                          self.status_chunk, self.status_word)
 
 
+def extra_views(dt, kind: str) -> tuple:
+    """View types a root-placed ref of dtype `dt` accessed as `kind` needs besides
+    `view_dtype(dt, kind)`: 'fminmax' (an f32 atomic min / max without compare-and-swap) also
+    takes the signed half of the atomic through an i32 view."""
+    return (i32,) if kind == "fminmax" else ()
+
+
 def access_kinds(task, abi, caps) -> dict:
     """ABI index -> 'bits' for the refs a task updates atomically on their bit patterns (a float
-    atomic as a compare-and-swap loop, or an exchange), 'signed' for signed ints it takes an
-    atomic min / max of; refs not listed are 'native'."""
+    atomic as a compare-and-swap loop, or an exchange), 'fminmax' for an f32 it takes an atomic
+    min / max of where the profile has no compare-and-swap (bits too, and an i32 view:
+    `atomics.float_min_max_by_sign`), 'signed' for signed ints it takes an atomic min / max of;
+    refs not listed are 'native'."""
     out = {}
     for n in walk(task.body):
         if n.op in ATOMICS:
-            dt = n.arg.dtype
-            if atomics.needs_bits(dt, caps, n.op):
-                out[abi.binding_index(n.arg)] = "bits"
+            dt, k = n.arg.dtype, abi.binding_index(n.arg)
+            if atomics.by_sign(dt, caps, n.op):
+                out[k] = "fminmax"
+            elif atomics.needs_bits(dt, caps, n.op):
+                if out.get(k) != "fminmax":
+                    out[k] = "bits"
             elif dt.kind == "i" and n.op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX):
-                out[abi.binding_index(n.arg)] = "signed"
+                out[k] = "signed"
     return out
+
+
+def _ref_views(chunk: int, dt, kind: str) -> list:
+    return [(chunk, view_dtype(dt, kind))] + [(chunk, v) for v in extra_views(dt, kind)]
 
 
 def task_refs(task, abi) -> set:
@@ -156,9 +176,9 @@ def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap
         kinds = access_kinds(t, abi, caps)
         for k in sorted(task_refs(t, abi)):
             if chunk[k] >= 0:
-                v = (chunk[k], view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")))
-                if v not in views:
-                    views.append(v)
+                for v in _ref_views(chunk[k], abi.bindings[k].dtype, kinds.get(k, "native")):
+                    if v not in views:
+                        views.append(v)
     for k in range(n):  # a ref no task accesses (a temp of an emptied task): a view anyway
         if chunk[k] >= 0 and not any(c == chunk[k] for c, _ in views):
             views.append((chunk[k], view_dtype(abi.bindings[k].dtype)))
@@ -180,8 +200,8 @@ def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
     refs = task_refs(task, abi)
     kinds = access_kinds(task, abi, caps)
     views = tuple(v for v in bmap.views if v == (bmap.status_chunk, u32) or any(
-        bmap.chunk[k] == v[0] and view_dtype(abi.bindings[k].dtype, kinds.get(k, "native")) ==
-        v[1] for k in refs if bmap.chunk[k] >= 0))
+        v in _ref_views(bmap.chunk[k], abi.bindings[k].dtype, kinds.get(k, "native"))
+        for k in refs if bmap.chunk[k] >= 0))
     own = tuple(k for k in bmap.own if k in refs)
     return BufferMap(bmap.chunk, own, views, bmap.offset_words, bmap.arg_bytes,
                      bmap.status_chunk, bmap.status_word)

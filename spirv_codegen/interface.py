@@ -96,7 +96,7 @@ class Interface:
         'bits' is a same-width unsigned int bitcast to and from `dt` (compare-and-swap atomics,
         root views of ints: `buffers.view_dtype`)."""
         access = self.storage.get(k, "native")
-        cas = access == "bits"
+        cas = access in ("bits", "fminmax")
         if dt.kind == "b":
             return u32, "bool"
         if self.bmap.in_root(k):
@@ -116,6 +116,15 @@ class Interface:
             "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
+
+    def root_ptr_as(self, k: int, index: int, vdt) -> int:
+        """Pointer to element `index` of root-placed ref k through its chunk's view of type
+        `vdt` (one of `buffers.extra_views`: the same bytes as `array_ptr`'s)."""
+        bm, E = self.bmap, self.E
+        base = self.prologue(("root_base", k), lambda: E.op(
+            "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
+        index = E.op("OpIAdd", i32, base, index)
+        return self.element_ptr(bm.first_array + bm.views.index((bm.chunk[k], vdt)), vdt, index)
 
     def load_elem(self, k: int, dt, index: int) -> int:
         E = self.E

@@ -35,27 +35,17 @@ class InterpBackend(BackendBase):
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         tl, abi = program
-        scalars, shapes = abi.unpack_args(tl.args, argbuf)
-        arrays = {}
-        for ref, st in zip(abi.bindings, storages):
-            if ref.kind == "field":
-                shape = ref.shape
-            elif ref.kind == "ndarray":
-                shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
-            else:
-                shape = (1,)
-                st = self.temps.setdefault((id(program),) + ref.buffer, np.zeros(8, dtype=np.uint8))
-            arrays[ref.buffer] = self.view(st, ref.dtype.np, shape)
-        for a, axes in shapes.items():
-            key = ("ndarray", a, False)
-            if key not in arrays:  # shape queried but never indexed
-                arrays[key] = np.zeros(tuple(axes[k] for k in range(len(axes))), dtype=np.uint8)
+
+        def view(k, ref, shape):
+            st = storages[k] if ref.kind in ("field", "ndarray") else \
+                self.temps.setdefault((id(program),) + ref.buffer, np.zeros(8, dtype=np.uint8))
+            return self.view(st, ref.dtype.np, shape)
         caps = {}
         if adstack is not None:
             for t, sized in zip(tl.tasks, adstack.sized):
                 if sized is not None:
                     caps.update(zip(adstack_allocas(t), sized.caps))
-        mem = Memory(arrays, scalars, caps)
+        mem = Memory.from_args(abi, tl.args, argbuf, view, capacities=caps)
         for ti, (t, rng) in enumerate(zip(tl.tasks, ranges)):
             try:
                 if t.kind == "serial":

@@ -21,7 +21,7 @@ imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchE
 from __future__ import annotations
 
 
-from kernel_ir.dtypes import f64
+from kernel_ir.dtypes import f32, f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
@@ -125,15 +125,23 @@ class MetalBackend(SpirvBackend):
                 f"kernel {tl.name}: atomic add on {n.dtype.name} is not available on Metal "
                 f"({self.caps.name}); Metal has 32-bit integer and f32 atomic adds only"), loc)
 
+        n, loc = _first_use(tl, lambda n: n.op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX) and
+                            n.dtype == f32 and n.arg.kind == "ndarray")
+        if n is not None:  # a field's f32 min / max is two int atomics through two views of
+            # its root buffer (atomics.float_min_max_by_sign); an ndarray has one binding
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name}: {n.op.name.lower()} on an f32 ndarray element is not "
+                f"available on Metal ({self.caps.name}): it has no compare-and-swap loop; keep "
+                f"the value in an f32 field (fields support it) or use another arch"), loc)
         n, loc = _first_use(tl, lambda n: n.op in ATOMICS and n.op != Op.ATOMIC_ADD and (
-            n.dtype.bits == 64 or n.dtype.kind == "f" and n.op != Op.ATOMIC_XCHG))
+            n.dtype.bits == 64 or n.dtype.kind == "f" and n.dtype != f32 and
+            n.op != Op.ATOMIC_XCHG))
         if n is not None:
             name = n.op.name.lower().replace("xchg", "exchange")
             raise user_error(SpiradTypeError, (
                 f"kernel {tl.name}: {name} on {n.dtype.name} is not available on Metal "
-                f"({self.caps.name}): it has no 64-bit atomics and no compare-and-swap loop for "
-                f"float min / max; use 32-bit integers (e.g. the float's bits, ordered) or "
-                f"another arch"), loc)
+                f"({self.caps.name}): it has no 64-bit atomics; use 32-bit integers or another "
+                f"arch"), loc)
 
     LIMIT_NAME = "per kernel (Metal, through wgpu)"
 

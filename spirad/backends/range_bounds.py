@@ -26,8 +26,6 @@ host or GPU sizer evaluates at each launch.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from kernel_ir.errors import SpiradValueError
 from kernel_ir.interpreter import Memory, eval_expr
 from kernel_ir.ops import Op
@@ -52,20 +50,7 @@ class HostBounds:
     def evaluate(self, argbuf: bytes, view) -> tuple:
         """(begin, end); `view(binding index, ref, shape)` -> a numpy array of the ref's dtype
         with that shape over the live memory (pending work finished)."""
-        scalars, shapes = self.abi.unpack_args(self.tl.args, argbuf)
-        arrays = {}
-        for k, ref in self.refs:
-            if ref.kind == "field":
-                shape = ref.shape
-            elif ref.kind == "ndarray":
-                shape = tuple(shapes[ref.key][ax] for ax in range(ref.ndim))
-            else:
-                shape = (1,)
-            arrays[ref.buffer] = view(k, ref, shape)
-        mem = Memory(arrays, scalars)
-        for a, axes in shapes.items():
-            mem.arrays.setdefault(("ndarray", a, False), np.zeros(
-                tuple(axes[k] for k in range(len(axes))), np.uint8))
+        mem = Memory.from_args(self.abi, self.tl.args, argbuf, view, refs=self.refs)
         try:
             return int(eval_expr(self.task.begin, mem)), int(eval_expr(self.task.end, mem))
         except IndexError:

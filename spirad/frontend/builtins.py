@@ -10,7 +10,7 @@ import math
 
 from .. import lang
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
-from kernel_ir.dtypes import DType
+from kernel_ir.dtypes import DType, from_python
 from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
@@ -67,11 +67,7 @@ def _cast_to(v, args, kw, node, dtype: DType):
 
 def h_cast(v, args, kw, node):
     _arity(v, args, 2, node)
-    dtype = args[1]
-    if dtype is float:
-        dtype = v.ctx.default_fp
-    elif dtype is int:
-        dtype = v.ctx.default_ip
+    dtype = from_python(args[1], v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, DType):
         raise v.ctx.error(SpiradTypeError, "cast(x, dtype) needs a dtype such as sd.f32", node)
     return v.cast(args[0], dtype)
@@ -287,8 +283,7 @@ def h_randn(v, args, kw, node):
     """`sd.randn(dtype=None)`: a standard normal sample by Box-Muller from two `sd.random()`
     draws (Taichi's formula: sqrt(-2 log(1 - u1)) cos(2 pi u2))."""
     dtype = args[0] if args else kw.get("dt", kw.get("dtype"))
-    if dtype is None or dtype is float:
-        dtype = v.ctx.default_fp
+    dtype = from_python(float if dtype is None else dtype, v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, DType) or not dtype.is_float:
         raise v.ctx.error(SpiradTypeError, "randn(dtype) needs a float dtype", node)
     u1 = v.binop(Op.SUB, 1.0, h_random(v, [dtype], {}, node))
@@ -345,7 +340,7 @@ def _filled(kind):
         except Exception as e:  # noqa: BLE001 - a bad call: report it at the kernel line
             raise v.ctx.error(SpiradTypeError, f"{kind}(...): {e}", node) from None
         from ..field import resolve_dtype
-        t = v.ctx.default_fp if dt is float else v.ctx.default_ip if dt is int else resolve_dtype(dt)[0]
+        t = resolve_dtype(from_python(dt, v.ctx.default_fp, v.ctx.default_ip))[0]
         flat = np.asarray(value).reshape(-1).tolist()
         return VecVal(tuple(v.const(x, t) for x in flat), tuple(np.shape(value)))
     return h

@@ -69,8 +69,7 @@ class ExprVisitor:
                 v = self.compound_value(ty, [v], node)
                 slots[m] = self.new_slot(v, f"{stype.name}.{m}")
             else:
-                t = self.ctx.default_fp if ty is float else self.ctx.default_ip if ty is int \
-                    else resolve_dtype(ty)[0]
+                t = resolve_dtype(T.from_python(ty, self.ctx.default_fp, self.ctx.default_ip))[0]
                 slots[m] = self.new_slot(self.to_node(v, t), f"{stype.name}.{m}", t)
         return StructVal(stype, slots)
 
@@ -95,8 +94,7 @@ class ExprVisitor:
         except SpiradTypeError as e:
             raise self.ctx.error(SpiradTypeError, str(e), node) from None
         dt = ty.dtype
-        t = self.ctx.default_fp if dt is float else self.ctx.default_ip if dt is int else \
-            resolve_dtype(dt)[0]
+        t = resolve_dtype(T.from_python(dt, self.ctx.default_fp, self.ctx.default_ip))[0]
         return VecVal(tuple(self.to_node(x, t) for x in flat), ty.comp_shape)
 
     def build_Slice(self, node):
@@ -603,7 +601,7 @@ def _m_cast(v, obj, args, node):
     if len(args) != 1:
         raise v.ctx.error(SpiradTypeError, "cast(dtype) takes one dtype", node)
     dtype = args[0]
-    dtype = v.ctx.default_fp if dtype is float else v.ctx.default_ip if dtype is int else dtype
+    dtype = T.from_python(dtype, v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, T.DType):
         raise v.ctx.error(SpiradTypeError, "cast(dtype) needs a dtype such as sd.f32", node)
     return v.cast(obj, dtype)

@@ -106,10 +106,7 @@ def h_random(v, args, kw, node):
     dtype = args[0] if args else kw.get("dtype", float)
     if len(args) + len(kw) > 1:
         raise v.ctx.error(SpiradTypeError, "random() takes one argument, dtype", node)
-    if dtype is float:
-        dtype = v.ctx.default_fp
-    elif dtype is int:
-        dtype = v.ctx.default_ip
+    dtype = T.from_python(dtype, v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, T.DType) or dtype == T.u1:
         raise v.ctx.error(SpiradTypeError, f"random(dtype): dtype must be float, int or a "
                                            f"numeric sd type, got {dtype!r}", node)

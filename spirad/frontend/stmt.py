@@ -79,11 +79,8 @@ class StmtVisitor:
     def build_AnnAssign(self, node):
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise self.ctx.error(SpiradSyntaxError, "annotated assignment needs a name and a value", node)
-        dtype = self.build(node.annotation)
-        if dtype is float:
-            dtype = self.ctx.default_fp
-        elif dtype is int:
-            dtype = self.ctx.default_ip
+        dtype = T.from_python(self.build(node.annotation), self.ctx.default_fp,
+                              self.ctx.default_ip)
         if not isinstance(dtype, T.DType):
             raise self.ctx.error(SpiradTypeError, "annotation must be a dtype such as sd.f32", node.annotation)
         value = self.build(node.value)

@@ -91,18 +91,8 @@ def test_fwd_while(arch, name):
 def _fwd_op(op, dtype, n=5):
     x = sd.field(dtype, shape=ops.N, needs_dual=True)
     y = sd.field(dtype, shape=ops.N, needs_dual=True)
-
-    @sd.kernel
-    def k(fn: sd.template(), steps: sd.i32):
-        for i in x:
-            v = x[i]
-            acc = 0.0
-            for s in range(steps):
-                acc += fn(v + s * 0.01)
-                v = v * 0.9 + 0.05
-            y[i] = acc + v
-
-    xs = np.array([0.11, 0.23, 0.37, 0.52, 0.68, 0.83])
+    k = ops.op_kernel(x, y)
+    xs = ops.XS
     x.from_numpy(xs)
     with sd.ad.FwdMode(loss=y, param=x, seed=[1.0] * ops.N):
         k(ops.FUNCS[op], n)

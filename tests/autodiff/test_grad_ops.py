@@ -116,10 +116,13 @@ def central_diff(op, xs, n, eps=1e-6):
     return out
 
 
-def run_case(op, dtype, n=5):
-    x = sd.field(dtype, shape=N, needs_grad=True)
-    y = sd.field(dtype, shape=N, needs_grad=True)
+# the inputs, away from the kinks of abs/min/max/select/floor/mod
+XS = np.array([0.11, 0.23, 0.37, 0.52, 0.68, 0.83])
 
+
+def op_kernel(x, y):
+    """The kernel every op case runs (reverse mode here, forward mode in test_forward_mode):
+    `fn` applied in a loop of `steps` trips with a loop-carried value."""
     @sd.kernel
     def k(fn: sd.template(), steps: sd.i32):
         for i in x:
@@ -129,9 +132,14 @@ def run_case(op, dtype, n=5):
                 acc += fn(v + s * 0.01)
                 v = v * 0.9 + 0.05
             y[i] = acc + v
+    return k
 
-    # keep inputs away from the kinks of abs/min/max/select/floor/mod
-    xs = np.array([0.11, 0.23, 0.37, 0.52, 0.68, 0.83])
+
+def run_case(op, dtype, n=5):
+    x = sd.field(dtype, shape=N, needs_grad=True)
+    y = sd.field(dtype, shape=N, needs_grad=True)
+    k = op_kernel(x, y)
+    xs = XS
     x.from_numpy(xs)
     k(FUNCS[op], n)
     fwd = y.to_numpy()

@@ -475,3 +475,49 @@ def test_grad_called_by_hand_in_reverse_order(arch):
     k_loss.grad()
     k_b.grad(0.7)
     _close(x.grad.to_numpy(), _chain_grad(0.7))
+
+
+# -- SPIRAD_AD_OVERWRITTEN_READS=warn: Quadrants' behaviour for reads spirad cannot prove safe --
+
+@test_archs(archs=FAST)
+def test_overwritten_reads_warn_switch(arch, monkeypatch):
+    """Each thread (r, b) walks its own span of elements (`start[r]`..`start[r + 1]`, data
+    spirad cannot see through): it writes `p[j, b]`, then reads it back into a mass-weighted sum
+    (Genesis' centre-of-mass walk). Another thread could write `p[j, b]` as far as the compiler
+    can prove, so reverse mode refuses it by default; with SPIRAD_AD_OVERWRITTEN_READS=warn it
+    warns and differentiates the program as it stands, which is right here (the spans are
+    disjoint): d out / d m against float64 central differences."""
+    start = sd.field(sd.i32, shape=3)
+    x = sd.field(sd.f64, shape=(N, 2))
+    m = sd.field(sd.f64, shape=N, needs_grad=True)
+    p = sd.field(sd.f64, shape=(N, 2))
+    out = sd.field(sd.f64, shape=(2, 2), needs_grad=True)
+    start.from_numpy(np.array([0, 2, N], np.int32))
+
+    @sd.kernel
+    def walk():
+        for r, b in sd.ndrange(2, 2):
+            for j in range(start[r], start[r + 1]):
+                p[j, b] = sd.sin(x[j, b])
+            out[r, b] = 0.0
+            for j in range(start[r], start[r + 1]):
+                out[r, b] = out[r, b] + m[j] * p[j, b]
+
+    xs = np.stack([XS, XS[::-1]], 1)
+
+    def ref(ms):
+        s = ms[:, None] * np.sin(xs)
+        return np.stack([s[:2].sum(0), s[2:].sum(0)])
+
+    x.from_numpy(xs)
+    m.from_numpy(WS)
+    walk()
+    _close(out.to_numpy(), ref(WS))
+    w = np.array([[1.0, 0.5], [2.0, -1.0]])
+    out.grad.from_numpy(w)
+    with pytest.raises(sd.SpiradAutodiffError, match="reads 'p' and also overwrites it"):
+        walk.grad()
+    monkeypatch.setenv("SPIRAD_AD_OVERWRITTEN_READS", "warn")
+    with pytest.warns(sd.SpiradWarning, match="differentiated as it is"):
+        walk.grad()
+    _close(m.grad.to_numpy(), central_diff(ref, WS, w))

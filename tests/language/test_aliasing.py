@@ -24,7 +24,7 @@ def test_same_ndarray_twice_is_one_buffer(arch):
     np.testing.assert_allclose(arr.to_numpy(), 3 * np.arange(4))
     arr.grad.fill(1.0)
     scale_into.grad(arr, arr)
-    np.testing.assert_allclose(arr.grad.to_numpy(), 3.0)  # d(3a)/da; was 1 (two buffers)
+    np.testing.assert_allclose(arr.grad.to_numpy(), 3.0)  # d(3a)/da: one buffer, b is a
 
 
 @test_archs()

@@ -258,6 +258,11 @@ def test_the_corpus_exercises_lanes():
 def test_random_kernels_both_paths(monkeypatch, seed):
     """Random kernels whose tasks qualify: bit-equal to the scalar path unless a math function
     is involved (then within the corpus tolerance)."""
+    check_both_paths(monkeypatch, seed)
+
+
+def check_both_paths(monkeypatch, seed):
+    """Corpus kernel `seed` on lanes against the scalar path (also test_llvm_spmd_masks)."""
     case = generate(seed)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
     loaded = compile_and_load(case.tl)

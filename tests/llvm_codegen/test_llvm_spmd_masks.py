@@ -14,7 +14,8 @@ from llvm_codegen import math_policy, spmd
 from llvm_codegen.codegen import default_lanes
 from tests.llvm_codegen.harness import compile_and_load, run_llvm
 from tests.llvm_codegen.kit import field, kernel, range_task
-from tests.llvm_codegen.test_llvm_spmd import _arrays, _assert_all_equal, _both, _same_bits
+from tests.llvm_codegen.test_llvm_spmd import (_arrays, _assert_all_equal, _both, _same_bits,
+                                               check_both_paths)
 from tests.support.random_kernels import generate
 
 N = 1000 + 7
@@ -334,21 +335,7 @@ def test_most_corpus_tasks_qualify():
 def test_random_kernels_with_masks(monkeypatch, seed):
     """Corpus kernels with varying control on lanes: bit-equal to the scalar path unless a math
     function is involved (then within the corpus tolerance)."""
-    case = generate(seed)
-    monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
-    loaded = compile_and_load(case.tl)
-    assert max(t.lanes for t in loaded[1].tasks) in (W, W64)
-    vec = run_llvm(case.tl, case.arrays, case.scalars, loaded=loaded)
-    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
-    scal = run_llvm(case.tl, case.arrays, case.scalars)
-    for k in scal:
-        if case.exact:
-            assert _same_bits(vec[k], scal[k]), (seed, k)
-        else:
-            w = scal[k]
-            from kernel_ir.dtypes import from_numpy
-            rtol, atol = case.tolerance(from_numpy(w.dtype)) if w.dtype.kind == "f" else (0, 0)
-            np.testing.assert_allclose(vec[k], w, rtol=rtol, atol=atol, err_msg=f"seed {seed}")
+    check_both_paths(monkeypatch, seed)
 
 
 def test_no_statement_runs_after_every_lane_left(monkeypatch):

@@ -19,6 +19,7 @@ ADSTACK_ALLOCA with `measured == k` is max-reduced.
 from __future__ import annotations
 
 from kernel_ir import verifier
+from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import ArgSpec, GlobalRef, Task, TaskList, globals_used, walk
 from kernel_ir.ops import ATOMICS, Op
@@ -92,8 +93,18 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         rng = None
         if t.begin is not None and t.begin.op == Op.CONST and t.end.op == Op.CONST:
             rng = (int(t.begin.arg), int(t.end.arg))
-        check_overwritten_reads(body, on_stack, needed,
-                                lambda ref: (ref.kind, ref.key, ref.grad) in overwritten, t.index, rng)
+        try:
+            check_overwritten_reads(body, on_stack, needed,
+                                    lambda ref: (ref.kind, ref.key, ref.grad) in overwritten,
+                                    t.index, rng)
+        except SpiradAutodiffError as e:
+            from ... import options
+            if options.get("SPIRAD_AD_OVERWRITTEN_READS") != "warn":
+                raise
+            import warnings
+            from kernel_ir.errors import SpiradWarning
+            warnings.warn(f"{e}\n(SPIRAD_AD_OVERWRITTEN_READS=warn: differentiated as it is)",
+                          SpiradWarning, stacklevel=2)
         caps = capacities(body, t, default_size, forced_size, written, on_stack)
         slots = [n for n in walk(body) if n.op == Op.ALLOCA and n in on_stack]
         m = {}
