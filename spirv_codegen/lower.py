@@ -301,9 +301,9 @@ class TaskLowerer(BoundsChecks, LoopCap):
         Where the module declares SignedZeroInfNanPreserve, lavapipe still folds `x * 0.0` to
         0 and `x + 0.0` to x (NaN, Inf, -0 lost): a ±0.0 constant operand is made from the
         opaque zero. Without float controls (Metal through naga, which refuses them; Vulkan
-        devices that lack them) `x - x` and `x * 0.0` fold too: the second operand (and a
-        constant first one) goes through `bitcast(bitcast(v) | zero)`, an exact identity the
-        optimizer cannot see through."""
+        devices that lack them, for a width) `x - x` and `x * 0.0` fold too: the second operand
+        (and a constant first one) goes through `bitcast(bitcast(v) | zero)` (f64: its low
+        word), an exact identity the optimizer cannot see through."""
         dt = n.srcs[0].dtype
         E = self.E
         full = self.caps.profile.opaque_float_operands or \
@@ -315,9 +315,15 @@ class TaskLowerer(BoundsChecks, LoopCap):
             if n.op in _ARITH and src.op == Op.CONST and float(src.arg) == 0.0:
                 z = E.op("OpConvertUToF", dt, self.io.opaque_zero())
                 out.append(E.op("OpFNegate", dt, z) if math.copysign(1.0, src.arg) < 0 else z)
-            elif full and dt.bits == 32 and (k == 1 or src.op == Op.CONST):
-                bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, v), self.io.opaque_zero())
-                out.append(E.op("OpBitcast", dt, bits))
+            elif full and (k == 1 or src.op == Op.CONST):
+                if dt.bits == 32:
+                    bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, v),
+                                self.io.opaque_zero())
+                    out.append(E.op("OpBitcast", dt, bits))
+                else:  # f64 (a device without f64 float controls): the low word, no Int64
+                    lo, hi = E.split64(v, dt)
+                    lo = E.op("OpBitwiseOr", u32, lo, self.io.opaque_zero())
+                    out.append(E.join64(lo, hi, dt))
             else:
                 out.append(v)
         return tuple(out)

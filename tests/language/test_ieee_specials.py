@@ -73,6 +73,24 @@ def test_nan_inf_signed_zero_f64(arch):
     _check(sd.f64)
 
 
+@test_archs(archs=("vulkan",), exclude=("metal",), require=("f64",))
+def test_vulkan_device_without_float_controls(arch, monkeypatch):
+    """A Vulkan device that does not preserve specials for a width (float controls hidden
+    here): the module declares nothing and every operand goes through the bit identity, f64
+    included (its low word; was folded: `inf - inf` gave 0)."""
+    import dataclasses
+
+    from spirv_codegen import SpirvCaps
+    real = SpirvCaps.from_device.__func__
+    monkeypatch.setattr(SpirvCaps, "from_device", classmethod(
+        lambda cls, dc, profile=None: dataclasses.replace(real(cls, dc, profile),
+                                                          preserve_float_bits=())))
+    sd.init(arch=sd.vulkan, offline_cache=False)
+    assert sd._state.backend().spirv_caps.preserve_float_bits == ()
+    _check(sd.f32)
+    _check(sd.f64)
+
+
 def test_spirv_declares_float_controls_where_the_device_has_them():
     from spirv_codegen import SpirvCaps, compile_tasks, disassemble
     from kernel_ir.abi import kernel_abi
