@@ -11,6 +11,7 @@ Used by the frontend, by passes that rebuild blocks, and by tests that write IR 
 """
 from __future__ import annotations
 
+import numbers
 from contextlib import contextmanager
 
 from .dtypes import DType, i32, i64, u1
@@ -50,6 +51,9 @@ class IRBuilder:
 
     # -- values ------------------------------------------------------------------------------
     def const(self, v, dtype: DType) -> Node:
+        if type(v) not in (int, float, bool) and isinstance(v, numbers.Real) \
+                and not isinstance(v, bool):  # an IntEnum member, a numpy scalar: the plain value
+            v = int(v) if isinstance(v, numbers.Integral) else float(v)
         return self.emit(Op.CONST, dtype, (), v)
 
     def arg(self, index: int, dtype: DType) -> Node:

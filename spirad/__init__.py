@@ -58,6 +58,7 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
               "adstack_cache",
+              "managed_memory",  # CUDA / AMDGPU: fields and ndarrays in managed memory (docs/gpu.md)
               # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
               "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",

@@ -70,9 +70,14 @@ class AdstackPlan:
     def capacity(self, task: int, stack: int) -> int:
         return self.sized[task].caps[stack]
 
-    def required(self, task: int, stack: int):
-        """The size the stack needed at this launch (overflow messages), None if unknown."""
-        return self.sizing.required(task, stack, self.args)
+    def required(self, task: int, stack: int, read=None):
+        """The size the stack needed at this launch (overflow messages), None if unknown;
+        `read`: how to read field / ndarray data (`sizing_cache.LaunchContext`)."""
+        return self.sizing.required(task, stack, self.args, read)
+
+    def required_inputs(self, task: int) -> tuple:
+        """What the required sizes of `task` read, as a key (`ProgramSizing.required_inputs`)."""
+        return self.sizing.required_inputs(task, self.args)
 
 
 @dataclass(eq=False)

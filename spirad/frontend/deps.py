@@ -32,9 +32,10 @@ import numpy as np
 from kernel_ir.dtypes import DType
 
 # classes from these packages are named, not described (their attributes are library code)
+# (`quadrants`: the re-export module `spirad/compat/quadrants_shim`, spirad under other names)
 _LIBRARY_ROOTS = frozenset(("builtins", "numpy", "spirad", "kernel_ir", "torch", "typing", "enum",
                             "math", "collections", "dataclasses", "abc", "functools", "numbers",
-                            "types", "operator", "itertools"))
+                            "types", "operator", "itertools", "quadrants"))
 # protocols through which the frontend may evaluate an object (bool(), len(), iteration, ...)
 _PROTOCOLS = ("__bool__", "__len__", "__iter__", "__getitem__", "__index__", "__int__",
               "__float__", "__call__", "__contains__", "__eq__", "__hash__")
@@ -122,8 +123,8 @@ class _Describer:
         from ..types import MatrixType, NdarrayType, Template, VectorType
         if v is None or isinstance(v, (bool, str, bytes)):
             return (type(v).__name__, v)
-        if isinstance(v, numbers.Number) and not isinstance(v, np.ndarray):
-            return (type(v).__name__, repr(v))
+        if isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, np.ndarray):
+            return (type(v).__name__, repr(v))  # numpy scalars too (np.bool_ is no Number)
         if isinstance(v, DType):
             return ("dtype", v.name)
         if isinstance(v, (VectorType, MatrixType, NdarrayType, Template)):
@@ -166,6 +167,8 @@ class _Describer:
             return ("method", self.value(v.__self__), self.value(v.__func__))
         if isinstance(v, (staticmethod, classmethod)):
             return (type(v).__name__, self.value(v.__func__))
+        if isinstance(v, property):  # read through on an object; on a class, the accessors
+            return ("property", self.value(v.fget), self.value(v.fset), self.value(v.fdel))
         if isinstance(v, type):
             bases = tuple(self.value(b) for b in v.__mro__[1:] if b is not object)
             return ("class", v.__module__, v.__qualname__, bases, self.attrs(v, v.__dict__))

@@ -364,3 +364,46 @@ def test_dataclass_arguments_are_cached(tmp_path):
         assert got["v"] == [s * i * i for i in range(n)]
         assert got["acc"] == sum(range(n))
         assert got["stats"]["hits"] == hits and got["stats"]["stores"] == 1 - hits, got["stats"]
+
+
+ENUMS = r'''
+import enum, json, os, sys
+import numpy as np
+import spirad as sd
+from spirad import offline_cache
+
+S = int(os.environ["S"])
+sd.init(arch=sys.argv[1])
+
+class Kind(enum.IntEnum):
+    BOX = S
+    SPHERE = 7
+
+class Config:
+    def __init__(self):
+        self._n = S
+    @property
+    def n(self):
+        return self._n
+
+FLAG = np.bool_(S > 2)
+cfg = Config()
+
+@sd.kernel
+def k(a: sd.types.ndarray()):
+    for i in a:
+        a[i] = Kind.BOX * 10 + cfg.n + (100 if sd.static(FLAG) else 0)
+
+a = np.zeros(2, np.int32)
+k(a)
+print(json.dumps({"a": a.tolist(), "stats": offline_cache.stats}))
+'''
+
+
+def test_enum_constants_properties_and_numpy_scalars_are_cached(tmp_path):
+    """Programs holding IntEnum constants load in another process (the IR keeps plain ints),
+    and kernels reading properties and numpy scalars are described (by value)."""
+    for s, hits in ((2, 0), (2, 1), (3, 0)):
+        got = _run(tmp_path, ENUMS, "cpu", S=str(s))
+        assert got["a"] == [s * 11 + (100 if s > 2 else 0)] * 2
+        assert got["stats"]["hits"] == hits and got["stats"]["rejected"] == 0, got["stats"]

@@ -117,7 +117,7 @@ def kernel_returns():
 def parallel_race():
     s = 0.0
     for i in x:
-        s += x[i]
+        s = s * x[i]
     x[0] = s
 
 
@@ -203,7 +203,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (string_value, sd.SpiradTypeError, 'x[i] = "abc"', "expected a number"),
     (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),
     (kernel_returns, sd.SpiradSyntaxError, "return 1", "return type annotation"),
-    (parallel_race, sd.SpiradSyntaxError, "s += x[i]", "atomic_add"),
+    (parallel_race, sd.SpiradSyntaxError, "s = s * x[i]", "iterations would race"),
     (data_dependent_parallel_bound, sd.SpiradSyntaxError,
      "for i in range(sd.atomic_add(xi[0], 1)):", "field / ndarray elements and local variables"),
     (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
