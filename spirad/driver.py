@@ -166,7 +166,10 @@ def _checkpointed_factory(fwd: Compiled, args, state):
     (passes/autodiff/loop_checkpoint.py; the launch asks when the adstack heap would pass
     `init(ad_stack_memory=)`), or None when no loop of it stores a stacked local. Compiled on
     first use per S, not stored in the offline cache."""
+    from types import SimpleNamespace
     made = {}
+    # what grad_of reads of the arguments, not the arrays (the factory lives with the program)
+    args = tuple(SimpleNamespace(needs_grad=bool(getattr(a, "needs_grad", False))) for a in args)
 
     def make(every: int):
         if every not in made:
