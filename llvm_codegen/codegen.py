@@ -57,11 +57,13 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
                   target: Target = CPU, options: CodegenOptions = CodegenOptions(),
-                  choices: dict | None = None) -> CpuProgram:
+                  choices: dict | None = None, device_ranges=frozenset()) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
     GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
     `choices`: {task index: `spmd_choice(...)`} a backend already made for tasks of `tl` (with
-    the same `bounds_check` and `options`), used instead of analysing those tasks again."""
+    the same `bounds_check` and `options`), used instead of analysing those tasks again.
+    `device_ranges` (GPU targets): indices of range tasks whose kernel evaluates its own bounds
+    from device memory instead of taking them as launch arguments."""
     choices = choices or {}
     module = ir.Module(name=tl.name)
     if target.triple:
@@ -72,7 +74,7 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
         sym = task_symbol(tl, k, task)
         if target.is_gpu_entry:
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
-                                             options), 1
+                                             options, k in device_ranges), 1
         else:
             nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options,
                                          choices.get(k))

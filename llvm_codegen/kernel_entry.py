@@ -10,6 +10,13 @@ elements (coalesced); a 'serial' task runs on thread 0 only. `tid` is the thread
 adstack heaps, which therefore need `nthreads` rows. The loop counter is i64, so the stride never
 wraps near 2**31.
 
+Device ranges (`compile_tasks(..., device_ranges={task index, ...})`): a range task whose bounds
+read fields / ndarrays / temporaries (`for i in range(n[None])`) evaluates `task.begin` and
+`task.end` itself, in every thread, from device memory at the kernel's start, and ignores the
+`begin` / `end` arguments: the launch needs no host read of the bound, and the grid (any size;
+the grid stride covers the range) is chosen without knowing it. The bound is read in stream
+order, after every earlier launch, so a bound written by an earlier kernel is seen as written.
+
 Emulation (`thread_id == 'param'`): the same kernel, internal and always inlined, takes `tid` as
 a seventh argument; the exported symbol is a CPU driver
 
@@ -24,6 +31,7 @@ from llvmlite import ir
 
 from kernel_ir.dtypes import i64
 from kernel_ir.nodes import Task, TaskList
+from kernel_ir.rewrite import expr_nodes
 
 from .context import FnContext, ModuleLib
 from .lltypes import I32, I64, PTR, VOID
@@ -49,7 +57,8 @@ def _thread_id(ctx: FnContext, fn: ir.Function) -> ir.Value:
 
 
 def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, task_index: int,
-                    bounds_check: bool, lower_table, options=None) -> int:
+                    bounds_check: bool, lower_table, options=None,
+                    device_range: bool = False) -> int:
     target = lib.target
     emulated = target.thread_id == "param"
     fn = ir.Function(lib.module, EMU_THREAD_FN_TYPE if emulated else GRID_FN_TYPE,
@@ -80,7 +89,7 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
         ctx.lower_block(task.body)
         ctx.close_into(ret)
     elif task.kind == "range":
-        _grid_stride(ctx, task, fn, tid, ret)
+        _grid_stride(ctx, task, fn, tid, ret, device_range)
     else:
         raise RuntimeError(f"LLVM codegen: unknown task kind {task.kind!r}")
     ctx.b.position_at_end(ret)
@@ -91,11 +100,26 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
     return nstacks
 
 
-def _grid_stride(ctx: FnContext, task: Task, fn, tid, ret):
+def _device_bound(ctx: FnContext, expr) -> ir.Value:
+    """One bound of a device range, lowered from the task's own IR (loads from device memory),
+    as i64."""
+    for n in expr_nodes(expr):
+        if n not in ctx.env:
+            ctx.current = n
+            v = ctx.table[n.op](ctx, n)
+            if v is not None:
+                ctx.env[n] = v
+    return convert(ctx, ctx.value(expr), expr.dtype, i64)
+
+
+def _grid_stride(ctx: FnContext, task: Task, fn, tid, ret, device_range: bool = False):
     """for (i = begin + tid; i < end; i += nthreads) body(i), in i64."""
     b = ctx.b
     dt = task.index.dtype
-    begin, end = b.sext(fn.args[2], I64), b.sext(fn.args[3], I64)
+    if device_range:
+        begin, end = _device_bound(ctx, task.begin), _device_bound(ctx, task.end)
+    else:
+        begin, end = b.sext(fn.args[2], I64), b.sext(fn.args[3], I64)
     nthreads = b.zext(fn.args[4], I64)
     first = b.add(begin, b.zext(tid, I64), flags=["nsw"])
     pre = b.block

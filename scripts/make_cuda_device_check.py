@@ -4,21 +4,38 @@ with an NVIDIA GPU and no llvmlite.
 
     python scripts/make_cuda_device_check.py [--out device_check]
 
-How: the kernels use ndarrays (their extents are launch arguments), so the PTX does not depend
-on N. They run once here on the emulated CUDA backend (SPIRAD_CUDA_EMULATE=1) at a small N with
-the launches recorded: per task the PTX symbol, its range, its buffer table (ndarrays, their
-grads, the adstack metadata words and heaps, the status words) and the argument bytes with the
-ndarray-extent slots marked. The device script replays them at N = 1M and 16M with its own grid
-and heap sizes. Expected values are float64 numpy references (forward: the kernel's math,
-gradient: its derivative by forward-mode dual numbers) at sampled indices.
+Two parts:
 
-Workloads (as `benchmarks/bench_autodiff.py`): axpy (pure bandwidth), math (every f32 math
-function, libdevice), hist (int atomics), a (v = v*0.95 + 0.01, 256 steps), b16 / b256 (four
-loop-carried values through sin/cos), forward and grad.
+1. Workloads (scaled). The kernels use ndarrays (their extents are launch arguments), so the PTX
+   does not depend on N. They run once here on the emulated CUDA backend
+   (SPIRAD_CUDA_EMULATE=1) at a small N with the launches recorded: per task the PTX symbol, its
+   range, its buffer table (ndarrays, their grads, the adstack metadata words and heaps, the
+   status words) and the argument bytes with the ndarray-extent slots marked. The device script
+   replays them at N = 1M and 16M with its own grid and heap sizes. Expected values are float64
+   numpy references (forward: the kernel's math, gradient: its derivative by forward-mode dual
+   numbers) at sampled indices. Workloads (as `benchmarks/bench_autodiff.py`): axpy (pure
+   bandwidth), math (every f32 math function, libdevice), hist (int atomics), a (v = v*0.95 +
+   0.01, 256 steps), b16 / b256 (four loop-carried values through sin/cos), forward and grad.
+
+2. A trace (exact). A short program runs here with every call of the device runtime recorded
+   in order (`Trace`): allocations, asynchronous uploads (pointers inside them, such as launch
+   buffer tables, marked for relocation), launches, waits, read-backs with the bytes the
+   emulation read. It covers what the GPU path added: the GPU sizer (its kernels and read-back),
+   a parallel range read from a field on the device, launches queued without waiting (a timed
+   segment of sizing-cache hits), and another library's CUDA memory used in place with stream
+   ordering (`__cuda_array_interface__` with a producer stream; on the device that memory is a
+   ctypes-made allocation passed through a DLPack capsule). The device script replays it on one
+   stream and compares every read-back (integers and tables exactly, floats within 2e-3).
+
+The bundle also holds `dlpack.py` (`llvm_codegen/device_runtime/dlpack.py`, stdlib only) and the
+device runtime sources, which the device script uses when numpy is there, to run the trace
+through spirad's own `CudaRuntime` too.
 """
 import argparse
+import bisect
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -28,6 +45,7 @@ sys.path.insert(0, ROOT)
 os.environ["SPIRAD_CUDA_EMULATE"] = "1"
 
 import spirad as sd  # noqa: E402
+from llvm_codegen.device_runtime import emu_runtime  # noqa: E402
 from spirad.backends import llvm_gpu  # noqa: E402
 
 N_REC = 4096
@@ -132,6 +150,8 @@ class Recorder:
         self.launches = None
 
     def launch(self, be, program, storages, argbuf, ranges, adstack):
+        if program.name.startswith("sizer_"):
+            return  # the GPU sizer's own kernels: exercised by the trace
         mod = program.name
         if mod not in self.modules:
             self.modules[mod] = {t: c.image.decode().rstrip("\0") for t, c in program.device_code.items()}
@@ -161,6 +181,249 @@ def _n_slots(program, argbuf):
     """Byte offsets in the argument buffer that hold the recorded N (ndarray extents)."""
     return [off for off in range(0, len(argbuf) - 3, 4)
             if int.from_bytes(argbuf[off:off + 4], "little") == N_REC]
+
+
+class Trace:
+    """Every device-runtime call of the emulated backend, in order, in the bundle's terms.
+
+    Memory is named by allocation number; a pointer is [allocation, offset]. 8-byte words of
+    uploaded (and read-back) data that point into a live allocation are listed as relocations,
+    so the device script can write its own addresses there (launch buffer tables hold them)."""
+
+    def __init__(self):
+        self.ops = []
+        self.ranges = []       # sorted (start, end, allocation) of live allocations
+        self.next_id = 0
+        self.modules = {}      # module key -> {target: ptx}
+        self.fns = {}          # id(emulated function) -> (module key, symbol)
+        self.keep = []         # programs whose functions are named in `fns`
+        self.programs = {}     # module key -> the program compiled for it
+        self.floats = {}       # allocation -> numpy dtype name of float data (approximate checks)
+        self.foreign = {}      # allocation -> name of another library's memory
+        self.streams = {}      # stream value -> name
+        self._orig = {}
+
+    # -- memory --------------------------------------------------------------------------------
+    def _add(self, buf, op, **kw):
+        k = self.next_id
+        self.next_id += 1
+        bisect.insort(self.ranges, (buf.ptr, buf.ptr + buf.nbytes, k))
+        self.ops.append({"op": op, "id": k, "n": buf.nbytes, **kw})
+        return k
+
+    def loc(self, ptr):
+        """[allocation, offset] of a device address (the newest allocation holding it)."""
+        best = None
+        for start, end, k in self.ranges:
+            if start > ptr:
+                break
+            if ptr < end and (best is None or k > best[0]):
+                best = (k, ptr - start)
+        return None if best is None else list(best)
+
+    def relocs(self, data: bytes):
+        out = []
+        for off in range(0, len(data) - 7, 8):
+            v = int.from_bytes(data[off:off + 8], "little")
+            if v > 1 << 32:
+                where = self.loc(v)
+                if where is not None:
+                    out.append([off] + where)
+        return out
+
+    def id_of(self, storage):
+        return self.loc(storage.ptr)[0]
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def install(self):
+        rt_cls, be_cls = emu_runtime.EmuRuntime, llvm_gpu.LlvmGpuBackend
+        tr = self
+        o = self._orig = {"alloc": rt_cls.alloc, "wrap": rt_cls.wrap, "upload": rt_cls.upload,
+                          "download": rt_cls.download, "memset": rt_cls.memset,
+                          "launch": rt_cls.launch, "synchronize": rt_cls.synchronize,
+                          "wait_for": rt_cls.wait_for, "signal": rt_cls.signal,
+                          "compile": be_cls.compile}
+
+        def alloc(rt, nbytes):
+            buf = o["alloc"](rt, nbytes)
+            tr._add(buf, "alloc")
+            return buf
+
+        def wrap(rt, ptr, nbytes, owner):
+            buf = o["wrap"](rt, ptr, nbytes, owner)
+            tr._add(buf, "wrap", foreign=tr.foreign.get(ptr, "foreign"))
+            return buf
+
+        def upload(rt, ptr, data):
+            raw = bytes(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+            tr.ops.append({"op": "upload", "dst": tr.loc(ptr), "data": raw.hex(),
+                           "relocs": tr.relocs(raw)})
+            return o["upload"](rt, ptr, data)
+
+        def download(rt, ptr, nbytes):
+            out = o["download"](rt, ptr, nbytes)
+            where = tr.loc(ptr)
+            raw = bytes(out)
+            tr.ops.append({"op": "download", "src": where, "n": int(nbytes), "expect": raw.hex(),
+                           "relocs": tr.relocs(raw), "dtype": tr.floats.get(where[0])})
+            return out
+
+        def memset(rt, ptr, byte, nbytes):
+            tr.ops.append({"op": "memset", "dst": tr.loc(ptr), "byte": int(byte),
+                           "n": int(nbytes)})
+            return o["memset"](rt, ptr, byte, nbytes)
+
+        def launch(rt, fn, bufs, args, begin, end, nthreads, block):
+            key, sym = tr.fns[id(fn)]
+            tr.ops.append({"op": "launch", "module": key, "symbol": sym, "bufs": tr.loc(bufs),
+                           "args": tr.loc(args), "begin": int(begin), "end": int(end),
+                           "nthreads": int(nthreads), "block": int(block)})
+            return o["launch"](rt, fn, bufs, args, begin, end, nthreads, block)
+
+        def synchronize(rt):
+            if rt._queue:
+                tr.ops.append({"op": "sync"})
+            return o["synchronize"](rt)
+
+        def wait_for(rt, stream):
+            tr.ops.append({"op": "wait", "stream": tr.streams.get(stream, str(stream))})
+            return o["wait_for"](rt, stream)
+
+        def signal(rt, stream):
+            if stream != rt.stream:
+                tr.ops.append({"op": "signal", "stream": tr.streams.get(stream, str(stream))})
+            return o["signal"](rt, stream)
+
+        def compile(be, tl, abi):
+            prog = o["compile"](be, tl, abi)
+            key = f"t{len(tr.modules)}_{prog.name}"
+            tr.modules[key] = {t: c.image.decode().rstrip("\0") for t, c in prog.device_code.items()}
+            syms = prog.device_code["sm_90"].symbols
+            for fn, sym in zip(prog.fns, syms):
+                tr.fns[id(fn)] = (key, sym)
+            tr.keep.append(prog)
+            tr.programs[key] = prog
+            return prog
+
+        for name, f in (("alloc", alloc), ("wrap", wrap), ("upload", upload),
+                        ("download", download), ("memset", memset), ("launch", launch),
+                        ("synchronize", synchronize), ("wait_for", wait_for),
+                        ("signal", signal)):
+            setattr(rt_cls, name, f)
+        be_cls.compile = compile
+
+    def uninstall(self):
+        for name, f in self._orig.items():
+            setattr(llvm_gpu.LlvmGpuBackend if name == "compile" else emu_runtime.EmuRuntime,
+                    name, f)
+
+    def mark(self, name, launches=0):
+        self.ops.append({"op": "mark", "name": name, "launches": launches})
+
+
+class CudaArray:
+    """Another library's CUDA array (here: host memory, which the emulated device addresses),
+    `__cuda_array_interface__` v3 with a producer stream."""
+
+    def __init__(self, arr, stream):
+        self.arr, self.stream = arr, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.arr.shape, "typestr": self.arr.dtype.str, "version": 3,
+                "data": (self.arr.ctypes.data, False), "strides": None, "stream": self.stream}
+
+
+N_TRACE = 200
+PRODUCER = 0x7E57
+
+
+def trace_program(tr: Trace):
+    """The traced program: GPU sizer, a device-read range, a hit segment without waits, a miss,
+    and a producer's CUDA array used in place (all asserted against numpy here)."""
+    sd.sync()
+    tr.install()
+    try:
+        sd.init(arch=sd.cuda)            # its heaps and arena are traced too
+        n = sd.field(sd.i32, shape=())
+        m = sd.field(sd.i32, shape=N_TRACE)
+        x = sd.field(sd.f32, shape=N_TRACE, needs_grad=True)
+        y = sd.field(sd.f32, shape=N_TRACE, needs_grad=True)
+
+        @sd.kernel
+        def dd(nv: sd.i32):
+            n[None] = nv                    # the range below reads what this task wrote
+
+        @sd.kernel
+        def k():
+            for i in range(n[None]):        # a device-read parallel bound
+                v = x[i]
+                for j in range(m[i]):       # stacks sized from a field: the GPU sizer
+                    v = sd.sin(v) * 0.9 + 0.1
+                y[i] = v
+
+        @sd.kernel
+        def scale(a: sd.f32, src: ND, dst: ND):
+            for i in src:
+                dst[i] = a * src[i] + dst[i]
+
+        for f in (x, y, x.grad, y.grad):
+            tr.floats[tr.id_of(f._storage())] = "f32"
+        xs = lin(N_TRACE)
+        ms = (np.arange(N_TRACE) % 6 + 1).astype(np.int32)
+        x.from_numpy(xs)
+        m.from_numpy(ms)
+        nv = N_TRACE - 7
+        dd(nv)
+        k()
+        y.grad.fill(1.0)
+        k.grad()                            # a miss: the GPU sizer runs (its read-back)
+        sd.sync()
+        rt = sd.state.backend().rt
+        w0 = rt.waits
+        hits = 20
+        tr.mark("hits", hits)
+        for _ in range(hits):               # hits: queued, nothing waits
+            y.grad.fill(1.0)
+            k.grad()
+        tr.mark("end")
+        assert rt.waits == w0, "a hit waited for the device"
+        xg = x.grad.to_numpy()
+        m[3] = 9                            # a miss again: sized on the device
+        ms[3] = 9
+        x.grad.fill(0.0)
+        y.grad.fill(1.0)
+        k.grad()
+        xg2 = x.grad.to_numpy()
+
+        def ref(v0, mm):
+            v, d = v0.astype(np.float64), np.ones_like(v0, np.float64)
+            out = np.zeros_like(d)
+            for i in range(nv):
+                vi, di = v[i], 1.0
+                for _ in range(mm[i]):
+                    vi, di = np.sin(vi) * 0.9 + 0.1, di * np.cos(vi) * 0.9
+                out[i] = di
+            return out
+        ms0 = (np.arange(N_TRACE) % 6 + 1).astype(np.int32)
+        np.testing.assert_allclose(xg, (hits + 1) * ref(xs, ms0), rtol=2e-4, atol=1e-5)
+        np.testing.assert_allclose(xg2, ref(xs, ms), rtol=2e-4, atol=1e-5)
+
+        src = np.arange(N_TRACE, dtype=np.float32)
+        dst = np.ones(N_TRACE, np.float32)
+        tr.streams[PRODUCER] = "producer"
+        tr.foreign[src.ctypes.data], tr.foreign[dst.ctypes.data] = "src", "dst"
+        a_src, a_dst = CudaArray(src, PRODUCER), CudaArray(dst, PRODUCER)
+        tr.ops.append({"op": "foreign_fill", "name": "src", "data": src.tobytes().hex()})
+        tr.ops.append({"op": "foreign_fill", "name": "dst", "data": dst.tobytes().hex()})
+        scale(3.0, a_src, a_dst)            # waits for the producer's stream, signals it after
+        sd.sync()
+        tr.ops.append({"op": "foreign_check", "name": "dst", "dtype": "f32",
+                       "expect": dst.tobytes().hex()})
+        np.testing.assert_allclose(dst, 3.0 * np.arange(N_TRACE) + 1.0)
+    finally:
+        tr.uninstall()
+    return {"ops": tr.ops, "modules": sorted(tr.modules)}
 
 
 def main(argv=None):
@@ -219,6 +482,9 @@ def main(argv=None):
                       "launches": grad, "check": "x.grad", "ref": name, "bytes_per_elem": 12})
     llvm_gpu.LlvmGpuBackend.launch = orig
 
+    tr = Trace()
+    trace = trace_program(tr)
+
     sizes = tuple(int(v) for v in a.sizes.split(","))
     samples = {}
     for n in sizes:
@@ -232,19 +498,30 @@ def main(argv=None):
                        "values": np.bincount(np.arange(n) % 4, minlength=4).tolist()}
         samples[str(n)] = {"indices": idx, "expected": exp}
     os.makedirs(a.out, exist_ok=True)
-    for mod, ptx in rec.modules.items():
-        for t, text in ptx.items():
-            with open(os.path.join(a.out, f"{mod}.{t}.ptx"), "w") as f:
-                f.write(text)
+    for mods in (rec.modules, tr.modules):
+        for mod, ptx in mods.items():
+            for t, text in ptx.items():
+                with open(os.path.join(a.out, f"{mod}.{t}.ptx"), "w") as f:
+                    f.write(text)
+    rt_dir = os.path.join(a.out, "runtime", "llvm_codegen", "device_runtime")
+    os.makedirs(rt_dir, exist_ok=True)
+    src_dir = os.path.join(ROOT, "llvm_codegen", "device_runtime")
+    for name in ("__init__.py", "driver_base.py", "cuda_runtime.py", "dlpack.py"):
+        shutil.copy(os.path.join(src_dir, name), os.path.join(rt_dir, name))
+    with open(os.path.join(a.out, "runtime", "llvm_codegen", "__init__.py"), "w") as f:
+        f.write('"""The device runtime sources spirad ran the trace with (copied)."""\n')
+    shutil.copy(os.path.join(src_dir, "dlpack.py"), os.path.join(a.out, "dlpack.py"))
     bundle = {"n_rec": N_REC, "sizes": list(sizes), "modules": sorted(rec.modules),
               "targets": ["sm_80", "sm_90"], "init": init_launches, "cases": cases,
-              "samples": samples,
+              "samples": samples, "trace": trace,
               "buffers": {"x": "f32", "y": "f32", "x.grad": "f32", "y.grad": "f32",
                           "h": ["i32", 4], "nsteps": ["i32", 1]}}
     with open(os.path.join(a.out, "bundle.json"), "w") as f:
         json.dump(bundle, f)
-    total = sum(os.path.getsize(os.path.join(a.out, p)) for p in os.listdir(a.out))
-    print(f"wrote {a.out}: {len(rec.modules)} modules, {len(cases)} cases, {total} bytes")
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(a.out) for f in fs)
+    print(f"wrote {a.out}: {len(rec.modules)} + {len(tr.modules)} modules, {len(cases)} cases, "
+          f"a trace of {len(trace['ops'])} runtime calls, {total} bytes")
+    return rec, tr
 
 
 if __name__ == "__main__":

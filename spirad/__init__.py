@@ -58,6 +58,7 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
               "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
               "adstack_cache",
+              "managed_memory",  # CUDA / AMDGPU: fields and ndarrays in managed memory (docs/gpu.md)
               # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
               "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
@@ -68,7 +69,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "offline_cache_file_path", "offline_cache_max_size_of_files",
               "static_unroll_limit",
               # every `while` stops after this many iterations with an error (docs/autodiff.md)
-              "max_while_iterations"}
+              "max_while_iterations",
+              # adstack heap budget in bytes: past it, loops are checkpointed (docs/autodiff.md)
+              "ad_stack_memory"}
 # Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread

@@ -39,9 +39,9 @@ def check(st) -> None:
     a = st.asserts
     if a is None or a.flag._buf is None or st.backend is None:
         return
-    view = st.backend.view(a.flag._storage(), np.int32, ())
-    k = int(view[()])
+    be = st.backend
+    k = int(be.read(a.flag._storage(), 4).view(np.int32)[0])
     if k:
-        view[()] = 0
+        be.write(a.flag._storage(), np.zeros(1, np.int32))
         msg, loc, error = a.sites[k]
         raise user_error(error, msg or "assertion failed", loc)

@@ -155,7 +155,43 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint program of a forward program (`args`: the launch's, for which ndarrays have
     gradients), with the adstack sizing of its tasks."""
     with _Deep(fwd.tl.name):
-        return _compile_adjoint(fwd, args, state)
+        c = _compile_adjoint(fwd, args, state)
+    if c.sizing is not None and c.checkpointed is None and not state.options.get("ad_stack_size"):
+        c.checkpointed = _checkpointed_factory(fwd, args, state)
+    return c
+
+
+def _checkpointed_factory(fwd: Compiled, args, state):
+    """S -> the adjoint with its tasks' top-level loops checkpointed every S trips
+    (passes/autodiff/loop_checkpoint.py; the launch asks when the adstack heap would pass
+    `init(ad_stack_memory=)`), or None when no loop of it stores a stacked local. Compiled on
+    first use per S, not stored in the offline cache."""
+    from types import SimpleNamespace
+    made = {}
+    # what grad_of reads of the arguments, not the arrays (the factory lives with the program)
+    args = tuple(SimpleNamespace(needs_grad=bool(getattr(a, "needs_grad", False))) for a in args)
+
+    def make(every: int):
+        if every not in made:
+            with _Deep(fwd.tl.name):
+                made[every] = _compile_checkpointed(fwd, args, state, every)
+        return made[every]
+    return make
+
+
+def _compile_checkpointed(fwd: Compiled, args, state, every: int):
+    from .passes.autodiff.pipeline import reverse_mode
+    opts = state.options
+    tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
+                                   verify=debug_enabled(state),
+                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True),
+                                   checkpoint=every)
+    if not any(a.arg.name.endswith(".ckpt") for t in tl.tasks for a in adstack_allocas(t)):
+        return None
+    tl = dce_tasks(simplify_tasks(tl))
+    counting = _program(dce_tasks(simplify_tasks(counting_tl)), state, None, fwd.template_refs)
+    return _program(tl, state, ProgramSizing.of(tl, opts.get("adstack_cache", True), counting),
+                    fwd.template_refs)
 
 
 def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:

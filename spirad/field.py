@@ -135,8 +135,9 @@ class _HostArray(TensorSurface):
     def _label(self) -> str:
         return getattr(self, "name", "") or f"of shape {self.shape}"
 
-    def _view(self) -> np.ndarray:
-        """A numpy view of the live memory; the backend has finished all pending work."""
+    def _synced(self):
+        """The backend, at a host read's sync point: pending work finished, kernel prints
+        printed, failed asserts raised."""
         self._check_live()  # the memory of a previous init() may be gone with its backend
         be = _state.backend()
         with _guard.launching():
@@ -148,7 +149,38 @@ class _HostArray(TensorSurface):
         if st.asserts is not None:  # a host read is a sync point: report failed asserts
             from .asserts import check
             check(st)
-        return be.view(self._storage(), self.dtype.np, self.full_shape)
+        return be
+
+    def _view(self) -> np.ndarray:
+        """A numpy view of the live memory (the backend has finished all pending work); on a
+        device-memory backend (`host_views` False) a read-only copy."""
+        return self._synced().view(self._storage(), self.dtype.np, self.full_shape)
+
+    def _store(self, value, key=None):
+        """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
+        from `_index`; None: every element). Through the live view where the backend has one;
+        else one copy queued on the device's stream (no wait)."""
+        be = _state.backend()
+        if be.host_views:
+            view = self._view()
+            if key is None:
+                view[...] = value
+            else:
+                view[key] = value
+        else:
+            self._check_live()
+            shape, offset = self.full_shape, 0
+            if key is not None:
+                shape = self.comp_shape
+                offset = self._element_offset(key)
+            data = np.ascontiguousarray(np.broadcast_to(value, shape), dtype=self.dtype.np)
+            be.write(self._storage(), data, offset)
+        self._host_written()
+
+    def _element_offset(self, key) -> int:
+        """Byte offset of element `key` (components included) in the storage."""
+        flat = int(np.ravel_multi_index(key, self.shape)) if self.shape else 0
+        return flat * int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
 
     def _host_written(self):
         self.generation += 1
@@ -156,7 +188,12 @@ class _HostArray(TensorSurface):
     @_guard.locked
     def to_numpy(self, dtype=None, *, copy=True) -> np.ndarray:
         """A numpy copy of the values (waits for pending launches); `dtype`: converted."""
-        out = np.array(self._view(), copy=True)
+        view = self._view()
+        if _state.backend().host_views:
+            out = np.array(view, copy=True)
+        else:  # a fresh download: ours to hand out
+            out = view
+            out.flags.writeable = True
         out = out.astype(bool) if self.dtype == T.u1 else out
         return out if dtype is None else out.astype(dtype)
 
@@ -177,8 +214,7 @@ class _HostArray(TensorSurface):
         if self.dtype.is_int and arr.dtype.kind == "f":
             raise SpiradValueError(f"from_numpy: float array into {self.dtype} {self._kind}; "
                                    f"convert it explicitly with arr.astype(...)")
-        self._view()[...] = self._to_storage(arr)
-        self._host_written()
+        self._store(self._to_storage(arr))
 
     def _to_storage(self, value):
         """`value` (scalar or array) converted to this array's element type; u1 becomes 0/1 and
@@ -222,8 +258,7 @@ class _HostArray(TensorSurface):
     @_guard.locked
     def fill(self, value) -> None:
         """Set every element to `value`."""
-        self._view()[...] = self._to_storage(value)
-        self._host_written()
+        self._store(self._to_storage(value))
 
     def _index(self, key):
         if key is None:
@@ -247,7 +282,14 @@ class _HostArray(TensorSurface):
         """The element at `key` (a tuple of ints): a Python number, or for vector / matrix
         elements a copy that writes through (`x[i][c] = v` changes x, as in Taichi)."""
         index = self._index(key)
-        v = self._view()[index]
+        if _state.backend().host_views:
+            v = self._view()[index]
+        else:  # device memory: read this element only
+            n = int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
+            raw = self._synced().read(self._storage(), n, self._element_offset(index))
+            v = raw.view(self.dtype.np).reshape(self.comp_shape)
+            if not self.comp_shape:
+                v = v[()]
         if self.comp_shape:  # a copy that writes through: `x[i][c] = v` changes x, as in Taichi
             return HOST_ELEMENT[0](self, index, v)
         return bool(v) if self.dtype == T.u1 else v.item()
@@ -255,8 +297,7 @@ class _HostArray(TensorSurface):
     @_guard.locked
     def __setitem__(self, key, value):
         """Set the element at `key` to `value`."""
-        self._view()[self._index(key)] = self._to_storage(value)
-        self._host_written()
+        self._store(self._to_storage(value), self._index(key))
 
 
 @api_class

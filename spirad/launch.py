@@ -54,6 +54,8 @@ class Compiled:
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
     reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
+    checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
+                                 # every S trips (None: nothing to checkpoint), see `_budgeted`
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,9 +70,14 @@ class AdstackPlan:
     def capacity(self, task: int, stack: int) -> int:
         return self.sized[task].caps[stack]
 
-    def required(self, task: int, stack: int):
-        """The size the stack needed at this launch (overflow messages), None if unknown."""
-        return self.sizing.required(task, stack, self.args)
+    def required(self, task: int, stack: int, read=None):
+        """The size the stack needed at this launch (overflow messages), None if unknown;
+        `read`: how to read field / ndarray data (`sizing_cache.LaunchContext`)."""
+        return self.sizing.required(task, stack, self.args, read)
+
+    def required_inputs(self, task: int) -> tuple:
+        """What the required sizes of `task` read, as a key (`ProgramSizing.required_inputs`)."""
+        return self.sizing.required_inputs(task, self.args)
 
 
 @dataclass(eq=False)
@@ -87,6 +94,10 @@ class LaunchPlan:
     adstack: AdstackPlan = None
     scalars: list = None    # per argument: its scalar value, or None (host bound functions)
     shapes: dict = None     # (argument, axis) -> ndarray extent (host bound functions)
+    note: tuple = None      # SPIRAD_DEBUG_ADSTACK: (kernel, heap, budget, S) of a launch switched
+                            # to the checkpointed adjoint (`_budgeted`)
+    fits: tuple = None      # the sizes last found within the adstack budget
+    alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
 
 
 def _buffer(arr, which):
@@ -253,6 +264,16 @@ def _launch(p: LaunchPlan) -> None:
     if c.sizing is not None:
         t0 = time.perf_counter()
         sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
+        if c.checkpointed is not None and sized is not p.fits:
+            if p.alt is None or p.alt[0] is not sized:
+                alt = _budgeted(p, sized, be)
+                if alt is None:
+                    p.fits = sized  # the same sizes again (a cache hit): no estimate
+                else:
+                    p.alt = (sized, alt)
+            if p.alt is not None and p.alt[0] is sized:
+                sizing_cache.stats.checkpointed += 1
+                return _launch(p.alt[1])
         ad = p.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
@@ -272,6 +293,8 @@ def _launch(p: LaunchPlan) -> None:
                 prof.stop(c.tl.name, token)
         if sizing_cache.debug_enabled():
             sizing_cache.debug_print(c.tl.name, c.sizing, sized, be.heap_bytes())
+            if p.note is not None:
+                sizing_cache.debug_checkpointed(c, p.note, heap_estimate(c, p, sized, be))
     elif prof is not None:
         token = prof.start()
         try:
@@ -280,6 +303,61 @@ def _launch(p: LaunchPlan) -> None:
             prof.stop(c.tl.name, token)
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+ALWAYS_CHECKPOINT = False  # tests: checkpoint past the budget even where it saves nothing
+
+
+def heap_estimate(c: Compiled, p: LaunchPlan, sized, be) -> int:
+    """Bytes of adstack heap a launch of `c` with these sizes takes at full parallelism (the
+    largest task: the heaps are shared by a launch's tasks)."""
+    out = 0
+    for ti, s in enumerate(sized):
+        if s is None:
+            continue
+        rng = p.ranges[ti]
+        n = None if rng is None else rng[1] - rng[0]
+        rows = be.adstack_rows(c.program, ti, n)
+        out = max(out, (s.layout.stride_float + s.layout.stride_int) * rows)
+    return out
+
+
+def ad_stack_budget() -> int:
+    """`init(ad_stack_memory=N)` bytes, by default a quarter of the device's memory."""
+    st = _state.current()
+    v = st.options.get("ad_stack_memory")
+    if v:
+        return int(v)
+    b = getattr(st, "ad_stack_budget", None)
+    if b is None:  # once per init(): the launch path asks at every adjoint launch
+        b = st.ad_stack_budget = _state.backend().device_memory() // 4
+    return b
+
+
+def _budgeted(p: LaunchPlan, sized, be):
+    """The launch plan of the checkpointed adjoint (passes/autodiff/loop_checkpoint.py) when
+    this launch's adstack heap would pass the budget, or one thread's heap row is more than the
+    backend can bind (`adstack_row_fits`), else None. Segments of S trips, S a power
+    of two near the square root of the largest stack (memory ~ T / S + S entries)."""
+    c = p.compiled
+    heap = heap_estimate(c, p, sized, be)
+    budget = ad_stack_budget()
+    if heap <= budget and all(s is None or be.adstack_row_fits(s.layout) for s in sized):
+        return None
+    longest = max((max(s.caps, default=0) for s in sized if s is not None), default=0)
+    every = 2
+    while every * every < longest:
+        every *= 2
+    alt = c.checkpointed(every)
+    if alt is None:
+        return None
+    q = plan(alt, p.args, p.epoch)
+    if not ALWAYS_CHECKPOINT and heap_estimate(
+            alt, q, sizing_cache.evaluate(alt.sizing, q.args, measure=measure), be) >= heap:
+        return None  # short loops: checkpointing would not save memory
+    if sizing_cache.debug_enabled():
+        q.note = (c.tl.name, heap, budget, every)
+    return q
 
 
 def _log_sizing(name, sized, seconds) -> None:

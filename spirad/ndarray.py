@@ -74,43 +74,28 @@ class Ndarray(_HostArray):
     def _storage(self):
         return self._buf
 
-    # -- DLPack (spirad.interop.arrays): zero-copy on host-memory backends, else a host copy --------
+    # -- DLPack and __cuda_array_interface__ (spirad.interop.dlpack_export) -----------------------
+    # host-memory backends: the live memory (CPU) or a host copy (Vulkan, Metal); CUDA / AMDGPU:
+    # the device memory itself, ordered after the work launched so far
     @_guard.locked
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self._check_live()
-        return _to_dlpack(self, stream, max_version, dl_device, copy)
+        from .interop.dlpack_export import export_dlpack
+        return export_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU: host memory (the live buffer, or a copy of a GPU buffer)
+        from .interop.dlpack_export import dlpack_device
+        return dlpack_device(self)
+
+    @property
+    @_guard.locked
+    def __cuda_array_interface__(self):
+        self._check_live()
+        from .interop.dlpack_export import cuda_array_interface
+        return cuda_array_interface(self)
 
     def __repr__(self):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
-
-
-def _to_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
-    """`Ndarray.__dlpack__`: the live memory on host-memory backends (zero-copy), else a host
-    copy (GPU memory is not exported); `copy=False` on a GPU backend raises BufferError."""
-    be = _state.backend()
-    if be.host_storage(nd._storage()) is not None:
-        view = nd._view()
-    elif copy is False:
-        raise BufferError(f"this sd.ndarray lives in {be.name} device memory, which DLPack cannot "
-                          f"export without a copy; pass copy=None (or call to_numpy())")
-    else:
-        if copy is None:  # not asked for: say so
-            from .tracebacks import warn_user
-            warn_user(f"this sd.ndarray lives in {be.name} device memory: DLPack exported a "
-                      f"host copy (later kernel writes do not reach it; on the CPU backend "
-                      f"DLPack shares the memory)")
-        view, copy = nd.to_numpy(), None
-    kw = {"stream": stream}
-    if max_version is not None:
-        kw["max_version"] = max_version
-    if dl_device is not None:
-        kw["dl_device"] = dl_device
-    if copy is not None:
-        kw["copy"] = copy
-    return view.__dlpack__(**kw)
 
 
 @api

@@ -111,6 +111,9 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_ROCM_BITCODE", "path", None,
            "directory of the ROCm device libraries (`ocml.bc`)"),
     Switch("SPIRAD_LLD", "path", None, "path of `ld.lld` (LLVM 22) for AMDGPU code objects"),
+    Switch("SPIRAD_GPU_HOST_SIZING", "flag", False,
+           "CUDA / AMDGPU: size adstacks and read data-dependent parallel bounds on the host "
+           "(each a wait), the path before the GPU sizer, for comparisons ([gpu.md](gpu.md))"),
     # CPU code generation
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),

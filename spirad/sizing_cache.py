@@ -46,9 +46,11 @@ class SizerStats:
     gpu_dispatches: int = 0
     cache_hits: int = 0
     counting_passes: int = 0
+    checkpointed: int = 0  # launches switched to the checkpointed adjoint (launch._budgeted)
 
     def reset(self):
         self.host_evaluations = self.gpu_dispatches = self.cache_hits = self.counting_passes = 0
+        self.checkpointed = 0
 
 
 stats = SizerStats()
@@ -66,11 +68,18 @@ def refresh_debug_flag():
     _DEBUG[0] = options.get("SPIRAD_DEBUG_ADSTACK")
 
 
-class LaunchContext:
-    """What the host sizer reads at launch: scalar args, ndarray shapes and data, field data."""
+def _host_view(array):
+    return array._view()
 
-    def __init__(self, args):
+
+class LaunchContext:
+    """What the host sizer reads at launch: scalar args, ndarray shapes and data, field data.
+    `read(array)`: a numpy view of a field's / ndarray's data (default: its `_view()`, a host
+    read that syncs; a backend reporting an error while syncing passes one that does not)."""
+
+    def __init__(self, args, read=None):
         self.args = args
+        self.read = read or _host_view
 
     def scalar_arg(self, i):
         return self.args[i]
@@ -79,10 +88,10 @@ class LaunchContext:
         return self.args[i].full_shape[axis]
 
     def ndarray_read(self, i, indices):
-        return self.args[i]._view()[tuple(indices)]
+        return self.read(self.args[i])[tuple(indices)]
 
     def field_read(self, fid, indices):
-        return _state.current().field_map()[fid]._view()[tuple(indices)]
+        return self.read(_state.current().field_map()[fid])[tuple(indices)]
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,16 @@ class Counting:
         return Counting(compiled, n, key_of)
 
 
+def _reads_key(exprs):
+    """`_key_function` of what `exprs` (None entries skipped) read."""
+    lv = sz.leaves(*[e for e in exprs if e is not None])
+    fields = []
+    if lv.fields:
+        fmap = _state.current().field_map()
+        fields = [fmap[f] for f in sorted(lv.fields) if f in fmap]
+    return _key_function(sorted(lv.scalars), sorted(lv.shapes), sorted(lv.ndarrays), fields)
+
+
 @dataclass(eq=False)
 class TaskSizing:
     """Sizing of one adjoint task: its stacks' expressions, what they read, and its cache entry."""
@@ -173,6 +192,8 @@ class TaskSizing:
     host_last: SizedTask = None       # the last host-sized result (its layout is reused when the
                                       # capacities repeat, also with the cache off)
     measured: tuple = ()              # per stack: its counter (AdStackArg.measured), -1 if none
+    required_key_of: object = None    # args -> what the `required` expressions read (forced
+                                      # sizes: an overflow message's size is exact while it holds)
 
     @staticmethod
     def of(stacks, counting: Counting = None) -> "TaskSizing":
@@ -191,11 +212,11 @@ class TaskSizing:
                 raise RuntimeError("a measured adstack without the program's counting pass")
             own, counted = key_of, counting.key_of
             key_of = lambda args: (own(args), counted(args))  # noqa: E731
-        return TaskSizing(exprs, tuple(a.arg.required for a in stacks),
-                          tuple(a.dtype.nbytes for a in stacks),
+        required = tuple(a.arg.required for a in stacks)
+        return TaskSizing(exprs, required, tuple(a.dtype.nbytes for a in stacks),
                           tuple(adstack_kind(a) for a in stacks), lv,
                           bool(lv.fields or lv.ndarrays) and all(m < 0 for m in measured), key_of,
-                          measured=measured)
+                          required_key_of=_reads_key(required), measured=measured)
 
     def on_host(self, args, counts=None) -> SizedTask:
         ctx = LaunchContext(args)
@@ -229,8 +250,9 @@ class ProgramSizing:
         forced = any(ts is not None and ts.exprs != ts.required for ts in tasks)
         return ProgramSizing(tasks, forced, cache, counting=cnt)
 
-    def required(self, task: int, stack: int, args):
-        """The size stack `stack` of task `task` needs at a launch with `args` (None: unknown)."""
+    def required(self, task: int, stack: int, args, read=None):
+        """The size stack `stack` of task `task` needs at a launch with `args` (None: unknown);
+        `read`: how to read field / ndarray data (`LaunchContext`)."""
         ts = self.tasks[task]
         if ts is not None and ts.measured and ts.measured[stack] >= 0 and self.counting.last:
             return self.counting.last[ts.measured[stack]]
@@ -238,9 +260,15 @@ class ProgramSizing:
         if expr is None:
             return None
         try:
-            return int(sz.eval_fast(expr, LaunchContext(args)))
+            return int(sz.eval_fast(expr, LaunchContext(args, read)))
         except sz.SizerError:
             return None
+
+    def required_inputs(self, task: int, args) -> tuple:
+        """A key of everything task `task`'s automatic sizes read (scalars, shapes, write
+        generations): equal keys, equal required sizes."""
+        ts = self.tasks[task]
+        return () if ts is None else ts.required_key_of(args)
 
 
 def evaluate(sizing: ProgramSizing, args, cache=None, measure=None) -> tuple:
@@ -320,3 +348,17 @@ def debug_print(kernel_name, sizing: ProgramSizing, sized, heaps):
         w(f"  task {k}: sizes {list(s.caps)}  kinds {list(lay.kinds)}  stride_float "
           f"{lay.stride_float} B  stride_int {lay.stride_int} B\n")
     w(f"  heaps: float {heaps[0]} B, int {heaps[1]} B\n")
+
+
+def debug_checkpointed(c, note, heap_after):
+    """SPIRAD_DEBUG_ADSTACK=1, a launch switched to the checkpointed adjoint: which loops, every
+    how many trips, and the heap before / after (passes/autodiff/loop_checkpoint.py)."""
+    name, heap, budget, every = note
+    lines = sorted({a.loc.lineno for t in c.tl.tasks for a in adstack_allocas(t)
+                    if a.arg.name.endswith(".ckpt") and a.loc is not None})
+    sys.stderr.write(
+        f"[spirad adstack] {name}: the adstack heap would take {heap} B, over the budget of "
+        f"{budget} B (init(ad_stack_memory=)): checkpointed the loops at line(s) "
+        f"{', '.join(map(str, lines)) or '?'} every {every} trips; heap {heap_after} B, "
+        f"saved {heap - heap_after} B" + (" (still over the budget)" if heap_after > budget
+                                          else "") + "\n")

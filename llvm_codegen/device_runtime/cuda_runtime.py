@@ -2,7 +2,7 @@
 
 The device code is PTX (the driver JIT-compiles it for the device) or, when the device's
 compute capability is one spirad assembled for, the cubin from `ptxas`. `CudaRuntime()` raises
-`DriverUnavailable` without a driver or a device.
+`DriverUnavailable` without a driver or a device. Memory, stream and copies: `driver_base`.
 """
 from __future__ import annotations
 
@@ -20,13 +20,24 @@ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 class CudaRuntime(GpuDriverRuntime):
     kind = "CUDA"
     LIBS = ("libcuda.so.1", "libcuda.so")
-    API = {"malloc_managed": "cuMemAllocManaged", "memset": "cuMemsetD8_v2",
-           "free": "cuMemFree_v2", "module_load": "cuModuleLoadData",
-           "module_function": "cuModuleGetFunction", "launch": "cuLaunchKernel",
-           "synchronize": "cuCtxSynchronize"}
+    API = {"malloc": "cuMemAlloc_v2", "malloc_managed": "cuMemAllocManaged",
+           "free": "cuMemFree_v2", "memset_async": "cuMemsetD8Async",
+           "htod_async": "cuMemcpyHtoDAsync_v2", "dtoh": "cuMemcpyDtoH_v2",
+           "stream_create": "cuStreamCreate", "stream_sync": "cuStreamSynchronize",
+           "event_create": "cuEventCreate", "event_record": "cuEventRecord",
+           "stream_wait_event": "cuStreamWaitEvent", "event_destroy": "cuEventDestroy_v2",
+           "module_load": "cuModuleLoadData", "module_function": "cuModuleGetFunction",
+           "launch": "cuLaunchKernel"}
+    PAGEABLE_ASYNC_UPLOAD = True  # "host memory is copied to a staging buffer immediately"
 
     def _error_string(self, status, msg):
         self.lib.cuGetErrorString(ctypes.c_int(status), ctypes.byref(msg))
+
+    def _host_alloc(self, ptr_ref, nbytes):
+        return self.lib.cuMemAllocHost_v2(ctypes.byref(ptr_ref), ctypes.c_size_t(nbytes))
+
+    def _host_free_fn(self):
+        return self.lib.cuMemFreeHost
 
     def _setup(self):
         lib = self.lib

@@ -9,6 +9,8 @@ from .llvm_gpu import LlvmGpuBackend
 class AmdgpuBackend(LlvmGpuBackend):
     name = "amdgpu"
     EMULATE_ENV = "SPIRAD_AMDGPU_EMULATE"
+    DLPACK_DEVICE = 10    # kDLROCM
+    DEFAULT_STREAM = 0    # DLPack: None means the null stream
 
     @classmethod
     def runtime_class(cls):

@@ -28,6 +28,10 @@ class BackendBase:
     # The GPU sizer (`spirad.backends.gpu_sizer.GpuSizer`) or None: adstack sizes that read
     # device data are then evaluated on the host, which reads the data through `view`.
     gpu_sizer = None
+    # True: `view` is live memory the host may write (after a sync). False: device memory the
+    # host reaches only through `read` / `write` (asynchronous copies); `view` is a read-only
+    # copy (`spirad.field` writes through `write`).
+    host_views = True
 
     # -- availability (class level: asked before a backend is created) -----------------------------
     @classmethod
@@ -53,7 +57,8 @@ class BackendBase:
         raise NotImplementedError
 
     def view(self, storage, np_dtype, shape) -> np.ndarray:
-        """A numpy view of `storage`, valid until the next launch (callers `sync()` first)."""
+        """A numpy view of `storage`, valid until the next launch (callers `sync()` first); a
+        read-only copy where `host_views` is False."""
         raise NotImplementedError
 
     def compile(self, tl, abi):
@@ -102,16 +107,42 @@ class BackendBase:
         (`spirad.interop.arrays`)."""
         return None
 
-    def read(self, storage, nbytes: int) -> np.ndarray:
-        """The first `nbytes` bytes of `storage`, as a uint8 copy (pending work finished)."""
-        self.sync()
-        return np.array(self.view(storage, np.uint8, (nbytes,)), copy=True)
+    # -- other libraries' GPU arrays (DLPack, __cuda_array_interface__: spirad.interop.arrays) --
+    def dlpack_device(self) -> tuple:
+        """The DLPack (device type, id) of this backend's storages; (1, 0): host memory (or
+        exported as a host copy)."""
+        return (1, 0)
 
-    def write(self, storage, data: np.ndarray) -> None:
-        """Copy `data`'s bytes to the start of `storage` (pending work finished)."""
+    def dlpack_stream(self):
+        """The stream value this backend hands a producer's `__dlpack__(stream=...)` and names
+        in `__cuda_array_interface__` (None: no stream, host memory)."""
+        return None
+
+    def foreign_storage(self, ptr: int, nbytes: int, owner):
+        """A storage over another library's memory on this backend's device (`owner` keeps it
+        alive until the work using it has run), or None where foreign memory is not bound."""
+        return None
+
+    def order_after(self, stream) -> None:
+        """Work launched from now on waits for what `stream` (a producer's; None: nothing to
+        wait for) has queued so far, without the host waiting."""
+
+    def order_before(self, stream) -> None:
+        """`stream` (a consumer's DLPack stream value; None: its default stream; -1: none)
+        waits for what this backend has queued so far, without the host waiting."""
+
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
+        """`nbytes` bytes of `storage` from `offset`, as a uint8 copy (pending work finished)."""
+        self.sync()
+        return np.array(self.view(storage, np.uint8, (offset + nbytes,))[offset:], copy=True)
+
+    def write(self, storage, data: np.ndarray, offset: int = 0) -> None:
+        """Copy `data`'s bytes into `storage` at `offset`, after the work launched before
+        (host-memory backends: pending work finished first; device-memory backends may queue
+        the copy on their stream and return at once)."""
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self.sync()
-        self.view(storage, np.uint8, (raw.nbytes,))[...] = raw
+        self.view(storage, np.uint8, (offset + raw.nbytes,))[offset:] = raw
 
     def sync(self) -> None:
         """Wait for all launched work; raise the first error a kernel reported since the last."""
@@ -126,6 +157,26 @@ class BackendBase:
     def heap_bytes(self) -> tuple:
         """Bytes of the (float, int) adstack heaps now allocated."""
         return (0, 0)
+
+    def adstack_rows(self, program, task: int, n) -> int:
+        """Adstack heap rows a launch of task `task` over `n` iterations (None: not known
+        before it starts) uses at full parallelism: what the memory budget
+        (`init(ad_stack_memory=)`, spirad.launch) is compared with."""
+        return max(int(n or 1), 1)
+
+    def adstack_row_fits(self, layout) -> bool:
+        """Can one thread's adstack heap row of `layout` be bound at all? (SPIR-V: one storage
+        buffer's limit.) A launch whose row does not fit runs checkpointed (spirad.launch)."""
+        return True
+
+    def device_memory(self) -> int:
+        """Bytes of memory the device has (the default adstack budget is a fraction of it):
+        the host's RAM unless the backend knows better."""
+        import os
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 8 << 30
 
     def take_validation_messages(self) -> list:
         """Driver validation messages since the last call (the tests fail on any)."""

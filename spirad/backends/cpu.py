@@ -210,6 +210,9 @@ class CpuBackend(BackendBase):
                                self.heap_int.__array_interface__["data"][0])
             self.heap_sizes = (self.heap_float.nbytes, self.heap_int.nbytes)
 
+    def adstack_rows(self, program, task, n) -> int:
+        return self.rt.num_workers * program.lanes[task]
+
     def plan_adstack(self, program, ti, sized):
         """(metadata address, float heap bytes, int heap bytes, metadata words kept alive)."""
         meta = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)

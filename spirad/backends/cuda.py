@@ -9,6 +9,8 @@ from .llvm_gpu import LlvmGpuBackend
 class CudaBackend(LlvmGpuBackend):
     name = "cuda"
     EMULATE_ENV = "SPIRAD_CUDA_EMULATE"
+    DLPACK_DEVICE = 2     # kDLCUDA
+    DEFAULT_STREAM = 1    # DLPack: None means the legacy default stream (CU_STREAM_LEGACY)
 
     @classmethod
     def runtime_class(cls):

@@ -7,28 +7,40 @@ Compile: every program is emitted for each of the arch's device targets
 file read). An assembly failure is an internal error (RuntimeError), never a skip. On a device
 the code of its target is loaded; with `SPIRAD_<ARCH>_EMULATE=1` the program is also compiled for
 `emulation(target)` and run on the CPU JIT with the same entry, thread-to-row mapping, grid stride,
-heap layout and atomics.
+heap layout and atomics, and the emulated runtime's device memory and stream queue.
 
-Memory: fields, ndarrays, temporaries, adstack heaps and status buffers are managed memory
-(`rt.alloc`: numpy arrays the host reads once the device is idle).
+Memory: fields, ndarrays, temporaries, adstack heaps and staging are device memory
+(`rt.alloc`); the host reaches them only through asynchronous copies on the one stream
+(`write`: `from_numpy`, `fill`, element writes; `read`: `to_numpy`, element reads, which wait).
+`sd.init(managed_memory=True)` puts fields and ndarrays in managed memory instead (host views
+after a sync: `host_views`).
 
-Launch: launches are enqueued and run in order; nothing waits until `sync()` (every host read
-syncs). Each launch writes its buffer-address table and argument bytes into a fresh slot of a
-staging arena, so later launches never change what an earlier, still running one reads; the
-arena (and every adstack heap or arena replaced by a larger one) is kept until `sync()`. A range
-task runs on a grid of `min(iterations, rt.max_threads)` threads rounded up to whole blocks,
-each thread one adstack heap row (heaps sized at each launch from the sizing cache's layout:
-`layout.heap_bytes(threads)`, fewer threads when the rows would pass `HEAP_BUDGET`); a serial
-task on one thread. A range whose bounds read globals is evaluated on the host after waiting for
-the device.
+Launch: launches are queued on the stream and never wait for the host; only `sync()` and host
+reads wait. Each launch writes its status words (zeroed), buffer-address table and argument
+bytes into a fresh slot of a device arena with one asynchronous upload, so later launches
+never change what an earlier, still queued one reads; the status words are read back at
+`sync()`. A range task runs on a grid of `min(iterations, rt.max_threads)` threads rounded up
+to whole blocks, each thread one adstack heap row (heaps sized at each launch from the sizing
+cache's layout: `layout.heap_bytes(threads)`, fewer threads when the rows would pass
+`HEAP_BUDGET`); a serial task on one thread. A range whose bounds read globals is evaluated by
+the kernel itself from device memory (`kernel_entry`: device ranges) on a grid chosen without
+the bound (`device_grid`); with `init(debug=True)` (so that an out-of-range bound read is
+reported by the host's bounds message) it is read on the host after waiting for the device.
+
+Adstack sizing: the sizing cache (`spirad.sizing_cache`) sizes each launch; a task whose size
+expressions read device data is sized by the GPU sizer (`gpu_sizer`: the sizer kernels of
+`shaders/` compiled by this lowering, writing the task's metadata words on the device; one
+read-back on a cache miss, none on a hit). `SPIRAD_GPU_HOST_SIZING=1` keeps the path from before
+the GPU sizer and device ranges (host sizing and host-read bounds, each a wait), for comparisons.
 
 Errors: every task launch has its own status words (adstack overflow, bounds checks with
-`init(debug=True)`) in its arena slot, read at `sync()` in launch order; the first error is
-raised there, about the launch that made it (its arguments, its adstack sizes), as the user
-error the CPU backend raises.
+`init(debug=True)`), read at `sync()` in launch order; the first error is raised there, about
+the launch that made it (its arguments, its adstack sizes), as the user error the CPU backend
+raises. The size an overflowing stack needed is computed from the data as it was at the launch
+when no write has touched that data since (the device is idle then: nothing syncs again), else
+the message states the capacity only.
 """
 from __future__ import annotations
-
 
 import numpy as np
 
@@ -41,17 +53,30 @@ from .program import status_error
 from .range_bounds import HostBounds, device_bounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
+DEVICE_RANGE_ROWS = 1 << 16  # threads of a device-range task with adstacks (its range unknown)
 ARENA_BYTES = 1 << 16
 ARENA_LIMIT = 1 << 24  # a full arena this large is reused after waiting, not replaced
+DEVICE_RANGE_HINT = (0, 1 << 30)  # begin / end arguments of a device-range task (not read)
+HOST_PATH_ENV = "SPIRAD_GPU_HOST_SIZING"
 
 
 class GpuProgram:
     def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds):
         self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
         self.nbind, self.stacks, self.task_names, self.bounds = nbind, stacks, task_names, bounds
-        self.host_bounds = ()
-        self.device_code = {}  # target name -> DeviceCode (what was assembled)
+        self.host_bounds = ()   # per task: HostBounds of a range read on the host, else None
+        self.device_range = ()  # per task: the kernel reads its own range from device memory
+        self.device_code = {}   # target name -> DeviceCode (what was assembled)
         self.module = None
+
+
+class _Launch:
+    """One queued task launch: where its status words are, and what names its errors."""
+    __slots__ = ("program", "arena", "offset", "argbuf", "adstack", "inputs")
+
+    def __init__(self, program, arena, offset, argbuf, adstack, inputs):
+        self.program, self.arena, self.offset = program, arena, offset
+        self.argbuf, self.adstack, self.inputs = argbuf, adstack, inputs
 
 
 class LlvmGpuBackend(BackendBase):
@@ -125,6 +150,7 @@ class LlvmGpuBackend(BackendBase):
     # -- setup -------------------------------------------------------------------------------------
     def __init__(self, state):
         super().__init__(state)
+        from .. import options
         from llvm_codegen.target import ARCH_TARGETS, TARGETS
         self.targets = tuple(TARGETS[t] for t in ARCH_TARGETS[self.name])
         if self.emulated():
@@ -133,26 +159,86 @@ class LlvmGpuBackend(BackendBase):
         else:
             self.rt = self.device_runtime()
         self.bounds_check = bool(state.debug)
+        self.managed = bool(state.options.get("managed_memory", False))
+        self.host_path = options.get(HOST_PATH_ENV)
+        if not self.host_path:
+            from .gpu_sizer import GpuSizer
+            self.gpu_sizer = GpuSizer(self)
         self.heap_float = self.rt.alloc(8)
         self.heap_int = self.rt.alloc(8)
         self.arena = self.rt.alloc(ARENA_BYTES)
         self.arena_used = 0
-        self.inflight = []   # storages replaced while launches that use them may run
-        self.launched = []   # (program, status words, argbuf, adstack plan) per task launch
+        self.launched = []   # _Launch per queued task launch since the last drain
         self.pending = None  # an error found while draining, raised at the next sync()
+
+    @property
+    def host_views(self) -> bool:
+        return self.managed
 
     def device_name(self) -> str:
         return f"{self.name} emulated on the host CPU" if self.emulated() else f"{self.name} device"
 
     def allocate(self, nbytes):
-        return self.rt.alloc(nbytes)
+        return self.rt.alloc_managed(nbytes) if self.managed else self.rt.alloc(nbytes)
 
     def view(self, storage, np_dtype, shape):
+        """Managed memory: a live view (the device is idle: callers synced). Device memory: a
+        read-only copy, downloaded now."""
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize
-        return storage[:n].view(np_dtype).reshape(shape)
+        if storage.host is not None:
+            return storage.host[:n].view(np_dtype).reshape(shape)
+        out = self.rt.download(storage.ptr, n).view(np_dtype).reshape(shape)
+        out.flags.writeable = False
+        return out
+
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
+        self._check_range(storage, offset, nbytes)
+        if storage.host is not None:
+            self.sync()
+            return np.array(storage.host[offset:offset + nbytes], copy=True)
+        data = self.rt.download(storage.ptr + offset, nbytes)
+        if self.launched or self.pending is not None:  # the stream is idle: only errors left
+            self.sync()
+        return data
+
+    def write(self, storage, data, offset: int = 0) -> None:
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self._check_range(storage, offset, raw.nbytes)
+        if storage.host is not None:
+            self.sync()
+            storage.host[offset:offset + raw.nbytes] = raw
+        else:
+            self.rt.upload(storage.ptr + offset, raw)  # queued: no wait
+
+    @staticmethod
+    def _check_range(storage, offset, nbytes):
+        if offset < 0 or offset + nbytes > storage.nbytes:
+            raise RuntimeError(f"{nbytes} bytes at offset {offset} do not fit a buffer of "
+                               f"{storage.nbytes} bytes")
 
     def capabilities(self) -> dict:
         return {"f64": True, "i64": True}
+
+    # -- other libraries' GPU arrays ---------------------------------------------------------------
+    DLPACK_DEVICE = 0     # kDLCUDA (2) / kDLROCM (10): set by the subclass
+    DEFAULT_STREAM = 0    # what a DLPack stream value of None means on this device
+
+    def dlpack_device(self) -> tuple:
+        return (self.DLPACK_DEVICE, 0)
+
+    def dlpack_stream(self):
+        return self.rt.stream
+
+    def foreign_storage(self, ptr, nbytes, owner):
+        return self.rt.wrap(ptr, nbytes, owner)
+
+    def order_after(self, stream) -> None:
+        if stream is not None and stream != -1:
+            self.rt.wait_for(int(stream))
+
+    def order_before(self, stream) -> None:
+        if stream != -1:
+            self.rt.signal(self.DEFAULT_STREAM if stream is None else int(stream))
 
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes
@@ -162,8 +248,11 @@ class LlvmGpuBackend(BackendBase):
         from llvm_codegen.codegen import compile_tasks
         from llvm_codegen.device_codegen import build_many
         from llvm_codegen.target import emulation
-        progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t)
-                 for t in self.targets]
+        ranged = [device_bounds(t) for t in tl.tasks]
+        on_device = frozenset(i for i, r in enumerate(ranged)
+                              if r and not self.bounds_check and not self.host_path)
+        progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t,
+                               device_ranges=on_device) for t in self.targets]
         built = build_many([(p.llvm_ir, t, [ti.symbol for ti in p.tasks])
                             for p, t in zip(progs, self.targets)], self.emulated())
         codes = {t.name: c for t, c in zip(self.targets, built)}
@@ -171,7 +260,7 @@ class LlvmGpuBackend(BackendBase):
         symbols = [ti.symbol for ti in prog.tasks]
         if self.emulated():
             emu = compile_tasks(tl, abi, bounds_check=self.bounds_check,
-                                target=emulation(self.targets[0]))
+                                target=emulation(self.targets[0]), device_ranges=on_device)
             module = self.rt.load(emu.llvm_ir, symbols)
         else:
             module = self.load_device_code(codes, symbols)
@@ -182,8 +271,9 @@ class LlvmGpuBackend(BackendBase):
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module, p.device_code = module, codes
-        p.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
-                              for t in tl.tasks)
+        p.device_range = tuple(i in on_device for i in range(len(tl.tasks)))
+        p.host_bounds = tuple(HostBounds(tl, t, abi) if r and i not in on_device else None
+                              for i, (t, r) in enumerate(zip(tl.tasks, ranged)))
         return p
 
     def load_device_code(self, codes, symbols):
@@ -192,107 +282,158 @@ class LlvmGpuBackend(BackendBase):
 
     # -- launch ------------------------------------------------------------------------------------
     def plan_adstack(self, program, ti, sized):
-        """(metadata words in device memory, layout)."""
+        """(metadata words in device memory, layout): the buffer the GPU sizer wrote, or the
+        host layout's words uploaded to a buffer of this plan."""
+        if sized.device_meta is not None:
+            return sized.device_meta, sized.layout
         words = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)
         meta = self.rt.alloc(words.nbytes)
-        meta.view(np.uint32)[:] = words
+        self.rt.upload(meta.ptr, words.view(np.uint8))
         return meta, sized.layout
 
     def _stage(self, table, argbuf: bytes) -> tuple:
-        """A fresh arena slot with this launch's status words (zeroed), its buffer-address table
-        (`table` + the status address) and its argument bytes: (bufs addr, args addr, status)."""
+        """A fresh arena slot holding this launch's status words (zeroed), its buffer-address
+        table (`table` + the status address) and its argument bytes, uploaded in stream order:
+        (bufs address, args address, arena, slot offset)."""
         nt = 8 * (len(table) + 1)
         need = STATUS_BYTES + nt + ((len(argbuf) + 15) & ~15)
         if self.arena_used + need > self.arena.nbytes:
             if self.arena.nbytes >= ARENA_LIMIT and need <= self.arena.nbytes:
                 self._drain()  # many launches without a sync: wait, and reuse the arena
-            else:
-                self.inflight.append(self.arena)
+            else:  # the old arena stays alive while its launches are listed
                 self.arena = self.rt.alloc(grown(self.arena.nbytes, need))
                 self.arena_used = 0
         off = self.arena_used
         a = self.arena
-        base = a.__array_interface__["data"][0] + off
-        status = a[off:off + STATUS_BYTES].view(np.uint32)
-        status[:] = 0
-        t = a[off + STATUS_BYTES:off + STATUS_BYTES + nt].view(np.uint64)
+        base = a.ptr + off
+        slot = np.zeros(need, np.uint8)
+        t = slot[STATUS_BYTES:STATUS_BYTES + nt].view(np.uint64)
         t[:-1] = table
         t[-1] = base
-        o = off + STATUS_BYTES + nt
-        a[o:o + len(argbuf)] = np.frombuffer(argbuf, np.uint8)
+        o = STATUS_BYTES + nt
+        slot[o:o + len(argbuf)] = np.frombuffer(argbuf, np.uint8)
+        self.rt.upload(base, slot)
         self.arena_used += need
-        return base + STATUS_BYTES, base + STATUS_BYTES + nt, status
+        return base + STATUS_BYTES, base + STATUS_BYTES + nt, a, off
 
     def _heaps(self, nf, ni):
+        """Heaps of at least these sizes; a replaced heap is freed by the runtime only after
+        the queued launches that use it have run."""
         if nf > self.heap_float.nbytes:
-            self.inflight.append(self.heap_float)
             self.heap_float = self.rt.alloc(grown(self.heap_float.nbytes, nf))
         if ni > self.heap_int.nbytes:
-            self.inflight.append(self.heap_int)
             self.heap_int = self.rt.alloc(grown(self.heap_int.nbytes, ni))
+
+    def adstack_rows(self, program, task, n) -> int:
+        if program.kinds[task] == "serial":
+            return 1
+        return self.heap_rows(n if n is not None else self.rt.max_threads)
 
     def heap_rows(self, n: int, layout=None) -> int:
         """Threads (= adstack heap rows) of a range launch of `n` iterations."""
         rt = self.rt
         block = rt.block
-        t = min(-(-n // block) * block, rt.max_threads)
+        return self._budget(min(-(-n // block) * block, rt.max_threads), layout)
+
+    def device_grid(self, layout=None) -> int:
+        """Threads of a device-range launch (its iteration count unknown to the host)."""
+        t = self.rt.max_threads
+        if layout is not None:
+            t = min(t, DEVICE_RANGE_ROWS)
+        return self._budget(t, layout)
+
+    def _budget(self, t: int, layout) -> int:
         if layout is not None:
             row = layout.stride_float + layout.stride_int
             if row * t > HEAP_BUDGET:
+                block = self.rt.block
                 t = max(block, (HEAP_BUDGET // row) // block * block)
         return t
 
-    @staticmethod
-    def _addr(a) -> int:
-        return a.__array_interface__["data"][0]
-
     def launch(self, program, storages, argbuf, ranges, adstack=None):
-        base = [self._addr(st if st is not None else program.temps[k])
-                for k, st in enumerate(storages)]
+        temps = program.temps
+        base = [(st if st is not None else temps[k]).ptr for k, st in enumerate(storages)]
         plan = None if adstack is None else adstack.tasks
         for ti, (fn, kind, rng) in enumerate(zip(program.fns, program.kinds, ranges)):
-            if rng is None:  # the bounds read device memory: wait for the earlier launches
-                self.rt.synchronize()
-                rng = program.host_bounds[ti].evaluate(argbuf, lambda k, ref, shape: self.view(
-                    storages[k] if storages[k] is not None else program.temps[k], ref.dtype.np,
-                    shape))
-            b, e = rng
-            if e <= b:
-                continue
+            on_device = rng is None and program.device_range[ti]
+            if on_device:
+                b, e = DEVICE_RANGE_HINT
+            else:
+                if rng is None:  # read on the host: wait for the earlier launches
+                    rng = program.host_bounds[ti].evaluate(argbuf, lambda k, ref, shape: self.view(
+                        storages[k] if storages[k] is not None else temps[k], ref.dtype.np,
+                        shape))
+                b, e = rng
+                if e <= b:
+                    continue
             layout = None
             if program.stacks[ti]:
                 meta, layout = plan[ti]
             if kind == "serial":
                 nthreads, block = 1, 1
             else:
-                nthreads, block = self.heap_rows(e - b, layout), self.rt.block
+                nthreads = self.device_grid(layout) if on_device else self.heap_rows(e - b, layout)
+                block = self.rt.block
             extra = [0, 0, 0]
+            inputs = None
             if layout is not None:
                 self._heaps(*layout.heap_bytes(nthreads))
-                extra = [self._addr(meta), self._addr(self.heap_float), self._addr(self.heap_int)]
-            bufs_addr, args_addr, status = self._stage(base + extra, argbuf)
+                extra = [meta.ptr, self.heap_float.ptr, self.heap_int.ptr]
+                if adstack.forced:  # an overflow is possible: what its message would read
+                    inputs = adstack.required_inputs(ti)
+            bufs_addr, args_addr, arena, off = self._stage(base + extra, argbuf)
             self.rt.launch(fn, bufs_addr, args_addr, b, e, nthreads, block)
-            self.launched.append((program, status, argbuf, adstack))
+            self.launched.append(_Launch(program, arena, off, argbuf, adstack, inputs))
 
-    def _errors(self):
+    # -- errors and sync ---------------------------------------------------------------------------
+    def _statuses(self) -> dict:
+        """Wait for the device; the status bytes of every arena with listed launches."""
+        ends = {}
+        for ln in self.launched:
+            a = ln.arena
+            end = ln.offset + STATUS_BYTES
+            if id(a) not in ends or ends[id(a)][1] < end:
+                ends[id(a)] = (a, end)
+        if not ends:
+            self.rt.synchronize()
+        return {k: self.rt.download(a.ptr, end) for k, (a, end) in ends.items()}
+
+    def _read_idle(self, array) -> np.ndarray:
+        """A field's / ndarray's data while the device is idle, without syncing (the overflow
+        message's required size)."""
+        return self.view(array._storage(), array.dtype.np, array.full_shape)
+
+    def _required(self, ln: _Launch, task: int, stack: int):
+        ad = ln.adstack
+        if ln.inputs is None or ad.required_inputs(task) != ln.inputs:
+            return None  # unknown, or the data it reads was written after the launch
+        return ad.required(task, stack, read=self._read_idle)
+
+    def _errors(self, statuses):
         """The error of the first launch (in launch order) whose status words report one."""
         err = None
-        for program, status, argbuf, adstack in self.launched:
+        for ln in self.launched:
+            raw = statuses[id(ln.arena)]
+            status = raw[ln.offset:ln.offset + STATUS_BYTES].view(np.uint32)
             if not status[StatusWord.CODE]:
                 continue
-            err = status_error(program, status, (argbuf,), () if adstack is None else (adstack,))
+            err = status_error(ln.program, status, (ln.argbuf,),
+                               () if ln.adstack is None else (ln.adstack,),
+                               required=lambda plan, task, stack, ln=ln:
+                               self._required(ln, task, stack))
             break
-        self.launched.clear()
         return err
 
     def _drain(self):
         """Wait for the device; keep the first error for `sync()`; free the staging space."""
-        self.rt.synchronize()
-        err = self._errors()  # reads the arena: before it is reused
+        statuses = self._statuses()
+        try:
+            err = self._errors(statuses)
+        finally:
+            self.launched.clear()
+            self.arena_used = 0
         if self.pending is None:
             self.pending = err
-        self.inflight.clear()
-        self.arena_used = 0
 
     def sync(self):
         self._drain()
@@ -305,6 +446,5 @@ class LlvmGpuBackend(BackendBase):
             self.rt.synchronize()
         finally:
             self.launched.clear()
-            self.inflight.clear()
             if self.emulated():
                 self.rt.close()

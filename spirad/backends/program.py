@@ -35,13 +35,17 @@ class Program:
         self.blob = blob  # the backend's compiled form: what the offline cache stores
 
 
-def status_error(program: Program, words, argbufs=(), adstack_plans=(), caps=None):
+def status_error(program: Program, words, argbufs=(), adstack_plans=(), caps=None,
+                 required=None):
     """The user error `words` (a launch's status words) report, or None when they report none.
 
     `argbufs`: the argument buffers of the launches that may have failed (ndarray shapes in
     index errors); `adstack_plans`: their `launch.AdstackPlan`s (an overflow names the largest
     capacity given and the largest size needed among them: the words do not say which launch
-    overflowed); `caps`: the device's capabilities (the loop-cap message)."""
+    overflowed); `caps`: the device's capabilities (the loop-cap message);
+    `required(plan, task, stack)`: how the backend computes a plan's needed size (default
+    `plan.required(task, stack)`, which may read device data and so sync; a backend that
+    decodes errors while syncing passes one that does not)."""
     st = decode_status(words)
     if st.code == STATUS_OK:
         return None
@@ -52,7 +56,8 @@ def status_error(program: Program, words, argbufs=(), adstack_plans=(), caps=Non
     stacks = program.stacks[st.task] if 0 <= st.task < len(program.stacks) else None
     if st.code == STATUS_ADSTACK_OVERFLOW and stacks and adstack_plans:
         cap = max(a.capacity(st.task, st.stack) for a in adstack_plans)
-        req = [a.required(st.task, st.stack) for a in adstack_plans]
+        need = required or (lambda plan, task, stack: plan.required(task, stack))
+        req = [need(a, st.task, st.stack) for a in adstack_plans]
         req = max((r for r in req if r is not None), default=None)
         return overflow_error(program.name, task, stacks[st.stack], st.stack, cap, req)
     if st.code == STATUS_LOOP_CAP and caps is not None:

@@ -364,17 +364,23 @@ class SpirvBackend(BackendBase):
         return tuple(h.nbytes if h is not None else 0 for h in (self.heap_float, self.heap_int))
 
     @_runtime_errors_as_user_errors
-    def read(self, storage, nbytes: int) -> np.ndarray:
+    def read(self, storage, nbytes: int, offset: int = 0) -> np.ndarray:
         if type(storage) is RootSlice:
-            return storage.chunk.buffer.read(storage.offset, nbytes)
-        return storage.read(0, nbytes)
+            return storage.chunk.buffer.read(storage.offset + offset, nbytes)
+        return storage.read(offset, nbytes)
 
     @_runtime_errors_as_user_errors
-    def write(self, storage, data) -> None:
+    def write(self, storage, data, offset: int = 0) -> None:
         if type(storage) is RootSlice:
-            storage.chunk.buffer.write(np.ascontiguousarray(data), storage.offset)
+            storage.chunk.buffer.write(np.ascontiguousarray(data), storage.offset + offset)
             return
-        storage.write(np.ascontiguousarray(data))
+        storage.write(np.ascontiguousarray(data), offset)
+
+    def adstack_row_fits(self, layout) -> bool:
+        return self._heap_row_bytes(layout) <= self.caps.max_storage_buffer_range
+
+    def adstack_rows(self, program, task, n) -> int:
+        return max(1, min(ROWS_CAP, n if n is not None else ROWS_CAP))
 
     def plan_adstack(self, program, ti, sized):
         """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the

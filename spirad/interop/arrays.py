@@ -15,6 +15,19 @@ costs about what an `sd.ndarray` does. Each launch counts as a host write of the
 generation is bumped): the caller may have changed the data, and adstack sizes read from it must
 be evaluated again.
 
+GPU arrays of other libraries (a torch CUDA / ROCm tensor, CuPy, Numba: anything with
+`__cuda_array_interface__` or `__dlpack__` on a GPU) are used in place on the backend of the
+same device (CUDA: both protocols; AMDGPU: DLPack's ROCm device): the alias is an `Ndarray` over
+the producer's memory (`BackendBase.foreign_storage`), nothing is copied. Stream ordering, per
+launch: a `__cuda_array_interface__` names the producer's stream, which the launch waits for
+(an event, no host wait) and which then waits for the launch; a DLPack producer is asked for its
+capsule again with our stream (`__dlpack__(stream=...)`), so it orders our stream after its
+work. Our stream is a blocking stream, so work on the legacy default stream (PyTorch's unless
+told otherwise) is ordered with it both ways anyway. An array on a GPU this backend does not
+compute on is an error naming the device.
+
+Out of `sd.ndarray`: `spirad.interop.dlpack_export`.
+
 A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
 requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
 (`torch.zeros_like`) when it is None and binds it as the argument's gradient, so `kernel.grad`
@@ -22,19 +35,139 @@ accumulates into it. For gradients through torch.autograd, see `spirad.interop.a
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from llvm_codegen.device_runtime import dlpack as DL
 
 from .. import guard as _guard
 from .. import state as _state
 from ..ndarray import Ndarray
 from ..tracebacks import warn_user
+from .dlpack_export import DL_TO_NP as _DL_TO_NP
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
 _ACCEPTED = "float32, float64, int32, int64 or uint32"
+
+
+_GPU_DEVICES = {DL.CUDA: "CUDA", DL.ROCM: "ROCm", DL.CUDA_MANAGED: "CUDA managed"}
+
+
+def _detached(obj):
+    """A tensor that requires grad read through `detach()` (same memory)."""
+    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+        return obj.detach()
+    return obj
+
+
+class DeviceArray:
+    """Another library's GPU array as a backend binds it: device address, numpy dtype, shape,
+    the `flags` / `strides` that `element_type` checks, and how to keep it ordered and alive.
+
+    `kind` 'cai' (`__cuda_array_interface__`: `stream` is the producer's, or None; `owner` the
+    object) or 'dlpack' (`owner` the consumed capsule's `DL.Imported`)."""
+
+    def __init__(self, kind, ptr, dtype, shape, strides, read_only, stream, owner, where):
+        self.kind, self.ptr, self.dtype, self.shape = kind, int(ptr), np.dtype(dtype), tuple(shape)
+        self.ndim = len(self.shape)
+        self.strides = strides
+        self.stream, self.owner, self.where = stream, owner, where
+        contiguous = strides is None or _c_contiguous(self.shape, strides, self.dtype.itemsize)
+        self.flags = SimpleNamespace(c_contiguous=contiguous, writeable=not read_only)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def same_memory(self, other: "DeviceArray") -> bool:
+        return (self.ptr, self.dtype, self.shape) == (other.ptr, other.dtype, other.shape)
+
+
+def _c_contiguous(shape, strides, itemsize) -> bool:
+    want = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != want:
+            return False
+        want *= n
+    return True
+
+
+def _cuda_array_interface(obj):
+    try:
+        return obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception:  # noqa: BLE001 - e.g. torch refuses a CPU tensor with a RuntimeError
+        return None
+
+
+def _dlpack_device(obj):
+    f = getattr(obj, "__dlpack_device__", None)
+    if f is None or not hasattr(obj, "__dlpack__"):
+        return None
+    try:
+        dev = f()
+        return int(dev[0]), int(dev[1])
+    except Exception:  # noqa: BLE001 - not a usable exporter: host_array says why
+        return None
+
+
+def _from_cai(cai, obj) -> DeviceArray:
+    if cai.get("mask") is not None:
+        raise SpiradTypeError("a masked __cuda_array_interface__ array cannot be a kernel argument")
+    ptr, read_only = cai["data"]
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(s) for s in cai["shape"])
+    strides = cai.get("strides")
+    strides = None if strides is None else tuple(int(s) for s in strides)
+    stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    return DeviceArray("cai", ptr or 0, dtype, shape, strides, bool(read_only), stream, obj,
+                       "CUDA")  # the object owns the memory: kept alive with the alias
+
+
+def _from_dlpack(obj, stream, where) -> DeviceArray:
+    try:
+        try:
+            cap = obj.__dlpack__(stream=stream, max_version=(1, 0))
+        except TypeError:
+            cap = obj.__dlpack__(stream=stream)
+        imp = DL.consume(cap)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        raise SpiradTypeError(f"cannot take {type(obj).__name__} through DLPack ({e})") from None
+    code = imp.dtype[:2]
+    if imp.dtype[2] != 1 or code not in _DL_TO_NP:
+        imp.release()
+        raise SpiradTypeError(f"{type(obj).__name__} has DLPack dtype {imp.dtype}; kernels take "
+                              f"{_ACCEPTED}")
+    dtype = np.dtype(_DL_TO_NP[code])
+    strides = None if imp.strides is None else tuple(s * dtype.itemsize for s in imp.strides)
+    return DeviceArray("dlpack", imp.ptr, dtype, imp.shape, strides, imp.read_only, None, imp,
+                       where)
+
+
+def device_array(obj):
+    """A `DeviceArray` for another library's GPU array that the current backend computes on in
+    place, None for anything else (host arrays: `host_array`). A GPU array on another device
+    than this backend's is an error that says what to do."""
+    obj = _detached(obj)
+    cai = _cuda_array_interface(obj)
+    dev = None if cai is not None else _dlpack_device(obj)
+    if cai is None and (dev is None or dev[0] not in _GPU_DEVICES):
+        return None
+    be = _state.backend()
+    mine = be.dlpack_device()
+    where = "CUDA" if cai is not None else _GPU_DEVICES[dev[0]]
+    ok = (mine[0] == DL.CUDA) if cai is not None else (
+        mine[0] == dev[0] or {mine[0], dev[0]} == {DL.CUDA, DL.CUDA_MANAGED})
+    if not ok:
+        raise SpiradTypeError(f"{type(obj).__name__} lives in {where} device memory, which "
+                              f"arch={be.name} cannot compute on in place; move it to the CPU "
+                              f"(tensor.cpu()) or use the arch of its device")
+    return _from_cai(cai, obj) if cai is not None else _from_dlpack(obj, be.dlpack_stream(), where)
 
 
 def host_array(obj) -> np.ndarray | None:
@@ -46,8 +179,7 @@ def host_array(obj) -> np.ndarray | None:
         return np.asarray(obj)
     if not hasattr(obj, "__dlpack__"):
         return None
-    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
-        obj = obj.detach()
+    obj = _detached(obj)
     try:
         return np.from_dlpack(obj)
     except (BufferError, RuntimeError, TypeError, ValueError) as e:
@@ -89,12 +221,19 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
 
 
-def alias(arr: np.ndarray, dt, comp, shape):
+def alias(arr, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
-    new device buffer (the caller copies). Returns (ndarray, zero_copy)."""
+    new device buffer (the caller copies); for a `DeviceArray`, over the producer's memory.
+    Returns (ndarray, zero_copy)."""
     from ..field import check_elements
     check_elements(shape, comp, "an array argument", ndarray=True)
     be = _state.backend()
+    if isinstance(arr, DeviceArray):
+        storage = be.foreign_storage(arr.ptr, arr.nbytes, arr)
+        if storage is None:
+            raise RuntimeError(f"backend {be.name} reports a GPU device but binds no foreign memory")
+        be.order_after(arr.stream)
+        return Ndarray._alias(storage, dt, shape, comp_shape=comp), True
     raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(8, np.uint8)
     storage = be.host_storage(raw)
     zero_copy = storage is not None
@@ -136,6 +275,24 @@ def _tensor_ptr(obj):
             None if g is None else g.data_ptr())
 
 
+def _refresh(dev: DeviceArray, obj) -> bool:
+    """Per launch, for a GPU array used before: read its interface again (the memory may have
+    moved) and order our stream after the producer's work since; False when it moved."""
+    be = _state.backend()
+    obj = _detached(obj)
+    if dev.kind == "cai":
+        now = _from_cai(_cuda_array_interface(obj), obj)
+        if not now.same_memory(dev):
+            return False
+        dev.stream = now.stream
+        be.order_after(now.stream)
+        return True
+    now = _from_dlpack(obj, be.dlpack_stream(), dev.where)  # the producer orders our stream
+    same = now.same_memory(dev)
+    now.owner.release()  # the first capsule's import keeps the memory alive
+    return same
+
+
 def _stale_grad(t) -> bool:
     """No `.grad` yet, or one left from before the tensor was re-pointed (`t.data = ...`)."""
     g = t.grad
@@ -146,6 +303,15 @@ def _wants_grad(obj, ann) -> bool:
     """A torch tensor that requires grad gets a gradient unless annotated needs_grad=False."""
     return bool(getattr(obj, "requires_grad", False)) and ann.needs_grad is not False and \
         hasattr(obj, "data_ptr")
+
+
+def _overlap(x, y) -> bool:
+    """Do two arguments' arrays share memory (host arrays, or GPU arrays' address ranges)?"""
+    if isinstance(x, DeviceArray) or isinstance(y, DeviceArray):
+        if not (isinstance(x, DeviceArray) and isinstance(y, DeviceArray)):
+            return False  # host and device memory
+        return bool(x.nbytes and y.nbytes and x.ptr < y.ptr + y.nbytes and y.ptr < x.ptr + x.nbytes)
+    return bool(x.size and y.size and np.shares_memory(x, y, max_work=1 << 16))
 
 
 class KernelArrays:
@@ -201,7 +367,8 @@ class KernelArrays:
                     and hasattr(obj, "data_ptr") and _stale_grad(obj):
                 import torch  # as Taichi does: a tensor that requires grad gets a gradient
                 obj.grad = torch.zeros_like(obj)
-            if e is None or e.obj is not obj or e.epoch != epoch or e.ptr != _tensor_ptr(obj):
+            if e is None or e.obj is not obj or e.epoch != epoch or e.ptr != _tensor_ptr(obj) \
+                    or (isinstance(e.arr, DeviceArray) and not _refresh(e.arr, obj)):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
                 changed = True
             e.nd.generation += 1  # the caller may have changed the data since the last launch
@@ -215,6 +382,8 @@ class KernelArrays:
                 if e.grad_arr is not None and e.grad_arr.size:
                     _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
+            elif isinstance(e.arr, DeviceArray) and e.arr.stream is not None:
+                copies = (copies or []) + [(i, e)]  # the producer's stream follows the launch
             if out is None:
                 out = list(args)
             out[i] = e.nd
@@ -230,7 +399,7 @@ class KernelArrays:
         for a in range(len(arrs)):
             for b in range(a + 1, len(arrs)):
                 (i, x), (j, y) = arrs[a], arrs[b]
-                if x.size and y.size and np.shares_memory(x, y, max_work=1 << 16):
+                if _overlap(x, y):
                     names = kernel._annotations()
                     raise kernel._arg_error(SpiradValueError, f"arguments '{names[i][0]}' and "
                                             f"'{names[j][0]}' of {kernel.fn.__name__} are "
@@ -243,7 +412,9 @@ class KernelArrays:
         name, ann = kernel._annotations()[index]
         what = f"argument '{name}' of {kernel.fn.__name__}"
         try:
-            arr = host_array(obj)
+            arr = device_array(obj)
+            if arr is None:
+                arr = host_array(obj)
             if arr is None:
                 raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
                                       f"torch tensor, got {type(obj).__name__}; fields go "
@@ -265,7 +436,8 @@ class KernelArrays:
             nd, zero_copy = alias(arr, dt, comp, shape)
         grad_arr = None
         if _wants_grad(obj, ann) and dt.is_float:
-            grad_arr = host_array(obj.grad)
+            grad_arr = device_array(obj.grad) if isinstance(arr, DeviceArray) else \
+                host_array(obj.grad)
             gdt, gcomp, gshape = element_type(grad_arr, ann.dtype, f"{what}.grad", ann.element_dim)
             if (gdt, gcomp, gshape) != (dt, comp, shape):
                 raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
@@ -281,9 +453,12 @@ class KernelArrays:
 
 def copy_out(entries, args, writes) -> None:
     """After a launch on a copying backend: copy every written foreign argument (and written
-    gradient) back."""
+    gradient) back; order the producer's stream of a GPU argument after the launch."""
     written = {(w[1], w[2]) for w in writes if w[0] == "ndarray"}
     for index, e in entries:
+        if isinstance(e.arr, DeviceArray):  # in place: the producer's stream follows the launch
+            _state.backend().order_before(e.arr.stream)
+            continue
         if (index, False) in written:
             e.arr[...] = e.nd._view()
         if e.grad_arr is not None and (index, True) in written:
@@ -292,12 +467,16 @@ def copy_out(entries, args, writes) -> None:
 
 @_guard.locked
 def from_dlpack(obj, dtype=None, needs_grad=False):
-    """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch CPU tensor)
-    or any numpy array: sharing its memory on host-memory backends, a copy on GPU backends.
-    `dtype`: a vector / matrix element type whose shape ends the array's shape. `needs_grad`:
-    give it a zeroed `.grad` (spirad's memory; `torch.from_dlpack(nd.grad)` reads it without a
-    copy on the CPU) so it can be differentiated (`kernel.grad`, `sd.ad.Tape`)."""
-    arr = host_array(obj)
+    """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch tensor) or
+    any numpy array or `__cuda_array_interface__` array: sharing its memory on host-memory
+    backends and, for GPU arrays, on the backend of their device; a copy of a host array on GPU
+    backends. `dtype`: a vector / matrix element type whose shape ends the array's shape.
+    `needs_grad`: give it a zeroed `.grad` (spirad's memory; `torch.from_dlpack(nd.grad)` reads
+    it without a copy on the CPU and on CUDA / AMDGPU) so it can be differentiated
+    (`kernel.grad`, `sd.ad.Tape`)."""
+    arr = device_array(obj)
+    if arr is None:
+        arr = host_array(obj)
     if arr is None:
         raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
                               f"torch tensor), got {type(obj).__name__}")
@@ -317,4 +496,4 @@ def from_dlpack(obj, dtype=None, needs_grad=False):
     return nd
 
 
-__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array"]
+__all__ = ["KernelArrays", "alias", "copy_out", "from_dlpack", "host_array", "device_array"]

@@ -22,6 +22,16 @@ def test_bundle_is_complete_and_runner_needs_a_driver(tmp_path, monkeypatch):
     b = json.loads((out / "bundle.json").read_text())
     names = [c["name"] for c in b["cases"]]
     assert {"axpy", "math", "a_grad", "b256_grad"} <= set(names)
+    ops = b["trace"]["ops"]
+    kinds = {o["op"] for o in ops}
+    assert {"alloc", "upload", "launch", "download", "wait", "signal", "wrap",
+            "foreign_fill", "foreign_check", "mark"} <= kinds
+    launched = {o["module"].split("_", 1)[1] for o in ops if o["op"] == "launch"}
+    assert {"sizer_eval", "sizer_reduce", "sizer_layout", "k", "k_grad"} <= launched
+    hits = [i for i, o in enumerate(ops) if o["op"] == "mark"]
+    assert not any(o["op"] in ("sync", "download") for o in ops[hits[0]:hits[1]])  # no waits
+    assert (out / "dlpack.py").exists()
+    assert (out / "runtime" / "llvm_codegen" / "device_runtime" / "cuda_runtime.py").exists()
     for m in b["modules"]:
         for t in b["targets"]:
             assert f".target {t}" in (out / f"{m}.{t}.ptx").read_text()
@@ -30,6 +40,8 @@ def test_bundle_is_complete_and_runner_needs_a_driver(tmp_path, monkeypatch):
     assert all(lr["n_slots"] for c in b["cases"] for lr in c["launches"])
     assert sorted(b["samples"]) == sorted(str(n) for n in b["sizes"]) == ["1048576", "16777216"]
     assert os.path.getsize(out / "bundle.json") < 1 << 20
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
+    assert total < 64 << 20
     try:
         import ctypes
         ctypes.CDLL("libcuda.so.1")
@@ -55,7 +67,7 @@ class EmulatedCuda:
     name, cc, sms, max_threads, peak = "emulated", 90, 1, 512, 1e12
 
     def __init__(self, modules):
-        self.modules, self.keep = modules, []
+        self.modules, self.keep, self.ordered, self.streams = modules, [], [], 0
 
     def alloc(self, n):
         import numpy as np
@@ -86,11 +98,33 @@ class EmulatedCuda:
     def function(self, m, sym):
         return m.function(sym)
 
-    def launch(self, f, bufs, args, begin, end, nthreads, block):
+    def launch(self, f, bufs, args, begin, end, nthreads, block, stream=None):
         f(bufs, args, begin, end, nthreads, 0, nthreads)
 
     def sync(self):
         pass
+
+    # streams: everything here runs at once, in call order
+    def stream(self):
+        import ctypes
+        self.streams += 1
+        return ctypes.c_void_p(0x5100 + self.streams)
+
+    def upload_async(self, p, data, stream):
+        self.upload(p, data)
+
+    def memset_async(self, p, byte, n, stream):
+        import ctypes
+        ctypes.memset(p, byte, n)
+
+    def stream_sync(self, stream):
+        pass
+
+    def order(self, first, then):
+        self.ordered.append((first, then))
+
+    def record_on(self, e, stream):
+        self.record(e)
 
     def event(self):
         return [0.0]
@@ -112,10 +146,42 @@ def test_runner_replays_the_bundle_and_its_checks_pass(tmp_path, monkeypatch, ca
     from tests.gpu_llvm.kernels import capture
     make = _load_script("make_cuda_device_check")
     with capture() as progs:
-        make.main(["--out", str(tmp_path), "--sizes", "4096,12288"])
-    modules = {p.name: p.module for p in progs}
+        rec, tr = make.main(["--out", str(tmp_path), "--sizes", "4096,12288"])
+    modules = {p.name: p.module for p in progs if not p.name.startswith("sizer_")}
+    modules.update({key: p.module for key, p in tr.programs.items()})
     run = _load_script("cuda_device_check")
-    rc = run.main([str(tmp_path), "--reps", "1"], make_cuda=lambda: EmulatedCuda(modules))
+    cu = [None]
+
+    def make_cuda():
+        cu[0] = EmulatedCuda(modules)
+        return cu[0]
+    def spirad_trace(cu, ptx_of, d, syms):
+        """spirad's runtime adapter of the device script, over the emulated runtime (the same
+        interface as CudaRuntime; its launches queue until a wait)."""
+        from llvm_codegen.device_runtime.emu_runtime import EmuRuntime
+
+        class EmuTrace(run.SpiradTrace):
+            name = "spirad's runtime (emulated)"
+
+            def function(self, key, sym):
+                return modules[key].function(sym)
+        t = EmuTrace(cu, ptx_of, EmuRuntime(), syms)
+        trace_rts.append(t.rt)
+        return t
+    trace_rts = []
+    rc = run.main([str(tmp_path), "--reps", "1"], make_cuda=make_cuda, spirad_trace=spirad_trace)
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "ALL OK" in out and out.count(" ok  ") == 2 * 9
+    # the trace: the GPU sizer's read-backs, the device-read range, the DLPack-made foreign
+    # buffer ordered with its producer's stream, a timed segment of hits
+    assert "trace through ctypes on libcuda:" in out and "read-backs compared: ok" in out
+    assert "trace through spirad's runtime (emulated):" in out and out.count("compared: ok") == 2
+    events = trace_rts[0].stream_events
+    assert [e[0] for e in events] == ["wait", "wait", "signal", "signal"]
+    assert "dlpack capsule over a cuMemAlloc'd buffer: ok" in out
+    assert "producer stream reads the kernel's result in place: ok" in out
+    assert "hits: 20 queued grad launches" in out
+    kinds = [(a is b) for a, b in cu[0].ordered]
+    assert len(cu[0].ordered) == 4 and not any(kinds)  # wait x2, signal x2 between two streams
+    trace_rts[0].close()

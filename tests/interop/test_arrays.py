@@ -155,7 +155,15 @@ def test_torch_tensors(arch):
 def test_dlpack_out_of_sd_ndarray(arch):
     a = sd.ndarray(sd.f32, 4)
     saxpy(1.0, np.arange(4, dtype=np.float32), a)
-    assert a.__dlpack_device__() == (1, 0)
+    gpu = {"cuda": (2, 0), "amdgpu": (10, 0)}.get(arch)  # kDLCUDA / kDLROCM: tests/interop/
+    assert a.__dlpack_device__() == (gpu or (1, 0))        # test_gpu_arrays.py
+    if gpu is not None:  # device memory: numpy refuses it, a host copy on request
+        with pytest.raises(RuntimeError, match="device"):
+            np.from_dlpack(a)
+        np.testing.assert_array_equal(np.from_dlpack(a, device="cpu"), np.arange(4))
+        with pytest.raises(BufferError, match="copy"):
+            a.__dlpack__(dl_device=(1, 0), copy=False)
+        return
     v = np.from_dlpack(a)
     np.testing.assert_array_equal(v, np.arange(4))
     if arch == "cpu":  # zero-copy: later kernel writes show through the view

@@ -34,6 +34,7 @@ from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from ..derivatives import DERIVATIVES, LINEAR, VJP_RULES
 from .normalize import _is_exit_check
+from .loop_checkpoint import Checkpointed, copy_node
 
 # atomics whose new value is one of its operands: the adjoint goes to the operand that won
 _ARG_ATOMICS = (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_XCHG)
@@ -167,8 +168,10 @@ class AdjointBuilder:
     `y[i] = sin(a[i] * x[i])` does."""
 
     def __init__(self, body: Block, grad_of, on_stack: set, capacities: list, needed=frozenset(),
-                 measured=None):
+                 measured=None, checkpoint=None):
         self.body = body
+        self.checkpoint = checkpoint or {}  # top-level loop -> (S, counter): loop_checkpoint
+        self.ck = {}
         self.grad_of = grad_of
         self.on_stack = on_stack
         self.capacities = capacities
@@ -211,21 +214,27 @@ class AdjointBuilder:
             if n in self.hold and n not in self.top:
                 dt, name = (n.dtype, n.srcs[0].arg) if n.op == Op.LOAD else (i32, "trips")
                 self.held[n] = b.alloca(dt, (name or "v") + ".held")
-        replay = rebuild(self.body, self._replay, self.renv)
-        for n in replay.nodes:
-            b.append(n)
+        for loop, (every, counter) in self.checkpoint.items():
+            self.ck[loop] = Checkpointed(loop, every, counter)
+            self.ck[loop].declare(self)
+        for n in self.body.nodes:
+            if n in self.ck:
+                self.ck[n].sweep(self)
+                continue
+            for m in rebuild(Block((n,)), self._replay, self.renv).nodes:
+                b.append(m)
         if index is not None:
             self.idx_env[index] = index
         self.rev_block(self.body.nodes)
         return b.finish()
 
-    def _replay(self, n, srcs, blocks, arg, env):
+    def _replay(self, n, srcs, blocks, arg, env, make=keep):
         st = self.stacks
         if n in self.hold:
-            return self._replay_held(n, keep(n, srcs, blocks, arg, env), arg)
+            return self._replay_held(n, make(n, srcs, blocks, arg, env), arg)
         slot = n if n.op == Op.ALLOCA else (n.srcs[0] if n.op in (Op.LOAD, Op.STORE) else None)
         if slot is not None and slot not in st:
-            return keep(n, srcs, blocks, arg, env)  # a plain local
+            return make(n, srcs, blocks, arg, env)  # a plain local
         if n.op == Op.ALLOCA:
             z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
             return Splice([z, Node(Op.ADSTACK_PUSH, None, (st[n], z), None, (), n.loc)])
@@ -238,7 +247,27 @@ class AdjointBuilder:
         if n.op in ATOMICS:  # dropped; a use of its old value reads 0 (never differentiated)
             z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
             return Splice([z], z)
-        return keep(n, srcs, blocks, arg, env)
+        return make(n, srcs, blocks, arg, env)
+
+    def _segment_visit(self, n, srcs, blocks, arg, env):
+        """A checkpointed loop's segment replayed in the reverse pass: the replay, new nodes."""
+        return self._replay(n, srcs, blocks, arg, env, make=copy_node)
+
+    def _sweep_visit(self, n, srcs, blocks, arg, env):
+        """A checkpointed loop's forward sweep: its stacked locals as plain locals (`env` maps
+        the state's to their shadows; those allocated inside are copied as plain locals), a
+        stacked local only read there is read from its top; global writes dropped."""
+        if n.op == Op.GLOBAL_STORE:
+            return None
+        if n.op in ATOMICS:
+            z = Node(Op.CONST, n.dtype, (), 0, (), n.loc)
+            return Splice([z], z)
+        if n.op == Op.LOAD and srcs[0] is n.srcs[0] and n.srcs[0] in self.stacks:
+            return Node(Op.ADSTACK_LOAD_TOP, n.dtype, (self.stacks[n.srcs[0]],), None, (), n.loc)
+        new = copy_node(n, srcs, blocks, arg, env)
+        if n in self.hold:
+            return self._replay_held(n, new, arg)
+        return new
 
     def _replay_held(self, n, new, arg):
         """Replay a held load or loop, keeping its value for the reverse walk (class docstring)."""
@@ -392,7 +421,10 @@ class AdjointBuilder:
                 with other:
                     self.rev_block(n.blocks[1].nodes)
         elif op in (Op.RANGE_FOR, Op.WHILE):
-            self.rev_loop(n, memo)
+            if n in self.ck:
+                self.ck[n].reverse(self, memo)
+            else:
+                self.rev_loop(n, memo)
         elif op in (Op.BREAK, Op.CONTINUE):
             raise RuntimeError("adjoint: jumps must be lowered before reverse mode")
 

@@ -32,6 +32,7 @@ from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
 from .counting import counting_tasks
+from .loop_checkpoint import checkpoint_loops
 from .stack_tops import promote_stack_tops
 
 
@@ -61,8 +62,12 @@ COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
 
 
 def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False,
-                 adstack_enabled=True) -> tuple:
+                 adstack_enabled=True, checkpoint=0) -> tuple:
+    """(adjoint task list, counting task list or None). `checkpoint` > 0: the checkpointed
+    adjoint (loop_checkpoint.py): each task's top-level loops that store a stacked local run in
+    segments of that many trips, and every stack of such a task is measured."""
     tasks = []
+    ckpts = {}     # forward task -> {loop: (S, counter)}
     bodies = {}    # forward task -> its normalized body
     measured = {}  # forward task -> [(slot, counter index)]
     n_counters = 0
@@ -105,15 +110,23 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
             from kernel_ir.errors import SpiradWarning
             warnings.warn(f"{e}\n(SPIRAD_AD_OVERWRITTEN_READS=warn: differentiated as it is)",
                           SpiradWarning, stacklevel=2)
-        caps = capacities(body, t, default_size, forced_size, written, on_stack)
         slots = [n for n in walk(body) if n.op == Op.ALLOCA and n in on_stack]
+        loops = checkpoint_loops(body, on_stack) if checkpoint else []
+        if loops:  # every stack measured, by a count that follows the segments
+            caps = [(None, None)] * len(slots)
+        else:
+            caps = capacities(body, t, default_size, forced_size, written, on_stack)
         m = {}
         for slot, (cap, _) in zip(slots, caps):
             if cap is None:
                 m[slot] = n_counters
                 n_counters += 1
-        bodies[id(t)], measured[id(t)] = body, list(m.items())
-        adj = AdjointBuilder(body, grad_of, on_stack, caps, needed, m).build(t.index)
+        ck = {}
+        for lp in loops:
+            ck[lp] = (int(checkpoint), n_counters)
+            n_counters += 1
+        bodies[id(t)], measured[id(t)], ckpts[id(t)] = body, list(m.items()), ck
+        adj = AdjointBuilder(body, grad_of, on_stack, caps, needed, m, ck).build(t.index)
         tasks.append(Task(t.kind, promote_stack_tops(adj), t.index, t.begin, t.end,
                           t.name + "_grad", t.loc))
     out = TaskList(tl.name + "_grad", tl.args, tuple(tasks), tl.temps + tuple(
@@ -125,7 +138,8 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         counts = GlobalRef("ndarray", len(tl.args), i32, 1, None, COUNTS_NAME)
         counting = TaskList(tl.name + "_count", tl.args + (ArgSpec(COUNTS_NAME, "ndarray", i32, 1),),
                             counting_tasks(tl, [bodies[id(t)] for t in tl.tasks],
-                                           [measured[id(t)] for t in tl.tasks], counts), tl.temps)
+                                           [measured[id(t)] for t in tl.tasks], counts,
+                                           [ckpts[id(t)] for t in tl.tasks]), tl.temps)
         if verify:
             verifier.verify_tasks(counting)
     return out, counting
