@@ -14,6 +14,7 @@ The model: y = sum_j w[j] * tanh(X[:, j] * s[j]) with parameters w and s, fitted
 from known parameters; the kernel loops over features with a run-time trip count.
 """
 import argparse
+import gc
 import os
 import socket
 
@@ -78,6 +79,12 @@ def worker(rank, world, port, args):
         print(f"world size {world}: loss {losses[0]:.6f} -> {losses[-1]:.6f} in {args.steps} steps")
         if args.out:
             np.save(args.out, params)
+    # DDP's reducer holds the process group: drop it while the interpreter is alive, then tear
+    # gloo down once every rank is here. A group (or its worker threads) left to interpreter
+    # finalization can abort the process ("terminate called without an active exception").
+    del model, opt
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 

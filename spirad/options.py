@@ -83,7 +83,9 @@ SWITCHES = {s.name: s for s in (
            "a warning naming the read (`warn`: for programs whose data never lets the write hit "
            "the read, which spirad cannot prove; Genesis' rigid solver)", ("error", "warn")),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
-           "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes"),
+           "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes, "
+           "the stacks the counting pass measured, and the loops checkpointed to stay within "
+           "`ad_stack_memory` with the memory saved"),
     Switch("SPIRAD_DEBUG", "flag", False,
            "tracebacks of user errors keep spirad's own frames (by default they show the user's "
            "frames only)"),
