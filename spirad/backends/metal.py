@@ -20,6 +20,8 @@ imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchE
 """
 from __future__ import annotations
 
+import functools
+
 
 from kernel_ir.dtypes import f32, f64
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError
@@ -79,7 +81,7 @@ class MetalBackend(SpirvBackend):
     def device_timer(self):
         return None  # wgpu's timestamp queries are an optional feature: host times
 
-    @property
+    @functools.cached_property  # read on every adstack launch (`_heaps`): looked up once
     def profile(self):
         from spirv_codegen.profile import METAL
         return METAL

@@ -8,6 +8,8 @@ Availability: a Vulkan loader and a compute device (lavapipe, Mesa's software Vu
 """
 from __future__ import annotations
 
+import functools
+
 from .spirv_backend import SpirvBackend
 
 
@@ -17,7 +19,7 @@ class VulkanBackend(SpirvBackend):
     # the per-stage storage-buffer limit, as the error names it
     LIMIT_NAME = "per shader stage (maxPerStageDescriptorStorageBuffers)"
 
-    @property
+    @functools.cached_property  # read on every adstack launch (`_heaps`): looked up once
     def profile(self):
         from spirv_codegen.profile import VULKAN
         return VULKAN

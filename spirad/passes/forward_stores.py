@@ -12,19 +12,23 @@ are recomputed in the reverse pass, as in Taichi (whose IR is SSA by then).
 
 A load is replaced only by a value made of pure ops over leaves (constants, arguments, loop
 indices) and loads of locals: such a value is recomputed exactly where the reverse pass needs it
-(`autodiff/normalize.snapshot_loads` keeps a load's value where its slot is stored later). Values
-that read globals stay in their slots (the global may be overwritten later in the kernel; the
-slot's stack keeps what was read). A stored value is known from its STORE to the end of the
-block, and inside nested blocks if it reads no local (reverse mode snapshots a load whose slot
-is stored again only where the load is used in its own block) and the nested block does not
-store the slot (loops: anywhere in their body); a nested statement that stores the slot
-anywhere ends what is known after it. Runs on the kernel
-after inlining, before `simplify` and `dce` (which removes the dead slots).
+(`autodiff/normalize.snapshot_loads` keeps a load's value where its slot is stored later). A
+value with a transcendental op (sin, exp, pow, atan2, ...: `COSTLY`) stays in its slot:
+recomputing it costs more than the stack entry it saves (kernel b of
+`benchmarks/bench_autodiff.py`, `a = a + 0.1 * sin(b) * c` in a loop: forwarded, its adjoint
+evaluated four more sin / cos per trip and pushed two snapshots for one stack entry; its reverse
+kernel took 1.25x the time on the CPU, 1.8x on lavapipe). Values that read globals stay in
+their slots (the global may be overwritten later in the kernel; the slot's stack keeps what was
+read). A stored value is known from its STORE to the end of the block, and inside nested blocks
+if it reads no local (reverse mode snapshots a load whose slot is stored again only where the
+load is used in its own block) and the nested block does not store the slot (loops: anywhere in
+their body); a nested statement that stores the slot anywhere ends what is known after it. Runs
+on the kernel after inlining, before `simplify` and `dce` (which removes the dead slots).
 """
 from __future__ import annotations
 
 from kernel_ir.nodes import Block, KernelIR, Node, walk
-from kernel_ir.ops import LOOPS, PURE, Op
+from kernel_ir.ops import FLOAT_UNARY, LOOPS, PURE, Op
 from kernel_ir.rewrite import keep, remap_arg
 
 
@@ -70,6 +74,8 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
     return Block(tuple(out))
 
 
+# kept in their slots, never recomputed: the math functions but the one-instruction ones
+COSTLY = (FLOAT_UNARY - {Op.FLOOR, Op.SQRT, Op.RSQRT}) | {Op.POW, Op.ATAN2}
 LOADS = "loads"  # _recomputable's memo: True, False, or LOADS (recomputable, reads locals)
 
 
@@ -83,7 +89,7 @@ def _recomputable(v: Node, memo: dict) -> bool:
         if n in memo:
             stack.pop()
             continue
-        if n.op == Op.LOAD or not (n.op in PURE):  # a local's load: its value as it is
+        if n.op == Op.LOAD or n.op not in PURE or n.op in COSTLY:  # a local's load: as it is
             memo[n] = LOADS if n.op == Op.LOAD else False
             stack.pop()
             continue

@@ -102,6 +102,31 @@ def r_between(x, n):
     return [np.tanh(e * 0.1) * d]
 
 
+# -- locals carried by a loop through a transcendental (bench_autodiff's kernel b) ----------------
+
+
+@sd.kernel
+def k_carried(x: ND, y: ND, n: sd.i32):
+    for i in x:
+        a = x[i]
+        b = a * 0.5
+        c = 1.0 - a
+        for s in range(n):
+            a = a + 0.1 * sd.sin(b) * c    # read right after by sin(a): kept in its slot, not
+            b = b - 0.1 * sd.sin(a) * c    # recomputed (passes/forward_stores.COSTLY)
+            c = c + 0.1 * sd.cos(a)
+        y[i] = a + b + c
+
+
+def r_carried(x, n):
+    a, b, c = x.copy(), x * 0.5, 1.0 - x
+    for _ in range(n):
+        a = a + 0.1 * np.sin(b) * c
+        b = b - 0.1 * np.sin(a) * c
+        c = c + 0.1 * np.cos(a)
+    return [a + b + c]
+
+
 # -- a func inlined outside a loop and inside one ---------------------------------------------------
 
 
@@ -215,6 +240,7 @@ CASES = {
     "branches": Case(k_branches, r_branches, outs=(5, 5)),
     "between_loops": Case(k_between, r_between, extra=(4,)),
     "func_inlined": Case(k_func, r_func, extra=(3,)),
+    "carried_sin": Case(k_carried, r_carried, extra=(4,)),
     "stencil_func": Case(k_stencil, r_stencil, extra=(3,)),
     "while_top": Case(k_while_top, r_while_top, extra=(5,)),
     "while_top_zero": Case(k_while_top, r_while_top, extra=(0,)),
@@ -225,6 +251,8 @@ CASES = {
 # the stacks each adjoint may allocate (everything else is straight-line code)
 STACKS = {
     "issue_local": [], "issue_inline": [], "branches": [], "between_loops": ["e"],
+    "carried_sin": ["a", "b", "c"],    # one stack each, no snapshots: a value with sin is not
+                                       # forwarded into the next statement (recomputed per trip)
     "func_inlined": ["v"],             # bump's parameter (read from x), inlined in the loop;
                                        # its local w is forwarded (passes/forward_stores)
     "stencil_func": ["if_value"],      # at's parameters and condition are recomputed; the
