@@ -66,7 +66,9 @@ class CpuProgram(Program):
                              for t, w in zip(tl.tasks, works))
         # per task: heap rows per worker — an SPMD task's worker owns `lanes` rows
         # (llvm_codegen.spmd_adstack); the lanes code generation chose are in the blob
-        self.lanes = [w if s else 1 for w, s in zip(blob[4][:n], self.stacks)]
+        # (of its own code and its one-thread variant: a launch runs either)
+        self.lanes = [max(w, blob[4][n + m] if type(m) is int else 1) if s else 1
+                      for w, s, m in zip(blob[4][:n], self.stacks, marks)]
         nbind = self.nbind
         extra = any(self.stacks) or self.bounds is not None
         size = copy_slot(abi, len(copies)) if copies else \
@@ -148,8 +150,9 @@ class CpuBackend(BackendBase):
         len(tl.tasks) + k, run when a launch is not split) — and the iterations from which a
         launch is split (None: serial, or compiled as ONLY); the SPMD choices made here for
         tasks compiled unchanged go to `compile_tasks` (each task is analysed once). Variants for range tasks with
-        atomics, without adstacks or bounds checks (`passes/demote_atomics.one_thread_variant`,
-        `work_estimate.one_thread_choice`). A variant of a task whose shared atomics are all
+        atomics, without bounds checks (`passes/demote_atomics.one_thread_variant`,
+        `work_estimate.one_thread_choice`), and with adstacks only where privatised (their
+        heap rows are per worker either way: `lanes` takes the larger of both codes). A variant of a task whose shared atomics are all
         adds into slabs is its privatised variant (`private_scatter`; with more than one
         worker): `works` per task (own, alone) for those, else None, and `copies` the
         bindings with copy slots."""
@@ -178,9 +181,13 @@ class CpuBackend(BackendBase):
                 n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
                 not any(s in a.varying for s in n.srcs[:-1]))
             own, alone = costs(t, lanes, cheap)
-            v = None if self.bounds_check or task_stacks(t) else one_thread_variant(t)
+            v = None if self.bounds_check else one_thread_variant(t)
+            slabs = scatter_slabs(t) if v is not None and workers > 1 else None
+            if task_stacks(t) and not slabs:  # adstacks: only for privatised scatters
+                v = None
             choice = None if v is None else one_thread_choice(own, alone, workers)
-            slabs = scatter_slabs(t) if choice is not None and workers > 1 else None
+            if choice is None:
+                slabs = None
             if slabs:
                 v = privatised_variant(t, slabs)
                 works[-1] = (own, alone)

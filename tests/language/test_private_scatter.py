@@ -265,3 +265,88 @@ def test_scatter_slabs_refuses():
         "used": False, "maxed": False, "read_any": False, "fine": True}
     (prefix, others), = scatter_slabs(tasks["fine"]).values()
     assert len(prefix) == 1 and len(others) == 1
+
+
+def _relax(ny, nx, steps):
+    """smoke_taichi's pressure iterations: row a + 1 from row a's wrapped neighbours (an inner
+    serial loop whose neighbour indices are locals set under `if`: adstacks in the adjoint,
+    which adds into row a's neighbours), then a weighted sum into the loss."""
+    p = sd.field(sd.f32, shape=(steps + 1, ny, nx), needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.func
+    def dec(i, n: sd.template()):
+        j = i - 1
+        if j < 0:
+            j = n - 1
+        return j
+
+    @sd.func
+    def inc(i, n: sd.template()):
+        j = i + 1
+        if j >= n:
+            j = 0
+        return j
+
+    @sd.kernel
+    def relax(a: sd.i32):
+        for y in range(ny):
+            for x in range(nx):
+                p[a + 1, y, x] = 0.3 * p[a, y, x] + 0.2 * p[a, dec(y, ny), x] + \
+                    0.2 * p[a, inc(y, ny), x] + 0.15 * p[a, y, dec(x, nx)] + \
+                    0.15 * sd.sin(p[a, y, inc(x, nx)])
+
+    @sd.kernel
+    def total():
+        for y, x in sd.ndrange(ny, nx):
+            loss[None] += p[steps, y, x] * (1.0 + 0.01 * x - 0.02 * y)
+
+    def run(p0):
+        p.from_numpy(np.concatenate([p0[None], np.zeros((steps, ny, nx))]).astype(np.float32))
+        loss[None] = 0.0
+        with sd.ad.Tape(loss):
+            for a in range(steps):
+                relax(a)
+            total()
+        return loss[None], p.grad.to_numpy()[0].astype(np.float64), relax
+
+    return run
+
+
+def _relax_reference(p0, steps):
+    q = p0.astype(np.float64)
+    for _ in range(steps):
+        q = 0.3 * q + 0.2 * np.roll(q, 1, 0) + 0.2 * np.roll(q, -1, 0) + \
+            0.15 * np.roll(q, 1, 1) + 0.15 * np.sin(np.roll(q, -1, 1))
+    ny, nx = q.shape
+    return (q * (1.0 + 0.01 * np.arange(nx)[None] - 0.02 * np.arange(ny)[:, None])).sum()
+
+
+def _relax_check(ny, nx, steps, seed):
+    p0 = np.random.default_rng(seed).uniform(-1, 1, (ny, nx))
+    loss, grad, relax = _relax(ny, nx, steps)(p0)
+    assert loss == pytest.approx(_relax_reference(p0, steps), rel=1e-5, abs=1e-4)
+    h = 1e-5
+    for y, x in ((0, 0), (ny - 1, 3), (ny // 2, nx - 1)):
+        a, b = p0.copy(), p0.copy()
+        a[y, x] += h
+        b[y, x] -= h
+        fd = (_relax_reference(a, steps) - _relax_reference(b, steps)) / (2 * h)
+        assert grad[y, x] == pytest.approx(fd, rel=2e-3, abs=1e-4), (y, x)
+    return loss, grad, relax
+
+
+@test_archs()
+def test_neighbour_adds_in_adjoints_with_adstacks(arch):
+    _relax_check(12, 16, 3, seed=6)
+
+
+@pytest.mark.parametrize("force", [True, False])
+def test_cpu_privatised_adjoint_with_adstacks(monkeypatch, force):
+    """The adjoint's adds into row a's neighbours run privatised (forced) or in the own /
+    one-thread code: the float64 reference's gradients either way, each worker on its own
+    adstack heap rows."""
+    private = _cpu_no_debug(monkeypatch, force)
+    _, grad, relax = _relax_check(64, 48, 3, seed=7)
+    assert relax._plans[1].compiled.program.stacks[0]  # the adjoint task has adstacks
+    assert (private.launches > 0) == force
