@@ -9,8 +9,8 @@ test files are read at --ref with `git show`). The files `tests/python/test_ad_*
 `test_loops.py` are copied, unchanged, into a temporary directory next to our stand-ins for
 Taichi's `tests/test_utils.py` and `tests/python/conftest.py` (scripts/taichi_compat/) and a
 conftest that installs the alias (spirad.compat.taichi_alias); pytest runs there. Cases listed
-in scripts/taichi_compat/excluded.txt (they test Taichi internals; docs/coming_from_taichi.md
-says why) are deselected and counted apart. Prints the pass / fail / skip counts.
+in scripts/taichi_compat/excluded.txt (they test Taichi internals, or a device limit on one arch;
+docs/coming_from_taichi.md says why) are deselected and counted apart. Prints the pass / fail / skip counts.
 """
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def _test_files(path: str, ref: str) -> dict:
 
 
 def excluded_ids() -> list:
-    """Test ids (file::test, any parametrization) excluded as tests of Taichi internals."""
+    """Test ids excluded as tests of Taichi internals: `file::test` (every arch) or
+    `file::test[arch=vulkan]` (that arch only: a device limit)."""
     ids = []
     for line in open(os.path.join(COMPAT, "excluded.txt")):
         line = line.split("#", 1)[0].strip()
@@ -85,8 +86,9 @@ def main(argv=None) -> int:
     if ns.k:
         cmd += ["-k", ns.k]
     if not ns.no_exclude:
-        for i in excluded_ids():  # "[": every arch of exactly this test (a prefix match)
-            cmd += ["--deselect", os.path.join("tests", "python", i) + "["]
+        for i in excluded_ids():  # "[": every arch of exactly this test (a prefix match);
+            tail = "" if i.endswith("]") else "["  # an id with [arch=...]: that arch only
+            cmd += ["--deselect", os.path.join("tests", "python", i) + tail]
     cmd += ns.pytest_args
     env = dict(os.environ, SPIRAD_TAICHI_ARCHS=ns.archs,
                PYTHONPATH=os.pathsep.join([REPO, work, os.environ.get("PYTHONPATH", "")]))

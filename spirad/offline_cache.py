@@ -133,6 +133,8 @@ def _options(state) -> tuple:
     o = state.options
     return (state.default_fp.name, state.default_ip.name, bool(state.debug),
             options.get("SPIRAD_VERIFY"),
+            # an adjoint compiled under `warn` must not be loaded where the kernel is refused
+            options.get("SPIRAD_AD_OVERWRITTEN_READS"),
             tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
                                                        "ad_stack_experimental_enabled",
                                                        "adstack_cache", "static_unroll_limit",

@@ -81,7 +81,14 @@ SWITCHES = {s.name: s for s in (
            "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
            "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "
            "a warning naming the read (`warn`: for programs whose data never lets the write hit "
-           "the read, which spirad cannot prove; Genesis' rigid solver)", ("error", "warn")),
+           "the read, which spirad cannot prove; Genesis' rigid solver). Programs run through "
+           "the Taichi alias default to `warn` ([coming_from_taichi.md](coming_from_taichi.md))",
+           ("error", "warn")),
+    Switch("SPIRAD_TORCH_LEAF_WRITES", "choice", "error",
+           "a launch that writes a torch leaf tensor requiring grad, with grad mode on and no "
+           "Tape, is an error (`error`: torch refuses such in-place changes), or, as Taichi "
+           "writes it, a warning (`warn`). Programs run through the Taichi alias default to "
+           "`warn`", ("error", "warn")),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
            "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes, "
            "the stacks the counting pass measured, and the loops checkpointed to stay within "
@@ -149,13 +156,39 @@ TEST_SWITCHES = {
 }
 
 
-def get(name: str):
-    """The value of switch `name` now: parsed, its default when unset or empty."""
+# name -> this process's default, where a compatibility layer set one (`set_default`)
+_PROCESS_DEFAULTS: dict = {}
+
+
+def _switch(name: str) -> Switch:
     try:
-        sw = SWITCHES[name]
+        return SWITCHES[name]
     except KeyError:
         raise RuntimeError(f"internal error: {name} is not declared in spirad.options") from None
-    return sw.parse(os.environ.get(name))  # the one read of SPIRAD_* variables
+
+
+def get(name: str):
+    """The value of switch `name` now: parsed; when unset or empty, this process's default
+    (`set_default`) or the declared one."""
+    sw = _switch(name)
+    raw = os.environ.get(name)  # the one read of SPIRAD_* variables
+    if (raw is None or raw == "") and name in _PROCESS_DEFAULTS:
+        return _PROCESS_DEFAULTS[name]
+    return sw.parse(raw)
+
+
+def set_default(name: str, raw: str) -> None:
+    """Make `raw` (a value as the variable would hold it) switch `name`'s default in this
+    process; the environment variable, where set, still wins. The Taichi alias uses it to run
+    Taichi programs with Taichi's semantics (`spirad.compat.taichi_alias`); a program that
+    imports spirad itself keeps the declared defaults. Not inherited by child processes."""
+    _PROCESS_DEFAULTS[name] = _switch(name).parse(raw)
+
+
+def reset_default(name: str) -> None:
+    """Back to the declared default (undoes `set_default`)."""
+    _switch(name)
+    _PROCESS_DEFAULTS.pop(name, None)
 
 
 def llvm_codegen_options():

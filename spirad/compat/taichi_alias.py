@@ -6,6 +6,11 @@ what `import spirad as ti` gives; `taichi.math`, `taichi.ad`, `taichi.types` are
 Taichi paths that programs import although they are internal (`taichi.lang.impl.current_cfg`,
 `taichi.lang.exception.TaichiRuntimeError`, ...) come from `taichi_lang`. Any other `taichi.*`
 submodule is an ImportError naming the alias.
+
+Installing the alias also gives this process Taichi's defaults where spirad refuses, for safety,
+a program Taichi runs (`TAICHI_DEFAULTS`): such a kernel runs as in Taichi, with a
+`SpiradWarning` naming the risk. A program that imports spirad itself keeps the refusals, and an
+environment variable set by the user wins either way (docs/coming_from_taichi.md).
 """
 from __future__ import annotations
 
@@ -22,6 +27,15 @@ _MODULES = {
     "taichi.lang": "spirad.lang",
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
+
+# spirad.options switch -> its value under the alias: what Taichi accepts, run with a warning
+TAICHI_DEFAULTS = {
+    # a kernel that reads a differentiated global it may overwrite (Taichi differentiates it
+    # with the overwritten value, silently)
+    "SPIRAD_AD_OVERWRITTEN_READS": "warn",
+    # a launch writing a torch leaf tensor that requires grad, outside a Tape (Taichi writes it)
+    "SPIRAD_TORCH_LEAF_WRITES": "warn",
+}
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -45,7 +59,10 @@ class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     """Make `import taichi` (and the Taichi submodules listed above) give spirad. Idempotent."""
     import spirad
+    from spirad import options
     from . import taichi_lang
+    for name, value in TAICHI_DEFAULTS.items():
+        options.set_default(name, value)
     sys.modules["taichi"] = spirad
     for name, target in _MODULES.items():
         sys.modules[name] = importlib.import_module(target)
@@ -59,6 +76,10 @@ def install() -> None:
 
 
 def uninstall() -> None:
+    """Undo `install` (the modules and the defaults)."""
+    from spirad import options
+    for name in TAICHI_DEFAULTS:
+        options.reset_default(name)
     for name in [n for n in sys.modules if n == "taichi" or n.startswith("taichi.")]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AliasFinder)]

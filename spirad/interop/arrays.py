@@ -338,13 +338,20 @@ class KernelArrays:
                 # under a Tape spirad differentiates the launch itself (Taichi's torch loss)
                 if torch.is_grad_enabled() and Tape.active is None:
                     name = kernel._annotations()[w[1]][0]
-                    raise kernel._arg_error(
+                    err = kernel._arg_error(
                         SpiradValueError,
                         f"argument '{name}' of {kernel.fn.__name__} is a torch leaf tensor that "
                         f"requires grad, and the kernel writes it: torch refuses in-place changes "
                         f"to such tensors (\"a leaf Variable that requires grad is being used in "
                         f"an in-place operation\"). Write the results into another tensor, or "
                         f"update it under `with torch.no_grad():` as optimizers do", w[1])
+                    from .. import options
+                    if options.get("SPIRAD_TORCH_LEAF_WRITES") != "warn":
+                        raise err
+                    import warnings
+                    from kernel_ir.errors import SpiradWarning
+                    warnings.warn(f"{err}\n(SPIRAD_TORCH_LEAF_WRITES=warn: written as Taichi "
+                                  f"does)", SpiradWarning, stacklevel=4)
 
     def convert(self, kernel, args, indices) -> tuple:
         """(`args` with every foreign array at `indices` replaced by its alias, the (index,

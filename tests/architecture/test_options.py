@@ -95,3 +95,24 @@ def test_parsing():
         sw["SPIRAD_CPU_VECMATH"].parse("fast")
     with pytest.raises(RuntimeError, match="not declared"):
         options.get("SPIRAD_" + "NO_SUCH_SWITCH")
+
+
+def test_process_default(monkeypatch):
+    """`set_default` (the Taichi alias's defaults) applies where the variable is unset; a set
+    variable wins; `reset_default` restores the declared default; values are checked."""
+    import pytest
+    from kernel_ir.errors import SpiradValueError
+    name = "SPIRAD_AD_OVERWRITTEN_READS"
+    monkeypatch.delenv(name, raising=False)
+    options.set_default(name, "warn")
+    try:
+        assert options.get(name) == "warn"
+        monkeypatch.setenv(name, "error")
+        assert options.get(name) == "error"
+        monkeypatch.setenv(name, "")
+        assert options.get(name) == "warn"
+        with pytest.raises(SpiradValueError, match=name):
+            options.set_default(name, "ignore")
+    finally:
+        options.reset_default(name)
+    assert options.get(name) == "error"

@@ -547,3 +547,71 @@ def test_unboundable_range_is_measured(arch):
             v = np.sin(v)
         return v
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
+
+
+# -- an ndarray's gradient read or written in a differentiated kernel (Taichi refuses it too) -----
+
+@sd.kernel
+def sum_grads(x: sd.types.ndarray(), b: sd.types.ndarray()):
+    for i in x:
+        b[None] += x.grad[i]
+
+
+@sd.kernel
+def clear_then_sum(x: sd.types.ndarray(), b: sd.types.ndarray()):
+    for i in x:
+        x.grad[i] = 0.0
+        b[None] += x[i]
+
+
+@sd.kernel
+def weighted(g: sd.types.ndarray(), c: sd.types.ndarray(), b: sd.types.ndarray()):
+    for i in c:
+        b[None] += g[i] * c[i] * c[i]
+
+
+@test_archs()
+def test_ndarray_gradient_in_differentiated_kernel_is_an_error(arch):
+    """Reading `x.grad` runs (the forward launch sees the values), but differentiating it is
+    refused at the adjoint's compile: the adjoint adds into those gradients while it replays the
+    kernel (Taichi 1.7.4: a RuntimeError at the same point). Writing one is refused too."""
+    n = 10
+    a = sd.ndarray(sd.f32, shape=n, needs_grad=True)
+    b = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+    a.grad.fill(2.0)
+    sum_grads(a, b)
+    assert b[None] == n * 2.0
+    with pytest.raises(sd.SpiradAutodiffError) as e:
+        sum_grads.grad(a, b)
+    assert_quotes(e.value, sum_grads, "b[None] += x.grad[i]", "reads 'x.grad'",
+                  "argument of its own")
+    with pytest.raises(sd.SpiradAutodiffError) as e:
+        with sd.ad.Tape(loss=b):
+            sum_grads(a, b)
+    assert "reads 'x.grad'" in str(e.value)
+    a.fill(1.0)
+    clear_then_sum(a, b)
+    np.testing.assert_array_equal(a.grad.to_numpy(), 0.0)
+    with pytest.raises(sd.SpiradAutodiffError) as e:
+        clear_then_sum.grad(a, b)
+    assert_quotes(e.value, clear_then_sum, "x.grad[i] = 0.0", "writes 'x.grad'")
+
+
+@test_archs()
+def test_ndarray_gradient_passed_as_its_own_argument_is_a_constant(arch):
+    """The way out the message names: `k(a.grad, ...)` makes the gradient an ndarray of its own
+    (without a gradient): d b / d c_i = 2 g_i c_i, with g read as a constant."""
+    n = 5
+    a = sd.ndarray(sd.f32, shape=n, needs_grad=True)
+    c = sd.ndarray(sd.f32, shape=n, needs_grad=True)
+    b = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+    g = np.arange(1, n + 1, dtype=np.float32)
+    cs = np.linspace(-1, 1, n).astype(np.float32)
+    a.grad.from_numpy(g)
+    c.from_numpy(cs)
+    weighted(a.grad, c, b)
+    assert b[None] == pytest.approx(float((g * cs * cs).sum()), rel=1e-6)
+    b.grad.fill(1.0)
+    weighted.grad(a.grad, c, b)
+    np.testing.assert_allclose(c.grad.to_numpy(), 2 * g * cs, rtol=1e-6)
+    np.testing.assert_array_equal(a.grad.to_numpy(), g)  # a constant: unchanged

@@ -84,3 +84,83 @@ def test_torch_tensor_gets_grad_as_in_taichi(arch):
     with sd.ad.Tape(loss=loss):  # a torch loss, as Taichi allows
         f(x, loss)
     assert loss.item() == 14 and x.grad.tolist() == [2, 4, 6]
+
+
+# -- what Taichi runs and plain spirad refuses: under the alias, run as Taichi, with a warning --
+
+@pytest.fixture
+def alias(monkeypatch):
+    """The Taichi alias installed for the test (its defaults included), removed after."""
+    from spirad.compat import taichi_alias
+    for name in taichi_alias.TAICHI_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    taichi_alias.install()
+    yield taichi_alias
+    taichi_alias.uninstall()
+
+
+def _read_then_overwrite():
+    """Each thread reads p[i] into the loss, then adds 1 to it: the adjoint, which runs after the
+    launch, reads the new p[i]. A fresh kernel each call (no adjoint compiled earlier)."""
+    p = sd.field(sd.f32, shape=4, needs_grad=True)
+    w = sd.field(sd.f32, shape=(), needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def k():
+        for i in p:
+            loss[None] += w[None] * p[i] * p[i]
+            p[i] += 1.0
+
+    def run():
+        p.from_numpy(np.arange(4, dtype=np.float32))
+        w[None] = 0.5
+        with sd.ad.Tape(loss=loss):
+            k()
+        return w.grad[None], p.grad.to_numpy()
+    return run
+
+
+@test_archs()
+def test_alias_differentiates_overwritten_reads_as_taichi(arch, alias, monkeypatch):
+    """Taichi 1.7.4 differentiates this kernel with the overwritten p (w.grad = sum (p+1)^2 = 30,
+    p.grad = 2 w (p+1): measured with Taichi on this program); through the alias spirad gives the
+    same numbers with a SpiradWarning naming the read. Plain spirad, and the alias with
+    SPIRAD_AD_OVERWRITTEN_READS=error, refuse it (the right values would be 14 and 2 w p)."""
+    with pytest.warns(sd.SpiradWarning, match="reads 'p' and also overwrites it"):
+        wg, pg = _read_then_overwrite()()
+    assert wg == 30.0
+    np.testing.assert_array_equal(pg, [1, 2, 3, 4])
+    monkeypatch.setenv("SPIRAD_AD_OVERWRITTEN_READS", "error")  # the user's setting wins
+    with pytest.raises(sd.SpiradAutodiffError, match="reads 'p' and also overwrites it"):
+        _read_then_overwrite()()
+    monkeypatch.delenv("SPIRAD_AD_OVERWRITTEN_READS")
+    alias.uninstall()  # plain spirad keeps refusing
+    with pytest.raises(sd.SpiradAutodiffError, match="reads 'p' and also overwrites it"):
+        _read_then_overwrite()()
+
+
+@test_archs()
+def test_alias_writes_torch_leaf_as_taichi(arch, alias, monkeypatch):
+    """Taichi writes a torch leaf that requires grad (grad mode on, no Tape); torch would refuse
+    the in-place change, and so does plain spirad. Through the alias it is written, with a
+    SpiradWarning; SPIRAD_TORCH_LEAF_WRITES=error restores the refusal."""
+    torch = pytest.importorskip("torch")
+
+    @sd.kernel
+    def add(y: sd.types.ndarray()):
+        for i in y:
+            y[i] += 1.0
+
+    y = torch.zeros(3, requires_grad=True)
+    with pytest.warns(sd.SpiradWarning, match="torch leaf tensor that requires grad"):
+        add(y)
+    assert y.detach().tolist() == [1, 1, 1]
+    monkeypatch.setenv("SPIRAD_TORCH_LEAF_WRITES", "error")
+    with pytest.raises(sd.SpiradValueError, match="torch leaf tensor that requires grad"):
+        add(y)
+    monkeypatch.delenv("SPIRAD_TORCH_LEAF_WRITES")
+    alias.uninstall()
+    with pytest.raises(sd.SpiradValueError, match="torch leaf tensor that requires grad"):
+        add(y)
+    assert y.detach().tolist() == [1, 1, 1]  # refused before the launch

@@ -12,6 +12,11 @@ the user's source line (seed "Improve diagnosis of unsupported reverse-mode AD p
   *different* parallel iterations count: a serial recurrence inside `for _ in range(1):` (one
   iteration) or inside each iteration's own slice (`out[b, j] = out[b, j - 1]`) is fine — the
   reverse walk of a serial loop chains its adjoints in order.
+* `check_no_ndarray_gradients`: a differentiated kernel that reads or writes an ndarray's gradient
+  (`x.grad[i]`) — the adjoint launch adds into those same buffers while it replays the kernel, so
+  a read would not see what the forward launch saw, and a gradient has no gradient of its own.
+  Taichi refuses the same (a RuntimeError when the adjoint compiles); the gradient passed as an
+  argument of its own (`k(a.grad)`) is a constant and stays allowed.
 * `check_bounds_not_overwritten`: a parallel loop whose range reads a global (`range(n[None])`)
   has its adjoint's range read again when the adjoint runs — after the whole forward kernel — so
   a later task of the kernel may not overwrite what the range reads.
@@ -43,6 +48,21 @@ def check_dynamic_nesting(task: Task):
                 for b in n.blocks:
                     visit(b, depth)
     visit(task.body, 1 if task.kind == "range" else 0)
+
+
+def check_no_ndarray_gradients(task: Task):
+    for n in walk(task.body):
+        if (n.op == Op.GLOBAL_LOAD or n.op == Op.GLOBAL_STORE or n.op in ATOMICS) and \
+                n.arg.kind == "ndarray" and n.arg.grad:
+            name = n.arg.name[:-len(".grad")] if n.arg.name.endswith(".grad") else n.arg.name
+            what = "reads" if n.op == Op.GLOBAL_LOAD else "writes"
+            raise user_error(SpiradAutodiffError,
+                             f"this kernel {what} '{name}.grad', the gradient of its ndarray "
+                             f"argument '{name}', and is differentiated: its adjoint adds into the "
+                             f"ndarrays' gradients while it runs again, so it cannot differentiate "
+                             f"through a gradient (Taichi refuses it too). Pass the gradient as an "
+                             f"argument of its own (k(a.grad, ...): a constant there), or use it in "
+                             f"a kernel that is not differentiated", n.loc)
 
 
 def check_bounds_not_overwritten(task: Task, later_writes):

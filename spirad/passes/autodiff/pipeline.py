@@ -1,7 +1,7 @@
 """Reverse mode as a short list of named passes (verifier between them in debug mode):
 
     for each task:  diagnostics (cross-iteration read-after-write; dynamic nesting without
-                    the adstack)
+                    the adstack; ndarray gradients read or written)
     for each task, last to first:
         normalize   (lower_jumps -> materialize -> snapshot_loads)
         global reads (a read the reverse walk needs must not be overwritten later)
@@ -27,7 +27,7 @@ from kernel_ir.rewrite import keep, rebuild
 
 from .adjoint import AdjointBuilder, stack_slots
 from .diagnostics import (check_bounds_not_overwritten, check_cross_iteration_raw,
-                          check_dynamic_nesting)
+                          check_dynamic_nesting, check_no_ndarray_gradients)
 from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
@@ -75,6 +75,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
     written_from = []  # per task: refs written by that task or a later one
     for t in tl.tasks:
         _check_no_float_reductions_into_temps(t)
+        check_no_ndarray_gradients(t)
         check_cross_iteration_raw(t, lambda ref: grad_of(ref) is not None)
         if not adstack_enabled:
             check_dynamic_nesting(t)
