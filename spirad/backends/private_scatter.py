@@ -29,10 +29,15 @@ expressions are evaluated on the host at each launch (memoised per argument buff
   holds a uniform expression whose value, checked at each launch, differs from the slab's
   (`smoke_taichi`'s `compute_p` adjoint reads and clears `p.grad[a + 1, y, x]` next to its
   adds into `p.grad[a, ...]`); a launch where it does not runs the usual way;
-* the task has a one-thread variant (no adstacks, no bounds checks: `backends/cpu`).
+* the task has a one-thread variant (no bounds checks: `backends/cpu`). Adstacks are fine: each
+  worker pushes into its own heap rows whichever code runs (`smoke_taichi`'s adjoints keep the
+  neighbour indices of their inner loops on adstacks).
 
 A worker's copy slot points `offset` bytes before its copy (the slab's first element lands at
-the copy's start); only the adds use that slot, and they stay in the slab.
+the copy's start); only the adds use that slot, and they stay in the slab while their indices
+are in range (an index outside its axis is undefined, as everywhere; `debug=True` checks them
+and compiles no variants). A launch that passes one ndarray for a scattered-into argument and
+another argument runs the usual way (`backends/cpu`: the other uses would not see the adds).
 
 When (`worth`), with `own` / `alone` the estimated work of one iteration in the task's own code /
 its one-thread variant (`work_estimate.costs`), n iterations, W workers and E elements in all
@@ -188,16 +193,14 @@ class TaskScatter:
         return out
 
     def _evaluate(self, argbuf: bytes):
-        scalars, extents = self.abi.unpack_args(self.tl.args, argbuf)
-        shapes = {a: tuple(ax[k] for k in range(len(ax))) for a, ax in extents.items()}
-        zero = np.zeros((), np.uint8)
-        mem = Memory({("ndarray", a, False): np.broadcast_to(zero, s) for a, s in shapes.items()},
-                     scalars)
+        # scalars and ndarray extents; no buffer is read (placeholders of the ndarrays' shapes)
+        mem = Memory.from_args(self.abi, self.tl.args, argbuf, None, refs=())
         out = []
         try:
             for k, slot, ref, prefix, rest in self.targets:
                 shape = ref.shape if ref.kind == "field" else \
-                    shapes[ref.key] if ref.kind == "ndarray" else (1,)
+                    mem.arrays[("ndarray", ref.key, False)].shape if ref.kind == "ndarray" \
+                    else (1,)
                 at = [int(eval_expr(x, mem)) for x in prefix]
                 if any(not 0 <= v < s for v, s in zip(at, shape)):
                     return None
