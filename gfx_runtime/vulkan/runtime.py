@@ -45,8 +45,11 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         caller knows no pending work uses the buffer (new, or recycled after a flush).
 
 Batches: dispatches accumulate in one command buffer with a barrier between consecutive
-dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording
-continues in the next one, so a long launch loop overlaps recording with execution. Each frame
+dispatches; past `max_batch` dispatches, or at the first dispatch once the batch is older than
+`max_pending_s` (2 ms), the buffer is submitted without waiting and recording continues in the
+next one, so the device works on a long launch loop while Python records the rest of it (a
+loop of `step(t)` then takes about the longer of recording and executing, not their sum; the
+host waits only when the device is two batches behind). Each frame
 of the submission ring has an argument arena, rewritten only once the frame's previous batch
 has completed (`arguments.py`).
 The VkInstance (and validation messenger) is process-global; devices are per runtime, so
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from time import perf_counter
 
 from ..errors import GfxDeviceError
 from ..protocol import GfxRuntime, block_range
@@ -73,6 +77,7 @@ from .queue import Queue
 from .transfer import Transfer
 
 MAX_BATCH = 4096
+MAX_PENDING_S = 0.002  # a batch older than this is submitted at its next dispatch
 
 
 class VulkanRuntime(GfxRuntime):
@@ -101,6 +106,8 @@ class VulkanRuntime(GfxRuntime):
         self._deferred: list[buffer_mod.BufferResource] = []
         self._busy = False  # anything recorded or submitted since the last wait
         self.max_batch = MAX_BATCH
+        self.max_pending_s = MAX_PENDING_S
+        self._batch_began = 0.0  # perf_counter() when the batch being recorded began
         self._max_groups = self.caps.max_compute_work_group_count
         self._timestamps = None  # timestamps.Timestamps, made by the first timestamp_begin
         self._arena = None  # the argument arena of the batch being recorded (its frame's)
@@ -236,7 +243,9 @@ class VulkanRuntime(GfxRuntime):
         batch.dispatch(pipeline, dset, push_constants, gx, gy, gz,
                        None if indirect is None else (indirect[0]._bind_handle, indirect[1]),
                        offset)
-        if batch.count >= self.max_batch:  # submit without waiting; record on in the next frame
+        if batch.count >= self.max_batch or \
+                perf_counter() - self._batch_began > self.max_pending_s:
+            # submit without waiting (the device starts on it); record on in the next frame
             batch.finish()
             self._queue.submit(self._frame)
 
@@ -275,6 +284,7 @@ class VulkanRuntime(GfxRuntime):
         frame = self._frame = self._queue.acquire()  # waited for: its arena is free again
         self._batch.begin(frame.cmd)
         self._busy = True
+        self._batch_began = perf_counter()
         if frame.arena is not None:
             frame.arena.reset()
         self._arena = frame.arena

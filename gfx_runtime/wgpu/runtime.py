@@ -237,6 +237,8 @@ class WgpuRuntime(GfxRuntime):
             return
         if pipeline.arguments:  # buffers[0]: the argument block's bytes
             data = buffers[0]
+            if type(data) is not bytes:  # copied now: the caller may change its object
+                data = bytes(data)
             offset = self._place_arguments(data)
             buffers = [self._arena] + list(buffers[1:])
             bg = self._bind_group(pipeline, buffers, block_range(len(data)))

@@ -397,3 +397,15 @@ def test_argument_block_larger_than_the_arena(rt, spirv, monkeypatch):
         rt.dispatch(axpy, [np.full(n, k + 1, np.float32).tobytes(), y], groups(n),
                     struct.pack("<fI", 1.0, n))
     np.testing.assert_array_equal(y.read().view(np.float32), np.full(n, 6, np.float32))
+
+
+def test_argument_block_is_copied_at_dispatch(rt, spirv):
+    """A bytearray block changed in place between dispatches: each reads what it was given."""
+    n = 4
+    axpy = rt.pipeline(spirv("axpy"), 2, 8, arguments=True)
+    y = rt.alloc(4 * n)
+    block = bytearray(4 * n)
+    for k in range(3):
+        block[:] = np.full(n, k + 1, np.float32).tobytes()
+        rt.dispatch(axpy, [block, y], (1, 1, 1), struct.pack("<fI", 1.0, n))
+    np.testing.assert_array_equal(y.read().view(np.float32), np.full(n, 6, np.float32))

@@ -4,10 +4,8 @@ signature again. Results, ranges that depend on the scalars, adstack sizes that 
 argument errors are the same as with a fresh plan. On the SPIR-V backends each launch's argument
 bytes go to an arena of the batch being recorded, bound at a dynamic offset
 (`gfx_runtime.vulkan.arguments`, the wgpu runtime's arena): thousands of launches with new
-scalars and no sync in between, of several kernels and from several threads, each see their
-own."""
-import threading
-
+scalars and no sync in between, of several kernels, each see their own (from several threads:
+test_threads.py)."""
 import numpy as np
 import pytest
 
@@ -124,32 +122,3 @@ def test_many_launches_of_several_kernels_each_see_their_scalars(arch):
     t = np.arange(LONG)
     np.testing.assert_array_equal(y.to_numpy(), np.stack([7 * t + 1, 21 * t + 3 + t], axis=1))
 
-
-@test_archs()
-def test_launches_from_threads_each_see_their_scalars(arch):
-    """Four threads launch one kernel with their own scalars (their row, a running count),
-    without syncing, under the process lock (issue #24): every element is checked."""
-    threads, launches = 4, 300
-    z = sd.field(sd.i32, shape=(threads, launches))
-
-    @sd.kernel
-    def put(row: sd.i32, k: sd.i32, v: sd.i32):
-        for i in range(1):
-            z[row, k] = v
-
-    errors = []
-
-    def work(row):
-        try:
-            for k in range(launches):
-                put(row, k, 1000 * row + k)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    ths = [threading.Thread(target=work, args=(r,), daemon=True) for r in range(threads)]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join(120)
-    assert not errors and not any(th.is_alive() for th in ths)
-    want = 1000 * np.arange(threads)[:, None] + np.arange(launches)[None, :]
-    np.testing.assert_array_equal(z.to_numpy(), want)

@@ -149,3 +149,17 @@ def test_argument_blocks_each_dispatch_sees_its_own(rt, monkeypatch, batch):
         assert (out.read().view(np.uint32) == ref.astype(np.uint32)).all()
     finally:
         r.close()
+
+
+def test_argument_block_is_copied_at_dispatch(rt):
+    """A bytearray block changed in place between dispatches: each reads what it was given."""
+    pipe = rt.pipeline(_add_kernel(), 4, 12, uniform=(0,), arguments=True)
+    n = 8
+    src, dst, status = rt.alloc(4 * n), rt.alloc(4 * n), rt.alloc(64)
+    src.write(np.ones(n, np.uint32))
+    block = bytearray(16)
+    for k, scale in enumerate((2, 3, 5)):
+        block[:] = np.array([scale, n, 0, 0], np.uint32).tobytes()
+        a, b = (src, dst) if k % 2 == 0 else (dst, src)
+        rt.dispatch(pipe, [block, status, a, b], (1, 1, 1), pack_push_constants(0, 0, 0))
+    assert list(dst.read().view(np.uint32)) == [30] * n
