@@ -8,12 +8,16 @@ default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`
     rt.closed                             after `close()`
     rt.alloc(nbytes, zero=True, *, host_visible=None) -> GfxBuffer
     rt.pipeline(spirv, num_bindings, push_constant_bytes=0, key=None, entry_point="main",
-                uniform=(), readonly=(), label="") -> a pipeline
+                uniform=(), readonly=(), label="", arguments=False) -> a pipeline
         `uniform`: binding numbers that are uniform buffers (the rest are storage buffers);
-        `readonly`: storage buffers the shader only reads; `label` names it in messages.
+        `readonly`: storage buffers the shader only reads; `label` names it in messages;
+        `arguments`: binding 0 is the argument block, given to each dispatch as bytes.
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
         recorded, not submitted; `indirect=(buffer, byte offset)`: the workgroup counts are the
-        three u32 there (written by an earlier dispatch)
+        three u32 there (written by an earlier dispatch). With a pipeline's `arguments`,
+        buffers[0] is bytes: the runtime copies them at once into memory of its own that no
+        pending work reads (an arena per batch, bound at a dynamic offset), so every dispatch
+        sees the bytes it was given, however many follow before a flush.
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)
     rt.flush()                            submit what is recorded and wait for it
     rt.take_validation_messages() -> list[str]
@@ -27,6 +31,12 @@ default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`
 Runtimes raise only `gfx_runtime.errors` exceptions; the backend maps them to user errors.
 """
 from __future__ import annotations
+
+
+def block_range(nbytes: int) -> int:
+    """The bytes an argument block of `nbytes` bytes is bound with (`arguments` pipelines):
+    whole 16-byte rows, at least one (a uniform binding reads uvec4s, a storage binding u32s)."""
+    return max(16, (nbytes + 15) & ~15)
 
 
 class GfxBuffer:
@@ -63,7 +73,8 @@ class GfxRuntime:
         raise NotImplementedError
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main", uniform=(), readonly=(), label: str = ""):
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "",
+                 arguments: bool = False):
         raise NotImplementedError
 
     def dispatch(self, pipeline, buffers, groups, push_constants: bytes = b"",

@@ -43,6 +43,14 @@ def private_buffers(task) -> frozenset:
                      if _private(tuples, task.index, keys))
 
 
+def uniform_key(n: Node, index: Node, memo: dict):
+    """A structural key of `n` when it is a uniform integer expression (the same value in every
+    iteration of the task: constants, scalar arguments, ndarray extents and integer arithmetic
+    of them; equal keys, equal values), else None. `memo` caches keys across calls."""
+    k = _key(n, index, memo)
+    return None if k is None or _depends(k) else k
+
+
 def _private(tuples, index: Node, memo: dict) -> bool:
     ndim = len(tuples[0])
     if any(len(t) != ndim for t in tuples):

@@ -209,19 +209,48 @@ class CpuRuntime:
                     or self._pool is None:
                 fn(bufs, args, begin, end, 0)
                 return
-            w = self.num_workers
-            step = -(-n // w)
-            stop = [False]
-            futures = [self._pool.submit(self._pieces, fn, bufs, args, begin + k * step,
-                                         min(begin + (k + 1) * step, end), k, stop)
-                       for k in range(1, w) if begin + k * step < end]
-            try:
-                self._pieces(fn, bufs, args, begin, min(begin + step, end), 0, stop)
-            except BaseException:
-                stop[0] = True  # (a handler raised between pieces) stop the workers too
-                raise
-            finally:
-                _wait_all(futures)
+            self._split(fn, (bufs,) * self.num_workers, args, begin, end)
+
+    def run_slots(self, fn, slot_bufs, args, begin: int, end: int):
+        """Split [begin, end) over the workers as `run` does, whatever its size; chunk `w` runs
+        with its own buffer table `slot_bufs[w]` (one per worker: the caller points some
+        bindings of each at that worker's private copies)."""
+        if type(args) is not int:
+            args = _address(args)
+        with self._launch_lock:
+            if self._pool is None:
+                fn(slot_bufs[0], args, begin, end, 0)
+                return
+            self._split(fn, slot_bufs, args, begin, end)
+
+    def run_calls(self, calls):
+        """Call each of `calls` (callables without arguments) on the workers, the first in the
+        calling thread; return when all have returned (the first error raised)."""
+        if self._pool is None or len(calls) < 2:
+            for c in calls:
+                c()
+            return
+        futures = [self._pool.submit(c) for c in calls[1:]]
+        try:
+            calls[0]()
+        finally:
+            _wait_all(futures)
+
+    def _split(self, fn, slot_bufs, args, begin, end):
+        n = end - begin
+        w = self.num_workers
+        step = -(-n // w)
+        stop = [False]
+        futures = [self._pool.submit(self._pieces, fn, slot_bufs[k], args, begin + k * step,
+                                     min(begin + (k + 1) * step, end), k, stop)
+                   for k in range(1, w) if begin + k * step < end]
+        try:
+            self._pieces(fn, slot_bufs[0], args, begin, min(begin + step, end), 0, stop)
+        except BaseException:
+            stop[0] = True  # (a handler raised between pieces) stop the workers too
+            raise
+        finally:
+            _wait_all(futures)
 
     def _pieces(self, fn, bufs, args, lo: int, hi: int, slot: int, stop) -> None:
         """Run chunk [lo, hi) on worker slot `slot` in pieces that grow while each takes less

@@ -9,7 +9,8 @@ shader read|write): every kernel sees everything earlier kernels wrote, as in pr
 A batch ends with one barrier from compute / transfer writes to compute, transfer and host
 access, so later submissions on the queue and host reads after the fence see the results.
 Redundant binds are skipped: the same pipeline, or the same descriptor set under the same
-pipeline layout, as the previous dispatch is not bound again. An indirect dispatch reads its
+pipeline layout (and the same argument-block offset, `arguments.py`), as the previous dispatch
+is not bound again. An indirect dispatch reads its
 workgroup counts from a buffer an earlier dispatch wrote: the barrier before it also makes shader
 writes visible to the indirect-command read.
 """
@@ -73,18 +74,21 @@ class Batch:
         self._last_pipeline = None
         self._last_layout = None
         self._last_set = None
+        self._last_offset = None
+        self._offsets = ffi.new("uint32_t[1]")  # the dynamic offset of an argument block
 
     def begin(self, cmd) -> None:
         begin(cmd, self._begin_info)
         self.cmd = cmd
         self.count = 0
-        self._last_pipeline = self._last_layout = self._last_set = None
+        self._last_pipeline = self._last_layout = self._last_set = self._last_offset = None
 
     def dispatch(self, pipeline, dset, push_constants: bytes, gx: int, gy: int, gz: int,
-                 indirect=None) -> None:
+                 indirect=None, offset=None) -> None:
         """Record one dispatch. `dset` is a cffi VkDescriptorSet[1] (from `DescriptorSets`).
         `indirect`: (buffer handle, byte offset) of three u32 workgroup counts to dispatch
-        instead of (gx, gy, gz), written by an earlier dispatch of this batch."""
+        instead of (gx, gy, gz), written by an earlier dispatch of this batch. `offset`: the
+        dynamic offset of the argument block (pipelines with `arguments`), else None."""
         cmd = self.cmd
         if indirect is not None:
             lib.vkCmdPipelineBarrier(cmd, _COMPUTE, _COMPUTE | _INDIRECT, 0, 1,
@@ -96,11 +100,17 @@ class Batch:
             lib.vkCmdBindPipeline(cmd, _BIND_COMPUTE, pipeline.handle)
             self._last_pipeline = pipeline
         layout = pipeline.layout
-        if dset is not self._last_set or layout != self._last_layout:
-            if pipeline.num_bindings:
+        if dset is not self._last_set or layout != self._last_layout or \
+                offset != self._last_offset:
+            if offset is not None:
+                self._offsets[0] = offset
+                lib.vkCmdBindDescriptorSets(cmd, _BIND_COMPUTE, layout, 0, 1, dset, 1,
+                                            self._offsets)
+            elif pipeline.num_bindings:
                 lib.vkCmdBindDescriptorSets(cmd, _BIND_COMPUTE, layout, 0, 1, dset, 0, ffi.NULL)
             self._last_set = dset
             self._last_layout = layout
+            self._last_offset = offset
         if push_constants:
             lib.vkCmdPushConstants(cmd, layout, _STAGE_COMPUTE, 0, len(push_constants),
                                    push_constants)

@@ -5,6 +5,10 @@ again and again; allocating and writing a descriptor set is most of a launch's P
 set is built once per (binding count, buffer handles) and reused until a buffer in it is freed.
 Sets are never updated after creation, so one set may be used by many command buffers.
 
+A set whose layout has an argument block (`arguments.py`) binds the frame's arena at binding 0
+as a dynamic storage buffer of `arg_range` bytes: the offset comes with each bind, so one set
+serves every launch over the same buffers, whatever its arguments.
+
 Pools are created as needed and reset all together (only when no batch is pending) once too
 many sets have been allocated or invalidated; freeing a buffer only drops its cache entries
 (a destroyed VkBuffer's handle value may be reused by a new buffer, so a stale entry must go).
@@ -27,7 +31,7 @@ class DescriptorSets:
         self.pools: list = []
         self.current = None
         self.allocated = 0
-        self.cache: dict[tuple, object] = {}  # (num_bindings, handles) -> VkDescriptorSet[1]
+        self.cache: dict[tuple, object] = {}  # (num_bindings, handles, arg_range) -> set[1]
         self.by_handle: dict[object, list[tuple]] = {}  # buffer handle -> cache keys using it
         self._fresh = 0  # pools[:_fresh] have been handed out since the last reset
         self._alloc_info = ffi.new("VkDescriptorSetAllocateInfo*")
@@ -37,13 +41,15 @@ class DescriptorSets:
         self._alloc_info.pSetLayouts = self._layout_slot
 
     def _new_pool(self):
-        size = ffi.new("VkDescriptorPoolSize*")
-        size.type = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-        size.descriptorCount = DESCRIPTORS_PER_POOL
+        size = ffi.new("VkDescriptorPoolSize[2]")
+        size[0].type = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+        size[0].descriptorCount = DESCRIPTORS_PER_POOL
+        size[1].type = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+        size[1].descriptorCount = SETS_PER_POOL  # at most one (the argument block) per set
         info = ffi.new("VkDescriptorPoolCreateInfo*")
         info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO
         info.maxSets = SETS_PER_POOL
-        info.poolSizeCount = 1
+        info.poolSizeCount = 2
         info.pPoolSizes = size
         out = ffi.new("VkDescriptorPool*")
         check(lib.vkCreateDescriptorPool(self.device, info, ffi.NULL, out),
@@ -76,9 +82,10 @@ class DescriptorSets:
         self._fresh += 1
         return pool
 
-    def get(self, set_layout, num_bindings: int, handles: tuple):
-        """The descriptor set binding `handles` (whole buffers) at bindings 0..n-1."""
-        key = (num_bindings, handles)
+    def get(self, set_layout, num_bindings: int, handles: tuple, arg_range: int = 0):
+        """The descriptor set binding `handles` (whole buffers) at bindings 0..n-1; with
+        `arg_range` > 0, binding 0 is the dynamic argument block of that many bytes."""
+        key = (num_bindings, handles, arg_range)
         dset = self.cache.get(key)
         if dset is not None:
             return dset
@@ -89,13 +96,15 @@ class DescriptorSets:
             for i, handle in enumerate(handles):
                 infos[i].buffer = handle
                 infos[i].offset = 0
-                infos[i].range = VK_WHOLE_SIZE
+                infos[i].range = arg_range if arg_range and i == 0 else VK_WHOLE_SIZE
                 w = writes[i]
                 w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
                 w.dstSet = dset[0]
                 w.dstBinding = i
                 w.descriptorCount = 1
-                w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                w.descriptorType = (vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+                                    if arg_range and i == 0 else
+                                    vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER)
                 w.pBufferInfo = infos + i
             lib.vkUpdateDescriptorSets(self.device, num_bindings, writes, 0, ffi.NULL)
         self.cache[key] = dset

@@ -61,6 +61,11 @@ class DeviceCaps:
     # SignedZeroInfNanPreserve (VkPhysicalDeviceFloatControlsProperties, Vulkan 1.2): without
     # it a driver may fold `x - x` or `x * 0` to 0.
     preserves_float_specials: tuple = ()
+    # Argument blocks bound at dynamic offsets (`arguments.py`): the offset alignment
+    # (minStorageBufferOffsetAlignment) and how many dynamic storage buffers one set may hold
+    # (maxDescriptorSetStorageBuffersDynamic; at least 4 on every device).
+    min_storage_buffer_offset_alignment: int = 256
+    max_dynamic_storage_buffers: int = 4
 
 
 _TYPE_NAMES = {
@@ -211,6 +216,8 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
         max_compute_work_group_invocations=int(limits.maxComputeWorkGroupInvocations),
         max_push_constants_size=int(limits.maxPushConstantsSize),
         max_bound_descriptor_sets=int(limits.maxBoundDescriptorSets),
+        min_storage_buffer_offset_alignment=int(limits.minStorageBufferOffsetAlignment),
+        max_dynamic_storage_buffers=int(limits.maxDescriptorSetStorageBuffersDynamic),
         max_memory_allocation_size=int(maint3.maxMemoryAllocationSize) or C.UINT64_MAX,
         max_buffer_size=(int(maint4.maxBufferSize) if dev_api >= C.VK_API_VERSION_1_3
                          else C.UINT64_MAX),

@@ -5,9 +5,11 @@ with LLVM here), so it is cached, while everything per-launch lives in `commands
 
 Binding model (shared with the code generator): set 0 holds `num_bindings` storage buffers at
 bindings 0..num_bindings-1, all visible to the compute stage; an optional push-constant range of
-`push_constant_bytes` bytes at offset 0. Set layouts are shared by every pipeline with the same
-binding count and pipeline layouts by every pipeline with the same (bindings, push-constant
-bytes), so a descriptor set built for one kernel is reused by another kernel over the same
+`push_constant_bytes` bytes at offset 0. A pipeline made with `arguments=True` declares binding 0
+a dynamic storage buffer instead (its argument block, bound at an offset per dispatch:
+`arguments.py`); the shader sees a storage buffer either way. Set layouts are shared by every
+pipeline with the same (binding count, arguments) and pipeline layouts by every pipeline with the
+same (bindings, push-constant bytes, arguments), so a descriptor set built for one kernel is reused by another kernel over the same
 buffers, and consecutive kernels with compatible layouts skip rebinding.
 """
 
@@ -24,10 +26,10 @@ SPIRV_MAGIC = 0x07230203
 class Pipeline:
     """A compiled compute pipeline. `layout` and `set_layout` are shared, not owned."""
     __slots__ = ("handle", "module", "layout", "set_layout", "num_bindings",
-                 "push_constant_bytes", "key", "entry_point")
+                 "push_constant_bytes", "key", "entry_point", "arguments")
 
     def __init__(self, handle, module, layout, set_layout, num_bindings, push_constant_bytes,
-                 key, entry_point):
+                 key, entry_point, arguments=False):
         self.handle = handle
         self.module = module
         self.layout = layout
@@ -36,6 +38,7 @@ class Pipeline:
         self.push_constant_bytes = push_constant_bytes
         self.key = key
         self.entry_point = entry_point
+        self.arguments = arguments  # binding 0 is an argument block given per dispatch
 
     def __repr__(self) -> str:
         return (f"<Pipeline {self.entry_point!r}, {self.num_bindings} bindings, "
@@ -48,8 +51,8 @@ class PipelineFactory:
     def __init__(self, device, caps):
         self.device = device
         self.caps = caps
-        self.set_layouts: dict[int, object] = {}
-        self.layouts: dict[tuple[int, int], object] = {}
+        self.set_layouts: dict[tuple[int, bool], object] = {}
+        self.layouts: dict[tuple[int, int, bool], object] = {}
         self.pipelines: dict[object, Pipeline] = {}
 
     def check_limits(self, num_bindings: int, push_constant_bytes: int) -> None:
@@ -70,13 +73,15 @@ class PipelineFactory:
                 f"device {caps.name!r} allows at most {caps.max_push_constants_size} "
                 "(maxPushConstantsSize)")
 
-    def set_layout(self, num_bindings: int):
-        layout = self.set_layouts.get(num_bindings)
+    def set_layout(self, num_bindings: int, arguments: bool = False):
+        layout = self.set_layouts.get((num_bindings, arguments))
         if layout is None:
             bindings = ffi.new("VkDescriptorSetLayoutBinding[]", max(num_bindings, 1))
             for i in range(num_bindings):
                 bindings[i].binding = i
-                bindings[i].descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                bindings[i].descriptorType = (vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+                                              if arguments and i == 0 else
+                                              vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER)
                 bindings[i].descriptorCount = 1
                 bindings[i].stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
             info = ffi.new("VkDescriptorSetLayoutCreateInfo*")
@@ -86,14 +91,16 @@ class PipelineFactory:
             out = ffi.new("VkDescriptorSetLayout*")
             check(lib.vkCreateDescriptorSetLayout(self.device, info, ffi.NULL, out),
                   "vkCreateDescriptorSetLayout")
-            layout = self.set_layouts[num_bindings] = out[0]
+            layout = self.set_layouts[(num_bindings, arguments)] = out[0]
         return layout
 
-    def pipeline_layout(self, num_bindings: int, push_constant_bytes: int):
-        key = (num_bindings, push_constant_bytes)
+    def pipeline_layout(self, num_bindings: int, push_constant_bytes: int,
+                        arguments: bool = False):
+        key = (num_bindings, push_constant_bytes, arguments)
         layout = self.layouts.get(key)
         if layout is None:
-            set_layouts = ffi.new("VkDescriptorSetLayout[1]", [self.set_layout(num_bindings)])
+            set_layouts = ffi.new("VkDescriptorSetLayout[1]",
+                                  [self.set_layout(num_bindings, arguments)])
             pc_range = ffi.new("VkPushConstantRange*")
             pc_range.stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
             pc_range.offset = 0
@@ -112,16 +119,19 @@ class PipelineFactory:
         return layout
 
     def get(self, spirv: bytes, num_bindings: int, push_constant_bytes: int, key,
-            entry_point: str) -> Pipeline:
-        """The cached pipeline for `key`, else a new one (`key` must identify the SPIR-V)."""
+            entry_point: str, arguments: bool = False) -> Pipeline:
+        """The cached pipeline for `key`, else a new one (`key` must identify the SPIR-V and
+        `arguments`)."""
         pipeline = self.pipelines.get(key)
         if pipeline is not None:
             return pipeline
         self.check_limits(num_bindings, push_constant_bytes)
+        if arguments and not num_bindings:
+            raise ValueError("a pipeline with an argument block needs binding 0 for it")
         code = bytes(spirv)
         if len(code) % 4 or len(code) < 20 or int.from_bytes(code[:4], "little") != SPIRV_MAGIC:
             raise ValueError("not a little-endian SPIR-V module (bad length or magic number)")
-        layout = self.pipeline_layout(num_bindings, push_constant_bytes)
+        layout = self.pipeline_layout(num_bindings, push_constant_bytes, arguments)
 
         words = ffi.new("uint32_t[]", len(code) // 4)
         ffi.memmove(words, code, len(code))
@@ -146,8 +156,8 @@ class PipelineFactory:
         if result != 0:
             lib.vkDestroyShaderModule(self.device, module[0], ffi.NULL)
             check(result, "vkCreateComputePipelines")
-        pipeline = Pipeline(handle[0], module[0], layout, self.set_layout(num_bindings),
-                            num_bindings, push_constant_bytes, key, entry_point)
+        pipeline = Pipeline(handle[0], module[0], layout, self.set_layout(num_bindings, arguments),
+                            num_bindings, push_constant_bytes, key, entry_point, arguments)
         self.pipelines[key] = pipeline
         return pipeline
 

@@ -20,7 +20,7 @@ FRAMES = 2
 
 
 class Frame:
-    __slots__ = ("cmd", "cmd_array", "fence", "fence_array", "in_flight")
+    __slots__ = ("cmd", "cmd_array", "fence", "fence_array", "in_flight", "arena")
 
     def __init__(self, cmd, fence):
         self.cmd = cmd
@@ -28,6 +28,7 @@ class Frame:
         self.fence = fence
         self.fence_array = ffi.new("VkFence[1]", [fence])
         self.in_flight = False
+        self.arena = None  # the runtime's argument arena of this frame (`arguments.py`)
 
 
 class Queue:

@@ -14,14 +14,17 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         mappable, False = device-only memory through staging copies.
         Out of memory / over a device limit -> GfxDeviceError naming the size.
     rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                entry_point: str = "main", uniform=(), readonly=(), label="") -> Pipeline
+                entry_point: str = "main", uniform=(), readonly=(), label="",
+                arguments: bool = False) -> Pipeline
         (Vulkan binds storage buffers only: `uniform` must be empty; `readonly` and `label`
-        are the protocol's, unused here)
+        are the protocol's, unused here; `arguments`: binding 0 is an argument block, given to
+        each dispatch as bytes and bound at a dynamic offset of an arena, `arguments.py`)
         Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
-        entry_point). Too many bindings / push-constant bytes -> GfxDeviceError.
+        entry_point; and `arguments`). Too many bindings / push-constant bytes -> GfxDeviceError.
     rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
                 push_constants: bytes = b"") -> None
-        Records into the current batch; does not submit. groups beyond
+        Records into the current batch; does not submit. buffers[0] is `bytes` for a pipeline
+        with `arguments` (copied at once: the caller may reuse its object). groups beyond
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
@@ -42,8 +45,13 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         caller knows no pending work uses the buffer (new, or recycled after a flush).
 
 Batches: dispatches accumulate in one command buffer with a barrier between consecutive
-dispatches; past `max_batch` dispatches the buffer is submitted without waiting and recording
-continues in the next one, so a long launch loop overlaps recording with execution.
+dispatches; past `max_batch` dispatches, or at the first dispatch once the batch is older than
+`max_pending_s` (2 ms), the buffer is submitted without waiting and recording continues in the
+next one, so the device works on a long launch loop while Python records the rest of it (a
+loop of `step(t)` then takes about the longer of recording and executing, not their sum; the
+host waits only when the device is two batches behind). Each frame
+of the submission ring has an argument arena, rewritten only once the frame's previous batch
+has completed (`arguments.py`).
 The VkInstance (and validation messenger) is process-global; devices are per runtime, so
 `close()` and a new `VulkanRuntime` may follow each other any number of times.
 """
@@ -52,11 +60,13 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from time import perf_counter
 
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime
+from ..protocol import GfxRuntime, block_range
 
 from . import buffer as buffer_mod
+from .arguments import FIRST_ARENA, MAX_ARENA, Arena
 from .commands import Batch
 from .descriptors import DescriptorSets
 from .device import DeviceCaps, create_logical_device, select_physical_device
@@ -67,6 +77,7 @@ from .queue import Queue
 from .transfer import Transfer
 
 MAX_BATCH = 4096
+MAX_PENDING_S = 0.002  # a batch older than this is submitted at its next dispatch
 
 
 class VulkanRuntime(GfxRuntime):
@@ -95,8 +106,11 @@ class VulkanRuntime(GfxRuntime):
         self._deferred: list[buffer_mod.BufferResource] = []
         self._busy = False  # anything recorded or submitted since the last wait
         self.max_batch = MAX_BATCH
+        self.max_pending_s = MAX_PENDING_S
+        self._batch_began = 0.0  # perf_counter() when the batch being recorded began
         self._max_groups = self.caps.max_compute_work_group_count
         self._timestamps = None  # timestamps.Timestamps, made by the first timestamp_begin
+        self._arena = None  # the argument arena of the batch being recorded (its frame's)
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -157,16 +171,21 @@ class VulkanRuntime(GfxRuntime):
     # -- pipelines -----------------------------------------------------------------------------
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main", uniform=(), readonly=(), label: str = "") -> Pipeline:
-        """The compute pipeline for `spirv`, created once per key."""
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "",
+                 arguments: bool = False) -> Pipeline:
+        """The compute pipeline for `spirv`, created once per key. `arguments`: binding 0 is
+        an argument block that each dispatch gives as bytes (`arguments.py`)."""
         self._check_open()
         if uniform:
             raise GfxDeviceError("the Vulkan runtime binds storage buffers only (no uniform bindings)")
+        arguments = bool(arguments)
         if key is None:
-            key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point)
+            key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point,
+                   arguments)
         else:
-            key = (key, num_bindings, push_constant_bytes, entry_point)
-        return self._pipelines.get(spirv, num_bindings, push_constant_bytes, key, entry_point)
+            key = (key, num_bindings, push_constant_bytes, entry_point, arguments)
+        return self._pipelines.get(spirv, num_bindings, push_constant_bytes, key, entry_point,
+                                   arguments)
 
     # -- launches ------------------------------------------------------------------------------
 
@@ -189,23 +208,44 @@ class VulkanRuntime(GfxRuntime):
         if len(push_constants) != pipeline.push_constant_bytes:
             raise ValueError(f"pipeline takes {pipeline.push_constant_bytes} push-constant bytes, "
                              f"got {len(push_constants)}")
-        if nb:
-            handles = tuple([b._bind_handle for b in buffers])
+        if pipeline.arguments:  # binding 0: bytes, placed in the batch's arena
+            if not gx or not gy or not gz:
+                return
+            data = buffers[0]
+            arena = self._arena
+            if arena is not None and data is arena.last and self._batch.cmd is not None:
+                offset = arena.last_offset  # the block again (a launch's tasks, same arguments)
+            else:
+                if type(data) is not bytes:
+                    data = bytes(data)
+                offset = self._place_arguments(data)  # (begins the batch)
+                arena = self._arena
+            handles = (arena.handle, *[b._bind_handle for b in buffers[1:]])
             if len(handles) != nb or None in handles:
                 self._bad_buffers(pipeline, buffers)
-            dset = self._dsets.get(pipeline.set_layout, nb, handles)
+            dset = self._dsets.get(pipeline.set_layout, nb, handles, arena.last_range)
         else:
-            if buffers:
-                self._bad_buffers(pipeline, buffers)
-            dset = None
-        if not gx or not gy or not gz:
-            return
+            offset = None
+            if nb:
+                handles = tuple([b._bind_handle for b in buffers])
+                if len(handles) != nb or None in handles:
+                    self._bad_buffers(pipeline, buffers)
+                dset = self._dsets.get(pipeline.set_layout, nb, handles)
+            else:
+                if buffers:
+                    self._bad_buffers(pipeline, buffers)
+                dset = None
+            if not gx or not gy or not gz:
+                return
         batch = self._batch
         if batch.cmd is None:
             self._begin_batch()
         batch.dispatch(pipeline, dset, push_constants, gx, gy, gz,
-                       None if indirect is None else (indirect[0]._bind_handle, indirect[1]))
-        if batch.count >= self.max_batch:  # submit without waiting; record on in the next frame
+                       None if indirect is None else (indirect[0]._bind_handle, indirect[1]),
+                       offset)
+        if batch.count >= self.max_batch or \
+                perf_counter() - self._batch_began > self.max_pending_s:
+            # submit without waiting (the device starts on it); record on in the next frame
             batch.finish()
             self._queue.submit(self._frame)
 
@@ -241,15 +281,46 @@ class VulkanRuntime(GfxRuntime):
         return self._timestamps.take()
 
     def _begin_batch(self) -> None:
-        self._frame = self._queue.acquire()
-        self._batch.begin(self._frame.cmd)
+        frame = self._frame = self._queue.acquire()  # waited for: its arena is free again
+        self._batch.begin(frame.cmd)
         self._busy = True
+        self._batch_began = perf_counter()
+        if frame.arena is not None:
+            frame.arena.reset()
+        self._arena = frame.arena
+
+    def _place_arguments(self, data: bytes) -> int:
+        """The offset of argument block `data` in the arena of the batch being recorded
+        (begun here if none is): a larger arena when it is full, up to MAX_ARENA, then the
+        next batch (submitted without waiting)."""
+        if self._batch.cmd is None:
+            self._begin_batch()
+        for _ in range(2):
+            arena = self._arena
+            offset = None if arena is None else arena.place(data)
+            if offset is not None:
+                return offset
+            if arena is None or arena.size < MAX_ARENA or block_range(len(data)) > arena.size:
+                break
+            self._batch.finish()  # full at its largest: on in the next frame's arena
+            self._queue.submit(self._frame)
+            self._begin_batch()
+        # a first arena, or twice the full one (which is freed once the batch is done: the
+        # last reference to its Buffer goes with the frame's)
+        size = FIRST_ARENA if arena is None else 2 * arena.size
+        size = max(size, 2 * block_range(len(data)))
+        buf = self.alloc(size, zero=False, host_visible=True)
+        arena = self._frame.arena = self._arena = Arena(
+            buf, self.caps.min_storage_buffer_offset_alignment)
+        return arena.place(data)
 
     def _bad_buffers(self, pipeline, buffers) -> None:
         if len(buffers) != pipeline.num_bindings:
             raise ValueError(f"pipeline has {pipeline.num_bindings} bindings, "
                              f"got {len(buffers)} buffers")
         for i, b in enumerate(buffers):
+            if pipeline.arguments and i == 0:
+                continue  # the argument block: bytes
             if b._res.freed:
                 raise GfxDeviceError(f"buffer bound at binding {i} was freed")
             if b._rt is not self:

@@ -3,8 +3,8 @@
     rt = WgpuRuntime(emulate=False)       GfxUnavailable without a (Metal) adapter
     rt.caps -> WgpuCaps
     rt.alloc(nbytes, zero=True) -> Buffer  (wgpu zero-fills every new buffer)
-    rt.pipeline(spirv, num_bindings, push_constant_bytes=0, uniform=(), readonly=(), label="")
-                                          -> Pipeline   cached by content
+    rt.pipeline(spirv, num_bindings, push_constant_bytes=0, uniform=(), readonly=(), label="",
+                arguments=False)          -> Pipeline   cached by content
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync(), rt.take_validation_messages(), rt.close()
@@ -16,6 +16,13 @@ dispatches. Host access to a buffer that the unsubmitted pass binds flushes firs
 wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). Pipeline, bind group
 and immediates persist within a pass, so a dispatch sets only what differs from the previous
 one (each wgpu-native call costs microseconds).
+
+Argument blocks (pipelines made with `arguments=True`; the bytes come as buffers[0]) are staged
+on the host, each at an aligned offset of one arena buffer, and bound at that dynamic offset, so
+every launch over the same buffers shares one bind group whatever its arguments. The staged bytes
+are written with one `queue.write_buffer` just before the pass is submitted; the queue orders
+that write after every earlier submission, so the arena is refilled from its start with each
+pass and nothing waits. A pass whose blocks fill the arena is submitted early (without waiting).
 
 Every SPIR-V module must already have passed spirad's Metal-profile check: naga panics on some
 modules, which kills the process before Python sees an error.
@@ -31,22 +38,26 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime
+from ..protocol import GfxRuntime, block_range
 from .buffer import Buffer
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
+ARENA_BYTES = 1 << 20  # argument blocks of one pass (MAX_BATCH blocks of up to 256 bytes)
 
 
 class Pipeline:
-    __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl", "label")
+    __slots__ = ("handle", "num_bindings", "push_constant_bytes", "layout_key", "bgl", "label",
+                 "arguments")
 
-    def __init__(self, handle, num_bindings, push_constant_bytes, layout_key, bgl, label=""):
+    def __init__(self, handle, num_bindings, push_constant_bytes, layout_key, bgl, label="",
+                 arguments=False):
         self.handle, self.num_bindings = handle, num_bindings
         self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
         self.label = label
+        self.arguments = arguments  # binding 0 is an argument block given per dispatch
 
 
 class WgpuRuntime(GfxRuntime):
@@ -82,6 +93,14 @@ class WgpuRuntime(GfxRuntime):
         self._count = 0
         self._fence = None
         self.max_batch = MAX_BATCH
+        lim = self._device.limits
+        self._args_align = max(16, int(lim["min-uniform-buffer-offset-alignment"]),
+                               int(lim["min-storage-buffer-offset-alignment"]))
+        self._arena = None           # the argument arena buffer, made by the first block
+        self._staged = bytearray()   # its contents for the unsubmitted pass
+        self._args_used = 0          # bytes of _staged the unsubmitted pass uses
+        self._args_last = None       # the bytes placed last, and their offset
+        self._args_last_off = 0
 
     # -- buffers -------------------------------------------------------------------------------
     def alloc(self, nbytes: int, zero: bool = True, *, host_visible=None) -> Buffer:
@@ -109,8 +128,8 @@ class WgpuRuntime(GfxRuntime):
         buf.handle.destroy()
 
     # -- pipelines -----------------------------------------------------------------------------
-    def _bgl(self, n: int, uniform=(), readonly=()):
-        key = (n, tuple(uniform), tuple(readonly))
+    def _bgl(self, n: int, uniform=(), readonly=(), arguments=False):
+        key = (n, tuple(uniform), tuple(readonly), arguments)
         if key not in self._bgls:
             wgpu = self._wgpu
             kind = lambda i: (wgpu.BufferBindingType.uniform if i in uniform  # noqa: E731
@@ -118,17 +137,22 @@ class WgpuRuntime(GfxRuntime):
                               else wgpu.BufferBindingType.storage)
             self._bgls[key] = self._device.create_bind_group_layout(entries=[
                 {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                 "buffer": {"type": kind(i)}} for i in range(n)])
+                 "buffer": {"type": kind(i), "has_dynamic_offset": arguments and i == 0}}
+                for i in range(n)])
         return self._bgls[key]
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
-                 entry_point: str = "main", uniform=(), readonly=(), label: str = "") -> Pipeline:
+                 entry_point: str = "main", uniform=(), readonly=(), label: str = "",
+                 arguments: bool = False) -> Pipeline:
         """`uniform`: binding numbers that are uniform buffers; `readonly`: storage buffers the
         shader only reads (declared NonWritable; a buffer that is also a dispatch's indirect
         argument must be one); the rest are read-write storage buffers. `label` names the
-        pipeline in errors (kernel and task)."""
+        pipeline in errors (kernel and task). `arguments`: binding 0 is an argument block that
+        each dispatch gives as bytes (bound at a dynamic offset of the arena)."""
         self._check_open()
-        uniform, readonly = tuple(uniform), tuple(readonly)
+        uniform, readonly, arguments = tuple(uniform), tuple(readonly), bool(arguments)
+        if arguments and not num_bindings:
+            raise ValueError("a pipeline with an argument block needs binding 0 for it")
         if num_bindings - len(uniform) > self.caps.max_per_stage_storage_buffers:
             raise GfxDeviceError(
                 f"a pipeline with {num_bindings - len(uniform)} storage buffers exceeds the limit "
@@ -137,13 +161,13 @@ class WgpuRuntime(GfxRuntime):
             raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
                                  f"{self.caps.max_push_constants_size} on {self.caps.name}")
         k = (hashlib.sha256(bytes(spirv)).digest() if key is None else key, num_bindings,
-             push_constant_bytes, entry_point, uniform, readonly)
+             push_constant_bytes, entry_point, uniform, readonly, arguments)
         p = self._pipelines.get(k)
         if p is None:
-            lk = (num_bindings, push_constant_bytes, uniform, readonly)
+            lk = (num_bindings, push_constant_bytes, uniform, readonly, arguments)
             if lk not in self._layouts:
                 self._layouts[lk] = self._device.create_pipeline_layout(
-                    bind_group_layouts=[self._bgl(num_bindings, uniform, readonly)],
+                    bind_group_layouts=[self._bgl(num_bindings, uniform, readonly, arguments)],
                     immediate_size=push_constant_bytes)
             try:
                 mod = self._device.create_shader_module(code=bytes(spirv))
@@ -152,23 +176,48 @@ class WgpuRuntime(GfxRuntime):
             except Exception as e:
                 what = f" of {label}" if label else ""
                 raise GfxDeviceError(f"wgpu rejected the compute shader{what}: {e}") from None
-            p = self._pipelines[k] = Pipeline(h, num_bindings, push_constant_bytes, lk,
-                                              self._bgl(num_bindings, uniform, readonly), label)
+            p = self._pipelines[k] = Pipeline(
+                h, num_bindings, push_constant_bytes, lk,
+                self._bgl(num_bindings, uniform, readonly, arguments), label, arguments)
         return p
 
     # -- launches ------------------------------------------------------------------------------
-    def _bind_group(self, pipeline: Pipeline, buffers):
-        key = (pipeline.layout_key,) + tuple(id(b.handle) for b in buffers)
+    def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0):
+        """The cached bind group of `buffers` (with `arg_range` > 0: buffers[0] is the arena,
+        bound as an argument block of that many bytes)."""
+        key = (pipeline.layout_key, arg_range) + tuple(id(b.handle) for b in buffers)
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]
         if len(self._bind_groups) >= _BIND_CACHE_MAX:
             self._bind_groups.clear()
         bg = self._device.create_bind_group(layout=pipeline.bgl, entries=[
-            {"binding": i, "resource": {"buffer": b._live(), "offset": 0, "size": b.handle.size}}
+            {"binding": i, "resource": {"buffer": b._live(), "offset": 0,
+                                        "size": arg_range if arg_range and i == 0 else b.handle.size}}
             for i, b in enumerate(buffers)])
         self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
         return bg
+
+    def _place_arguments(self, data) -> int:
+        """The offset of argument block `data` in the arena for the unsubmitted pass (staged;
+        written at `_submit`). A full arena submits the pass first, then starts over."""
+        if data is self._args_last:  # a launch's several dispatches, or unchanged arguments
+            return self._args_last_off
+        n = len(data)
+        need = block_range(n)
+        off = self._args_used
+        if off + need > len(self._staged):
+            if off:
+                self._submit()  # its blocks are written; this pass starts at 0
+                off = 0
+            if need > len(self._staged):  # the first block, or one larger than the arena
+                size = max(ARENA_BYTES, 2 * need)
+                self._arena = self.alloc(size)
+                self._staged = bytearray(size)
+        self._staged[off:off + n] = data
+        self._args_used = (off + need + self._args_align - 1) & -self._args_align
+        self._args_last, self._args_last_off = data, off
+        return off
 
     @wgpu_errors
     def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
@@ -186,25 +235,36 @@ class WgpuRuntime(GfxRuntime):
                                  f"{tuple(mx)} of {self.caps.name}; split the launch")
         if indirect is None and not (gx and gy and gz):
             return
+        if pipeline.arguments:  # buffers[0]: the argument block's bytes
+            data = buffers[0]
+            if type(data) is not bytes:  # copied now: the caller may change its object
+                data = bytes(data)
+            offset = self._place_arguments(data)
+            buffers = [self._arena] + list(buffers[1:])
+            bg = self._bind_group(pipeline, buffers, block_range(len(data)))
+        else:
+            offset = None
         for b in buffers:
             if b._mirrors is not None:
                 b._upload_mirrors()
         if indirect is not None and indirect[0]._mirrors is not None:
             indirect[0]._upload_mirrors()
-        bg = self._bind_group(pipeline, buffers)
+        if offset is None:
+            bg = self._bind_group(pipeline, buffers)
         if self._pass is None:
             self._encoder = self._device.create_command_encoder()
             self._pass = self._encoder.begin_compute_pass()
-            self._bound_pipe = self._bound_group = self._bound_pc = None
+            self._bound_pipe = self._bound_group = self._bound_pc = self._bound_off = None
         cp = self._pass
         if self._bound_pipe is not pipeline:  # pass state persists between dispatches
             cp.set_pipeline(pipeline.handle)
             self._bound_pipe = pipeline
             self._bound_pc = None  # a new pipeline layout: immediates are set again
             self._labels[pipeline.label] = None
-        if self._bound_group is not bg:
-            cp.set_bind_group(0, bg)
+        if self._bound_group is not bg or offset != self._bound_off:
+            cp.set_bind_group(0, bg, () if offset is None else (offset,))
             self._bound_group = bg
+            self._bound_off = offset
         if push_constants and push_constants != self._bound_pc:
             cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
             self._bound_pc = push_constants
@@ -227,7 +287,10 @@ class WgpuRuntime(GfxRuntime):
         self._pass = self._encoder = None  # whatever happens below: the next dispatch starts anew
         self._labels = {}
         self._count = 0
+        used, self._args_used, self._args_last = self._args_used, 0, None
         try:
+            if used:  # the pass's argument blocks, ordered after every earlier submission
+                self._queue.write_buffer(self._arena.handle, 0, memoryview(self._staged)[:used])
             if cp is not None:
                 cp.end()
                 self._queue.submit([enc.finish()])

@@ -29,6 +29,7 @@ from kernel_ir.ops import ATOMICS, Op
 
 from .adstack_support import grown, task_stacks
 from .base import BackendBase
+from .private_scatter import PrivateCopies, TaskScatter, copy_slot, scatter_slabs, worth
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
 from .work_estimate import NEVER, Adaptive, clock, costs, one_thread_choice, split_threshold
@@ -42,7 +43,7 @@ class CpuProgram(Program):
         self.module = module  # the JIT module: keeps the task functions alive
         fns = [module.function(s) for s in blob[1]]
         n = len(tl.tasks)
-        marks, limits = blob[5]
+        marks, limits, works, copies = blob[5]
         self.fns = fns[:n]
         # per task: its one-thread variant (plain read-modify-writes), run when a launch is not
         # split, or None (CpuBackend._one_thread_variants)
@@ -56,12 +57,23 @@ class CpuProgram(Program):
                               else None for t, a in zip(tl.tasks, atomics))
         self.temps = {k: np.zeros(8, np.uint8) for k, r in enumerate(abi.bindings)
                       if r.kind == "temp"}
+        # per task: its privatised scatter (backends/private_scatter), or None; the bindings
+        # whose copy slots follow the extra buffers
+        self.copies = copies
+        self.copy_base = copy_slot(abi, 0)
+        self.scatter = tuple(None if w is None else
+                             TaskScatter(tl, abi, scatter_slabs(t), copies, *w)
+                             for t, w in zip(tl.tasks, works))
         # per task: heap rows per worker — an SPMD task's worker owns `lanes` rows
         # (llvm_codegen.spmd_adstack); the lanes code generation chose are in the blob
-        self.lanes = [w if s else 1 for w, s in zip(blob[4][:n], self.stacks)]
+        # (of its own code and its one-thread variant: a launch runs either)
+        self.lanes = [max(w, blob[4][n + m] if type(m) is int else 1) if s else 1
+                      for w, s, m in zip(blob[4][:n], self.stacks, marks)]
         nbind = self.nbind
         extra = any(self.stacks) or self.bounds is not None
-        self.bufs = (ctypes.c_void_p * max(nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0), 1))()
+        size = copy_slot(abi, len(copies)) if copies else \
+            nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0)
+        self.bufs = (ctypes.c_void_p * max(size, 1))()
         self.status = np.zeros(STATUS_WORDS, np.uint32)
         self.status_addr = self.status.__array_interface__["data"][0]
         self.status_word = ctypes.c_uint32.from_address(
@@ -104,6 +116,7 @@ class CpuBackend(BackendBase):
         self.heap_sizes = (8, 8)
         self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
         self.bounds_check = bool(state.debug)
+        self.private = PrivateCopies(self.rt)  # the workers' copies of scattered slabs
 
     def allocate(self, nbytes):
         return np.zeros(max(int(nbytes), 8), dtype=np.uint8)
@@ -119,22 +132,30 @@ class CpuBackend(BackendBase):
         from llvm_codegen.codegen import compile_tasks
 
         from .. import options
-        code, one_thread, choices = self._one_thread_variants(tl)
-        prog = compile_tasks(code, abi, bounds_check=self.bounds_check,
+        from .private_scatter import CopyABI
+        code, one_thread, choices = self._one_thread_variants(tl, abi)
+        copies = one_thread[3]
+        prog = compile_tasks(code, CopyABI(abi, copies) if copies else abi,
+                             bounds_check=self.bounds_check,
                              options=options.llvm_codegen_options(), choices=choices)
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                 optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
 
-    def _one_thread_variants(self, tl):
-        """(the task list to compile, (marks, limits), {task index: SPMD choice}): per task of `tl` a mark — None, ONLY (its
+    def _one_thread_variants(self, tl, abi):
+        """(the task list to compile, (marks, limits, works, copies), {task index: SPMD
+        choice}): per task of `tl` a mark — None, ONLY (its
         code is its one-thread variant, never split) or k (the variant is extra task
         len(tl.tasks) + k, run when a launch is not split) — and the iterations from which a
         launch is split (None: serial, or compiled as ONLY); the SPMD choices made here for
         tasks compiled unchanged go to `compile_tasks` (each task is analysed once). Variants for range tasks with
-        atomics, without adstacks or bounds checks (`passes/demote_atomics.one_thread_variant`,
-        `work_estimate.one_thread_choice`)."""
+        atomics, without bounds checks (`passes/demote_atomics.one_thread_variant`,
+        `work_estimate.one_thread_choice`), and with adstacks only where privatised (their
+        heap rows are per worker either way: `lanes` takes the larger of both codes). A variant of a task whose shared atomics are all
+        adds into slabs is its privatised variant (`private_scatter`; with more than one
+        worker): `works` per task (own, alone) for those, else None, and `copies` the
+        bindings with copy slots."""
         from dataclasses import replace
 
         from kernel_ir.nodes import TaskList
@@ -142,9 +163,12 @@ class CpuBackend(BackendBase):
 
         from .. import options
         from ..passes.demote_atomics import one_thread_variant
+        from .private_scatter import privatised_variant
         tasks, extra, marks, work, choices = list(tl.tasks), [], [], [], {}
+        works, copies = [], set()
         workers = self.rt.num_workers
         for k, t in enumerate(tl.tasks):
+            works.append(None)
             if t.kind != "range":
                 marks.append(None)
                 work.append(None)
@@ -157,8 +181,17 @@ class CpuBackend(BackendBase):
                 n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
                 not any(s in a.varying for s in n.srcs[:-1]))
             own, alone = costs(t, lanes, cheap)
-            v = None if self.bounds_check or task_stacks(t) else one_thread_variant(t)
+            v = None if self.bounds_check else one_thread_variant(t)
+            slabs = scatter_slabs(t) if v is not None and workers > 1 else None
+            if task_stacks(t) and not slabs:  # adstacks: only for privatised scatters
+                v = None
             choice = None if v is None else one_thread_choice(own, alone, workers)
+            if choice is None:
+                slabs = None
+            if slabs:
+                v = privatised_variant(t, slabs)
+                works[-1] = (own, alone)
+                copies.update(k for k, r in enumerate(abi.bindings) if r.buffer in slabs)
             if choice is None:
                 marks.append(None)
                 work.append((own, None))
@@ -173,10 +206,10 @@ class CpuBackend(BackendBase):
                 work.append((own, alone))
         # per task: (variant marks, split thresholds from the estimates: work_estimate)
         limits = tuple(None if w is None else split_threshold(w[0], workers, w[1]) for w in work)
+        info = (tuple(marks), limits, tuple(works), tuple(sorted(copies)))
         if all(m is None for m in marks):
-            return tl, (tuple(marks), limits), choices
-        return (TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), (tuple(marks), limits),
-                choices)
+            return tl, info, choices
+        return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), info, choices
 
     def export_program(self, program):
         return program.blob
@@ -187,7 +220,8 @@ class CpuBackend(BackendBase):
     def cache_features(self) -> tuple:
         from .. import options
         return ("cpu", self.rt.target_key, self.bounds_check,
-                options.llvm_codegen_options().key(), "one-thread variants", self.rt.num_workers)
+                options.llvm_codegen_options().key(), "one-thread variants",
+                "privatised scatters", self.rt.num_workers)
 
     def _build(self, tl, abi, blob):
         """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
@@ -226,6 +260,8 @@ class CpuBackend(BackendBase):
                                      any(a is not b for a, b in zip(storages, last))):
             for k, st in enumerate(storages):
                 bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
+            for j, k in enumerate(program.copies):  # unsplit: the adds go to the real buffer
+                bufs[program.copy_base + j] = bufs[k]
         program.last_storages = storages  # a plan's list, never changed (launch.LaunchPlan)
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
@@ -255,7 +291,11 @@ class CpuBackend(BackendBase):
                     program.bound_meta, program.bound_heaps = meta_addr, heaps
             fn1 = program.fns_1t[ti]
             adaptive = program.adaptive[ti]
-            if adaptive is not None:  # no atomics: split by the measured time
+            scatter = program.scatter[ti]
+            if scatter is not None and self._privatised(program, ti, scatter, fn1 or fn, storages,
+                                                        argbuf, addr, b, e):
+                pass  # split over every worker, the adds into per-worker copies
+            elif adaptive is not None:  # no atomics: split by the measured time
                 split = adaptive.split(e - b)
                 t0 = clock()
                 run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
@@ -270,6 +310,27 @@ class CpuBackend(BackendBase):
                 if self.pending is None:
                     self.pending = status_error(program, words, (argbuf,),
                                                 () if adstack is None else (adstack,))
+
+    def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
+        """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and
+        it pays; False where it did not run."""
+        n, workers = e - b, self.rt.num_workers
+        if n < 2 * workers:
+            return False
+        slabs = scatter.slabs(argbuf)
+        if slabs is None or any(storages[k] is not None and any(
+                st is storages[k] for j, st in enumerate(storages) if j != k)
+                for k, *_ in slabs):  # one ndarray passed twice: its other uses see the adds
+            return False
+        nbytes = self.private.fits(slabs)
+        split_own = program.fns_1t[ti] is not None and n >= program.min_split[ti]
+        if not nbytes or not worth(n, scatter.own, scatter.alone, split_own,
+                                   sum(s[3] for s in slabs), workers):
+            return False
+        self.private.run(fn, program.bufs, addr, b, e, slabs,
+                         lambda k: storages[k] if storages[k] is not None else program.temps[k],
+                         nbytes)
+        return True
 
     def sync(self):
         if self.pending is not None:

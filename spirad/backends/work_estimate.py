@@ -46,9 +46,7 @@ def iteration_work(block, weight=None) -> float:
     w = 0.0
     for n in block.nodes:
         if n.op in LOOPS:
-            trips = n.arg.static_trips if n.op == Op.RANGE_FOR and n.arg.static_trips is not None \
-                else DYNAMIC_TRIPS
-            w += 2 + trips * iteration_work(n.blocks[0], weight)
+            w += 2 + _trips(n) * iteration_work(n.blocks[0], weight)
         elif n.op == Op.IF:
             w += 1 + max(iteration_work(b, weight) for b in n.blocks)
         elif n.blocks:
@@ -56,6 +54,18 @@ def iteration_work(block, weight=None) -> float:
         else:
             w += weight(n)
     return w
+
+
+def _trips(loop) -> int:
+    """A loop's trip count: known (`static_trips`, or constant bounds: reverse mode's
+    reversed loops carry no `static_trips`), else DYNAMIC_TRIPS."""
+    if loop.op == Op.RANGE_FOR:
+        if loop.arg.static_trips is not None:
+            return loop.arg.static_trips
+        b, e = loop.srcs[:2]
+        if b.op == Op.CONST and e.op == Op.CONST:
+            return max(0, int(e.arg) - int(b.arg))
+    return DYNAMIC_TRIPS
 
 
 def _default_weight(n) -> float:
@@ -103,14 +113,21 @@ class Adaptive:
     __slots__ = ("per_iteration", "workers")
 
     def __init__(self, workers: int):
-        self.per_iteration = 0.0  # seconds of one core per iteration, last launch (0: unknown)
+        self.per_iteration = 0.0  # CPU seconds per iteration, last launch (0: unknown)
         self.workers = workers
 
     def split(self, n: int) -> bool:
         return n >= 2 * self.workers and n * self.per_iteration >= SPLIT_SECONDS
 
     def measured(self, n: int, seconds: float, split: bool) -> None:
+        """`seconds`: the calling thread's CPU time of the launch (`clock`)."""
         self.per_iteration = seconds * (self.workers if split else 1) / n
 
 
-clock = time.perf_counter
+clock = time.thread_time
+"""What `Adaptive` measures: the calling thread's CPU time, not the wall time. On a machine
+shared with other jobs a launch's wall time includes the time the thread waited for a core (and
+a split launch's wait for the pool thread), which made launches of ~50 us look like 1 ms: they
+were split, their split launches waited for a core again, and they stayed split
+(`diffmpm_simple`'s `grid_op`: mean launch 9x its minimum). The CPU time of the calling thread
+(its chunk when split, times the workers) is the work itself."""

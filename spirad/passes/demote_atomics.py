@@ -39,7 +39,7 @@ def one_thread_variant(task):
     scattered adds (`grid[base + offset] += ...` in P2G, `p.grad[t, i - 1, j] += ...` in
     `wave`'s adjoint) then cost a load and a store instead of a locked compare-and-swap loop
     (`wave`'s adjoint: 4.6 -> 0.6 ms on one core; Taichi: 3.7 ms on one core)."""
-    if not any(n.op in ATOMICS and _plain(n) for n in walk(task.body)):
+    if not any(n.op in ATOMICS and plain_atomic(n) for n in walk(task.body)):
         return None
     everything = frozenset(n.arg.buffer for n in walk(task.body) if n.op in ATOMICS)
     return _task(task, everything)
@@ -51,7 +51,7 @@ def _task(task, private=None):
         return task
 
     def visit(n, srcs, blocks, arg, env):
-        if n.op not in ATOMICS or n.arg.buffer not in private or not _plain(n):
+        if n.op not in ATOMICS or n.arg.buffer not in private or not plain_atomic(n):
             return keep(n, srcs, blocks, arg, env)
         idx, value = srcs[:-1], srcs[-1]
         old = Node(Op.GLOBAL_LOAD, n.dtype, idx, arg, (), n.loc)
@@ -64,7 +64,7 @@ def _task(task, private=None):
     return task if body is task.body else replace(task, body=body)
 
 
-def _plain(n: Node) -> bool:
+def plain_atomic(n: Node) -> bool:
     """The atomic's value, result and element have one type (no conversion to keep), not u1
     (an atomic add of bools is an OR)."""
     dt = n.arg.dtype

@@ -54,7 +54,10 @@ sd.sync()
 full = time.perf_counter() - t0   # one launch without an interrupt
 y.fill(0)
 
+go = threading.Event()
+
 def interrupt():
+    go.wait()  # counted from the loop's start, not the thread's (slow to start when loaded)
     time.sleep(min(0.2, full / 5))
     if how == "kill":
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -64,6 +67,7 @@ def interrupt():
 threading.Thread(target=interrupt, daemon=True).start()
 t0 = time.perf_counter()
 raised = False
+go.set()
 try:
     for _ in range(1000):   # the interrupt lands in one of these launches (or their sync)
         slow(x, y, TRIPS)

@@ -1,8 +1,11 @@
 """Launches whose scalar arguments change (DiffTaichi's `step(t)`): the last plan is rebound to
 the new values (`launch.rebind`: argument bytes and ranges only) instead of checking the
 signature again. Results, ranges that depend on the scalars, adstack sizes that do, and the
-argument errors are the same as with a fresh plan; on Vulkan more distinct argument buffers than
-a program keeps (256) stay right."""
+argument errors are the same as with a fresh plan. On the SPIR-V backends each launch's argument
+bytes go to an arena of the batch being recorded, bound at a dynamic offset
+(`gfx_runtime.vulkan.arguments`, the wgpu runtime's arena): thousands of launches with new
+scalars and no sync in between, of several kernels, each see their own (from several threads:
+test_threads.py)."""
 import numpy as np
 import pytest
 
@@ -83,3 +86,39 @@ def test_adstack_sizes_from_a_changing_scalar(arch):
         x.grad.fill(0.0)
         power.grad(n, a)
         np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, a ** n), rtol=1e-5)
+
+
+LONG = 1500  # launches without a sync: past a batch (Vulkan's arena grows, wgpu's fills)
+
+
+@test_archs()
+def test_many_launches_of_several_kernels_each_see_their_scalars(arch):
+    """Two kernels relaunched LONG times each, interleaved, with new scalars at every launch
+    and no sync until the end; `both` has two parallel loops (two dispatches of one argument
+    block). Every row is checked."""
+    x = sd.field(sd.f32, shape=(LONG + 1, N))
+    y = sd.field(sd.i32, shape=(LONG, 2))
+
+    @sd.kernel
+    def step(t: sd.i32, s: sd.f32):
+        for i in range(N):
+            x[t + 1, i] = x[t, i] * s + t
+
+    @sd.kernel
+    def both(t: sd.i32, v: sd.i32):
+        for i in range(1):
+            y[t, 0] = v
+        for i in range(1):
+            y[t, 1] = v * 3 + t
+
+    x.from_numpy(np.zeros((LONG + 1, N), np.float32))
+    ref = np.zeros((LONG + 1, N), np.float64)
+    for t in range(LONG):
+        s = (0.5, 1.0, 0.25)[t % 3]
+        step(t, s)
+        both(t, 7 * t + 1)
+        ref[t + 1] = ref[t] * s + t
+    np.testing.assert_allclose(x.to_numpy(), ref, rtol=1e-6)
+    t = np.arange(LONG)
+    np.testing.assert_array_equal(y.to_numpy(), np.stack([7 * t + 1, 21 * t + 3 + t], axis=1))
+

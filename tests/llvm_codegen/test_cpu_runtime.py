@@ -75,3 +75,22 @@ def test_runtime_does_not_import_the_ir():
 def _root():
     import os
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_run_slots_gives_each_chunk_its_own_buffer_table():
+    """`run_slots` splits any range over the workers, chunk w writing through table w; and
+    `run_calls` runs every call (the privatised scatters' launches and merges)."""
+    rt = runtime()
+    fn = rt.load(WORKER_IR, ["mark"]).function("mark")
+    n = 100  # far below PARALLEL_MIN: split all the same
+    outs = [np.full(n, -1, np.int32) for _ in range(rt.num_workers)]
+    tables = [(ctypes.c_void_p * 1)(o.ctypes.data) for o in outs]
+    rt.run_slots(fn, tables, np.zeros(8, np.uint8), 0, n)
+    step = -(-n // rt.num_workers)
+    for w, o in enumerate(outs):
+        mine = np.arange(n) // step == w
+        assert (o[mine] == (w << 20) + np.arange(n)[mine]).all()
+        assert (o[~mine] == -1).all()
+    done = []
+    rt.run_calls([lambda k=k: done.append(k) for k in range(5)])
+    assert sorted(done) == list(range(5))

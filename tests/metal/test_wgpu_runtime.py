@@ -118,3 +118,48 @@ def test_limits_raise_runtime_errors(rt):
         rt.alloc((256 << 20) + 16)
     with pytest.raises(GfxDeviceError, match="9 storage buffers"):
         rt.pipeline(_add_kernel(), 10, 12, uniform=(0,))
+
+
+@pytest.mark.parametrize("batch", [4096, 7])
+def test_argument_blocks_each_dispatch_sees_its_own(rt, monkeypatch, batch):
+    """Argument blocks (`arguments=True`: the uniform binding 0 given as bytes per dispatch,
+    staged at a dynamic offset of the arena and written once per pass): 1,200 dispatches with
+    distinct blocks and no flush in between each read their own, through passes submitted every
+    7 dispatches and an arena that fills (the pass is submitted early) and one block larger
+    than it (a new arena). Each dispatch reads what the previous one wrote."""
+    from gfx_runtime.wgpu import WgpuRuntime
+    from gfx_runtime.wgpu import runtime as wrt
+    monkeypatch.setattr(wrt, "ARENA_BYTES", 512)
+    r = WgpuRuntime(emulate=True)
+    try:
+        r.max_batch = batch
+        pipe = r.pipeline(_add_kernel(), 4, 12, uniform=(0,), arguments=True)
+        n = 100
+        src, dst, status = r.alloc(4 * n), r.alloc(4 * n), r.alloc(64)
+        src.write(np.arange(n, dtype=np.uint32))
+        ref = np.arange(n, dtype=np.uint64)
+        for k in range(1200):
+            scale = 1 + k % 3
+            words = [scale, n, k, 0] if k != 600 else [scale, n] + [0] * 200  # 808 bytes
+            block = np.array(words, np.uint32).tobytes()
+            a, b = (src, dst) if k % 2 == 0 else (dst, src)
+            r.dispatch(pipe, [block, status, a, b], (2, 1, 1), pack_push_constants(k, 0, 0))
+            ref = (ref * scale + k) % (1 << 32)
+        out = dst if 1200 % 2 else src
+        assert (out.read().view(np.uint32) == ref.astype(np.uint32)).all()
+    finally:
+        r.close()
+
+
+def test_argument_block_is_copied_at_dispatch(rt):
+    """A bytearray block changed in place between dispatches: each reads what it was given."""
+    pipe = rt.pipeline(_add_kernel(), 4, 12, uniform=(0,), arguments=True)
+    n = 8
+    src, dst, status = rt.alloc(4 * n), rt.alloc(4 * n), rt.alloc(64)
+    src.write(np.ones(n, np.uint32))
+    block = bytearray(16)
+    for k, scale in enumerate((2, 3, 5)):
+        block[:] = np.array([scale, n, 0, 0], np.uint32).tobytes()
+        a, b = (src, dst) if k % 2 == 0 else (dst, src)
+        rt.dispatch(pipe, [block, status, a, b], (1, 1, 1), pack_push_constants(0, 0, 0))
+    assert list(dst.read().view(np.uint32)) == [30] * n
