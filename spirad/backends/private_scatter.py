@@ -199,8 +199,7 @@ class TaskScatter:
         try:
             for k, slot, ref, prefix, rest in self.targets:
                 shape = ref.shape if ref.kind == "field" else \
-                    mem.arrays[("ndarray", ref.key, False)].shape if ref.kind == "ndarray" \
-                    else (1,)
+                    _ndarray_shape(mem, ref) if ref.kind == "ndarray" else (1,)
                 at = [int(eval_expr(x, mem)) for x in prefix]
                 if any(not 0 <= v < s for v, s in zip(at, shape)):
                     return None
@@ -282,3 +281,9 @@ class PrivateCopies:
 
 def _aligned(nbytes: int) -> int:
     return -(-nbytes // _ALIGN) * _ALIGN
+
+
+def _ndarray_shape(mem, ref) -> tuple:
+    """An ndarray's extents in this launch; a 0-d ndarray (`f[None]`) has none in the argument
+    buffer, so no placeholder either."""
+    return mem.arrays[("ndarray", ref.key, False)].shape if ref.ndim else ()

@@ -166,6 +166,39 @@ def test_cpu_privatised_launches_match_atomics(monkeypatch, grid_kind):
     np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("force", [True, False])
+def test_cpu_scatter_into_a_0d_ndarray(monkeypatch, force):
+    """A 0-d ndarray target (`f[None] += b[i]`, and its gradient read by the adjoint) has no
+    extents in the argument buffer; the slab evaluation takes its shape as (). Taichi's
+    test_ad_ndarray::test_ad_fibonacci_index: a[q] for the Fibonacci numbers q, N times."""
+    private = _cpu_no_debug(monkeypatch, force)
+    n, m = 5, 10
+    a = sd.ndarray(sd.f32, shape=m, needs_grad=True)
+    b = sd.ndarray(sd.f32, shape=m, needs_grad=True)
+    f = sd.ndarray(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def fib(a: sd.types.ndarray(), b: sd.types.ndarray(), f: sd.types.ndarray()):
+        for i in range(n):
+            p = 0
+            q = 1
+            for j in range(5):
+                p, q = q, p + q
+                b[q] += a[q]
+        for i in range(m):
+            f[None] += b[i]
+
+    f.grad[None] = 1
+    a.fill(1)
+    fib(a, b, f)
+    fib.grad(a, b, f)
+    want = n * np.isin(np.arange(m), [1, 2, 3, 5, 8])
+    np.testing.assert_array_equal(b.to_numpy(), want)
+    np.testing.assert_array_equal(a.grad.to_numpy(), want)
+    assert f[None] == want.sum()
+    assert (private.launches > 0) == force, private.launches
+
+
 def test_cpu_privatised_by_the_estimate(monkeypatch):
     """Without forcing: a scatter heavy enough is privatised by the estimate alone, and the
     copies of a large slab are merged in parallel pieces."""
