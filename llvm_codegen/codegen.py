@@ -48,6 +48,12 @@ from .target import CPU, Target
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
 TASK_FN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I32])  # 64-bit ranges (fields > 2**31)
+# Every task function realigns its stack to a cache line on entry (`alignstack`): the caller
+# (ctypes, on whichever thread runs the chunk) only guarantees the ABI's 16 bytes, and a task
+# that spills 32- or 64-byte vectors (SPMD lanes, vectorised loops, vector libm calls) otherwise
+# gets spill slots that straddle two cache lines or not depending on that thread's stack depth:
+# kernel b's gradient ran 13% slower on one worker thread than on the other (issue #27).
+STACK_ALIGN = 64
 
 
 def task_symbol(tl: TaskList, k: int, task: Task) -> str:
@@ -89,6 +95,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
     fn.attributes.add("nounwind")
+    fn.attributes.alignstack = STACK_ALIGN
     width, why = choice or _spmd_choice(task, bounds_check, options)
     if width > 1:
         ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
