@@ -18,6 +18,7 @@ import pytest
 import spirad as sd
 from llvm_codegen import codegen
 from llvm_codegen.codegen import STACK_ALIGN
+from tests.autodiff.test_spmd_grad import kb  # bench_autodiff's kernel b
 
 
 def _kernel_b_programs(monkeypatch):
@@ -37,25 +38,11 @@ def _kernel_b_programs(monkeypatch):
     y = sd.field(sd.f32, n, needs_grad=True)
     steps = sd.field(sd.i32, ())
 
-    @sd.kernel
-    def kb():
-        for i in x:
-            a = x[i]
-            b = a * 0.5
-            c = 1.0 - a
-            d = a * a
-            for _ in range(steps[None]):
-                a = a + 0.1 * sd.sin(b) * c
-                b = b - 0.1 * sd.sin(a) * d
-                c = c + 0.1 * sd.cos(d)
-                d = d - 0.1 * sd.sin(c)
-            y[i] = a + b + c + d
-
     x.from_numpy(np.linspace(0.1, 0.9, n, dtype=np.float32))
     steps[None] = 16
-    kb()
+    kb(x, y, steps)
     y.grad.fill(1.0)
-    kb.grad()
+    kb.grad(x, y, steps)
     sd.sync()
     assert np.all(np.isfinite(x.grad.to_numpy())) and np.any(x.grad.to_numpy() != 0)
     assert len(progs) == 2, len(progs)  # the forward kernel and its gradient
