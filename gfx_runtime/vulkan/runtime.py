@@ -62,8 +62,9 @@ import ctypes
 import hashlib
 from time import perf_counter
 
+from ..arena import block_range
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime, block_range
+from ..protocol import GfxRuntime
 
 from . import buffer as buffer_mod
 from .arguments import FIRST_ARENA, MAX_ARENA, Arena
@@ -212,13 +213,14 @@ class VulkanRuntime(GfxRuntime):
             if not gx or not gy or not gz:
                 return
             data = buffers[0]
+            if type(data) is not bytes:  # copied now: the caller may change its object
+                data = bytes(data)
+            if self._batch.cmd is None:
+                self._begin_batch()  # the frame's arena: the one this batch reads
             arena = self._arena
-            if arena is not None and data is arena.last and self._batch.cmd is not None:
-                offset = arena.last_offset  # the block again (a launch's tasks, same arguments)
-            else:
-                if type(data) is not bytes:
-                    data = bytes(data)
-                offset = self._place_arguments(data)  # (begins the batch)
+            offset = None if arena is None else arena.place(data)
+            if offset is None:  # no arena yet, or the block does not fit in what is left
+                offset = self._place_elsewhere(data)
                 arena = self._arena
             handles = (arena.handle, *[b._bind_handle for b in buffers[1:]])
             if len(handles) != nb or None in handles:
@@ -289,22 +291,19 @@ class VulkanRuntime(GfxRuntime):
             frame.arena.reset()
         self._arena = frame.arena
 
-    def _place_arguments(self, data: bytes) -> int:
-        """The offset of argument block `data` in the arena of the batch being recorded
-        (begun here if none is): a larger arena when it is full, up to MAX_ARENA, then the
-        next batch (submitted without waiting)."""
-        if self._batch.cmd is None:
+    def _place_elsewhere(self, data: bytes) -> int:
+        """The offset of argument block `data`, which the arena of the batch being recorded
+        lacks room for (or there is none yet): a larger arena, up to MAX_ARENA; past that the
+        next batch (submitted without waiting), in its frame's arena."""
+        arena = self._arena
+        if arena is not None and arena.size >= MAX_ARENA and block_range(len(data)) <= arena.size:
+            self._batch.finish()  # full at its largest: on in the next frame's arena
+            self._queue.submit(self._frame)
             self._begin_batch()
-        for _ in range(2):
             arena = self._arena
             offset = None if arena is None else arena.place(data)
             if offset is not None:
                 return offset
-            if arena is None or arena.size < MAX_ARENA or block_range(len(data)) > arena.size:
-                break
-            self._batch.finish()  # full at its largest: on in the next frame's arena
-            self._queue.submit(self._frame)
-            self._begin_batch()
         # a first arena, or twice the full one (which is freed once the batch is done: the
         # last reference to its Buffer goes with the frame's)
         size = FIRST_ARENA if arena is None else 2 * arena.size

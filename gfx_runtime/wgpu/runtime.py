@@ -18,9 +18,9 @@ and immediates persist within a pass, so a dispatch sets only what differs from 
 one (each wgpu-native call costs microseconds).
 
 Argument blocks (pipelines made with `arguments=True`; the bytes come as buffers[0]) are staged
-on the host, each at an aligned offset of one arena buffer, and bound at that dynamic offset, so
-every launch over the same buffers shares one bind group whatever its arguments. The staged bytes
-are written with one `queue.write_buffer` just before the pass is submitted; the queue orders
+on the host, each at an offset of one arena buffer placed by `gfx_runtime.arena` (the rules the
+Vulkan runtime follows too), and bound at that dynamic offset, so every launch over the same
+buffers shares one bind group whatever its arguments. The staged bytes are written with one `queue.write_buffer` just before the pass is submitted; the queue orders
 that write after every earlier submission, so the arena is refilled from its start with each
 pass and nothing waits. A pass whose blocks fill the arena is submitted early (without waiting).
 
@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import hashlib
 
+from ..arena import ArgumentArena, block_range
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime, block_range
+from ..protocol import GfxRuntime
 from .buffer import Buffer
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
@@ -58,6 +59,20 @@ class Pipeline:
         self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
         self.label = label
         self.arguments = arguments  # binding 0 is an argument block given per dispatch
+
+
+class StagedArena(ArgumentArena):
+    """The argument arena of the unsubmitted pass: blocks staged in host memory, written to
+    `buffer` with one `queue.write_buffer` when the pass is submitted (`WgpuRuntime._submit`)."""
+    __slots__ = ("buffer", "staged")
+
+    def __init__(self, buffer, align: int):
+        super().__init__(buffer.nbytes, align)
+        self.buffer = buffer
+        self.staged = bytearray(buffer.nbytes)
+
+    def _write(self, offset: int, data: bytes) -> None:
+        self.staged[offset:offset + len(data)] = data
 
 
 class WgpuRuntime(GfxRuntime):
@@ -96,11 +111,7 @@ class WgpuRuntime(GfxRuntime):
         lim = self._device.limits
         self._args_align = max(16, int(lim["min-uniform-buffer-offset-alignment"]),
                                int(lim["min-storage-buffer-offset-alignment"]))
-        self._arena = None           # the argument arena buffer, made by the first block
-        self._staged = bytearray()   # its contents for the unsubmitted pass
-        self._args_used = 0          # bytes of _staged the unsubmitted pass uses
-        self._args_last = None       # the bytes placed last, and their offset
-        self._args_last_off = 0
+        self._arena = None           # StagedArena, made by the first argument block
 
     # -- buffers -------------------------------------------------------------------------------
     def alloc(self, nbytes: int, zero: bool = True, *, host_visible=None) -> Buffer:
@@ -198,26 +209,23 @@ class WgpuRuntime(GfxRuntime):
         self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
         return bg
 
-    def _place_arguments(self, data) -> int:
+    def _place_arguments(self, data: bytes) -> int:
         """The offset of argument block `data` in the arena for the unsubmitted pass (staged;
-        written at `_submit`). A full arena submits the pass first, then starts over."""
-        if data is self._args_last:  # a launch's several dispatches, or unchanged arguments
-            return self._args_last_off
-        n = len(data)
-        need = block_range(n)
-        off = self._args_used
-        if off + need > len(self._staged):
-            if off:
-                self._submit()  # its blocks are written; this pass starts at 0
-                off = 0
-            if need > len(self._staged):  # the first block, or one larger than the arena
-                size = max(ARENA_BYTES, 2 * need)
-                self._arena = self.alloc(size)
-                self._staged = bytearray(size)
-        self._staged[off:off + n] = data
-        self._args_used = (off + need + self._args_align - 1) & -self._args_align
-        self._args_last, self._args_last_off = data, off
-        return off
+        written at `_submit`). A full arena submits the pass first, then starts over; a block
+        larger than the arena gets a new one."""
+        arena = self._arena
+        if arena is not None:
+            off = arena.place(data)
+            if off is not None:
+                return off
+            if arena.used:
+                self._submit()  # its blocks are written; the arena starts over (reset)
+                off = arena.place(data)
+                if off is not None:
+                    return off
+        size = max(ARENA_BYTES, 2 * block_range(len(data)))  # the first block, or a larger one
+        arena = self._arena = StagedArena(self.alloc(size), self._args_align)
+        return arena.place(data)
 
     @wgpu_errors
     def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
@@ -240,8 +248,9 @@ class WgpuRuntime(GfxRuntime):
             if type(data) is not bytes:  # copied now: the caller may change its object
                 data = bytes(data)
             offset = self._place_arguments(data)
-            buffers = [self._arena] + list(buffers[1:])
-            bg = self._bind_group(pipeline, buffers, block_range(len(data)))
+            arena = self._arena
+            buffers = [arena.buffer] + list(buffers[1:])
+            bg = self._bind_group(pipeline, buffers, arena.last_range)
         else:
             offset = None
         for b in buffers:
@@ -287,10 +296,14 @@ class WgpuRuntime(GfxRuntime):
         self._pass = self._encoder = None  # whatever happens below: the next dispatch starts anew
         self._labels = {}
         self._count = 0
-        used, self._args_used, self._args_last = self._args_used, 0, None
+        arena = self._arena
+        used = 0
+        if arena is not None:
+            used = arena.used
+            arena.reset()
         try:
             if used:  # the pass's argument blocks, ordered after every earlier submission
-                self._queue.write_buffer(self._arena.handle, 0, memoryview(self._staged)[:used])
+                self._queue.write_buffer(arena.buffer.handle, 0, memoryview(arena.staged)[:used])
             if cp is not None:
                 cp.end()
                 self._queue.submit([enc.finish()])

@@ -6,7 +6,8 @@ other hook has a default that suits a backend without it; callers never probe wi
 `getattr` / `hasattr`.
 
 Launch data a backend receives (`spirad.launch`): storages in `abi.bindings` order (None for
-kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`), one
+kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`; then
+what `launch_arguments` appends), one
 (begin, end) per task — or None for a range task whose bounds read fields / ndarrays /
 temporaries, which the backend evaluates when the task starts (`range_bounds`: on the host with
 `HostBounds`, or on the device) — and for adjoint programs with adstacks an `AdstackPlan`: per task the
@@ -94,6 +95,12 @@ class BackendBase:
     def import_program(self, tl, abi, blob):
         """The program `export_program` gave `blob` for (maybe in another process)."""
         return self.compile(tl, abi)
+
+    def launch_arguments(self, program, argbuf: bytes) -> bytes:
+        """The bytes `launch` is given for `program` with the argument buffer `argbuf` (layout:
+        `kernel_ir.abi`): `argbuf` followed by what this backend's programs read after it
+        (default: nothing). Made once per launch plan, not per launch."""
+        return argbuf
 
     def plan_adstack(self, program, task: int, sized):
         """What this backend derives from one task's sized stacks (metadata, heap bytes), kept

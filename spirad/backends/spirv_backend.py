@@ -11,8 +11,8 @@ the device part (`import_program`).
 Launches are recorded into the runtime's current batch; nothing is submitted until a host read,
 `sync()` or a full batch. Per program we keep: one pipeline per task, the status words (checked
 at every sync: a lavapipe loop-cap hit raises a clear error) and temp buffers. A launch's
-argument bytes (the plan's, then the program's root offsets) go to the runtime with each
-dispatch, as binding 0 of pipelines made with `arguments=True`: the runtime copies them into an
+argument bytes (the plan's, which end with the program's root offsets: `launch_arguments`) go
+to the runtime with each dispatch, as binding 0 of pipelines made with `arguments=True`: the runtime copies them into an
 arena of the batch being recorded and binds them at their offset, so relaunching a kernel with a
 new scalar (`step(t)`) costs a memmove, never a new buffer or a wait (`gfx_runtime.vulkan.
 arguments`). The adstack metadata (rarely new) is a small device buffer per distinct contents.
@@ -53,6 +53,7 @@ from .root_buffers import RootBuffers, RootSlice
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
+_CODE = int(StatusWord.CODE)  # a plain int indexes numpy faster than the IntEnum
 
 
 def _user_error(e: GfxError) -> SpiradError:
@@ -86,7 +87,6 @@ class SpirvProgram(Program):
         self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}  # adstack metadata bytes -> its buffer (`_small_buffer`)
         self.spare: list = []
-        self.last_args = (None, None)  # (a plan's argument bytes, them + arg_tail)
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
@@ -161,7 +161,8 @@ class SpirvBackend(BackendBase):
 
     def __init__(self, state):
         super().__init__(state)
-        from spirv_codegen import SpirvCaps
+        from spirv_codegen import SpirvCaps, dispatch_geometry
+        self._dispatch_geometry = dispatch_geometry  # per launch: no import statement there
         try:
             self.rt = self._make_runtime()
         except GfxError as e:
@@ -398,15 +399,15 @@ class SpirvBackend(BackendBase):
             return lay, per_row, sized.device_meta, None
         return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
 
+    def launch_arguments(self, program: SpirvProgram, argbuf: bytes) -> bytes:
+        """The argument bytes, then the program's root offsets (`spirv_codegen.buffers`): what
+        binding 0 holds. Appended once per plan, so the runtime sees one bytes object per set of
+        argument values and places it once (`gfx_runtime.arena`)."""
+        return argbuf + program.arg_tail
+
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
-        from spirv_codegen import dispatch_geometry
-        last = p.last_args
-        if last[0] is argbuf:  # the same bytes as this program's last launch
-            args = last[1]
-        else:
-            args = argbuf + p.arg_tail
-            p.last_args = (argbuf, args)
+        dispatch_geometry = self._dispatch_geometry
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:
@@ -415,7 +416,7 @@ class SpirvBackend(BackendBase):
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         plans = None if adstack is None else adstack.tasks
         for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
-            bufs = [args]  # the status words are in a root chunk: one of the views
+            bufs = [argbuf]  # the status words are in a root chunk: one of the views
             for c in p.views[ti]:  # root chunks: their buffers now (a chunk grows by a new one)
                 bufs.append(c.buffer)
             for k in p.own[ti]:
@@ -490,10 +491,11 @@ class SpirvBackend(BackendBase):
     def _check_status(self, launched):
         self.rt.flush()
         for p in launched:
-            words = self.view(p.status, np.uint32, (STATUS_WORDS,))
+            st = p.status  # a RootSlice (the runtime's view: no wrapper, no reshape per sync)
+            words = st.chunk.buffer.view(np.uint32, STATUS_WORDS, st.offset)
             recent, p.recent_args = p.recent_args, []
             launches, p.adstack_launches = p.adstack_launches, []
-            if words[StatusWord.CODE]:
+            if words[_CODE]:
                 saved = words.copy()
                 words[:] = 0
                 raise status_error(p, saved, recent, launches, self.caps)
