@@ -387,8 +387,10 @@ class Kernel(PyFunction):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
-        self._run(self.bind(args, kwargs), ADJOINT)
-        if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
+        if kwargs:
+            args = self.bind(args, kwargs)
+        self._run(args, ADJOINT)
+        if not self._plans[ADJOINT].compiled.writes_user_data:
             from .tracebacks import called_from_user, warn_user
             if called_from_user():
                 warn_user(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray that "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -56,6 +57,12 @@ class Compiled:
     reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
     checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
                                  # every S trips (None: nothing to checkpoint), see `_budgeted`
+
+    @cached_property
+    def writes_user_data(self) -> bool:
+        """A launch may write more than kernel temporaries (a gradient that writes nothing
+        computed nothing: `Kernel.grad` warns). Found once, asked at every grad launch."""
+        return any(w[0] != "temp" for w in self.writes)
 
 
 @dataclass(frozen=True, eq=False)
