@@ -67,11 +67,12 @@ def bindings_of(chunk: Chunk) -> tuple:
 
 
 class RootSlice:
-    """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory."""
-    __slots__ = ("chunk", "offset", "nbytes")
+    """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory
+    (`name`: the field's, for errors)."""
+    __slots__ = ("chunk", "offset", "nbytes", "name")
 
-    def __init__(self, chunk: Chunk, offset: int, nbytes: int):
-        self.chunk, self.offset, self.nbytes = chunk, offset, nbytes
+    def __init__(self, chunk: Chunk, offset: int, nbytes: int, name: str = ""):
+        self.chunk, self.offset, self.nbytes, self.name = chunk, offset, nbytes, name
 
     def __repr__(self) -> str:
         return f"<root slice {self.nbytes} bytes at {self.offset} of chunk {self.chunk.index}>"
@@ -111,14 +112,14 @@ class RootBuffers:
             chunk.windows = tuple(self.rt.window(chunk.buffer, off, min(self.limit, size - off))
                                   for off in range(0, size, self.limit))
             self.chunks.append(chunk)
-            s = RootSlice(chunk, 0, nbytes)
+            s = RootSlice(chunk, 0, nbytes, name)
             chunk.used = size
         else:
             chunk = next((c for c in self.chunks if c.used + size <= c.limit), None)
             if chunk is None:
                 chunk = Chunk(len(self.chunks), None, self.limit)
                 self.chunks.append(chunk)
-            s = RootSlice(chunk, chunk.used, nbytes)
+            s = RootSlice(chunk, chunk.used, nbytes, name)
             self._reserve(chunk, chunk.used + size)
             chunk.used += size
         if key is not None:

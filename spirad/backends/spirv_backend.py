@@ -207,6 +207,12 @@ class SpirvBackend(BackendBase):
 
     def storage_parts(self, storage) -> tuple:
         if type(storage) is RootSlice:
+            if storage.chunk.windows:  # its buffer is larger than one binding
+                raise SpiradDeviceError(
+                    f"field {storage.name or '?'} takes {storage.nbytes} bytes, more than one "
+                    f"storage binding on {self.caps.name} ({self.roots.limit} bytes): kernels "
+                    f"bind it in windows, but checkpointed() state and the GPU stack sizer bind "
+                    f"a field's buffer whole; use smaller fields there")
             return storage.chunk.buffer, storage.offset
         return storage, 0
 

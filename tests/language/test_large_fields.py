@@ -210,3 +210,33 @@ def test_field_larger_than_the_largest_buffer_is_refused_naming_it(arch):
     small = sd.field(sd.f32, shape=(4000,))  # still usable: two windows
     small.fill(2.0)
     assert small.to_numpy().sum() == 8000.0 and windows(roots, small) == 2
+
+
+@pytest.mark.parametrize("arch", ["vulkan", "metal"])
+def test_checkpointed_state_larger_than_a_binding_is_refused_naming_it(arch):
+    """`sd.ad.checkpointed` copies its state through a kernel that binds a field's buffer whole,
+    which a windowed field's buffer is too large for: a clear error, not a device failure."""
+    from tests.support.archs import arch_or_skip
+    arch_or_skip(arch)
+    sd.init(arch=arch)
+    small_bindings()
+    x = sd.field(sd.f32, shape=4000, name="state_x", needs_grad=True)  # two windows
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def step():
+        for i in x:
+            x[i] = x[i] * 0.5 + 1.0
+
+    @sd.kernel
+    def total():
+        for i in x:
+            loss[None] += x[i]
+
+    x.fill(1.0)
+    with pytest.raises(SpiradDeviceError) as e:
+        with sd.ad.Tape(loss=loss):
+            sd.ad.checkpointed(step, state=[x], steps=4, snapshots=2)
+            total()
+    msg = str(e.value)
+    assert "field state_x" in msg and "16000 bytes" in msg and f"{LIMIT} bytes" in msg, msg
