@@ -111,7 +111,7 @@ class BufferMap:
                 return n, nbytes
         return 1, 0
 
-    def _view_start(self, i: int) -> int:
+    def view_start(self, i: int) -> int:
         """The first binding of view i (a windowed chunk's views take a binding per window)."""
         if not self.windows:
             return self.first_array + i
@@ -120,7 +120,7 @@ class BufferMap:
     @property
     def num_view_bindings(self) -> int:
         """Bindings of the root views (a windowed chunk's view: one per window)."""
-        return self._view_start(len(self.views)) - self.first_array
+        return self.view_start(len(self.views)) - self.first_array
 
     @property
     def num_arrays(self) -> int:
@@ -137,13 +137,13 @@ class BufferMap:
 
     def view_binding(self, k: int, vdt) -> int:
         """The binding of ref k's chunk viewed as `vdt` (its first window's, if windowed)."""
-        return self._view_start(self.views.index((self.chunk[k], vdt)))
+        return self.view_start(self.views.index((self.chunk[k], vdt)))
 
     def status_binding(self) -> int:
-        return self._view_start(self.views.index((self.status_chunk, u32)))
+        return self.view_start(self.views.index((self.status_chunk, u32)))
 
     def own_binding(self, k: int) -> int:
-        return self._view_start(len(self.views)) + self.own.index(k)
+        return self.view_start(len(self.views)) + self.own.index(k)
 
     def with_own(self, extra: int) -> "BufferMap":
         """This map for an ABI with `extra` more refs at the end, each in its own buffer (the

@@ -81,7 +81,7 @@ class Interface:
             if self.bmap.status_chunk < 0:
                 name[STATUS_BINDING] = "status"
             for i, (c, vdt) in enumerate(self.bmap.views):
-                start, n = self.bmap._view_start(i), self.bmap.chunk_windows(c)[0]
+                start, n = self.bmap.view_start(i), self.bmap.chunk_windows(c)[0]
                 for w in range(n):
                     name[start + w] = f"root{c}_{vdt.name}" + (f"_w{w}" if n > 1 else "")
             m.name(var, name.get(binding, f"buf{binding - self.bmap.first_array}"))
@@ -156,7 +156,7 @@ class Interface:
         local = E.op("OpBitcast", i32, E.op("OpUMod", u32, u, E.c(per, u32)))
 
         def ptr_in(win, vdt):
-            b = bm._view_start(bm.views.index((bm.chunk[k], vdt))) + win
+            b = bm.view_start(bm.views.index((bm.chunk[k], vdt))) + win
             return self.element_ptr(b, vdt, local)
 
         def run(win):
