@@ -28,6 +28,9 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
+    rt.window(buffer, offset, nbytes) -> BufferWindow   bytes of `buffer` that `dispatch` binds
+        as a buffer of their own (offset: a multiple of minStorageBufferOffsetAlignment; nbytes
+        at most maxStorageBufferRange): a buffer larger than one binding, bound piecewise
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
@@ -131,6 +134,23 @@ class VulkanRuntime(GfxRuntime):
                     self._begin_batch()
                 self._batch.fill_zero(res.handle, res.size)
         return buffer_mod.Buffer(self, res, int(nbytes))
+
+    def window(self, buffer, offset: int, nbytes: int):
+        """Bytes [offset, offset + nbytes) of `buffer`, bindable in `dispatch` like a buffer
+        (its own descriptor range). `offset`: a multiple of minStorageBufferOffsetAlignment;
+        `nbytes`: at most maxStorageBufferRange."""
+        self._check_open()
+        align = self.caps.min_storage_buffer_offset_alignment
+        buffer._range(offset, nbytes)
+        if offset % align or nbytes <= 0:
+            raise GfxDeviceError(f"a window of {nbytes} bytes at byte {offset} of a buffer: the "
+                                 f"offset must be a multiple of {align} "
+                                 f"(minStorageBufferOffsetAlignment) and the size positive")
+        if nbytes > self.caps.max_storage_buffer_range:
+            raise GfxDeviceError(
+                f"a window of {format_bytes(nbytes)} exceeds the Vulkan device limit "
+                f"maxStorageBufferRange = {format_bytes(self.caps.max_storage_buffer_range)}")
+        return buffer_mod.BufferWindow(buffer, offset, nbytes)
 
     def _defer_free(self, res) -> None:
         """A Buffer and its views were garbage-collected: release at the next idle point."""

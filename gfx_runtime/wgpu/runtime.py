@@ -6,6 +6,7 @@
     rt.pipeline(spirv, num_bindings, push_constant_bytes=0, uniform=(), readonly=(), label="",
                 arguments=False)          -> Pipeline   cached by content
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
+    rt.window(buffer, offset, nbytes) -> Window   bytes of `buffer` bound as a buffer of their own
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync(), rt.take_validation_messages(), rt.close()
 
@@ -13,7 +14,9 @@ Batching: dispatches are recorded into one compute pass of one command encoder (
 storage accesses between dispatches of a pass), submitted at `flush` or past `max_batch`
 dispatches. Host access to a buffer that the unsubmitted pass binds flushes first, because
 `queue.write_buffer` / `read_buffer` are ordered before the next submission. Push constants use
-wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). Pipeline, bind group
+wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). A buffer may be larger than
+the largest binding (up to the device's max-buffer-size); it is then bound through windows
+(`window`), and binding it whole fails with an error naming the limit. Pipeline, bind group
 and immediates persist within a pass, so a dispatch sets only what differs from the previous
 one (each wgpu-native call costs microseconds).
 
@@ -40,7 +43,7 @@ import hashlib
 from ..arena import ArgumentArena, block_range
 from ..errors import GfxDeviceError
 from ..protocol import GfxRuntime
-from .buffer import Buffer
+from .buffer import Buffer, Window
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
 
@@ -117,16 +120,27 @@ class WgpuRuntime(GfxRuntime):
     def alloc(self, nbytes: int, zero: bool = True, *, host_visible=None) -> Buffer:
         self._check_open()
         nbytes = int(nbytes)
-        if nbytes > self.caps.max_storage_buffer_range:
+        if nbytes > self.caps.max_buffer_size:
             raise GfxDeviceError(
-                f"a buffer of {nbytes} bytes exceeds the storage-buffer limit of {self.caps.name} "
-                f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
+                f"a buffer of {nbytes} bytes exceeds the buffer size limit of {self.caps.name} "
+                f"({self.caps.max_buffer_size} bytes); use smaller fields/ndarrays")
         size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
         try:
             h = self._device.create_buffer(size=size, usage=self._usage)
         except Exception as e:
             raise GfxDeviceError(f"wgpu could not allocate {nbytes} bytes: {e}") from None
         return Buffer(self, h, nbytes)
+
+    def window(self, buffer: Buffer, offset: int, nbytes: int) -> Window:
+        """Bytes [offset, offset + nbytes) of `buffer`, bindable in `dispatch` like a buffer."""
+        self._check_open()
+        buffer._range(offset, nbytes)
+        if offset % 256 or nbytes <= 0 or nbytes % 4 or nbytes > self.caps.max_storage_buffer_range:
+            raise GfxDeviceError(
+                f"a window of {nbytes} bytes at byte {offset}: the offset must be a multiple of "
+                f"256, the size positive, whole words and at most the storage-buffer binding "
+                f"limit of {self.caps.name} ({self.caps.max_storage_buffer_range} bytes)")
+        return Window(buffer, offset, nbytes)
 
     def _before_host_access(self, buf: Buffer) -> None:
         self._check_open()
@@ -196,17 +210,29 @@ class WgpuRuntime(GfxRuntime):
     def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0):
         """The cached bind group of `buffers` (with `arg_range` > 0: buffers[0] is the arena,
         bound as an argument block of that many bytes)."""
-        key = (pipeline.layout_key, arg_range) + tuple(id(b.handle) for b in buffers)
+        key = (pipeline.layout_key, arg_range) + tuple(
+            id(b.handle) if type(b) is not Window else (id(b.buffer.handle), b.offset)
+            for b in buffers)
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]
         if len(self._bind_groups) >= _BIND_CACHE_MAX:
             self._bind_groups.clear()
-        bg = self._device.create_bind_group(layout=pipeline.bgl, entries=[
-            {"binding": i, "resource": {"buffer": b._live(), "offset": 0,
-                                        "size": arg_range if arg_range and i == 0 else b.handle.size}}
-            for i, b in enumerate(buffers)])
-        self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
+        entries = []
+        for i, b in enumerate(buffers):
+            if type(b) is Window:
+                res = {"buffer": b.buffer._live(), "offset": b.offset, "size": b.nbytes}
+            else:
+                res = {"buffer": b._live(), "offset": 0,
+                       "size": arg_range if arg_range and i == 0 else b.handle.size}
+            if res["size"] > self.caps.max_storage_buffer_range:
+                raise GfxDeviceError(
+                    f"a buffer of {b.nbytes} bytes bound at binding {i} exceeds the "
+                    f"storage-buffer binding limit of {self.caps.name} "
+                    f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
+            entries.append({"binding": i, "resource": res})
+        bg = self._device.create_bind_group(layout=pipeline.bgl, entries=entries)
+        self._bind_groups[key] = (bg, [e["resource"]["buffer"] for e in entries])  # ids unique
         return bg
 
     def _place_arguments(self, data: bytes) -> int:
@@ -253,7 +279,8 @@ class WgpuRuntime(GfxRuntime):
             bg = self._bind_group(pipeline, buffers, arena.last_range)
         else:
             offset = None
-        for b in buffers:
+        owners = [b.buffer if type(b) is Window else b for b in buffers]
+        for b in owners:
             if b._mirrors is not None:
                 b._upload_mirrors()
         if indirect is not None and indirect[0]._mirrors is not None:
@@ -283,7 +310,7 @@ class WgpuRuntime(GfxRuntime):
             cp.dispatch_workgroups_indirect(indirect[0]._live(), indirect[1])
             self._pending.add(id(indirect[0]))
             self._pending_refs.append(indirect[0])
-        for b in buffers:
+        for b in owners:
             if id(b) not in self._pending:
                 self._pending.add(id(b))
                 self._pending_refs.append(b)

@@ -71,10 +71,10 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
-    def allocate_field(self, nbytes: int, key=None):
+    def allocate_field(self, nbytes: int, key=None, name: str = ""):
         """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
-        field's id. The SPIR-V backends place fields in shared root buffers
-        (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
+        field's id, `name` its name (errors). The SPIR-V backends place fields in shared root
+        buffers (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
         return self.allocate(nbytes)
 
     def storage_parts(self, storage) -> tuple:

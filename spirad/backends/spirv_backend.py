@@ -48,7 +48,7 @@ from .base import BackendBase
 from .gpu_sizer import GpuSizer
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
-from .root_buffers import RootBuffers, RootSlice
+from .root_buffers import RootBuffers, RootSlice, bindings_of
 
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
@@ -178,8 +178,13 @@ class SpirvBackend(BackendBase):
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
         self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
-        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range)  # fields' memory
+        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range,  # fields' memory
+                                 self._max_buffer_bytes(), self.caps.name)
         self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap)
+
+    def _max_buffer_bytes(self) -> int:
+        """The largest buffer the runtime allocates (a field larger than one binding must fit)."""
+        return self.caps.max_buffer_size
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
@@ -198,11 +203,17 @@ class SpirvBackend(BackendBase):
         return self.rt.alloc(max(int(nbytes), 16))
 
     @_runtime_errors_as_user_errors
-    def allocate_field(self, nbytes, key=None):
-        return self.roots.place(nbytes, key)
+    def allocate_field(self, nbytes, key=None, name=""):
+        return self.roots.place(nbytes, key, name)
 
     def storage_parts(self, storage) -> tuple:
         if type(storage) is RootSlice:
+            if storage.chunk.windows:  # its buffer is larger than one binding
+                raise SpiradDeviceError(
+                    f"field {storage.name or '?'} takes {storage.nbytes} bytes, more than one "
+                    f"storage binding on {self.caps.name} ({self.roots.limit} bytes): kernels "
+                    f"bind it in windows, but checkpointed() state and the GPU stack sizer bind "
+                    f"a field's buffer whole; use smaller fields there")
             return storage.chunk.buffer, storage.offset
         return storage, 0
 
@@ -253,7 +264,7 @@ class SpirvBackend(BackendBase):
         from spirv_codegen.buffers import root_map, task_map
         bmap = root_map(tl, abi, self.spirv_caps,
                         {k: sl.chunk.index for k, sl in placement.items() if k is not None},
-                        status_chunk=placement[None].chunk.index)
+                        status_chunk=placement[None].chunk.index, windows=self.roots.windowed())
         return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
 
     def _check_bindings(self, tl, abi, maps, on_device) -> None:
@@ -271,8 +282,12 @@ class SpirvBackend(BackendBase):
             parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
                 ([] if bmap.status_chunk >= 0 else ["status"])
             n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
-            parts.append(f"{len(bmap.views)} root-buffer view(s) holding its {n_fields} "
-                         f"fields/gradients and the status words")
+            n_views = bmap.num_view_bindings
+            wins = "" if not bmap.windows else (
+                f", fields larger than one binding taking one per window of "
+                f"{bmap.windows[0][2]} bytes")
+            parts.append(f"{n_views} root-buffer view(s) holding its {n_fields} "
+                         f"fields/gradients and the status words{wins}")
             names = [abi.bindings[k].name for k in bmap.own]
             if names:
                 parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
@@ -327,8 +342,10 @@ class SpirvBackend(BackendBase):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
         status = placement[None]  # the status words: in a root chunk
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        # per task: the root chunks of its views and the abi indices of its own buffers
-        views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
+        # per task: what its view bindings bind (root chunks, or the windows of a windowed
+        # chunk) and the abi indices of its own buffers
+        views = tuple(tuple(b for c, _ in m.views for b in bindings_of(self.roots.chunks[c]))
+                      for m in maps)
         tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
                             status.offset) if maps else b""
         return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
