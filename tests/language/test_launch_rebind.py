@@ -47,8 +47,8 @@ def test_range_from_a_changing_scalar(arch):
     np.testing.assert_array_equal(y.to_numpy(), [5, 5] + [3] * 7 + [1] * (N - 9))
 
 
-@test_archs()
-def test_argument_errors_after_a_rebound_launch(arch):
+def _filler():
+    """A field of N i32 and a kernel that fills it with its one scalar argument."""
     y = sd.field(sd.i32, shape=N)
 
     @sd.kernel
@@ -56,6 +56,12 @@ def test_argument_errors_after_a_rebound_launch(arch):
         for i in range(N):
             y[i] = v
 
+    return y, put
+
+
+@test_archs()
+def test_argument_errors_after_a_rebound_launch(arch):
+    y, put = _filler()
     put(1)
     put(2)
     with pytest.raises(sd.SpiradValueError, match="does not fit"):
@@ -131,21 +137,15 @@ def test_one_bytes_object_per_set_of_argument_values(arch, monkeypatch):
     gives the backend the same object, which the SPIR-V runtimes place once per batch (identity:
     `gfx_runtime.arena`, the only "same bytes" check); new values get new bytes, same tail."""
     from spirad import state
-    y = sd.field(sd.f32, shape=N)
-
-    @sd.kernel
-    def put(v: sd.f32):
-        for i in range(N):
-            y[i] = v
-
-    put(1.0)
+    y, put = _filler()
+    put(1)
     be = state.backend()
     p = put._plans[0]
     tail = be.launch_arguments(p.compiled.program, b"")
     assert p.argbuf.endswith(tail) and len(p.argbuf) == p.compiled.abi.arg_buffer_size + len(tail)
     if arch in ("vulkan", "metal"):
         assert tail  # the root offsets of y and of the status words
-    put(1.0)
+    put(1)
     assert put._plans[0].argbuf is p.argbuf
     sd.sync()
     written = []
@@ -156,10 +156,10 @@ def test_one_bytes_object_per_set_of_argument_values(arch, monkeypatch):
                                                                  write(a, off, data)))
         if arch == "vulkan":
             monkeypatch.setattr(be.rt, "max_pending_s", 60.0)  # one batch for the launches
-    for v in (2.0, 2.0, 2.0, 3.0, 3.0):
+    for v in (2, 2, 2, 3, 3):
         put(v)
     q = put._plans[0]
     assert q.argbuf.endswith(tail) and q.argbuf != p.argbuf
-    assert y.to_numpy().tolist() == [3.0] * N
+    assert y.to_numpy().tolist() == [3] * N
     if arch in ("vulkan", "metal"):
         assert len(written) == 2 and written[1] is q.argbuf  # once per set of values
