@@ -197,3 +197,31 @@ def test_argument_block_is_copied_at_dispatch(rt):
         a, b = (src, dst) if k % 2 == 0 else (dst, src)
         rt.dispatch(pipe, [block, status, a, b], (1, 1, 1), pack_push_constants(0, 0, 0))
     assert list(dst.read().view(np.uint32)) == [30] * n
+
+
+def test_a_pass_with_the_blocks_of_the_pass_before_writes_no_arguments(rt, monkeypatch):
+    """`launch; sync()` with unchanged arguments: the arena buffer holds the pass's blocks
+    already, so they are not written again (a `queue.write_buffer` costs microseconds); a pass
+    with other blocks writes them, and every dispatch reads its own."""
+    pipe = rt.pipeline(_add_kernel(), 4, 12, uniform=(0,), arguments=True)
+    n = 5
+    src, dst, status = rt.alloc(4 * n), rt.alloc(4 * n), rt.alloc(64)
+    src.write(np.ones(n, np.uint32))
+    queue, writes = rt._queue, []
+
+    class Counting:  # rt._queue, counting the writes into the argument arena
+        def __getattr__(self, name):
+            return getattr(queue, name)
+
+        def write_buffer(self, buf, *args):
+            if rt._arena is not None and buf is rt._arena.buffer.handle:
+                writes.append(bytes(args[1])[:8])
+            return queue.write_buffer(buf, *args)
+
+    monkeypatch.setattr(rt, "_queue", Counting())
+    for scale in (7, 7, 9, 9, 7):
+        block = np.array([scale, n], np.uint32).tobytes()  # a new object: equal bytes
+        rt.dispatch(pipe, [block, status, src, dst], (1, 1, 1), pack_push_constants(0, 0, 0))
+        rt.flush()
+        assert list(dst.read().view(np.uint32)) == [scale] * n
+    assert [np.frombuffer(w, np.uint32)[0] for w in writes] == [7, 9, 7]
