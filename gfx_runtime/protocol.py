@@ -17,7 +17,14 @@ default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`
         three u32 there (written by an earlier dispatch). With a pipeline's `arguments`,
         buffers[0] is bytes: the runtime copies them at once into memory of its own that no
         pending work reads (an arena per batch, bound at a dynamic offset), so every dispatch
-        sees the bytes it was given, however many follow before a flush.
+        sees the bytes it was given, however many follow before a flush. Where a block goes
+        in the arena: `gfx_runtime.arena` (both runtimes' one placement rule).
+    rt.window(buffer, offset, nbytes) -> a window
+        bytes [offset, offset + nbytes) of `buffer`, which `dispatch` accepts in place of a
+        buffer and binds as one of that size (a buffer larger than the device's largest binding
+        is bound as several windows). `offset`: a multiple of 256 (every device's storage
+        offset alignment divides it); `nbytes`: at most the largest binding. The window keeps
+        the buffer alive.
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)
     rt.flush()                            submit what is recorded and wait for it
     rt.take_validation_messages() -> list[str]
@@ -31,12 +38,6 @@ default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`
 Runtimes raise only `gfx_runtime.errors` exceptions; the backend maps them to user errors.
 """
 from __future__ import annotations
-
-
-def block_range(nbytes: int) -> int:
-    """The bytes an argument block of `nbytes` bytes is bound with (`arguments` pipelines):
-    whole 16-byte rows, at least one (a uniform binding reads uvec4s, a storage binding u32s)."""
-    return max(16, (nbytes + 15) & ~15)
 
 
 class GfxBuffer:
@@ -81,6 +82,9 @@ class GfxRuntime:
                  indirect=None) -> None:
         raise NotImplementedError
 
+    def window(self, buffer: GfxBuffer, offset: int, nbytes: int):
+        raise NotImplementedError
+
     def copy(self, src: GfxBuffer, dst: GfxBuffer, nbytes: int, src_offset: int = 0,
              dst_offset: int = 0) -> None:
         raise NotImplementedError
@@ -112,5 +116,5 @@ class GfxRuntime:
         self.close()
 
 
-REQUIRED = ("alloc", "pipeline", "dispatch", "copy", "flush", "close")  # no usable default
+REQUIRED = ("alloc", "window", "pipeline", "dispatch", "copy", "flush", "close")  # no usable default
 BUFFER_REQUIRED = ("view", "read", "write", "fill_zero", "free")

@@ -200,8 +200,9 @@ PUSH_CONSTANT_FORMAT = "<" + "".join(f for _, f in PUSH_CONSTANTS)
 PUSH_CONSTANT_BYTES = struct.calcsize(PUSH_CONSTANT_FORMAT)
 
 
-def pack_push_constants(begin: int, end: int, threads_per_row: int) -> bytes:
-    return struct.pack(PUSH_CONSTANT_FORMAT, begin, end, threads_per_row)
+pack_push_constants = struct.Struct(PUSH_CONSTANT_FORMAT).pack
+"""pack_push_constants(begin, end, threads_per_row) -> bytes: a task's push constants (the bound
+`Struct.pack`: no Python frame of its own, it runs at every dispatch)."""
 
 
 # -- the range arguments of a device-evaluated parallel loop (u32 words) -----------------------

@@ -10,7 +10,7 @@ copied to `--workdir` (the outputs it writes land there). Both sides: `random` /
 `ti.GUI` and `cv2.imshow` / `imwrite` replaced by no-ops (equal work, no display needed). The
 optimisation is cut after `--iters` iterations: each `ti.ad.Tape` exit (each
 `ti.ad.clear_all_gradients` call after the first, for diffmpm3d) records the loss and the time
-since start. docs/coming_from_taichi.md has the table these runs gave."""
+since start. `--set-weights weights:0.01` (diffmpm3d) gives both sides the same initial weights. docs/coming_from_taichi.md has the table these runs gave."""
 import argparse, json, os, random, runpy, sys, time, shutil
 
 p = argparse.ArgumentParser()
@@ -21,6 +21,10 @@ p.add_argument("--out", required=True)
 p.add_argument("--workdir", required=True)
 p.add_argument("--dump", default="")
 p.add_argument("--profile", action="store_true", help="kernel profiler on; its table printed at the end")
+p.add_argument("--set-weights", default="",
+               help="NAME:SCALE[,...]: at the first clear_all_gradients call, overwrite these fields "
+                    "with seeded normal values x SCALE (the same on both sides: diffmpm3d draws its "
+                    "weights with ti.randn, whose stream differs between Taichi and spirad)")
 p.add_argument("--threads", type=int, default=0, help="cpu_max_num_threads (0: the default)")
 p.add_argument("script")
 p.add_argument("args", nargs=argparse.REMAINDER)
@@ -103,8 +107,19 @@ def tape_exit(self, *exc):
 Tape.__exit__ = tape_exit
 _clear = ti.ad.clear_all_gradients
 ncalls = [0]
+def set_weights():
+    g = sys.modules["__main__"].__dict__
+    rng = np.random.RandomState(1)
+    for item in ns.set_weights.split(","):
+        name, scale = item.split(":")
+        f = g[name]
+        f.from_numpy((rng.standard_normal(f.shape) * float(scale)).astype(np.float32))
+
+
 def clear_all(*a, **k):
     ncalls[0] += 1
+    if ncalls[0] == 1 and ns.set_weights:
+        set_weights()
     if ncalls[0] > 1:
         boundary(sys.modules["__main__"].__dict__["loss"][None])
     return _clear(*a, **k)

@@ -450,7 +450,7 @@ class Field(_HostArray):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate_field(nbytes, self.id)
+            self._buf = _state.backend().allocate_field(nbytes, self.id, self.name)
         return self._buf
 
     def ref(self) -> GlobalRef:

@@ -45,6 +45,7 @@ class Kernel(PyFunction):
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
+        self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
@@ -110,8 +111,9 @@ class Kernel(PyFunction):
 
     def _expand(self, args):
         """Dataclass arguments: their ndarrays appended as hidden arguments (struct_args)."""
-        params = self._annotations()
-        if not self._has_structs or len(args) != len(params):
+        if not self._has_structs:  # the common case, decided without a call (every launch)
+            return args
+        if len(args) != len(self._annotations()) or not self._has_structs:
             return args
         extra = ()
         for k in self._struct_params:
@@ -302,7 +304,8 @@ class Kernel(PyFunction):
                                          if isinstance(a, NdarrayType))
         if len(args) < len(self.params):  # a wrong argument count: _signature reports it
             nd = [i for i in nd if i < len(args)]
-        args = self._gradless(args, nd)
+        if nd:
+            args = self._gradless(args, nd)
         arrays = self._arrays
         if arrays is None:
             if all(isinstance(args[i], Ndarray) for i in nd):
@@ -384,8 +387,10 @@ class Kernel(PyFunction):
         """Run the adjoint kernel: gradients accumulate into the `.grad` of what the kernel reads;
         a store consumes (zeroes) its target's `.grad`, an atomic add leaves it (docs/autodiff.md).
         numpy / torch arguments have no `.grad`: they are constants here."""
-        self._run(self.bind(args, kwargs), ADJOINT)
-        if not any(w[0] != "temp" for w in self._plans[ADJOINT].compiled.writes):
+        if kwargs:
+            args = self.bind(args, kwargs)
+        self._run(args, ADJOINT)
+        if not self._plans[ADJOINT].compiled.writes_user_data:
             from .tracebacks import called_from_user, warn_user
             if called_from_user():
                 warn_user(f"{self.fn.__name__}.grad() computed nothing: no field or ndarray that "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -57,6 +58,12 @@ class Compiled:
     checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
                                  # every S trips (None: nothing to checkpoint), see `_budgeted`
 
+    @cached_property
+    def writes_user_data(self) -> bool:
+        """A launch may write more than kernel temporaries (a gradient that writes nothing
+        computed nothing: `Kernel.grad` warns). Found once, asked at every grad launch."""
+        return any(w[0] != "temp" for w in self.writes)
+
 
 @dataclass(frozen=True, eq=False)
 class AdstackPlan:
@@ -86,7 +93,8 @@ class LaunchPlan:
     compiled: Compiled
     epoch: int
     args: tuple
-    argbuf: bytes
+    argbuf: bytes           # what the backend is given (`launch_arguments`): one object per set
+                            # of argument values, so identity says "the same bytes"
     storages: list          # in `abi.bindings` order; None for kernel temporaries; never changed
                             # once planned (backends compare it by identity)
     ranges: list            # per task: (begin, end), or None where the backend evaluates the
@@ -138,7 +146,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
         shapes[(a, ax)] = n
-    argbuf = abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])
+    argbuf = _state.backend().launch_arguments(
+        c.program, bytes(abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])))
     storages = []
     for src in c.bindings_src:
         if src[0] == "field":
@@ -149,7 +158,7 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         else:
             storages.append(None)  # temps: the backend owns them
     ranges = _ranges(c, scalars, shapes)
-    return LaunchPlan(c, epoch, tuple(args), bytes(argbuf), storages, ranges,
+    return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
                       scalars=scalars, shapes=shapes)
 
 

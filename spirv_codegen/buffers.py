@@ -29,7 +29,16 @@ Binding numbers (descriptor set 0):
                         profile without compare-and-swap (Metal) is accessed through its u32 view
                         and, for the signed half of that atomic, an i32 view (`extra_views`,
                         `atomics.float_min_max_by_sign`).
-    2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`)
+                        A view of a *windowed* chunk (`windows`: one field larger than the
+                        device's largest binding, alone in its chunk) takes W consecutive
+                        bindings, window w = bytes [w * B, min((w + 1) * B, size)) of the
+                        buffer (B = the chunk's window bytes, a multiple of 256): an access to
+                        element i goes through window i // (B / element size), at element
+                        i % (B / element size) (`interface.Interface.access`: one branch per
+                        window). A scalar never straddles two windows (B is a multiple of every
+                        element size). Maps without windowed chunks number views as above.
+    2+V .. 2+V+O-1      the refs with their own buffer, in ABI order (`own`; V counts window
+                        bindings)
     2+V+O ...           adstack metadata and heap(s), then a device range's arguments
                         (`end` = first_array + V + O replaces 2 + the ref count of the
                         one-buffer-per-ref layout)
@@ -83,6 +92,7 @@ class BufferMap:
     arg_bytes: int       # the whole argument buffer: the KernelABI's bytes + 4 per offset word
     status_chunk: int = -1  # the status words in root chunk c (its u32 view), or -1: binding 1
     status_word: int = -1   # argument-buffer word of the status words' u32 offset in the chunk
+    windows: tuple = ()     # ((chunk, window count, window bytes), ...) of the windowed chunks
 
     @classmethod
     def own_buffers(cls, abi) -> "BufferMap":
@@ -94,10 +104,28 @@ class BufferMap:
         """The first binding after the argument (and status) buffer."""
         return FIRST_ARRAY_BINDING if self.status_chunk < 0 else FIRST_ARRAY_BINDING - 1
 
+    def chunk_windows(self, chunk: int) -> tuple:
+        """(window count, window bytes) of a windowed chunk, else (1, 0): one binding."""
+        for c, n, nbytes in self.windows:
+            if c == chunk:
+                return n, nbytes
+        return 1, 0
+
+    def view_start(self, i: int) -> int:
+        """The first binding of view i (a windowed chunk's views take a binding per window)."""
+        if not self.windows:
+            return self.first_array + i
+        return self.first_array + sum(self.chunk_windows(c)[0] for c, _ in self.views[:i])
+
+    @property
+    def num_view_bindings(self) -> int:
+        """Bindings of the root views (a windowed chunk's view: one per window)."""
+        return self.view_start(len(self.views)) - self.first_array
+
     @property
     def num_arrays(self) -> int:
         """Bindings of the root views and own buffers."""
-        return len(self.views) + len(self.own)
+        return self.num_view_bindings + len(self.own)
 
     @property
     def end(self) -> int:
@@ -108,13 +136,14 @@ class BufferMap:
         return self.chunk[k] >= 0
 
     def view_binding(self, k: int, vdt) -> int:
-        return self.first_array + self.views.index((self.chunk[k], vdt))
+        """The binding of ref k's chunk viewed as `vdt` (its first window's, if windowed)."""
+        return self.view_start(self.views.index((self.chunk[k], vdt)))
 
     def status_binding(self) -> int:
-        return self.first_array + self.views.index((self.status_chunk, u32))
+        return self.view_start(self.views.index((self.status_chunk, u32)))
 
     def own_binding(self, k: int) -> int:
-        return self.first_array + len(self.views) + self.own.index(k)
+        return self.view_start(len(self.views)) + self.own.index(k)
 
     def with_own(self, extra: int) -> "BufferMap":
         """This map for an ABI with `extra` more refs at the end, each in its own buffer (the
@@ -122,7 +151,7 @@ class BufferMap:
         n = len(self.chunk)
         return BufferMap(self.chunk + (-1,) * extra, self.own + tuple(range(n, n + extra)),
                          self.views, self.offset_words + (-1,) * extra, self.arg_bytes,
-                         self.status_chunk, self.status_word)
+                         self.status_chunk, self.status_word, self.windows)
 
 
 def extra_views(dt, kind: str) -> tuple:
@@ -165,10 +194,11 @@ def task_refs(task, abi) -> set:
     return {abi.binding_index(n.arg) for n in nodes if n.op in GLOBAL_ACCESS}
 
 
-def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap:
+def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1, windows=None) -> BufferMap:
     """The map placing ABI refs `chunk_of` (k -> root chunk index) in root chunks and every other
     ref in its own buffer; the views are those some task of `tl` accesses. `status_chunk`: the
-    root chunk of the status words (-1: a buffer of their own at binding 1)."""
+    root chunk of the status words (-1: a buffer of their own at binding 1). `windows`: chunk ->
+    (window count, window bytes) of the chunks larger than one binding."""
     n = len(abi.bindings)
     chunk = tuple(int(chunk_of.get(k, -1)) for k in range(n))
     views = [(status_chunk, u32)] if status_chunk >= 0 else []
@@ -190,7 +220,16 @@ def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1) -> BufferMap
     own = tuple(k for k in range(n) if chunk[k] < 0)
     status_word = w if status_chunk >= 0 else -1
     w += status_chunk >= 0
-    return BufferMap(chunk, own, tuple(views), tuple(words), 4 * w, status_chunk, status_word)
+    return BufferMap(chunk, own, tuple(views), tuple(words), 4 * w, status_chunk, status_word,
+                     _windows_of(views, windows))
+
+
+def _windows_of(views, windows) -> tuple:
+    """`BufferMap.windows` for `views`: the windowed chunks among them, in chunk order."""
+    if not windows:
+        return ()
+    used = sorted({c for c, _ in views if c in windows})
+    return tuple((c, *windows[c]) for c in used)
 
 
 def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
@@ -203,8 +242,9 @@ def task_map(bmap: BufferMap, task, abi, caps) -> BufferMap:
         v in _ref_views(bmap.chunk[k], abi.bindings[k].dtype, kinds.get(k, "native"))
         for k in refs if bmap.chunk[k] >= 0))
     own = tuple(k for k in bmap.own if k in refs)
+    wins = {c: (n, b) for c, n, b in bmap.windows}
     return BufferMap(bmap.chunk, own, views, bmap.offset_words, bmap.arg_bytes,
-                     bmap.status_chunk, bmap.status_word)
+                     bmap.status_chunk, bmap.status_word, _windows_of(views, wins))
 
 
 def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 0) -> bytes:

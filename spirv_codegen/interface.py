@@ -81,7 +81,9 @@ class Interface:
             if self.bmap.status_chunk < 0:
                 name[STATUS_BINDING] = "status"
             for i, (c, vdt) in enumerate(self.bmap.views):
-                name[self.bmap.first_array + i] = f"root{c}_{vdt.name}"
+                start, n = self.bmap.view_start(i), self.bmap.chunk_windows(c)[0]
+                for w in range(n):
+                    name[start + w] = f"root{c}_{vdt.name}" + (f"_w{w}" if n > 1 else "")
             m.name(var, name.get(binding, f"buf{binding - self.bmap.first_array}"))
             self._buffers[binding] = (var, m.t_pointer("StorageBuffer", elem))
         return self._buffers[binding]
@@ -126,24 +128,82 @@ class Interface:
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.first_array + bm.views.index((bm.chunk[k], vdt)), vdt, index)
 
+    def access(self, k: int, dt, index: int, body, rdt=None):
+        """Emit `body(ptr, sdt, kind, ptr_as)` on element `index` of ref k: `ptr` points at it as
+        stored (`storage_dtype`: sdt, kind), `ptr_as(vdt)` at the same bytes through the chunk's
+        view of type `vdt` (root-placed refs: `buffers.extra_views`). `body` returns a value
+        id of dtype `rdt`, or None (rdt None). A ref in a windowed chunk (`buffers.BufferMap.
+        windows`) runs `body` once per window, each behind a branch on the element's window;
+        the values meet in an OpPhi. Every other ref: `body` once, as straight-line code."""
+        bm = self.bmap
+        if not bm.windows or not bm.in_root(k) or bm.chunk_windows(bm.chunk[k])[0] == 1:
+            ptr, sdt, kind = self.array_ptr(k, dt, index)
+            return body(ptr, sdt, kind, lambda vdt: self.root_ptr_as(k, index, vdt))
+        return self._windowed(k, dt, index, body, rdt)
+
+    def _windowed(self, k: int, dt, index: int, body, rdt):
+        """`access` for a ref in a windowed chunk: window w = element // per (elements of a
+        window), a chain of `if w == 0 .. else if w == n - 2 .. else` (the last window takes
+        the rest: an index past the field is as undefined as elsewhere)."""
+        E, fn, bm = self.E, self.E.fn, self.bmap
+        sdt, kind = self.storage_dtype(k, dt)
+        n, wbytes = bm.chunk_windows(bm.chunk[k])
+        per = wbytes // (sdt.bits // 8)
+        base = self.prologue(("root_base", k), lambda: E.op(
+            "OpBitcast", i32, self.arg_word(bm.offset_words[k])))
+        u = E.op("OpBitcast", u32, E.op("OpIAdd", i32, base, index))
+        w = E.op("OpUDiv", u32, u, E.c(per, u32))
+        local = E.op("OpBitcast", i32, E.op("OpUMod", u32, u, E.c(per, u32)))
+
+        def ptr_in(win, vdt):
+            b = bm.view_start(bm.views.index((bm.chunk[k], vdt))) + win
+            return self.element_ptr(b, vdt, local)
+
+        def run(win):
+            return body(ptr_in(win, sdt), sdt, kind, lambda vdt: ptr_in(win, vdt))
+
+        def chain(win):
+            if win == n - 1:
+                return run(win)
+            case, rest, merge = fn.label(), fn.label(), fn.label()
+            here = E.op("OpIEqual", u1, w, E.c(win, u32))
+            fn.selection_merge(merge)
+            fn.branch_cond(here, case, rest)
+            fn.begin(case)
+            a = run(win)
+            a_end = fn.current.label
+            fn.branch(merge)
+            fn.begin(rest)
+            b = chain(win + 1)
+            b_end = fn.current.label
+            fn.branch(merge)
+            fn.begin(merge)
+            return None if rdt is None else E.op("OpPhi", rdt, a, a_end, b, b_end)
+        return chain(0)
+
     def load_elem(self, k: int, dt, index: int) -> int:
         E = self.E
-        ptr, sdt, kind = self.array_ptr(k, dt, index)
-        v = E.op("OpLoad", sdt, ptr)
-        if kind == "bool":
-            return E.op("OpINotEqual", u1, v, E.c(0, u32))
-        if kind == "bits":
-            return E.op("OpBitcast", dt, v)
-        return v
+
+        def body(ptr, sdt, kind, _):
+            v = E.op("OpLoad", sdt, ptr)
+            if kind == "bool":
+                return E.op("OpINotEqual", u1, v, E.c(0, u32))
+            if kind == "bits":
+                return E.op("OpBitcast", dt, v)
+            return v
+        return self.access(k, dt, index, body, dt)
 
     def store_elem(self, k: int, dt, index: int, v: int) -> None:
         E = self.E
-        ptr, sdt, kind = self.array_ptr(k, dt, index)
-        if kind == "bool":
-            v = E.sel(v, E.c(1, u32), E.c(0, u32), u32)
-        elif kind == "bits":
-            v = E.op("OpBitcast", sdt, v)
-        E.emit("OpStore", ptr, v)
+
+        def body(ptr, sdt, kind, _):
+            x = v
+            if kind == "bool":
+                x = E.sel(v, E.c(1, u32), E.c(0, u32), u32)
+            elif kind == "bits":
+                x = E.op("OpBitcast", sdt, v)
+            E.emit("OpStore", ptr, x)
+        self.access(k, dt, index, body)
 
     # -- argument buffer ---------------------------------------------------------------------
     def arg_word(self, word: int) -> int:

@@ -436,16 +436,16 @@ class TaskLowerer(BoundsChecks, LoopCap):
     def _atomic(self, n):
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
-        def rmw(lin):
-            ptr, sdt, _ = self.io.array_ptr(k, dt, lin)
+        def rmw(ptr, sdt, _, ptr_as):
             if self.io.storage.get(k) == "fminmax" and atomics.by_sign(dt, self.caps, n.op):
                 if not self.io.bmap.in_root(k):
                     raise RuntimeError(f"{n.op.name.lower()} on an f32 in its own buffer needs a "
                                        f"compare-and-swap loop (the backend refuses it earlier)")
-                return atomics.float_min_max_by_sign(self, n.op, ptr, self.io.root_ptr_as(
-                    k, lin, i32), self.v(n.srcs[-1]))
+                return atomics.float_min_max_by_sign(self, n.op, ptr, ptr_as(i32),
+                                                     self.v(n.srcs[-1]))
             return atomics.atomic_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt, sdt)
-        self.values[n] = self._access(n, n.srcs[:-1], rmw)
+        self.values[n] = self._access(n, n.srcs[:-1],
+                                      lambda lin: self.io.access(k, dt, lin, rmw, dt))
 
     # -- control flow ------------------------------------------------------------------------
     def _if(self, n):

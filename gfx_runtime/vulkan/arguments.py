@@ -7,6 +7,8 @@ declares binding 0 a dynamic storage buffer (VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_D
 dispatch gives that binding as bytes: they are copied into the arena of the frame being
 recorded (host-visible, coherent memory) and bound at their offset (`pDynamicOffsets`), so every
 launch shares one descriptor set per set of buffers and writing the arguments is one memmove.
+Where a block goes (alignment, the range it is bound with, a repeated block placed once, what
+does not fit) is `gfx_runtime.arena`, shared with the wgpu runtime; this module writes the bytes.
 
 Reuse is safe without waiting: each frame of the submission ring (`queue.py`) owns an arena,
 which is rewritten from its start only when that frame is acquired for a new batch, i.e. after
@@ -21,45 +23,22 @@ that the runtime submits the batch without waiting and continues in the next fra
 
 from __future__ import annotations
 
-from ..protocol import block_range
+from ..arena import ArgumentArena
 from .instance import ffi
 
 FIRST_ARENA = 64 * 1024
 MAX_ARENA = 4 * 1024 * 1024
 
 
-class Arena:
+class Arena(ArgumentArena):
     """One frame's argument arena: a mapped buffer filled from the start, batch by batch."""
-    __slots__ = ("buffer", "handle", "ptr", "size", "used", "align", "last", "last_offset",
-                 "last_range")
+    __slots__ = ("buffer", "handle", "ptr")
 
     def __init__(self, buffer, align: int):
+        super().__init__(buffer._res.size, align)
         self.buffer = buffer              # a host-visible `Buffer` (the runtime's)
         self.handle = buffer._bind_handle
         self.ptr = buffer._res.allocation.ptr
-        self.size = buffer._res.size
-        self.align = max(16, align)
-        self.used = 0
-        self.last = None                  # the bytes placed last, their offset and range
-        self.last_offset = 0
-        self.last_range = 0
 
-    def reset(self) -> None:
-        """Start over for a new batch (the frame's previous batch has completed)."""
-        self.used = 0
-        self.last = None
-
-    def place(self, data: bytes):
-        """The offset of `data` in this arena, or None when it does not fit (the caller grows
-        the arena or starts a new batch). The same bytes object as the previous call of this
-        batch (a launch's several dispatches, a loop with unchanged arguments) is placed once."""
-        if data is self.last:
-            return self.last_offset
-        off = self.used
-        rng = block_range(len(data))
-        if off + rng > self.size:
-            return None
-        ffi.memmove(self.ptr + off, data, len(data))
-        self.used = (off + rng + self.align - 1) & -self.align
-        self.last, self.last_offset, self.last_range = data, off, rng
-        return off
+    def _write(self, offset: int, data: bytes) -> None:
+        ffi.memmove(self.ptr + offset, data, len(data))

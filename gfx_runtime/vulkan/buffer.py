@@ -204,3 +204,25 @@ class Buffer(GfxBuffer):
     def __repr__(self) -> str:
         state = "freed" if self._res.freed else ("mapped" if self.host_visible else "device-only")
         return f"<Buffer {self.nbytes} bytes, {state}>"
+
+
+class BufferWindow:
+    """Bytes [offset, offset + nbytes) of a `Buffer`, bound by `dispatch` as a storage buffer of
+    its own (`VulkanRuntime.window`): a buffer larger than maxStorageBufferRange is bound as
+    several windows (spirad's root buffers, `spirad/backends/root_buffers.py`). Keeps the
+    buffer alive; binding it after the buffer was freed fails like binding the buffer."""
+    __slots__ = ("buffer", "offset", "nbytes", "_rt", "_res", "bindable", "_handle")
+
+    def __init__(self, buffer: Buffer, offset: int, nbytes: int):
+        self.buffer, self.offset, self.nbytes = buffer, int(offset), int(nbytes)
+        self._rt, self._res = buffer._rt, buffer._res
+        self.bindable = self.nbytes <= self._rt.caps.max_storage_buffer_range
+        self._handle = (self._res.handle, self.offset, self.nbytes)
+
+    @property
+    def _bind_handle(self):
+        """(VkBuffer, offset, range) for the descriptor, or None when binding must fail."""
+        return self._handle if self.bindable and not self._res.freed else None
+
+    def __repr__(self) -> str:
+        return f"<BufferWindow {self.nbytes} bytes at {self.offset} of {self.buffer!r}>"

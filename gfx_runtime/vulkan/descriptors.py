@@ -83,8 +83,9 @@ class DescriptorSets:
         return pool
 
     def get(self, set_layout, num_bindings: int, handles: tuple, arg_range: int = 0):
-        """The descriptor set binding `handles` (whole buffers) at bindings 0..n-1; with
-        `arg_range` > 0, binding 0 is the dynamic argument block of that many bytes."""
+        """The descriptor set binding `handles` at bindings 0..n-1: whole buffers, or
+        (buffer, offset, range) windows; with `arg_range` > 0, binding 0 is the dynamic argument
+        block of that many bytes."""
         key = (num_bindings, handles, arg_range)
         dset = self.cache.get(key)
         if dset is not None:
@@ -94,9 +95,12 @@ class DescriptorSets:
             infos = ffi.new("VkDescriptorBufferInfo[]", num_bindings)
             writes = ffi.new("VkWriteDescriptorSet[]", num_bindings)
             for i, handle in enumerate(handles):
-                infos[i].buffer = handle
-                infos[i].offset = 0
-                infos[i].range = arg_range if arg_range and i == 0 else VK_WHOLE_SIZE
+                if type(handle) is tuple:  # a window of a buffer (buffer.BufferWindow)
+                    infos[i].buffer, infos[i].offset, infos[i].range = handle
+                else:
+                    infos[i].buffer = handle
+                    infos[i].offset = 0
+                    infos[i].range = arg_range if arg_range and i == 0 else VK_WHOLE_SIZE
                 w = writes[i]
                 w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
                 w.dstSet = dset[0]
@@ -108,7 +112,7 @@ class DescriptorSets:
                 w.pBufferInfo = infos + i
             lib.vkUpdateDescriptorSets(self.device, num_bindings, writes, 0, ffi.NULL)
         self.cache[key] = dset
-        for handle in set(handles):
+        for handle in {h[0] if type(h) is tuple else h for h in handles}:
             self.by_handle.setdefault(handle, []).append(key)
         return dset
 

@@ -28,6 +28,9 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         maxComputeWorkGroupCount, or a buffer larger than maxStorageBufferRange, raise
         GfxDeviceError (the caller splits). len(buffers) must equal num_bindings and
         len(push_constants) must equal push_constant_bytes.
+    rt.window(buffer, offset, nbytes) -> BufferWindow   bytes of `buffer` that `dispatch` binds
+        as a buffer of their own (offset: a multiple of minStorageBufferOffsetAlignment; nbytes
+        at most maxStorageBufferRange): a buffer larger than one binding, bound piecewise
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
@@ -62,8 +65,9 @@ import ctypes
 import hashlib
 from time import perf_counter
 
+from ..arena import block_range
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime, block_range
+from ..protocol import GfxRuntime
 
 from . import buffer as buffer_mod
 from .arguments import FIRST_ARENA, MAX_ARENA, Arena
@@ -130,6 +134,23 @@ class VulkanRuntime(GfxRuntime):
                     self._begin_batch()
                 self._batch.fill_zero(res.handle, res.size)
         return buffer_mod.Buffer(self, res, int(nbytes))
+
+    def window(self, buffer, offset: int, nbytes: int):
+        """Bytes [offset, offset + nbytes) of `buffer`, bindable in `dispatch` like a buffer
+        (its own descriptor range). `offset`: a multiple of minStorageBufferOffsetAlignment;
+        `nbytes`: at most maxStorageBufferRange."""
+        self._check_open()
+        align = self.caps.min_storage_buffer_offset_alignment
+        buffer._range(offset, nbytes)
+        if offset % align or nbytes <= 0:
+            raise GfxDeviceError(f"a window of {nbytes} bytes at byte {offset} of a buffer: the "
+                                 f"offset must be a multiple of {align} "
+                                 f"(minStorageBufferOffsetAlignment) and the size positive")
+        if nbytes > self.caps.max_storage_buffer_range:
+            raise GfxDeviceError(
+                f"a window of {format_bytes(nbytes)} exceeds the Vulkan device limit "
+                f"maxStorageBufferRange = {format_bytes(self.caps.max_storage_buffer_range)}")
+        return buffer_mod.BufferWindow(buffer, offset, nbytes)
 
     def _defer_free(self, res) -> None:
         """A Buffer and its views were garbage-collected: release at the next idle point."""
@@ -212,13 +233,14 @@ class VulkanRuntime(GfxRuntime):
             if not gx or not gy or not gz:
                 return
             data = buffers[0]
+            if type(data) is not bytes:  # copied now: the caller may change its object
+                data = bytes(data)
+            if self._batch.cmd is None:
+                self._begin_batch()  # the frame's arena: the one this batch reads
             arena = self._arena
-            if arena is not None and data is arena.last and self._batch.cmd is not None:
-                offset = arena.last_offset  # the block again (a launch's tasks, same arguments)
-            else:
-                if type(data) is not bytes:
-                    data = bytes(data)
-                offset = self._place_arguments(data)  # (begins the batch)
+            offset = None if arena is None else arena.place(data)
+            if offset is None:  # no arena yet, or the block does not fit in what is left
+                offset = self._place_elsewhere(data)
                 arena = self._arena
             handles = (arena.handle, *[b._bind_handle for b in buffers[1:]])
             if len(handles) != nb or None in handles:
@@ -289,22 +311,19 @@ class VulkanRuntime(GfxRuntime):
             frame.arena.reset()
         self._arena = frame.arena
 
-    def _place_arguments(self, data: bytes) -> int:
-        """The offset of argument block `data` in the arena of the batch being recorded
-        (begun here if none is): a larger arena when it is full, up to MAX_ARENA, then the
-        next batch (submitted without waiting)."""
-        if self._batch.cmd is None:
+    def _place_elsewhere(self, data: bytes) -> int:
+        """The offset of argument block `data`, which the arena of the batch being recorded
+        lacks room for (or there is none yet): a larger arena, up to MAX_ARENA; past that the
+        next batch (submitted without waiting), in its frame's arena."""
+        arena = self._arena
+        if arena is not None and arena.size >= MAX_ARENA and block_range(len(data)) <= arena.size:
+            self._batch.finish()  # full at its largest: on in the next frame's arena
+            self._queue.submit(self._frame)
             self._begin_batch()
-        for _ in range(2):
             arena = self._arena
             offset = None if arena is None else arena.place(data)
             if offset is not None:
                 return offset
-            if arena is None or arena.size < MAX_ARENA or block_range(len(data)) > arena.size:
-                break
-            self._batch.finish()  # full at its largest: on in the next frame's arena
-            self._queue.submit(self._frame)
-            self._begin_batch()
         # a first arena, or twice the full one (which is freed once the batch is done: the
         # last reference to its Buffer goes with the frame's)
         size = FIRST_ARENA if arena is None else 2 * arena.size

@@ -146,3 +146,16 @@ class Buffer(GfxBuffer):
 
     def __repr__(self) -> str:
         return f"<wgpu Buffer {self.nbytes} bytes{' freed' if self.handle is None else ''}>"
+
+
+class Window:
+    """Bytes [offset, offset + nbytes) of a `Buffer`, which `dispatch` binds as a buffer of that
+    size (`WgpuRuntime.window`: a buffer larger than one binding, bound piecewise). Its mirrors
+    and pending state are its buffer's."""
+    __slots__ = ("buffer", "offset", "nbytes")
+
+    def __init__(self, buffer: Buffer, offset: int, nbytes: int):
+        self.buffer, self.offset, self.nbytes = buffer, int(offset), int(nbytes)
+
+    def __repr__(self) -> str:
+        return f"<wgpu Window {self.nbytes} bytes at {self.offset} of {self.buffer!r}>"

@@ -7,7 +7,8 @@ kernel that runs emulated on lavapipe also fits a real Mac:
 * 8 storage buffers per shader stage (wgpu's Metal limit), no f64 (Metal has none);
 * only wgpu features an M1 has: `shader-float32-atomic`, `shader-int64` (no 64-bit atomics),
   `immediates` (push constants);
-* storage buffers of at most 256 MiB (Metal's default binding limit on small machines).
+* storage bindings of at most 256 MiB (Metal's default binding limit on small machines); a
+  buffer may be larger (the adapter's max-buffer-size), bound through windows of at most that.
 
 The loop-iteration cap of llvmpipe still applies when wgpu runs on lavapipe (its Vulkan
 backend is underneath): `loop_iteration_cap` is then 65,535, as for the Vulkan runtime.
@@ -36,7 +37,8 @@ class WgpuCaps:
     has_int64_atomics: bool
     has_atomic_float32_add: bool
     has_atomic_float64_add: bool
-    max_storage_buffer_range: int
+    max_storage_buffer_range: int  # the largest storage binding
+    max_buffer_size: int           # the largest buffer (bound through windows past the above)
     max_per_stage_storage_buffers: int
     max_compute_work_group_count: tuple
     max_push_constants_size: int
@@ -90,7 +92,8 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         has_f64="shader-f64" in wanted, has_i64="shader-int64" in wanted,
         has_int64_atomics="shader-int64-atomic-all-ops" in wanted,
         has_atomic_float32_add="shader-float32-atomic" in wanted, has_atomic_float64_add=False,
-        max_storage_buffer_range=int(rng), max_per_stage_storage_buffers=int(nsb),
+        max_storage_buffer_range=int(rng), max_buffer_size=int(lim["max-buffer-size"]),
+        max_per_stage_storage_buffers=int(nsb),
         max_compute_work_group_count=(ng, ng, ng),
         max_push_constants_size=int(lim.get("max-immediate-size", 0)) if "immediates" in wanted else 0,
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if "llvmpipe" in device.lower() else None)
@@ -101,6 +104,6 @@ def device_limits(adapter, caps: WgpuCaps) -> dict:
     lim = adapter.limits
     return {"max-storage-buffers-per-shader-stage": caps.max_per_stage_storage_buffers,
             "max-storage-buffer-binding-size": caps.max_storage_buffer_range,
-            "max-buffer-size": int(lim["max-buffer-size"]),
+            "max-buffer-size": caps.max_buffer_size,
             "max-immediate-size": caps.max_push_constants_size,
             "max-compute-workgroups-per-dimension": caps.max_compute_work_group_count[0]}

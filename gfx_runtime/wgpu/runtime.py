@@ -6,6 +6,7 @@
     rt.pipeline(spirv, num_bindings, push_constant_bytes=0, uniform=(), readonly=(), label="",
                 arguments=False)          -> Pipeline   cached by content
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
+    rt.window(buffer, offset, nbytes) -> Window   bytes of `buffer` bound as a buffer of their own
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
     rt.flush() / rt.sync(), rt.take_validation_messages(), rt.close()
 
@@ -13,14 +14,16 @@ Batching: dispatches are recorded into one compute pass of one command encoder (
 storage accesses between dispatches of a pass), submitted at `flush` or past `max_batch`
 dispatches. Host access to a buffer that the unsubmitted pass binds flushes first, because
 `queue.write_buffer` / `read_buffer` are ordered before the next submission. Push constants use
-wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). Pipeline, bind group
+wgpu's `immediates`. Bind groups are cached per (pipeline layout, buffers). A buffer may be larger than
+the largest binding (up to the device's max-buffer-size); it is then bound through windows
+(`window`), and binding it whole fails with an error naming the limit. Pipeline, bind group
 and immediates persist within a pass, so a dispatch sets only what differs from the previous
 one (each wgpu-native call costs microseconds).
 
 Argument blocks (pipelines made with `arguments=True`; the bytes come as buffers[0]) are staged
-on the host, each at an aligned offset of one arena buffer, and bound at that dynamic offset, so
-every launch over the same buffers shares one bind group whatever its arguments. The staged bytes
-are written with one `queue.write_buffer` just before the pass is submitted; the queue orders
+on the host, each at an offset of one arena buffer placed by `gfx_runtime.arena` (the rules the
+Vulkan runtime follows too), and bound at that dynamic offset, so every launch over the same
+buffers shares one bind group whatever its arguments. The staged bytes are written with one `queue.write_buffer` just before the pass is submitted; the queue orders
 that write after every earlier submission, so the arena is refilled from its start with each
 pass and nothing waits. A pass whose blocks fill the arena is submitted early (without waiting).
 
@@ -37,9 +40,10 @@ from __future__ import annotations
 
 import hashlib
 
+from ..arena import ArgumentArena, block_range
 from ..errors import GfxDeviceError
-from ..protocol import GfxRuntime, block_range
-from .buffer import Buffer
+from ..protocol import GfxRuntime
+from .buffer import Buffer, Window
 from .errors import wgpu_errors
 from .caps import caps_of, device_limits, find_adapter
 
@@ -58,6 +62,33 @@ class Pipeline:
         self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
         self.label = label
         self.arguments = arguments  # binding 0 is an argument block given per dispatch
+
+
+class StagedArena(ArgumentArena):
+    """The argument arena of the unsubmitted pass: blocks staged in host memory, written to
+    `buffer` with one `queue.write_buffer` when the pass is submitted (`WgpuRuntime._submit`)."""
+    __slots__ = ("buffer", "staged", "written")
+
+    def __init__(self, buffer, align: int):
+        super().__init__(buffer.nbytes, align)
+        self.buffer = buffer
+        self.staged = bytearray(buffer.nbytes)
+        self.written = b""  # what the buffer holds from its start: the last upload
+
+    def _write(self, offset: int, data: bytes) -> None:
+        self.staged[offset:offset + len(data)] = data
+
+    def upload(self, queue, used: int) -> None:
+        """Write the staged bytes [0, used) to the buffer (ordered after every earlier
+        submission), unless it holds them already: a pass with the blocks of the one before (a
+        `launch; sync()` loop with unchanged arguments) costs no `write_buffer` (microseconds of
+        wgpu-py per call). Nothing else writes the buffer, and shaders only read it."""
+        data = bytes(memoryview(self.staged)[:used])
+        if self.written.startswith(data):
+            return
+        self.written = b""  # unknown until the write succeeds
+        queue.write_buffer(self.buffer.handle, 0, data)
+        self.written = data
 
 
 class WgpuRuntime(GfxRuntime):
@@ -96,26 +127,33 @@ class WgpuRuntime(GfxRuntime):
         lim = self._device.limits
         self._args_align = max(16, int(lim["min-uniform-buffer-offset-alignment"]),
                                int(lim["min-storage-buffer-offset-alignment"]))
-        self._arena = None           # the argument arena buffer, made by the first block
-        self._staged = bytearray()   # its contents for the unsubmitted pass
-        self._args_used = 0          # bytes of _staged the unsubmitted pass uses
-        self._args_last = None       # the bytes placed last, and their offset
-        self._args_last_off = 0
+        self._arena = None           # StagedArena, made by the first argument block
 
     # -- buffers -------------------------------------------------------------------------------
     def alloc(self, nbytes: int, zero: bool = True, *, host_visible=None) -> Buffer:
         self._check_open()
         nbytes = int(nbytes)
-        if nbytes > self.caps.max_storage_buffer_range:
+        if nbytes > self.caps.max_buffer_size:
             raise GfxDeviceError(
-                f"a buffer of {nbytes} bytes exceeds the storage-buffer limit of {self.caps.name} "
-                f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
+                f"a buffer of {nbytes} bytes exceeds the buffer size limit of {self.caps.name} "
+                f"({self.caps.max_buffer_size} bytes); use smaller fields/ndarrays")
         size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
         try:
             h = self._device.create_buffer(size=size, usage=self._usage)
         except Exception as e:
             raise GfxDeviceError(f"wgpu could not allocate {nbytes} bytes: {e}") from None
         return Buffer(self, h, nbytes)
+
+    def window(self, buffer: Buffer, offset: int, nbytes: int) -> Window:
+        """Bytes [offset, offset + nbytes) of `buffer`, bindable in `dispatch` like a buffer."""
+        self._check_open()
+        buffer._range(offset, nbytes)
+        if offset % 256 or nbytes <= 0 or nbytes % 4 or nbytes > self.caps.max_storage_buffer_range:
+            raise GfxDeviceError(
+                f"a window of {nbytes} bytes at byte {offset}: the offset must be a multiple of "
+                f"256, the size positive, whole words and at most the storage-buffer binding "
+                f"limit of {self.caps.name} ({self.caps.max_storage_buffer_range} bytes)")
+        return Window(buffer, offset, nbytes)
 
     def _before_host_access(self, buf: Buffer) -> None:
         self._check_open()
@@ -185,39 +223,48 @@ class WgpuRuntime(GfxRuntime):
     def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0):
         """The cached bind group of `buffers` (with `arg_range` > 0: buffers[0] is the arena,
         bound as an argument block of that many bytes)."""
-        key = (pipeline.layout_key, arg_range) + tuple(id(b.handle) for b in buffers)
+        key = (pipeline.layout_key, arg_range) + tuple(
+            id(b.handle) if type(b) is not Window else (id(b.buffer.handle), b.offset)
+            for b in buffers)
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]
         if len(self._bind_groups) >= _BIND_CACHE_MAX:
             self._bind_groups.clear()
-        bg = self._device.create_bind_group(layout=pipeline.bgl, entries=[
-            {"binding": i, "resource": {"buffer": b._live(), "offset": 0,
-                                        "size": arg_range if arg_range and i == 0 else b.handle.size}}
-            for i, b in enumerate(buffers)])
-        self._bind_groups[key] = (bg, [b.handle for b in buffers])  # handles keep ids unique
+        entries = []
+        for i, b in enumerate(buffers):
+            if type(b) is Window:
+                res = {"buffer": b.buffer._live(), "offset": b.offset, "size": b.nbytes}
+            else:
+                res = {"buffer": b._live(), "offset": 0,
+                       "size": arg_range if arg_range and i == 0 else b.handle.size}
+            if res["size"] > self.caps.max_storage_buffer_range:
+                raise GfxDeviceError(
+                    f"a buffer of {b.nbytes} bytes bound at binding {i} exceeds the "
+                    f"storage-buffer binding limit of {self.caps.name} "
+                    f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
+            entries.append({"binding": i, "resource": res})
+        bg = self._device.create_bind_group(layout=pipeline.bgl, entries=entries)
+        self._bind_groups[key] = (bg, [e["resource"]["buffer"] for e in entries])  # ids unique
         return bg
 
-    def _place_arguments(self, data) -> int:
+    def _place_arguments(self, data: bytes) -> int:
         """The offset of argument block `data` in the arena for the unsubmitted pass (staged;
-        written at `_submit`). A full arena submits the pass first, then starts over."""
-        if data is self._args_last:  # a launch's several dispatches, or unchanged arguments
-            return self._args_last_off
-        n = len(data)
-        need = block_range(n)
-        off = self._args_used
-        if off + need > len(self._staged):
-            if off:
-                self._submit()  # its blocks are written; this pass starts at 0
-                off = 0
-            if need > len(self._staged):  # the first block, or one larger than the arena
-                size = max(ARENA_BYTES, 2 * need)
-                self._arena = self.alloc(size)
-                self._staged = bytearray(size)
-        self._staged[off:off + n] = data
-        self._args_used = (off + need + self._args_align - 1) & -self._args_align
-        self._args_last, self._args_last_off = data, off
-        return off
+        written at `_submit`). A full arena submits the pass first, then starts over; a block
+        larger than the arena gets a new one."""
+        arena = self._arena
+        if arena is not None:
+            off = arena.place(data)
+            if off is not None:
+                return off
+            if arena.used:
+                self._submit()  # its blocks are written; the arena starts over (reset)
+                off = arena.place(data)
+                if off is not None:
+                    return off
+        size = max(ARENA_BYTES, 2 * block_range(len(data)))  # the first block, or a larger one
+        arena = self._arena = StagedArena(self.alloc(size), self._args_align)
+        return arena.place(data)
 
     @wgpu_errors
     def dispatch(self, pipeline: Pipeline, buffers, groups, push_constants: bytes = b"",
@@ -240,11 +287,13 @@ class WgpuRuntime(GfxRuntime):
             if type(data) is not bytes:  # copied now: the caller may change its object
                 data = bytes(data)
             offset = self._place_arguments(data)
-            buffers = [self._arena] + list(buffers[1:])
-            bg = self._bind_group(pipeline, buffers, block_range(len(data)))
+            arena = self._arena
+            buffers = [arena.buffer] + list(buffers[1:])
+            bg = self._bind_group(pipeline, buffers, arena.last_range)
         else:
             offset = None
-        for b in buffers:
+        owners = [b.buffer if type(b) is Window else b for b in buffers]
+        for b in owners:
             if b._mirrors is not None:
                 b._upload_mirrors()
         if indirect is not None and indirect[0]._mirrors is not None:
@@ -274,7 +323,7 @@ class WgpuRuntime(GfxRuntime):
             cp.dispatch_workgroups_indirect(indirect[0]._live(), indirect[1])
             self._pending.add(id(indirect[0]))
             self._pending_refs.append(indirect[0])
-        for b in buffers:
+        for b in owners:
             if id(b) not in self._pending:
                 self._pending.add(id(b))
                 self._pending_refs.append(b)
@@ -287,10 +336,14 @@ class WgpuRuntime(GfxRuntime):
         self._pass = self._encoder = None  # whatever happens below: the next dispatch starts anew
         self._labels = {}
         self._count = 0
-        used, self._args_used, self._args_last = self._args_used, 0, None
+        arena = self._arena
+        used = 0
+        if arena is not None:
+            used = arena.used
+            arena.reset()
         try:
             if used:  # the pass's argument blocks, ordered after every earlier submission
-                self._queue.write_buffer(self._arena.handle, 0, memoryview(self._staged)[:used])
+                arena.upload(self._queue, used)
             if cp is not None:
                 cp.end()
                 self._queue.submit([enc.finish()])

@@ -6,7 +6,8 @@ other hook has a default that suits a backend without it; callers never probe wi
 `getattr` / `hasattr`.
 
 Launch data a backend receives (`spirad.launch`): storages in `abi.bindings` order (None for
-kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`), one
+kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`; then
+what `launch_arguments` appends), one
 (begin, end) per task — or None for a range task whose bounds read fields / ndarrays /
 temporaries, which the backend evaluates when the task starts (`range_bounds`: on the host with
 `HostBounds`, or on the device) — and for adjoint programs with adstacks an `AdstackPlan`: per task the
@@ -70,10 +71,10 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
-    def allocate_field(self, nbytes: int, key=None):
+    def allocate_field(self, nbytes: int, key=None, name: str = ""):
         """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
-        field's id. The SPIR-V backends place fields in shared root buffers
-        (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
+        field's id, `name` its name (errors). The SPIR-V backends place fields in shared root
+        buffers (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
         return self.allocate(nbytes)
 
     def storage_parts(self, storage) -> tuple:
@@ -94,6 +95,12 @@ class BackendBase:
     def import_program(self, tl, abi, blob):
         """The program `export_program` gave `blob` for (maybe in another process)."""
         return self.compile(tl, abi)
+
+    def launch_arguments(self, program, argbuf: bytes) -> bytes:
+        """The bytes `launch` is given for `program` with the argument buffer `argbuf` (layout:
+        `kernel_ir.abi`): `argbuf` followed by what this backend's programs read after it
+        (default: nothing). Made once per launch plan, not per launch."""
+        return argbuf
 
     def plan_adstack(self, program, task: int, sized):
         """What this backend derives from one task's sized stacks (metadata, heap bytes), kept

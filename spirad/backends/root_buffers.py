@@ -11,9 +11,20 @@ replaced by one twice as large (the contents copied on the device, `rt.copy`) un
 `limit` = the device's largest binding (maxStorageBufferRange / wgpu's storage binding size,
 capped below 2**31 bytes: element indices are i32); then a new chunk starts. So most programs
 have one chunk; one whose fields pass the limit has as few as fit (a kernel then binds only the
-chunks of the fields it uses). A field larger than `limit` gets a chunk of its own, which the
-runtime refuses to bind (its error names the limit). Offsets never change once given: a kernel
-compiled earlier keeps its code when fields are added; its next launch binds the grown buffer.
+chunks of the fields it uses). Offsets never change once given: a kernel compiled earlier keeps
+its code when fields are added; its next launch binds the grown buffer.
+
+A field larger than `limit` (DiffTaichi's diffmpm3d: 179 MiB of positions, lavapipe binds 128
+MiB) gets a *windowed* chunk of its own: one buffer of its size (up to the device's largest
+buffer, `max_bytes`; a larger field is refused here, naming it and both limits), bound as
+ceil(size / limit) windows of `limit` bytes (`rt.window`; the last one shorter). A kernel that
+touches it binds every window of each view it uses, and each access picks its window by
+branching on element // (limit / element size) (`spirv_codegen.buffers`, `Interface.access`);
+kernels that touch only fields under the limit compile exactly as before. Why windows and not
+buffer device addresses (PhysicalStorageBuffer64): windows are plain storage bindings, so the
+same code runs on wgpu (Metal), which has no device addresses, and under the validation layer
+unchanged. Host access (`view`, `read`, `write`) is to the one buffer as for any chunk.
+
 Nothing is freed before `close()` (fields live as long as their `sd.init()`); a replaced buffer
 is released by the runtime once nothing refers to it (a numpy view handed out earlier keeps its
 memory valid).
@@ -30,21 +41,38 @@ _GRAIN = 256  # chunk sizes: multiples of this (wgpu binding sizes, uniform arra
 
 
 class Chunk:
-    __slots__ = ("index", "buffer", "used", "limit")
+    __slots__ = ("index", "buffer", "used", "limit", "windows", "window_bytes")
 
     def __init__(self, index: int, buffer, limit: int):
         self.index, self.buffer, self.used, self.limit = index, buffer, 0, limit
+        self.windows = ()     # a windowed chunk: the runtime windows its launches bind
+        self.window_bytes = 0  # ... each of this many bytes (the last may be shorter)
 
     def __repr__(self) -> str:
         return f"<root chunk {self.index}: {self.used} of {self.buffer.nbytes} bytes>"
 
 
-class RootSlice:
-    """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory."""
-    __slots__ = ("chunk", "offset", "nbytes")
+class WindowBinding:
+    """One window of a windowed chunk, as a launch sees a chunk: `.buffer` is what it binds."""
+    __slots__ = ("buffer",)
 
-    def __init__(self, chunk: Chunk, offset: int, nbytes: int):
-        self.chunk, self.offset, self.nbytes = chunk, offset, nbytes
+    def __init__(self, window):
+        self.buffer = window
+
+
+def bindings_of(chunk: Chunk) -> tuple:
+    """What a launch binds for a view of `chunk`, each read as `.buffer` at the launch: the
+    chunk itself (its buffer then: it may have grown), or each of its windows."""
+    return (chunk,) if not chunk.windows else tuple(WindowBinding(w) for w in chunk.windows)
+
+
+class RootSlice:
+    """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory
+    (`name`: the field's, for errors)."""
+    __slots__ = ("chunk", "offset", "nbytes", "name")
+
+    def __init__(self, chunk: Chunk, offset: int, nbytes: int, name: str = ""):
+        self.chunk, self.offset, self.nbytes, self.name = chunk, offset, nbytes, name
 
     def __repr__(self) -> str:
         return f"<root slice {self.nbytes} bytes at {self.offset} of chunk {self.chunk.index}>"
@@ -57,28 +85,41 @@ def _round(n: int, grain: int) -> int:
 class RootBuffers:
     """The root chunks of one backend (`rt`: its runtime, `alloc` / `copy` / `Buffer.free`)."""
 
-    def __init__(self, rt, binding_limit: int):
+    def __init__(self, rt, binding_limit: int, max_bytes: int, device: str = "the device"):
         self.rt = rt
         self.limit = max(_GRAIN, min(int(binding_limit), MAX_CHUNK_BYTES) // _GRAIN * _GRAIN)
+        self.max_bytes = int(max_bytes)  # the largest buffer: the largest windowed field
+        self.device = device
         self.chunks: list = []
         self.by_key: dict = {}  # field id -> RootSlice
         self.grown = 0          # buffer replacements so far (tests, benchmarks)
 
-    def place(self, nbytes: int, key=None) -> RootSlice:
-        """A zero-filled slice of `nbytes` bytes (remembered under `key`: a field's id)."""
+    def place(self, nbytes: int, key=None, name: str = "") -> RootSlice:
+        """A zero-filled slice of `nbytes` bytes (remembered under `key`: a field's id; `name`:
+        the field's, for the error of one larger than the device's largest buffer)."""
         nbytes = max(int(nbytes), 1)
         size = _round(nbytes, ROOT_ALIGN)
-        if size > self.limit:  # larger than any binding: a chunk of its own (refused when bound)
+        if size > self.limit:  # larger than a binding: a windowed chunk of its own
+            if size > self.max_bytes:
+                from kernel_ir.errors import SpiradDeviceError
+                raise SpiradDeviceError(
+                    f"field {name or '?'} takes {nbytes} bytes, more than the largest buffer "
+                    f"{self.device} allows ({self.max_bytes} bytes; fields larger than one "
+                    f"storage binding, {self.limit} bytes, are bound in windows, but must fit "
+                    f"one buffer); use a smaller field or split it into several fields")
             chunk = Chunk(len(self.chunks), self.rt.alloc(size), size)
+            chunk.window_bytes = self.limit
+            chunk.windows = tuple(self.rt.window(chunk.buffer, off, min(self.limit, size - off))
+                                  for off in range(0, size, self.limit))
             self.chunks.append(chunk)
-            s = RootSlice(chunk, 0, nbytes)
+            s = RootSlice(chunk, 0, nbytes, name)
             chunk.used = size
         else:
             chunk = next((c for c in self.chunks if c.used + size <= c.limit), None)
             if chunk is None:
                 chunk = Chunk(len(self.chunks), None, self.limit)
                 self.chunks.append(chunk)
-            s = RootSlice(chunk, chunk.used, nbytes)
+            s = RootSlice(chunk, chunk.used, nbytes, name)
             self._reserve(chunk, chunk.used + size)
             chunk.used += size
         if key is not None:
@@ -101,3 +142,7 @@ class RootBuffers:
     def nbytes(self) -> int:
         """Bytes of all chunk buffers."""
         return sum(c.buffer.nbytes for c in self.chunks if c.buffer is not None)
+
+    def windowed(self) -> dict:
+        """chunk index -> (window count, window bytes) of the windowed chunks."""
+        return {c.index: (len(c.windows), c.window_bytes) for c in self.chunks if c.windows}

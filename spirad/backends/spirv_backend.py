@@ -11,8 +11,8 @@ the device part (`import_program`).
 Launches are recorded into the runtime's current batch; nothing is submitted until a host read,
 `sync()` or a full batch. Per program we keep: one pipeline per task, the status words (checked
 at every sync: a lavapipe loop-cap hit raises a clear error) and temp buffers. A launch's
-argument bytes (the plan's, then the program's root offsets) go to the runtime with each
-dispatch, as binding 0 of pipelines made with `arguments=True`: the runtime copies them into an
+argument bytes (the plan's, which end with the program's root offsets: `launch_arguments`) go
+to the runtime with each dispatch, as binding 0 of pipelines made with `arguments=True`: the runtime copies them into an
 arena of the batch being recorded and binds them at their offset, so relaunching a kernel with a
 new scalar (`step(t)`) costs a memmove, never a new buffer or a wait (`gfx_runtime.vulkan.
 arguments`). The adstack metadata (rarely new) is a small device buffer per distinct contents.
@@ -48,11 +48,12 @@ from .base import BackendBase
 from .gpu_sizer import GpuSizer
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
-from .root_buffers import RootBuffers, RootSlice
+from .root_buffers import RootBuffers, RootSlice, bindings_of
 
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
+_CODE = int(StatusWord.CODE)  # a plain int indexes numpy faster than the IntEnum
 
 
 def _user_error(e: GfxError) -> SpiradError:
@@ -86,7 +87,6 @@ class SpirvProgram(Program):
         self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}  # adstack metadata bytes -> its buffer (`_small_buffer`)
         self.spare: list = []
-        self.last_args = (None, None)  # (a plan's argument bytes, them + arg_tail)
         self.adstack_launches = []  # AdstackLaunch of each launch since the last status check
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
@@ -161,7 +161,8 @@ class SpirvBackend(BackendBase):
 
     def __init__(self, state):
         super().__init__(state)
-        from spirv_codegen import SpirvCaps
+        from spirv_codegen import SpirvCaps, dispatch_geometry
+        self._dispatch_geometry = dispatch_geometry  # per launch: no import statement there
         try:
             self.rt = self._make_runtime()
         except GfxError as e:
@@ -177,8 +178,13 @@ class SpirvBackend(BackendBase):
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
         self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
-        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range)  # fields' memory
+        self.roots = RootBuffers(self.rt, self.caps.max_storage_buffer_range,  # fields' memory
+                                 self._max_buffer_bytes(), self.caps.name)
         self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap)
+
+    def _max_buffer_bytes(self) -> int:
+        """The largest buffer the runtime allocates (a field larger than one binding must fit)."""
+        return self.caps.max_buffer_size
 
     def capabilities(self) -> dict:
         return {"f64": self.caps.has_f64, "i64": self.caps.has_i64}
@@ -197,11 +203,17 @@ class SpirvBackend(BackendBase):
         return self.rt.alloc(max(int(nbytes), 16))
 
     @_runtime_errors_as_user_errors
-    def allocate_field(self, nbytes, key=None):
-        return self.roots.place(nbytes, key)
+    def allocate_field(self, nbytes, key=None, name=""):
+        return self.roots.place(nbytes, key, name)
 
     def storage_parts(self, storage) -> tuple:
         if type(storage) is RootSlice:
+            if storage.chunk.windows:  # its buffer is larger than one binding
+                raise SpiradDeviceError(
+                    f"field {storage.name or '?'} takes {storage.nbytes} bytes, more than one "
+                    f"storage binding on {self.caps.name} ({self.roots.limit} bytes): kernels "
+                    f"bind it in windows, but checkpointed() state and the GPU stack sizer bind "
+                    f"a field's buffer whole; use smaller fields there")
             return storage.chunk.buffer, storage.offset
         return storage, 0
 
@@ -252,7 +264,7 @@ class SpirvBackend(BackendBase):
         from spirv_codegen.buffers import root_map, task_map
         bmap = root_map(tl, abi, self.spirv_caps,
                         {k: sl.chunk.index for k, sl in placement.items() if k is not None},
-                        status_chunk=placement[None].chunk.index)
+                        status_chunk=placement[None].chunk.index, windows=self.roots.windowed())
         return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
 
     def _check_bindings(self, tl, abi, maps, on_device) -> None:
@@ -270,8 +282,12 @@ class SpirvBackend(BackendBase):
             parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
                 ([] if bmap.status_chunk >= 0 else ["status"])
             n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
-            parts.append(f"{len(bmap.views)} root-buffer view(s) holding its {n_fields} "
-                         f"fields/gradients and the status words")
+            n_views = bmap.num_view_bindings
+            wins = "" if not bmap.windows else (
+                f", fields larger than one binding taking one per window of "
+                f"{bmap.windows[0][2]} bytes")
+            parts.append(f"{n_views} root-buffer view(s) holding its {n_fields} "
+                         f"fields/gradients and the status words{wins}")
             names = [abi.bindings[k].name for k in bmap.own]
             if names:
                 parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
@@ -326,8 +342,10 @@ class SpirvBackend(BackendBase):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
         status = placement[None]  # the status words: in a root chunk
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        # per task: the root chunks of its views and the abi indices of its own buffers
-        views = tuple(tuple(self.roots.chunks[c] for c, _ in m.views) for m in maps)
+        # per task: what its view bindings bind (root chunks, or the windows of a windowed
+        # chunk) and the abi indices of its own buffers
+        views = tuple(tuple(b for c, _ in m.views for b in bindings_of(self.roots.chunks[c]))
+                      for m in maps)
         tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
                             status.offset) if maps else b""
         return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
@@ -398,15 +416,15 @@ class SpirvBackend(BackendBase):
             return lay, per_row, sized.device_meta, None
         return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
 
+    def launch_arguments(self, program: SpirvProgram, argbuf: bytes) -> bytes:
+        """The argument bytes, then the program's root offsets (`spirv_codegen.buffers`): what
+        binding 0 holds. Appended once per plan, so the runtime sees one bytes object per set of
+        argument values and places it once (`gfx_runtime.arena`)."""
+        return argbuf + program.arg_tail
+
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
-        from spirv_codegen import dispatch_geometry
-        last = p.last_args
-        if last[0] is argbuf:  # the same bytes as this program's last launch
-            args = last[1]
-        else:
-            args = argbuf + p.arg_tail
-            p.last_args = (argbuf, args)
+        dispatch_geometry = self._dispatch_geometry
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:
@@ -415,7 +433,7 @@ class SpirvBackend(BackendBase):
             p.adstack_launches.append(adstack)  # since the last sync: names the needed size
         plans = None if adstack is None else adstack.tasks
         for ti, (t, pipe, rng) in enumerate(zip(p.tasks, p.pipelines, ranges)):
-            bufs = [args]  # the status words are in a root chunk: one of the views
+            bufs = [argbuf]  # the status words are in a root chunk: one of the views
             for c in p.views[ti]:  # root chunks: their buffers now (a chunk grows by a new one)
                 bufs.append(c.buffer)
             for k in p.own[ti]:
@@ -490,10 +508,11 @@ class SpirvBackend(BackendBase):
     def _check_status(self, launched):
         self.rt.flush()
         for p in launched:
-            words = self.view(p.status, np.uint32, (STATUS_WORDS,))
+            st = p.status  # a RootSlice (the runtime's view: no wrapper, no reshape per sync)
+            words = st.chunk.buffer.view(np.uint32, STATUS_WORDS, st.offset)
             recent, p.recent_args = p.recent_args, []
             launches, p.adstack_launches = p.adstack_launches, []
-            if words[StatusWord.CODE]:
+            if words[_CODE]:
                 saved = words.copy()
                 words[:] = 0
                 raise status_error(p, saved, recent, launches, self.caps)

@@ -24,6 +24,9 @@ class VulkanBackend(SpirvBackend):
         from spirv_codegen.profile import VULKAN
         return VULKAN
 
+    def _max_buffer_bytes(self) -> int:
+        return min(self.caps.max_buffer_size, self.caps.max_memory_allocation_size)
+
     def _make_runtime(self):
         from gfx_runtime.vulkan import VulkanRuntime
 

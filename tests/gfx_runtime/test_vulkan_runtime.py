@@ -197,7 +197,34 @@ def test_buffer_beyond_storage_buffer_range(rt, spirv):
         rt.dispatch(add, [big], (1, 1, 1), u32(16))
     big.write(u32(41), offset=limit)  # host access still works
     assert big.read(limit, 4).view(np.uint32)[0] == 41
+    tail = rt.window(big, limit - 240, 256)  # bound through a window: its last bytes too
+    rt.dispatch(add, [tail], (1, 1, 1), u32(64))
+    assert big.read(limit, 4).view(np.uint32)[0] == 42
+    with pytest.raises(GfxDeviceError, match="maxStorageBufferRange"):
+        rt.window(big, 0, limit + 16)
     big.free()
+    with pytest.raises(GfxDeviceError, match="freed"):  # a window does not outlive free()
+        rt.dispatch(add, [tail], (1, 1, 1), u32(64))
+
+
+def test_windows_bind_byte_ranges(rt, spirv):
+    """`rt.window`: bytes of a buffer bound as a buffer of their own (spirad binds a field
+    larger than one binding as several): copy_add sees only its windows (its n is the
+    destination window's arrayLength), so only dst's 8 words change."""
+    buf = rt.alloc(4096)
+    buf.write(np.arange(1024, dtype=np.uint32))
+    src, dst = rt.window(buf, 256, 64), rt.window(buf, 2048, 32)
+    cp = rt.pipeline(spirv("copy_add"), 2)
+    rt.dispatch(cp, [src, dst], (1, 1, 1))
+    want = np.arange(1024, dtype=np.uint32)
+    want[512:520] = np.arange(64, 72) + 1
+    np.testing.assert_array_equal(buf.read().view(np.uint32), want)
+    align = rt.caps.min_storage_buffer_offset_alignment
+    if align > 4:
+        with pytest.raises(GfxDeviceError, match="minStorageBufferOffsetAlignment"):
+            rt.window(buf, 4, 64)
+    with pytest.raises(ValueError, match="outside"):
+        rt.window(buf, 4096 - 256, 512)
 
 
 def test_out_of_memory_then_usable(rt, spirv):

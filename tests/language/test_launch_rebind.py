@@ -47,8 +47,8 @@ def test_range_from_a_changing_scalar(arch):
     np.testing.assert_array_equal(y.to_numpy(), [5, 5] + [3] * 7 + [1] * (N - 9))
 
 
-@test_archs()
-def test_argument_errors_after_a_rebound_launch(arch):
+def _filler():
+    """A field of N i32 and a kernel that fills it with its one scalar argument."""
     y = sd.field(sd.i32, shape=N)
 
     @sd.kernel
@@ -56,6 +56,12 @@ def test_argument_errors_after_a_rebound_launch(arch):
         for i in range(N):
             y[i] = v
 
+    return y, put
+
+
+@test_archs()
+def test_argument_errors_after_a_rebound_launch(arch):
+    y, put = _filler()
     put(1)
     put(2)
     with pytest.raises(sd.SpiradValueError, match="does not fit"):
@@ -122,3 +128,38 @@ def test_many_launches_of_several_kernels_each_see_their_scalars(arch):
     t = np.arange(LONG)
     np.testing.assert_array_equal(y.to_numpy(), np.stack([7 * t + 1, 21 * t + 3 + t], axis=1))
 
+
+
+@test_archs()
+def test_one_bytes_object_per_set_of_argument_values(arch, monkeypatch):
+    """A plan's argument bytes, with what the backend appends (`launch_arguments`: the SPIR-V
+    programs' root offsets), are made once per set of values: a relaunch with the same values
+    gives the backend the same object, which the SPIR-V runtimes place once per batch (identity:
+    `gfx_runtime.arena`, the only "same bytes" check); new values get new bytes, same tail."""
+    from spirad import state
+    y, put = _filler()
+    put(1)
+    be = state.backend()
+    p = put._plans[0]
+    tail = be.launch_arguments(p.compiled.program, b"")
+    assert p.argbuf.endswith(tail) and len(p.argbuf) == p.compiled.abi.arg_buffer_size + len(tail)
+    if arch in ("vulkan", "metal"):
+        assert tail  # the root offsets of y and of the status words
+    put(1)
+    assert put._plans[0].argbuf is p.argbuf
+    sd.sync()
+    written = []
+    if arch in ("vulkan", "metal"):
+        cls = type(be.rt._arena)
+        write = cls._write
+        monkeypatch.setattr(cls, "_write", lambda a, off, data: (written.append(data),
+                                                                 write(a, off, data)))
+        if arch == "vulkan":
+            monkeypatch.setattr(be.rt, "max_pending_s", 60.0)  # one batch for the launches
+    for v in (2, 2, 2, 3, 3):
+        put(v)
+    q = put._plans[0]
+    assert q.argbuf.endswith(tail) and q.argbuf != p.argbuf
+    assert y.to_numpy().tolist() == [3] * N
+    if arch in ("vulkan", "metal"):
+        assert len(written) == 2 and written[1] is q.argbuf  # once per set of values
