@@ -179,6 +179,19 @@ def globals_used(block: Block) -> tuple[set, set]:
     return reads, writes
 
 
+def readonly_fields(*blocks: Block) -> frozenset:
+    """The buffers (`GlobalRef.buffer`) of the fields the blocks read and never write (no store,
+    no atomic). Fields never alias one another (ndarray arguments may be one array twice), so
+    such a read gives the same value wherever a kernel, or its adjoint (which writes gradients
+    only), repeats it."""
+    read, written = set(), set()
+    for b in blocks:
+        r, w = globals_used(b)
+        read |= {g.buffer for g in r if g.kind == "field"}
+        written |= {g.buffer for g in w}
+    return frozenset(read - written)
+
+
 def carried_slots(body: Block) -> tuple:
     """Slots stored inside `body` but allocated outside it: the loop-carried locals."""
     inner, stored = set(), []

@@ -17,6 +17,10 @@ Both sides run with Python bytecode caching on (`PYTHONDONTWRITEBYTECODE` droppe
 spirad's packages are byte-compiled once (`prepare_bytecode`): an installed package ships its
 .pyc files, as Taichi's does here, so compiling spirad's ~170 modules from source (~1.7 s of CPU)
 is not part of what the table calls compile time.
+
+Taichi 1.7.4's vulkan backend needs `TI_DEFAULT_GPU_BLOCK_DIM=1024` in the environment on
+lavapipe for `wave`, `smoke_taichi` and `diffmpm_simple` (its dispatches otherwise pass
+maxComputeWorkGroupCount; docs/coming_from_taichi.md): set it for those vulkan rows.
 """
 import argparse
 import json

@@ -133,9 +133,21 @@ def _unary(slope):
     return lambda e, x, out: (lambda e, v, to: e.mul(v, slope(e, x[0], out)),)
 
 
+def constant_zero(v) -> bool:
+    """A factor that is the constant 0 (or -0): the product's derivative with respect to the
+    other factor is exactly zero, so no derivative flows there (as in Taichi, whose
+    simplifier folds `0 * a` under its default fast_math). Only the derivative is dropped; the
+    forward product keeps IEEE semantics (0 * inf is NaN). Why: DiffTaichi's `wave` multiplies
+    a five-point stencil by `c * alpha * dt` with alpha = 0; its adjoint added the zero products
+    into five neighbours per cell with atomics (on lavapipe: 1.7x the reverse kernel's time).
+    What changes: a non-finite seed met by a constant zero no longer gives NaN there."""
+    return _known(v) and v.op == Op.CONST and v.arg == 0
+
+
 def _mul(e, x, out):
-    return (lambda e, v, to: e.mul(v, x[1])) if _known(x[1]) else None, \
-           (lambda e, v, to: e.mul(v, x[0])) if _known(x[0]) else None
+    return (lambda e, v, to: e.mul(v, x[1])) if _known(x[1]) and not constant_zero(x[1]) \
+        else None, \
+        (lambda e, v, to: e.mul(v, x[0])) if _known(x[0]) and not constant_zero(x[0]) else None
 
 
 def _div(e, x, out):  # out = x0 / x1: d/dx0 = 1/x1, d/dx1 = -out/x1

@@ -19,7 +19,9 @@ recomputing it costs more than the stack entry it saves (kernel b of
 evaluated four more sin / cos per trip and pushed two snapshots for one stack entry; its reverse
 kernel took 1.25x the time on the CPU, 1.8x on lavapipe). Values that read globals stay in
 their slots (the global may be overwritten later in the kernel; the slot's stack keeps what was
-read). A stored value is known from its STORE to the end of the block, and inside nested blocks
+read), except reads of fields the kernel never writes (`smoke_taichi`'s `advect` reads the
+velocity field `v` and writes another: the departure point and the wrapped cell indices computed
+from it are recomputed, as Taichi does, instead of ten stacks per trip). A stored value is known from its STORE to the end of the block, and inside nested blocks
 if it reads no local (reverse mode snapshots a load whose slot is stored again only where the
 load is used in its own block) and the nested block does not store the slot (loops: anywhere in
 their body); a nested statement that stores the slot anywhere ends what is known after it. Runs
@@ -27,8 +29,8 @@ on the kernel after inlining, before `simplify` and `dce` (which removes the dea
 """
 from __future__ import annotations
 
-from kernel_ir.nodes import Block, KernelIR, Node, walk
-from kernel_ir.ops import FLOAT_UNARY, LOOPS, PURE, Op
+from kernel_ir.nodes import Block, KernelIR, Node, readonly_fields, walk
+from kernel_ir.ops import FLOAT_UNARY, LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import keep, remap_arg
 
 
@@ -37,12 +39,14 @@ def forward_stores(k: KernelIR) -> KernelIR:
     for n in walk(k.body):
         if n.blocks:
             stored[n] = {m.srcs[0] for b in n.blocks for m in walk(b) if m.op == Op.STORE}
-    env, pure = {}, {}
-    body = _block(k.body, {}, env, stored, pure)
+    env, pure = {}, _Memo(readonly_fields(k.body))
+    body = _block(k.body, {}, env, stored, pure, 0)
     return k if body is k.body else KernelIR(k.name, k.args, body, k.loc)
 
 
-def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Block:
+def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict, depth: int) -> Block:
+    """`depth`: the loops around `block` (the kernel's parallel loop counts: 2 and more is
+    inside a serial loop)."""
     out = []
     for n in block.nodes:
         srcs = tuple(env.get(s, s) for s in n.srcs)
@@ -52,10 +56,14 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
                 env[n] = v
                 continue
         inner = stored.get(n)
+        ends = ()
         if inner is not None:  # nested blocks: values without loads, their slots unchanged
             inherit = {s: v for s, v in known.items()
                        if pure[v] is not LOADS and (n.op not in LOOPS or s not in inner)}
-            blocks = tuple(_block(b, dict(inherit), env, stored, pure) for b in n.blocks)
+            ends = tuple(dict(inherit) for _ in n.blocks)  # each block's knowns at its end
+            inner_depth = depth + (n.op in LOOPS)
+            blocks = tuple(_block(b, e, env, stored, pure, inner_depth)
+                           for b, e in zip(n.blocks, ends))
             for s in inner:
                 known.pop(s, None)
         else:
@@ -64,6 +72,10 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
         if new is not n:
             env[n] = new
         out.append(new)
+        if n.op == Op.GLOBAL_LOAD and depth >= 2 and n.arg.buffer in pure.readonly:
+            pure.loop_reads.add(new)  # recomputable (`_Memo`)
+        if n.op == Op.IF and inner:
+            _selects(new, inner, ends, known, out, pure)
         if n.op == Op.STORE:
             if _recomputable(srcs[1], pure):
                 known[srcs[0]] = srcs[1]
@@ -74,22 +86,99 @@ def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict) -> Bl
     return Block(tuple(out))
 
 
+def _selects(n: Node, inner: set, ends: tuple, known: dict, out: list, pure: dict) -> None:
+    """After `IF c` that stores int / bool slots with known values in both branches: each such
+    slot's value is `SELECT c, then-value, else-value`, appended to `out` and known from here.
+
+    Why: DiffTaichi's `smoke_taichi` wraps its neighbour indices in funcs (`new_index = index -
+    1; if new_index < 0: new_index = n_grid - 1`) inside a serial loop; the slot read after the
+    branch went on an adstack (four pushes and pops per trip in three adjoint kernels, heap
+    memory on the GPU), where the select is recomputed from the loop index in the reverse pass.
+    Only int / bool slots (no derivative flows through them: float adjoints keep their branch
+    structure), only branches without loops, break or continue, and a branch's value is used
+    after the IF only if it was known before it or is a constant or a non-trapping pure op of
+    such values (copied out of the branch: the copy runs whichever side is taken, so no integer
+    division, whose zero divisor the branch may guard against)."""
+    if any(m.op in LOOPS or m.op in (Op.BREAK, Op.CONTINUE) for b in n.blocks for m in walk(b)):
+        return
+    inside = [m for b in n.blocks for m in walk(b)]
+    slots = dict.fromkeys(m.srcs[0] for m in inside if m.op == Op.STORE)  # in program order
+    inside = set(inside)
+    for s in slots:
+        if s.dtype is None or s.dtype.is_float:
+            continue
+        vals = [e.get(s) for e in ends]
+        if None in vals or any(pure[v] is LOADS for v in vals):
+            continue
+        copies = {}
+        vals = [_outside(v, inside, copies, out) for v in vals]
+        if None in vals:
+            continue
+        sel = Node(Op.SELECT, s.dtype, (n.srcs[0], *vals), loc=n.loc)
+        out.append(sel)
+        if _recomputable(sel, pure):
+            known[s] = sel
+
+
+def _outside(v: Node, inside: set, copies: dict, out: list):
+    """`v` as a value available after the branch that holds `inside`: itself if defined before
+    it, else a copy of its expression appended to `out` (None: a node that cannot be copied)."""
+    if v not in inside:
+        return v
+    if v in copies:
+        return copies[v]
+    if v.op == Op.CONST:
+        c = Node(Op.CONST, v.dtype, (), v.arg, (), v.loc)
+    elif v.op in _SAFE and not v.blocks:
+        srcs = [_outside(x, inside, copies, out) for x in v.srcs]
+        if None in srcs:
+            return None
+        c = Node(v.op, v.dtype, tuple(srcs), v.arg, (), v.loc)
+    else:
+        return None
+    out.append(c)
+    copies[v] = c
+    return c
+
+
 # kept in their slots, never recomputed: the math functions but the one-instruction ones
 COSTLY = (FLOAT_UNARY - {Op.FLOOR, Op.SQRT, Op.RSQRT}) | {Op.POW, Op.ATAN2}
+# ops a copy out of a branch may evaluate unconditionally (no trap, no undefined behaviour)
+_SAFE = (PURE - LEAVES - {Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW}) - COSTLY
+
+
+class _Memo(dict):
+    """_recomputable's memo (node -> True, False or LOADS), with the buffers of the fields the
+    kernel reads and never writes (`kernel_ir.nodes.readonly_fields`) and `loop_reads`, their
+    reads inside serial loops: such a read gives the same value wherever it is repeated, so it
+    counts as a pure op over its indices. Only inside serial loops, where the alternative is an
+    adstack: at a parallel loop's top level a slot costs nothing in the reverse walk (it reads
+    the replay's value), while a forwarded expression is recomputed there for every statement
+    that needs it (DiffTaichi's `diffmpm_simple`: P2G's particle state, read from fields P2G
+    never writes, forwarded into its 3x3 scatter doubled the adjoint's code and its time)."""
+
+    def __init__(self, readonly: frozenset):
+        super().__init__()
+        self.readonly = readonly
+        self.loop_reads = set()
+
+
 LOADS = "loads"  # _recomputable's memo: True, False, or LOADS (recomputable, reads locals)
 
 
-def _recomputable(v: Node, memo: dict) -> bool:
-    """Pure ops over leaves and loads of locals (no global reads, no atomics); `memo` keeps
-    True, False or LOADS (with loads of locals). Iterative: a generated expression can be
-    thousands of levels deep."""
+def _recomputable(v: Node, memo: _Memo) -> bool:
+    """Pure ops over leaves, loads of locals and reads of fields the kernel never writes (no
+    other global reads, no atomics); `memo` keeps True, False or LOADS (with loads of locals).
+    Iterative: a generated expression can be thousands of levels deep."""
     stack = [v]
     while stack:
         n = stack[-1]
         if n in memo:
             stack.pop()
             continue
-        if n.op == Op.LOAD or n.op not in PURE or n.op in COSTLY:  # a local's load: as it is
+        if n.op == Op.GLOBAL_LOAD and n in memo.loop_reads:
+            pass  # a field the kernel never writes: the same value wherever it is read again
+        elif n.op == Op.LOAD or n.op not in PURE or n.op in COSTLY:  # a local's load: as it is
             memo[n] = LOADS if n.op == Op.LOAD else False
             stack.pop()
             continue

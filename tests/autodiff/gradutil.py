@@ -63,7 +63,8 @@ class Case:
     ref: object
     x: np.ndarray = dc_field(default_factory=lambda: X5.copy())
     outs: tuple = (5,)               # output shapes
-    extra: tuple = ()                # scalars, or (kind, array): kind "i32" / "fp" ndarray, "field_i32"
+    extra: tuple = ()                # scalars, or (kind, array): kind "i32" / "fp" ndarray,
+                                     # "field_i32" / "field_fp" field
     interp: bool = False             # also run on the interpreter (f64)
     ref_extra: tuple = None
     xfail: str = ""                  # a known bug (reported): strict xfail
@@ -74,7 +75,7 @@ class Case:
                                      # their seed stays in .grad
 
 
-def _extra_args(extra, dt):
+def extra_args(extra, dt):
     out, np_vals = [], []
     for e in extra:
         if isinstance(e, tuple):
@@ -87,6 +88,10 @@ def _extra_args(extra, dt):
             elif kind == "field_i32":
                 f = sd.field(sd.i32, shape=data.shape)
                 f.from_numpy(data.astype(np.int32))
+                out.append(f)
+            elif kind == "field_fp":
+                f = sd.field(dt, shape=data.shape)
+                f.from_numpy(data.astype(dt.np))
                 out.append(f)
             else:
                 raise ValueError(kind)
@@ -103,7 +108,7 @@ def run_case(case: Case, fp: str, request=None):
     dt = FP[fp]
     x = arr(dt, case.x, needs_grad=True)
     outs = [sd.ndarray(dt, s, needs_grad=True) for s in case.outs]
-    extra, extra_np = _extra_args(case.extra, dt)
+    extra, extra_np = extra_args(case.extra, dt)
     if case.ref_extra is not None:
         extra_np = list(case.ref_extra)
     args = (x, *outs, *extra)

@@ -14,7 +14,7 @@ import pytest
 import spirad as sd
 from tests.autodiff import test_grad_loops as loops
 from tests.autodiff import test_grad_ops as ops
-from tests.autodiff.gradutil import FP, TOL, _extra_args, weights
+from tests.autodiff.gradutil import FP, TOL, extra_args, weights
 from tests.support.archs import test_archs
 
 
@@ -31,7 +31,7 @@ def run_fwd_case(case, fp):
     x = sd.ndarray(dt, case.x.shape, needs_grad=True, needs_dual=True)
     x.from_numpy(case.x.astype(dt.np))
     outs = [sd.ndarray(dt, s, needs_grad=True, needs_dual=True) for s in case.outs]
-    extra, extra_np = _extra_args(case.extra, dt)
+    extra, extra_np = extra_args(case.extra, dt)
     if case.ref_extra is not None:
         extra_np = list(case.ref_extra)
     args = (x, *outs, *extra)

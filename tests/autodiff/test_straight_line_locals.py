@@ -13,7 +13,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
-from tests.autodiff.gradutil import FP, Case, X5, arr, run_case
+from tests.autodiff.gradutil import FP, Case, X5, extra_args, arr, run_case
 from tests.support.archs import test_archs
 
 ND = sd.types.ndarray()
@@ -180,6 +180,74 @@ def r_stencil(x, n):
                       for i in range(m)])]
 
 
+# -- indices wrapped by funcs that assign in an `if` (DiffTaichi's `smoke_taichi`) ---------------
+
+
+@sd.func
+def dec_wrap(j, n):
+    k = j - 1
+    if k < 0:                              # an int slot stored in a branch: after it, a select
+        k = n - 1
+    return k
+
+
+@sd.func
+def inc_wrap(j, n):
+    k = j + 1
+    if k >= n:
+        k = k - n                          # a branch value made of ops: copied out of the branch
+    return k
+
+
+@sd.kernel
+def k_wrapped(x: ND, y: ND, n: sd.i32):
+    for i in x:
+        m = x.shape[0]
+        acc = 0.0
+        for j in range(n):                 # the wrapped indices: recomputed, never stacked
+            c = (i + j) % m
+            acc += x[dec_wrap(c, m)] * x[inc_wrap(c, m)] * (j + 1)
+        y[i] = acc
+
+
+def r_wrapped(x, n):
+    m = len(x)
+    return [np.array([sum(x[(i + j - 1) % m] * x[(i + j + 1) % m] * (j + 1) for j in range(n))
+                      for i in range(m)])]
+
+
+# -- a cell found from a field the kernel never writes (DiffTaichi's `smoke_taichi` advect) ------
+
+
+@sd.kernel
+def k_depart(x: ND, y: ND, d: sd.template(), n: sd.i32):
+    for i in x:
+        m = x.shape[0]
+        acc = 0.0
+        for j in range(n):
+            c = i + d[j]                   # d is only read: c and the cells below are recomputed
+            k = sd.cast(sd.floor(c), sd.i32)
+            w = c - k
+            k = k % m
+            acc += (1.0 - w) * x[k] * x[k] + w * x[inc_wrap(k, m)]
+        y[i] = acc
+
+
+D3 = np.array([0.3, 1.7, 2.2])
+
+
+def r_depart(x, d, n):
+    m, out = len(x), np.zeros_like(x)
+    for i in range(m):
+        for j in range(n):
+            c = i + d[j]
+            k = int(np.floor(c))
+            w = c - k
+            k %= m
+            out[i] += (1.0 - w) * x[k] * x[k] + w * x[(k + 1) % m]
+    return [out]
+
+
 # -- a while loop outside every loop: its trip count is held, no size hint ---------------------------
 
 
@@ -242,6 +310,8 @@ CASES = {
     "func_inlined": Case(k_func, r_func, extra=(3,)),
     "carried_sin": Case(k_carried, r_carried, extra=(4,)),
     "stencil_func": Case(k_stencil, r_stencil, extra=(3,)),
+    "wrapped_index": Case(k_wrapped, r_wrapped, extra=(3,)),
+    "departure": Case(k_depart, r_depart, extra=(("field_fp", D3), 3)),
     "while_top": Case(k_while_top, r_while_top, extra=(5,)),
     "while_top_zero": Case(k_while_top, r_while_top, extra=(0,)),
     "break_continue": Case(k_break, r_break, extra=(9,), x=np.array([0.1, 0.3, 0.5, 0.9]),
@@ -257,6 +327,8 @@ STACKS = {
                                        # its local w is forwarded (passes/forward_stores)
     "stencil_func": ["if_value"],      # at's parameters and condition are recomputed; the
                                        # value read under the condition feeds `** 2`: kept
+    "wrapped_index": [],                # the funcs' if-assigned slots: selects, recomputed
+    "departure": [],                    # reads of a field the kernel never writes: recomputed
     "while_top": [], "while_top_zero": [],
     "break_continue": [],              # the break is a head exit check; trips are held
 }
@@ -278,7 +350,7 @@ def _stack_names(case: Case):
     dt = FP["f32"]
     x = arr(dt, case.x, needs_grad=True)
     outs = [sd.ndarray(dt, s, needs_grad=True) for s in case.outs]
-    extra = [arr(dt, e[1]) if isinstance(e, tuple) else e for e in case.extra]
+    extra, _ = extra_args(case.extra, dt)
     g = case.kernel.compile_adjoint((x, *outs, *extra))
     return sorted(a.arg.name for t in g.tl.tasks for a in adstack_allocas(t))
 

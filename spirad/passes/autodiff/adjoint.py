@@ -32,7 +32,7 @@ from kernel_ir.dtypes import i32
 from kernel_ir.nodes import AdStackArg, Block, Node, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
-from ..derivatives import DERIVATIVES, LINEAR, VJP_RULES
+from ..derivatives import DERIVATIVES, LINEAR, VJP_RULES, constant_zero
 from .normalize import _is_exit_check
 from .loop_checkpoint import Checkpointed, copy_node
 
@@ -88,6 +88,39 @@ def stack_slots(body: Block, has_grad) -> tuple[set, set]:
         if n.op in LOOPS and n.arg.trips is not None and loops_of[n.arg.trips]:
             slots.add(n.arg.trips)  # a nested loop's trip count: one per outer iteration
     return slots, needed
+
+
+def adjoint_slots(body: Block) -> set:
+    """The slots an adjoint can reach: loaded (anywhere) by an expression whose adjoint flows to
+    the load, from the value of a global store or atomic (the kernel's outputs) or of a store
+    into such a slot. Flow-insensitive, so a superset of what `Adjoint.propagate` reaches; the
+    one edge it drops is `propagate`'s own: a factor of a product with the constant 0
+    (`derivatives.constant_zero`). The other slots' adjoints are zero: their stores pass
+    nothing on (no atomic adds of zeros into gradients; DiffTaichi's `wave` reads five
+    neighbours into slots for a stencil it multiplies by 0)."""
+    stores: dict = {}
+    work = []
+    for n in walk(body):
+        if n.op == Op.STORE:
+            stores.setdefault(n.srcs[0], []).append(n.srcs[1])
+        elif n.op == Op.GLOBAL_STORE or n.op in ATOMICS:
+            work.append(n.srcs[-1])
+    active, seen = set(), set()
+    while work:
+        x = work.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op == Op.LOAD:
+            if x.srcs[0] not in active:
+                active.add(x.srcs[0])
+                work.extend(stores.get(x.srcs[0], ()))
+        elif x.op in PURE and x.op not in LEAVES:
+            for k, y in enumerate(x.srcs):
+                if x.op == Op.MUL and constant_zero(x.srcs[1 - k]):
+                    continue
+                work.append(y)
+    return active
 
 
 def _loop_nesting(body: Block) -> tuple[dict, dict]:
@@ -197,6 +230,7 @@ class AdjointBuilder:
         self.stacks = {}
         self.idx_env = {}
         self.adj = {}           # plain float slot -> its adjoint local
+        self.silent = set()     # float slots no adjoint reaches (`adjoint_slots`)
     # -- forward replay --------------------------------------------------------------------------
     def build(self, index) -> Block:
         b = self.b
@@ -207,8 +241,11 @@ class AdjointBuilder:
             a = Node(Op.ADSTACK_ALLOCA, n.dtype, (),
                      AdStackArg(n.arg or "v", cap, req, measured=self.measured.get(n, -1)), (), n.loc)
             self.stacks[n] = b.append(a)  # carries the local's source line for diagnostics
+        active = adjoint_slots(self.body)
         for n in walk(self.body):
-            if n.op == Op.ALLOCA and n not in self.on_stack and n.dtype.is_float:
+            if n.op == Op.ALLOCA and n.dtype.is_float and n not in active:
+                self.silent.add(n)  # its adjoint is zero: no local, its stores pass nothing on
+            elif n.op == Op.ALLOCA and n not in self.on_stack and n.dtype.is_float:
                 self.adj[n] = b.alloca(n.dtype, (n.arg or "v") + ".adj")
         for n in walk(self.body):
             if n in self.hold and n not in self.top:
@@ -383,7 +420,7 @@ class AdjointBuilder:
         elif op == Op.STORE:
             slot, v = n.srcs
             if slot in st:
-                if not slot.dtype.is_float:  # int stacks carry no adjoint
+                if not slot.dtype.is_float or slot in self.silent:  # no adjoint to pass on
                     b.emit(Op.ADSTACK_POP, None, (st[slot],))
                     return
                 a = b.emit(Op.ADSTACK_LOAD_TOP_ADJ, slot.dtype, (st[slot],))

@@ -173,21 +173,24 @@ def _host_pure(n: Node) -> bool:
     return False
 
 
-def _index_pure(n: Node, memo: dict) -> bool:
-    """Pure ops over constants, arguments, shapes and loop indices: the reverse walk recomputes
-    exactly the forward value (loop indices are rebuilt there), so nothing is stored."""
+def _index_pure(n: Node, memo: dict, readonly=frozenset()) -> bool:
+    """Pure ops over constants, arguments, shapes, loop indices and reads of the fields in
+    `readonly` (which the kernel never writes): the reverse walk recomputes exactly the forward
+    value (loop indices are rebuilt there), so nothing is stored."""
     r = memo.get(n)
     if r is None:
         r = memo[n] = n.op in _HOST or n.op == Op.LOOP_INDEX or (
-            n.op in PURE and n.op not in LEAVES and all(_index_pure(s, memo) for s in n.srcs))
+            (n.op in PURE and n.op not in LEAVES
+             or n.op == Op.GLOBAL_LOAD and n.arg.buffer in readonly)
+            and all(_index_pure(s, memo, readonly) for s in n.srcs))
     return r
 
 
-def materialize(body: Block) -> Block:
+def materialize(body: Block, readonly=frozenset()) -> Block:
     pure = {}
 
     def visit(n, srcs, blocks, arg, env):
-        if n.op == Op.IF and not _is_exit_check(n) and not _index_pure(srcs[0], pure):
+        if n.op == Op.IF and not _is_exit_check(n) and not _index_pure(srcs[0], pure, readonly):
             c = srcs[0]
             t = _n(Op.ALLOCA, u1, (), "cond", loc=n.loc)
             ld = _n(Op.LOAD, u1, (t,), loc=n.loc)
@@ -283,5 +286,7 @@ def snapshot_loads(body: Block) -> Block:
     return rebuild(body, visit)
 
 
-def normalize(body: Block) -> Block:
-    return snapshot_loads(materialize(lower_jumps(body)))
+def normalize(body: Block, readonly=frozenset()) -> Block:
+    """`readonly`: the buffers of the fields the kernel never writes (`kernel_ir.nodes.
+    readonly_fields`): conditions over their reads are recomputed, not stored."""
+    return snapshot_loads(materialize(lower_jumps(body), readonly))

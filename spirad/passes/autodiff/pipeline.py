@@ -21,7 +21,7 @@ from __future__ import annotations
 from kernel_ir import verifier
 from kernel_ir.errors import SpiradAutodiffError
 from kernel_ir.dtypes import i32
-from kernel_ir.nodes import ArgSpec, GlobalRef, Task, TaskList, globals_used, walk
+from kernel_ir.nodes import ArgSpec, GlobalRef, Task, TaskList, globals_used, readonly_fields, walk
 from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.rewrite import keep, rebuild
 
@@ -90,8 +90,9 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         check_bounds_not_overwritten(t, later_writes)
     if tl.temps:
         tasks += [_replay_only(t) for t in tl.tasks]
+    readonly = readonly_fields(*(t.body for t in tl.tasks))
     for t in reversed(tl.tasks):
-        body = normalize(t.body)
+        body = normalize(t.body, readonly)
         if verify:
             verifier.verify_tasks(TaskList(tl.name, tl.args, (Task(t.kind, body, t.index, t.begin, t.end),)))
         on_stack, needed = stack_slots(body, lambda ref: grad_of(ref) is not None)
