@@ -34,7 +34,6 @@ from kernel_ir.ops import Op
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
-from .kernel_entry import lower_grid_task
 from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
@@ -79,6 +78,7 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
     for k, task in enumerate(tl.tasks):
         sym = task_symbol(tl, k, task)
         if target.is_gpu_entry:
+            from .kernel_entry import lower_grid_task  # GPU targets only (CPU first compile: #27)
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
                                              options, k in device_ranges), 1
         else:

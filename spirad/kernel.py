@@ -280,7 +280,7 @@ class Kernel(PyFunction):
         epoch = (st.epoch, st.layout_version)  # a plan is valid for one init() and one layout
         flat = self.flat(args)
         if p is not None and p.epoch == epoch:
-            if _launch.same_args(p.args, flat):
+            if _launch.same_args(p, flat):
                 return p  # the same inputs as the last launch: everything is known
             q = _launch.rebind(p, flat)  # only scalar values changed (`step(t)`)
             if q is not None:
@@ -313,7 +313,10 @@ class Kernel(PyFunction):
             args = self._gradless(args, const)
         arrays = self._arrays
         if arrays is None:
-            if all(isinstance(args[i], Ndarray) for i in nd):
+            for i in nd:  # a loop, not all(<generator>): this runs at every launch
+                if not isinstance(args[i], Ndarray):
+                    break
+            else:
                 return args, None
             from .interop.arrays import KernelArrays
             arrays = self._arrays = KernelArrays()
@@ -343,7 +346,8 @@ class Kernel(PyFunction):
             given = args
             args, copies = self._foreign_args(args)
             foreign = args is not given
-            args = self._expand(args)
+            if self._has_structs:  # most kernels: no call
+                args = self._expand(args)
             p = self._plan(args, mode)
             if foreign and self._arrays is not None:  # refuse writes into torch leaves (as torch)
                 self._arrays.check_writes(self, given, p.compiled.writes)

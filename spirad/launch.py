@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from functools import cached_property
+from operator import is_ as _is
 
 import numpy as np
 
@@ -106,6 +107,8 @@ class LaunchPlan:
                             # to the checkpointed adjoint (`_budgeted`)
     fits: tuple = None      # the sizes last found within the adstack budget
     alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
+    mutable: bool = False   # an argument is a list / dict (a template container that may have
+                            # changed in place): the plan is never reused as it is (`same_args`)
 
 
 def _buffer(arr, which):
@@ -113,15 +116,18 @@ def _buffer(arr, which):
     return arr if which is False else (arr.grad if which is True else arr.dual)
 
 
-def same_args(a, b) -> bool:
-    """The same launch inputs: identical objects (not mutable containers: a list template
-    argument may have changed in place), or equal numbers of the same type."""
-    if len(a) != len(b):
+def same_args(p: LaunchPlan, args) -> bool:
+    """`args` are the launch inputs of plan `p`: identical objects (not mutable containers: a
+    list template argument may have changed in place, so such a plan is never reused as it is:
+    `LaunchPlan.mutable`), or equal numbers of the same type. Identity of them all is checked
+    first, in one C loop (the common case: the same arrays and constants again)."""
+    a = p.args
+    if p.mutable or len(a) != len(args):
         return False
-    for x, y in zip(a, b):
+    if all(map(_is, a, args)):
+        return True
+    for x, y in zip(a, args):
         if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
-            return False
-        if type(x) in (list, dict):
             return False
     return True
 
@@ -159,7 +165,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(None)  # temps: the backend owns them
     ranges = _ranges(c, scalars, shapes)
     return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
-                      scalars=scalars, shapes=shapes)
+                      scalars=scalars, shapes=shapes,
+                      mutable=any(type(x) in (list, dict) for x in args))
 
 
 def _ranges(c: Compiled, scalars, shapes) -> list:
@@ -199,15 +206,13 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
     and the ranges re-evaluated, nothing else checked again; None when anything else differs
     (the caller then checks the signature and plans anew)."""
     old = p.args
-    if len(old) != len(args):
+    if p.mutable or len(old) != len(args):  # a template container may have changed in place
         return None
     specs = p.compiled.tl.args
     argbuf = None
     scalars = p.scalars
     for i, (x, y) in enumerate(zip(old, args)):
         if x is y:
-            if type(x) in (list, dict):  # a template container may have changed in place
-                return None
             continue
         t = type(y)
         if t is not type(x) or t not in _NUMBER_TYPES or specs[i].kind != "scalar":

@@ -46,7 +46,7 @@ class Program:
 
 
 _program = Program()
-_seen = [0, 0]  # (state epoch, number of fields) at the last materialize
+_seen = (0, 0)  # (state epoch, number of fields) at the last materialize
 
 
 def get_runtime() -> Program:
@@ -54,15 +54,18 @@ def get_runtime() -> Program:
 
 
 def materialize_if_needed() -> None:
+    """Called at every launch: one tuple compared, the hook called when fields were declared."""
+    global _seen
     st = _state.current()
-    mark = [st.epoch, len(st.fields)]
-    if _seen != mark:
-        _seen[:] = mark
+    mark = (st.epoch, len(st.fields))
+    if mark != _seen:
+        _seen = mark
         type(_program).materialize(_program)
 
 
 def cleared() -> None:
-    _seen[:] = [0, 0]
+    global _seen
+    _seen = (0, 0)
     type(_program).clear(_program)
 
 

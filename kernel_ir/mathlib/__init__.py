@@ -21,15 +21,43 @@ no libm: there the reduction's accuracy degrades beyond those magnitudes.
 """
 from __future__ import annotations
 
-from . import explog, inverse, trig
+import importlib
+from collections.abc import Mapping
 
-FUNCTIONS = {
-    "sin": (1, trig.sin), "cos": (1, trig.cos), "tan": (1, trig.tan),
-    "exp": (1, explog.exp), "log": (1, explog.log), "tanh": (1, explog.tanh),
-    "pow": (2, explog.pow),
-    "atan": (1, inverse.atan), "atan2": (2, inverse.atan2),
-    "asin": (1, inverse.asin), "acos": (1, inverse.acos),
-}
+
+class _Table(Mapping):
+    """name -> (arity, build), each algorithm's module imported at its first lookup: a kernel
+    that calls sin compiles trig.py alone (first-call time, issue #27)."""
+
+    def __init__(self, spec: dict):
+        self._spec = spec  # name -> (arity, module, function)
+        self._built: dict = {}
+
+    def __getitem__(self, name):
+        v = self._built.get(name)
+        if v is None:
+            arity, module, fn = self._spec[name]
+            v = self._built[name] = (arity, getattr(
+                importlib.import_module(f"{__name__}.{module}"), fn))
+        return v
+
+    def __contains__(self, name) -> bool:
+        return name in self._spec
+
+    def __iter__(self):
+        return iter(self._spec)
+
+    def __len__(self) -> int:
+        return len(self._spec)
+
+
+FUNCTIONS = _Table({
+    "sin": (1, "trig", "sin"), "cos": (1, "trig", "cos"), "tan": (1, "trig", "tan"),
+    "exp": (1, "explog", "exp"), "log": (1, "explog", "log"), "tanh": (1, "explog", "tanh"),
+    "pow": (2, "explog", "pow"),
+    "atan": (1, "inverse", "atan"), "atan2": (2, "inverse", "atan2"),
+    "asin": (1, "inverse", "asin"), "acos": (1, "inverse", "acos"),
+})
 F64_MISSING = frozenset()  # every function has an f64 body (f64 pow: powd.py)
 
 # measured max error in ulps against numpy float64 (f32) / longdouble (f64)

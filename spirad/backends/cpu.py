@@ -32,7 +32,7 @@ from .base import BackendBase
 from .private_scatter import PrivateCopies, TaskScatter, copy_slot, scatter_slabs, worth
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
-from .work_estimate import NEVER, Adaptive, clock, costs, one_thread_choice, split_threshold
+from .work_estimate import NEVER, Adaptive, costs, one_thread_choice, split_threshold
 
 ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
@@ -85,6 +85,9 @@ class CpuProgram(Program):
         # per task: HostBounds of a range read from globals, else None
         self.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
                                  for t in tl.tasks)
+        # per task, what a launch reads of it, in one tuple (one unpacking per task and launch)
+        self.launch_tasks = tuple(zip(self.fns, self.kinds, self.stacks, self.fns_1t,
+                                      self.adaptive, self.scatter, self.min_split))
 
 
 class CpuBackend(BackendBase):
@@ -269,7 +272,8 @@ class CpuBackend(BackendBase):
         n = program.nbind
         checked = program.bounds is not None
         plan = None if adstack is None else adstack.tasks
-        for ti, (fn, kind, rng) in enumerate(zip(program.fns, program.kinds, ranges)):
+        for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), rng) in enumerate(
+                zip(program.launch_tasks, ranges)):
             if self.rt.cancelled():  # interrupted (spirad.guard): the later tasks do not run
                 return
             b, e = rng if rng is not None else program.host_bounds[ti].evaluate(
@@ -277,7 +281,6 @@ class CpuBackend(BackendBase):
                     storages[k] if storages[k] is not None else program.temps[k], ref.dtype.np, shape))
             if e <= b:
                 continue
-            stacks = program.stacks[ti]
             if stacks:
                 meta_addr, nf, ni, _ = plan[ti]
                 if nf > self.heap_sizes[0] or ni > self.heap_sizes[1]:
@@ -289,21 +292,15 @@ class CpuBackend(BackendBase):
                     bufs[n + LLVM_HEAP_INT] = heaps[1]
                     bufs[n + LLVM_STATUS] = program.status_addr
                     program.bound_meta, program.bound_heaps = meta_addr, heaps
-            fn1 = program.fns_1t[ti]
-            adaptive = program.adaptive[ti]
-            scatter = program.scatter[ti]
             if scatter is not None and self._privatised(program, ti, scatter, fn1 or fn, storages,
                                                         argbuf, addr, b, e):
                 pass  # split over every worker, the adds into per-worker copies
             elif adaptive is not None:  # no atomics: split by the measured time
-                split = adaptive.split(e - b)
-                t0 = clock()
-                run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
-                adaptive.measured(e - b, clock() - t0, split)
-            elif fn1 is not None and e - b < program.min_split[ti]:  # one thread: no atomics
+                adaptive.run(run, fn, bufs, addr, b, e)
+            elif fn1 is not None and e - b < min_split:  # one thread: no atomics
                 run(fn1, bufs, addr, b, e, False)
             else:
-                run(fn, bufs, addr, b, e, kind == "range", program.min_split[ti])
+                run(fn, bufs, addr, b, e, kind == "range", min_split)
             if (stacks or checked) and program.status_word.value:
                 words = program.status.copy()
                 program.status[:] = 0

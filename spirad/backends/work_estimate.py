@@ -110,18 +110,26 @@ def split_threshold(own: float, workers: int, alone: float | None = None) -> int
 
 class Adaptive:
     """Split decisions of one task without atomics from its measured launch times."""
-    __slots__ = ("per_iteration", "workers")
+    __slots__ = ("per_iteration", "workers", "min_split")
 
     def __init__(self, workers: int):
         self.per_iteration = 0.0  # CPU seconds per iteration, last launch (0: unknown)
         self.workers = workers
+        self.min_split = 2 * workers  # two iterations per worker at least
 
-    def split(self, n: int) -> bool:
-        return n >= 2 * self.workers and n * self.per_iteration >= SPLIT_SECONDS
-
-    def measured(self, n: int, seconds: float, split: bool) -> None:
-        """`seconds`: the calling thread's CPU time of the launch (`clock`)."""
-        self.per_iteration = seconds * (self.workers if split else 1) / n
+    def run(self, run, fn, bufs, addr, b: int, e: int) -> None:
+        """Run [b, e) through the runtime's `run`, split when the last launch's time per
+        iteration times this range is `SPLIT_SECONDS` or more (two iterations per worker at
+        least), and measure it: one call per launch. A launch predicted shorter than `QUICK_SECONDS` (never split) is timed
+        with the wall clock (`wall`, ~50 ns) rather than `clock` (a system call, ~0.5 us each:
+        two of them were a sixth of a small launch's host time, issue #27)."""
+        n = e - b
+        guess = n * self.per_iteration
+        split = n >= self.min_split and guess >= SPLIT_SECONDS
+        clk = clock if guess >= QUICK_SECONDS else wall
+        t0 = clk()
+        run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
+        self.per_iteration = (clk() - t0) * (self.workers if split else 1) / n
 
 
 clock = time.thread_time
@@ -131,3 +139,10 @@ a split launch's wait for the pool thread), which made launches of ~50 us look l
 were split, their split launches waited for a core again, and they stayed split
 (`diffmpm_simple`'s `grid_op`: mean launch 9x its minimum). The CPU time of the calling thread
 (its chunk when split, times the workers) is the work itself."""
+
+wall = time.perf_counter
+QUICK_SECONDS = 2e-5
+"""Launches predicted shorter than this (a tenth of SPLIT_SECONDS; never split) are timed with
+`wall`: a wait for a core inside one makes at worst the next launch split, and that split
+launch is timed with `clock` again, so the estimate recovers at once (the results are the same
+split or not). The first launch of a task (no estimate yet) is one of them."""

@@ -14,7 +14,6 @@ from kernel_ir.dtypes import DType, from_python
 from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 from ..matrix import Matrix, Vector
-from .formatting import h_print
 from .rng import h_random
 from .ops import is_py_scalar
 from .values import GlobalElem, Slot, VecVal
@@ -159,6 +158,12 @@ def h_polar_decompose(v, args, kw, node):
     r = VecVal((c, v.unop(Op.NEG, s), s, c), (2, 2))
     rt = VecVal((c, s, v.unop(Op.NEG, s), c), (2, 2))
     return r, v.matmul(rt, a, node)
+
+
+def _print(v, args, kw, node):
+    """`print` in a kernel (frontend/formatting.py: imported by the kernels that print, #27)."""
+    from .formatting import h_print
+    return h_print(v, args, kw, node)
 
 
 def _svd_module():
@@ -399,7 +404,7 @@ HANDLERS = {
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
-    py.print: h_print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
+    py.print: lambda v, args, kw, node: _print(v, args, kw, node), py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
     # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
     math.log: lambda v, args, kw, node: _math_log(v, args, node),
     math.fabs: _math(Op.ABS, math.fabs),

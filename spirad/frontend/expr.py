@@ -14,7 +14,6 @@ from kernel_ir.ops import Op
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
 from .ops import is_py_scalar
-from .local_index import index_view
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
@@ -358,6 +357,7 @@ class ExprVisitor:
         ks = [self.rvalue(k) for k in idx]
         if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
                 or isinstance(obj, Slot) and len(ks) < len(shape):
+            from .local_index import index_view  # imported by the kernels that use it (#27)
             return index_view(self, obj, ks, node)  # run-time indices, slices (local_index.py)
         if len(ks) == 1 and len(shape) == 2:  # row of a matrix
             r = ks[0]

@@ -9,7 +9,6 @@ from kernel_ir import dtypes as T
 from kernel_ir.nodes import Node
 from kernel_ir.ops import ATOMIC_COMBINE, FLOAT_UNARY, Op
 from .typing import literal_type, promote, true_div_type
-from .local_index import read_view, store_view
 from .values import GlobalElem, ShapeVal, Slot, SlotView, VecVal
 
 PY_SCALAR = (bool, numbers.Integral, numbers.Real)
@@ -32,6 +31,7 @@ class ValueOps:
                 return b.load(v.allocas[0])
             return VecVal(tuple(b.load(a) for a in v.allocas), v.shape)
         if isinstance(v, SlotView):
+            from .local_index import read_view  # imported by the kernels that use it (#27)
             return read_view(self, v)
         if isinstance(v, ShapeVal):  # `n, m = arr.shape`: one i32 per axis
             return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
@@ -244,6 +244,7 @@ class ValueOps:
         value = self.rvalue(value)
         narrowing = self.narrowing if warn else (lambda *a: None)
         if isinstance(target, SlotView):
+            from .local_index import store_view
             store_view(self, target, value)
             return
         if isinstance(target, Slot):

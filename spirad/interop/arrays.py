@@ -364,7 +364,13 @@ class KernelArrays:
             obj = args[i]
             if isinstance(obj, Ndarray):
                 continue
-            first = next((j for j in indices if j < i and args[j] is obj), None)
+            first = None
+            for j in indices:  # a loop, not next(<generator>): this runs at every launch
+                if j >= i:
+                    break
+                if args[j] is obj:
+                    first = j
+                    break
             if first is not None:  # the same array again: the same alias (one buffer)
                 out[i] = out[first]
                 entries.pop(i, None)

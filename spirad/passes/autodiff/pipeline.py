@@ -31,7 +31,6 @@ from .diagnostics import (check_bounds_not_overwritten, check_cross_iteration_ra
 from .global_reads import check_overwritten_reads
 from .normalize import normalize
 from .capacities import capacities
-from .counting import counting_tasks
 from .loop_checkpoint import checkpoint_loops
 from .stack_tops import promote_stack_tops
 
@@ -138,6 +137,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
     counting = None
     if n_counters:
         counts = GlobalRef("ndarray", len(tl.args), i32, 1, None, COUNTS_NAME)
+        from .counting import counting_tasks  # adjoints with counters only (first compile: #27)
         counting = TaskList(tl.name + "_count", tl.args + (ArgSpec(COUNTS_NAME, "ndarray", i32, 1),),
                             counting_tasks(tl, [bodies[id(t)] for t in tl.tasks],
                                            [measured[id(t)] for t in tl.tasks], counts,
