@@ -47,6 +47,7 @@ class Kernel(PyFunction):
         self.params = None
         self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
         self._nd_params = None      # indices of the types.ndarray() parameters
+        self._constant_params = ()  # those annotated needs_grad=False (`_gradless`)
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
         self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
@@ -300,12 +301,16 @@ class Kernel(PyFunction):
         aliases (`spirad.interop.arrays`); also those that must be copied back after the launch."""
         nd = self._nd_params
         if nd is None:
-            nd = self._nd_params = tuple(i for i, (_, a) in enumerate(self._annotations())
+            params = self._annotations()
+            nd = self._nd_params = tuple(i for i, (_, a) in enumerate(params)
                                          if isinstance(a, NdarrayType))
+            self._constant_params = tuple(i for i in nd if params[i][1].needs_grad is False)
+        const = self._constant_params
         if len(args) < len(self.params):  # a wrong argument count: _signature reports it
             nd = [i for i in nd if i < len(args)]
-        if nd:
-            args = self._gradless(args, nd)
+            const = [i for i in const if i < len(args)]
+        if const:  # found once per kernel: most have none, and this runs at every launch
+            args = self._gradless(args, const)
         arrays = self._arrays
         if arrays is None:
             if all(isinstance(args[i], Ndarray) for i in nd):
@@ -314,14 +319,14 @@ class Kernel(PyFunction):
             arrays = self._arrays = KernelArrays()
         return arrays.convert(self, args, nd)
 
-    def _gradless(self, args, nd):
-        """An sd.ndarray with a `.grad` given to a parameter annotated `needs_grad=False` is
-        passed as a view without one: a constant for the adjoint (Taichi's meaning)."""
+    def _gradless(self, args, const):
+        """An sd.ndarray with a `.grad` given to a parameter annotated `needs_grad=False` (the
+        indices `const`) is passed as a view without one: a constant for the adjoint (Taichi's
+        meaning)."""
         out = None
-        for i in nd:
+        for i in const:
             a = args[i]
-            if isinstance(a, Ndarray) and a.grad is not None and \
-                    self._annotations()[i][1].needs_grad is False:
+            if isinstance(a, Ndarray) and a.grad is not None:
                 views = self._views
                 v = views.get(i)
                 if v is None or v[0] is not a:
