@@ -302,8 +302,10 @@ def test_scatter_slabs_refuses():
 
 def _relax(ny, nx, steps):
     """smoke_taichi's pressure iterations: row a + 1 from row a's wrapped neighbours (an inner
-    serial loop whose neighbour indices are locals set under `if`: adstacks in the adjoint,
-    which adds into row a's neighbours), then a weighted sum into the loss."""
+    serial loop whose neighbour indices are locals set under `if`, with a `%` in the branch,
+    which forward_stores does not copy out of it: adstacks in the adjoint, which adds into row
+    a's neighbours), then a weighted sum into the loss. (smoke_taichi's own `if` branches assign
+    constants: its indices become selects, recomputed without stacks.)"""
     p = sd.field(sd.f32, shape=(steps + 1, ny, nx), needs_grad=True)
     loss = sd.field(sd.f32, shape=(), needs_grad=True)
 
@@ -311,14 +313,14 @@ def _relax(ny, nx, steps):
     def dec(i, n: sd.template()):
         j = i - 1
         if j < 0:
-            j = n - 1
+            j = (j + n) % n
         return j
 
     @sd.func
     def inc(i, n: sd.template()):
         j = i + 1
         if j >= n:
-            j = 0
+            j = j % n
         return j
 
     @sd.kernel
