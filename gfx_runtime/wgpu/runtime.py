@@ -223,9 +223,9 @@ class WgpuRuntime(GfxRuntime):
     def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0):
         """The cached bind group of `buffers` (with `arg_range` > 0: buffers[0] is the arena,
         bound as an argument block of that many bytes)."""
-        key = (pipeline.layout_key, arg_range) + tuple(
+        key = (pipeline.layout_key, arg_range) + tuple([  # a list: no generator per dispatch
             id(b.handle) if type(b) is not Window else (id(b.buffer.handle), b.offset)
-            for b in buffers)
+            for b in buffers])
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]
@@ -288,7 +288,8 @@ class WgpuRuntime(GfxRuntime):
                 data = bytes(data)
             offset = self._place_arguments(data)
             arena = self._arena
-            buffers = [arena.buffer] + list(buffers[1:])
+            buffers = list(buffers)
+            buffers[0] = arena.buffer
             bg = self._bind_group(pipeline, buffers, arena.last_range)
         else:
             offset = None
