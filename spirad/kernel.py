@@ -349,8 +349,9 @@ class Kernel(PyFunction):
             if self._has_structs:  # most kernels: no call
                 args = self._expand(args)
             p = self._plan(args, mode)
-            if foreign and self._arrays is not None:  # refuse writes into torch leaves (as torch)
-                self._arrays.check_writes(self, given, p.compiled.writes)
+            arrays = self._arrays
+            if foreign and arrays is not None and arrays.leaves:  # refuse writes into torch
+                arrays.check_writes(self, given, p.compiled.writes)  # leaves (as torch)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there

@@ -252,7 +252,7 @@ def _kind(obj) -> str:
 class _Entry:
     """One argument position's alias while the caller keeps passing the same array
     (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf")
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf", "device")
 
     def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
@@ -260,6 +260,7 @@ class _Entry:
         # a torch tensor (requires_grad may change later: checked at every launch)
         self.leaf = obj if hasattr(obj, "requires_grad") else None
         self.grad_arr = grad_arr
+        self.device = isinstance(arr, DeviceArray)  # GPU memory (asked at every launch)
 
 
 def _tensor_ptr(obj):
@@ -381,7 +382,7 @@ class KernelArrays:
                 import torch  # as Taichi does: a tensor that requires grad gets a gradient
                 obj.grad = torch.zeros_like(obj)
             if e is None or e.obj is not obj or e.epoch != epoch or e.ptr != _tensor_ptr(obj) \
-                    or (isinstance(e.arr, DeviceArray) and not _refresh(e.arr, obj)):
+                    or (e.device and not _refresh(e.arr, obj)):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
                 changed = True
             e.nd.generation += 1  # the caller may have changed the data since the last launch
@@ -395,7 +396,7 @@ class KernelArrays:
                 if e.grad_arr is not None and e.grad_arr.size:
                     _state.backend().write(e.nd.grad._storage(), e.grad_arr)
                 copies = (copies or []) + [(i, e)]
-            elif isinstance(e.arr, DeviceArray) and e.arr.stream is not None:
+            elif e.device and e.arr.stream is not None:
                 copies = (copies or []) + [(i, e)]  # the producer's stream follows the launch
             if out is None:
                 out = list(args)
