@@ -39,6 +39,7 @@ kernel and task) the batch held and wgpu's cause.
 from __future__ import annotations
 
 import hashlib
+from operator import attrgetter
 
 from ..arena import ArgumentArena, block_range
 from ..errors import GfxDeviceError
@@ -62,6 +63,9 @@ class Pipeline:
         self.push_constant_bytes, self.layout_key, self.bgl = push_constant_bytes, layout_key, bgl
         self.label = label
         self.arguments = arguments  # binding 0 is an argument block given per dispatch
+
+
+_HANDLE = attrgetter("handle")
 
 
 class StagedArena(ArgumentArena):
@@ -220,12 +224,16 @@ class WgpuRuntime(GfxRuntime):
         return p
 
     # -- launches ------------------------------------------------------------------------------
-    def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0):
+    def _bind_group(self, pipeline: Pipeline, buffers, arg_range: int = 0, plain: bool = False):
         """The cached bind group of `buffers` (with `arg_range` > 0: buffers[0] is the arena,
-        bound as an argument block of that many bytes)."""
-        key = (pipeline.layout_key, arg_range) + tuple([  # a list: no generator per dispatch
-            id(b.handle) if type(b) is not Window else (id(b.buffer.handle), b.offset)
-            for b in buffers])
+        bound as an argument block of that many bytes; `plain`: no Window among them, the key
+        is made in C: this runs at every dispatch)."""
+        if plain:
+            key = (pipeline.layout_key, arg_range, *map(id, map(_HANDLE, buffers)))
+        else:
+            key = (pipeline.layout_key, arg_range) + tuple([
+                id(b.handle) if type(b) is not Window else (id(b.buffer.handle), b.offset)
+                for b in buffers])
         hit = self._bind_groups.get(key)
         if hit is not None:
             return hit[0]
@@ -290,17 +298,19 @@ class WgpuRuntime(GfxRuntime):
             arena = self._arena
             buffers = list(buffers)
             buffers[0] = arena.buffer
-            bg = self._bind_group(pipeline, buffers, arena.last_range)
         else:
             offset = None
-        owners = [b.buffer if type(b) is Window else b for b in buffers]
+        plain = Window not in map(type, buffers)  # the common case: no list made per dispatch
+        owners = buffers if plain else [b.buffer if type(b) is Window else b for b in buffers]
+        if offset is not None:
+            bg = self._bind_group(pipeline, buffers, arena.last_range, plain)
         for b in owners:
             if b._mirrors is not None:
                 b._upload_mirrors()
         if indirect is not None and indirect[0]._mirrors is not None:
             indirect[0]._upload_mirrors()
         if offset is None:
-            bg = self._bind_group(pipeline, buffers)
+            bg = self._bind_group(pipeline, buffers, 0, plain)
         if self._pass is None:
             self._encoder = self._device.create_command_encoder()
             self._pass = self._encoder.begin_compute_pass()
