@@ -44,26 +44,18 @@ class BoundsChecks:
         ok = oks[0]
         for o in oks[1:]:
             ok = E.band(ok, o)
-        body, fail, merge = fn.label(), fn.label(), fn.label()
-        fn.selection_merge(merge)
-        fn.branch_cond(ok, body, fail)
-        fn.begin(body)
-        v = access(lin)
-        body_end = fn.current.label
-        fn.branch(merge)
-        fn.begin(fail)
-        axis = E.c(len(info) - 1, u32)
-        lo, hi, ext = self._bc_words(*info[-1])
-        for a in range(len(info) - 2, -1, -1):  # the first failing axis
-            alo, ahi, aext = self._bc_words(*info[a])
-            axis = E.sel(oks[a], axis, E.c(a, u32), u32)
-            lo = E.sel(oks[a], lo, alo, u32)
-            hi = E.sel(oks[a], hi, ahi, u32)
-            ext = E.sel(oks[a], ext, aext, u32)
-        self._bc_record(self.abi.binding_index(ref), lo, axis, ext, hi, self.sites.get(n, 0))
-        fail_end = fn.current.label
-        fn.branch(merge)
-        fn.begin(merge)
+
+        def fail():
+            axis = E.c(len(info) - 1, u32)
+            lo, hi, ext = self._bc_words(*info[-1])
+            for a in range(len(info) - 2, -1, -1):  # the first failing axis
+                alo, ahi, aext = self._bc_words(*info[a])
+                axis = E.sel(oks[a], axis, E.c(a, u32), u32)
+                lo = E.sel(oks[a], lo, alo, u32)
+                hi = E.sel(oks[a], hi, ahi, u32)
+                ext = E.sel(oks[a], ext, aext, u32)
+            self._bc_record(self.abi.binding_index(ref), lo, axis, ext, hi, self.sites.get(n, 0))
+        (v, body_end), (_, fail_end) = fn.if_else(ok, lambda: access(lin), fail)
         if v is None:
             return None
         return E.op("OpPhi", n.arg.dtype, v, body_end, E.c(0, n.arg.dtype), fail_end)

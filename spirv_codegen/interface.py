@@ -165,19 +165,8 @@ class Interface:
         def chain(win):
             if win == n - 1:
                 return run(win)
-            case, rest, merge = fn.label(), fn.label(), fn.label()
             here = E.op("OpIEqual", u1, w, E.c(win, u32))
-            fn.selection_merge(merge)
-            fn.branch_cond(here, case, rest)
-            fn.begin(case)
-            a = run(win)
-            a_end = fn.current.label
-            fn.branch(merge)
-            fn.begin(rest)
-            b = chain(win + 1)
-            b_end = fn.current.label
-            fn.branch(merge)
-            fn.begin(merge)
+            (a, a_end), (b, b_end) = fn.if_else(here, lambda: run(win), lambda: chain(win + 1))
             return None if rdt is None else E.op("OpPhi", rdt, a, a_end, b, b_end)
         return chain(0)
 

@@ -324,6 +324,22 @@ class Function:
     def selection_merge(self, merge: int) -> None:
         self.emit("OpSelectionMerge", merge, T.SELECTION_CONTROL["None"])
 
+    def if_else(self, cond: int, then, orelse) -> tuple:
+        """A structured if / else on `cond`: `then()` and `orelse()` emit the two arms, the
+        function continues in the merge block. Returns ((then's value, the label its arm ends
+        in), (orelse's value, its end label)): the operands of an OpPhi in the merge block."""
+        t, f, merge = self.label(), self.label(), self.label()
+        self.selection_merge(merge)
+        self.branch_cond(cond, t, f)
+        arms = []
+        for label, arm in ((t, then), (f, orelse)):
+            self.begin(label)
+            v = arm()
+            arms.append((v, self.current.label))
+            self.branch(merge)
+        self.begin(merge)
+        return tuple(arms)
+
     def loop_merge(self, merge: int, cont: int) -> None:
         self.emit("OpLoopMerge", merge, cont, T.LOOP_CONTROL["None"])
 
