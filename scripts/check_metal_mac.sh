@@ -4,7 +4,10 @@
 #   1. Metal compiles with fast math by default: NaN / Inf results and NaN-aware min/max must
 #      still come out as on Vulkan (spirad makes NaN/Inf by bitcast and tests with OpIsNan).
 #   2. Metal's default storage-buffer binding limit (256 MiB on small machines): a larger field
-#      must be a clear SpiradDeviceError, never a crash or silent truncation.
+#      is bound as windows of one buffer (docs/metal.md, "Fields larger than one binding") and
+#      must run and read back fully, or be a clear SpiradError, never a crash or truncation.
+# SPIRAD_REQUIRE_ARCHS=metal below on purpose: a Mac has no CUDA / AMDGPU device and no lavapipe;
+# CI (scripts/test.sh) requires all five archs, with metal, cuda and amdgpu emulated.
 # Usage (macOS, from the repository root): bash scripts/check_metal_mac.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
