@@ -21,6 +21,7 @@ they are begun (the lowering begins blocks in structured order, which keeps domi
 from __future__ import annotations
 
 import struct
+from array import array
 
 from . import _tables as T
 
@@ -49,9 +50,17 @@ def _flatten(operands) -> list[int]:
     return words
 
 
+_WORD = "I" if array("I").itemsize == 4 else None  # a C unsigned int: one 32-bit word
+
+
 def inst(opname: str, *operands) -> list[int]:
-    """Encode one instruction `opname operands...`."""
-    words = _flatten(operands)
+    """Encode one instruction `opname operands...`. Most instructions are ids and literals only:
+    `array` checks and converts those in one C call (about a sixth of the Python work of a small
+    kernel's compile went to `_flatten`); strings, lists and out-of-range values take `_flatten`."""
+    try:
+        words = array(_WORD, operands).tolist()
+    except (TypeError, OverflowError):
+        words = _flatten(operands)
     n = len(words) + 1
     if n >= 1 << 16:
         raise ValueError(f"{opname}: instruction too long ({n} words)")
@@ -113,17 +122,17 @@ class Module:
 
     def execution_mode(self, fn_id: int, mode: str, *literals: int) -> None:
         self.add("execution_modes", inst("OpExecutionMode", fn_id, T.EXECUTION_MODE[mode],
-                                         list(literals)))
+                                         *literals))
 
     def name(self, target: int, s: str) -> None:
         self.add("debug_names", inst("OpName", target, s))
 
     def decorate(self, target: int, deco: str, *literals: int) -> None:
-        self.add("annotations", inst("OpDecorate", target, T.DECORATION[deco], list(literals)))
+        self.add("annotations", inst("OpDecorate", target, T.DECORATION[deco], *literals))
 
     def member_decorate(self, struct_id: int, member: int, deco: str, *literals: int) -> None:
         self.add("annotations", inst("OpMemberDecorate", struct_id, member, T.DECORATION[deco],
-                                     list(literals)))
+                                     *literals))
 
     # -- types (deduplicated) ----------------------------------------------------------------
     def _type(self, key: tuple, opname: str, *operands, decorate=None) -> int:
@@ -192,7 +201,7 @@ class Module:
         if key not in self._consts:
             i = self.id()
             self._consts[key] = i
-            self.add("globals", inst("OpConstant", type_id, i, list(words)))
+            self.add("globals", inst("OpConstant", type_id, i, *words))
         return self._consts[key]
 
     def const_int(self, bits: int, signed: bool, v: int) -> int:
@@ -312,7 +321,7 @@ class Function:
         ptr = self.m.t_pointer("Function", pointee)
         v = self.m.id()
         self.variables.append(inst("OpVariable", ptr, v, T.STORAGE_CLASS["Function"],
-                                   [] if init is None else [init]))
+                                   *(() if init is None else (init,))))
         return v
 
     def branch(self, target: int) -> None:

@@ -17,15 +17,21 @@ class SourceInfo:
     def __init__(self, fn):
         self.fn = fn
         try:
-            lines, start = inspect.getsourcelines(fn)
+            file_lines, first = inspect.findsource(inspect.unwrap(fn))  # as getsourcelines
             self.filename = inspect.getsourcefile(fn) or "<unknown>"
         except (OSError, TypeError) as e:
             from kernel_ir.errors import SpiradSyntaxError
             raise SpiradSyntaxError(no_source_message(fn, e)) from None
-        raw = "".join(lines)
+        start = first + 1
+        lines = _indented_block(file_lines, first)
+        self.tree = _parse(lines, start)
+        if self.tree is None:  # the indentation cut was wrong: let the tokenizer find the end
+            lines = inspect.getblock(file_lines[first:])
+            self.tree = _parse(lines, start)
+            if self.tree is None:  # e.g. a string at column 0 inside: dedent cannot, as before
+                self.tree = ast.parse(textwrap.dedent("".join(lines)))
+                ast.increment_lineno(self.tree, start - 1)
         self.indent = len(lines[0]) - len(lines[0].lstrip())
-        self.tree = ast.parse(textwrap.dedent(raw))
-        ast.increment_lineno(self.tree, start - 1)
         self.lines = {start + k: line.rstrip("\n") for k, line in enumerate(lines)}
         self.func_def = self.tree.body[0]
         if not isinstance(self.func_def, ast.FunctionDef):
@@ -43,6 +49,37 @@ class SourceInfo:
         if end_col is None:
             end_col = len(text)
         return SrcLoc(self.filename, lineno, col, end_col, text, self.fn.__name__)
+
+
+def _indented_block(lines: list, first: int) -> list:
+    """The lines of the definition starting at `lines[first]` (decorators, header, body): up
+    to the first code line after the `def` header indented no deeper than the definition. The
+    same lines `inspect.getblock` finds by tokenizing, which was a third of the Python work of
+    compiling a small kernel. A cut inside a bracket, a string or a continuation leaves a
+    fragment that does not parse, and the caller then asks `inspect.getblock`."""
+    depth = len(lines[first]) - len(lines[first].lstrip())
+    k = first
+    while k < len(lines) and not lines[k].lstrip().startswith(("def ", "async def ")):
+        k += 1  # decorators
+    end = k + 1
+    for k in range(k + 1, len(lines)):
+        s = lines[k].lstrip()
+        if not s or s[0] == "#":
+            continue
+        if len(lines[k]) - len(s) <= depth and s[0] not in ")]}":
+            break  # ")" at the definition's depth: the end of a header written over lines
+        end = k + 1
+    return lines[first:end]
+
+
+def _parse(lines: list, start: int):
+    """The module AST of the dedented definition with line numbers of its file (`start`: the
+    first line's number), or None when the lines are not one whole definition."""
+    try:
+        tree = ast.parse("\n" * (start - 1) + textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    return tree if len(tree.body) == 1 else None
 
 
 def no_source_message(fn, e) -> str:

@@ -46,7 +46,10 @@ def one_thread_variant(task):
 
 
 def _task(task, private=None):
-    private = private_buffers(task) if private is None else private
+    if private is None:
+        if not any(n.op in ATOMICS for n in walk(task.body)):
+            return task  # no atomic: skip the ownership analysis and the rebuild
+        private = private_buffers(task)
     if not private:
         return task
 

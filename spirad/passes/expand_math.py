@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from kernel_ir.builder import Emit, IRBuilder
 from kernel_ir.mathfns import MATH
-from kernel_ir.nodes import TaskList
+from kernel_ir.nodes import TaskList, walk
 from kernel_ir.rewrite import Splice, keep, rebuild
 
 EXPANDED = {f.op: f.expand for f in MATH if f.expand is not None}
@@ -31,7 +31,8 @@ def _visit(n, srcs, blocks, arg, env):
 
 
 def expand_math(tl: TaskList) -> TaskList:
-    tasks = tuple(replace(t, body=rebuild(t.body, _visit)) for t in tl.tasks)
+    tasks = tuple(replace(t, body=rebuild(t.body, _visit))
+                  if any(n.op in EXPANDED for n in walk(t.body)) else t for t in tl.tasks)
     if all(a.body is b.body for a, b in zip(tasks, tl.tasks)):
         return tl
     return TaskList(tl.name, tl.args, tasks, tl.temps)

@@ -36,7 +36,10 @@ from kernel_ir.rewrite import keep, remap_arg
 
 def forward_stores(k: KernelIR) -> KernelIR:
     stored = {}  # control node -> slots stored anywhere inside it
-    for n in walk(k.body):
+    nodes = tuple(walk(k.body))
+    if not any(n.op == Op.STORE for n in nodes):
+        return k  # no local is stored: no load to forward
+    for n in nodes:
         if n.blocks:
             stored[n] = {m.srcs[0] for b in n.blocks for m in walk(b) if m.op == Op.STORE}
     env, pure = {}, _Memo(readonly_fields(k.body))

@@ -30,10 +30,16 @@ from kernel_ir.ops import Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 
 def promote_accumulators(tl: TaskList) -> TaskList:
-    tasks = tuple(replace(t, body=_block(t.body)) for t in tl.tasks)
+    tasks = tuple(replace(t, body=_block(t.body)) if _candidate(t.body) else t for t in tl.tasks)
     if all(a.body is b.body for a, b in zip(tasks, tl.tasks)):
         return tl
     return TaskList(tl.name, tl.args, tasks, tl.temps)
+
+
+def _candidate(block: Block) -> bool:
+    """The block has a serial loop and an atomic add (else nothing to promote: no rebuild)."""
+    ops = {n.op for n in walk(block)}
+    return Op.RANGE_FOR in ops and Op.ATOMIC_ADD in ops
 
 
 def _block(block: Block) -> Block:
