@@ -13,7 +13,10 @@ the one definition of where a block goes:
 - the same bytes object as the block placed last since `reset` is placed once: its offset again
   (a launch's several dispatches, or a loop whose arguments did not change: the launch path
   keeps one bytes object per set of argument values, so identity is the check, not equality);
-- a block that does not fit in what is left is not placed (`place` returns None).
+- a block that does not fit in what is left is not placed (`place` returns None);
+- the same bytes object placed first (at offset 0) as the first block before the last `reset`
+  is not written again: offset 0 holds it still (only a first block writes there; the device
+  only reads an arena), so a `launch; sync()` loop with unchanged arguments writes nothing.
 
 What the runtime then does, and how the bytes reach the device, is its own: Vulkan grows the
 arena or moves on to the next frame and writes into mapped memory (`vulkan/arguments.py`); wgpu
@@ -32,7 +35,7 @@ def block_range(nbytes: int) -> int:
 class ArgumentArena:
     """The placement bookkeeping of one arena of `size` bytes (module doc); `_write(offset,
     data)` puts a placed block's bytes there."""
-    __slots__ = ("size", "align", "used", "last", "last_offset", "last_range")
+    __slots__ = ("size", "align", "used", "last", "last_offset", "last_range", "first")
 
     def __init__(self, size: int, align: int):
         align = max(16, int(align))
@@ -40,6 +43,7 @@ class ArgumentArena:
             raise ValueError(f"argument block alignment {align} is not a power of two")
         self.size = int(size)
         self.align = align
+        self.first = None  # the block written at offset 0 (kept across `reset`)
         self.reset()
 
     def reset(self) -> None:
@@ -51,14 +55,17 @@ class ArgumentArena:
 
     def place(self, data: bytes):
         """The offset of block `data` (written there by `_write` unless it is the block placed
-        last), or None when it does not fit in what is left."""
+        last, or the first block and there already), or None when it does not fit."""
         if data is self.last:
             return self.last_offset
         off = self.used
         rng = block_range(len(data))
         if off + rng > self.size:
             return None
-        self._write(off, data)
+        if off or data is not self.first:
+            self._write(off, data)
+            if not off:
+                self.first = data
         self.used = (off + rng + self.align - 1) & -self.align
         self.last, self.last_offset, self.last_range = data, off, rng
         return off

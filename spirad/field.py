@@ -337,6 +337,7 @@ class Field(_HostArray):
                 raise SpiradTypeError(f"needs_dual=True requires a float dtype, got {self.dtype}")
             self._add_dual()
         st.fields.append(self)
+        st.materialized = False  # the materialize hook runs before the next launch (spirad.program)
 
     @property
     def grad(self):

@@ -341,17 +341,17 @@ class Kernel(PyFunction):
         return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
-        materialize_if_needed()  # spirad.program: the hook deferred work runs at
+        if not _state.state.materialized:  # fields declared since the last launch
+            materialize_if_needed()  # spirad.program: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             given = args
             args, copies = self._foreign_args(args)
-            foreign = args is not given
+            foreign = args is not given  # numpy / torch / grad-less views replaced some
             if self._has_structs:  # most kernels: no call
                 args = self._expand(args)
             p = self._plan(args, mode)
-            arrays = self._arrays
-            if foreign and arrays is not None and arrays.leaves:  # refuse writes into torch
-                arrays.check_writes(self, given, p.compiled.writes)  # leaves (as torch)
+            if foreign and self._arrays is not None and self._arrays.leaves:
+                self._arrays.check_writes(self, given, p.compiled.writes)  # torch leaves: refused
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there

@@ -46,7 +46,6 @@ class Program:
 
 
 _program = Program()
-_seen = (0, 0)  # (state epoch, number of fields) at the last materialize
 
 
 def get_runtime() -> Program:
@@ -54,18 +53,16 @@ def get_runtime() -> Program:
 
 
 def materialize_if_needed() -> None:
-    """Called at every launch: one tuple compared, the hook called when fields were declared."""
-    global _seen
+    """The hook, when fields were declared since it last ran (`State.materialized`, cleared by
+    a field's declaration; a new state starts cleared). A launch reads the flag itself and
+    calls this only when it is clear: one attribute test per launch."""
     st = _state.current()
-    mark = (st.epoch, len(st.fields))
-    if mark != _seen:
-        _seen = mark
+    if not st.materialized:
+        st.materialized = True  # first: fields the hook declares call it again next launch
         type(_program).materialize(_program)
 
 
 def cleared() -> None:
-    global _seen
-    _seen = (0, 0)
     type(_program).clear(_program)
 
 

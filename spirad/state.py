@@ -23,6 +23,7 @@ class State:
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)
+    materialized: bool = False  # no field declared since the last materialize hook (spirad.program)
     layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
     asserts: object = None     # asserts.AssertState, made by the first assert compiled in debug
     validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)

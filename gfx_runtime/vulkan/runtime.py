@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from operator import attrgetter
 from time import perf_counter
 
 from ..arena import block_range
@@ -79,6 +80,8 @@ from .memory import MemoryTypes, format_bytes
 from .pipeline import Pipeline, PipelineFactory
 from .queue import Queue
 from .transfer import Transfer
+
+_bind_handle = attrgetter("_bind_handle")  # a buffer's handle for a descriptor set, in C
 
 MAX_BATCH = 4096
 MAX_PENDING_S = 0.002  # a batch older than this is submitted at its next dispatch
@@ -235,21 +238,22 @@ class VulkanRuntime(GfxRuntime):
             data = buffers[0]
             if type(data) is not bytes:  # copied now: the caller may change its object
                 data = bytes(data)
-            if self._batch.cmd is None:
+            batch = self._batch
+            if batch.cmd is None:
                 self._begin_batch()  # the frame's arena: the one this batch reads
             arena = self._arena
             offset = None if arena is None else arena.place(data)
             if offset is None:  # no arena yet, or the block does not fit in what is left
                 offset = self._place_elsewhere(data)
                 arena = self._arena
-            handles = (arena.handle, *[b._bind_handle for b in buffers[1:]])
+            handles = (arena.handle, *map(_bind_handle, buffers[1:]))
             if len(handles) != nb or None in handles:
                 self._bad_buffers(pipeline, buffers)
             dset = self._dsets.get(pipeline.set_layout, nb, handles, arena.last_range)
         else:
             offset = None
             if nb:
-                handles = tuple([b._bind_handle for b in buffers])
+                handles = tuple(map(_bind_handle, buffers))
                 if len(handles) != nb or None in handles:
                     self._bad_buffers(pipeline, buffers)
                 dset = self._dsets.get(pipeline.set_layout, nb, handles)
@@ -259,9 +263,9 @@ class VulkanRuntime(GfxRuntime):
                 dset = None
             if not gx or not gy or not gz:
                 return
-        batch = self._batch
-        if batch.cmd is None:
-            self._begin_batch()
+            batch = self._batch
+            if batch.cmd is None:
+                self._begin_batch()
         batch.dispatch(pipeline, dset, push_constants, gx, gy, gz,
                        None if indirect is None else (indirect[0]._bind_handle, indirect[1]),
                        offset)

@@ -325,6 +325,11 @@ class WgpuRuntime(GfxRuntime):
             cp.set_bind_group(0, bg, () if offset is None else (offset,))
             self._bound_group = bg
             self._bound_off = offset
+            pending = self._pending  # the pass binds these buffers: kept until it is submitted
+            for b in owners:  # (the group bound already in this pass: its buffers are in)
+                if id(b) not in pending:
+                    pending.add(id(b))
+                    self._pending_refs.append(b)
         if push_constants and push_constants != self._bound_pc:
             cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
             self._bound_pc = push_constants
@@ -334,10 +339,6 @@ class WgpuRuntime(GfxRuntime):
             cp.dispatch_workgroups_indirect(indirect[0]._live(), indirect[1])
             self._pending.add(id(indirect[0]))
             self._pending_refs.append(indirect[0])
-        for b in owners:
-            if id(b) not in self._pending:
-                self._pending.add(id(b))
-                self._pending_refs.append(b)
         self._count += 1
         if self._count >= self.max_batch:
             self._submit()

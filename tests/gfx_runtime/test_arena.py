@@ -79,6 +79,28 @@ def test_reset_starts_over_and_forgets_the_last_block():
     assert a.mem[:16] == block
 
 
+def test_the_first_block_again_after_reset_is_not_rewritten():
+    """A `launch; sync()` loop: each batch places the same argument bytes first. Offset 0
+    still holds them (only a first block writes there), so nothing is written."""
+    a = Recorded(256, 16)
+    block = b"\3" * 20
+    assert a.place(block) == 0 and a.place(b"\4" * 8) == 32
+    a.reset()
+    assert a.place(block) == 0 and a.writes == [0, 32]
+    assert a.mem[:20] == block
+    a.reset()
+    assert a.place(b"\5" * 20) == 0    # another first block: offset 0 holds it now
+    a.reset()
+    assert a.place(block) == 0 and a.writes == [0, 32, 0, 0] and a.mem[:20] == block
+    a.reset()
+    assert a.place(b"\6" * 4) == 0     # `block` not first: written where it goes
+    assert a.place(block) == 16 and a.writes == [0, 32, 0, 0, 0, 16]
+    assert a.mem[16:36] == block
+    equal = bytes(bytearray(b"\6" * 4))  # equal bytes, another object: written again
+    a.reset()
+    assert a.place(equal) == 0 and a.writes[-1] == 0 and len(a.writes) == 7
+
+
 def test_a_block_larger_than_the_arena_never_fits():
     a = Recorded(64, 16)
     assert a.place(b"q" * 65) is None
