@@ -8,13 +8,13 @@
     forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
         -> backend.compile                                             = compile_forward_mode
 
-What a backend compiles is the task list after `promote_accumulators` and `expand_math` (math
-functions without a native lowering become IR ops); autodiff and the offline cache see the task
-list before them.
+What a backend compiles is the task list after `promote_accumulators`, `expand_math` (math
+functions without a native lowering become IR ops) and `demote_atomics`; autodiff sees the task
+list before them, and the offline cache stores both.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
 stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
-task list and the backend's compiled form, and only the launch data is rebuilt (`_program`). The backend that compiles is the current state's (`spirad.backends` loads it by name).
+task lists and the backend's compiled form, and only the launch data is rebuilt (`_program`). The backend that compiles is the current state's (`spirad.backends` loads it by name).
 """
 from __future__ import annotations
 
@@ -263,7 +263,8 @@ def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
     if entry is None or not offline_cache.fields_match(entry["tl"], state, key.fields):
         return None
     tl = entry["tl"]
-    c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"])
+    c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"],
+                 ctl=entry.get("ctl"))
     c.cache_key = key
     global _loaded
     _loaded = True
@@ -277,19 +278,23 @@ def _stored(key, c: Compiled) -> Compiled:
     if key is not None and not c.prints and c.returns is None:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
-            offline_cache.store(key, {"tl": c.tl, "blob": blob}, _state.current())
+            offline_cache.store(key, {"tl": c.tl, "ctl": c.backend_tl, "blob": blob},
+                                _state.current())
             global _saved
             _saved = True
     return c
 
 
-def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) -> Compiled:
+def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
+             ctl=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
-    of this task list's program (an offline-cache hit), imported instead of compiled."""
-    # what the backend compiles (`tl`: autodiff's)
-    ctl = demote_atomics(expand_math(promote_accumulators(tl)))
+    of this task list's program (an offline-cache hit), imported instead of compiled; `ctl`:
+    the task list it was compiled from, stored with it (the backend passes are not run again:
+    they were most of a cache hit's Python work)."""
+    if ctl is None:  # what the backend compiles (`tl`: autodiff's)
+        ctl = demote_atomics(expand_math(promote_accumulators(tl)))
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \
@@ -327,7 +332,7 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None) ->
             reads.append(srcs[-1])
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
-                    returns=returns, prints=prints, reads=tuple(reads))
+                    returns=returns, prints=prints, reads=tuple(reads), backend_tl=ctl)
 
 
 def grad_of_factory(args, state):

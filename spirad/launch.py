@@ -39,7 +39,7 @@ DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds r
 @dataclass(eq=False)
 class Compiled:
     """One program compiled for one signature and backend."""
-    tl: object              # the TaskList the backend compiled
+    tl: object              # the TaskList of the program (autodiff's; see backend_tl)
     abi: object             # its KernelABI
     program: object         # the backend's compiled program
     bounds: tuple           # per task: None (serial), (begin_fn, end_fn) of (scalars, shapes), or
@@ -58,6 +58,8 @@ class Compiled:
     reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
     checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
                                  # every S trips (None: nothing to checkpoint), see `_budgeted`
+    backend_tl: object = None  # `tl` after the backend passes (driver._program): what `program`
+                               # was compiled from, stored with it in the offline cache
 
     @cached_property
     def writes_user_data(self) -> bool:

@@ -216,3 +216,37 @@ def test_a_file_rewritten_in_the_same_process_is_a_new_key(cache_dir, tmp_path):
         path.write_text(body.format(value))
         os.utime(path, (0, 1_000_000 + value))  # a different mtime even within one tick
         assert runpy.run_path(str(path))["out"].tolist() == [value, value]
+
+
+@test_archs(exclude=("cuda", "amdgpu"))  # their programs are not stored (export_program: None)
+def test_a_hit_runs_no_backend_pass_again(arch, cache_dir, monkeypatch):
+    """An entry stores the task list after the backend passes (`driver._program`) with the
+    compiled program: a hit in a new state neither compiles nor runs those passes again (they
+    were most of a hit's Python work), and computes the same."""
+    from spirad import driver
+    x = sd.field(sd.f32, shape=8)
+    y = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def k(n: sd.i32):
+        for i in x:
+            for j in range(n):
+                y[None] += x[i] * j  # promoted out of the serial loop: one atomic per thread
+
+    x.from_numpy(np.arange(8, dtype=np.float32))
+    k(3)
+    assert y[None] == 84.0  # (0 + ... + 7) * (0 + 1 + 2)
+    sd.init(arch=arch, debug=True)  # a new state, the same options: in-memory programs gone
+    x = sd.field(sd.f32, shape=8)
+    y = sd.field(sd.f32, shape=())
+
+    def refuse(tl):
+        raise AssertionError("a backend pass ran on an offline-cache hit")
+
+    for name in ("promote_accumulators", "expand_math", "demote_atomics"):
+        monkeypatch.setattr(driver, name, refuse)
+    hits = offline_cache.stats["hits"]
+    x.from_numpy(np.arange(8, dtype=np.float32) * 2)
+    k(3)
+    assert y[None] == 168.0
+    assert offline_cache.stats["hits"] == hits + 1
