@@ -31,7 +31,6 @@ derivative in the exponent is taken only where the base is positive.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from kernel_ir.mathfns import MATH
@@ -46,11 +45,12 @@ def NEGATE(e, v, to):
     return e.neg(v)
 
 
-@dataclass(frozen=True)
 class Route:
     """The seed where `cond` holds (first=True) or where it does not (first=False), else 0."""
-    cond: object
-    first: bool
+    __slots__ = ("cond", "first")
+
+    def __init__(self, cond, first: bool):
+        self.cond, self.first = cond, first
 
     def __call__(self, e, v, to):
         z = e.const(0.0, v.dtype)
@@ -73,13 +73,19 @@ def _out(srcs, varying) -> bool:
     return True
 
 
-@dataclass(frozen=True)
 class Derivative:
-    partials: Callable
-    linear: bool = False
-    reads: Callable = _all_read
-    uses_out: Callable = _no_out
-    singular: bool = False  # the derivative can be inf / NaN (sqrt or log at 0, x / 0, ...)
+    """One op's record (the module). A plain class, not a dataclass: this module is imported at
+    a process's first gradient compile, and making two dataclasses there (their generated
+    methods are compiled with exec) took about 1 ms of it."""
+    __slots__ = ("partials", "linear", "reads", "uses_out", "singular")
+
+    def __init__(self, partials: Callable, linear: bool = False, reads: Callable = _all_read,
+                 uses_out: Callable = _no_out, singular: bool = False):
+        self.partials = partials
+        self.linear = linear
+        self.reads = reads
+        self.uses_out = uses_out
+        self.singular = singular  # the derivative can be inf / NaN (sqrt or log at 0, x / 0)
 
     def vjp(self, e, adj, x, out):
         gs = [None if m is None else m(e, adj, s.dtype)
