@@ -77,7 +77,7 @@ def _runtime_errors_as_user_errors(method):
 class SpirvProgram(Program):
     def __init__(self, tl, abi, bounds_check, blob, pipelines, status, temps, ranges, views, own,
                  arg_tail):
-        super().__init__(tl, abi, bounds_check, blob)  # blob: (SPIR-V tasks, range modules, maps)
+        super().__init__(tl, abi, bounds_check, blob)  # blob: `_build`'s
         self.tasks, self.pipelines = blob[0], pipelines
         self.status = status  # RootSlice of the status words
         self.temps = temps  # abi index -> RootSlice of each kernel temporary
@@ -231,7 +231,8 @@ class SpirvBackend(BackendBase):
 
     def _compile(self, tl, abi, placement):
         from spirv_codegen import compile_range_args, compile_tasks
-        maps = self._buffer_maps(tl, abi, placement)
+        where = self._map_inputs(placement)
+        maps = self._buffer_maps(tl, abi, where)
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
         self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
@@ -241,7 +242,7 @@ class SpirvBackend(BackendBase):
                       for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
-        return self._build(tl, abi, (tasks, range_mods, maps), placement)
+        return self._build(tl, abi, (tasks, range_mods, maps, where), placement)
 
     def _placement(self, tl, abi) -> dict:
         """abi index -> RootSlice of every field and temporary, and under None the program's
@@ -258,13 +259,19 @@ class SpirvBackend(BackendBase):
                 out[k] = self.roots.place(8)
         return out
 
-    def _buffer_maps(self, tl, abi, placement) -> tuple:
+    def _map_inputs(self, placement) -> tuple:
+        """What the buffer maps depend on besides the task list, the ABI and the profile: the
+        root chunk of each placed ref, the status words' chunk and the windowed chunks."""
+        return ({k: sl.chunk.index for k, sl in placement.items() if k is not None},
+                placement[None].chunk.index, self.roots.windowed())
+
+    def _buffer_maps(self, tl, abi, where) -> tuple:
         """Per task, the `spirv_codegen.buffers.BufferMap` of what it binds: the root views and
-        ndarrays it touches (offsets: the kernel's)."""
+        ndarrays it touches (offsets: the kernel's); `where`: `_map_inputs`."""
         from spirv_codegen.buffers import root_map, task_map
-        bmap = root_map(tl, abi, self.spirv_caps,
-                        {k: sl.chunk.index for k, sl in placement.items() if k is not None},
-                        status_chunk=placement[None].chunk.index, windows=self.roots.windowed())
+        chunk_of, status_chunk, windows = where
+        bmap = root_map(tl, abi, self.spirv_caps, chunk_of, status_chunk=status_chunk,
+                        windows=windows)
         return tuple(task_map(bmap, t, abi, self.spirv_caps) for t in tl.tasks)
 
     def _check_bindings(self, tl, abi, maps, on_device) -> None:
@@ -312,11 +319,12 @@ class SpirvBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def import_program(self, tl, abi, blob):
-        tasks, range_mods, maps = blob
+        tasks, range_mods, maps, where = blob
         placement = self._placement(tl, abi)
-        if self._buffer_maps(tl, abi, placement) != maps:
+        if self._map_inputs(placement) != where:
             # its fields sit in other root chunks than where it was compiled: new code (offsets
-            # alone are launch data and never make a stored module stale)
+            # alone are launch data and never make a stored module stale). The same inputs give
+            # the same maps (the task list, ABI and profile are in the cache key): no walk here
             return self._compile(tl, abi, placement)
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # a stored module meets this backend's profile too
@@ -327,9 +335,10 @@ class SpirvBackend(BackendBase):
 
     def _build(self, tl, abi, blob, placement):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
-        BufferMap they were compiled for); `placement`: abi index -> RootSlice."""
+        BufferMaps they were compiled for, their `_map_inputs`); `placement`: abi index ->
+        RootSlice."""
         from spirv_codegen.buffers import offset_words
-        tasks, range_mods, maps = blob
+        tasks, range_mods, maps, _ = blob
         label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
         pipes = [self._pipeline(t, label(t)) for t in tasks]
         ranges = [None] * len(tasks)

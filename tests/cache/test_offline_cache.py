@@ -250,3 +250,44 @@ def test_a_hit_runs_no_backend_pass_again(arch, cache_dir, monkeypatch):
     k(3)
     assert y[None] == 168.0
     assert offline_cache.stats["hits"] == hits + 1
+
+
+@test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
+def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cache_dir,
+                                                                         monkeypatch):
+    """A stored SPIR-V program binds the root chunks its fields sat in when it was compiled
+    (`SpirvBackend._map_inputs`). A hit in a state where a field sits in another chunk compiles
+    the kernel again; one where they sit where they sat imports the stored modules."""
+    from spirad import state as sd_state
+
+    def declare(first_size):
+        sd_state.backend().roots.limit = 8192  # root chunks of 8 KiB
+        a = sd.field(sd.f32, shape=first_size)  # not read by the kernel: it moves x alone
+        a.fill(0.0)  # placed now (first in the root)
+        return a, sd.field(sd.f32, shape=1536)  # 6 KiB
+
+    a, x = declare(1536)  # x in a second chunk
+
+    @sd.kernel
+    def k(s: sd.f32):
+        for i in x:
+            x[i] = x[i] * s + 1.0
+
+    def run_and_count():
+        be = sd_state.backend()
+        compiles = []
+        compile_ = type(be)._compile
+        monkeypatch.setattr(type(be), "_compile",
+                            lambda self, *a: (compiles.append(1), compile_(self, *a))[1])
+        x.from_numpy(np.arange(1536, dtype=np.float32))
+        k(2.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(1536) * 2.0 + 1.0)
+        return len(compiles), be.roots.by_key[x.id].chunk.index
+
+    assert run_and_count() == (1, 1)
+    for size, chunk, compiled in ((4, 0, 1), (1536, 1, 0)):
+        sd.init(arch=arch, debug=True)  # a new state, the same options
+        a, x = declare(size)
+        hits = offline_cache.stats["hits"]
+        assert run_and_count() == (compiled, chunk)
+        assert offline_cache.stats["hits"] == hits + 1
