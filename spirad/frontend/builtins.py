@@ -404,7 +404,7 @@ HANDLERS = {
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
-    py.print: lambda v, args, kw, node: _print(v, args, kw, node), py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
+    py.print: _print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
     # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
     math.log: lambda v, args, kw, node: _math_log(v, args, node),
     math.fabs: _math(Op.ABS, math.fabs),

@@ -21,11 +21,12 @@ kernel took 1.25x the time on the CPU, 1.8x on lavapipe). Values that read globa
 their slots (the global may be overwritten later in the kernel; the slot's stack keeps what was
 read), except reads of fields the kernel never writes (`smoke_taichi`'s `advect` reads the
 velocity field `v` and writes another: the departure point and the wrapped cell indices computed
-from it are recomputed, as Taichi does, instead of ten stacks per trip). A stored value is known from its STORE to the end of the block, and inside nested blocks
-if it reads no local (reverse mode snapshots a load whose slot is stored again only where the
-load is used in its own block) and the nested block does not store the slot (loops: anywhere in
-their body); a nested statement that stores the slot anywhere ends what is known after it. Runs
-on the kernel after inlining, before `simplify` and `dce` (which removes the dead slots).
+from it are recomputed, as Taichi does, instead of ten stacks per trip). A stored value is known
+from its STORE to the end of the block, and inside nested blocks if it reads no local (reverse
+mode snapshots a load whose slot is stored again only where the load is used in its own block)
+and the nested block does not store the slot (loops: anywhere in their body); a nested statement
+that stores the slot anywhere ends what is known after it. Runs on the kernel after inlining,
+before `simplify` and `dce` (which removes the dead slots).
 """
 from __future__ import annotations
 
