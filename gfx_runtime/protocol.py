@@ -8,10 +8,12 @@ default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`
     rt.closed                             after `close()`
     rt.alloc(nbytes, zero=True, *, host_visible=None) -> GfxBuffer
     rt.pipeline(spirv, num_bindings, push_constant_bytes=0, key=None, entry_point="main",
-                uniform=(), readonly=(), label="", arguments=False) -> a pipeline
+                uniform=(), readonly=(), label="", arguments=False, specialization=()) -> a pipeline
         `uniform`: binding numbers that are uniform buffers (the rest are storage buffers);
         `readonly`: storage buffers the shader only reads; `label` names it in messages;
-        `arguments`: binding 0 is the argument block, given to each dispatch as bytes.
+        `arguments`: binding 0 is the argument block, given to each dispatch as bytes;
+        `specialization`: (SpecId, u32 value) pairs for the module's specialization constants
+        (Vulkan; wgpu refuses any: the Metal profile emits none).
     rt.dispatch(pipeline, buffers, groups, push_constants=b"", indirect=None)
         recorded, not submitted; `indirect=(buffer, byte offset)`: the workgroup counts are the
         three u32 there (written by an earlier dispatch). With a pipeline's `arguments`,
@@ -75,7 +77,7 @@ class GfxRuntime:
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False):
+                 arguments: bool = False, specialization=()):
         raise NotImplementedError
 
     def dispatch(self, pipeline, buffers, groups, push_constants: bytes = b"",

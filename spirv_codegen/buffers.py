@@ -45,10 +45,13 @@ Binding numbers (descriptor set 0):
 
 A root-placed ref k finds element 0 at element `base` of its view, where `base` (a u32, the ref's
 byte offset / its element size) is argument-buffer word `offset_words[k]`: the words follow the
-KernelABI's arguments (`arg_bytes` is the whole argument buffer). Offsets are launch data, not
-code, so a module does not depend on where fields were placed: fields created after a kernel was
-compiled, and a program loaded from the offline cache in another process, reuse the same SPIR-V;
-only the chunk a ref lives in (`chunk`) is part of the code. Root offsets must be aligned to 8
+KernelABI's arguments (`arg_bytes` is the whole argument buffer). Offsets are not code, so a
+module does not depend on where fields were placed: fields created after a kernel was compiled,
+and a program loaded from the offline cache in another process, reuse the same SPIR-V; only the
+chunk a ref lives in (`chunk`) is part of the code. Where the profile has `spec_root_offsets`
+(Vulkan) the module declares each such word as a specialization constant whose SpecId is the
+word, and the pipeline is created with the program's values (a driver's compiler then sees
+constants); elsewhere (Metal) the shader reads the word from the argument buffer. Root offsets must be aligned to 8
 bytes (f64 / i64 views) and chunks stay below 2**31 bytes (element indices are i32).
 """
 from __future__ import annotations

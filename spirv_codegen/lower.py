@@ -133,6 +133,7 @@ class SpirvTask:
     device_range: bool = False  # begin / end come from the range-arguments buffer (2 + n)
     uniform_bindings: tuple = ()  # bindings that are uniform buffers (profile.args_uniform)
     readonly_bindings: tuple = ()  # storage buffers declared NonWritable (a device range's args)
+    spec_words: tuple = ()  # argument words that are specialization constants (SpecId = word)
 
 
 def declare_float_controls(m: Module, fn_id: int, caps: SpirvCaps) -> None:
@@ -198,7 +199,7 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
     nb = task_bindings(t, bmap, prof, device_range)
     return SpirvTask(name, t.kind, words, nb, PUSH_CONSTANT_BYTES, local, stacks,
                      tuple(adstack_kind(n) for n in allocas), device_range, prof.uniform_bindings,
-                     tuple(sorted(lowerer.io.readonly)))
+                     tuple(sorted(lowerer.io.readonly)), tuple(sorted(lowerer.io.spec_words)))
 
 
 def _storage_kinds(t: Task, abi, caps) -> dict:

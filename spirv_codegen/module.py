@@ -216,6 +216,17 @@ class Module:
             words = struct.unpack("<II", struct.pack("<d", v))
         return self.const_words(self.t_float(bits), words)
 
+    def spec_const(self, type_id: int, spec_id: int, default: int = 0) -> int:
+        """A 32-bit scalar specialization constant (SpecId `spec_id`), given its value when the
+        pipeline is created; `default` where none is given."""
+        key = ("spec", type_id, spec_id)
+        if key not in self._consts:
+            i = self.id()
+            self._consts[key] = i
+            self.add("globals", inst("OpSpecConstant", type_id, i, int(default) & 0xFFFFFFFF))
+            self.decorate(i, "SpecId", spec_id)
+        return self._consts[key]
+
     def const_composite(self, type_id: int, parts: tuple) -> int:
         key = ("composite", type_id, tuple(parts))
         if key not in self._consts:

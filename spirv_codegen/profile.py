@@ -37,6 +37,9 @@ class Profile:
     single_heap: bool = False         # both adstack heaps in one buffer (rows of sf + si bytes)
     float_controls: bool = True       # SignedZeroInfNanPreserve may be declared (naga refuses it)
     opaque_float_operands: bool = False  # no float controls: arithmetic kept from folding specials
+    # root offsets as specialization constants (SpecId = their argument word), constants to the
+    # driver's compiler, instead of argument words read at run time (`buffers.py`)
+    spec_root_offsets: bool = True
 
     @property
     def uniform_bindings(self) -> tuple:
@@ -51,4 +54,4 @@ class Profile:
 VULKAN = Profile("vulkan")
 METAL = Profile("metal", compare_exchange=False, float_specials_by_bitcast=True, f64=False,
                 max_storage_buffers=8, args_uniform=True, single_heap=True,
-                float_controls=False, opaque_float_operands=True)
+                float_controls=False, opaque_float_operands=True, spec_root_offsets=False)

@@ -61,7 +61,9 @@ def compile_range_args(tl, task_index: int, abi, caps, bmap=None) -> SpirvTask:
     bmap = (bmap if bmap is not None else BufferMap.own_buffers(abi)).with_own(1)
     t = range_args_task(tl.tasks[task_index])
     abi2 = replace(abi, bindings=abi.bindings + (RANGE_ARGS_REF,))
-    words = TaskLowerer(t, task_index, abi2, caps, bmap=bmap).run()
+    lowerer = TaskLowerer(t, task_index, abi2, caps, bmap=bmap)
+    words = lowerer.run()
     return SpirvTask(t.name, "serial", words, bmap.end, PUSH_CONSTANT_BYTES, 1,
-                     uniform_bindings=caps.profile.uniform_bindings)
+                     uniform_bindings=caps.profile.uniform_bindings,
+                     spec_words=tuple(sorted(lowerer.io.spec_words)))
 

@@ -119,9 +119,9 @@ class PipelineFactory:
         return layout
 
     def get(self, spirv: bytes, num_bindings: int, push_constant_bytes: int, key,
-            entry_point: str, arguments: bool = False) -> Pipeline:
-        """The cached pipeline for `key`, else a new one (`key` must identify the SPIR-V and
-        `arguments`)."""
+            entry_point: str, arguments: bool = False, specialization=()) -> Pipeline:
+        """The cached pipeline for `key`, else a new one (`key` must identify the SPIR-V,
+        `arguments` and `specialization`: (SpecId, u32 value) pairs)."""
         pipeline = self.pipelines.get(key)
         if pipeline is not None:
             return pipeline
@@ -150,6 +150,20 @@ class PipelineFactory:
         info.stage.stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
         info.stage.module = module[0]
         info.stage.pName = name
+        if specialization:  # 32-bit scalar constants, packed in SpecId order of the pairs
+            n = len(specialization)
+            entries = ffi.new("VkSpecializationMapEntry[]", n)
+            data = ffi.new("uint32_t[]", [v & 0xFFFFFFFF for _, v in specialization])
+            for i, (sid, _) in enumerate(specialization):
+                entries[i].constantID = sid
+                entries[i].offset = 4 * i
+                entries[i].size = 4
+            spec = ffi.new("VkSpecializationInfo*")
+            spec.mapEntryCount = n
+            spec.pMapEntries = entries
+            spec.dataSize = 4 * n
+            spec.pData = data
+            info.stage.pSpecializationInfo = spec
         info.layout = layout
         handle = ffi.new("VkPipeline*")
         result = lib.vkCreateComputePipelines(self.device, ffi.NULL, 1, info, ffi.NULL, handle)

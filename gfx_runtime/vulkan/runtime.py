@@ -15,12 +15,13 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         Out of memory / over a device limit -> GfxDeviceError naming the size.
     rt.pipeline(spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                 entry_point: str = "main", uniform=(), readonly=(), label="",
-                arguments: bool = False) -> Pipeline
+                arguments: bool = False, specialization=()) -> Pipeline
         (Vulkan binds storage buffers only: `uniform` must be empty; `readonly` and `label`
         are the protocol's, unused here; `arguments`: binding 0 is an argument block, given to
-        each dispatch as bytes and bound at a dynamic offset of an arena, `arguments.py`)
+        each dispatch as bytes and bound at a dynamic offset of an arena, `arguments.py`;
+        `specialization`: (SpecId, u32 value) pairs, the module's specialization constants)
         Cached by `key` (default: sha256 of the SPIR-V, num_bindings, push_constant_bytes,
-        entry_point; and `arguments`). Too many bindings / push-constant bytes -> GfxDeviceError.
+        entry_point; and `arguments` and `specialization`). Too many bindings / push-constant bytes -> GfxDeviceError.
     rt.dispatch(pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
                 push_constants: bytes = b"") -> None
         Records into the current batch; does not submit. buffers[0] is `bytes` for a pipeline
@@ -196,20 +197,22 @@ class VulkanRuntime(GfxRuntime):
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False) -> Pipeline:
+                 arguments: bool = False, specialization=()) -> Pipeline:
         """The compute pipeline for `spirv`, created once per key. `arguments`: binding 0 is
-        an argument block that each dispatch gives as bytes (`arguments.py`)."""
+        an argument block that each dispatch gives as bytes (`arguments.py`).
+        `specialization`: (SpecId, u32 value) pairs for the module's specialization constants
+        (part of the key)."""
         self._check_open()
         if uniform:
             raise GfxDeviceError("the Vulkan runtime binds storage buffers only (no uniform bindings)")
-        arguments = bool(arguments)
+        arguments, specialization = bool(arguments), tuple(specialization)
         if key is None:
             key = (hashlib.sha256(spirv).digest(), num_bindings, push_constant_bytes, entry_point,
-                   arguments)
+                   arguments, specialization)
         else:
-            key = (key, num_bindings, push_constant_bytes, entry_point, arguments)
+            key = (key, num_bindings, push_constant_bytes, entry_point, arguments, specialization)
         return self._pipelines.get(spirv, num_bindings, push_constant_bytes, key, entry_point,
-                                   arguments)
+                                   arguments, specialization)
 
     # -- launches ------------------------------------------------------------------------------
 

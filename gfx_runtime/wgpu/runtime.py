@@ -185,13 +185,16 @@ class WgpuRuntime(GfxRuntime):
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False) -> Pipeline:
+                 arguments: bool = False, specialization=()) -> Pipeline:
         """`uniform`: binding numbers that are uniform buffers; `readonly`: storage buffers the
         shader only reads (declared NonWritable; a buffer that is also a dispatch's indirect
         argument must be one); the rest are read-write storage buffers. `label` names the
         pipeline in errors (kernel and task). `arguments`: binding 0 is an argument block that
         each dispatch gives as bytes (bound at a dynamic offset of the arena)."""
         self._check_open()
+        if specialization:
+            raise GfxDeviceError("the wgpu runtime takes no specialization constants (the Metal "
+                                 "profile reads root offsets from the arguments)")
         uniform, readonly, arguments = tuple(uniform), tuple(readonly), bool(arguments)
         if arguments and not num_bindings:
             raise ValueError("a pipeline with an argument block needs binding 0 for it")

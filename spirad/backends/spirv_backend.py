@@ -134,10 +134,18 @@ class SpirvBackend(BackendBase):
         if self.validate:
             validate(mod.words)
 
-    def _pipeline(self, mod, label: str = ""):
+    def _pipeline(self, mod, label: str = "", tail: bytes = b"", first_tail_word: int = 0):
+        """`mod`'s pipeline; its specialization constants (root offsets: `mod.spec_words`) take
+        their values from the program's argument tail, whose first word is argument word
+        `first_tail_word`."""
+        spec = ()
+        if mod.spec_words:
+            words = memoryview(tail).cast("I")
+            spec = tuple((w, words[w - first_tail_word]) for w in mod.spec_words)
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
                                 uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
-                                label=label, arguments=True)  # binding 0: the arguments
+                                label=label, arguments=True,  # binding 0: the arguments
+                                specialization=spec)
 
     # the binding limit, as the error names it
     LIMIT_NAME = "per shader stage"
@@ -340,23 +348,24 @@ class SpirvBackend(BackendBase):
         from spirv_codegen.buffers import offset_words
         tasks, range_mods, maps, _ = blob
         label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
-        pipes = [self._pipeline(t, label(t)) for t in tasks]
+        status = placement[None]  # the status words: in a root chunk
+        tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
+                            status.offset) if maps else b""
+        first = abi.arg_buffer_size // 4  # the tail's first argument word (`buffers.root_map`)
+        pipes = [self._pipeline(t, label(t), tail, first) for t in tasks]
         ranges = [None] * len(tasks)
         for i, t in enumerate(tl.tasks):
             mod = range_mods.get(i)
             if mod is not None:
-                ranges[i] = ("device", self._pipeline(mod, label(mod)),
+                ranges[i] = ("device", self._pipeline(mod, label(mod), tail, first),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             elif device_bounds(t):
                 ranges[i] = ("host", HostBounds(tl, t, abi))
-        status = placement[None]  # the status words: in a root chunk
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         # per task: what its view bindings bind (root chunks, or the windows of a windowed
         # chunk) and the abi indices of its own buffers
         views = tuple(tuple(b for c, _ in m.views for b in bindings_of(self.roots.chunks[c]))
                       for m in maps)
-        tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
-                            status.offset) if maps else b""
         return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
                          tuple(m.own for m in maps), tail)
 

@@ -253,6 +253,58 @@ def test_a_hit_runs_no_backend_pass_again(arch, cache_dir, monkeypatch):
 
 
 @test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
+def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(arch, cache_dir,
+                                                                              monkeypatch):
+    """Root offsets are not code (`spirv_codegen.buffers`): a stored module is loaded wherever
+    its fields sit within their chunks, and reads and writes them there. Vulkan gives the
+    offsets to the pipeline as specialization constants (a new pipeline per placement), Metal
+    reads them from the arguments; a trip count read from a field goes through one."""
+    from spirad import state as sd_state
+
+    def declare(pad):
+        a = sd.field(sd.f32, shape=pad)  # placed first: moves the kernel's fields
+        a.fill(0.0)
+        return sd.field(sd.i32, shape=()), sd.field(sd.f32, shape=64)
+
+    n, x = declare(8)
+
+    @sd.kernel
+    def k(s: sd.f32):
+        for i in x:
+            v = x[i]
+            for _ in range(n[None]):
+                v = v * s + 1.0
+            x[i] = v
+
+    def run_and_count():
+        be = sd_state.backend()
+        compiles = []
+        compile_ = type(be)._compile
+        monkeypatch.setattr(type(be), "_compile",
+                            lambda self, *a: (compiles.append(1), compile_(self, *a))[1])
+        n[None] = 3
+        x.from_numpy(np.arange(64, dtype=np.float32))
+        k(2.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(64) * 8.0 + 7.0)
+        n[None] = 1
+        k(0.5)  # the same program again, another trip count
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(64) * 4.0 + 4.5)
+        slices = be.roots.by_key[x.id], be.roots.by_key[n.id]
+        return len(compiles), tuple((sl.chunk.index, sl.offset) for sl in slices)
+
+    compiled, first = run_and_count()
+    assert compiled == 1
+    for pad in (40, 1000):
+        sd.init(arch=arch, debug=True)  # a new state, the same options
+        n, x = declare(pad)
+        hits = offline_cache.stats["hits"]
+        compiled, where = run_and_count()
+        assert compiled == 0 and offline_cache.stats["hits"] == hits + 1
+        assert [c for c, _ in where] == [c for c, _ in first]  # the same chunks,
+        assert where != first  # other offsets
+
+
+@test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
 def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cache_dir,
                                                                          monkeypatch):
     """A stored SPIR-V program binds the root chunks its fields sat in when it was compiled

@@ -110,6 +110,42 @@ def test_fields_created_after_kernels_compiled(arch):
         assert be.roots.grown >= 1 and len(be.roots.chunks) == 1
 
 
+@test_archs()
+def test_one_module_over_fields_at_other_offsets(arch):
+    """A template kernel over three fields of one shape: one SPIR-V module for all (they sit in
+    one root chunk), at other offsets. Vulkan creates a pipeline per placement (the offsets are
+    its specialization constants: `spirv_codegen.interface.Interface.root_word`), Metal reads
+    them from the arguments; either way each launch reads and writes its own field, and a trip
+    count read from a field takes its value."""
+    fs = [sd.field(sd.f32, shape=16) for _ in range(3)]
+    n = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k(f: sd.template(), s: sd.f32):
+        for i in f:
+            v = f[i]
+            for _ in range(n[None]):
+                v = v * s + 1.0
+            f[i] = v
+
+    for j, f in enumerate(fs):
+        f.from_numpy(np.full(16, j + 1.0, np.float32))
+    n[None] = 2
+    programs = []
+    for _ in range(2):  # the second round: every program (and pipeline) again
+        for f in fs:
+            k(f, 3.0)
+            programs.append(k._plans[0].compiled.program)
+    want = [float(j + 1) for j in range(3)]
+    for _ in range(4):
+        want = [w * 3.0 + 1.0 for w in want]
+    for f, w in zip(fs, want):
+        np.testing.assert_array_equal(f.to_numpy(), np.full(16, w, np.float32))
+    if arch == "vulkan":
+        assert len({bytes(t.words) for p in programs for t in p.tasks}) == 1  # one module,
+        assert len({id(pipe) for p in programs for pipe in p.pipelines}) == 3  # 3 pipelines
+
+
 @test_archs(archs=("vulkan",))  # and metal: the root buffers of the SPIR-V backends
 def test_fields_spread_over_root_chunks(arch):
     """With root chunks of 8 KiB, 6 KiB fields and gradients take a chunk each: a kernel binds one

@@ -50,9 +50,9 @@ def _modules_of(arch, monkeypatch, body):
     seen = []
     orig = cls._pipeline
 
-    def spy(self, mod, label=""):
+    def spy(self, mod, *args, **kwargs):
         seen.append(mod)
-        return orig(self, mod, label)
+        return orig(self, mod, *args, **kwargs)
     monkeypatch.setattr(cls, "_pipeline", spy)
     sd.init(arch=arch, debug=True)
     body()

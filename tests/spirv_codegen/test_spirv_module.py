@@ -89,4 +89,4 @@ def test_public_dataclasses_frozen():
         c.has_f64 = True
     assert [f.name for f in dataclasses.fields(SpirvTask)] == [
         "name", "kind", "words", "num_bindings", "push_constant_bytes", "local_size", "adstacks",
-        "adstack_kinds", "device_range", "uniform_bindings", "readonly_bindings"]
+        "adstack_kinds", "device_range", "uniform_bindings", "readonly_bindings", "spec_words"]
