@@ -28,7 +28,7 @@ pass, which mirrors this schedule (`counting.py`: pushes inside L counted per se
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from kernel_ir.builder import IRBuilder
 from kernel_ir.dtypes import i32
@@ -71,21 +71,25 @@ def copy_node(n, srcs, blocks, arg, env):
     return Node(n.op, n.dtype, srcs, arg, blocks, n.loc)
 
 
-@dataclass
 class Checkpointed:
-    """One checkpointed loop of an adjoint: its segment length, counter and locals."""
-    loop: Node
-    every: int                       # S: trips per segment
-    counter: int                     # the counting pass's counter of its checkpoint stacks
-    state: tuple = ()                # locals saved at each checkpoint
-    ckpt: dict = field(default_factory=dict)     # state local -> its checkpoint ADSTACK_ALLOCA
-    shadow: dict = field(default_factory=dict)   # stacked state local -> plain local (sweep)
-    carry: dict = field(default_factory=dict)    # float stacked state local -> adjoint local
-    inputs: dict = field(default_factory=dict)   # plain local read, not stored, in the loop ->
-                                                 # its value then (a later store must not reach
-                                                 # a segment's replay)
-    tc: Node = None                  # trips started in the sweep (i32 local)
-    nck: Node = None                 # checkpoints pushed (i32 local)
+    """One checkpointed loop of an adjoint: its segment length, counter and locals. A plain
+    class: a dataclass costs ~1 ms to build at import, in the first gradient compile of every
+    process (issue #27)."""
+    __slots__ = ("loop", "every", "counter", "state", "ckpt", "shadow", "carry", "inputs", "tc",
+                 "nck")
+
+    def __init__(self, loop: Node, every: int, counter: int):
+        self.loop = loop
+        self.every = every        # S: trips per segment
+        self.counter = counter    # the counting pass's counter of its checkpoint stacks
+        self.state: tuple = ()    # locals saved at each checkpoint
+        self.ckpt: dict = {}      # state local -> its checkpoint ADSTACK_ALLOCA
+        self.shadow: dict = {}    # stacked state local -> plain local (sweep)
+        self.carry: dict = {}     # float stacked state local -> adjoint local
+        self.inputs: dict = {}    # plain local read, not stored, in the loop -> its value then
+                                  # (a later store must not reach a segment's replay)
+        self.tc: Node = None      # trips started in the sweep (i32 local)
+        self.nck: Node = None     # checkpoints pushed (i32 local)
 
     def declare(self, ab) -> None:
         """The stacks and locals, at the top of the adjoint body (`ab`: the AdjointBuilder)."""
