@@ -331,7 +331,8 @@ class SpirvBackend(BackendBase):
         placement = self._placement(tl, abi)
         if self._map_inputs(placement) != where:
             # its fields sit in other root chunks than where it was compiled: new code (offsets
-            # alone are launch data and never make a stored module stale). The same inputs give
+            # alone never make a stored module stale: they are arguments, or on Vulkan the
+            # pipeline's specialization constants, `_pipeline`). The same inputs give
             # the same maps (the task list, ABI and profile are in the cache key): no walk here
             return self._compile(tl, abi, placement)
         for m in tasks + tuple(range_mods.values()):
