@@ -252,6 +252,16 @@ def test_a_hit_runs_no_backend_pass_again(arch, cache_dir, monkeypatch):
     assert offline_cache.stats["hits"] == hits + 1
 
 
+def _counting_compiles(be, monkeypatch) -> list:
+    """A list that gets an entry each time backend `be`'s class compiles a program (not loads
+    one from the offline cache)."""
+    compiles = []
+    compile_ = type(be)._compile
+    monkeypatch.setattr(type(be), "_compile",
+                        lambda self, *a: (compiles.append(1), compile_(self, *a))[1])
+    return compiles
+
+
 @test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
 def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(arch, cache_dir,
                                                                               monkeypatch):
@@ -278,10 +288,7 @@ def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(a
 
     def run_and_count():
         be = sd_state.backend()
-        compiles = []
-        compile_ = type(be)._compile
-        monkeypatch.setattr(type(be), "_compile",
-                            lambda self, *a: (compiles.append(1), compile_(self, *a))[1])
+        compiles = _counting_compiles(be, monkeypatch)
         n[None] = 3
         x.from_numpy(np.arange(64, dtype=np.float32))
         k(2.0)
@@ -327,10 +334,7 @@ def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cac
 
     def run_and_count():
         be = sd_state.backend()
-        compiles = []
-        compile_ = type(be)._compile
-        monkeypatch.setattr(type(be), "_compile",
-                            lambda self, *a: (compiles.append(1), compile_(self, *a))[1])
+        compiles = _counting_compiles(be, monkeypatch)
         x.from_numpy(np.arange(1536, dtype=np.float32))
         k(2.0)
         np.testing.assert_array_equal(x.to_numpy(), np.arange(1536) * 2.0 + 1.0)
