@@ -193,8 +193,8 @@ class WgpuRuntime(GfxRuntime):
         each dispatch gives as bytes (bound at a dynamic offset of the arena)."""
         self._check_open()
         if specialization:
-            raise GfxDeviceError("the wgpu runtime takes no specialization constants (the Metal "
-                                 "profile reads root offsets from the arguments)")
+            raise RuntimeError("the wgpu runtime takes no specialization constants (the Metal "
+                               "profile reads root offsets from the arguments)")
         uniform, readonly, arguments = tuple(uniform), tuple(readonly), bool(arguments)
         if arguments and not num_bindings:
             raise ValueError("a pipeline with an argument block needs binding 0 for it")

@@ -35,6 +35,7 @@ the profile says `single_heap` (Metal's 8 storage buffers).
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -138,10 +139,8 @@ class SpirvBackend(BackendBase):
         """`mod`'s pipeline; its specialization constants (root offsets: `mod.spec_words`) take
         their values from the program's argument tail, whose first word is argument word
         `first_tail_word`."""
-        spec = ()
-        if mod.spec_words:
-            words = memoryview(tail).cast("I")
-            spec = tuple((w, words[w - first_tail_word]) for w in mod.spec_words)
+        spec = tuple((w, *struct.unpack_from("<I", tail, 4 * (w - first_tail_word)))
+                     for w in mod.spec_words)  # the tail's words: `buffers.offset_words`
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
                                 uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
                                 label=label, arguments=True,  # binding 0: the arguments
