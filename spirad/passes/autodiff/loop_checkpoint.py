@@ -21,6 +21,16 @@ L of a task that stores a stacked local is split into segments of S trips.
   `rev_loop` walks them, and the adjoints of the restored entries become the new `carry`. After
   the first segment `carry` is added to the tops from before L.
 
+Why it is sound under the control flow reverse mode meets: it runs on a normalized body
+(`normalize.py`), where `break` / `continue` are flags and `if not skip` blocks and `while` /
+early exits are head exit checks with a counted trip number: a segment replays trips the forward
+pass ran, every one of them past its exit checks (nothing before an exit check writes a local:
+`normalize.check_heads`), with the flags, conditions and snapshots the forward trip stored;
+nested loops are replayed whole inside a trip; the state pushed at a segment's head is every
+local allocated outside L and stored in it, so a later overwrite of a local (after L, or by a
+later loop) cannot reach a replayed segment. tests/autodiff/test_reverse_soundness.py runs its
+shapes checkpointed.
+
 The arithmetic of every trip is the same as in the fully stored adjoint, so the gradients are the
 same; memory per thread goes from T * P entries to about T / S state entries + S * P, at the cost
 of replaying L's trips once more. Every stack of a checkpointed task is measured by the counting
