@@ -16,7 +16,8 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow, SpiradIndexError, SpiradWarning)
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
+                     SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .extension import extension, is_extension_supported
@@ -153,11 +154,20 @@ def reset():
         _state.reset()
 
 
-# Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
+# Taichi's and Quadrants' error class names, for code that catches them (`except
+# ti.TaichiSyntaxError`, `pytest.raises(qd.QuadrantsAssertionError)`): spirad's classes, which
+# derive from the same Python kinds as theirs (a failed kernel assert and an adstack overflow are
+# RuntimeErrors and AssertionErrors; compile errors are neither). The compilation error is every
+# user error (spirad's type / value errors are raised at compile time and at the launch alike).
 TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
-TaichiCompilationError = TaichiRuntimeError = SpiradError
+TaichiCompilationError = SpiradError
+TaichiRuntimeError = SpiradRuntimeError
 TaichiIndexError, TaichiRuntimeTypeError = SpiradValueError, SpiradTypeError
 TaichiAssertionError = SpiradAssertionError
+QuadrantsSyntaxError, QuadrantsTypeError, QuadrantsNameError = TaichiSyntaxError, TaichiTypeError, TaichiNameError
+QuadrantsCompilationError, QuadrantsRuntimeError = TaichiCompilationError, TaichiRuntimeError
+QuadrantsIndexError, QuadrantsRuntimeTypeError = TaichiIndexError, TaichiRuntimeTypeError
+QuadrantsAssertionError = TaichiAssertionError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
