@@ -74,6 +74,12 @@ class SpiradAssertionError(SpiradRuntimeError, AssertionError):
     are."""
 
 
+class SpiradDataAccessError(SpiradAutodiffError, SpiradAssertionError):
+    """`Tape(validation=True)`: a recorded kernel broke the global data access rule (overwrote
+    values an adjoint re-reads): an autodiff error, and an AssertionError / RuntimeError as
+    Quadrants' and Taichi's failed check (`QuadrantsAssertionError`) is."""
+
+
 class SpiradIndexError(SpiradValueError, IndexError):
     """An index out of range (Python's and numpy's kind; still a ValueError, as spirad's index
     errors were before)."""
@@ -89,7 +95,7 @@ class SpiradWarning(UserWarning):
 # not this module's path: tracebacks print `__module__.__qualname__`.
 for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, SpiradArchError,
              SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
-             SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError, SpiradAssertionError, SpiradIndexError,
-             SpiradWarning):
+             SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
+             SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

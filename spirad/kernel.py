@@ -71,8 +71,10 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            # dataclass parameters, and template() ones (a dataclass holding ndarrays passed as
+            # a template is flattened as a dataclass parameter is: `_struct_arg`)
             self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
-                                        if is_struct_annotation(a))
+                                        if is_struct_annotation(a) or _is_template(a))
             self._has_structs = bool(self._struct_params)
         return self.params
 
@@ -117,9 +119,10 @@ class Kernel(PyFunction):
         if len(args) != len(self._annotations()) or not self._has_structs:
             return args
         extra = ()
+        params = self.params
         for k in self._struct_params:
             a = args[k]
-            if dataclasses.is_dataclass(a):
+            if dataclasses.is_dataclass(a) and _struct_arg(params[k][1], a):
                 extra += leaf_arrays(a)
         return tuple(args) + extra
 
@@ -129,7 +132,7 @@ class Kernel(PyFunction):
         hidden = []
         if self._has_structs and len(args) > len(params):
             for (name, ann), a in zip(params, args):
-                if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                if _struct_arg(ann, a):
                     hidden.extend((f"{name}.{'.'.join(path)}", NdarrayType())
                                   for path, _ in ndarray_leaves(a))
             params = list(params) + hidden
@@ -174,10 +177,10 @@ class Kernel(PyFunction):
                 dtype, comp = self._vector_value(ann, a, name, i, st)
                 specs.append(("vector", dtype, comp))
                 key.append(("vector", dtype, comp))
-            elif isinstance(ann, Template) or ann is Template:
+            elif _is_template(ann) and not (self._has_structs and _struct_arg(ann, a)):
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
-            elif is_struct_annotation(ann):
+            elif is_struct_annotation(ann) or _is_template(ann):
                 if not dataclasses.is_dataclass(a):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
                                           f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)
@@ -423,6 +426,19 @@ class BoundKernel:
     def grad(self, *args, **kwargs):
         """The adjoint of the kernel method, with the object as its first argument."""
         return self.kernel.grad(self.obj, *args, **kwargs)
+
+
+def _is_template(ann) -> bool:
+    return isinstance(ann, Template) or ann is Template
+
+
+def _struct_arg(ann, a) -> bool:
+    """Whether argument `a` of a parameter annotated `ann` is flattened (`struct_args`): a
+    dataclass parameter's, or a dataclass instance holding ndarrays passed as a template()
+    (Quadrants: its ndarrays are run-time arguments, its other members compile-time values)."""
+    if not dataclasses.is_dataclass(a) or isinstance(a, type):
+        return False
+    return is_struct_annotation(ann) or _is_template(ann) and bool(ndarray_leaves(a))
 
 
 def data_oriented(cls):

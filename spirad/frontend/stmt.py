@@ -48,6 +48,11 @@ class _Unrolled(Exception):
 
 class StmtVisitor:
     def build_stmts(self, stmts):
+        for s in stmts:  # sd.stop_grad(x) applies to its whole block, reads before it included
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    getattr(s.value.func, "attr", getattr(s.value.func, "id", None)) == "stop_grad" \
+                    and self._callee(s.value) is lang.stop_grad:
+                self.build(s)
         for s in stmts:
             if self.ctx.frame.returned:
                 return  # after a kernel's `return` (reached through sd.static if / for)
