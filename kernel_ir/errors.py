@@ -53,12 +53,6 @@ class SpiradAutodiffError(SpiradError):
     """Kernel shape that reverse mode cannot differentiate, with the reason."""
 
 
-class SpiradAdStackOverflow(SpiradRuntimeError, AssertionError):
-    """An adstack push went past its capacity; raised by the launch on the CPU, at the next sync
-    or host read on a GPU. A RuntimeError and an AssertionError, as Quadrants'
-    (`QuadrantsAssertionError`) is."""
-
-
 class SpiradNotSupportedError(SpiradError, NotImplementedError):
     """A Taichi / Quadrants feature spirad does not implement; the message names the alternative."""
 
@@ -78,6 +72,12 @@ class SpiradDataAccessError(SpiradAutodiffError, SpiradAssertionError):
     """`Tape(validation=True)`: a recorded kernel broke the global data access rule (overwrote
     values an adjoint re-reads): an autodiff error, and an AssertionError / RuntimeError as
     Quadrants' and Taichi's failed check (`QuadrantsAssertionError`) is."""
+
+
+class SpiradAdStackOverflow(SpiradAssertionError):
+    """An adstack push went past its capacity; raised by the launch on the CPU, at the next sync
+    or host read on a GPU. Quadrants raises its `QuadrantsAssertionError` there: a RuntimeError
+    and an AssertionError (`except SpiradAssertionError` catches it too)."""
 
 
 class SpiradIndexError(SpiradValueError, IndexError):
