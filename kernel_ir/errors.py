@@ -2,7 +2,10 @@
 
 `SpiradError` is the base of every error caused by user input (bad kernel code, bad arguments,
 an unavailable arch, a device limit). Internal invariant violations raise `RuntimeError` instead,
-so a user error can never be confused with a compiler bug.
+so a user error can never be confused with a compiler bug: a user error is a SpiradError. The
+failures a launch reports at run time (`SpiradRuntimeError`: a failed kernel `assert`, an adstack
+overflow, a device limit) are also RuntimeErrors, as Quadrants' and Taichi's are; every error
+found while compiling (syntax, types, names, autodiff) is not.
 
 The errors that have a Python counterpart also derive from it, as Taichi's error classes do, so
 code that catches `TypeError` / `ValueError` / `NameError` / `SyntaxError` catches spirad's too.
@@ -31,7 +34,14 @@ class SpiradArchError(SpiradError):
     """An explicitly requested arch is unavailable."""
 
 
-class SpiradDeviceError(SpiradError):
+class SpiradRuntimeError(SpiradError, RuntimeError):
+    """A failure a kernel launch reports at run time (a failed `assert`, an adstack overflow, a
+    device limit): a RuntimeError, as Quadrants' and Taichi's (`QuadrantsRuntimeError`,
+    `TaichiRuntimeError`) are. Still a SpiradError: an internal bug is a RuntimeError that is
+    not a SpiradError."""
+
+
+class SpiradDeviceError(SpiradRuntimeError):
     """A device limit, a missing device capability, or device memory exhaustion."""
 
 
@@ -43,10 +53,6 @@ class SpiradAutodiffError(SpiradError):
     """Kernel shape that reverse mode cannot differentiate, with the reason."""
 
 
-class SpiradAdStackOverflow(SpiradError):
-    """An adstack push went past its capacity; raised at the next sync or host read."""
-
-
 class SpiradNotSupportedError(SpiradError, NotImplementedError):
     """A Taichi / Quadrants feature spirad does not implement; the message names the alternative."""
 
@@ -56,8 +62,22 @@ class SpiradGradCheckError(SpiradAutodiffError, AssertionError):
     AssertionError, as Taichi's failed check is)."""
 
 
-class SpiradAssertionError(SpiradError, AssertionError):
-    """An `assert` in a kernel failed (checked under `init(debug=True)`, as in Taichi)."""
+class SpiradAssertionError(SpiradRuntimeError, AssertionError):
+    """An `assert` in a kernel failed (checked under `init(debug=True)`, as in Taichi): a
+    RuntimeError and an AssertionError, as `TaichiAssertionError` / `QuadrantsAssertionError`
+    are."""
+
+
+class SpiradDataAccessError(SpiradAutodiffError, SpiradAssertionError):
+    """`Tape(validation=True)`: a recorded kernel broke the global data access rule (overwrote
+    values an adjoint re-reads): an autodiff error, and an AssertionError / RuntimeError as
+    Quadrants' and Taichi's failed check (`QuadrantsAssertionError`) is."""
+
+
+class SpiradAdStackOverflow(SpiradAssertionError):
+    """An adstack push went past its capacity; raised by the launch on the CPU, at the next sync
+    or host read on a GPU. Quadrants raises its `QuadrantsAssertionError` there: a RuntimeError
+    and an AssertionError (`except SpiradAssertionError` catches it too)."""
 
 
 class SpiradIndexError(SpiradValueError, IndexError):
@@ -74,8 +94,8 @@ class SpiradWarning(UserWarning):
 # Users see the public names (`spirad.SpiradTypeError`, where `sd.SpiradTypeError` is found),
 # not this module's path: tracebacks print `__module__.__qualname__`.
 for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, SpiradArchError,
-             SpiradDeviceError, SpiradValueError, SpiradAutodiffError, SpiradAdStackOverflow,
-             SpiradNotSupportedError, SpiradGradCheckError, SpiradAssertionError, SpiradIndexError,
-             SpiradWarning):
+             SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
+             SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
+             SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

@@ -16,7 +16,9 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow, SpiradIndexError, SpiradWarning)
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
+                     SpiradDataAccessError,
+                     SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .extension import extension, is_extension_supported
@@ -26,7 +28,7 @@ real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is a
 from .kernel import data_oriented, kernel
 from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
-from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose,
+from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
                    static_assert, static_print, svd, sym_eig)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
                    log, log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select,
@@ -77,6 +79,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread
 _INIT_KEYS |= {"force_scalarize_matrix", "ad_stack_sparse_threshold_bytes", "num_compile_threads"}
+# Quadrants' `print_full_traceback=True`: tracebacks keep spirad's own frames (SPIRAD_DEBUG=1,
+# which wins where set), until the next init() without it
+_INIT_KEYS |= {"print_full_traceback"}
 
 
 @_api
@@ -111,6 +116,11 @@ def _init(arch=None, **kwargs):
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
     debug = bool(kwargs.pop("debug", False))
+    from . import options
+    if kwargs.pop("print_full_traceback", False):
+        options.set_default("SPIRAD_DEBUG", "1")
+    else:
+        options.reset_default("SPIRAD_DEBUG")
     if kwargs.get("log_level") is not None:
         from .logs import set_level
         set_level(kwargs["log_level"])
@@ -153,11 +163,20 @@ def reset():
         _state.reset()
 
 
-# Taichi's error class names, for code that catches them (`except ti.TaichiSyntaxError`)
+# Taichi's and Quadrants' error class names, for code that catches them (`except
+# ti.TaichiSyntaxError`, `pytest.raises(qd.QuadrantsAssertionError)`): spirad's classes, which
+# derive from the same Python kinds as theirs (a failed kernel assert and an adstack overflow are
+# RuntimeErrors and AssertionErrors; compile errors are neither). The compilation error is every
+# user error (spirad's type / value errors are raised at compile time and at the launch alike).
 TaichiSyntaxError, TaichiTypeError, TaichiNameError = SpiradSyntaxError, SpiradTypeError, SpiradNameError
-TaichiCompilationError = TaichiRuntimeError = SpiradError
+TaichiCompilationError = SpiradError
+TaichiRuntimeError = SpiradRuntimeError
 TaichiIndexError, TaichiRuntimeTypeError = SpiradValueError, SpiradTypeError
 TaichiAssertionError = SpiradAssertionError
+QuadrantsSyntaxError, QuadrantsTypeError, QuadrantsNameError = TaichiSyntaxError, TaichiTypeError, TaichiNameError
+QuadrantsCompilationError, QuadrantsRuntimeError = TaichiCompilationError, TaichiRuntimeError
+QuadrantsIndexError, QuadrantsRuntimeTypeError = TaichiIndexError, TaichiRuntimeTypeError
+QuadrantsAssertionError = TaichiAssertionError
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"

@@ -46,6 +46,7 @@ class Kernel(PyFunction):
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
         self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
+        self._template_structs = False  # a template() parameter was given a dataclass of ndarrays
         self._nd_params = None      # indices of the types.ndarray() parameters
         self._constant_params = ()  # those annotated needs_grad=False (`_gradless`)
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
@@ -71,10 +72,17 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
-            self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
-                                        if is_struct_annotation(a))
-            self._has_structs = bool(self._struct_params)
+            self._set_struct_params()
         return self.params
+
+    def _set_struct_params(self):
+        """The parameters `_expand` flattens: the dataclass-annotated ones, and the template()
+        ones once one was given a dataclass holding ndarrays (`_struct_arg`; until then a
+        launch looks at no template() argument)."""
+        self._struct_params = tuple(k for k, (_, a) in enumerate(self.params)
+                                    if is_struct_annotation(a) or
+                                    self._template_structs and _is_template(a))
+        self._has_structs = bool(self._struct_params)
 
     def __get__(self, obj, objtype=None):
         """A kernel defined in a class (`@sd.data_oriented`) is called as `obj.k(...)`: `self`
@@ -114,14 +122,15 @@ class Kernel(PyFunction):
         """Dataclass arguments: their ndarrays appended as hidden arguments (struct_args)."""
         if not self._has_structs:  # the common case, decided without a call (every launch)
             return args
-        if len(args) != len(self._annotations()) or not self._has_structs:
+        params = self._annotations()
+        if len(args) != len(params) or not self._has_structs:
             return args
         extra = ()
         for k in self._struct_params:
             a = args[k]
-            if dataclasses.is_dataclass(a):
+            if dataclasses.is_dataclass(a) and _struct_arg(params[k][1], a):
                 extra += leaf_arrays(a)
-        return tuple(args) + extra
+        return tuple(args) + extra if extra else args
 
     def _signature(self, args, st):
         params = self._annotations()
@@ -129,7 +138,7 @@ class Kernel(PyFunction):
         hidden = []
         if self._has_structs and len(args) > len(params):
             for (name, ann), a in zip(params, args):
-                if is_struct_annotation(ann) and dataclasses.is_dataclass(a):
+                if _struct_arg(ann, a):
                     hidden.extend((f"{name}.{'.'.join(path)}", NdarrayType())
                                   for path, _ in ndarray_leaves(a))
             params = list(params) + hidden
@@ -174,10 +183,14 @@ class Kernel(PyFunction):
                 dtype, comp = self._vector_value(ann, a, name, i, st)
                 specs.append(("vector", dtype, comp))
                 key.append(("vector", dtype, comp))
-            elif isinstance(ann, Template) or ann is Template:
+            elif _is_template(ann) and not _struct_arg(ann, a):
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
-            elif is_struct_annotation(ann):
+            elif is_struct_annotation(ann) or _is_template(ann):
+                if not self._template_structs and _is_template(ann):
+                    self._template_structs = True  # from now on `_expand` looks at templates
+                    self._set_struct_params()
+                    raise _FlattenTemplates()
                 if not dataclasses.is_dataclass(a):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
                                           f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)
@@ -349,7 +362,11 @@ class Kernel(PyFunction):
             foreign = args is not given  # numpy / torch / grad-less views replaced some
             if self._has_structs:  # most kernels: no call
                 args = self._expand(args)
-            p = self._plan(args, mode)
+            try:
+                p = self._plan(args, mode)
+            except _FlattenTemplates:  # a dataclass of ndarrays given to a template() parameter
+                args = self._expand(args)
+                p = self._plan(args, mode)
             if foreign and self._arrays is not None and self._arrays.leaves:
                 self._arrays.check_writes(self, given, p.compiled.writes)  # torch leaves: refused
             if tape is not None:
@@ -423,6 +440,24 @@ class BoundKernel:
     def grad(self, *args, **kwargs):
         """The adjoint of the kernel method, with the object as its first argument."""
         return self.kernel.grad(self.obj, *args, **kwargs)
+
+
+class _FlattenTemplates(Exception):
+    """`_signature` met a template() argument to flatten before `_expand` flattened any: `_run`
+    expands the arguments again and plans anew."""
+
+
+def _is_template(ann) -> bool:
+    return isinstance(ann, Template) or ann is Template
+
+
+def _struct_arg(ann, a) -> bool:
+    """Whether argument `a` of a parameter annotated `ann` is flattened (`struct_args`): a
+    dataclass parameter's, or a dataclass instance holding ndarrays passed as a template()
+    (Quadrants: its ndarrays are run-time arguments, its other members compile-time values)."""
+    if not dataclasses.is_dataclass(a) or isinstance(a, type):
+        return False
+    return is_struct_annotation(ann) or _is_template(ann) and bool(ndarray_leaves(a))
 
 
 def data_oriented(cls):

@@ -165,6 +165,13 @@ def block_local(*fields):
     return None
 
 
+def stop_grad(x):
+    """Quadrants' / Taichi's `stop_grad(field)`, in a kernel: no gradient flows into `x`'s
+    `.grad` from the values read of `x` in the enclosing block (and the blocks within it, @func
+    bodies called from them included): reverse mode treats them as constants there."""
+    raise _python_scope("stop_grad")
+
+
 def assume_in_range(x, base, low, high):
     """Taichi's range hint for `x - base`: returns `x` unchanged."""
     return x

@@ -104,6 +104,36 @@ class MatrixValue(np.ndarray):
         """Outer product with another vector: a matrix."""
         return np.outer(np.asarray(self), np.asarray(other)).view(MatrixValue)
 
+    # `p[i] == [a, b]` is a vector of bools, as in Taichi / Quadrants (and numpy); used as a
+    # truth value (`assert p[i] == [a, b]`, `if u != v:`) it means what it does for Python
+    # sequences: equal everywhere / different somewhere (numpy would raise; Taichi's and
+    # Quadrants' Matrix is always true there, which would hide a failing assert)
+    def __eq__(self, other):
+        return _compared(np.ndarray.__eq__(self, other), _Equal)
+
+    def __ne__(self, other):
+        return _compared(np.ndarray.__ne__(self, other), _NotEqual)
+
+    __hash__ = None
+
+
+class _Equal(MatrixValue):
+    """`u == v` of Python-scope vectors / matrices: true when every component is."""
+
+    def __bool__(self):
+        return bool(np.all(np.asarray(self)))
+
+
+class _NotEqual(MatrixValue):
+    """`u != v`: true when some component is."""
+
+    def __bool__(self):
+        return bool(np.any(np.asarray(self)))
+
+
+def _compared(result, cls):
+    return result.view(cls) if isinstance(result, np.ndarray) and result.ndim else result
+
 
 class HostElement(MatrixValue):
     """`x[i]` of a vector / matrix field or ndarray read from Python: a copy of the element
@@ -167,8 +197,20 @@ CLASS_LEVEL_METHODS = ("dot", "cross", "norm", "norm_sqr", "norm_inv", "normaliz
                        "transpose", "determinant", "inverse", "trace", "outer_product", "cast")
 
 
-class _Methods:
+class _ValueType(type):
+    """`isinstance(p[i], sd.Matrix)` / `isinstance(v, sd.Vector)`: Python-scope values are
+    MatrixValues (numpy arrays), which the two classes claim as their instances, as Taichi's and
+    Quadrants' Matrix / Vector are (every value is a Matrix; 1-d ones are Vectors)."""
+
+    def __instancecheck__(cls, obj):
+        if isinstance(obj, MatrixValue):
+            return cls._value_ndim is None or obj.ndim == cls._value_ndim
+        return type.__instancecheck__(cls, obj)
+
+
+class _Methods(metaclass=_ValueType):
     """Base of Vector and Matrix: CLASS_LEVEL_METHODS as static functions."""
+    _value_ndim = None
 
 
 for _n in CLASS_LEVEL_METHODS:
@@ -179,6 +221,7 @@ for _n in CLASS_LEVEL_METHODS:
 class Vector(_Methods):
     """`sd.Vector([a, b, c])`: a small vector value (unrolled in kernels; a MatrixValue in Python).
     `sd.Vector.field(n, dtype, shape)` makes a field of vectors."""
+    _value_ndim = 1
     def __new__(cls, data, dt=None):
         v = matrix_value(data, dt)
         if v.ndim != 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_ir.errors import SpiradAutodiffError
+from kernel_ir.errors import SpiradDataAccessError
 from kernel_ir.nodes import GlobalRef
 
 from . import state as _state
@@ -56,7 +56,7 @@ class Validation:
         if hit.size:
             self.violations.fill(0)
             names = ", ".join(f"{self.slots[k].name} ({counts[k]} element(s))" for k in hit)
-            raise SpiradAutodiffError(
+            raise SpiradDataAccessError(
                 f"Tape(validation=True): kernel {kernel_name} overwrote elements of {names} that "
                 f"a kernel recorded earlier in this Tape (or this kernel itself) had read; the "
                 f"adjoints re-read those values, so the gradients would be wrong (Taichi's global "

@@ -134,8 +134,11 @@ class _PrimitiveTypes:
 primitive_types = _PrimitiveTypes()
 
 
-class _NDArrayAnnotation:
-    """`types.NDArray[dtype, ndim]` (Quadrants' subscript form of `types.ndarray(dtype, ndim)`)."""
+@dataclass(frozen=True)
+class _NDArrayAnnotation(NdarrayType):
+    """`types.NDArray[dtype, ndim]` (Quadrants' subscript form of `types.ndarray(dtype, ndim)`);
+    bare, `x: types.NDArray` is `types.ndarray()`: any ndarray, its dtype and ndim read at the
+    launch (as in Quadrants)."""
 
     def __getitem__(self, key):
         dtype, ndim = key if isinstance(key, tuple) else (key, None)

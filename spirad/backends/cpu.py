@@ -8,9 +8,10 @@ row per worker thread, grown by amortised doubling and reused across launches.
 With `sd.init(debug=True)` every program is compiled with bounds checks (`compile_tasks(...,
 bounds_check=True)`): every task then reads the program's status words (bufs[n + LLVM_STATUS];
 the other extra buffers stay null for tasks without adstacks). The status is read after each
-launch, like the adstack overflow status; the first error (`program.status_error`) is kept and
-raised at the next `sync()` (every host read syncs). The status is cleared, so later launches
-run normally.
+launch, like the adstack overflow status: an adstack overflow is raised by the launch that
+overflowed, once its tasks ran (as Quadrants reports it on the CPU; the GPU backends report it at
+the next sync); any other error (`program.status_error`) is kept, the first one, and raised at
+the next `sync()` (every host read syncs). The status is cleared, so later launches run normally.
 
 A parallel loop whose range reads fields / ndarrays / temporaries (`range_bounds`) has its bounds
 evaluated on the host right before its task runs: the memory is host memory and the earlier tasks
@@ -24,6 +25,7 @@ import numpy as np
 
 from kernel_ir.abi import (LLVM_EXTRA_BUFFERS, LLVM_HEAP_FLOAT, LLVM_HEAP_INT, LLVM_META,
                            LLVM_STATUS, STATUS_WORDS, StatusWord)
+from kernel_ir.errors import SpiradAdStackOverflow
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 
@@ -272,6 +274,7 @@ class CpuBackend(BackendBase):
         n = program.nbind
         checked = program.bounds is not None
         plan = None if adstack is None else adstack.tasks
+        overflow = None
         for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), rng) in enumerate(
                 zip(program.launch_tasks, ranges)):
             if self.rt.cancelled():  # interrupted (spirad.guard): the later tasks do not run
@@ -304,9 +307,13 @@ class CpuBackend(BackendBase):
             if (stacks or checked) and program.status_word.value:
                 words = program.status.copy()
                 program.status[:] = 0
-                if self.pending is None:
-                    self.pending = status_error(program, words, (argbuf,),
-                                                () if adstack is None else (adstack,))
+                err = status_error(program, words, (argbuf,), () if adstack is None else (adstack,))
+                if isinstance(err, SpiradAdStackOverflow):
+                    overflow = overflow or err  # raised by this launch, once its tasks ran
+                elif self.pending is None:
+                    self.pending = err
+        if overflow is not None:
+            raise overflow
 
     def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
         """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and

@@ -351,6 +351,27 @@ def _filled(kind):
     return h
 
 
+def h_stop_grad(v, args, kw, node):
+    """`sd.stop_grad(x)`: reads of field / ndarray `x` in the enclosing block are constants to
+    reverse mode (`Ctx.grad_stopped`; `StmtVisitor.build_stmts` runs the call first)."""
+    from ..field import Field
+    from .values import NdarrayArg
+    if kw or len(args) != 1:
+        raise v.ctx.error(SpiradTypeError, "stop_grad() takes one field or ndarray", node)
+    x = args[0]
+    if isinstance(x, Field):
+        key = (x.ref().kind, x.ref().key)
+    elif isinstance(x, NdarrayArg):
+        key = ("ndarray", x.arg_index)
+    else:
+        raise v.ctx.error(SpiradTypeError, f"stop_grad() takes a field or an ndarray, got "
+                                           f"{type(x).__name__}", node)
+    entry = (v.ctx.frame.scopes[-1], key)
+    if not any(s is entry[0] and k == entry[1] for s, k in v.ctx.stop_grads):
+        v.ctx.stop_grads.append(entry)
+    return None
+
+
 def h_static_assert(v, args, node):
     vals = [v.rvalue(a) for a in args]
     if not vals or not all(is_py_scalar(x) or isinstance(x, str) for x in vals):
@@ -399,7 +420,7 @@ HANDLERS = {
     lang.svd: lambda v, args, kw, node: _svd_module().h_svd(v, args, kw, node),
     lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),
     lang.eig: lambda v, args, kw, node: _svd_module().h_eig(v, args, kw, node),
-    lang.block_local: lambda v, args, kw, node: None,
+    lang.block_local: lambda v, args, kw, node: None, lang.stop_grad: h_stop_grad,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,

@@ -52,6 +52,7 @@ class Ctx:
         self.nested_scopes = 0
         self.static_depth = 0  # > 0 while building the arguments of sd.static(...)
         self.loop_config = None  # sd.loop_config(...) waiting for the next for loop
+        self.stop_grads = []  # sd.stop_grad(x): (the scope dict of its block, x's GlobalRef key)
         self.static_break = []  # per enclosing static loop with break/continue: its flag slot
         self.rng_anchor = None   # frontend.rng: where the current random stream's slot goes
         self.rng_sites = 0
@@ -86,6 +87,13 @@ class Ctx:
         raise self.error(SpiradNameError, f"name '{name}' is not defined; assign it before this "
                                           f"line (a variable first assigned inside an if / for / "
                                           f"while body exists only in that body)", node)
+
+    def grad_stopped(self, ref) -> bool:
+        """Whether reads of `ref` are under an `sd.stop_grad` of its array (a block that is
+        still open: its scope dict is on a frame's scope stack)."""
+        key = (ref.kind, ref.key)
+        return any(k == key and any(scope is s for f in self.frames for s in f.scopes)
+                   for scope, k in self.stop_grads)
 
     def find_local(self, name):
         for scope in reversed(self.frame.scopes):

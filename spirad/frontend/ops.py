@@ -37,12 +37,15 @@ class ValueOps:
             return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
                          for k in range(v.arr.ndim))
         if isinstance(v, GlobalElem):
+            stop = self.ctx.stop_grads and self.ctx.grad_stopped(v.ref)  # sd.stop_grad(x)
             if not v.comp_shape:
-                return b.global_load(v.ref, v.indices)
+                x = b.global_load(v.ref, v.indices)
+                return b.unary(Op.STOP_GRAD, x) if stop else x
             comps = []
             for k in _comp_indices(v.comp_shape):
                 idx = v.indices + tuple(b.const(c, T.i32) for c in k)
-                comps.append(b.global_load(v.ref, idx))
+                x = b.global_load(v.ref, idx)
+                comps.append(b.unary(Op.STOP_GRAD, x) if stop else x)
             return VecVal(tuple(comps), v.comp_shape)
         if isinstance(v, (list, tuple)) and not isinstance(v, VecVal):
             return type(v)(self.rvalue(x) for x in v)

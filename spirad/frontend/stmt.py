@@ -48,6 +48,11 @@ class _Unrolled(Exception):
 
 class StmtVisitor:
     def build_stmts(self, stmts):
+        for s in stmts:  # sd.stop_grad(x) applies to its whole block, reads before it included
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    getattr(s.value.func, "attr", getattr(s.value.func, "id", None)) == "stop_grad" \
+                    and self._callee(s.value) is lang.stop_grad:
+                self.build(s)
         for s in stmts:
             if self.ctx.frame.returned:
                 return  # after a kernel's `return` (reached through sd.static if / for)
@@ -294,6 +299,8 @@ class StmtVisitor:
         if node.orelse:
             raise ctx.error(SpiradSyntaxError, "for ... else is not supported", node)
         it = node.iter
+        if isinstance(it, ast.IfExp):
+            return self._for_over_chosen_iterable(node)
         cfg, ctx.loop_config = ctx.loop_config, None  # sd.loop_config(...) applies to this loop
         if isinstance(it, ast.Call) and self._callee(it) is lang.static:
             return self.static_for(node, self.build(it))
@@ -321,6 +328,24 @@ class StmtVisitor:
         if grouped and len(names) != 1:
             raise ctx.error(SpiradSyntaxError, "grouped() yields one index vector", node.target)
         return self.emit_loop(dims, names, node, parallel, grouped)
+
+    def _for_over_chosen_iterable(self, node):
+        """`for i in (A if sd.static(flag) else B):` (Quadrants' idiom): the condition is known
+        at compile time, and the loop is the one over the chosen side, built as if written so
+        (static, range, ndrange, grouped, a field: any loop form, at any depth). The other side
+        is never evaluated."""
+        it = node.iter
+        c = self.rvalue(self.build(it.test))
+        if not is_py_scalar(c) and not isinstance(c, (type(None), str, tuple, list, dict)):
+            raise self.ctx.error(SpiradSyntaxError, "a for-loop's iterable chosen by `A if cond "
+                                 "else B` needs a condition known at compile time (sd.static(...) "
+                                 "or a template() value); a run-time condition cannot pick "
+                                 "the loop", it.test)
+        chosen = ast.copy_location(ast.For(target=node.target, iter=it.body if c else it.orelse,
+                                           body=node.body, orelse=node.orelse,
+                                           type_comment=getattr(node, "type_comment", None)), node)
+        ast.fix_missing_locations(chosen)
+        return self.build_For(chosen)
 
     def _callee(self, call):
         try:

@@ -1,7 +1,9 @@
 """Adstack overflow (DESIGN §4 "Overflow"): with init(ad_stack_size=4) a loop that needs more
-entries raises sd.SpiradAdStackOverflow at the next sync() / host read, naming the kernel, the
-task, the stack's variable, its source line, the capacity and the size the launch needed; nothing
-outside the heap is written, and the runtime keeps working afterwards."""
+entries raises sd.SpiradAdStackOverflow (a RuntimeError and an AssertionError, as Quadrants'
+QuadrantsAssertionError) from the launch that overflowed on the CPU (as Quadrants reports it
+there), at the next sync() / host read on a GPU, naming the kernel, the task, the stack's
+variable, its source line, the capacity and the size the launch needed; nothing outside the heap
+is written, and the runtime keeps working afterwards."""
 import inspect
 import re
 
@@ -53,6 +55,22 @@ def _setup(dt=sd.f64):
     return before, x, y, after, after_i, xs
 
 
+def _overflow(arch, launch, read=None, match=None):
+    """The overflow `launch()` reports: raised by the launch itself on the CPU, by the next
+    `read()` (default: sync) on a GPU; reported once either way."""
+    read = read or sd.sync
+    if arch == "cpu":
+        with pytest.raises(sd.SpiradAdStackOverflow, match=match) as e:
+            launch()
+        read()  # already reported
+    else:
+        launch()                                   # deferred: the error comes at the next sync
+        with pytest.raises(sd.SpiradAdStackOverflow, match=match) as e:
+            read()
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, AssertionError)
+    return e.value
+
+
 def _check_message(msg, n):
     assert "overflowing_grad" in msg or "overflowing" in msg, msg      # the kernel
     assert re.search(r"task \w+", msg), msg                            # the task
@@ -66,21 +84,15 @@ def _check_message(msg, n):
 
 @pytest.mark.parametrize("read", ["sync", "to_numpy", "getitem"])
 @test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
-def test_overflow_raised_at_next_sync(arch, read):
+def test_overflow_raised_by_the_launch_or_next_sync(arch, read):
     before, x, y, after, after_i, xs = _setup()
     n = 9                                          # needs n + 2 = 11 entries > 4
     overflowing(x, y, n)
     y_fwd = y.to_numpy()
     y.grad.fill(1.0)
-    overflowing.grad(x, y, n)                      # deferred: the error comes at the next sync
-    with pytest.raises(sd.SpiradAdStackOverflow) as e:
-        if read == "sync":
-            sd.sync()
-        elif read == "to_numpy":
-            x.grad.to_numpy()
-        else:
-            x.grad[0]
-    _check_message(str(e.value), n)
+    reads = {"sync": sd.sync, "to_numpy": x.grad.to_numpy, "getitem": lambda: x.grad[0]}
+    err = _overflow(arch, lambda: overflowing.grad(x, y, n), reads[read])
+    _check_message(str(err), n)
     # the error is reported once; the runtime keeps working
     sd.sync()
     # nothing outside the heap was written
@@ -109,23 +121,24 @@ def test_overflow_f32_and_exact_fit(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs.astype(np.float32).astype(np.float64), 2),
                                rtol=1e-5)
     y.grad.fill(1.0)  # re-seed: the grad launch consumed y.grad (a store overwrites)
-    overflowing.grad(x, y, 3)                      # 5 entries: one too many
-    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 5"):
-        sd.sync()
+    _overflow(arch, lambda: overflowing.grad(x, y, 3), match="needs 5")  # 5 entries: one too many
     np.testing.assert_array_equal(after.to_numpy(), -5.0)
 
 
 @test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_first_error_wins_and_clears(arch, request):
     """Two overflowing launches before a sync: one error, about the first; the next sync is
-    clean."""
+    clean (on the CPU each launch raises its own)."""
     before, x, y, after, after_i, xs = _setup()
     y.grad.fill(1.0)
-    overflowing.grad(x, y, 5)
-    overflowing.grad(x, y, 20)
-    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 7"):
+    if arch == "cpu":
+        for n in (5, 20):
+            with pytest.raises(sd.SpiradAdStackOverflow, match=f"needs {n + 2}"):
+                overflowing.grad(x, y, n)
         sd.sync()
-    sd.sync()
+    else:
+        _overflow(arch, lambda: (overflowing.grad(x, y, 5), overflowing.grad(x, y, 20)),
+                  match="needs 7")
     x.grad.fill(0.0)
     y.grad.fill(1.0)  # re-seed: each grad launch consumes y.grad (a store overwrites)
     overflowing.grad(x, y, 1)
@@ -144,9 +157,7 @@ def test_overflow_many_threads_deep(arch):
     after.fill(4.0)
     x.fill(0.5)
     y.grad.fill(1.0)
-    overflowing.grad(x, y, 200)
-    with pytest.raises(sd.SpiradAdStackOverflow, match="needs 202"):
-        sd.sync()
+    _overflow(arch, lambda: overflowing.grad(x, y, 200), match="needs 202")
     np.testing.assert_array_equal(before.to_numpy(), 3.0)
     np.testing.assert_array_equal(after.to_numpy(), 4.0)
     # `y[i] = ...` overwrites, so its adjoint consumed y.grad (Taichi's rule): zero, not garbage

@@ -1,5 +1,6 @@
-"""User errors: each is a SpiradError subclass (never RuntimeError), quotes the kernel's source
-line with a `^` caret under the offending code, and says what to do instead."""
+"""User errors: each is a SpiradError subclass (a compile error is never a RuntimeError; only the
+failures a launch reports at run time are, as Quadrants' are), quotes the kernel's source line
+with a `^` caret under the offending code, and says what to do instead."""
 import subprocess
 import sys
 import textwrap

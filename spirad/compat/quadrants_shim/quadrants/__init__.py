@@ -1,6 +1,21 @@
-"""Quadrants' names over spirad: a plain re-export (spirad.compat.quadrants_shim/README.md)."""
+"""Quadrants' names over spirad: a plain re-export (spirad.compat.quadrants_shim/README.md).
+
+Importing it also gives this process Quadrants' defaults where spirad refuses, for safety, a
+program Quadrants runs (`QUADRANTS_DEFAULTS`): such a kernel runs as in Quadrants, with a
+`SpiradWarning` naming the risk; an environment variable set by the user wins."""
 from spirad import *  # noqa: F401,F403
 from spirad import (Backend, Field, Layout, MatrixTensor, Ndarray, Tensor, VectorTensor,  # noqa: F401
                     _logging, algorithms, graph, math, simt, tensor, types, wrap)
 from spirad import __getattr__  # noqa: F401 (names spirad lacks say what to use)
+from spirad import options as _options
 from . import lang  # noqa: F401
+
+# spirad.options switch -> its value here: what Quadrants accepts, run with a warning
+QUADRANTS_DEFAULTS = {
+    # a kernel that reads a differentiated global it also overwrites (Quadrants differentiates it
+    # with the overwritten value, silently)
+    "SPIRAD_AD_OVERWRITTEN_READS": "warn",
+}
+for _name, _value in QUADRANTS_DEFAULTS.items():
+    _options.set_default(_name, _value)
+del _name, _value

@@ -1,2 +1,2 @@
 from spirad.lang import *  # noqa: F401,F403
-from . import impl, _template_mapper  # noqa: F401
+from . import exception, impl, _template_mapper  # noqa: F401
