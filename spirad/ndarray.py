@@ -15,7 +15,7 @@ from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
 from .tracebacks import api, api_class
 
 
-def _check_f64(dtype) -> None:
+def _check_f64(dtype, what: str = "sd.ndarray") -> None:
     """An f64 ndarray on a backend without 64-bit floats (Metal) is refused where it is created:
     no kernel could take it. (A float64 numpy array / torch tensor passed to a kernel is
     converted to float32 at launch instead: `spirad.interop.arrays`.)"""
@@ -24,9 +24,9 @@ def _check_f64(dtype) -> None:
         return
     why = "Metal has no 64-bit floats" if be.name == "metal" else \
         f"the {be.name} device has no 64-bit floats"
-    raise SpiradTypeError(f"sd.ndarray({dtype}) on {be.name}: {why}; use sd.f32 (a float64 numpy "
-                          f"array or torch tensor passed to a kernel is converted to float32 at "
-                          f"launch)")
+    raise SpiradTypeError(f"{what} of dtype {dtype} on {be.name}: {why}; use sd.f32 (a float64 "
+                          f"numpy array or torch tensor passed to a kernel is converted to "
+                          f"float32 at launch)")
 
 
 @api_class

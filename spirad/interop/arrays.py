@@ -527,6 +527,9 @@ def from_dlpack(obj, dtype=None, needs_grad=False):
         raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
+    if dt == T.f64:
+        from ..ndarray import _check_f64
+        _check_f64(T.f64, "sd.from_dlpack: an ndarray")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:
         warn_user(f"sd.from_dlpack: the {_kind(obj)} was copied to "

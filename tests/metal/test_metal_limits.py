@@ -228,8 +228,10 @@ def test_an_annotated_f64_parameter_and_an_f64_ndarray_stay_refused():
 
     with pytest.raises(SpiradTypeError, match="Metal has no 64-bit floats"):
         k(np.zeros(4))
-    with pytest.raises(SpiradTypeError, match=r"sd.ndarray\(f64\) on metal: Metal has no 64-bit "
-                       r"floats; use sd.f32"):
+    with pytest.raises(SpiradTypeError, match=r"sd.ndarray of dtype f64 on metal: Metal has no "
+                       r"64-bit floats; use sd.f32"):
         sd.ndarray(sd.f64, 4)
+    with pytest.raises(SpiradTypeError, match=r"sd.from_dlpack: an ndarray of dtype f64 on metal"):
+        sd.from_dlpack(np.zeros(4))
     with pytest.raises(SpiradTypeError, match="Metal has no 64-bit floats"):
         sd.Vector.ndarray(3, sd.f64, 4)
