@@ -37,7 +37,7 @@ from ..errors import GfxUnavailable
 METAL_BUFFER_SLOTS = 31  # Metal's buffer argument table per stage (wgpu-hal metal/adapter.rs)
 # what every spirad pipeline spends of it besides storage buffers: the uniform argument buffer,
 # the immediates and naga's buffer-sizes buffer
-SPIRAD_RESERVED_SLOTS = 3
+PIPELINE_RESERVED_SLOTS = 3
 M1_MAX_BINDING = 256 << 20
 M1_FEATURES = ("shader-float32-atomic", "shader-int64", "immediates")
 LLVMPIPE_LOOP_CAP = 65535
@@ -108,7 +108,7 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
     if emulate:
         nsb, nub = min(nsb, METAL_BUFFER_SLOTS), min(nub, METAL_BUFFER_SLOTS)
         rng = min(rng, M1_MAX_BINDING)
-    spirad_storage = nsb if slots is None else min(nsb, slots - SPIRAD_RESERVED_SLOTS)
+    spirad_storage = nsb if slots is None else min(nsb, slots - PIPELINE_RESERVED_SLOTS)
     device = str(info.get("device", "wgpu adapter"))
     ng = lim["max-compute-workgroups-per-dimension"]
     return WgpuCaps(
