@@ -3,9 +3,13 @@
 # probe the two known unknowns of Metal that lavapipe cannot show:
 #   1. Metal compiles with fast math by default: NaN / Inf results and NaN-aware min/max must
 #      still come out as on Vulkan (spirad makes NaN/Inf by bitcast and tests with OpIsNan).
-#   2. Metal's default storage-buffer binding limit (256 MiB on small machines): a larger field
-#      is bound as windows of one buffer (docs/metal.md, "Fields larger than one binding") and
-#      must run and read back fully, or be a clear SpiradError, never a crash or truncation.
+#   2. the storage-buffer binding limit the device reports (wgpu: the Mac's maxBufferLength, at
+#      most 4 GiB - 1): a larger field is bound as windows of one buffer (docs/metal.md, "Fields
+#      larger than one binding") and must run and read back fully, or be a clear SpiradError,
+#      never a crash or truncation.
+#   3. Metal's buffer argument table (31 entries; docs/metal.md, "Device limits"): a kernel at
+#      exactly the storage buffers spirad allows (28) must run on the GPU, one past it must be
+#      spirad's clear compile error (not wgpu-hal's opaque out-of-memory error).
 # SPIRAD_REQUIRE_ARCHS=metal below on purpose: a Mac has no CUDA / AMDGPU device and no lavapipe;
 # CI (scripts/test.sh) requires all five archs, with metal, cuda and amdgpu emulated.
 # Usage (macOS, from the repository root): bash scripts/check_metal_mac.sh [extra pytest args]
@@ -18,21 +22,30 @@ fi
 python3 -m pip install -q -e '.[metal,test]'
 unset SPIRAD_METAL_EMULATE
 export SPIRAD_REQUIRE_ARCHS=metal
-python3 - <<'PY'
+# spirad compiles kernels from their source files (not from `python3 -`): the probes are files
+probes="$(mktemp -d)"
+trap 'rm -rf "$probes"' EXIT
+cat > "$probes/device.py" <<'PY'
 import spirad as sd
 from spirad.backends import resolve_arch
 sd.init(arch=sd.metal)
 import spirad.state as st
 be = st.backend()
+lim = be.rt._device.limits
 print("metal device:", be.caps.name, "| emulated:", be.caps.emulated,
-      "| storage buffers/stage:", be.caps.max_per_stage_storage_buffers,
-      "| max binding bytes:", be.caps.max_storage_buffer_range, "| sd.gpu ->", resolve_arch("gpu"))
+      "| storage buffers/kernel task:", be.caps.max_per_stage_storage_buffers,
+      "| Metal buffer table:", be.caps.buffer_slots,
+      "| wgpu device max-storage-buffers-per-shader-stage:",
+      lim["max-storage-buffers-per-shader-stage"],
+      "| max binding bytes:", be.caps.max_storage_buffer_range,
+      "| max buffer bytes:", be.caps.max_buffer_size, "| sd.gpu ->", resolve_arch("gpu"))
 assert not be.caps.emulated, "not the real Metal GPU"
 PY
+python3 "$probes/device.py"
 # the whole suite, metal cases only (f64 cases assert the clear compile error)
 python3 -m pytest -n auto -q -p no:cacheprovider tests -k "metal" "$@"
 # known unknowns
-python3 - <<'PY'
+cat > "$probes/unknowns.py" <<'PY'
 import math
 import numpy as np
 import spirad as sd
@@ -72,5 +85,37 @@ try:
           float(y.to_numpy()[-1]))
 except sd.SpiradError as e:
     print("buffer-limit probe: clear error:", type(e).__name__, str(e)[:200])
+
+# the buffer table: status + (limit - 1) ndarrays fill the storage buffers exactly
+import importlib.util, os, sys
+limit = st.backend().caps.max_per_stage_storage_buffers
+
+
+def wide(n):
+    args = ", ".join(f"a{k}: sd.types.ndarray()" for k in range(n))
+    body = " + ".join(f"a{k}[i]" for k in range(1, n))
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"wide{n}.py")
+    with open(path, "w") as f:
+        f.write(f"import spirad as sd\n\n\n@sd.kernel\ndef wide({args}):\n"
+                f"    for i in a0:\n        a0[i] = {body}\n")
+    spec = importlib.util.spec_from_file_location(f"wide{n}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.wide
+
+
+arrs = [sd.ndarray(sd.f32, 4) for _ in range(limit)]
+for a in arrs[1:]:
+    a.fill(1.0)
+wide(limit - 1)(*arrs[:limit - 1])
+got = arrs[0].to_numpy()
+print(f"buffer-table probe: a kernel with {limit} storage buffers ran:", got)
+assert (got == limit - 2).all(), "wrong result at the storage-buffer limit"
+try:
+    wide(limit)(*arrs)
+    raise SystemExit(f"a kernel with {limit + 1} storage buffers was not refused")
+except sd.SpiradError as e:
+    print("buffer-table probe: one past the limit, clear error:", str(e)[:160])
 print("check_metal_mac: OK")
 PY
+python3 "$probes/unknowns.py"

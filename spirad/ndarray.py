@@ -9,9 +9,24 @@ import numpy as np
 
 from . import guard as _guard
 from . import state as _state
+from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
 from .tracebacks import api, api_class
+
+
+def _check_f64(dtype, what: str = "sd.ndarray") -> None:
+    """An f64 ndarray on a backend without 64-bit floats (Metal) is refused where it is created:
+    no kernel could take it. (A float64 numpy array / torch tensor passed to a kernel is
+    converted to float32 at launch instead: `spirad.interop.arrays`.)"""
+    be = _state.backend()
+    if be.capabilities().get("f64", True):
+        return
+    why = "Metal has no 64-bit floats" if be.name == "metal" else \
+        f"the {be.name} device has no 64-bit floats"
+    raise SpiradTypeError(f"{what} of dtype {dtype} on {be.name}: {why}; use sd.f32 (a float64 "
+                          f"numpy array or torch tensor passed to a kernel is converted to "
+                          f"float32 at launch)")
 
 
 @api_class
@@ -24,6 +39,8 @@ class Ndarray(_HostArray):
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
+        if self.dtype == T.f64:
+            _check_f64(dtype)
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch

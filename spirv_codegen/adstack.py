@@ -15,7 +15,7 @@ storage buffers declared as runtime arrays of u32 words (ArrayStride 4):
                          Counters), then the int stacks' entries (i32/u32 = 1 word bitcast,
                          i64 = 2 words, u1 = one word 0/1).
 
-Profiles with `single_heap` (Metal: 8 storage buffers) bind one buffer at 3+n, AdStackHeap, whose
+Profiles with `single_heap` (Metal: one buffer fewer) bind one buffer at 3+n, AdStackHeap, whose
 row is the float row followed by the int row: float word(row, b) = row * ((stride_float +
 stride_int) >> 2) + (b >> 2), int words start stride_float >> 2 later; num_bindings = 2 + n + 2.
 

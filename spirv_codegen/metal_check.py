@@ -40,7 +40,7 @@ def _instructions(words):
         i += n
 
 
-def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = None,
+def violations(spirv: bytes, max_bindings: int = 28, num_bindings: int | None = None,
                uniform=()) -> list:
     """What in `spirv` the Metal profile forbids (empty: the module is fine). `num_bindings`:
     the storage buffers of the module's layout; `uniform`: its uniform bindings (not counted)."""
@@ -84,7 +84,7 @@ def violations(spirv: bytes, max_bindings: int = 8, num_bindings: int | None = N
     return list(dict.fromkeys(out))
 
 
-def check(spirv: bytes, kernel: str, max_bindings: int = 8, num_bindings: int | None = None,
+def check(spirv: bytes, kernel: str, max_bindings: int = 28, num_bindings: int | None = None,
           uniform=()) -> None:
     """RuntimeError naming `kernel` when `spirv` breaks the Metal profile (a compiler bug)."""
     bad = violations(spirv, max_bindings, num_bindings, uniform)

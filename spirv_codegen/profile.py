@@ -13,11 +13,13 @@ naga accepts a narrower subset, measured with wgpu 0.32 / naga 29 on spirad's mo
 * 64-bit values joined from / split into two 32-bit words by a *vector* bitcast are mistyped by
   naga; both profiles use shifts and OR on a 64-bit integer instead (`Emitter.join64/split64`).
 * Metal has no f64: a kernel using it is rejected before code generation (`spirad.backends.metal`).
-* wgpu on Metal binds at most 8 storage buffers per stage (`max_storage_buffers`). The Metal
-  profile spends fewer: the arguments are a *uniform* buffer (binding 0; an array of uvec4 with
-  std140 stride 16, read at constant indices), and both adstack heaps share one buffer whose row
-  is the float row (stride_float bytes) followed by the int row (stride_int bytes), so a task
-  with adstacks binds meta + one heap (`adstack_buffers`).
+* wgpu on Metal gives a pipeline 31 buffer-argument-table entries per stage, of which a spirad
+  pipeline may spend 28 on storage buffers (`gfx_runtime/wgpu/caps.py`; the device's count, not
+  a profile constant). The Metal profile spends few: the arguments are a *uniform* buffer
+  (binding 0; an array of uvec4 with std140 stride 16, read at constant indices), and both
+  adstack heaps share one buffer whose row is the float row (stride_float bytes) followed by
+  the int row (stride_int bytes), so a task with adstacks binds meta + one heap
+  (`adstack_buffers`).
 
 `spirv_codegen.metal_check` proves these properties on every finished module.
 """
@@ -32,7 +34,6 @@ class Profile:
     compare_exchange: bool = True     # OpAtomicCompareExchange allowed (status, CAS float atomics)
     float_specials_by_bitcast: bool = False  # NaN / Inf made by OpBitcast of an int constant
     f64: bool = True                  # the target may have f64 at all
-    max_storage_buffers: int | None = None   # per-stage storage-buffer limit of the target
     args_uniform: bool = False        # binding 0 (arguments) is a uniform buffer, not storage
     single_heap: bool = False         # both adstack heaps in one buffer (rows of sf + si bytes)
     float_controls: bool = True       # SignedZeroInfNanPreserve may be declared (naga refuses it)
@@ -53,5 +54,5 @@ class Profile:
 
 VULKAN = Profile("vulkan")
 METAL = Profile("metal", compare_exchange=False, float_specials_by_bitcast=True, f64=False,
-                max_storage_buffers=8, args_uniform=True, single_heap=True,
+                args_uniform=True, single_heap=True,
                 float_controls=False, opaque_float_operands=True, spec_root_offsets=False)

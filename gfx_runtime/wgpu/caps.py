@@ -1,14 +1,28 @@
 """What a wgpu adapter can do, as the limits spirad compiles against.
 
-On a Mac the adapter is Metal's. With `emulate=True` any adapter is accepted and the limits of an
-M1 (Apple7 GPU family, the oldest Apple silicon) are imposed on top of the adapter's own, so a
-kernel that runs emulated on lavapipe also fits a real Mac:
+On a Mac the adapter is Metal's. The device is created with the adapter's limits
+(`device_limits`): a wgpu device created without `required_limits` gets WebGPU's defaults (8
+storage buffers per stage, 128 MiB bindings, 256 MiB buffers), far below what the GPU can do.
+With `emulate=True` any adapter is accepted and the limits wgpu reports for an M1 (Apple7 GPU
+family, the oldest Apple silicon) are imposed on top of the adapter's own, so a kernel that runs
+emulated on lavapipe also fits a real Mac:
 
-* 8 storage buffers per shader stage (wgpu's Metal limit), no f64 (Metal has none);
-* only wgpu features an M1 has: `shader-float32-atomic`, `shader-int64` (no 64-bit atomics),
-  `immediates` (push constants);
-* storage bindings of at most 256 MiB (Metal's default binding limit on small machines); a
-  buffer may be larger (the adapter's max-buffer-size), bound through windows of at most that.
+* Metal's buffer argument table: 31 entries per stage (`METAL_BUFFER_SLOTS`; wgpu-hal reports it
+  as `max-storage-buffers-per-shader-stage` and `max-uniform-buffers-per-shader-stage` for every
+  Metal device). wgpu-hal's Metal pipeline layout (`create_pipeline_layout`) spends one entry per
+  buffer binding (storage *and* uniform), one for the immediates (push constants) when the layout
+  has any, and one for the buffer-sizes buffer naga's MSL output reads array lengths from
+  whenever a storage buffer is bound; past 31 it fails with an opaque out-of-memory error. A
+  spirad pipeline has one uniform buffer (the arguments) and immediates, so it may bind
+  31 - 3 = 28 storage buffers (`max_per_stage_storage_buffers`); the runtime counts every
+  pipeline that way before wgpu sees it (`pipeline_buffer_slots`);
+* no f64 (Metal has none); only wgpu features an M1 has: `shader-float32-atomic`,
+  `shader-int64` (no 64-bit atomics), `immediates` (push constants);
+* storage bindings of at most 256 MiB: wgpu reports an M1's `maxBufferLength` (which grows with
+  the machine's memory, several GiB on every Apple-silicon Mac) capped at 4 GiB - 1; the
+  emulation keeps 256 MiB, the smallest buffer length Metal guarantees on any Apple GPU family,
+  so that fields larger than that are bound through windows in CI too (lavapipe's own 128 MiB is
+  lower still). A buffer may be larger (the adapter's max-buffer-size), bound through windows.
 
 The loop-iteration cap of llvmpipe still applies when wgpu runs on lavapipe (its Vulkan
 backend is underneath): `loop_iteration_cap` is then 65,535, as for the Vulkan runtime.
@@ -20,7 +34,10 @@ from dataclasses import dataclass
 
 from ..errors import GfxUnavailable
 
-M1_STORAGE_BUFFERS = 8
+METAL_BUFFER_SLOTS = 31  # Metal's buffer argument table per stage (wgpu-hal metal/adapter.rs)
+# what every spirad pipeline spends of it besides storage buffers: the uniform argument buffer,
+# the immediates and naga's buffer-sizes buffer
+PIPELINE_RESERVED_SLOTS = 3
 M1_MAX_BINDING = 256 << 20
 M1_FEATURES = ("shader-float32-atomic", "shader-int64", "immediates")
 LLVMPIPE_LOOP_CAP = 65535
@@ -39,7 +56,10 @@ class WgpuCaps:
     has_atomic_float64_add: bool
     max_storage_buffer_range: int  # the largest storage binding
     max_buffer_size: int           # the largest buffer (bound through windows past the above)
-    max_per_stage_storage_buffers: int
+    max_per_stage_storage_buffers: int  # storage buffers one spirad pipeline may bind
+    wgpu_storage_buffers: int      # wgpu's max-storage-buffers-per-shader-stage of the device
+    wgpu_uniform_buffers: int      # wgpu's max-uniform-buffers-per-shader-stage
+    buffer_slots: int | None       # Metal's buffer argument table (None: not Metal / emulated)
     max_compute_work_group_count: tuple
     max_push_constants_size: int
     loop_iteration_cap: int | None
@@ -80,10 +100,15 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         have &= set(M1_FEATURES)
     wanted = frozenset(f for f in M1_FEATURES + ("shader-int64-atomic-all-ops", "shader-f64")
                        if f in have)
-    nsb = lim["max-storage-buffers-per-shader-stage"]
+    nsb = int(lim["max-storage-buffers-per-shader-stage"])
+    nub = int(lim["max-uniform-buffers-per-shader-stage"])
     rng = lim["max-storage-buffer-binding-size"]
+    metal = backend_is_metal(adapter)
+    slots = METAL_BUFFER_SLOTS if (metal or emulate) else None
     if emulate:
-        nsb, rng = min(nsb, M1_STORAGE_BUFFERS), min(rng, M1_MAX_BINDING)
+        nsb, nub = min(nsb, METAL_BUFFER_SLOTS), min(nub, METAL_BUFFER_SLOTS)
+        rng = min(rng, M1_MAX_BINDING)
+    spirad_storage = nsb if slots is None else min(nsb, slots - PIPELINE_RESERVED_SLOTS)
     device = str(info.get("device", "wgpu adapter"))
     ng = lim["max-compute-workgroups-per-dimension"]
     return WgpuCaps(
@@ -93,16 +118,30 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         has_int64_atomics="shader-int64-atomic-all-ops" in wanted,
         has_atomic_float32_add="shader-float32-atomic" in wanted, has_atomic_float64_add=False,
         max_storage_buffer_range=int(rng), max_buffer_size=int(lim["max-buffer-size"]),
-        max_per_stage_storage_buffers=int(nsb),
+        max_per_stage_storage_buffers=int(spirad_storage), wgpu_storage_buffers=nsb,
+        wgpu_uniform_buffers=nub, buffer_slots=slots,
         max_compute_work_group_count=(ng, ng, ng),
         max_push_constants_size=int(lim.get("max-immediate-size", 0)) if "immediates" in wanted else 0,
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if "llvmpipe" in device.lower() else None)
 
 
+def backend_is_metal(adapter) -> bool:
+    return str(adapter.info.get("backend_type", "")).lower() == "metal"
+
+
+def pipeline_buffer_slots(num_bindings: int, uniform: int, push_constant_bytes: int) -> int:
+    """Entries of Metal's buffer argument table a compute pipeline takes (wgpu-hal's Metal
+    `create_pipeline_layout`): every buffer binding, the immediates, naga's buffer sizes."""
+    storage = num_bindings - uniform
+    return num_bindings + (1 if push_constant_bytes else 0) + (1 if storage else 0)
+
+
 def device_limits(adapter, caps: WgpuCaps) -> dict:
-    """The limits to create the device with (wgpu's defaults are lower than the adapter's)."""
-    lim = adapter.limits
-    return {"max-storage-buffers-per-shader-stage": caps.max_per_stage_storage_buffers,
+    """The limits to create the device with: the adapter's (the M1's where emulated), within
+    what spirad uses. Without them wgpu gives a device WebGPU's defaults (8 storage buffers per
+    stage, 128 MiB bindings, 256 MiB buffers)."""
+    return {"max-storage-buffers-per-shader-stage": caps.wgpu_storage_buffers,
+            "max-uniform-buffers-per-shader-stage": caps.wgpu_uniform_buffers,
             "max-storage-buffer-binding-size": caps.max_storage_buffer_range,
             "max-buffer-size": caps.max_buffer_size,
             "max-immediate-size": caps.max_push_constants_size,

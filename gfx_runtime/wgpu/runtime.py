@@ -46,7 +46,7 @@ from ..errors import GfxDeviceError
 from ..protocol import GfxRuntime
 from .buffer import Buffer, Window
 from .errors import wgpu_errors
-from .caps import caps_of, device_limits, find_adapter
+from .caps import caps_of, device_limits, find_adapter, pipeline_buffer_slots
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
@@ -183,6 +183,29 @@ class WgpuRuntime(GfxRuntime):
                 for i in range(n)])
         return self._bgls[key]
 
+    def _check_buffer_counts(self, num_bindings: int, uniform: int, push_constant_bytes: int):
+        """wgpu's per-stage storage / uniform buffer limits and, on Metal, the buffer argument
+        table (`caps.pipeline_buffer_slots`: wgpu-hal would fail with an opaque out-of-memory
+        error), checked before wgpu sees the layout."""
+        c, storage = self.caps, num_bindings - uniform
+        if storage > c.wgpu_storage_buffers:
+            raise GfxDeviceError(
+                f"a pipeline with {storage} storage buffers exceeds the limit of "
+                f"{c.wgpu_storage_buffers} per stage on {c.name}")
+        if uniform > c.wgpu_uniform_buffers:
+            raise GfxDeviceError(
+                f"a pipeline with {uniform} uniform buffers exceeds the limit of "
+                f"{c.wgpu_uniform_buffers} per stage on {c.name}")
+        if c.buffer_slots is not None:
+            n = pipeline_buffer_slots(num_bindings, uniform, push_constant_bytes)
+            if n > c.buffer_slots:
+                raise GfxDeviceError(
+                    f"a pipeline with {storage} storage buffers takes {n} entries of Metal's "
+                    f"buffer argument table ({storage} storage + {uniform} uniform"
+                    f"{' + 1 immediates' if push_constant_bytes else ''}"
+                    f"{' + 1 for the buffer sizes naga passes' if storage else ''}), which has "
+                    f"{c.buffer_slots} per stage on {c.name}")
+
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
                  arguments: bool = False, specialization=()) -> Pipeline:
@@ -198,10 +221,7 @@ class WgpuRuntime(GfxRuntime):
         uniform, readonly, arguments = tuple(uniform), tuple(readonly), bool(arguments)
         if arguments and not num_bindings:
             raise ValueError("a pipeline with an argument block needs binding 0 for it")
-        if num_bindings - len(uniform) > self.caps.max_per_stage_storage_buffers:
-            raise GfxDeviceError(
-                f"a pipeline with {num_bindings - len(uniform)} storage buffers exceeds the limit "
-                f"of {self.caps.max_per_stage_storage_buffers} per stage on {self.caps.name}")
+        self._check_buffer_counts(num_bindings, len(uniform), push_constant_bytes)
         if push_constant_bytes > self.caps.max_push_constants_size:
             raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
                                  f"{self.caps.max_push_constants_size} on {self.caps.name}")

@@ -13,7 +13,9 @@ overflow errors) and specialises three things:
   spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
   process). Fields share root buffers (`root_buffers`), so a kernel binds status, one view per
   root chunk and element type it touches, its ndarrays and, with autodiff stacks, two buffers;
-  a task over Metal's 8 storage buffers (too many ndarrays) is a user error naming them.
+  a task over the storage buffers Metal leaves a spirad pipeline (28 of the 31 entries of its
+  buffer argument table: `gfx_runtime/wgpu/caps.py`; too many ndarrays) is a user error naming
+  them.
 
 Availability: a Metal adapter (macOS), or any wgpu adapter with `SPIRAD_METAL_EMULATE=1`, which
 imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchError` says why.
@@ -92,17 +94,18 @@ class MetalBackend(SpirvBackend):
 
     def __init__(self, state):
         super().__init__(state)
-        from sizer.device_format import INT_SLOTS
+        from sizer.device_format import F32_SLOTS, INT_SLOTS
         from .gpu_sizer import GpuSizer
         # the GPU sizer's evaluation kernel binds status, program, jobs, values, job states and
-        # its data slots: with 2 int slots and 1 f32 slot it fits Metal's 8 storage buffers (no
-        # f64 slots: Metal has no f64). A task whose size leaves need more distinct buffers is
-        # sized on the host (through `view`), once per change thanks to the sizing cache.
+        # its data slots (no f64 slots: Metal has no f64). With Metal's 28 storage buffers per
+        # spirad pipeline every int and f32 slot fits (4 + 2, as on Vulkan); a device with fewer
+        # gets fewer slots, and a task whose size leaves need more distinct buffers is sized on
+        # the host (through `view`), once per change thanks to the sizing cache.
         spare = self.caps.max_per_stage_storage_buffers - 1 - 4
         if spare >= 2:
             n_int = min(INT_SLOTS, spare - 1)
             self.gpu_sizer = GpuSizer(self, self.caps.loop_iteration_cap, int_slots=n_int,
-                                      f32_slots=spare - n_int)
+                                      f32_slots=min(F32_SLOTS, spare - n_int))
         else:
             self.gpu_sizer = None
 

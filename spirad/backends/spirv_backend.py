@@ -30,7 +30,7 @@ task is dispatched indirectly from the buffer it wrote — no host round trip. T
 instead, after flushing the queued work.
 
 Adstack heaps: two buffers (float, int), or one (a row = the float row, then the int row) where
-the profile says `single_heap` (Metal's 8 storage buffers).
+the profile says `single_heap` (Metal: fewer storage buffers spent of its buffer table).
 """
 from __future__ import annotations
 

@@ -252,11 +252,13 @@ def _kind(obj) -> str:
 class _Entry:
     """One argument position's alias while the caller keeps passing the same array
     (`grad_arr`: the host memory of a torch tensor's `.grad`, bound as the alias's gradient)."""
-    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf", "device")
+    __slots__ = ("obj", "arr", "nd", "zero_copy", "ptr", "epoch", "grad_arr", "leaf", "device",
+                 "narrow")
 
-    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None):
+    def __init__(self, obj, arr, nd, zero_copy, ptr, epoch, grad_arr=None, narrow=False):
         self.obj, self.arr, self.nd, self.zero_copy, self.ptr, self.epoch = \
             obj, arr, nd, zero_copy, ptr, epoch
+        self.narrow = narrow  # a float64 host array computed in float32 (a device without f64)
         # a torch tensor (requires_grad may change later: checked at every launch)
         self.leaf = obj if hasattr(obj, "requires_grad") else None
         self.grad_arr = grad_arr
@@ -321,6 +323,20 @@ class KernelArrays:
     def __init__(self):
         self.entries: dict = {}
         self.leaves = False  # some argument was a torch tensor that requires grad
+        self.narrowed: set = set()  # argument positions warned of a float64 -> float32 copy
+
+    @staticmethod
+    def _warn_narrow(kernel, obj, index: int) -> None:
+        """Once per kernel and argument: a float64 host array runs in float32 on this device."""
+        be = _state.backend()
+        why = "Metal has no 64-bit floats" if be.name == "metal" else \
+            f"the {be.name} device has no 64-bit floats"
+        name = kernel._annotations()[index][0]
+        warn_user(f"argument '{name}' of {kernel.fn.__name__}: the float64 {_kind(obj)} is "
+                  f"converted to float32 when it is copied to {be.name} device memory ({why}), "
+                  f"and back to float64 after launches that write it: its values lose precision "
+                  f"(float32 keeps about 7 significant digits); pass a float32 array to compute "
+                  f"in float32 explicitly")
 
     def check_writes(self, kernel, args, writes) -> None:
         """Refuse a launch that writes a torch leaf tensor requiring grad while grad mode is on:
@@ -385,16 +401,23 @@ class KernelArrays:
                     or (e.device and not _refresh(e.arr, obj)):
                 e = entries[i] = self._entry(kernel, obj, i, epoch)
                 changed = True
+                if e.narrow and i not in self.narrowed:
+                    self.narrowed.add(i)
+                    self._warn_narrow(kernel, obj, i)
             e.nd.generation += 1  # the caller may have changed the data since the last launch
             if e.leaf is not None:
                 self.leaves = True
             if not e.zero_copy:
                 if e.arr.size:  # an empty array: nothing to copy (wgpu refuses empty writes)
-                    # (bool arrays: as the 0/1 words u1 is stored in)
-                    _state.backend().write(e.nd._storage(), e.arr if e.arr.dtype != np.bool_
-                                           else e.arr.astype(np.uint32))
+                    # (bool arrays: as the 0/1 words u1 is stored in; float64 arrays on a
+                    # device without f64: as float32)
+                    a = e.arr
+                    _state.backend().write(e.nd._storage(), a if a.dtype != np.bool_ and not
+                                           e.narrow else a.astype(np.float32 if e.narrow else
+                                                                  np.uint32))
                 if e.grad_arr is not None and e.grad_arr.size:
-                    _state.backend().write(e.nd.grad._storage(), e.grad_arr)
+                    _state.backend().write(e.nd.grad._storage(), e.grad_arr if not e.narrow
+                                           else e.grad_arr.astype(np.float32))
                 copies = (copies or []) + [(i, e)]
             elif e.device and e.arr.stream is not None:
                 copies = (copies or []) + [(i, e)]  # the producer's stream follows the launch
@@ -439,6 +462,8 @@ class KernelArrays:
                 dt, comp, shape = T.u1, (), tuple(arr.shape)
             else:
                 dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
+            narrow = dt == T.f64 and ann.dtype is None and not isinstance(arr, DeviceArray) \
+                and not _state.backend().capabilities().get("f64", True)
             if ann.ndim is not None and ann.ndim != len(shape):
                 raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
                                       f"{len(shape)} (shape {shape})")
@@ -446,6 +471,9 @@ class KernelArrays:
             raise kernel._arg_error(SpiradTypeError, str(err), index) from None
         if dt == T.u1:
             nd, zero_copy = Ndarray(T.u1, shape), False
+        elif narrow:  # no f64 on the device (Metal): an f32 copy, converted at each copy
+            nd, zero_copy = Ndarray._alias(_state.backend().allocate(max(arr.size * 4, 8)),
+                                           T.f32, shape, comp_shape=comp), False
         else:
             nd, zero_copy = alias(arr, dt, comp, shape)
         grad_arr = None
@@ -456,13 +484,17 @@ class KernelArrays:
             if (gdt, gcomp, gshape) != (dt, comp, shape):
                 raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
                                         f"dtype and shape", index)
-            nd.grad = alias(grad_arr, dt, comp, shape)[0]
+            if narrow:
+                nd.grad = Ndarray._alias(_state.backend().allocate(max(arr.size * 4, 8)),
+                                         T.f32, shape, comp_shape=comp)
+            else:
+                nd.grad = alias(grad_arr, dt, comp, shape)[0]
         if not zero_copy:
             warn_user(f"{what}: the {_kind(obj)} is copied to "
                       f"{_state.backend().name} device memory before every launch and back "
                       f"after launches that write it; keep the data in an sd.ndarray (or "
                       f"sd.from_dlpack it once) to avoid the copies")
-        return _Entry(obj, arr, nd, zero_copy, _tensor_ptr(obj), epoch, grad_arr)
+        return _Entry(obj, arr, nd, zero_copy, _tensor_ptr(obj), epoch, grad_arr, narrow)
 
 
 def copy_out(entries, args, writes) -> None:
@@ -495,6 +527,9 @@ def from_dlpack(obj, dtype=None, needs_grad=False):
         raise SpiradTypeError(f"sd.from_dlpack takes an object with __dlpack__ (a numpy array, a "
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
+    if dt == T.f64:
+        from ..ndarray import _check_f64
+        _check_f64(T.f64, "sd.from_dlpack: an ndarray")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:
         warn_user(f"sd.from_dlpack: the {_kind(obj)} was copied to "

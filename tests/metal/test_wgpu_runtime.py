@@ -64,8 +64,13 @@ def _add_kernel():
 def test_caps_impose_apple_silicon_limits(rt):
     c = rt.caps
     assert c.emulated and not c.has_f64 and not c.has_int64_atomics
-    assert c.max_per_stage_storage_buffers == 8
+    assert (c.wgpu_storage_buffers, c.buffer_slots, c.max_per_stage_storage_buffers) == (31, 31, 28)
     assert c.max_storage_buffer_range <= 256 << 20
+    # the device is created with these limits, not WebGPU's defaults (8 storage buffers)
+    lim = rt._device.limits
+    assert lim["max-storage-buffers-per-shader-stage"] == 31
+    assert lim["max-storage-buffer-binding-size"] == c.max_storage_buffer_range
+    assert lim["max-buffer-size"] == c.max_buffer_size > 256 << 20
     assert c.features <= {"shader-float32-atomic", "shader-int64", "immediates"}
 
 
@@ -130,8 +135,14 @@ def test_limits_raise_runtime_errors(rt):
     rt.dispatch(pipe, [args, status, src, tail], (1, 1, 1), pack_push_constants(1, 0, 0))
     assert list(big.read(limit, 16).view(np.uint32)) == [11] * 4
     big.free()
-    with pytest.raises(GfxDeviceError, match="9 storage buffers"):
-        rt.pipeline(_add_kernel(), 10, 12, uniform=(0,))
+    # Metal's buffer table: 28 storage + 1 uniform + immediates + naga's sizes = 31 entries fit
+    rt.pipeline(_add_kernel(), 29, 12, uniform=(0,))
+    with pytest.raises(GfxDeviceError, match=r"29 storage buffers takes 32 entries of Metal's "
+                       r"buffer argument table \(29 storage \+ 1 uniform \+ 1 immediates \+ 1 "
+                       r"for the buffer sizes naga passes\), which has 31"):
+        rt.pipeline(_add_kernel(), 30, 12, uniform=(0,))
+    with pytest.raises(GfxDeviceError, match="32 storage buffers exceeds the limit of 31"):
+        rt.pipeline(_add_kernel(), 33, 12, uniform=(0,))
 
 
 def test_windows_bind_byte_ranges(rt):

@@ -91,8 +91,8 @@ class GpuSizer:
 
     def __init__(self, backend, loop_cap=None, int_slots=None, f32_slots=None):
         """`int_slots` / `f32_slots`: how many int / f32 data slots `sizer_eval` reads (default
-        all of `sizer.device_format`); fewer bind fewer buffers (Metal's 8 storage buffers),
-        and a task whose leaves need more is sized on the host (`Unsupported`)."""
+        all of `sizer.device_format`); fewer bind fewer buffers (a device with few storage
+        buffers), and a task whose leaves need more is sized on the host (`Unsupported`)."""
         self.be = backend
         self.int_slots = F.INT_SLOTS if int_slots is None else int(int_slots)
         self.f32_slots = F.F32_SLOTS if f32_slots is None else int(f32_slots)
