@@ -133,31 +133,8 @@ class ExprVisitor:
         return self.unop(op, a)
 
     def build_BoolOp(self, node):
-        vals = []
-        for v in node.values:  # compile-time operands short-circuit as in Python
-            x = self.rvalue(self.build(v))
-            vals.append(x)
-            if _is_compile_time(x) and not is_py_scalar(x) and all(_is_compile_time(y) for y in vals):
-                if bool(x) == isinstance(node.op, ast.Or):
-                    break
-            elif is_py_scalar(x) and all(_is_compile_time(y) for y in vals) \
-                    and bool(x) == isinstance(node.op, ast.Or):
-                break
-        if all(_is_compile_time(v) for v in vals):
-            r = vals[0]
-            for v in vals[1:]:
-                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
-            return r
-        if all(is_py_scalar(v) for v in vals):
-            r = vals[0]
-            for v in vals[1:]:
-                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
-            return r
-        op = Op.AND if isinstance(node.op, ast.And) else Op.OR
-        acc = self.to_cond(vals[0])
-        for v in vals[1:]:
-            acc = self.ctx.b.binary(op, acc, self.to_cond(v))
-        return acc
+        from .boolops import build_boolop  # Taichi's two meanings of `and` / `or` (boolops.py)
+        return build_boolop(self, node, _is_compile_time)
 
     def build_Compare(self, node):
         left = self.build(node.left)

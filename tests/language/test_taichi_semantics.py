@@ -29,3 +29,74 @@ def test_abs_slope_is_sign_in_both_modes(arch):
     y.grad.fill(1.0)
     k.grad()
     assert x.grad.to_numpy().tolist() == want
+
+
+# `a and b` / `a or b` on i32 kernel values (a, b); Taichi 1.7.4's results:
+# short_circuit_operators=False (its default): the bitwise & / | of the operands
+# short_circuit_operators=True: Python's operand (`2 and 3` is 3)
+BOOLOP_CASES = [(2, 3), (0, 5), (5, 0), (0, 0), (-1, 7), (6, 1)]
+TAICHI_BITWISE = {"and": [2, 0, 0, 0, 7, 0], "or": [3, 5, 5, 0, -1, 7]}
+TAICHI_PYTHON = {"and": [3, 0, 0, 0, 7, 1], "or": [2, 5, 5, 0, -1, 6]}
+
+
+def _boolop_kernels():
+    @sd.kernel
+    def both(a: sd.types.ndarray(), out: sd.types.ndarray()):
+        for i in range(a.shape[0]):
+            out[i, 0] = a[i, 0] and a[i, 1]
+            out[i, 1] = a[i, 0] or a[i, 1]
+            out[i, 2] = 0
+            if a[i, 0] and a[i, 1]:  # Taichi's default: `if 6 and 1` does not run its body
+                out[i, 2] = 1
+
+    @sd.kernel
+    def literals() -> sd.i32:
+        return (5 or 2) * 100 + (3 and 6) * 10 + (2 and 1)  # Taichi: 7, 2, 0 / 5, 6, 1
+
+    return both, literals
+
+
+@pytest.mark.parametrize("short", [False, True], ids=["default", "short_circuit"])
+@test_archs()
+def test_and_or_on_integers(arch, short):
+    sd.init(arch=arch, debug=True, short_circuit_operators=short)
+    both, literals = _boolop_kernels()
+    a = sd.ndarray(sd.i32, (len(BOOLOP_CASES), 2))
+    a.from_numpy(np.array(BOOLOP_CASES, np.int32))
+    out = sd.ndarray(sd.i32, (len(BOOLOP_CASES), 3))
+    both(a, out)
+    want = TAICHI_PYTHON if short else TAICHI_BITWISE
+    got = out.to_numpy()
+    assert got[:, 0].tolist() == want["and"]
+    assert got[:, 1].tolist() == want["or"]
+    assert got[:, 2].tolist() == [int(x != 0) for x in want["and"]]
+    assert literals() == (561 if short else 720)
+
+
+@test_archs()
+def test_short_circuit_guards_the_right_operand(arch):
+    # Taichi 1.7.4 with short_circuit_operators=True and debug=True: `i < 4 and a[i] >= 0` over
+    # i in range(6) reads no element past a[3] and counts 4; without it, a[4] is out of bounds
+    sd.init(arch=arch, debug=True, short_circuit_operators=True)
+    a = sd.field(sd.i32, shape=4)
+
+    @sd.kernel
+    def k() -> sd.i32:
+        s = 0
+        for i in range(6):
+            if i < 4 and a[i] >= 0:
+                s += 1
+        return s
+
+    assert k() == 4
+
+
+@test_archs(archs=("cpu",))
+def test_and_or_refuse_floats(arch):
+    # Taichi 1.7.4 refuses `x and y` on f32 operands (no bitwise & of floats)
+    @sd.kernel
+    def k(x: sd.f32, y: sd.f32) -> sd.f32:
+        return x and y
+
+    with pytest.raises(sd.SpiradTypeError, match="float operand"):
+        k(1.0, 2.0)
