@@ -15,6 +15,7 @@ from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
+from .func_types import convert, declared_types
 from .ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
@@ -84,9 +85,14 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         from ..func import PlainFunc
         assigned = _assigned_names(fdef) if isinstance(func, PlainFunc) else None
         templates = _template_params(func)
+        declared, ret_type = ({}, None) if assigned is not None else \
+            declared_types(func, ctx.default_fp, ctx.default_ip)  # func_types.py
         with b.region() as out:
             for p in params:
                 v = self.rvalue(bound[p])
+                if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
+                                                             is_py_scalar(v)):
+                    v = convert(self, v, declared[p])
                 if p in templates and is_py_scalar(v):
                     values[p] = ("obj", v)  # a template() parameter stays a compile-time value
                 elif assigned is not None and is_py_scalar(v) and p not in assigned:
@@ -109,6 +115,8 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                     ret = self.rvalue(ret)
                     if is_py_scalar(ret) and assigned is None:  # an @sd.func returns a value
                         ret = self.to_node(ret)
+                    if ret_type is not None:
+                        ret = convert(self, ret, ret_type)
                     if isinstance(ret, VecVal):
                         allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
                         ret_slot = Slot(allocas, ret.shape, ret.dtype)

@@ -100,3 +100,45 @@ def test_and_or_refuse_floats(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="float operand"):
         k(1.0, 2.0)
+
+
+@sd.func
+def _twice_int(x: sd.i32) -> sd.i32:
+    return x * 2
+
+
+@sd.func
+def _scaled_to_int(x: sd.f32) -> sd.i32:
+    return x * 1.5
+
+
+@sd.func
+def _half_of_int(x: sd.i32):
+    return x / 2
+
+
+@sd.func
+def _widen(x: sd.u32) -> sd.i64:
+    return x
+
+
+@test_archs()
+def test_func_arguments_and_returns_take_their_annotated_types(arch):
+    # Taichi 1.7.4: f(2.7) -> 4.0, f(-2.7) -> -4.0 (x: i32 truncates toward zero), g(2.7) -> 4.0
+    # (2.7 * 1.5 returned as i32), h(5.9) -> 2.5 (x: i32 = 5, no return type), f(a) + 0.25 with
+    # a = 2.7 -> 4.25; u(-1) with x: u32 returned as i64 -> 4294967295
+    out = sd.ndarray(sd.f32, 5)
+    wide = sd.ndarray(sd.i64, 1)
+
+    @sd.kernel
+    def k(a: sd.f32, m: sd.i32, out: sd.types.ndarray(), wide: sd.types.ndarray()):
+        out[0] = _twice_int(2.7)
+        out[1] = _twice_int(-a)
+        out[2] = _scaled_to_int(a)
+        out[3] = _half_of_int(a + 3.2)
+        out[4] = _twice_int(a) + 0.25
+        wide[0] = _widen(m)
+
+    k(2.7, -1, out, wide)
+    assert out.to_numpy().tolist() == [4.0, -4.0, 4.0, 2.5, 4.25]
+    assert wide.to_numpy().tolist() == [4294967295]
