@@ -150,10 +150,10 @@ class StmtVisitor:
 
     def build_Assert(self, node):
         """`assert cond[, msg]`: under init(debug=True) a failing thread records the site
-        (spirad.asserts, raised at the next sync); otherwise nothing, as in Taichi."""
+        (spirad.asserts, raised at the next sync). Otherwise the condition is still evaluated
+        and only the check is dropped, as in Taichi 1.7.4: `assert bump(i) >= 0` runs bump's
+        side effects either way (issue #35); a pure condition is removed by dce."""
         ctx = self.ctx
-        if not ctx.state.debug:
-            return
         msg = ""
         if node.msg is not None:
             msg = self.rvalue(self.build(node.msg))
@@ -161,6 +161,8 @@ class StmtVisitor:
                 raise ctx.error(SpiradTypeError, "an assert's message must be a string known at "
                                                  "compile time", node.msg)
         cond = self.rvalue(self.build(node.test))
+        if not ctx.state.debug:
+            return
         if is_py_scalar(cond):
             if not cond:
                 raise ctx.error(SpiradSyntaxError,

@@ -142,3 +142,42 @@ def test_func_arguments_and_returns_take_their_annotated_types(arch):
     k(2.7, -1, out, wide)
     assert out.to_numpy().tolist() == [4.0, -4.0, 4.0, 2.5, 4.25]
     assert wide.to_numpy().tolist() == [4294967295]
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["release", "debug"])
+@test_archs()
+def test_assert_condition_runs_without_debug(arch, debug):
+    # Taichi 1.7.4, debug=False as well as True: `assert bump(i) >= 0` over 4 threads leaves the
+    # counter at 4 and `assert ti.atomic_add(x[i], 5) >= 0` leaves x = [5, 5, 5, 5]: only the
+    # check is dropped without debug, the condition still runs
+    sd.init(arch=arch, debug=debug)
+    c = sd.field(sd.i32, shape=())
+    x = sd.field(sd.i32, shape=4)
+
+    @sd.func
+    def bump(v: sd.i32) -> sd.i32:
+        c[None] += 1
+        return v
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            assert bump(i) >= 0
+            assert sd.atomic_add(x[i], 5) >= 0, "x was negative"
+
+    k()
+    assert c[None] == 4
+    assert x.to_numpy().tolist() == [5, 5, 5, 5]
+
+
+@test_archs(archs=("cpu",))
+def test_assert_message_checked_without_debug(arch):
+    # Taichi 1.7.4 refuses a message that is not a string in both modes (TaichiSyntaxError)
+    sd.init(arch=arch, debug=False)
+
+    @sd.kernel
+    def k(n: sd.i32):
+        assert n >= 0, n
+
+    with pytest.raises(sd.SpiradTypeError, match="message must be a string"):
+        k(1)
