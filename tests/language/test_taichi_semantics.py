@@ -181,3 +181,42 @@ def test_assert_message_checked_without_debug(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="message must be a string"):
         k(1)
+
+
+@test_archs()
+def test_python_scope_component_writes(arch):
+    # Taichi 1.7.4 (host accessors): every write below reaches the field / ndarray
+    v = sd.Vector.field(3, sd.f32, shape=(2, 3))
+    v[1, 2][0] = 1.0
+    v[1, 2].z += 2.0
+    v[0, 0].xy = [5.0, 6.0]      # a swizzle of two components (was lost)
+    v[0, 1].bg = [7.0, 8.0]
+    assert v.to_numpy().tolist() == [[[5.0, 6.0, 0.0], [0.0, 8.0, 7.0], [0.0, 0.0, 0.0]],
+                                     [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 2.0]]]
+    assert v[0, 0].xy.tolist() == [5.0, 6.0] and v[1, 2].zx.tolist() == [2.0, 1.0]
+    a = sd.Vector.ndarray(2, sd.i32, shape=(2, 2))
+    a[1, 0][1] = 4
+    a[0, 1].x = 7
+    a[1, 1].yx = [1, 2]
+    assert a.to_numpy().tolist() == [[[0, 0], [7, 0]], [[0, 4], [2, 1]]]
+    P = sd.types.struct(pos=sd.types.vector(2, sd.f32), m=sd.f32)
+    p = P.field(shape=3)
+    p[1].pos[0] = 2.0            # `p[i]` was a plain dict: no attributes, member writes lost
+    p[2].pos.y = 3.0
+    p[1].m = 5.0
+    p[2]["m"] = 1.0
+    p[0] = {"pos": [1.0, 1.5], "m": 0.5}
+    assert p.pos.to_numpy().tolist() == [[1.0, 1.5], [2.0, 0.0], [0.0, 3.0]]
+    assert p.m.to_numpy().tolist() == [0.5, 5.0, 1.0]
+    assert p[1].m == 5.0 and p[1]["pos"].tolist() == [2.0, 0.0]
+
+
+def test_python_scope_swizzle_errors():
+    # Taichi 1.7.4: `v.w = 1` on a 3-vector and `v.xyz = [1, 2]` are errors (not lost writes)
+    v = sd.Vector([1.0, 2.0, 3.0])
+    with pytest.raises(AttributeError, match="no component 'w'"):
+        v.w = 1.0
+    with pytest.raises(sd.SpiradTypeError, match="swizzle"):
+        v.xyz = [1.0, 2.0]
+    v.yy = [4.0, 5.0]  # one component at a time: the last wins, as in Taichi
+    assert v.tolist() == [1.0, 5.0, 3.0]
