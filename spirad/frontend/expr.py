@@ -177,13 +177,14 @@ class ExprVisitor:
             if name == "grad":
                 if not obj.needs_grad:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without needs_grad=True", node)
-                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True)
+                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True,
+                                  clamp=obj.clamp)
             if name == "dual":
                 if not obj.needs_dual:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without "
                                          f"needs_dual=True", node)
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
-                                  obj.name, dual=True)
+                                  obj.name, dual=True, clamp=obj.clamp)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
@@ -255,7 +256,10 @@ class ExprVisitor:
             if len(idx) != obj.ndim:
                 raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' has {obj.ndim} dimension(s) "
                                                       f"but is indexed with {len(idx)}", node)
-            return GlobalElem(obj.ref(), self.indices(idx), obj.comp_shape, obj)
+            ix = self.indices(idx)
+            if obj.clamp:  # boundary="clamp": each index into [0, shape - 1], as Taichi
+                ix = tuple(self.clamp_index(n, obj.arg_index, k) for k, n in enumerate(ix))
+            return GlobalElem(obj.ref(), ix, obj.comp_shape, obj)
         if isinstance(obj, ShapeVal):
             k = self.rvalue(idx[0])
             if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
@@ -294,6 +298,14 @@ class ExprVisitor:
                                                   f"but is indexed with {len(idx)}", node)
         wide = any(n > 2**31 - 1 for n in obj.shape)  # an axis past i32 (the CPU only)
         return GlobalElem(ref, self.indices(idx, wide), obj.comp_shape, obj)
+
+    def clamp_index(self, n, arg_index, axis):
+        """`n` clamped into [0, extent - 1] of axis `axis` of ndarray argument `arg_index`."""
+        b = self.ctx.b
+        last = b.binary(Op.SUB, b.emit(Op.NDARRAY_SHAPE, T.i32, (), (arg_index, axis)),
+                        b.const(1, T.i32))
+        hi = b.binary(Op.MIN, n, b.cast(last, n.dtype))
+        return b.binary(Op.MAX, hi, b.const(0, n.dtype))
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""

@@ -7,6 +7,7 @@ inline pass).
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import numpy as np
 
@@ -158,6 +159,16 @@ def _template_params(func) -> frozenset:
     return func._template_params
 
 
+def _clamped(kernel, name) -> bool:
+    """Is kernel parameter `name` annotated `types.ndarray(boundary="clamp")`?"""
+    from ..types import NdarrayType
+    annotations = getattr(kernel, "_annotations", None)
+    for p, ann in (annotations() if annotations is not None else ()):
+        if p == name:
+            return isinstance(ann, NdarrayType) and ann.boundary == "clamp"
+    return False
+
+
 def _assigned_names(fdef) -> set:
     """Names a function body assigns (its parameters among them stay mutable locals)."""
     return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -237,7 +248,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
-                                            needs_dual=needs_dual)
+                                            needs_dual=needs_dual, clamp=_clamped(kernel, p))
         elif kind == "struct":  # ('struct', dataclass instance, ((path, hidden arg index), ...))
             args.append(ArgSpec(p, "template"))
             structs.append((p, spec))
@@ -246,6 +257,8 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
                                 first.needs_grad))
             frame.scopes[0][p] = first  # one buffer: reads and writes of both names are seen
+            if _clamped(kernel, p) != first.clamp:
+                frame.scopes[0][p] = dataclasses.replace(first, clamp=not first.clamp)
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]

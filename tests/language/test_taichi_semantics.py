@@ -220,3 +220,54 @@ def test_python_scope_swizzle_errors():
         v.xyz = [1.0, 2.0]
     v.yy = [4.0, 5.0]  # one component at a time: the last wins, as in Taichi
     assert v.tolist() == [1.0, 5.0, 3.0]
+
+
+@test_archs()
+def test_ndarray_boundary_clamp(arch):
+    # Taichi 1.7.4, types.ndarray(boundary="clamp") (debug or not): every index clamped into
+    # [0, shape - 1] per axis, for reads and writes
+    @sd.kernel
+    def rd(a: sd.types.ndarray(boundary="clamp"), out: sd.types.ndarray()):
+        for i in range(out.shape[0]):
+            out[i] = a[i - 3]
+
+    @sd.kernel
+    def rd2(a: sd.types.ndarray(dtype=sd.f32, ndim=2, boundary="clamp"), out: sd.types.ndarray()):
+        for i, j in out:
+            out[i, j] = a[i - 1, j + 1]
+
+    @sd.kernel
+    def wr(a: sd.types.ndarray(boundary="clamp")):
+        for i in range(8):
+            a[i - 2] += 1.0
+
+    @sd.kernel
+    def vec(a: sd.types.ndarray(dtype=sd.math.vec2, ndim=1, boundary="clamp"),
+            out: sd.types.ndarray()):
+        for i in range(out.shape[0]):
+            out[i] = a[i + 2][1]
+
+    a = sd.ndarray(sd.f32, 4)
+    a.from_numpy(np.arange(4, dtype=np.float32) + 1)
+    out = sd.ndarray(sd.f32, 9)
+    rd(a, out)
+    assert out.to_numpy().tolist() == [1.0, 1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 4.0, 4.0]
+    b = sd.ndarray(sd.f32, (3, 3))
+    b.from_numpy(np.arange(9, dtype=np.float32).reshape(3, 3))
+    o2 = sd.ndarray(sd.f32, (3, 3))
+    rd2(b, o2)
+    assert o2.to_numpy().tolist() == [[1.0, 2.0, 2.0], [1.0, 2.0, 2.0], [4.0, 5.0, 5.0]]
+    c = sd.ndarray(sd.f32, 4)
+    wr(c)
+    assert c.to_numpy().tolist() == [3.0, 1.0, 1.0, 3.0]
+    v = sd.Vector.ndarray(2, sd.f32, 3)
+    v.from_numpy(np.arange(6, dtype=np.float32).reshape(3, 2))
+    o3 = sd.ndarray(sd.f32, 3)
+    vec(v, o3)
+    assert o3.to_numpy().tolist() == [5.0, 5.0, 5.0]
+
+
+def test_ndarray_boundary_refuses_unknown_modes():
+    # Taichi 1.7.4: ValueError("Invalid boundary argument: wrap")
+    with pytest.raises(ValueError, match="boundary"):
+        sd.types.ndarray(boundary="wrap")
