@@ -405,8 +405,12 @@ class StmtVisitor:
             self.ctx.loops.pop()
 
     def _parallel_nd(self, bounds, names, node, grouped):
+        """One parallel loop over the product of the extents. An axis with end < start runs no
+        iteration (Taichi's `ndrange((5, 2), (4, 1))`: 0), so each extent is max(end - start, 0):
+        two negative extents multiplied to a positive count (9 iterations there; issue #35)."""
         b = self.ctx.b
-        extents = [b.binary(Op.SUB, hi, lo) for lo, hi in bounds]
+        extents = [b.binary(Op.MAX, b.binary(Op.SUB, hi, lo), b.const(0, hi.dtype))
+                   for lo, hi in bounds]
         total = extents[0]
         for e in extents[1:]:
             total = b.binary(Op.MUL, total, e)

@@ -271,3 +271,26 @@ def test_ndarray_boundary_refuses_unknown_modes():
     # Taichi 1.7.4: ValueError("Invalid boundary argument: wrap")
     with pytest.raises(ValueError, match="boundary"):
         sd.types.ndarray(boundary="wrap")
+
+
+@test_archs()
+def test_ndrange_with_start_past_end_runs_nothing(arch):
+    # Taichi 1.7.4: every loop below runs 0 iterations (two axes with end < start used to
+    # multiply to 9 iterations, 18 with a third axis)
+    c = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def k(a: sd.i32, b: sd.i32):
+        for i in sd.ndrange((5, 2)):
+            c[None] += 1
+        for i, j in sd.ndrange((5, 2), (4, 1)):
+            c[None] += 1
+        for i, j in sd.ndrange((a, b), (a, b)):
+            c[None] += 1
+        for I in sd.grouped(sd.ndrange((a, b), (a, b), (0, 2))):
+            c[None] += 1
+        for i, j in sd.ndrange(3, (4, 1)):
+            c[None] += 1
+
+    k(5, 2)
+    assert c[None] == 0
