@@ -294,3 +294,53 @@ def test_ndrange_with_start_past_end_runs_nothing(arch):
 
     k(5, 2)
     assert c[None] == 0
+
+
+def _u64(hi, lo):
+    return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+
+
+@test_archs(random_seed=7)
+def test_random_i64_has_64_random_bits(arch):
+    # Taichi 1.7.4: 4096 draws of ti.random(ti.i64) have their top 32 bits set (not all zero)
+    # and about half are negative; spirad's were all in [0, 2**32). Two u32 hashes each (hi, lo)
+    from spirad.frontend.rng import reference_stream
+    n = 1024
+    a = sd.field(sd.i64, shape=n)
+    u = sd.field(sd.u64, shape=n)
+
+    @sd.kernel
+    def k():
+        for i in range(n):
+            a[i] = sd.random(sd.i64)
+            u[i] = sd.random(sd.u64)
+
+    k()
+    ref = reference_stream(7, 0, np.arange(n), 1, 4)
+    np.testing.assert_array_equal(a.to_numpy(), _u64(ref[0], ref[1]).view(np.int64))
+    np.testing.assert_array_equal(u.to_numpy(), _u64(ref[2], ref[3]))
+    got = a.to_numpy()
+    assert ((got.view(np.uint64) >> np.uint64(32)) != 0).mean() > 0.99
+    assert 0.4 < (got < 0).mean() < 0.6
+
+
+@test_archs(random_seed=7)
+def test_random_f64_has_53_random_bits(arch):
+    # Taichi 1.7.4: ti.random(ti.f64) in [0, 1) with the low 29 bits of the mantissa random
+    # (nonzero in all 4096 draws); spirad's had only 24 random bits (those bits all zero)
+    from spirad.frontend.rng import reference_stream
+    n = 1024
+    f = sd.field(sd.f64, shape=n)
+
+    @sd.kernel
+    def k():
+        for i in range(n):
+            f[i] = sd.random(sd.f64)
+
+    k()
+    ref = reference_stream(7, 0, np.arange(n), 1, 2)
+    want = (_u64(ref[0], ref[1]) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    got = f.to_numpy()
+    np.testing.assert_array_equal(got, want)
+    assert 0 <= got.min() and got.max() < 1
+    assert ((got.view(np.uint64) & np.uint64((1 << 29) - 1)) != 0).mean() > 0.99
