@@ -74,7 +74,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # every `while` stops after this many iterations with an error (docs/autodiff.md)
               "max_while_iterations",
               # adstack heap budget in bytes: past it, loops are checkpointed (docs/autodiff.md)
-              "ad_stack_memory"}
+              "ad_stack_memory",
+              # Python's `and` / `or` in kernels instead of Taichi's bitwise default (boolops.py)
+              "short_circuit_operators"}
 # Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread

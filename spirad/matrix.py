@@ -18,17 +18,43 @@ from .ndarray import Ndarray
 from .tracebacks import api_class
 from .types import MatrixType, VectorType, _CompoundType
 
-_AXES = {"x": 0, "y": 1, "z": 2, "w": 3}
+_SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")  # Taichi's component names
+
+
+def _swizzle(name: str):
+    """The component indices a swizzle names (`x` -> (0,), `zyx` -> (2, 1, 0), `rg`), or None:
+    1 to 4 letters of one group, as Taichi's."""
+    if not 1 <= len(name) <= 4:
+        return None
+    for group in _SWIZZLE_GROUPS:
+        if all(c in group for c in name):
+            return tuple(group.index(c) for c in name)
+    return None
 
 
 class MatrixValue(np.ndarray):
-    """A Python-scope vector (1-d) or matrix (2-d): numpy arithmetic plus Taichi's methods."""
+    """A Python-scope vector (1-d) or matrix (2-d): numpy arithmetic plus Taichi's methods,
+    and a vector's swizzles (`v.x`, `v.zyx`, `v.rg`), read and written as in Taichi."""
 
     def __getattr__(self, name):
-        k = _AXES.get(name)
-        if k is not None and self.ndim == 1 and k < self.shape[0]:
-            return self[k].item()
+        ks = _swizzle(name) if self.ndim == 1 else None
+        if ks is not None and max(ks) < self.shape[0]:
+            return self[ks[0]].item() if len(ks) == 1 else \
+                np.array(self[list(ks)]).view(MatrixValue)
         raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        ks = _swizzle(name) if self.ndim == 1 else None
+        if ks is None:
+            return super().__setattr__(name, value)
+        if max(ks) >= self.shape[0]:  # was a new Python attribute: the write was lost (#35)
+            raise AttributeError(f"a {self.shape[0]}-vector has no component {name!r}")
+        vals = [value] if len(ks) == 1 else list(np.asarray(value).reshape(-1))
+        if len(vals) != len(ks):
+            raise SpiradTypeError(f"{len(vals)} values for the swizzle {name!r} of "
+                                  f"{len(ks)} components")
+        for k, x in zip(ks, vals):  # one at a time, as Taichi (`v.yy = [1, 2]`: the last wins)
+            self[k] = x
 
     @property
     def n(self):
@@ -149,13 +175,6 @@ class HostElement(MatrixValue):
         if owner is not None:
             array, index = owner
             array[index] = np.asarray(self)
-
-    def __setattr__(self, name, value):
-        k = _AXES.get(name)
-        if k is not None and self.ndim == 1 and k < self.shape[0]:
-            self[k] = value
-        else:
-            super().__setattr__(name, value)
 
 
 def host_element(array, index, value: np.ndarray) -> HostElement:

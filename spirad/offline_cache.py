@@ -138,7 +138,8 @@ def _options(state) -> tuple:
             tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
                                                        "ad_stack_experimental_enabled",
                                                        "adstack_cache", "static_unroll_limit",
-                                                       "max_while_iterations"))))
+                                                       "max_while_iterations",
+                                                       "short_circuit_operators"))))
 
 
 class CacheKey(str):

@@ -98,11 +98,47 @@ class StructField:
             f.fill(value)
 
     def __getitem__(self, key):
-        """Member name -> value at index `key`."""
-        return {m: f[key] for m, f in self.members.items()}
+        """The element at `key`: member name -> value (a `HostStruct`, which writes through)."""
+        return HostStruct(self, key)
+
+    def __setitem__(self, key, value):
+        """Set the members `value` (a dict, or an element read before) names at `key`."""
+        for m, v in dict(value).items():
+            if m not in self.members:
+                raise SpiradTypeError(f"struct field {self.name} has no member {m!r} "
+                                      f"(members: {list(self.members)})")
+            self.members[m][key] = v
 
     def __repr__(self):
         return f"<spirad struct field {self.name} shape={self.shape} {list(self.members)}>"
+
+
+class HostStruct(dict):
+    """`s[i]` of a struct field read from Python: member name -> value, that writes through as
+    Taichi's host `Struct` does: `s[i].m = v`, `s[i]["m"] = v` and (vector members are host
+    elements) `s[i].pos[0] = v` change the member fields; `s[i].m` reads a member. A plain
+    dict here lost those writes silently (issue #35)."""
+
+    def __init__(self, sf: StructField, key):
+        super().__init__((m, f[key]) for m, f in sf.members.items())
+        object.__setattr__(self, "_at", (sf, key))
+
+    def __getattr__(self, name):
+        if name in self:
+            return self[name]
+        raise AttributeError(f"struct element has no member {name!r} (members: {list(self)})")
+
+    def __setattr__(self, name, value):
+        if name not in self:
+            raise AttributeError(f"struct element has no member {name!r} (members: {list(self)})")
+        self[name] = value
+
+    def __setitem__(self, name, value):
+        sf, key = self.__dict__["_at"]
+        if name not in sf.members:
+            raise KeyError(name)
+        sf.members[name][key] = value
+        dict.__setitem__(self, name, sf.members[name][key])
 
 
 class StructElem:

@@ -79,6 +79,7 @@ class NdarrayType:
     needs_grad: bool | None = None
     element_dim: int | None = None  # Taichi's element_dim: numpy / torch arrays of a scalar
     #   dtype are read with their last 1 (vector) or 2 (matrix) axes as the element
+    boundary: str = "unsafe"  # "clamp": every index clamped into the shape (Taichi's)
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,17 @@ def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=
             element_shape=None, layout=None, boundary=None) -> NdarrayType:
     """Taichi's older keywords are accepted: `field_dim` is `ndim`; `element_dim=1` / `2` (or
     `element_shape`) reads the last axes of a numpy / torch array of scalars as a vector /
-    matrix element; `layout` / `boundary` are not checked."""
+    matrix element; `layout` is not checked. `boundary="clamp"` clamps every index of the
+    ndarray into [0, shape - 1] per axis, reads and writes, as Taichi does (an index outside
+    reads / writes the nearest edge element); "unsafe" (the default) does not."""
+    if boundary not in (None, "unsafe", "clamp"):
+        raise ValueError(f"ndarray(boundary={boundary!r}): use 'unsafe' or 'clamp'")
     if element_dim is None and element_shape is not None:
         element_dim = len(element_shape)
     if element_dim not in (None, 0, 1, 2):
         raise ValueError(f"ndarray(element_dim={element_dim}): use 0, 1 (vectors) or 2 (matrices)")
     return NdarrayType(dtype, ndim if ndim is not None else field_dim, needs_grad,
-                       element_dim or None)
+                       element_dim or None, boundary or "unsafe")
 
 
 def template() -> Template:

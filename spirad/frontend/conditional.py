@@ -20,14 +20,21 @@ from .values import VecVal
 def build_conditional(v, node, c):
     """The value of the conditional expression `node` whose condition has the (kernel) value
     `c` (`v`: the expression visitor)."""
+    return conditional_value(v, c, lambda: v.build(node.body), lambda: v.build(node.orelse))
+
+
+def conditional_value(v, c, then, orelse):
+    """`then() if c else orelse()` where only the chosen side's code runs: `then` / `orelse`
+    build a side's value when called (also Python's `and` / `or` with
+    short_circuit_operators=True, boolops.py)."""
     if isinstance(c, VecVal):
-        return v.select(c, v.build(node.body), v.build(node.orelse))
+        return v.select(c, then(), orelse())
     b = v.ctx.b
     cond = v.to_cond(c)
     sides = []
-    for expr in (node.body, node.orelse):
+    for side in (then, orelse):
         with b.region() as out:
-            val = v.rvalue(v.build(expr))
+            val = v.rvalue(side())
         sides.append((out[0], val))
     if all(_hoistable(block) for block, _ in sides):
         for block, _ in sides:

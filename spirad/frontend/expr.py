@@ -133,31 +133,8 @@ class ExprVisitor:
         return self.unop(op, a)
 
     def build_BoolOp(self, node):
-        vals = []
-        for v in node.values:  # compile-time operands short-circuit as in Python
-            x = self.rvalue(self.build(v))
-            vals.append(x)
-            if _is_compile_time(x) and not is_py_scalar(x) and all(_is_compile_time(y) for y in vals):
-                if bool(x) == isinstance(node.op, ast.Or):
-                    break
-            elif is_py_scalar(x) and all(_is_compile_time(y) for y in vals) \
-                    and bool(x) == isinstance(node.op, ast.Or):
-                break
-        if all(_is_compile_time(v) for v in vals):
-            r = vals[0]
-            for v in vals[1:]:
-                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
-            return r
-        if all(is_py_scalar(v) for v in vals):
-            r = vals[0]
-            for v in vals[1:]:
-                r = (r and v) if isinstance(node.op, ast.And) else (r or v)
-            return r
-        op = Op.AND if isinstance(node.op, ast.And) else Op.OR
-        acc = self.to_cond(vals[0])
-        for v in vals[1:]:
-            acc = self.ctx.b.binary(op, acc, self.to_cond(v))
-        return acc
+        from .boolops import build_boolop  # Taichi's two meanings of `and` / `or` (boolops.py)
+        return build_boolop(self, node, _is_compile_time)
 
     def build_Compare(self, node):
         left = self.build(node.left)
@@ -200,13 +177,14 @@ class ExprVisitor:
             if name == "grad":
                 if not obj.needs_grad:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without needs_grad=True", node)
-                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True)
+                return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True,
+                                  clamp=obj.clamp)
             if name == "dual":
                 if not obj.needs_dual:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without "
                                          f"needs_dual=True", node)
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
-                                  obj.name, dual=True)
+                                  obj.name, dual=True, clamp=obj.clamp)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
@@ -278,7 +256,10 @@ class ExprVisitor:
             if len(idx) != obj.ndim:
                 raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' has {obj.ndim} dimension(s) "
                                                       f"but is indexed with {len(idx)}", node)
-            return GlobalElem(obj.ref(), self.indices(idx), obj.comp_shape, obj)
+            ix = self.indices(idx)
+            if obj.clamp:  # boundary="clamp": each index into [0, shape - 1], as Taichi
+                ix = tuple(self.clamp_index(n, obj.arg_index, k) for k, n in enumerate(ix))
+            return GlobalElem(obj.ref(), ix, obj.comp_shape, obj)
         if isinstance(obj, ShapeVal):
             k = self.rvalue(idx[0])
             if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
@@ -317,6 +298,14 @@ class ExprVisitor:
                                                   f"but is indexed with {len(idx)}", node)
         wide = any(n > 2**31 - 1 for n in obj.shape)  # an axis past i32 (the CPU only)
         return GlobalElem(ref, self.indices(idx, wide), obj.comp_shape, obj)
+
+    def clamp_index(self, n, arg_index, axis):
+        """`n` clamped into [0, extent - 1] of axis `axis` of ndarray argument `arg_index`."""
+        b = self.ctx.b
+        last = b.binary(Op.SUB, b.emit(Op.NDARRAY_SHAPE, T.i32, (), (arg_index, axis)),
+                        b.const(1, T.i32))
+        hi = b.binary(Op.MIN, n, b.cast(last, n.dtype))
+        return b.binary(Op.MAX, hi, b.const(0, n.dtype))
 
     def expand_index_vectors(self, idx):
         """`x[I]` / `x[I, j]` with an index vector `I` (from `grouped`): one index per component."""

@@ -9,8 +9,11 @@ slot, made at the first `random()` call and placed at the start of the loop body
 `seed` is `init(random_seed=...)` (0 by default), so a program is reproducible; `launch` is read
 from an internal u32 counter field that every launch of a kernel using random() increments at its
 end, so successive launches draw new numbers (as Taichi's persistent RNG states do); `site`
-tells apart the slots of one kernel. A float is the top 24 bits scaled to [0, 1); an int is the
-state hash as i32. The adjoint of a kernel re-reads the counter, so it does not see the forward
+tells apart the slots of one kernel. A 32-bit value takes one hash: f32 its top 24 bits scaled
+to [0, 1), i32 / u32 the hash itself. A 64-bit value takes two consecutive hashes (hi, lo), as
+Taichi's i64 / f64 carry 64 / 53 random bits (issue #35: one hash left the top 32 bits of an
+i64 zero and all but 24 bits of an f64's mantissa): i64 / u64 are hi << 32 | lo, f64 is the top
+53 bits of that scaled to [0, 1). The adjoint of a kernel re-reads the counter, so it does not see the forward
 launch's numbers: under autodiff, draw random numbers into a field in a separate kernel.
 `hash_u32` / `reference_stream` mirror the generator in numpy (tests compare bit for bit).
 """
@@ -113,14 +116,26 @@ def h_random(v, args, kw, node):
     a = _anchor(v)
     slot = a.slot or _make_slot(v, a)
     b = v.ctx.b
-    s = b.binary(Op.ADD, b.load(slot), b.const(GOLDEN, T.u32))
-    b.store(slot, s)
-    h = _hash(b, s)
+    if dtype.bits == 64:
+        hi, lo = (b.cast(_draw(b, slot), T.u64) for _ in range(2))
+        h = b.binary(Op.OR, b.binary(Op.SHL, hi, b.const(32, T.u64)), lo)
+        if not dtype.is_float:
+            return b.cast(h, dtype)
+        top = b.binary(Op.SHR, h, b.const(11, T.u64))  # < 2**53: exact in f64
+        return b.binary(Op.MUL, b.cast(b.cast(top, T.i64), dtype), b.const(2.0 ** -53, dtype))
+    h = _draw(b, slot)
     if dtype.is_float:
         top = b.binary(Op.SHR, h, b.const(8, T.u32))
         f = b.cast(b.cast(top, T.i32), dtype)  # < 2**24: exact in f32
         return b.binary(Op.MUL, f, b.const(1.0 / (1 << 24), dtype))
     return b.cast(h, dtype)
+
+
+def _draw(b, slot):
+    """The next u32 hash of the stream in `slot`."""
+    s = b.binary(Op.ADD, b.load(slot), b.const(GOLDEN, T.u32))
+    b.store(slot, s)
+    return _hash(b, s)
 
 
 def finish_kernel(ctx):

@@ -155,10 +155,10 @@ class StmtVisitor:
 
     def build_Assert(self, node):
         """`assert cond[, msg]`: under init(debug=True) a failing thread records the site
-        (spirad.asserts, raised at the next sync); otherwise nothing, as in Taichi."""
+        (spirad.asserts, raised at the next sync). Otherwise the condition is still evaluated
+        and only the check is dropped, as in Taichi 1.7.4: `assert bump(i) >= 0` runs bump's
+        side effects either way (issue #35); a pure condition is removed by dce."""
         ctx = self.ctx
-        if not ctx.state.debug:
-            return
         msg = ""
         if node.msg is not None:
             msg = self.rvalue(self.build(node.msg))
@@ -166,6 +166,8 @@ class StmtVisitor:
                 raise ctx.error(SpiradTypeError, "an assert's message must be a string known at "
                                                  "compile time", node.msg)
         cond = self.rvalue(self.build(node.test))
+        if not ctx.state.debug:
+            return
         if is_py_scalar(cond):
             if not cond:
                 raise ctx.error(SpiradSyntaxError,
@@ -428,8 +430,12 @@ class StmtVisitor:
             self.ctx.loops.pop()
 
     def _parallel_nd(self, bounds, names, node, grouped):
+        """One parallel loop over the product of the extents. An axis with end < start runs no
+        iteration (Taichi's `ndrange((5, 2), (4, 1))`: 0), so each extent is max(end - start, 0):
+        two negative extents multiplied to a positive count (9 iterations there; issue #35)."""
         b = self.ctx.b
-        extents = [b.binary(Op.SUB, hi, lo) for lo, hi in bounds]
+        extents = [b.binary(Op.MAX, b.binary(Op.SUB, hi, lo), b.const(0, hi.dtype))
+                   for lo, hi in bounds]
         total = extents[0]
         for e in extents[1:]:
             total = b.binary(Op.MUL, total, e)

@@ -7,6 +7,7 @@ inline pass).
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
+from .func_types import convert, declared_types
 from .ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
@@ -84,9 +86,14 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         from ..func import PlainFunc
         assigned = _assigned_names(fdef) if isinstance(func, PlainFunc) else None
         templates = _template_params(func)
+        declared, ret_type = ({}, None) if assigned is not None else \
+            declared_types(func, ctx.default_fp, ctx.default_ip)  # func_types.py
         with b.region() as out:
             for p in params:
                 v = self.rvalue(bound[p])
+                if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
+                                                             is_py_scalar(v)):
+                    v = convert(self, v, declared[p])
                 if p in templates and is_py_scalar(v):
                     values[p] = ("obj", v)  # a template() parameter stays a compile-time value
                 elif assigned is not None and is_py_scalar(v) and p not in assigned:
@@ -109,6 +116,8 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                     ret = self.rvalue(ret)
                     if is_py_scalar(ret) and assigned is None:  # an @sd.func returns a value
                         ret = self.to_node(ret)
+                    if ret_type is not None:
+                        ret = convert(self, ret, ret_type)
                     if isinstance(ret, VecVal):
                         allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
                         ret_slot = Slot(allocas, ret.shape, ret.dtype)
@@ -148,6 +157,16 @@ def _template_params(func) -> frozenset:
             out.add(name)
     func._template_params = frozenset(out)
     return func._template_params
+
+
+def _clamped(kernel, name) -> bool:
+    """Is kernel parameter `name` annotated `types.ndarray(boundary="clamp")`?"""
+    from ..types import NdarrayType
+    annotations = getattr(kernel, "_annotations", None)
+    for p, ann in (annotations() if annotations is not None else ()):
+        if p == name:
+            return isinstance(ann, NdarrayType) and ann.boundary == "clamp"
+    return False
 
 
 def _assigned_names(fdef) -> set:
@@ -229,7 +248,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
-                                            needs_dual=needs_dual)
+                                            needs_dual=needs_dual, clamp=_clamped(kernel, p))
         elif kind == "struct":  # ('struct', dataclass instance, ((path, hidden arg index), ...))
             args.append(ArgSpec(p, "template"))
             structs.append((p, spec))
@@ -238,6 +257,8 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
                                 first.needs_grad))
             frame.scopes[0][p] = first  # one buffer: reads and writes of both names are seen
+            if _clamped(kernel, p) != first.clamp:
+                frame.scopes[0][p] = dataclasses.replace(first, clamp=not first.clamp)
         else:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]

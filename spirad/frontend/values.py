@@ -60,6 +60,7 @@ class NdarrayArg:
     grad: bool = False
     dual: bool = False
     needs_dual: bool = False
+    clamp: bool = False    # types.ndarray(boundary="clamp"): indices clamped into the shape
 
     def ref(self) -> GlobalRef:
         return GlobalRef("ndarray", self.arg_index, self.dtype, self.ndim + len(self.comp_shape),

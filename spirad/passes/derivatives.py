@@ -26,8 +26,9 @@ adjoint flow out of n) and `uses_out(srcs, varying)` (a map reads the result), a
 adstack. A `singular` op (its derivative can be inf or NaN: sqrt or log at 0, division by 0,
 pow, atan2 at the origin, asin / acos at +-1) contributes 0 where its seed is 0, in both modes. The float math functions (sin, exp, log1p, ...) get their records from
 `kernel_ir.mathfns`, where each function's slope sits next to its definition. Conventions at
-kinks: min / max give the first operand on a tie, abs' slope at 0 is 1, floor's is 0, pow's
-derivative in the exponent is taken only where the base is positive.
+kinks: min / max give the first operand on a tie, abs' slope is sign(x) — 0 at +-0, as Taichi's
+(its adjoint and its tangent of abs both multiply by sgn(x)) — floor's is 0, pow's derivative in
+the exponent is taken only where the base is positive.
 """
 from __future__ import annotations
 
@@ -191,8 +192,10 @@ def _mod(e, x, out):  # a mod b = a - floor(a / b) * b
 
 
 def _abs_slope(e, x, out):
-    return e.select(e.cmp(Op.CMP_GE, x, e.const(0.0, x.dtype)), e.const(1.0, x.dtype),
-                    e.const(-1.0, x.dtype))
+    """sign(x): 1, -1, or 0 at +-0 (and NaN) — Taichi's slope of abs in both modes."""
+    zero = e.const(0.0, x.dtype)
+    neg = e.select(e.cmp(Op.CMP_LT, x, zero), e.const(-1.0, x.dtype), zero)
+    return e.select(e.cmp(Op.CMP_GT, x, zero), e.const(1.0, x.dtype), neg)
 
 
 def _mul_reads(k, srcs, varying) -> bool:  # d/dx0 = x1, d/dx1 = x0: x_k matters if the other varies
