@@ -33,7 +33,8 @@ from . import math_policy
 from .context import FnContext
 from .freeze import freeze
 from .lltypes import I32, I64, PTR, elem_info, mem_type, scalar_reg_type
-from .lower_memory import axis_extent, from_memory, index64, linear_index, rmw_op, to_memory
+from .lower_memory import (axis_extent, from_memory, index64, linear_index, oob_checked, oob_helper,
+                           rmw_op, to_memory)
 from .lower_ops import convert
 from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, masked
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
@@ -363,19 +364,51 @@ def _lane(ctx, v, k):
 def _spmd_global_load(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
+    m, free = lane_ok(ctx, n, n.srcs)
     if consecutive(ctx.affine, ctx.varying, n.srcs):
-        v = masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs), ctx.mask])
+        v = masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs, free), m])
     else:  # a gather: inactive lanes read nothing
-        v = masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs), ctx.mask])
+        v = masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs, free), m])
     return convert(ctx, from_memory(b, v, ref.dtype), ref.dtype, n.dtype)
 
 
-def _first_lane_ptr(ctx, ref, index_nodes):
+def lane_ok(ctx: SpmdContext, n, index_nodes):
+    """(mask, inbounds): the lanes access `n` may touch — the active lanes, less those whose
+    index fails the default bounds check (`lower_memory.oob_checked`), which are reported
+    (STATUS_OUT_OF_BOUNDS, in a cold branch) and touch no memory — and whether the element
+    pointers may be `inbounds` GEPs (False when checked: a failing lane's pointer is never
+    dereferenced but must not be poison)."""
+    if not oob_checked(ctx, n, index_nodes):
+        return ctx.mask, True
+    b, ref = ctx.b, n.arg
+    ok = None
+    for axis, s in enumerate(index_nodes):
+        v = index64(b, ctx.env[s], s.dtype)
+        ext = axis_extent(ctx, ref, axis)
+        if isinstance(v.type, ir.VectorType):
+            ext = ctx.broadcast(ext)
+        o = b.icmp_unsigned("<", v, ext)
+        if not isinstance(o.type, ir.VectorType):
+            o = ctx.broadcast(o)
+        ok = o if ok is None else b.and_(ok, o)
+    m = b.and_(ctx.mask, ok)
+    bad = b.xor(m, ctx.mask)
+    fail, done = ctx.block("oob.fail"), ctx.block("oob.done")
+    b.cbranch(any_lane(ctx, bad), fail, done).set_weights([1, 1 << 20])
+    b.position_at_end(fail)
+    b.call(oob_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                             ir.Constant(I32, ctx.abi.binding_index(ref))])
+    b.branch(done)
+    b.position_at_end(done)
+    return m, False
+
+
+def _first_lane_ptr(ctx, ref, index_nodes, inbounds=True):
     """Lane 0's element of a consecutive access (lane k's is k elements further)."""
     vals = [_lane(ctx, ctx.env[s], 0) for s in index_nodes]
     return ctx.b.gep(ctx.buffer_ptr(ref),
                      [_lin_scalar(ctx, ref, vals, [s.dtype for s in index_nodes])],
-                     inbounds=True, source_etype=mem_type(ref.dtype))
+                     inbounds=inbounds, source_etype=mem_type(ref.dtype))
 
 
 def _spmd_global_store(ctx: SpmdContext, n):
@@ -383,14 +416,15 @@ def _spmd_global_store(ctx: SpmdContext, n):
     mt = mem_type(ref.dtype)
     v = to_memory(b, convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype), ref.dtype)
     idx = n.srcs[:-1]
+    m, free = lane_ok(ctx, n, idx)
     if consecutive(ctx.affine, ctx.varying, idx):
-        masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx), ctx.mask])
+        masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx, free), m])
     else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
-        masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx), ctx.mask])
+        masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx, free), m])
     return None
 
 
-def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
+def _lane_ptrs(ctx: SpmdContext, ref, index_nodes, inbounds=True):
     """`<W x ptr>`: each lane's element of `ref` at the index tuple (uniform indices
     broadcast), for gathers and scatters."""
     b, w = ctx.b, ctx.width
@@ -403,7 +437,7 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
         lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(axis_extent(ctx, ref, axis))), v)
     if lin is None:  # a 0-d global: every lane's element is the one element
         lin = ctx.broadcast(ir.Constant(I64, 0))
-    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=inbounds, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p
 
@@ -421,11 +455,12 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         return _own_atomic_add(ctx, n, v, op)
     if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used:
         return _one_target_atomic_add(ctx, n, v, op)
+    m, free = lane_ok(ctx, n, idx)
     res = zeros(ir.VectorType(mt, w))
     for k in range(w):
         on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
         pre = b.block
-        b.cbranch(b.extract_element(ctx.mask, ir.Constant(I32, k)), on, after)
+        b.cbranch(b.extract_element(m, ir.Constant(I32, k)), on, after)
         b.position_at_end(on)
         vals = [_lane(ctx, ctx.env[s], k) for s in idx]
         lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
@@ -454,16 +489,17 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
     dt, mt = ref.dtype, mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
     idx = n.srcs[:-1]
+    m, free = lane_ok(ctx, n, idx)
     lin = _lin_scalar(ctx, ref, [ctx.env[s] for s in idx], [s.dtype for s in idx]) \
         if idx else ir.Constant(I64, 0)
-    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=free, source_etype=mt)
     order = ctx.lib.target.ordering()
     on, done = ctx.block("spmd.atom1"), ctx.block("spmd.atom1.done")
-    b.cbranch(any_lane(ctx, ctx.mask), on, done)
+    b.cbranch(any_lane(ctx, m), on, done)
     b.position_at_end(on)
     sfx, align = elem_info(mt)
     if dt.is_float:
-        vm = b.select(ctx.mask, v, splat(ir.Constant(mt, -0.0), w))
+        vm = b.select(m, v, splat(ir.Constant(mt, -0.0), w))
         it = I64 if isinstance(mt, ir.DoubleType) else I32
         pi = b.bitcast(p, it.as_pointer())
         red = ctx.lib.declare(f"llvm.vector.reduce.fadd.v{w}{sfx}", mt, [mt, vt])
@@ -479,7 +515,7 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
         cur.add_incoming(b.extract_value(pair, 0), head)
         b.cbranch(b.extract_value(pair, 1), done, head)
     else:
-        vm = b.select(ctx.mask, to_memory(b, v, dt), zeros(vt))
+        vm = b.select(m, to_memory(b, v, dt), zeros(vt))
         kind = "or" if dt.is_bool else "add"
         red = ctx.lib.declare(f"llvm.vector.reduce.{kind}.v{w}{sfx}", mt, [vt])
         b.atomic_rmw(op, p, b.call(red, [vm]), order)
@@ -495,14 +531,15 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
     dt, mt = ref.dtype, mem_type(ref.dtype)
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     idx = n.srcs[:-1]
+    m, free = lane_ok(ctx, n, idx)
     if not consecutive(ctx.affine, ctx.varying, idx):
-        ptrs = _lane_ptrs(ctx, ref, idx)
-        old = masked(ctx, "gather", mt, [ptrs, ctx.mask])
-        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, ctx.mask])
+        ptrs = _lane_ptrs(ctx, ref, idx, free)
+        old = masked(ctx, "gather", mt, [ptrs, m])
+        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, m])
         return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
-    p = _first_lane_ptr(ctx, ref, idx)
-    old = masked(ctx, "load", mt, [p, ctx.mask])
-    masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, ctx.mask])
+    p = _first_lane_ptr(ctx, ref, idx, free)
+    old = masked(ctx, "load", mt, [p, m])
+    masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, m])
     return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
 
 
