@@ -45,7 +45,7 @@ from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, 
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
-from .base import BackendBase
+from .base import BackendBase, default_checks
 from .gpu_sizer import GpuSizer
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
@@ -182,6 +182,7 @@ class SpirvBackend(BackendBase):
         validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
         self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
         self.bounds_check = bool(state.debug)
+        self.oob_check = default_checks(state)  # the default bounds checks (base.default_checks)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
         self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
@@ -244,7 +245,7 @@ class SpirvBackend(BackendBase):
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
         self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
-                              device_ranges=on_device, bmap=maps)
+                              device_ranges=on_device, bmap=maps, oob_check=self.oob_check)
         range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
                       for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
@@ -339,7 +340,8 @@ class SpirvBackend(BackendBase):
         return self._build(tl, abi, blob, placement)
 
     def cache_features(self) -> tuple:
-        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate)
+        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate,
+                ("oob", self.oob_check))
 
     def _build(self, tl, abi, blob, placement):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the
