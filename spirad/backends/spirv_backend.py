@@ -54,7 +54,8 @@ from .root_buffers import RootBuffers, RootSlice, bindings_of
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
-_CODE = int(StatusWord.CODE)  # a plain int indexes numpy faster than the IntEnum
+_CODE = int(StatusWord.CODE)
+STATUS_GUARD = 256  # bytes left unused around the status words and temporaries (`_guarded`)  # a plain int indexes numpy faster than the IntEnum
 
 
 def _user_error(e: GfxError) -> SpiradError:
@@ -256,7 +257,7 @@ class SpirvBackend(BackendBase):
         """abi index -> RootSlice of every field and temporary, and under None the program's
         status words (temporaries and status get new slices: one per compiled program). Fields
         were allocated by the driver before compiling."""
-        out = {None: self.roots.place(STATUS_BYTES)}
+        out = {None: self._guarded(STATUS_BYTES, "status")}
         for k, ref in enumerate(abi.bindings):
             if ref.kind == "field":
                 sl = self.roots.by_key.get(ref.key)
@@ -264,8 +265,17 @@ class SpirvBackend(BackendBase):
                     raise RuntimeError(f"field {ref.name} of kernel {tl.name} has no memory yet")
                 out[k] = sl
             elif ref.kind == "temp":
-                out[k] = self.roots.place(8)
+                out[k] = self._guarded(8, "temp")
         return out
+
+    def _guarded(self, nbytes: int, name: str):
+        """A root slice of spirad's own words (status, kernel temporaries) with STATUS_GUARD
+        unused bytes on either side: a user's write just past the end of the field before it
+        (or before the start of the one after it), possible under `init(check_bounds=False)`,
+        lands in the guard, never on these words."""
+        from .root_buffers import RootSlice
+        sl = self.roots.place(nbytes + 2 * STATUS_GUARD)
+        return RootSlice(sl.chunk, sl.offset + STATUS_GUARD, nbytes, name)
 
     def _map_inputs(self, placement) -> tuple:
         """What the buffer maps depend on besides the task list, the ABI and the profile: the
