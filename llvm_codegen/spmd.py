@@ -364,11 +364,12 @@ def _lane(ctx, v, k):
 def _spmd_global_load(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
-    m, free = lane_ok(ctx, n, n.srcs)
-    if consecutive(ctx.affine, ctx.varying, n.srcs):
-        v = masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs, free), m])
-    else:  # a gather: inactive lanes read nothing
-        v = masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs, free), m])
+    def emit(m, free):
+        if consecutive(ctx.affine, ctx.varying, n.srcs):
+            return masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs, free), m])
+        # a gather: inactive lanes read nothing
+        return masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs, free), m])
+    v = checked_access(ctx, n, n.srcs, emit)
     return convert(ctx, from_memory(b, v, ref.dtype), ref.dtype, n.dtype)
 
 
@@ -403,6 +404,65 @@ def lane_ok(ctx: SpmdContext, n, index_nodes):
     return m, False
 
 
+def checked_access(ctx: SpmdContext, n, index_nodes, emit):
+    """`emit(mask, inbounds)` -> value or None, under the default bounds check. The common
+    side runs `emit` with the group's own mask (an all-true constant in whole groups, so plain
+    vector loads and stores stay); the other side checks lane by lane, reports a failing active
+    lane (cold) and runs `emit` with the failing lanes masked off. A consecutive access takes
+    the common side on one scalar test (lane 0's indices and the last lane's last index in
+    range); a gather / scatter when no active lane fails."""
+    if not oob_checked(ctx, n, index_nodes):
+        return emit(ctx.mask, True)
+    b, ref, w = ctx.b, n.arg, ctx.width
+    ok, exts = None, []
+    for axis, s in enumerate(index_nodes):
+        v = index64(b, ctx.env[s], s.dtype)
+        ext = axis_extent(ctx, ref, axis)
+        exts.append(ext)
+        if isinstance(v.type, ir.VectorType):
+            ext = ctx.broadcast(ext)
+        o = b.icmp_unsigned("<", v, ext)
+        if not isinstance(o.type, ir.VectorType):
+            o = ctx.broadcast(o)
+        ok = o if ok is None else b.and_(ok, o)
+    fast, slow, done = ctx.block("oob.ok"), ctx.block("oob.check"), ctx.block("oob.done")
+    if consecutive(ctx.affine, ctx.varying, index_nodes):
+        first = [index64(b, _lane(ctx, ctx.env[s], 0), s.dtype) for s in index_nodes]
+        quick = None
+        for axis, (v, ext) in enumerate(zip(first, exts)):
+            o = b.icmp_unsigned("<", v, ext)
+            if axis == len(first) - 1:
+                o = b.and_(o, b.icmp_unsigned("<", b.add(v, ir.Constant(I64, w - 1)), ext))
+            quick = o if quick is None else b.and_(quick, o)
+        b.cbranch(quick, fast, slow).set_weights([1 << 20, 1])
+    else:
+        bad = b.xor(b.and_(ctx.mask, ok), ctx.mask)
+        b.cbranch(any_lane(ctx, bad), slow, fast).set_weights([1, 1 << 20])
+    b.position_at_end(fast)
+    v1 = emit(ctx.mask, True)
+    end1 = b.block
+    b.branch(done)
+    b.position_at_end(slow)
+    m = b.and_(ctx.mask, ok)
+    report, go = ctx.block("oob.fail"), ctx.block("oob.masked")
+    b.cbranch(any_lane(ctx, b.xor(m, ctx.mask)), report, go).set_weights([1, 1 << 20])
+    b.position_at_end(report)
+    b.call(oob_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                             ir.Constant(I32, ctx.abi.binding_index(ref))])
+    b.branch(go)
+    b.position_at_end(go)
+    v2 = emit(m, False)
+    end2 = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    if v1 is None:
+        return None
+    phi = b.phi(v1.type)
+    phi.add_incoming(v1, end1)
+    phi.add_incoming(v2, end2)
+    return phi
+
+
 def _first_lane_ptr(ctx, ref, index_nodes, inbounds=True):
     """Lane 0's element of a consecutive access (lane k's is k elements further)."""
     vals = [_lane(ctx, ctx.env[s], 0) for s in index_nodes]
@@ -416,11 +476,12 @@ def _spmd_global_store(ctx: SpmdContext, n):
     mt = mem_type(ref.dtype)
     v = to_memory(b, convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype), ref.dtype)
     idx = n.srcs[:-1]
-    m, free = lane_ok(ctx, n, idx)
-    if consecutive(ctx.affine, ctx.varying, idx):
-        masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx, free), m])
-    else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
-        masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx, free), m])
+    def emit(m, free):
+        if consecutive(ctx.affine, ctx.varying, idx):
+            masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx, free), m])
+        else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
+            masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx, free), m])
+    checked_access(ctx, n, idx, emit)
     return None
 
 
@@ -531,15 +592,17 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
     dt, mt = ref.dtype, mem_type(ref.dtype)
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     idx = n.srcs[:-1]
-    m, free = lane_ok(ctx, n, idx)
-    if not consecutive(ctx.affine, ctx.varying, idx):
-        ptrs = _lane_ptrs(ctx, ref, idx, free)
-        old = masked(ctx, "gather", mt, [ptrs, m])
-        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, m])
-        return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
-    p = _first_lane_ptr(ctx, ref, idx, free)
-    old = masked(ctx, "load", mt, [p, m])
-    masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, m])
+    def emit(m, free):
+        if not consecutive(ctx.affine, ctx.varying, idx):
+            ptrs = _lane_ptrs(ctx, ref, idx, free)
+            old = masked(ctx, "gather", mt, [ptrs, m])
+            masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, m])
+            return old
+        p = _first_lane_ptr(ctx, ref, idx, free)
+        old = masked(ctx, "load", mt, [p, m])
+        masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, m])
+        return old
+    old = checked_access(ctx, n, idx, emit)
     return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
 
 
