@@ -158,6 +158,8 @@ class StatusWord(IntEnum):
 
 
 STATUS_WORDS = 9
+STATUS_GUARD = 256  # SPIR-V root buffers: unused bytes either side of the status words (and of
+                    # kernel temporaries): an off-by-one user write never lands on them
 STATUS_BYTES = (4 * STATUS_WORDS + 7) & ~7  # the bytes reserved for them: a multiple of 8, so
                                             # what follows them stays 8-byte aligned
 

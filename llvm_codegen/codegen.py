@@ -38,7 +38,7 @@ from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
 from .lower_math import emit_kept, variant_sites
-from .lower_memory import LOWER_MEMORY, global_accesses
+from .lower_memory import LOWER_MEMORY, global_accesses, set_oob_check
 from .lower_ops import LOWER_OPS, convert
 from .options import CodegenOptions
 from .program import CpuProgram, CpuTaskInfo
@@ -150,13 +150,6 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
             f"scalar ({why.reason or 'SPIRAD_CPU_SPMD=0'})"
         print(f"[spirad cpu] {sym}: {how}", file=sys.stderr)
     return nstacks, width
-
-
-def set_oob_check(ctx, task) -> None:
-    """The default bounds checks in this task, less the accesses proven in range."""
-    from kernel_ir.index_range import in_range_accesses
-    ctx.oob_check = True
-    ctx.oob_safe = in_range_accesses(task)
 
 
 def _mask_note(a) -> str:

@@ -78,7 +78,7 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
     elif oob_check:
-        from .codegen import set_oob_check
+        from .lower_memory import set_oob_check
         set_oob_check(ctx, task)
     ctx.worker = tid = _thread_id(ctx, fn)
     nstacks = setup_adstacks(ctx, task, task_index)

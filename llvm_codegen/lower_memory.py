@@ -186,6 +186,13 @@ def oob_helper(ctx: FnContext) -> ir.Function:
     return status_helper(ctx.lib, OOB_HELPER, STATUS_OUT_OF_BOUNDS, [I32, I32], _oob_words)
 
 
+def set_oob_check(ctx: FnContext, task) -> None:
+    """The default checks in this task, less the accesses proven in range."""
+    from kernel_ir.index_range import in_range_accesses
+    ctx.oob_check = True
+    ctx.oob_safe = in_range_accesses(task)
+
+
 def oob_checked(ctx: FnContext, n, index_nodes) -> bool:
     """Does access `n` get the default check (not debug, not proven in range)?"""
     return ctx.oob_check and bool(index_nodes) and n not in ctx.oob_safe

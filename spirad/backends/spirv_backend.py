@@ -40,8 +40,8 @@ import struct
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
-from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_WORDS,
-                           StatusWord, pack_push_constants)
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_GUARD,
+                           STATUS_WORDS, StatusWord, pack_push_constants)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
@@ -54,8 +54,7 @@ from .root_buffers import RootBuffers, RootSlice, bindings_of
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
 ROWS_CAP = 65536  # most threads of an adstack task in flight at once (heap rows)
-_CODE = int(StatusWord.CODE)
-STATUS_GUARD = 256  # bytes left unused around the status words and temporaries (`_guarded`)  # a plain int indexes numpy faster than the IntEnum
+_CODE = int(StatusWord.CODE)  # a plain int indexes numpy faster than the IntEnum
 
 
 def _user_error(e: GfxError) -> SpiradError:
@@ -273,7 +272,6 @@ class SpirvBackend(BackendBase):
         unused bytes on either side: a user's write just past the end of the field before it
         (or before the start of the one after it), possible under `init(check_bounds=False)`,
         lands in the guard, never on these words."""
-        from .root_buffers import RootSlice
         sl = self.roots.place(nbytes + 2 * STATUS_GUARD)
         return RootSlice(sl.chunk, sl.offset + STATUS_GUARD, nbytes, name)
 
