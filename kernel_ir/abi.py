@@ -23,9 +23,11 @@ buffers (status, adstack heaps) after the kernel's; see each backend.
 Status words (u32; zeroed by the host; the first error wins: a compare-and-swap of word CODE from
 0, or on profiles without compare-exchange an atomic ticket in word TICKET)
 -------------------------------------------------------------------------------------------------
-    CODE     STATUS_ADSTACK_OVERFLOW (1) / STATUS_LOOP_CAP (2) / STATUS_INDEX_OUT_OF_RANGE (3)
+    CODE     STATUS_ADSTACK_OVERFLOW (1) / STATUS_LOOP_CAP (2) / STATUS_INDEX_OUT_OF_RANGE (3) /
+             STATUS_OUT_OF_BOUNDS (4: the default check, without debug; TASK and AUX only)
     TASK     the task index
-    AUX      overflow: the stack index; index out of range: the binding k (abi.bindings[k])
+    AUX      overflow: the stack index; index out of range / out of bounds: the binding k
+             (abi.bindings[k])
     VALUE_LO index out of range: the offending axis value, bits 0..31
     AXIS     index out of range: that axis
     EXTENT   index out of range: the axis' extent (low 32 bits)
@@ -139,6 +141,8 @@ STATUS_OK = 0
 STATUS_ADSTACK_OVERFLOW = 1   # an ADSTACK_PUSH found its stack full
 STATUS_LOOP_CAP = 2           # an invocation would pass the driver's loop-iteration cap (lavapipe)
 STATUS_INDEX_OUT_OF_RANGE = 3  # a bounds-checked global access (init(debug=True))
+STATUS_OUT_OF_BOUNDS = 4      # the default (cheap) bounds check: an access out of its buffer was
+                              # skipped; words TASK and AUX (the binding k) only
 
 
 class StatusWord(IntEnum):
@@ -154,6 +158,8 @@ class StatusWord(IntEnum):
 
 
 STATUS_WORDS = 9
+STATUS_GUARD = 256  # SPIR-V root buffers: unused bytes either side of the status words (and of
+                    # kernel temporaries): an off-by-one user write never lands on them
 STATUS_BYTES = (4 * STATUS_WORDS + 7) & ~7  # the bytes reserved for them: a multiple of 8, so
                                             # what follows them stays 8-byte aligned
 

@@ -85,6 +85,13 @@ class SpiradIndexError(SpiradValueError, IndexError):
     errors were before)."""
 
 
+class SpiradOutOfBoundsError(SpiradRuntimeError, IndexError):
+    """A kernel launched without `init(debug=True)` indexed a field / ndarray out of range: the
+    default bounds check skipped the access (a load read 0, a store wrote nothing) and the next
+    sync raises this, naming the kernel, task and field. `init(debug=True)` names the source
+    line and the index (a `SpiradIndexError` there)."""
+
+
 class SpiradWarning(UserWarning):
     """A program that runs but probably does not do what its author meant: a narrowing store
     (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without
@@ -96,6 +103,7 @@ class SpiradWarning(UserWarning):
 for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, SpiradArchError,
              SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
              SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
-             SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradWarning):
+             SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradOutOfBoundsError,
+             SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

@@ -38,7 +38,7 @@ from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
 from .lower_control import LOWER_CONTROL, emit_counted_loop
 from .lower_math import emit_kept, variant_sites
-from .lower_memory import LOWER_MEMORY, global_accesses
+from .lower_memory import LOWER_MEMORY, global_accesses, set_oob_check
 from .lower_ops import LOWER_OPS, convert
 from .options import CodegenOptions
 from .program import CpuProgram, CpuTaskInfo
@@ -62,14 +62,19 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
                   target: Target = CPU, options: CodegenOptions = CodegenOptions(),
-                  choices: dict | None = None, device_ranges=frozenset()) -> CpuProgram:
+                  choices: dict | None = None, device_ranges=frozenset(),
+                  oob_check: bool = False) -> CpuProgram:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
     GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
     `choices`: {task index: `spmd_choice(...)`} a backend already made for tasks of `tl` (with
     the same `bounds_check` and `options`), used instead of analysing those tasks again.
     `device_ranges` (GPU targets): indices of range tasks whose kernel evaluates its own bounds
-    from device memory instead of taking them as launch arguments."""
+    from device memory instead of taking them as launch arguments.
+    `oob_check` (ignored with `bounds_check`): the default bounds checks (`lower_memory`): an
+    out-of-range access is skipped and flagged (STATUS_OUT_OF_BOUNDS); tasks then read the
+    status buffer like bounds-checked ones."""
     choices = choices or {}
+    oob_check = bool(oob_check) and not bounds_check
     module = ir.Module(name=tl.name)
     if target.triple:
         module.triple = target.triple
@@ -80,17 +85,18 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
         if target.is_gpu_entry:
             from .kernel_entry import lower_grid_task  # GPU targets only (CPU first compile: #27)
             nstacks, width = lower_grid_task(lib, sym, task, tl, abi, k, bounds_check, LOWER,
-                                             options, k in device_ranges), 1
+                                             options, k in device_ranges, oob_check), 1
         else:
             nstacks, width = _lower_task(lib, sym, task, tl, abi, k, bounds_check, options,
-                                         choices.get(k))
+                                         choices.get(k), oob_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
-    return CpuProgram(str(module), tuple(infos), bool(bounds_check))
+    return CpuProgram(str(module), tuple(infos), bool(bounds_check), oob_check)
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,
-                task_index: int, bounds_check: bool, options: CodegenOptions, choice=None):
+                task_index: int, bounds_check: bool, options: CodegenOptions, choice=None,
+                oob_check: bool = False):
     fn = ir.Function(lib.module, TASK_FN_TYPE, sym)
     for a, name in zip(fn.args, ("bufs", "args", "begin", "end", "worker")):
         a.name = name
@@ -108,6 +114,8 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     if bounds_check:
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
+    elif oob_check:
+        set_oob_check(ctx, task)
     nstacks = setup_adstacks(ctx, task, task_index)  # without adstacks: nothing emitted
     if width > 1:
         spmd.setup_lane_counts(ctx)  # stacks pushed under varying control: per-lane counts

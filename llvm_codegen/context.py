@@ -88,6 +88,8 @@ class FnContext:
         self.task_index = 0
         self.bounds_check = False  # emit index checks on global accesses (lower_memory)
         self.access_sites: dict = {}  # global access node -> its site number (bounds checks)
+        self.oob_check = False  # the default checks (lower_memory: STATUS_OUT_OF_BOUNDS)
+        self.oob_safe = frozenset()  # accesses proven in range (kernel_ir.index_range): unchecked
         self.current: Node = None  # the node being lowered
         self.variant_sites: frozenset = frozenset()  # math nodes worth a vector variant (lower_math)
         self._status = None

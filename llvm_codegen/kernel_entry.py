@@ -58,7 +58,7 @@ def _thread_id(ctx: FnContext, fn: ir.Function) -> ir.Value:
 
 def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, task_index: int,
                     bounds_check: bool, lower_table, options=None,
-                    device_range: bool = False) -> int:
+                    device_range: bool = False, oob_check: bool = False) -> int:
     target = lib.target
     emulated = target.thread_id == "param"
     fn = ir.Function(lib.module, EMU_THREAD_FN_TYPE if emulated else GRID_FN_TYPE,
@@ -77,6 +77,9 @@ def lower_grid_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi, tas
     if bounds_check:
         ctx.bounds_check = True
         ctx.access_sites = {n: i for i, n in enumerate(global_accesses(task))}
+    elif oob_check:
+        from .lower_memory import set_oob_check
+        set_oob_check(ctx, task)
     ctx.worker = tid = _thread_id(ctx, fn)
     nstacks = setup_adstacks(ctx, task, task_index)
     start, ret = ctx.block("start"), ctx.block("ret")

@@ -11,12 +11,18 @@ when all axes pass. Otherwise a cold, never-inlined helper records the error in 
 buffer (layout in `llvm_codegen.program`; first error wins; `status_helper` builds every such
 recorder, the adstack overflow's too) and the access is skipped: a load or
 an atomic add yields 0, a store writes nothing. Without bounds checks none of this is emitted.
+
+The default checks (`ctx.oob_check`, from `compile_tasks(..., oob_check=True)`: every backend
+without `sd.init(debug=True)` unless `check_bounds=False`): the same test and skip, but the cold
+helper records STATUS_OUT_OF_BOUNDS with the task and binding only (`OOB_HELPER`), and accesses
+that `kernel_ir.index_range` proves in range (`ctx.oob_safe`) are not checked at all. The SPMD
+lowering (`spmd.py`) masks the failing lanes off instead of branching (`lane_ok`).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE, StatusWord
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OUT_OF_BOUNDS, StatusWord
 from kernel_ir.dtypes import i32
 from kernel_ir.nodes import GlobalRef, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
@@ -28,6 +34,7 @@ from .splat import zeros
 
 ACCESS_OPS = GLOBAL_ACCESS
 BOUNDS_HELPER = "spirad.bounds.fail"
+OOB_HELPER = "spirad.oob.fail"
 
 
 def global_accesses(task) -> list:
@@ -168,11 +175,35 @@ def _bounds_helper(ctx: FnContext) -> ir.Function:
                          [I32, I32, I32, I64, I64, I32], _bounds_words)
 
 
+def _oob_words(b, args):
+    task, k = args
+    return ((StatusWord.TASK, task), (StatusWord.AUX, k))
+
+
+def oob_helper(ctx: FnContext) -> ir.Function:
+    """`void spirad.oob.fail(ptr status, i32 task, i32 k)`: STATUS_OUT_OF_BOUNDS (the default
+    check: task and binding only)."""
+    return status_helper(ctx.lib, OOB_HELPER, STATUS_OUT_OF_BOUNDS, [I32, I32], _oob_words)
+
+
+def set_oob_check(ctx: FnContext, task) -> None:
+    """The default checks in this task, less the accesses proven in range."""
+    from kernel_ir.index_range import in_range_accesses
+    ctx.oob_check = True
+    ctx.oob_safe = in_range_accesses(task)
+
+
+def oob_checked(ctx: FnContext, n, index_nodes) -> bool:
+    """Does access `n` get the default check (not debug, not proven in range)?"""
+    return ctx.oob_check and bool(index_nodes) and n not in ctx.oob_safe
+
+
 def _access(ctx: FnContext, n, index_nodes, access):
     """`access(element pointer)` -> value or None, behind a bounds check when enabled (see the
     module docstring). Returns the value (0 where the check failed)."""
     ref = n.arg
-    if not ctx.bounds_check or not index_nodes:
+    cheap = not ctx.bounds_check and oob_checked(ctx, n, index_nodes)
+    if not (ctx.bounds_check or cheap) or not index_nodes:
         return access(element_ptr(ctx, ref, index_nodes))  # exactly the unchecked code
     _check_arity(ref, index_nodes)
     idx = [_index64(ctx, node) for node in index_nodes]
@@ -185,6 +216,10 @@ def _access(ctx: FnContext, n, index_nodes, access):
     body, fail, merge = ctx.block("bc.ok"), ctx.block("bc.fail"), ctx.block("bc.done")
     b.cbranch(ok, body, fail).set_weights([1 << 20, 1])
     b.position_at_end(fail)
+    if cheap:
+        b.call(oob_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                                 ir.Constant(I32, ctx.abi.binding_index(ref))])
+        return _access_tail(ctx, ref, idx, access, fail, merge, body)
     axis, val, extent = ir.Constant(I32, len(idx) - 1), idx[-1], ext[-1]
     for a in range(len(idx) - 2, -1, -1):  # the first failing axis
         axis = b.select(oks[a], axis, ir.Constant(I32, a))
@@ -193,6 +228,12 @@ def _access(ctx: FnContext, n, index_nodes, access):
     b.call(_bounds_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
                                  ir.Constant(I32, ctx.abi.binding_index(ref)), axis, val, extent,
                                  ir.Constant(I32, ctx.access_sites.get(n, 0))])
+    return _access_tail(ctx, ref, idx, access, fail, merge, body)
+
+
+def _access_tail(ctx, ref, idx, access, fail, merge, body):
+    """The checked access of `_access`: from the end of the fail block on."""
+    b = ctx.b
     b.branch(merge)
     b.position_at_end(body)
     v = access(ptr_at(ctx, ref, idx))

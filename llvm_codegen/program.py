@@ -35,7 +35,9 @@ out-of-range access is skipped (a load or atomic add yields 0, a store writes no
 error wins, records STATUS_INDEX_OUT_OF_RANGE with the words `kernel_ir.abi.StatusWord` lists
 (the access site: the position of the access among the task's global accesses in
 `walk(task.body)` order, `global_accesses`). Without bounds_check nothing of this is emitted: the
-code is exactly the unchecked code.
+code is exactly the unchecked code. The default checks (`compile_tasks(..., oob_check=True)`,
+`CpuProgram.oob_check`) read the status buffer too: an out-of-range access (one not proven in
+range, `kernel_ir.index_range`) is skipped and records STATUS_OUT_OF_BOUNDS (task, binding).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class CpuProgram:
     llvm_ir: str
     tasks: tuple  # CpuTaskInfo per task, in TaskList order
     bounds_check: bool = False  # every task reads the status buffer bufs[n+3]
+    oob_check: bool = False  # the default checks: every task may write the status buffer too
 
     @property
     def vectorised(self) -> bool:

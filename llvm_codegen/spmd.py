@@ -33,7 +33,8 @@ from . import math_policy
 from .context import FnContext
 from .freeze import freeze
 from .lltypes import I32, I64, PTR, elem_info, mem_type, scalar_reg_type
-from .lower_memory import axis_extent, from_memory, index64, linear_index, rmw_op, to_memory
+from .lower_memory import (axis_extent, from_memory, index64, linear_index, oob_checked, oob_helper,
+                           rmw_op, to_memory)
 from .lower_ops import convert
 from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, masked
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
@@ -363,19 +364,111 @@ def _lane(ctx, v, k):
 def _spmd_global_load(ctx: SpmdContext, n):
     ref, w, b = n.arg, ctx.width, ctx.b
     mt = mem_type(ref.dtype)
-    if consecutive(ctx.affine, ctx.varying, n.srcs):
-        v = masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs), ctx.mask])
-    else:  # a gather: inactive lanes read nothing
-        v = masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs), ctx.mask])
+    def emit(m, free):
+        if consecutive(ctx.affine, ctx.varying, n.srcs):
+            return masked(ctx, "load", mt, [_first_lane_ptr(ctx, ref, n.srcs, free), m])
+        # a gather: inactive lanes read nothing
+        return masked(ctx, "gather", mt, [_lane_ptrs(ctx, ref, n.srcs, free), m])
+    v = checked_access(ctx, n, n.srcs, emit)
     return convert(ctx, from_memory(b, v, ref.dtype), ref.dtype, n.dtype)
 
 
-def _first_lane_ptr(ctx, ref, index_nodes):
+def lane_ok(ctx: SpmdContext, n, index_nodes):
+    """(mask, inbounds): the lanes access `n` may touch — the active lanes, less those whose
+    index fails the default bounds check (`lower_memory.oob_checked`), which are reported
+    (STATUS_OUT_OF_BOUNDS, in a cold branch) and touch no memory — and whether the element
+    pointers may be `inbounds` GEPs (False when checked: a failing lane's pointer is never
+    dereferenced but must not be poison)."""
+    if not oob_checked(ctx, n, index_nodes):
+        return ctx.mask, True
+    b, ref = ctx.b, n.arg
+    ok = None
+    for axis, s in enumerate(index_nodes):
+        v = index64(b, ctx.env[s], s.dtype)
+        ext = axis_extent(ctx, ref, axis)
+        if isinstance(v.type, ir.VectorType):
+            ext = ctx.broadcast(ext)
+        o = b.icmp_unsigned("<", v, ext)
+        if not isinstance(o.type, ir.VectorType):
+            o = ctx.broadcast(o)
+        ok = o if ok is None else b.and_(ok, o)
+    m = b.and_(ctx.mask, ok)
+    bad = b.xor(m, ctx.mask)
+    fail, done = ctx.block("oob.fail"), ctx.block("oob.done")
+    b.cbranch(any_lane(ctx, bad), fail, done).set_weights([1, 1 << 20])
+    b.position_at_end(fail)
+    b.call(oob_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                             ir.Constant(I32, ctx.abi.binding_index(ref))])
+    b.branch(done)
+    b.position_at_end(done)
+    return m, False
+
+
+def checked_access(ctx: SpmdContext, n, index_nodes, emit):
+    """`emit(mask, inbounds)` -> value or None, under the default bounds check. The common
+    side runs `emit` with the group's own mask (an all-true constant in whole groups, so plain
+    vector loads and stores stay); the other side checks lane by lane, reports a failing active
+    lane (cold) and runs `emit` with the failing lanes masked off. A consecutive access takes
+    the common side on one scalar test (lane 0's indices and the last lane's last index in
+    range); a gather / scatter when no active lane fails."""
+    if not oob_checked(ctx, n, index_nodes):
+        return emit(ctx.mask, True)
+    b, ref, w = ctx.b, n.arg, ctx.width
+    ok, exts = None, []
+    for axis, s in enumerate(index_nodes):
+        v = index64(b, ctx.env[s], s.dtype)
+        ext = axis_extent(ctx, ref, axis)
+        exts.append(ext)
+        if isinstance(v.type, ir.VectorType):
+            ext = ctx.broadcast(ext)
+        o = b.icmp_unsigned("<", v, ext)
+        if not isinstance(o.type, ir.VectorType):
+            o = ctx.broadcast(o)
+        ok = o if ok is None else b.and_(ok, o)
+    fast, slow, done = ctx.block("oob.ok"), ctx.block("oob.check"), ctx.block("oob.done")
+    if consecutive(ctx.affine, ctx.varying, index_nodes):
+        first = [index64(b, _lane(ctx, ctx.env[s], 0), s.dtype) for s in index_nodes]
+        quick = None
+        for axis, (v, ext) in enumerate(zip(first, exts)):
+            o = b.icmp_unsigned("<", v, ext)
+            if axis == len(first) - 1:
+                o = b.and_(o, b.icmp_unsigned("<", b.add(v, ir.Constant(I64, w - 1)), ext))
+            quick = o if quick is None else b.and_(quick, o)
+        b.cbranch(quick, fast, slow).set_weights([1 << 20, 1])
+    else:
+        bad = b.xor(b.and_(ctx.mask, ok), ctx.mask)
+        b.cbranch(any_lane(ctx, bad), slow, fast).set_weights([1, 1 << 20])
+    b.position_at_end(fast)
+    v1 = emit(ctx.mask, True)
+    end1 = b.block
+    b.branch(done)
+    b.position_at_end(slow)
+    m = b.and_(ctx.mask, ok)
+    report, go = ctx.block("oob.fail"), ctx.block("oob.masked")
+    b.cbranch(any_lane(ctx, b.xor(m, ctx.mask)), report, go).set_weights([1, 1 << 20])
+    b.position_at_end(report)
+    b.call(oob_helper(ctx), [ctx.status_ptr(), ir.Constant(I32, ctx.task_index),
+                             ir.Constant(I32, ctx.abi.binding_index(ref))])
+    b.branch(go)
+    b.position_at_end(go)
+    v2 = emit(m, False)
+    end2 = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    if v1 is None:
+        return None
+    phi = b.phi(v1.type)
+    phi.add_incoming(v1, end1)
+    phi.add_incoming(v2, end2)
+    return phi
+
+
+def _first_lane_ptr(ctx, ref, index_nodes, inbounds=True):
     """Lane 0's element of a consecutive access (lane k's is k elements further)."""
     vals = [_lane(ctx, ctx.env[s], 0) for s in index_nodes]
     return ctx.b.gep(ctx.buffer_ptr(ref),
                      [_lin_scalar(ctx, ref, vals, [s.dtype for s in index_nodes])],
-                     inbounds=True, source_etype=mem_type(ref.dtype))
+                     inbounds=inbounds, source_etype=mem_type(ref.dtype))
 
 
 def _spmd_global_store(ctx: SpmdContext, n):
@@ -383,14 +476,16 @@ def _spmd_global_store(ctx: SpmdContext, n):
     mt = mem_type(ref.dtype)
     v = to_memory(b, convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, ref.dtype), ref.dtype)
     idx = n.srcs[:-1]
-    if consecutive(ctx.affine, ctx.varying, idx):
-        masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx), ctx.mask])
-    else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
-        masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx), ctx.mask])
+    def emit(m, free):
+        if consecutive(ctx.affine, ctx.varying, idx):
+            masked(ctx, "store", mt, [v, _first_lane_ptr(ctx, ref, idx, free), m])
+        else:  # a scatter: lanes writing one element write in lane order (the scalar path's), the last wins
+            masked(ctx, "scatter", mt, [v, _lane_ptrs(ctx, ref, idx, free), m])
+    checked_access(ctx, n, idx, emit)
     return None
 
 
-def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
+def _lane_ptrs(ctx: SpmdContext, ref, index_nodes, inbounds=True):
     """`<W x ptr>`: each lane's element of `ref` at the index tuple (uniform indices
     broadcast), for gathers and scatters."""
     b, w = ctx.b, ctx.width
@@ -403,7 +498,7 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes):
         lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(axis_extent(ctx, ref, axis))), v)
     if lin is None:  # a 0-d global: every lane's element is the one element
         lin = ctx.broadcast(ir.Constant(I64, 0))
-    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mem_type(ref.dtype))
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=inbounds, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p
 
@@ -421,11 +516,12 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         return _own_atomic_add(ctx, n, v, op)
     if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used:
         return _one_target_atomic_add(ctx, n, v, op)
+    m, free = lane_ok(ctx, n, idx)
     res = zeros(ir.VectorType(mt, w))
     for k in range(w):
         on, after = ctx.block("spmd.atom"), ctx.block("spmd.atom.next")
         pre = b.block
-        b.cbranch(b.extract_element(ctx.mask, ir.Constant(I32, k)), on, after)
+        b.cbranch(b.extract_element(m, ir.Constant(I32, k)), on, after)
         b.position_at_end(on)
         vals = [_lane(ctx, ctx.env[s], k) for s in idx]
         lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
@@ -454,16 +550,17 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
     dt, mt = ref.dtype, mem_type(ref.dtype)
     vt = ir.VectorType(mt, w)
     idx = n.srcs[:-1]
+    m, free = lane_ok(ctx, n, idx)
     lin = _lin_scalar(ctx, ref, [ctx.env[s] for s in idx], [s.dtype for s in idx]) \
         if idx else ir.Constant(I64, 0)
-    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
+    p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=free, source_etype=mt)
     order = ctx.lib.target.ordering()
     on, done = ctx.block("spmd.atom1"), ctx.block("spmd.atom1.done")
-    b.cbranch(any_lane(ctx, ctx.mask), on, done)
+    b.cbranch(any_lane(ctx, m), on, done)
     b.position_at_end(on)
     sfx, align = elem_info(mt)
     if dt.is_float:
-        vm = b.select(ctx.mask, v, splat(ir.Constant(mt, -0.0), w))
+        vm = b.select(m, v, splat(ir.Constant(mt, -0.0), w))
         it = I64 if isinstance(mt, ir.DoubleType) else I32
         pi = b.bitcast(p, it.as_pointer())
         red = ctx.lib.declare(f"llvm.vector.reduce.fadd.v{w}{sfx}", mt, [mt, vt])
@@ -479,7 +576,7 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
         cur.add_incoming(b.extract_value(pair, 0), head)
         b.cbranch(b.extract_value(pair, 1), done, head)
     else:
-        vm = b.select(ctx.mask, to_memory(b, v, dt), zeros(vt))
+        vm = b.select(m, to_memory(b, v, dt), zeros(vt))
         kind = "or" if dt.is_bool else "add"
         red = ctx.lib.declare(f"llvm.vector.reduce.{kind}.v{w}{sfx}", mt, [vt])
         b.atomic_rmw(op, p, b.call(red, [vm]), order)
@@ -495,14 +592,17 @@ def _own_atomic_add(ctx: SpmdContext, n, v, op):
     dt, mt = ref.dtype, mem_type(ref.dtype)
     add = {"fadd": b.fadd, "add": b.add, "or": b.or_}[op]
     idx = n.srcs[:-1]
-    if not consecutive(ctx.affine, ctx.varying, idx):
-        ptrs = _lane_ptrs(ctx, ref, idx)
-        old = masked(ctx, "gather", mt, [ptrs, ctx.mask])
-        masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, ctx.mask])
-        return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
-    p = _first_lane_ptr(ctx, ref, idx)
-    old = masked(ctx, "load", mt, [p, ctx.mask])
-    masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, ctx.mask])
+    def emit(m, free):
+        if not consecutive(ctx.affine, ctx.varying, idx):
+            ptrs = _lane_ptrs(ctx, ref, idx, free)
+            old = masked(ctx, "gather", mt, [ptrs, m])
+            masked(ctx, "scatter", mt, [add(old, to_memory(b, v, dt)), ptrs, m])
+            return old
+        p = _first_lane_ptr(ctx, ref, idx, free)
+        old = masked(ctx, "load", mt, [p, m])
+        masked(ctx, "store", mt, [add(old, to_memory(b, v, dt)), p, m])
+        return old
+    old = checked_access(ctx, n, idx, emit)
     return convert(ctx, from_memory(b, old, dt), dt, n.dtype)
 
 

@@ -17,7 +17,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
-                     SpiradDataAccessError,
+                     SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
@@ -76,7 +76,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # adstack heap budget in bytes: past it, loops are checkpointed (docs/autodiff.md)
               "ad_stack_memory",
               # Python's `and` / `or` in kernels instead of Taichi's bitwise default (boolops.py)
-              "short_circuit_operators"}
+              "short_circuit_operators",
+              # False: no default bounds checks (docs/errors_and_environment.md)
+              "check_bounds"}
 # Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread

@@ -139,7 +139,7 @@ def _options(state) -> tuple:
                                                        "ad_stack_experimental_enabled",
                                                        "adstack_cache", "static_unroll_limit",
                                                        "max_while_iterations",
-                                                       "short_circuit_operators"))))
+                                                       "short_circuit_operators", "check_bounds"))))
 
 
 class CacheKey(str):

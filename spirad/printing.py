@@ -11,8 +11,8 @@ as they ran, and kernels in launch order.
 Buffers (internal fields, allocated at the first kernel that prints):
 
     ints    i32[INT_WORDS]     word 0: header words claimed; word 1: `floats` words claimed;
-                               word 2: `doubles` words claimed; word 3: unused; records from
-                               word RECORDS on
+                               word 2: `doubles` words claimed; word 3 (DROPPED): records
+                               whose header did not fit; records from word RECORDS on
     floats  f32[FLOAT_WORDS]   the f32 values of records
     doubles f64[DOUBLE_WORDS]  the f64 values of records (only kernels that print f64 bind it)
 
@@ -20,7 +20,8 @@ A record (one PRINT executed by one thread) claims, with one atomic add on ints[
 words at RECORDS + h: [format id, floats offset (if it has f32 values), doubles offset (if it has
 f64 values), int words...] (i32 as is, u32 and u1 as their 32 bits, i64 as low then high word),
 and its float values with one atomic add on ints[1] / ints[2]. A record whose words do not fit is
-not written (the claim still counts, so the host knows output was dropped).
+not written (the claim still counts, and it adds 1 to ints[DROPPED]: the host prints how many
+lines were dropped, after the lines it has).
 
 The host (`flush`, called by `sd.sync()`, by every host read of a field / ndarray, by a kernel
 that returns a value, by `init()` and at exit) walks the records in claim order, formats each
@@ -39,6 +40,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 
 RECORDS = 4
+DROPPED = 3  # the word of `ints` counting records that did not fit
 INT_WORDS = 1 << 16
 FLOAT_WORDS = 1 << 16
 DOUBLE_WORDS = 1 << 15
@@ -126,18 +128,26 @@ class PrintBuffer:
         text, dropped = self.decode(vals, used)
         backend.write(ints_st, np.zeros(RECORDS, np.int32))
         self.dirty = False
+        lost = int(head[DROPPED])  # records not written at all
+        out = out or sys.stdout
         if text:
-            (out or sys.stdout).write("".join(text))
-        if dropped or any(claimed[a] > CAPACITY[a] for a in CURSOR):
-            warnings.warn("spirad: the kernel print buffer was full and some print output was "
-                          "dropped; call sd.sync() more often (each sync prints and empties it) "
-                          "or print less", RuntimeWarning, stacklevel=3)
+            out.write("".join(text))
+        if lost or dropped or any(claimed[a] > CAPACITY[a] for a in CURSOR):
+            what = (f"{lost} print line(s) dropped" if lost else
+                    f"{dropped} printed line(s) lost their float values (shown as nan)")
+            msg = (f"spirad: {what}: the kernel print buffer was full ({len(text)} line(s) "
+                   f"printed since the last sync); call sd.sync() more often (each sync prints "
+                   f"and empties it) or print less")
+            out.write(f"[{msg}]\n")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     def decode(self, vals, used):
-        """(text per record, whether a record's values were dropped) from the buffers' words."""
+        """(text per record, how many records lost their float values) from the buffers'
+        words."""
         ints = vals["ints"]
-        pos, text, dropped = 0, [], False
+        pos, text, dropped = 0, [], 0
         while pos < used["ints"]:
+            lost_values = False
             fmt = self.formats[int(ints[pos])]
             dts = fmt.scalars
             k = pos + 1
@@ -148,7 +158,7 @@ class PrintBuffer:
                     offs[a] = int(ints[k])
                     k += 1
                     if offs[a] + n > used[a]:
-                        dropped = True
+                        lost_values = True
             seen = {"floats": 0, "doubles": 0}
             scalars = []
             for d in dts:
@@ -163,6 +173,7 @@ class PrintBuffer:
                     scalars.append(d.np.type(src[j]) if src is not None and j < len(src)
                                    else d.np.type("nan"))
             pos = k
+            dropped += lost_values
             text.append(_render(fmt, scalars))
         return text, dropped
 

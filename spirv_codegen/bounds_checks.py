@@ -8,13 +8,18 @@ access sits in the taken side of a selection on the result; the other side write
 STATUS_INDEX_OUT_OF_RANGE with the words `kernel_ir.abi.StatusWord` lists.
 With the default `bounds_check=False` no check code is emitted (the module is unchanged).
 
+The default checks (`compile_tasks(..., oob_check=True)`: every SPIR-V backend without
+`debug=True`, unless `init(check_bounds=False)`): the same test and skip for every access that
+`kernel_ir.index_range` does not prove in range, but a failure only stores its binding k + 1 in
+one Function variable (`oob_k`), and the flush writes STATUS_OUT_OF_BOUNDS (task, binding).
+
 The first failure of an invocation goes into Function variables (cheap: drivers keep them in
 registers, and a check's failure path stays a few stores); `_bc_flush`, emitted before every
 OpReturn of the entry point (`TaskLowerer.before_return`), writes it to the status words once.
 """
 from __future__ import annotations
 
-from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE
+from kernel_ir.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OUT_OF_BOUNDS
 from kernel_ir.dtypes import i32, u1, u32
 
 from .lower_math import lower_cast
@@ -29,7 +34,8 @@ class BoundsChecks:
         (the status words in the module docstring). Returns the value (0 where it failed)."""
         ref = n.arg
         lin = self._linear(ref, idx_nodes)
-        if not self.bounds_check or not idx_nodes:
+        cheap = not self.bounds_check and self.oob_check and n not in self.oob_safe
+        if not (self.bounds_check or cheap) or not idx_nodes:
             return access(lin)
         E, fn = self.E, self.E.fn
         oks, info = [], []
@@ -46,6 +52,9 @@ class BoundsChecks:
             ok = E.band(ok, o)
 
         def fail():
+            if cheap:
+                E.emit("OpStore", self._oob_k, E.c(self.abi.binding_index(ref) + 1, u32))
+                return
             axis = E.c(len(info) - 1, u32)
             lo, hi, ext = self._bc_words(*info[-1])
             for a in range(len(info) - 2, -1, -1):  # the first failing axis
@@ -68,6 +77,25 @@ class BoundsChecks:
         for name in self._BC_VARS:
             self._bc[name] = fn.variable(E.ty(u32), E.c(0, u32))
             self.m.name(self._bc[name], "bc_" + name)
+
+    def _oob_setup(self) -> None:
+        """The default checks' Function variable: 0, or the failing binding + 1."""
+        E = self.E
+        self._oob_k = E.fn.variable(E.ty(u32), E.c(0, u32))
+        self.m.name(self._oob_k, "oob_k")
+
+    def _oob_flush(self) -> None:
+        E, fn = self.E, self.E.fn
+        k1 = E.op("OpLoad", u32, self._oob_k)
+        failed = E.op("OpINotEqual", u1, k1, E.c(0, u32))
+        wr, merge = fn.label(), fn.label()
+        fn.selection_merge(merge)
+        fn.branch_cond(failed, wr, merge)
+        fn.begin(wr)
+        self.io.write_error_words(STATUS_OUT_OF_BOUNDS, [E.c(self.task_index, u32),
+                                                         E.op("OpISub", u32, k1, E.c(1, u32))])
+        fn.branch(merge)
+        fn.begin(merge)
 
     def _bc_words(self, dt, x, ext):
         """(lo, hi, extent) u32 words of index `x` (its dtype if 64-bit, else as i32)."""
@@ -97,6 +125,8 @@ class BoundsChecks:
 
     def _bc_flush(self) -> None:
         """Before an OpReturn of the entry point: write a recorded bounds failure (if any)."""
+        if self._oob_k is not None:
+            self._oob_flush()
         if self._bc is None:
             return
         E, fn = self.E, self.E.fn

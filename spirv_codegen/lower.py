@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from kernel_ir.abi import PUSH_CONSTANT_BYTES, adstack_allocas, adstack_kind
 from kernel_ir.dtypes import i32, u1, u32
 from kernel_ir.interpreter import cast_value
+from kernel_ir.index_range import in_range_accesses
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
 from kernel_ir.ops import ATOMICS, BINARY, GLOBAL_ACCESS, UNARY, Op
 
@@ -166,11 +167,14 @@ def dispatch_geometry(n_threads: int, max_groups=(65535, 65535, 65535),
 
 
 def compile_tasks(tl: TaskList, abi, caps: SpirvCaps, bounds_check: bool = False,
-                  device_ranges=frozenset(), bmap=None) -> tuple[SpirvTask, ...]:
+                  device_ranges=frozenset(), bmap=None,
+                  oob_check: bool = False) -> tuple[SpirvTask, ...]:
     """`bmap`: where each ref lives (`buffers.BufferMap`; None: every ref in its own buffer), or
-    one map per task (`buffers.task_map`: a task binds only what it touches)."""
+    one map per task (`buffers.task_map`: a task binds only what it touches). `oob_check`: the
+    default bounds checks (`bounds_checks.py`; ignored with `bounds_check`)."""
     maps = bmap if isinstance(bmap, (tuple, list)) else [bmap] * len(tl.tasks)
-    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, maps[i])
+    return tuple(compile_task(tl, i, abi, caps, bounds_check, i in device_ranges, maps[i],
+                              oob_check)
                  for i in range(len(tl.tasks)))
 
 
@@ -183,7 +187,8 @@ def task_bindings(task: Task, bmap, profile, device_range: bool = False) -> int:
 
 
 def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False, bmap=None) -> SpirvTask:
+                 bounds_check: bool = False, device_range: bool = False, bmap=None,
+                 oob_check: bool = False) -> SpirvTask:
     from .buffers import BufferMap
     bmap = bmap if bmap is not None else BufferMap.own_buffers(abi)
     t: Task = tl.tasks[task_index]
@@ -191,7 +196,7 @@ def compile_task(tl: TaskList, task_index: int, abi, caps: SpirvCaps,
     allocas = adstack_allocas(t)
     if device_range and (t.kind != "range" or allocas):
         raise RuntimeError("spirv_codegen: a device range needs a range task without adstacks")
-    lowerer = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range, bmap)
+    lowerer = TaskLowerer(t, task_index, abi, caps, bounds_check, device_range, bmap, oob_check)
     words = lowerer.run()
     local = 1 if t.kind == "serial" else LOCAL_SIZE
     stacks = tuple(n.dtype for n in allocas)
@@ -221,9 +226,13 @@ class TaskLowerer(BoundsChecks, LoopCap):
     """Lowers one task (`run`); bounds checks and loop-cap counting are mixins."""
 
     def __init__(self, task: Task, task_index: int, abi, caps: SpirvCaps,
-                 bounds_check: bool = False, device_range: bool = False, bmap=None):
+                 bounds_check: bool = False, device_range: bool = False, bmap=None,
+                 oob_check: bool = False):
         self.task, self.task_index, self.abi, self.caps = task, task_index, abi, caps
         self.bounds_check = bounds_check
+        self.oob_check = bool(oob_check) and not bounds_check
+        self.oob_safe = in_range_accesses(task) if self.oob_check else frozenset()
+        self._oob_k = None  # the default checks' Function variable (bounds_checks._oob_setup)
         self.device_range = device_range
         self.sites = ({n: i for i, n in enumerate(global_accesses(task))} if bounds_check
                       else {})
@@ -254,6 +263,10 @@ class TaskLowerer(BoundsChecks, LoopCap):
             m.name(self.counter, "loop_visits")
         if self.sites:
             self._bc_setup()
+        if self.oob_check and any(n.op in ACCESS_OPS and n not in self.oob_safe and
+                                  (n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1])
+                                  for n in walk(t.body)):
+            self._oob_setup()
         if adstack_allocas(t):
             self.adstacks.setup()  # before any return is emitted: every return publishes overflow
         linear = self.io.linear_id()

@@ -20,6 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def default_checks(state) -> bool:
+    """Are the default bounds checks on: not under `init(debug=True)` (whose checks name the
+    line and index), and not turned off with `init(check_bounds=False)`? Every backend compiles
+    with them (`oob_check`): an out-of-range access is skipped and raised at the next sync as a
+    `SpiradOutOfBoundsError`, instead of crashing or overwriting other memory."""
+    return not state.debug and bool(state.options.get("check_bounds", True))
+
+
 class BackendBase:
     name = ""
     # The most elements one field may hold, and the longest parallel loop: the 32-bit indices

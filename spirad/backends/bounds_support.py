@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from kernel_ir.abi import EXTENT_FORMAT
-from kernel_ir.errors import SpiradIndexError
+from kernel_ir.errors import SpiradIndexError, SpiradOutOfBoundsError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import GLOBAL_ACCESS
 
@@ -76,3 +76,31 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         f"checks of sd.init(debug=True).)")
     err.loc = loc
     return err
+
+
+def ref_label(ref) -> str:
+    """How errors name a binding: "field 'x'", "ndarray 'a.grad'"."""
+    label = ref.name or str(ref.key)
+    if ref.grad and not label.endswith(".grad"):
+        label += ".grad"
+    return f"{ref.kind} '{label}'"
+
+
+def out_of_bounds_error(kernel: str, task_names, bindings, status) -> SpiradOutOfBoundsError:
+    """The user error of STATUS_OUT_OF_BOUNDS: the default (no debug) bounds check skipped an
+    access of binding `status.binding` (`bindings`: the kernel ABI's) in task `status.task`."""
+    task, k = status.task, status.binding
+    tname = task_names[task] if 0 <= task < len(task_names) else None
+    tdesc = f"task {task}" + (f" '{tname}'" if tname else "")
+    ref = bindings[k] if 0 <= k < len(bindings) else None
+    if ref is None:
+        what = "a field or ndarray"
+    else:
+        what = ref_label(ref)
+        if ref.shape is not None:
+            what += f" of shape {tuple(int(d) for d in ref.shape)}"
+    return SpiradOutOfBoundsError(
+        f"kernel {kernel} ({tdesc}) indexed {what} out of range. The access was skipped (a load "
+        f"read 0, a store wrote nothing), so this launch's results are wrong; other fields and "
+        f"later launches are not affected. Run with sd.init(debug=True) to get the source line "
+        f"and the index (or sd.init(check_bounds=False) to drop these checks).")

@@ -30,7 +30,7 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 
 from .adstack_support import grown, task_stacks
-from .base import BackendBase
+from .base import BackendBase, default_checks
 from .private_scatter import PrivateCopies, TaskScatter, copy_slot, scatter_slabs, worth
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
@@ -40,8 +40,9 @@ ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_v
 
 
 class CpuProgram(Program):
-    def __init__(self, tl, abi, bounds_check, blob, module, workers):
+    def __init__(self, tl, abi, bounds_check, blob, module, workers, oob_check=False):
         super().__init__(tl, abi, bounds_check, blob)
+        self.oob = bool(oob_check) and not bounds_check  # the default checks write the status
         self.module = module  # the JIT module: keeps the task functions alive
         fns = [module.function(s) for s in blob[1]]
         n = len(tl.tasks)
@@ -72,7 +73,7 @@ class CpuProgram(Program):
         self.lanes = [max(w, blob[4][n + m] if type(m) is int else 1) if s else 1
                       for w, s, m in zip(blob[4][:n], self.stacks, marks)]
         nbind = self.nbind
-        extra = any(self.stacks) or self.bounds is not None
+        extra = any(self.stacks) or self.bounds is not None or self.oob
         size = copy_slot(abi, len(copies)) if copies else \
             nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0)
         self.bufs = (ctypes.c_void_p * max(size, 1))()
@@ -121,6 +122,7 @@ class CpuBackend(BackendBase):
         self.heap_sizes = (8, 8)
         self.pending = None  # deferred adstack overflow / bounds error, raised at sync()
         self.bounds_check = bool(state.debug)
+        self.oob_check = default_checks(state)
         self.private = PrivateCopies(self.rt)  # the workers' copies of scattered slabs
 
     def allocate(self, nbytes):
@@ -142,7 +144,8 @@ class CpuBackend(BackendBase):
         copies = one_thread[3]
         prog = compile_tasks(code, CopyABI(abi, copies) if copies else abi,
                              bounds_check=self.bounds_check,
-                             options=options.llvm_codegen_options(), choices=choices)
+                             options=options.llvm_codegen_options(), choices=choices,
+                             oob_check=self.oob_check)
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                 optimized, tuple(t.lanes for t in prog.tasks), one_thread)
@@ -224,7 +227,7 @@ class CpuBackend(BackendBase):
 
     def cache_features(self) -> tuple:
         from .. import options
-        return ("cpu", self.rt.target_key, self.bounds_check,
+        return ("cpu", self.rt.target_key, self.bounds_check, ("oob", self.oob_check),
                 options.llvm_codegen_options().key(), "one-thread variants",
                 "privatised scatters", self.rt.num_workers)
 
@@ -234,7 +237,8 @@ class CpuBackend(BackendBase):
         `_one_thread_variants`); symbols past len(tl.tasks) are one-thread variants."""
         obj, symbols, kinds, optimized, task_lanes, _ = blob
         return CpuProgram(tl, abi, self.bounds_check, blob,
-                          self.rt.load_object(obj, symbols, optimized), self.rt.num_workers)
+                          self.rt.load_object(obj, symbols, optimized), self.rt.num_workers,
+                          self.oob_check)
 
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes
@@ -272,7 +276,7 @@ class CpuBackend(BackendBase):
         addr = ctypes.cast(args, ctypes.c_void_p).value
         run = self.rt.run
         n = program.nbind
-        checked = program.bounds is not None
+        checked = program.bounds is not None or program.oob
         plan = None if adstack is None else adstack.tasks
         overflow = None
         for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), rng) in enumerate(

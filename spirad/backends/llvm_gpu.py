@@ -47,7 +47,7 @@ import numpy as np
 from kernel_ir.abi import STATUS_BYTES, StatusWord
 
 from .adstack_support import grown, task_stacks
-from .base import BackendBase
+from .base import BackendBase, default_checks
 from .bounds_support import BoundsInfo
 from .program import status_error
 from .range_bounds import HostBounds, device_bounds
@@ -68,6 +68,7 @@ class GpuProgram:
         self.device_range = ()  # per task: the kernel reads its own range from device memory
         self.device_code = {}   # target name -> DeviceCode (what was assembled)
         self.module = None
+        self.bindings = ()
 
 
 class _Launch:
@@ -159,6 +160,7 @@ class LlvmGpuBackend(BackendBase):
         else:
             self.rt = self.device_runtime()
         self.bounds_check = bool(state.debug)
+        self.oob_check = default_checks(state)  # the default bounds checks (base.default_checks)
         self.managed = bool(state.options.get("managed_memory", False))
         self.host_path = options.get(HOST_PATH_ENV)
         if not self.host_path:
@@ -252,7 +254,8 @@ class LlvmGpuBackend(BackendBase):
         on_device = frozenset(i for i, r in enumerate(ranged)
                               if r and not self.bounds_check and not self.host_path)
         progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t,
-                               device_ranges=on_device) for t in self.targets]
+                               device_ranges=on_device, oob_check=self.oob_check)
+                 for t in self.targets]
         built = build_many([(p.llvm_ir, t, [ti.symbol for ti in p.tasks])
                             for p, t in zip(progs, self.targets)], self.emulated())
         codes = {t.name: c for t, c in zip(self.targets, built)}
@@ -260,7 +263,8 @@ class LlvmGpuBackend(BackendBase):
         symbols = [ti.symbol for ti in prog.tasks]
         if self.emulated():
             emu = compile_tasks(tl, abi, bounds_check=self.bounds_check,
-                                target=emulation(self.targets[0]), device_ranges=on_device)
+                                target=emulation(self.targets[0]), device_ranges=on_device,
+                                oob_check=self.oob_check)
             module = self.rt.load(emu.llvm_ir, symbols)
         else:
             module = self.load_device_code(codes, symbols)
@@ -271,6 +275,7 @@ class LlvmGpuBackend(BackendBase):
                        [t.name for t in tl.tasks],
                        BoundsInfo(tl, abi) if self.bounds_check else None)
         p.module, p.device_code = module, codes
+        p.bindings = abi.bindings  # what a default bounds-check error names
         p.device_range = tuple(i in on_device for i in range(len(tl.tasks)))
         p.host_bounds = tuple(HostBounds(tl, t, abi) if r and i not in on_device else None
                               for i, (t, r) in enumerate(zip(tl.tasks, ranged)))

@@ -15,11 +15,11 @@ code (an internal error). Every backend calls it; none reads the words itself.
 from __future__ import annotations
 
 from kernel_ir.abi import (STATUS_ADSTACK_OVERFLOW, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
-                           STATUS_OK, decode_status)
+                           STATUS_OK, STATUS_OUT_OF_BOUNDS, decode_status)
 from kernel_ir.errors import SpiradDeviceError
 
 from .adstack_support import overflow_error, task_stacks
-from .bounds_support import BoundsInfo, index_error
+from .bounds_support import BoundsInfo, index_error, out_of_bounds_error
 
 
 class Program:
@@ -32,6 +32,7 @@ class Program:
         self.stacks = [task_stacks(t) or None for t in tl.tasks]  # per task: [StackInfo] or None
         self.bounds = BoundsInfo(tl, abi) if bounds_check else None
         self.nbind = len(abi.bindings)
+        self.bindings = abi.bindings  # what a default bounds-check error names
         self.blob = blob  # the backend's compiled form: what the offline cache stores
 
 
@@ -53,6 +54,8 @@ def status_error(program: Program, words, argbufs=(), adstack_plans=(), caps=Non
     task = names[st.task] if 0 <= st.task < len(names) else f"#{st.task}"
     if st.code == STATUS_INDEX_OUT_OF_RANGE and program.bounds is not None:
         return index_error(program.name, names, program.bounds, st, argbufs)
+    if st.code == STATUS_OUT_OF_BOUNDS:
+        return out_of_bounds_error(program.name, names, program.bindings, st)
     stacks = program.stacks[st.task] if 0 <= st.task < len(program.stacks) else None
     if st.code == STATUS_ADSTACK_OVERFLOW and stacks and adstack_plans:
         cap = max(a.capacity(st.task, st.stack) for a in adstack_plans)

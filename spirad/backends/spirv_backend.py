@@ -40,12 +40,12 @@ import struct
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
-from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_WORDS,
-                           StatusWord, pack_push_constants)
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_GUARD,
+                           STATUS_WORDS, StatusWord, pack_push_constants)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
-from .base import BackendBase
+from .base import BackendBase, default_checks
 from .gpu_sizer import GpuSizer
 from .program import Program, status_error
 from .range_bounds import HostBounds, device_bounds
@@ -182,6 +182,7 @@ class SpirvBackend(BackendBase):
         validator.configure(options.get("SPIRAD_SPIRV_TOOLS_LIB"))
         self.validate = state.debug or self.rt.validation or options.get("SPIRAD_VALIDATE_SPIRV")
         self.bounds_check = bool(state.debug)
+        self.oob_check = default_checks(state)  # the default bounds checks (base.default_checks)
         self.launched: list = []  # programs with work since the last status check
         self.pending = None       # an error found early, raised at the next sync
         self.heap_float = self.heap_int = None  # adstack heaps, grown before launches
@@ -244,7 +245,7 @@ class SpirvBackend(BackendBase):
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
         self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
-                              device_ranges=on_device, bmap=maps)
+                              device_ranges=on_device, bmap=maps, oob_check=self.oob_check)
         range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
                       for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
@@ -255,7 +256,7 @@ class SpirvBackend(BackendBase):
         """abi index -> RootSlice of every field and temporary, and under None the program's
         status words (temporaries and status get new slices: one per compiled program). Fields
         were allocated by the driver before compiling."""
-        out = {None: self.roots.place(STATUS_BYTES)}
+        out = {None: self._guarded(STATUS_BYTES, "status")}
         for k, ref in enumerate(abi.bindings):
             if ref.kind == "field":
                 sl = self.roots.by_key.get(ref.key)
@@ -263,8 +264,16 @@ class SpirvBackend(BackendBase):
                     raise RuntimeError(f"field {ref.name} of kernel {tl.name} has no memory yet")
                 out[k] = sl
             elif ref.kind == "temp":
-                out[k] = self.roots.place(8)
+                out[k] = self._guarded(8, "temp")
         return out
+
+    def _guarded(self, nbytes: int, name: str):
+        """A root slice of spirad's own words (status, kernel temporaries) with STATUS_GUARD
+        unused bytes on either side: a user's write just past the end of the field before it
+        (or before the start of the one after it), possible under `init(check_bounds=False)`,
+        lands in the guard, never on these words."""
+        sl = self.roots.place(nbytes + 2 * STATUS_GUARD)
+        return RootSlice(sl.chunk, sl.offset + STATUS_GUARD, nbytes, name)
 
     def _map_inputs(self, placement) -> tuple:
         """What the buffer maps depend on besides the task list, the ABI and the profile: the
@@ -339,7 +348,8 @@ class SpirvBackend(BackendBase):
         return self._build(tl, abi, blob, placement)
 
     def cache_features(self) -> tuple:
-        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate)
+        return (self.name, self.profile, self.caps, self.spirv_caps, self.bounds_check, self.validate,
+                ("oob", self.oob_check))
 
     def _build(self, tl, abi, blob, placement):
         """The program of SPIR-V modules `blob` = (tasks, {task: range-arguments module}, the

@@ -9,6 +9,8 @@ Each PRINT becomes (the record layout is `spirad.printing`'s):
     d = atomic_add(ints[2], f64 count)                    # claim f64 value words (if any)
     if h + header words <= capacity:
         ints[RECORDS + h ...] = format id, f, d, int words
+    else:
+        atomic_add(ints[DROPPED], 1)                      # a record that did not fit
     if f + f32 count <= capacity: floats[f ...] = f32 values
     if d + f64 count <= capacity: doubles[d ...] = f64 values
 
@@ -69,12 +71,14 @@ def _emit_record(b: IRBuilder, buf, fid: int, values):
     header = 1 + len(extra) + len(words)
     h, ok = _claim(b, ints, "ints", header)
     offs = {a: _claim(b, ints, a, len(by_area[a])) for a in extra}
-    with b.if_(ok) as (then, _):
+    with b.if_(ok) as (then, otherwise):
         with then:
             base = b.binary(Op.ADD, h, _c(b, P.RECORDS))
             row = [_c(b, fid)] + [offs[a][0] for a in extra] + words
             for j, w in enumerate(row):
                 b.global_store(ints, [b.binary(Op.ADD, base, _c(b, j)) if j else base], w)
+        with otherwise:  # the record does not fit: count it (the host says how many)
+            b.atomic_add(ints, [_c(b, P.DROPPED)], _c(b, 1))
     for a in extra:
         ref = buf.ref(a)
         off, fits = offs[a]

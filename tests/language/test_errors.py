@@ -478,12 +478,13 @@ def test_oob_error_surfaces_at_sync(arch):
 
 @pytest.mark.parametrize("arch", ["cpu", "vulkan"])
 def test_no_bounds_check_code_without_debug(arch):
-    """debug=False compiles without checks: no status writes in the generated code."""
+    """check_bounds=False compiles without checks: no status writes in the generated code; the
+    default checks (no debug) record only STATUS_OUT_OF_BOUNDS; debug=True the full record."""
     from tests.support.archs import arch_or_skip
     arch_or_skip(arch)
 
-    def compiled(debug):
-        sd.init(arch=arch, debug=debug)
+    def compiled(**kw):
+        sd.init(arch=arch, **kw)
         x = sd.field(sd.f32, shape=4, name="x")
 
         @sd.kernel
@@ -494,14 +495,17 @@ def test_no_bounds_check_code_without_debug(arch):
         k(0)
         return k.compile((0,)).program
 
-    for debug in (False, True):
-        p = compiled(debug)
+    for kw, full, cheap in (({"check_bounds": False}, False, False), ({}, False, True),
+                            ({"debug": True}, True, False)):
+        p = compiled(**kw)
         if arch == "cpu":
             code = p.module.optimized_ir
-            assert ("spirad.bounds.fail" in code) == debug
-            assert (p.bounds is not None) == debug
+            assert ("spirad.bounds.fail" in code) == full
+            assert ("spirad.oob.fail" in code) == cheap
+            assert (p.bounds is not None) == full
         else:
             from spirv_codegen import disassemble
             code = "".join(disassemble(t.words) for t in p.tasks)
-            assert ("OpAtomicCompareExchange" in code) == debug
+            assert ("OpAtomicCompareExchange" in code) == (full or cheap)
+            assert ("oob_k" in code) == cheap
     sd.init(arch=arch)
