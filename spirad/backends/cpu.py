@@ -110,8 +110,11 @@ class CpuBackend(BackendBase):
         super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
+        from .. import options
         from ..guard import CANCEL
-        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL)  # an interrupt stops a launch (guard)
+        options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
+        # code for the host, or for SPIRAD_CPU_TARGET; an interrupt stops a launch (guard)
+        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target())
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],

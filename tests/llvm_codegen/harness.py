@@ -16,14 +16,16 @@ from sizer import compute_layout
 from kernel_ir.abi import adstack_allocas, adstack_kind, kernel_abi
 from kernel_ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 
-_RUNTIME = None
+_RUNTIMES: dict = {}
 
 
 def runtime() -> CpuRuntime:
-    global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = CpuRuntime()
-    return _RUNTIME
+    """The runtime of the CPU target the tests run for (SPIRAD_CPU_TARGET, as spirad's)."""
+    from spirad.options import cpu_target
+    spec = cpu_target()
+    if spec not in _RUNTIMES:
+        _RUNTIMES[spec] = CpuRuntime(target=spec)
+    return _RUNTIMES[spec]
 
 
 def with_temps(tl, arrays):
