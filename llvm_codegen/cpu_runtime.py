@@ -155,14 +155,14 @@ def optimized_module(llvm_ir: str, tm, triple: str, vectorised: bool = False) ->
 
 
 def compile_for(llvm_ir: str, triple: str, cpu: str = "", features: str = "",
-                vectorised: bool = False) -> tuple[bytes, str]:
-    """(object code, assembly) of `llvm_ir` through the CPU pipeline for another machine
-    (`triple`: 'aarch64-unknown-linux-gnu', ...): what the CPU backend would produce there,
-    emitted and never run (tests/llvm_codegen/test_cross_targets.py)."""
+                vectorised: bool = False) -> tuple[bytes, str, str]:
+    """(object code, assembly, optimized IR) of `llvm_ir` through the CPU pipeline for another
+    machine (`triple`: 'aarch64-unknown-linux-gnu', ...): what the CPU backend would produce
+    there, emitted and never run (tests/llvm_codegen/test_cross_targets.py)."""
     from .cpu_target import cross_machine
     tm = cross_machine(triple, cpu, features, opt=3)
     mod = optimized_module(llvm_ir, tm, triple, vectorised)
-    return bytes(tm.emit_object(mod)), tm.emit_assembly(mod)
+    return bytes(tm.emit_object(mod)), tm.emit_assembly(mod), str(mod)
 
 
 class CpuModule:

@@ -90,6 +90,18 @@ class CpuProgram(Program):
                                       self.adaptive, self.scatter, self.min_split))
 
 
+def task_costs(task, lanes: int, analysis) -> tuple:
+    """(own, alone): `work_estimate.costs` of range task `task` in its own code on `lanes`
+    lanes (`analysis`: its `spmd.Analysis`, None when scalar) and in its one-thread variant.
+    Reductions into one element (atomic adds at lane-uniform indices whose result is unused)
+    cost one atomic per lane group. What `_one_thread_variants` decides from (and the tests
+    compare the CPU backend's choices to, on every target)."""
+    cheap = frozenset() if lanes == 1 else frozenset(
+        n for n in walk(task.body) if n.op == Op.ATOMIC_ADD and n not in analysis.used and
+        not any(s in analysis.varying for s in n.srcs[:-1]))
+    return costs(task, lanes, cheap)
+
+
 class CpuBackend(BackendBase):
     name = "cpu"
     max_elements = 2**62  # 64-bit element offsets and task ranges
@@ -183,10 +195,7 @@ class CpuBackend(BackendBase):
                 lanes, a = 1, None
             else:
                 lanes, a = choices[k] = spmd_choice(t, False, options.llvm_codegen_options())
-            cheap = frozenset() if lanes == 1 else frozenset(
-                n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
-                not any(s in a.varying for s in n.srcs[:-1]))
-            own, alone = costs(t, lanes, cheap)
+            own, alone = task_costs(t, lanes, a)
             v = None if self.bounds_check else one_thread_variant(t)
             slabs = scatter_slabs(t) if v is not None and workers > 1 else None
             if task_stacks(t) and not slabs:  # adstacks: only for privatised scatters

@@ -50,6 +50,23 @@ def codegen_options():
     return llvm_codegen_options()
 
 
+def default_widths() -> tuple[int, int]:
+    """(lanes of an SPMD task whose varying values are at most 32-bit, of one with a 64-bit
+    value) by default on the target in force (SPIRAD_CPU_TARGET, else the host): two registers
+    a 32-bit value, one a 64-bit value (`codegen.default_lanes`): (32, 16) with AVX-512,
+    (16, 8) with AVX2, (8, 4) with SSE / NEON."""
+    from llvm_codegen import math_policy
+    w = math_policy.lanes("f32", codegen_options().vector_bits)
+    return 2 * w, w
+
+
+def lane_widths() -> tuple[int, int]:
+    """`default_widths`, or SPIRAD_CPU_SPMD_LANES for both where forced (CI runs the CPU
+    suites again with 4 and 8 lanes: scripts/test.sh)."""
+    forced = codegen_options().lanes
+    return (forced, forced) if forced else default_widths()
+
+
 def compile_and_load(tl):
     abi = kernel_abi(tl)
     prog = compile_tasks(tl, abi, options=codegen_options())
