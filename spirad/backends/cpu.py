@@ -90,6 +90,25 @@ class CpuProgram(Program):
                                       self.adaptive, self.scatter, self.min_split))
 
 
+def target_summary() -> str:
+    """What the CPU backend compiles for, with the switches in force: the CPU and its ISA, the
+    SPMD lanes of a task (`python -m spirad`, the benchmarks' first line). E.g. `znver3 (host),
+    AVX2: 256-bit vectors, 8 f32 / 4 f64 lanes a register; SPMD lanes: 16 (8 with a 64-bit
+    value)`."""
+    from llvm_codegen import cpu_target, math_policy
+
+    from .. import options
+    spec = options.cpu_target()
+    o = options.llvm_codegen_options()
+    line = cpu_target.describe(spec)
+    if not o.spmd:
+        return line + "; SPMD lanes: off (SPIRAD_CPU_SPMD=0)"
+    if o.lanes:
+        return line + f"; SPMD lanes: {o.lanes} (SPIRAD_CPU_SPMD_LANES)"
+    w = math_policy.lanes("f32", o.vector_bits)
+    return line + f"; SPMD lanes: {2 * w} ({w} with a 64-bit value)"
+
+
 def task_costs(task, lanes: int, analysis) -> tuple:
     """(own, alone): `work_estimate.costs` of range task `task` in its own code on `lanes`
     lanes (`analysis`: its `spmd.Analysis`, None when scalar) and in its one-thread variant.
