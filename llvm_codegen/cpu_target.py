@@ -78,9 +78,12 @@ def resolve(spec: str | None) -> tuple[str, str]:
     if name is not None:
         return name, ",".join(f"{'+' if on else '-'}{f}" for f, on in feats.items())
     host = llvm.get_host_cpu_features()
-    for f, on in feats.items():
-        host[f] = on
-    return llvm.get_host_cpu_name(), host.flatten()
+    for f in feats:
+        host.pop(f, None)
+    # the changes last: LLVM applies the list in order, and `-avx` also turns off what needs it
+    # (fma, avx2, vaes, ...) only where nothing later turns those on again
+    extra = ",".join(f"{'+' if on else '-'}{f}" for f, on in feats.items())
+    return llvm.get_host_cpu_name(), ",".join(x for x in (host.flatten(), extra) if x)
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,7 +131,7 @@ def isa_of(triple: str, cpu: str, features: str) -> Isa:
     mod.data_layout = str(tm.target_data)
     asm = tm.emit_assembly(mod)
     if triple.startswith(("aarch64", "arm64")):
-        return Isa("SVE", 128) if "z0." in asm and "v0." not in asm else Isa("NEON", 128)
+        return Isa("NEON", 128)  # fixed-width vectors: NEON registers, SVE or not
     if not triple.startswith(("x86_64", "i386", "i686")):
         return Isa(triple.split("-")[0], 128)
     if "zmm" in asm:
