@@ -315,7 +315,12 @@ def test_loop_free_task_whole_groups_unmasked(monkeypatch, n):
     _assert_all_equal(vec, scal, ref)
     monkeypatch.setenv("SPIRAD_CPU_SPMD", "1")
     opt = compile_and_load(tl)[2].optimized_ir
-    assert opt.count("@llvm.masked.store") == 2  # the tail's call and its declaration
+    # the tail's call and its declaration; where the target has no masked store (SSE, NEON)
+    # LLVM expands the call into per-lane stores
+    from llvm_codegen.cpu_target import isa
+    from spirad.options import cpu_target
+    masked_stores = isa(cpu_target()).name in ("AVX", "AVX2", "AVX-512")
+    assert opt.count("@llvm.masked.store") in ((2,) if masked_stores else (1, 2))
     assert f"store <{W} x float>" in opt  # the whole groups'
 
 
