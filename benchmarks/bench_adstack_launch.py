@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def per_launch_us(fns, launches=500, reps=7):
@@ -56,6 +57,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--arch", nargs="*", default=["cpu", "vulkan"])
     args = p.parse_args()
+    print_target()
     from spirad.backends import arch_available
     for arch in args.arch:
         if not arch_available(arch):

@@ -31,6 +31,7 @@ import statistics
 import time
 
 import numpy as np
+from target_info import print_target  # benchmarks/target_info.py
 
 WORKLOADS = (("a", 256), ("b16", 16), ("b256", 256), ("mix16", 16), ("mix256", 256))
 KERNEL_OF = {"a": "a", "b16": "b", "b256": "b", "mix16": "mix", "mix256": "mix"}
@@ -227,6 +228,7 @@ def main():
     p.add_argument("--settle", type=float, default=0.1,
                    help="seconds of idle before each timed call (0: back to back)")
     args = p.parse_args()
+    print_target()
     import spirad as sd
     from spirad.backends import arch_available
     try:

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from target_info import print_target  # benchmarks/target_info.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -226,6 +227,7 @@ def main():
     if a.child:
         run_side(a.child[0], a.child[1], int(a.child[2]))
         return
+    print_target()  # the parent only (a child's output is read)
     os.environ.setdefault("SPIRAD_METAL_EMULATE", "1")
     sides = {"after": ROOT}
     if a.ref:

@@ -37,6 +37,7 @@ import sys
 import time
 
 import numpy as np
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def rss_now_mb():
@@ -253,6 +254,7 @@ def main():
         worker(a.worker, a.arch, a.steps, a.side, a.snapshots, a.reps, a.threads, a.out,
                a.substeps)
         return
+    print_target()  # the parent only (a child's output is read)
     import tempfile
     results, grads, rounds = {}, {}, {"full": [], "ckpt": []}
     with tempfile.TemporaryDirectory() as tmp:

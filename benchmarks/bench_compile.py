@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def unrolled(n, arch):
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--sizes", nargs="+", type=int, default=[1000, 5000, 10000])
     ap.add_argument("--chains", nargs="+", type=int, default=[500, 1500])
     a = ap.parse_args()
+    print_target()
     from spirad.backends import arch_available
     for arch in a.arch:
         if not arch_available(arch):

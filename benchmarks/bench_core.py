@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def _median_time(fn, reps):
@@ -157,6 +158,7 @@ def main():
     p.add_argument("--arch", nargs="*", default=["cpu", "vulkan"])
     p.add_argument("--n", type=int, default=16 * 1024 * 1024)
     args = p.parse_args()
+    print_target()
     from spirad.backends import arch_available
     results = {}
     for arch in args.arch:

@@ -26,6 +26,7 @@ import sys
 import time
 
 import numpy as np
+from target_info import print_target  # benchmarks/target_info.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -100,6 +101,7 @@ def main(argv=None):
     p.add_argument("--launches", type=int, default=200, help="launches per timed batch")
     p.add_argument("--reps", type=int, default=5)
     a = p.parse_args(argv)
+    print_target()
     from spirad.backends import backend_class
     if not backend_class(a.arch).is_available() or backend_class(a.arch).emulated():
         os.environ[EMULATE[a.arch]] = "1"

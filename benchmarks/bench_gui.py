@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def per_call(f, n=10) -> float:
@@ -19,6 +20,7 @@ def per_call(f, n=10) -> float:
 
 
 def main():
+    print_target()
     gui = sd.GUI("bench", (512, 512), background_color=0x112233, show_gui=False)
     rng = np.random.default_rng(0)
     pos = rng.random((1000, 2))

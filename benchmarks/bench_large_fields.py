@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from target_info import print_target  # benchmarks/target_info.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -73,6 +74,7 @@ def main():
     if a.side:
         print(json.dumps(_side(a.arch, a.n, a.side)))
         return
+    print_target()  # the parent only (a child's output is read)
     settings = (1, 2, 4)
     runs = {w: [] for w in settings}
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

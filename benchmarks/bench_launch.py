@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from target_info import print_target  # benchmarks/target_info.py
 
 PROGRAM = r'''
 import sys, time
@@ -112,6 +113,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--taichi-python", help="a Python with Taichi installed")
     a = p.parse_args()
+    print_target()
     systems = [("spirad", sys.executable, True)]
     if a.taichi_python:
         systems.append(("taichi", a.taichi_python, False))

@@ -19,6 +19,7 @@ import numpy as np
 import spirad as sd
 from spirad import launch, sizing_cache
 from spirad import state as _state
+from target_info import print_target  # benchmarks/target_info.py
 
 ND = sd.types.ndarray()
 
@@ -71,6 +72,7 @@ def main():
     ap.add_argument("--trips", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    print_target()
     g0, est0, heap0, t0, _ = run(a.arch, a.threads, a.trips, a.reps, None)
     g1, est1, heap1, t1, n = run(a.arch, a.threads, a.trips, a.reps, max(est0 // 10, 1))
     print(f"{a.arch}: {a.threads} threads x {a.trips} trips")

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import spirad as sd  # noqa: E402
 from bench_adstack_launch import run as adstack_run  # noqa: E402
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def batched_launch_us(arch, launches, reps=7):
@@ -45,6 +46,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launches", type=int, default=2000)
     args = p.parse_args()
+    print_target()
     from spirad.backends import arch_available
     res = {}
     for arch in ("vulkan", "metal"):

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from target_info import print_target  # benchmarks/target_info.py
 
 PROGRAM = r'''
 import sys, time
@@ -84,6 +85,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--taichi-python", help="a Python with Taichi installed")
     a = p.parse_args()
+    print_target()
     rows = [("spirad", run(sys.executable, a.arch, a.n, a.steps, True))]
     if a.taichi_python:
         rows.append(("taichi", run(a.taichi_python, a.arch, a.n, a.steps, False)))

@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from target_info import print_target  # benchmarks/target_info.py
 
 PROGRAM = r'''
 import json, sys, time
@@ -122,6 +123,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--particles", type=int, default=20000)
     a = ap.parse_args()
+    print_target()
     modes = ("auto", "force", "off")
     rows = {m: [] for m in modes}
     for _ in range(a.rounds):

@@ -18,6 +18,7 @@ import numpy as np
 
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
+from target_info import print_target  # benchmarks/target_info.py
 
 ND = sd.types.ndarray()
 
@@ -87,6 +88,7 @@ def main():
     p.add_argument("--n", type=int, default=2 * 1024 * 1024)
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args()
+    print_target()
     for arch in args.arch:
         run(arch, args.n, args.reps)
 

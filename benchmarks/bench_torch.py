@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def main():
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--n", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--reps", type=int, default=15)
     a = ap.parse_args()
+    print_target()
     sd.init(arch=sd.cpu)
     import spirad.interop.autograd as sdt
 

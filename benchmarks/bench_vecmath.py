@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 import spirad as sd
+from target_info import print_target  # benchmarks/target_info.py
 
 # name -> (input range, chain scale a, chain offset b) keeping the chain inside the domain
 FNS = {
@@ -106,6 +107,7 @@ def main():
     args = p.parse_args()
     if not args.spmd:
         os.environ["SPIRAD_CPU_SPMD"] = "0"
+    print_target()
     sd.init(arch=sd.cpu)
     print(f"N={args.n}, reps={args.reps}: libm min (median) ms, then min-time ratios auto/libm "
           "and inline/libm (below 1: faster than libm)")

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import time
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def main():
@@ -22,6 +23,7 @@ def main():
     ap.add_argument("--horizon", type=int, default=5)
     ap.add_argument("--out")
     a = ap.parse_args()
+    print_target()
     import torch
     import genesis as gs
     import quadrants as qd

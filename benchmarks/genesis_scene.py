@@ -15,6 +15,7 @@ import json
 import time
 
 import numpy as np
+from target_info import print_target  # benchmarks/target_info.py
 
 
 def main():
@@ -24,6 +25,7 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--out")
     a = ap.parse_args()
+    print_target()
     import genesis as gs
     import quadrants as qd
     gs.init(backend=getattr(gs, a.backend), logging_level="warning", precision="32")

@@ -176,7 +176,7 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a
-    lanes = options.lanes or default_lanes(a)
+    lanes = options.lanes or default_lanes(a, options.vector_bits)
     n = _constant_trips(task)
     least = 2 * lanes if options.min_trips is None else options.min_trips
     if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
@@ -192,12 +192,12 @@ def _constant_trips(task):
     return None
 
 
-def default_lanes(analysis) -> int:
-    """Two vector registers per value: 2x the host's f32 width (32 lanes on AVX-512) when every
-    varying value is at most 32 bits, else the f32 width (64-bit values then already take two
-    registers). Each op issues twice, independently, which hides the latency of loop-carried
+def default_lanes(analysis, vector_bits: int | None = None) -> int:
+    """Two vector registers per value: 2x the target's f32 width (`vector_bits`; None: the
+    host's; 32 lanes on AVX-512, 16 on AVX2, 8 on NEON) when every varying value is at most 32
+    bits, else the f32 width (64-bit values then already take two registers). Each op issues twice, independently, which hides the latency of loop-carried
     chains: kernels a / b16 / b256 of bench_autodiff ran 1.3-1.8x faster at 32 lanes than at 16
     (docs/cpu_spmd.md); 64 lanes were faster still but cost ~10% more compile time."""
-    host = math_policy.lanes("f32")
+    host = math_policy.lanes("f32", vector_bits)
     wide = any(getattr(n.dtype, "bits", 0) == 64 for n in analysis.varying)
     return host if wide else 2 * host

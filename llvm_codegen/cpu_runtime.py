@@ -3,6 +3,8 @@
 Never imports `kernel_ir`: it receives LLVM IR text and symbol names only.
 
     rt = CpuRuntime()                       # one per process is enough; cheap after the first
+    rt = CpuRuntime(target="x86-64-v3")     # code for another CPU this host can run
+                                            # (SPIRAD_CPU_TARGET, llvm_codegen.cpu_target)
     mod = rt.load(llvm_ir, symbols)         # parse -> O3 (new pass manager, host CPU) -> object
                                             # code for the host -> linked into the OrcJIT
     obj, opt_ir = rt.compile_object(llvm_ir)  # the same in two steps: the object code is what an
@@ -51,28 +53,31 @@ TASK_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_
 
 
 class _Target:
-    """Process-wide LLVM state: target init, libm, TargetMachine, pass options, the LLJIT."""
+    """Process-wide LLVM state: target init, libm, TargetMachine, pass options, the LLJIT; one
+    per CPU target (`spec`: None, the host; else SPIRAD_CPU_TARGET's value, `cpu_target`)."""
 
-    _instance = None
+    _instances: dict = {}
     _lock = threading.Lock()
 
     @classmethod
-    def get(cls) -> "_Target":
+    def get(cls, spec: str | None = None) -> "_Target":
         with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
+            t = cls._instances.get(spec)
+            if t is None:
+                t = cls._instances[spec] = cls(spec)
+            return t
 
-    def __init__(self):
+    def __init__(self, spec: str | None = None):
+        from .cpu_target import resolve
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         libm = ctypes.util.find_library("m")
         if libm:
             llvm.load_library_permanently(libm)
         target = llvm.Target.from_default_triple()
+        self.spec = spec
         self.triple = llvm.get_process_triple()
-        self.cpu = llvm.get_host_cpu_name()
-        self.features = llvm.get_host_cpu_features().flatten()
+        self.cpu, self.features = resolve(spec)
         self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
                                                jit=True)
         self.jit_tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
@@ -92,17 +97,7 @@ class _Target:
 
     def optimized_module(self, llvm_ir: str, vectorised: bool = False) -> llvm.ModuleRef:
         """`optimize`'s module itself (`compile_object` emits it without re-parsing its text)."""
-        mod = llvm.parse_assembly(llvm_ir)
-        mod.triple = self.triple
-        mod.data_layout = str(self.tm.target_data)
-        mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=2 if vectorised else 3)
-        pto.loop_vectorization = not vectorised
-        pto.slp_vectorization = not vectorised
-        pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-        return mod
+        return optimized_module(llvm_ir, self.tm, self.triple, vectorised)
 
     def emit_object(self, optimized_ir: str) -> bytes:
         mod = llvm.parse_assembly(optimized_ir)
@@ -144,6 +139,32 @@ class _Target:
         return self._support_addrs
 
 
+def optimized_module(llvm_ir: str, tm, triple: str, vectorised: bool = False) -> llvm.ModuleRef:
+    """The CPU pipeline (`_Target.optimize`) for target machine `tm` of `triple`."""
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.triple = triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=2 if vectorised else 3)
+    pto.loop_vectorization = not vectorised
+    pto.slp_vectorization = not vectorised
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def compile_for(llvm_ir: str, triple: str, cpu: str = "", features: str = "",
+                vectorised: bool = False) -> tuple[bytes, str, str]:
+    """(object code, assembly, optimized IR) of `llvm_ir` through the CPU pipeline for another
+    machine (`triple`: 'aarch64-unknown-linux-gnu', ...): what the CPU backend would produce
+    there, emitted and never run (tests/llvm_codegen/test_cross_targets.py)."""
+    from .cpu_target import cross_machine
+    tm = cross_machine(triple, cpu, features, opt=3)
+    mod = optimized_module(llvm_ir, tm, triple, vectorised)
+    return bytes(tm.emit_object(mod)), tm.emit_assembly(mod), str(mod)
+
+
 class CpuModule:
     """A JIT-compiled module; keeps its code alive as long as it (or a function of it) lives."""
 
@@ -165,8 +186,8 @@ class CpuModule:
 
 class CpuRuntime:
     def __init__(self, num_workers: int | None = None, parallel_min: int = PARALLEL_MIN,
-                 cancel=None):
-        self._target = _Target.get()
+                 cancel=None, target: str | None = None):
+        self._target = _Target.get(target)  # `target`: SPIRAD_CPU_TARGET (None: the host)
         self.cancel = cancel  # an object with is_set() (threading.Event): stop between pieces
         self.num_workers = max(1, num_workers or os.cpu_count() or 1)
         self.parallel_min = parallel_min

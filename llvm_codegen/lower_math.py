@@ -3,7 +3,7 @@ tagged with a `vecmath` vector variant (LLVM's vector-function ABI attribute), o
 scalar `vecmath` body.
 
 Only math ops in an innermost loop of a task without adstacks get variants (`variant_sites`).
-A variant is `spirad.vm.<name>.v<W><T>` for the host width W (math_policy.lanes), named on the
+A variant is `spirad.vm.<name>.v<W><T>` for the target's width W (math_policy.lanes), named on the
 call as `"vector-function-abi-variant"="_ZGV_LLVM_N<W>v.._<callee>(<variant>)"`; the loop
 vectoriser then calls it for W iterations at once. Variants are kept alive until the vectoriser
 runs by `@llvm.compiler.used` (emitted by `emit_kept`), since nothing references them before.
@@ -28,7 +28,7 @@ def vm_rule(name: str, libm_rule):
             return vecmath.emit(ctx.b, name, args[:-1], ctx.reg_type(dt))
         v = libm_rule(ctx, *args)
         if mode == "variant" and ctx.current in ctx.variant_sites:
-            _tag_variant(ctx.lib, v, name, dt, len(args) - 1)
+            _tag_variant(ctx.lib, v, name, dt, len(args) - 1, ctx.options.vector_bits)
         return v
     return rule
 
@@ -66,10 +66,10 @@ def _walk(block):
     return walk(block)
 
 
-def _tag_variant(lib, call: ir.CallInstr, name: str, dt, arity: int):
+def _tag_variant(lib, call: ir.CallInstr, name: str, dt, arity: int, bits=None):
     from . import vecmath
 
-    w = math_policy.lanes(dt.name)
+    w = math_policy.lanes(dt.name, bits)
     vf = vecmath.function(lib.module, name, ir.VectorType(reg_type(dt), w))
     if vf not in lib.kept:
         lib.kept.append(vf)

@@ -15,9 +15,6 @@ are 2-25x faster than the scalarised libm calls (docs/vecmath.md has the numbers
 """
 from __future__ import annotations
 
-import functools
-
-
 def mode(name: str, precision: str, flag: str = "auto") -> str:
     """'inline', 'variant' or 'libm' for op `name` on `precision` ('f32' / 'f64') under the
     switch `flag` ('auto' / '1' / '0')."""
@@ -30,17 +27,16 @@ def mode(name: str, precision: str, flag: str = "auto") -> str:
     return "inline" if flag == "1" else "variant"
 
 
-@functools.lru_cache(maxsize=None)
-def vector_bits() -> int:
-    """The host's widest float vector register: 512 (AVX-512F), 256 (AVX), else 128."""
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    feats = llvm.get_host_cpu_features()
-    if feats.get("avx512f"):
-        return 512
-    return 256 if feats.get("avx") else 128
+def vector_bits(bits: int | None = None) -> int:
+    """The widest float vector register of the target: `bits` where given
+    (`CodegenOptions.vector_bits`, from SPIRAD_CPU_TARGET), else the host's: 512 (AVX-512F),
+    256 (AVX), else 128 (SSE, NEON) (`cpu_target.host_isa`)."""
+    if bits:
+        return bits
+    from .cpu_target import host_isa
+    return host_isa().bits
 
 
-def lanes(precision: str) -> int:
-    return vector_bits() // (32 if precision == "f32" else 64)
+def lanes(precision: str, bits: int | None = None) -> int:
+    """Values of `precision` in one such register (f32: 16 on AVX-512, 8 on AVX2, 4 on NEON)."""
+    return vector_bits(bits) // (32 if precision == "f32" else 64)

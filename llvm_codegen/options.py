@@ -8,6 +8,9 @@ the SPIRAD_CPU_* variables).
     debug    print each task's lowering (lanes or scalar, and why) to stderr
     min_trips  a range task with constant bounds and fewer iterations stays scalar; None: two
              lane groups (lanes would add compile time and save nothing), 0: no such rule
+    vector_bits  the widest float vector register of the CPU the code is compiled for (lanes
+             and vector math variants follow it); None: the host's (`math_policy.vector_bits`;
+             SPIRAD_CPU_TARGET forces another, `cpu_target`)
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ class CodegenOptions:
     vecmath: str = "auto"
     debug: bool = False
     min_trips: int | None = 0
+    vector_bits: int | None = None
 
     def key(self) -> tuple:
         """What changes the generated code (the offline-cache key; `debug` only prints)."""

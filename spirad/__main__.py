@@ -1,7 +1,8 @@
 """`python -m spirad`: what this installation is and what this machine can run.
 
     python -m spirad               version, Python packages, every arch (available, or why not),
-                                   the arch `sd.gpu` picks, the offline cache's directory and size
+                                   the arch `sd.gpu` picks, the CPU backend's target (CPU, ISA,
+                                   vector width, SPMD lanes), the offline cache's directory and size
     python -m spirad cache         the offline cache's directory and size
     python -m spirad cache clear   delete every entry of the offline cache
 
@@ -46,6 +47,15 @@ def _cache_line() -> str:
             f"cap {_bytes(offline_cache.max_bytes())}){off}")
 
 
+def _cpu_target() -> str:
+    """The CPU backend's target: CPU, ISA, vector width and SPMD lanes (or why not readable)."""
+    from .backends.cpu import target_summary
+    try:
+        return target_summary()
+    except Exception as e:  # a SPIRAD_CPU_TARGET this CPU cannot run: say so, do not stop
+        return f"invalid: {e}"
+
+
 def info() -> str:
     import spirad
     from .backends import BACKENDS, GPU_ORDER, arch_status
@@ -61,6 +71,8 @@ def info() -> str:
         lines.append(f"  {arch:7s} {'available' if ok else 'not available: ' + why}")
     picks = next((a for a in GPU_ORDER if arch_status(a, for_gpu=True)[0]), None)
     lines.append(f"  sd.gpu picks: {picks or 'nothing (no GPU backend available; use sd.cpu)'}")
+    if arch_status("cpu")[0]:
+        lines.append(f"cpu target: {_cpu_target()}")
     lines.append(_cache_line())
     return "\n".join(lines)
 

@@ -127,7 +127,13 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
     Switch("SPIRAD_CPU_SPMD_LANES", "int", None,
-           "lanes of an SPMD task (default: two registers per 32-bit value)"),
+           "lanes of an SPMD task (default: two registers per 32-bit value of the target: 32 "
+           "with AVX-512, 16 with AVX2, 8 with NEON)"),
+    Switch("SPIRAD_CPU_TARGET", "str", None,
+           "the CPU the CPU backend compiles for (default: this one, every feature it has): an "
+           "LLVM CPU name (`x86-64-v3`: AVX2, no AVX-512), features (`-avx512f`), or both "
+           "(`znver3,-avx2`); lane widths follow it. It must run on this CPU "
+           "([cpu_spmd.md](cpu_spmd.md))", hint="x86-64-v3, -avx512f"),
     Switch("SPIRAD_CPU_SPMD_MIN_TRIPS", "int", None,
            "a CPU range task with constant bounds and fewer iterations stays scalar (default: "
            "two lane groups; `0`: lanes however short)"),
@@ -192,11 +198,29 @@ def reset_default(name: str) -> None:
 
 
 def llvm_codegen_options():
-    """The CPU code generator's switches (`llvm_codegen.CodegenOptions`)."""
+    """The CPU code generator's switches (`llvm_codegen.CodegenOptions`); with
+    SPIRAD_CPU_TARGET, the vector width of that target (`cpu_target`)."""
     from llvm_codegen.options import CodegenOptions
+    spec = cpu_target()
     return CodegenOptions(spmd=get("SPIRAD_CPU_SPMD"), lanes=get("SPIRAD_CPU_SPMD_LANES"),
                           vecmath=get("SPIRAD_CPU_VECMATH"), debug=get("SPIRAD_DEBUG_CPU"),
-                          min_trips=get("SPIRAD_CPU_SPMD_MIN_TRIPS"))
+                          min_trips=get("SPIRAD_CPU_SPMD_MIN_TRIPS"),
+                          vector_bits=_target_bits(spec) if spec else None)
+
+
+def cpu_target():
+    """SPIRAD_CPU_TARGET (None: the host), for the CPU runtime and `llvm_codegen_options`."""
+    return (get("SPIRAD_CPU_TARGET") or "").strip() or None
+
+
+def _target_bits(spec: str) -> int:
+    """The vector width of a forced CPU target; a target this CPU cannot run is an error."""
+    from llvm_codegen import cpu_target as ct
+    try:
+        return ct.check(spec).bits
+    except ValueError as e:
+        from kernel_ir.errors import SpiradValueError
+        raise SpiradValueError(str(e)) from None
 
 
 def tool_paths() -> dict:

@@ -93,6 +93,37 @@ class CpuProgram(Program):
                                       self.adaptive, self.scatter, self.min_split))
 
 
+def target_summary() -> str:
+    """What the CPU backend compiles for, with the switches in force: the CPU and its ISA, the
+    SPMD lanes of a task (`python -m spirad`, the benchmarks' first line). E.g. `znver3 (host),
+    AVX2: 256-bit vectors, 8 f32 / 4 f64 lanes a register; SPMD lanes: 16 (8 with a 64-bit
+    value)`."""
+    from llvm_codegen import cpu_target, math_policy
+
+    from .. import options
+    spec = options.cpu_target()
+    o = options.llvm_codegen_options()
+    line = cpu_target.describe(spec)
+    if not o.spmd:
+        return line + "; SPMD lanes: off (SPIRAD_CPU_SPMD=0)"
+    if o.lanes:
+        return line + f"; SPMD lanes: {o.lanes} (SPIRAD_CPU_SPMD_LANES)"
+    w = math_policy.lanes("f32", o.vector_bits)
+    return line + f"; SPMD lanes: {2 * w} ({w} with a 64-bit value)"
+
+
+def task_costs(task, lanes: int, analysis) -> tuple:
+    """(own, alone): `work_estimate.costs` of range task `task` in its own code on `lanes`
+    lanes (`analysis`: its `spmd.Analysis`, None when scalar) and in its one-thread variant.
+    Reductions into one element (atomic adds at lane-uniform indices whose result is unused)
+    cost one atomic per lane group. What `_one_thread_variants` decides from (and the tests
+    compare the CPU backend's choices to, on every target)."""
+    cheap = frozenset() if lanes == 1 else frozenset(
+        n for n in walk(task.body) if n.op == Op.ATOMIC_ADD and n not in analysis.used and
+        not any(s in analysis.varying for s in n.srcs[:-1]))
+    return costs(task, lanes, cheap)
+
+
 class CpuBackend(BackendBase):
     name = "cpu"
     max_elements = 2**62  # 64-bit element offsets and task ranges
@@ -113,8 +144,11 @@ class CpuBackend(BackendBase):
         super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
+        from .. import options
         from ..guard import CANCEL
-        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL)  # an interrupt stops a launch (guard)
+        options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
+        # code for the host, or for SPIRAD_CPU_TARGET; an interrupt stops a launch (guard)
+        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target())
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
@@ -185,10 +219,7 @@ class CpuBackend(BackendBase):
                 lanes, a = 1, None
             else:
                 lanes, a = choices[k] = spmd_choice(t, False, options.llvm_codegen_options())
-            cheap = frozenset() if lanes == 1 else frozenset(
-                n for n in walk(t.body) if n.op == Op.ATOMIC_ADD and n not in a.used and
-                not any(s in a.varying for s in n.srcs[:-1]))
-            own, alone = costs(t, lanes, cheap)
+            own, alone = task_costs(t, lanes, a)
             v = None if self.bounds_check else one_thread_variant(t)
             slabs = scatter_slabs(t) if v is not None and workers > 1 else None
             if task_stacks(t) and not slabs:  # adstacks: only for privatised scatters

@@ -183,13 +183,52 @@ def test_lanes_over_private_globals(monkeypatch, capfd):
     np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-5, atol=1e-7)
 
 
-def test_one_thread_variants_on_the_cpu():
+def _estimated_mark(kernel):
+    """The one-thread mark the work estimate gives the first task of `kernel` on this target
+    (`CpuBackend._one_thread_variants`): its SPMD choice under the switches in force, its costs
+    at those lanes, the backend's workers. None, ONLY or "both" (a variant next to the own
+    code)."""
+    import spirad.state as sd_state
+    from llvm_codegen.codegen import spmd_choice
+    from spirad.backends.cpu import task_costs
+    from spirad.backends.work_estimate import one_thread_choice
+    from spirad.options import llvm_codegen_options
+    program = kernel._plans[0].compiled.program
+    task = _tasklist(kernel).tasks[0]
+    lanes, a = spmd_choice(task, False, llvm_codegen_options())
+    own, alone = task_costs(task, lanes, a)
+    choice = one_thread_choice(own, alone, sd_state.backend().rt.num_workers)
+    if choice != "only":  # the own code is compiled: with the lanes estimated
+        assert program.blob[4][0] == lanes
+    return choice, lanes
+
+
+def _mark(kernel):
+    m = kernel._plans[0].compiled.program.blob[5][0][0]
+    return "both" if type(m) is int else m
+
+
+_RANK = {None: 0, "both": 1, "only": 2}
+
+
+@pytest.mark.parametrize("lanes", [None, 4, 8, 16, 32], ids=lambda w: f"lanes{w or '-target'}")
+def test_one_thread_variants_on_the_cpu(monkeypatch, lanes):
     """A range task whose atomics cost more than its plain read-modify-writes on one core runs
     its one-thread variant when the launch is not split: compiled alone where splitting never
-    pays (P2G's scatter), next to the atomic code otherwise (a reduction on lanes keeps its own
-    code); results equal the atomic code's."""
+    pays, next to the atomic code where it may; results equal the atomic code's. On every target
+    and lane width (`lanes`: forced; None: the target's default, 32 with AVX-512, 16 with AVX2,
+    8 with NEON):
+    * each task's choice is the work estimate's for that width (`work_estimate.costs`:
+      atomics and lanes priced per target);
+    * P2G's scatter (`g[i % 64] += ...`: an atomic per iteration at varying indices) runs its
+      variant alone: two workers' atomics cost more than one core's plain read-modify-writes
+      at any width;
+    * the reduction into one element (`s[None] += ...`: one atomic per lane group) is never
+      more variant than at a narrower width (test_one_thread_choice_narrows_with_lanes)."""
     arch_or_skip("cpu")
     from spirad.backends.cpu import ONLY
+    if lanes is not None:
+        monkeypatch.setenv("SPIRAD_CPU_SPMD_LANES", str(lanes))
     n = 4096
     sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
     x = sd.field(sd.f32, shape=n)
@@ -210,33 +249,83 @@ def test_one_thread_variants_on_the_cpu():
     x.from_numpy(xs)
     scatter()
     total()
-    assert scatter._plans[0].compiled.program.blob[5][0] == (ONLY,)
-    assert total._plans[0].compiled.program.blob[5][0] == (None,)
+    assert _mark(scatter) == ONLY == _estimated_mark(scatter)[0]
+    want, used = _estimated_mark(total)
+    assert _mark(total) == want, (used, want)
+    if lanes is not None:
+        assert used == lanes
     np.testing.assert_allclose(g.to_numpy(), xs.reshape(-1, 64).sum(0), rtol=1e-5)
     assert s[None] == pytest.approx(float((np.sin(xs.astype(np.float64)) * 2).sum()), rel=1e-5)
+
+
+def test_one_thread_choice_narrows_with_lanes():
+    """The estimate's choice for a task is monotone in the lane width: wider lanes make the
+    own code cheaper, so a task never gets a variant at a width where a narrower one had none
+    (None < "both" < "only"), for a reduction into one element, a scattered add and an
+    own-element update, whatever the target. Pure estimate: nothing is compiled."""
+    from llvm_codegen.codegen import spmd_choice
+    from llvm_codegen.options import CodegenOptions
+    from spirad.backends.cpu import task_costs
+    from spirad.backends.work_estimate import one_thread_choice
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
+    n = 4096
+    x = sd.field(sd.f32, shape=n)
+    g = sd.field(sd.f32, shape=64)
+    s = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def total():
+        for i in range(n):
+            s[None] += sd.sin(x[i]) * 2.0
+
+    @sd.kernel
+    def cheap_total():
+        for i in range(n):
+            s[None] += x[i]
+
+    @sd.kernel
+    def scatter():
+        for i in range(n):
+            g[i % 64] += x[i]
+
+    for k in (total, cheap_total, scatter):
+        k()
+        task = _tasklist(k).tasks[0]
+        ranks = []
+        for w in (4, 8, 16, 32, 64):
+            lanes, a = spmd_choice(task, False, CodegenOptions(lanes=w, min_trips=0))
+            assert lanes == w
+            ranks.append(_RANK[one_thread_choice(*task_costs(task, lanes, a), 2)])
+        assert ranks == sorted(ranks, reverse=True), (k.fn.__name__, ranks)
 
 
 def test_short_constant_ranges_stay_scalar(monkeypatch, capfd):
     """By default a CPU range task with constant bounds and fewer iterations than two lane
     groups stays scalar (DiffTaichi's 16 billiard balls: lanes cost 5x the compile time and
-    saved nothing); SPIRAD_CPU_SPMD_MIN_TRIPS=0 (the tests' setting) gives it lanes."""
+    saved nothing); SPIRAD_CPU_SPMD_MIN_TRIPS=0 (the tests' setting) gives it lanes. Two lane
+    groups less one iteration at the lanes of this target (32 with AVX-512, 16 with AVX2: 31 or
+    15 iterations) or SPIRAD_CPU_SPMD_LANES, two groups exactly take lanes."""
     arch_or_skip("cpu")
-    for env, lanes in ((None, False), ("0", True)):
+    from llvm_codegen import math_policy
+    from spirad.options import llvm_codegen_options
+    o = llvm_codegen_options()
+    w = o.lanes or 2 * math_policy.lanes("f32", o.vector_bits)  # an f32 task's lanes
+    for env, n, lanes in ((None, 2 * w - 1, False), (None, 2 * w, True), ("0", 2 * w - 1, True)):
         if env is None:
             monkeypatch.delenv("SPIRAD_CPU_SPMD_MIN_TRIPS", raising=False)
         else:
             monkeypatch.setenv("SPIRAD_CPU_SPMD_MIN_TRIPS", env)
         monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
         sd.init(arch=sd.cpu, offline_cache=False)
-        x = sd.field(sd.f32, shape=16)
+        x = sd.field(sd.f32, shape=n)
 
         @sd.kernel
         def double():
-            for i in range(16):
+            for i in range(n):
                 x[i] = x[i] * 2.0 + 1.0
 
         capfd.readouterr()
         double()
         line = [ln for ln in capfd.readouterr().err.splitlines() if "double" in ln]
-        assert len(line) == 1 and (": SPMD" in line[0]) == lanes, line
-        np.testing.assert_array_equal(x.to_numpy(), np.ones(16))
+        assert len(line) == 1 and (": SPMD" in line[0]) == lanes, (n, line)
+        np.testing.assert_array_equal(x.to_numpy(), np.ones(n))

@@ -47,6 +47,25 @@ def test_python_m_spirad_lists_every_arch_and_the_cache(tmp_path):
     assert f"offline cache: {tmp_path} (0 entries, 0 B; cap 1.0 GiB)" in out
 
 
+def test_python_m_spirad_reports_the_cpu_isa_and_lanes(tmp_path):
+    """The CPU backend's target: its CPU, the ISA and vector width it compiles for, the SPMD
+    lanes; SPIRAD_CPU_TARGET and SPIRAD_CPU_SPMD_LANES show (x86 hosts: SSE's 128 bits)."""
+    from llvm_codegen import cpu_target
+    host = cpu_target.host_isa()
+    env = {"SPIRAD_CACHE_DIR": str(tmp_path)}
+    for v in ("SPIRAD_CPU_TARGET", "SPIRAD_CPU_SPMD_LANES", "SPIRAD_CPU_SPMD"):
+        env[v] = ""
+    out = _run([], env=env).stdout
+    f32 = host.lanes("f32")
+    assert re.search(rf"^cpu target: \S+ \(host\), {re.escape(host.name)}: {host.bits}-bit vectors, "
+                     rf"{f32} f32 / {f32 // 2} f64 lanes a register; SPMD lanes: {2 * f32} "
+                     rf"\({f32} with a 64-bit value\)$", out, re.M), out
+    if host.name in ("AVX2", "AVX-512"):
+        out = _run([], env={**env, "SPIRAD_CPU_TARGET": "x86-64", "SPIRAD_CPU_SPMD_LANES": "4"})
+        assert "cpu target: x86-64 (SPIRAD_CPU_TARGET=x86-64), SSE: 128-bit vectors, 4 f32 / " \
+               "2 f64 lanes a register; SPMD lanes: 4 (SPIRAD_CPU_SPMD_LANES)" in out.stdout, out
+
+
 def test_python_m_spirad_without_vulkan_says_why(tmp_path):
     """lavapipe hidden: Vulkan is not available, with the loader's reason and what to install."""
     r = _run([], env={"VK_ICD_FILENAMES": str(tmp_path / "no_such_icd.json"),

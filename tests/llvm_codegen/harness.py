@@ -16,14 +16,16 @@ from sizer import compute_layout
 from kernel_ir.abi import adstack_allocas, adstack_kind, kernel_abi
 from kernel_ir.interpreter import Memory, cast_value, eval_expr, run_tasks
 
-_RUNTIME = None
+_RUNTIMES: dict = {}
 
 
 def runtime() -> CpuRuntime:
-    global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = CpuRuntime()
-    return _RUNTIME
+    """The runtime of the CPU target the tests run for (SPIRAD_CPU_TARGET, as spirad's)."""
+    from spirad.options import cpu_target
+    spec = cpu_target()
+    if spec not in _RUNTIMES:
+        _RUNTIMES[spec] = CpuRuntime(target=spec)
+    return _RUNTIMES[spec]
 
 
 def with_temps(tl, arrays):
@@ -46,6 +48,23 @@ def codegen_options():
     """The CPU code generator's switches as spirad would pass them (tests set SPIRAD_CPU_*)."""
     from spirad.options import llvm_codegen_options
     return llvm_codegen_options()
+
+
+def default_widths() -> tuple[int, int]:
+    """(lanes of an SPMD task whose varying values are at most 32-bit, of one with a 64-bit
+    value) by default on the target in force (SPIRAD_CPU_TARGET, else the host): two registers
+    a 32-bit value, one a 64-bit value (`codegen.default_lanes`): (32, 16) with AVX-512,
+    (16, 8) with AVX2, (8, 4) with SSE / NEON."""
+    from llvm_codegen import math_policy
+    w = math_policy.lanes("f32", codegen_options().vector_bits)
+    return 2 * w, w
+
+
+def lane_widths() -> tuple[int, int]:
+    """`default_widths`, or SPIRAD_CPU_SPMD_LANES for both where forced (CI runs the CPU
+    suites again with 4 and 8 lanes: scripts/test.sh)."""
+    forced = codegen_options().lanes
+    return (forced, forced) if forced else default_widths()
 
 
 def compile_and_load(tl):

@@ -13,13 +13,14 @@ from kernel_ir.abi import adstack_allocas
 from kernel_ir.dtypes import f32, f64, i32, u1
 from kernel_ir.nodes import AdStackArg
 from kernel_ir.ops import Op
-from llvm_codegen import math_policy
-from tests.llvm_codegen.harness import compile_and_load, run_interp_adstack, run_llvm_adstack
+from tests.llvm_codegen.harness import (compile_and_load, lane_widths, run_interp_adstack,
+                                       run_llvm_adstack)
 from tests.llvm_codegen.kit import field, key, kernel, range_task
 
 N = 200 + 5  # full lane groups and a masked tail
-W = 2 * math_policy.lanes("f32")  # codegen.default_lanes: two registers per 32-bit value
-W64 = math_policy.lanes("f32")  # tasks with a 64-bit varying value
+# lanes of a task with 32-bit varying values, with a 64-bit one: the target's defaults
+# (codegen.default_lanes: two registers per 32-bit value) or SPIRAD_CPU_SPMD_LANES
+W, W64 = lane_widths()
 
 
 def _stack(b, dt, name, heap_adjoints=True):

@@ -10,17 +10,18 @@ import pytest
 
 from kernel_ir.dtypes import f32, f64, i32, i64, u1
 from kernel_ir.ops import Op
-from llvm_codegen import math_policy, spmd
+from llvm_codegen import spmd
 from llvm_codegen.codegen import default_lanes
-from tests.llvm_codegen.harness import compile_and_load, run_llvm
+from tests.llvm_codegen.harness import codegen_options, compile_and_load, lane_widths, run_llvm
 from tests.llvm_codegen.kit import field, kernel, range_task
 from tests.llvm_codegen.test_llvm_spmd import (_arrays, _assert_all_equal, _both, _same_bits,
                                                check_both_paths)
 from tests.support.random_kernels import generate
 
 N = 1000 + 7
-W = 2 * math_policy.lanes("f32")  # codegen.default_lanes: two registers per 32-bit value
-W64 = math_policy.lanes("f32")  # tasks with a 64-bit varying value
+# lanes of a task with 32-bit varying values, with a 64-bit one: the target's defaults
+# (codegen.default_lanes: two registers per 32-bit value) or SPIRAD_CPU_SPMD_LANES
+W, W64 = lane_widths()
 
 
 def c(b, v, dt=i32):
@@ -37,7 +38,9 @@ def cmp(b, op, x, y):
 
 def _on_lanes(monkeypatch, tl, arrays, scalars=(), ntasks=1):
     lanes, vec, scal, ref = _both(monkeypatch, tl, arrays, scalars)
-    assert lanes == [default_lanes(spmd.analyze(t)) for t in tl.tasks] and len(lanes) == ntasks
+    o = codegen_options()
+    assert lanes == [o.lanes or default_lanes(spmd.analyze(t), o.vector_bits)
+                     for t in tl.tasks] and len(lanes) == ntasks
     assert all(n in (W, W64) for n in lanes), lanes
     _assert_all_equal(vec, scal, ref)
     return vec
