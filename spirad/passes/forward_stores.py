@@ -27,6 +27,24 @@ mode snapshots a load whose slot is stored again only where the load is used in 
 and the nested block does not store the slot (loops: anywhere in their body); a nested statement
 that stores the slot anywhere ends what is known after it. Runs on the kernel after inlining,
 before `simplify` and `dce` (which removes the dead slots).
+
+Why reverse mode stays right (DESIGN §4; tests/autodiff/test_reverse_soundness.py, the random
+programs with `break` / `continue`). Forward semantics hold by construction: a value is used only
+where its slot still holds it. A forwarded value *with loads of locals* is the one hazard: it is
+used where the slots it read may have been stored since (`w = v; v = v + 1; z = sin(w)` reads
+`v` from before the store), and the reverse walk propagates an adjoint through a value's whole
+expression at the use. `autodiff/normalize` restores the invariant the walk needs for every such
+use: `snapshot_loads` copies a load used after a later store to its slot, or used in a nested
+block, directly or through pure ops (`lower_jumps` wraps the statements after a `continue` /
+`break` in `if not skip`, so a value forwarded past a jump becomes a nested use: issue #35's
+second program); `lower_jumps._sink_head` keeps a loop head's values to its exit checks, so no
+copy is pushed before an exit check (`w = v` forwarded past `if j >= 10: break`: issue #35's first
+program, which pushed once more than the reverse walk pops). Values without loads (pure ops over
+constants, arguments, loop indices, reads of never-written fields) are the same wherever they are
+recomputed. `while`: its condition is a head exit check (above). Nested loops: a loop that stores
+a slot anywhere ends what is known of it, inside and after. Early returns: a `@sd.func` returns
+once, at its end (the frontend refuses the rest), so inlining leaves straight-line code.
+Overwritten stores: the later STORE ends the earlier value (`known` is replaced).
 """
 from __future__ import annotations
 
@@ -102,7 +120,10 @@ def _selects(n: Node, inner: set, ends: tuple, known: dict, out: list, pure: dic
     structure), only branches without loops, break or continue, and a branch's value is used
     after the IF only if it was known before it or is a constant or a non-trapping pure op of
     such values (copied out of the branch: the copy runs whichever side is taken, so no integer
-    division, whose zero divisor the branch may guard against)."""
+    division, whose zero divisor the branch may guard against). Reverse mode: the select carries
+    no adjoint (an integer); where the reverse walk recomputes it (an index), its condition is
+    the IF's, whose loads `snapshot_loads` copies when the branch stores their slots (a use after
+    a later store); branches with jumps or loops are left alone."""
     if any(m.op in LOOPS or m.op in (Op.BREAK, Op.CONTINUE) for b in n.blocks for m in walk(b)):
         return
     inside = [m for b in n.blocks for m in walk(b)]
