@@ -25,6 +25,13 @@ programs (no features) are unchanged, seed for seed.
 """
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
+PROBE = re.compile(r"__P(\d+)__\((\w+)\)")  # `__P3__(v)`: jump condition 3 on the local v
+MARGIN = 1e-3  # how far (relative) every value a carried-value condition sees keeps from its T
+
 
 class Jumps:
     """Needs the generator's `r`, `c`, `expr`, `assign`, `block`, `row`, `funcs`, `nfunc`,
@@ -104,7 +111,8 @@ class Jumps:
         j = sc.get("jump") if sc.get("jump") != "par" else None
         outer = [v for v in sc["loopvars"] if v != j]
         i = sc["idx"]
-        opts = ["nb"] + (["loop"] * 4 if j else []) + (["outer"] if outer else [])
+        opts = ["nb"] + (["loop"] * 4 if j else []) + (["outer"] if outer else []) + \
+            (["carried"] * 2 if sc["locals"] else [])
         if not t.serial:
             opts += ["idx", "int", "data", "data"] + (["loopidx", "trip", "trip"] if j else [])
         k = r.choice(opts)
@@ -128,6 +136,9 @@ class Jumps:
             if j and r.random() < 0.6:
                 return r.choice([f"{j} >= {src}[{i}]", f"{j} + 1 == {src}[{i}]"])
             return r.choice([f"{src}[{i}] > {r.randrange(3)}", f"{src}[{i}] == {r.randrange(4)}"])
+        if k == "carried":  # its threshold is set once the program is whole (`settle`)
+            self.probes[len(self.probes)] = r.choice([">", "<"])
+            return f"__P{len(self.probes) - 1}__({r.choice(sc['locals'])})"
         if k == "loopidx":
             return r.choice([f"{j} + {i} >= {r.randrange(1, 5)}", f"{j} >= {i}"])
         name = r.choice(["x0", "x0", "x1", "xs"])
@@ -184,3 +195,53 @@ class Jumps:
                            "".join(f"    {line}\n" for line in body)))
         return name
 
+    def settle(self, source: str, data: dict) -> str:
+        """`source` with every carried-value condition `__Pn__(v)` made `v > T` (or `<`), T in
+        the widest gap between the values v takes there (a forward run of the float64 stand-in
+        on the program's data), the conditions set one after another in source order. A
+        condition whose values come within MARGIN of its T (after all are set: one may move
+        another's values) becomes one that never holds (`v > 1000.0`), until none does: the
+        loss stays smooth at the evaluation point."""
+        th: dict = {}
+        sites = [int(m.group(1)) for m in PROBE.finditer(source)]
+        for n in sites:
+            vals = self._probe_run(source, data, th).get(n, [])
+            u = np.unique(np.round(vals, 9))
+            if len(u) >= 2:
+                k = int(np.argmax(np.diff(u)))
+                th[n] = float(u[k] + u[k + 1]) / 2
+            elif len(u) == 1:
+                th[n] = float(u[0]) + self.r.choice([-0.5, 0.5]) * max(1.0, abs(float(u[0])))
+            else:
+                th[n] = 0.0
+            th[n] = float(f"{th[n]:.6g}")
+        for _ in range(len(sites) + 1):
+            vals = self._probe_run(source, data, th)
+            bad = [n for n in sites if any(abs(v - th[n]) < MARGIN * max(1.0, abs(th[n]))
+                                           for v in vals.get(n, []))]
+            if not bad:
+                break
+            for n in bad:
+                th[n] = 1000.0 if self.probes[n] == ">" else -1000.0
+        return PROBE.sub(lambda m: f"{m.group(2)} {self.probes[int(m.group(1))]} "
+                                   f"{th[int(m.group(1))]!r}", source)
+
+    def _probe_run(self, source, data, th) -> dict:
+        """{condition: the values its local had} in a forward run of the stand-in, conditions
+        with a threshold in `th` deciding by it, the others never holding."""
+        from tests.support.random_grad_programs import GradProgram, reference_sd
+        seen: dict = {}
+
+        def probe(n, v):
+            v = float(v)
+            seen.setdefault(n, []).append(v)
+            if n not in th:
+                return False
+            return v > th[n] if self.probes[n] == ">" else v < th[n]
+
+        text = PROBE.sub(lambda m: f"sd._probe({m.group(1)}, {m.group(2)})", source)
+        ref = reference_sd()
+        ref._probe = probe
+        mod = GradProgram(self.seed, text, data, fp="f64").load(ref)
+        mod.forward()
+        return seen

@@ -1,6 +1,7 @@
 """Seeded generator of random spirad programs, as Python source, for reverse-mode tests.
 
-    prog = generate(seed)
+    prog = generate(seed)           # generate(seed, "f32"): the same program over f32 (Metal)
+    prog = generate(seed, features=("jumps",))   # with break / continue (below)
     prog.source                     # the module text (printed in every assertion message)
     mod = prog.load(sd)             # run it under spirad: mod.run() launches the kernels and
                                     # their adjoints (on an `sd.ad.Tape`, or `kernel.grad` by hand)
@@ -21,6 +22,17 @@ bounded values, +, -, *, a / (b * b + 1)). Stores overwrite on purpose: an eleme
 on every trip of a loop, through a linear chain `y[i] = y[i] * c + e`, per Vector component,
 by a kernel launched twice in a row, the loss overwritten by a later kernel.
 
+`features=("jumps",)` (tests/support/random_grad_jumps.py, issue #35) adds `break` and `continue`:
+in every loop kind above (dynamic ranges, also `range(3..5)` and `range(nb[None] + 2)`, `sd.static`
+ranges, the three `while` forms with their counter stepped first), in nested loops (inner and
+outer), `continue` at the parallel loop's level (never `break`: Taichi forbids it there), in `if` /
+`else` branches, nested `if`s, both branches, unconditional; conditions on integers (counters, the
+parallel index, nb / st / sf) or on inputs far from a threshold; a body-local copy of a carried
+local before the jump (`w = v`), locals assigned before the jump and read after the loop, updated
+after it (`v = t`, `v = v + u`), stores that read a local on every trip (the last one wins), and
+@sd.func helpers whose loop jumps (called inside parallel loops). Without features a seed's program
+is what it always was.
+
 The gradient of every program is defined under Taichi's rules, which the generator keeps:
 
 * global data access: a global, once read by a task (of this kernel or an earlier one), is never
@@ -28,8 +40,13 @@ The gradient of every program is defined under Taichi's rules, which the generat
   global the task writes is read only by `y[i] = y[i] * c + e` (a linear read of its own row);
 * a parallel iteration `i` writes only row `i` (and the loss, by `+=`); serial code writes
   constant rows and overwrites the loss;
-* smoothness at the evaluation point: conditions compare integers, or an input (times a small
-  integer) against a threshold far from every such value; no abs / min / max / floor.
+* smoothness at the evaluation point: conditions (of `if`, `while`, and of jumps) compare
+  integers, or an input (times a small integer: a loop counter + 1) against a threshold far from
+  every such value; no abs / min / max / floor;
+* scopes as in spirad: a local lives in its block (task locals are declared first, a loop's
+  body-locals at the top of its body and read only there); loops only inside parallel loops (the
+  outermost `for` of serial code would be the parallel loop); every loop ends (a `continue` cannot
+  skip a `while` counter's step).
 
 Every needs_grad global's final `.grad` must equal d loss / d (its initial value), which covers
 inputs and intermediates alike: a stored element's gradient is consumed, an element only
@@ -184,6 +201,7 @@ class _Gen(Jumps):
             raise ValueError(f"unknown features {sorted(unknown)}; known: {FEATURES}")
         self.jumps = "jumps" in features  # break / continue (tests/support/random_grad_jumps.py)
         self.nbody = 0                # body-locals of loops that jump (names unique per program)
+        self.probes = {}              # carried-value jump conditions: number -> ">" / "<"
         self.r = random.Random(seed)
         self.r_while = random.Random(seed + 7919)  # the form of each `while` (kept apart so the
                                                     # rest of a seed's program stays the same)
@@ -400,7 +418,7 @@ class _Gen(Jumps):
         j = f"j{len(sc['loopvars'])}"
         kinds = ["static", "nb", "nb"] + ([] if t.serial else ["st", "sf"]) + ["while"]
         if self.jumps:  # longer loops: a jump after a few trips (stores overwritten before it)
-            kinds += ["const", "nb2"]
+            kinds += ["const", "nb2", "while", "static"]
         k = r.choice(kinds)
         inner = dict(sc, loopvars=sc["loopvars"] + [j])
         if self.jumps:
@@ -419,7 +437,7 @@ class _Gen(Jumps):
                  "const": str(r.randint(3, 5)), "nb2": "nb[None] + 2"}.get(k)
         if k == "st":
             t.used_nd.add("st")
-        if k == "static" and r.random() < 0.3:
+        if k == "static" and r.random() < (0.5 if self.jumps else 0.3):
             return [f"{ind}for {j} in sd.static(range({bound})):"] + body + after
         return [f"{ind}for {j} in range({bound}):"] + body + after
 
@@ -473,6 +491,8 @@ class _Gen(Jumps):
                 out += self.jump(t, sc, ind, depth)
                 continue
             k = self.r.randrange(10)
+            if self.jumps:  # more loops: 3 in 10 stores, 3 assignments, 3 loops, 1 if
+                k = (0, 1, 2, 4, 5, 6, 7, 8, 8, 9)[k]
             if k < 4 and t.writes:
                 out += self.store(t, sc, ind)
             elif k < 7 or depth <= 0 or (k < 9 and t.serial):
@@ -604,7 +624,10 @@ class _Gen(Jumps):
             if "loss" in self.data:  # a Tape starts the loss from 0 (Taichi's semantics)
                 self.data["loss"] = np.zeros_like(self.data["loss"])
         src.append("def forward():\n" + "\n".join(fwd) + "\n")
-        return GradProgram(self.seed, "\n".join(src), self.data, fp=self.fp)
+        source = "\n".join(src)
+        if self.probes:  # thresholds of conditions on carried values, from a forward run
+            source = self.settle(source, self.data)
+        return GradProgram(self.seed, source, self.data, fp=self.fp)
 
 
 def generate(seed: int, fp: str = "f64", features=()) -> GradProgram:
