@@ -48,6 +48,12 @@ def _env(archs, validation):
     os.environ["SPIRAD_VALIDATION"] = "1" if validation else os.environ.get("SPIRAD_VALIDATION", "0")
 
 
+def shrinkable(o: str) -> bool:
+    """A failure of spirad on the program (not: passed, a validation message, a harness or
+    generator fault such as a loss that is not smooth at the data)."""
+    return o in ("grad", "forward") or o.startswith("error")
+
+
 def worker(arch, seeds, features, opts, out):
     """Run `seeds` on `arch`, one message per event on `out`."""
     import warnings
@@ -68,7 +74,7 @@ def worker(arch, seeds, features, opts, out):
         try:
             prog = generate(seed, arch_fp(arch), features)
             sd.init(**init_kwargs(arch))
-            o = outcome(prog)
+            o = outcome(prog, smooth_check=True)  # "nonsmooth": the generator's fault
             be = st.current().backend
             msgs = be.take_validation_messages() if be is not None and opts["validation"] else []
             if msgs and o == "ok":
@@ -77,8 +83,7 @@ def worker(arch, seeds, features, opts, out):
             o = f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"
         dt = time.perf_counter() - t0
         out.put(("done", arch, seed, o, dt))
-        if o != "ok" and not o.startswith("validation") and not o.startswith("harness") \
-                and opts["shrink"]:
+        if shrinkable(o) and opts["shrink"]:
             out.put(("shrinking", arch, seed, None, None))
             try:
                 small = shrink(prog, arch, max_checks=opts["shrink_checks"],
@@ -138,8 +143,7 @@ class Pool:
                 slot[3] = time.time() + self.timeout + self.opts["shrink_seconds"] * 2
             elif kind == "done":
                 yield (kind, arch, seed, payload, dt)
-                if payload == "ok" or not self.opts["shrink"] or \
-                        payload.startswith(("validation", "harness")):
+                if not shrinkable(payload) or not self.opts["shrink"]:
                     self._finished(key, slot, seed)
             elif kind == "shrunk":
                 yield (kind, arch, seed, payload, None)

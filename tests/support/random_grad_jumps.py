@@ -3,20 +3,23 @@ features=("jumps",))`, tests/support/random_grad_programs.py): a mixin of its ge
 
 What it adds to the programs (issue #35: the shapes the plain generator never made):
 
-* jumps in every loop kind the generator has: `range` over nb[None] / st[i] / sf[i], constant
-  `range`, `sd.static(range(..))` (one-trip loops per iteration in spirad), the three `while`
-  forms (their counter then steps at the top of the body, so a `continue` cannot skip it), loops
-  nested in loops (a jump leaves its own level), and `continue` at the parallel loop's level
-  (Taichi and spirad forbid `break` there);
+* jumps in every loop kind: `range` over nb[None] / sf[i], `range(3..5)`, `range(nb[None] + 2)`
+  (a jump after a few trips), `sd.static(range(..))` (one-trip loops per iteration in spirad), the
+  three `while` forms (their counter then steps at the top of the body, so a `continue` cannot
+  skip it), loops nested in loops (a jump leaves its own level), and `continue` at the parallel
+  loop's level (Taichi and spirad forbid `break` there); no `range(st[i])` (a task with x1, y2,
+  st, two gradients and two adstack buffers needs 9 storage buffers, past Metal's 8);
 * jump conditions on integers (the loop's counter, an outer counter, the parallel index, nb[None],
-  st[i], sf[i]) and on input data far from a threshold (`x0[i] > T`, `x0[i] * (j + 1) > T`: the
-  same trips for nearby inputs, so the loss stays smooth at the evaluation point);
+  sf[i]), on input data far from a threshold (`x0[i] > T`, `x0[i] * (j + 1) > T`: the same trips
+  for nearby inputs), and on carried locals (`v > T`, T in the widest gap between the values v
+  takes there in a forward run of the stand-in, every value at least 1e-3 away: `settle`), so
+  the loss stays smooth at the evaluation point;
 * jumps as the last statement of an `if` branch (after assignments to locals, or stores), in an
   `else`, in both branches (`break` in one, `continue` in the other), in an `if` nested in an
   `if`, and unconditional;
 * locals around the jump: a body-local copy of a carried local declared before it (`w = v`), locals
-  assigned before the jump and read after the loop, assigned after it, and stores that read a
-  local on every trip (the last trip's store wins, as in `z[i] = sd.sin(w)`);
+  assigned before the jump and read after the loop, assigned after it (`v = t`, `v = v + u`), and
+  stores that read a local on every trip (the last trip's store wins, as in `z[i] = sd.sin(w)`);
 * `@sd.func` helpers with a loop that breaks or continues (called inside parallel loops only: in
   serial code a func's loop would be the kernel's parallel loop).
 
@@ -129,10 +132,8 @@ class Jumps:
         if k == "idx":
             return r.choice([f"{i} % 2 == {r.randrange(2)}", f"{i} > {r.randrange(self.n_rows - 1)}",
                              f"{i} == {r.randrange(self.n_rows)}"])
-        if k == "int":
-            src = r.choice(["st", "sf"])
-            if src == "st":
-                t.used_nd.add("st")
+        if k == "int":  # sf, not the ndarray st (Metal's 8 storage buffers: see `loop`)
+            src = "sf"
             if j and r.random() < 0.6:
                 return r.choice([f"{j} >= {src}[{i}]", f"{j} + 1 == {src}[{i}]"])
             return r.choice([f"{src}[{i}] > {r.randrange(3)}", f"{src}[{i}] == {r.randrange(4)}"])

@@ -417,8 +417,10 @@ class _Gen(Jumps):
         r = self.r
         j = f"j{len(sc['loopvars'])}"
         kinds = ["static", "nb", "nb"] + ([] if t.serial else ["st", "sf"]) + ["while"]
-        if self.jumps:  # longer loops: a jump after a few trips (stores overwritten before it)
-            kinds += ["const", "nb2", "while", "static"]
+        if self.jumps:  # longer loops: a jump after a few trips (stores overwritten before it);
+            # no `st`: with x1, y2, their gradients and two adstack buffers a task would need 9
+            # storage buffers, past Metal's 8 (through wgpu)
+            kinds = [k for k in kinds if k != "st"] + ["const", "nb2", "while", "static"]
         k = r.choice(kinds)
         inner = dict(sc, loopvars=sc["loopvars"] + [j])
         if self.jumps:
