@@ -436,7 +436,9 @@ class _Gen(Jumps):
             return self.while_loop(t, sc, ind, j, head, body) + after
         bound = {"static": str(r.randint(1, 3)), "nb": "nb[None]",
                  "st": f"st[{sc.get('idx')}]", "sf": f"sf[{sc.get('idx')}]",
-                 "const": str(r.randint(3, 5)), "nb2": "nb[None] + 2"}.get(k)
+                 "nb2": "nb[None] + 2"}.get(k)
+        if k == "const":  # (drawn only here: the plain programs' draws stay as they were)
+            bound = str(r.randint(3, 5))
         if k == "st":
             t.used_nd.add("st")
         if k == "static" and r.random() < (0.5 if self.jumps else 0.3):
