@@ -45,7 +45,8 @@ def _env(archs, validation):
             os.environ.setdefault(EMULATE[a], "1")
     os.environ.setdefault("SPIRAD_CPU_SPMD_MIN_TRIPS", "0")
     os.environ.setdefault("SPIRAD_OFFLINE_CACHE", "0")
-    os.environ["SPIRAD_VALIDATION"] = "1" if validation else os.environ.get("SPIRAD_VALIDATION", "0")
+    if validation:
+        os.environ["SPIRAD_VALIDATION"] = "1"
 
 
 def shrinkable(o: str) -> bool:
