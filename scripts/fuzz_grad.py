@@ -71,7 +71,7 @@ def worker(arch, seeds, features, opts, out):
         return
     for seed in seeds:
         out.put(("start", arch, seed, None, None))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             prog = generate(seed, arch_fp(arch), features)
             sd.init(**init_kwargs(arch))
@@ -82,7 +82,7 @@ def worker(arch, seeds, features, opts, out):
                 o = "validation: " + msgs[0].splitlines()[0]
         except Exception as e:  # noqa: BLE001 - the generator or the oracle broke: report it
             o = f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"
-        dt = time.perf_counter() - t0
+        dt = (time.perf_counter() - t0, time.process_time() - c0)  # wall, CPU (all threads)
         out.put(("done", arch, seed, o, dt))
         if shrinkable(o) and opts["shrink"]:
             out.put(("shrinking", arch, seed, None, None))
@@ -213,14 +213,16 @@ def main(argv=None):
 
     t0 = time.time()
     stats = {arch: collections.Counter() for arch in archs}
-    seconds = collections.defaultdict(float)
+    seconds = collections.defaultdict(float)  # wall time of the checks, per arch
+    cpu = collections.defaultdict(float)      # their CPU time (load-independent)
     failures = []
     for kind, arch, seed, payload, dt in Pool(a.jobs, features, opts, a.timeout).events(chunks):
         if kind == "unavailable":
             stats[arch]["unavailable"] += 1
         elif kind == "done":
             stats[arch]["seeds"] += 1
-            seconds[arch] += dt or 0.0
+            seconds[arch] += dt[0] if dt else 0.0
+            cpu[arch] += dt[1] if dt else 0.0
             if payload != "ok":
                 stats[arch]["failed"] += 1
                 failures.append((arch, seed, payload.splitlines()[0]))
@@ -232,8 +234,11 @@ def main(argv=None):
                   f"(python -m tests.support.shrink_grad --arch {arch} --seed {seed} "
                   f"--features '{','.join(features)}') ---\n{payload}\n---", flush=True)
         done = sum(s["seeds"] for s in stats.values())
-        if kind == "done" and done % 50 == 0:
-            print(f"... {done} seeds, {len(failures)} failures, {time.time() - t0:.0f} s",
+        if kind == "done" and done % 25 == 0:
+            per = ", ".join(f"{x} {stats[x]['seeds']} ({seconds[x] / stats[x]['seeds']:.1f} s, "
+                            f"CPU {cpu[x] / stats[x]['seeds']:.1f} s)"
+                            for x in archs if stats[x]["seeds"])
+            print(f"... {done} seeds, {len(failures)} failures, {time.time() - t0:.0f} s: {per}",
                   flush=True)
 
     print(f"\n== summary ({time.time() - t0:.0f} s wall, {a.jobs} jobs) ==")
@@ -243,7 +248,8 @@ def main(argv=None):
             print(f"{arch:7s} unavailable ({s['unavailable']} seeds not run)")
             continue
         per = seconds[arch] / s["seeds"] if s["seeds"] else 0.0
-        print(f"{arch:7s} {s['seeds']:5d} seeds  {s['failed']:4d} failed  {per:.2f} s/seed")
+        print(f"{arch:7s} {s['seeds']:5d} seeds  {s['failed']:4d} failed  {per:.2f} s/seed "
+              f"(CPU {cpu[arch] / max(s['seeds'], 1):.2f} s/seed)")
     for arch, seed, what in failures:
         print(f"  seed {seed} arch {arch}: {what}")
     return 1 if failures else 0
