@@ -1,6 +1,6 @@
 """Issue #35: two `break` / `continue` loops whose gradients came out silently wrong, exactly as
-reported (the random programs of tests/support/random_grad_programs.py did not generate them;
-they now do: `features=("jumps",)`).
+reported (the random programs of tests/support/random_grad_programs.py did not generate their
+kind; with `features=("jumps",)` they do, tests/autodiff/test_random_grad.py runs them).
 
 1. a local assigned before a `break`, read by a store that a later trip overwrites: only the
    last store (j = 9) reaches `z`, so d z / d y = cos(y + 9 * 0.163);
