@@ -120,13 +120,18 @@ class Pool:
     def events(self, chunks):
         """Yield (kind, arch, seed, payload, seconds) until every chunk is done."""
         chunks = collections.deque(chunks)
+        reaped = time.time()
         while chunks or self.running:
             while chunks and len(self.running) < self.jobs:
                 self.start(*chunks.popleft())
+            if time.time() - reaped > 5:  # also while others keep talking
+                yield from self._reap(chunks, quiet=False)
+                reaped = time.time()
             try:
                 kind, arch, seed, payload, dt = self.out.get(timeout=1.0)
             except queue.Empty:
                 yield from self._reap(chunks)
+                reaped = time.time()
                 continue
             key, slot = self._slot(arch, seed) if seed is not None else (None, None)
             if kind == "unavailable":
@@ -157,12 +162,12 @@ class Pool:
             slot[0].join(timeout=30)
             self.running.pop(key, None)
 
-    def _reap(self, chunks):
-        """Workers that died or hang (nothing came for a second: whatever they sent is handled):
-        the seed that ran fails, the rest of the chunk goes back to the queue."""
+    def _reap(self, chunks, quiet=True):
+        """Workers that hang, or died (`quiet`: nothing came for a second, so whatever they sent
+        is handled): the seed that ran fails, the rest of the chunk goes back to the queue."""
         for key, (p, rest, cur, deadline) in list(self.running.items()):
             hung = deadline is not None and time.time() > deadline
-            if p.is_alive() and not hung:
+            if (p.is_alive() or not quiet) and not hung:
                 continue
             if p.is_alive():
                 p.kill()

@@ -75,3 +75,30 @@ def test_random_jump_programs_cuda(arch, seed):
 @test_archs(archs=("amdgpu",), default_fp=sd.f64)
 def test_random_jump_programs_amdgpu(arch, seed):
     check_program(seed, features=JUMPS)
+
+
+def test_shrinker_keeps_the_failure_and_little_else():
+    """tests/support/shrink_grad.py on a stand-in check (no spirad): a program "fails" while it
+    has a `break` under a condition on a loop counter; the shrunk one still does, in a few
+    lines, and still loads under the stand-in."""
+    import ast
+    import re
+
+    from tests.support.random_grad_programs import generate, reference_sd
+    from tests.support.shrink_grad import shrink
+
+    def check(prog):
+        try:
+            prog.load(reference_sd()).forward()
+        except Exception:  # noqa: BLE001 - an invalid candidate
+            return "reference"
+        return "grad" if re.search(r"if j\d .*:\n\s+break", prog.source) else "ok"
+
+    seed = next(s for s in range(100) if check(generate(s, features=JUMPS)) == "grad")
+    prog = generate(seed, features=JUMPS)
+    small = shrink(prog, "cpu", check=check)
+    assert check(small) == "grad"
+    defs = [n for n in ast.parse(small.source).body if isinstance(n, ast.FunctionDef)]
+    code = [ln for ln in small.source.splitlines() if ln.startswith(" ")]
+    assert len(code) < len([ln for ln in prog.source.splitlines() if ln.startswith(" ")]) / 3
+    assert len(defs) <= 4, small.source  # a kernel (and the loss kernel), run, forward
