@@ -38,9 +38,10 @@ def test_random_program_gradients_interp(arch, seed):
 
 # -- break / continue (issue #35): the generator's "jumps" programs --------------------------------
 # Disjoint seeds per arch, as many as fit about three minutes of CI on two cores (pytest -n 2):
-# 220 seeds, about 370 s of CPU. CPU seconds per seed, check included (scripts/fuzz_grad.py
-# --validation, which reports them; wall time on an idle core is about the same): cpu 0.7,
-# vulkan 2.9, metal (f32, emulated on lavapipe) 2.2, cuda 2.4 and amdgpu 3.9 (emulated).
+# 220 seeds, about 380 s of CPU. CPU seconds per seed, check included (scripts/fuzz_grad.py
+# --validation over 30 seeds per arch, which reports them; wall time on an idle core is about the
+# same): cpu 0.72, vulkan 2.69, metal (f32, emulated on lavapipe) 2.18, cuda 2.77 and amdgpu 4.32
+# (emulated).
 # The standing fuzz run over thousands of seeds: scripts/fuzz_grad.py.
 JUMPS = ("jumps",)
 JUMP_SEEDS = {"cpu": range(0, 120), "vulkan": range(120, 155), "metal": range(155, 175),
