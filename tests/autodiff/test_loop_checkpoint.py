@@ -231,7 +231,7 @@ CHECKPOINTED_SEEDS = (0, 9, 13, 17, 20)
 @test_archs(archs=("cpu", "vulkan"), exclude=("metal", "cuda", "amdgpu"), default_fp=sd.f64,
             ad_stack_memory=1)
 def test_random_programs_checkpointed(arch, seed, monkeypatch):
-    from tests.autodiff.test_random_grad import check_program
+    from tests.support.random_grad_check import check_program
     monkeypatch.setattr(launch, "ALWAYS_CHECKPOINT", True)
     sizing_cache.stats.reset()
     check_program(seed)

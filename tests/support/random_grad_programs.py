@@ -1,6 +1,7 @@
 """Seeded generator of random spirad programs, as Python source, for reverse-mode tests.
 
-    prog = generate(seed)
+    prog = generate(seed)           # generate(seed, "f32"): the same program over f32 (Metal)
+    prog = generate(seed, features=("jumps",))   # with break / continue (below)
     prog.source                     # the module text (printed in every assertion message)
     mod = prog.load(sd)             # run it under spirad: mod.run() launches the kernels and
                                     # their adjoints (on an `sd.ad.Tape`, or `kernel.grad` by hand)
@@ -21,6 +22,17 @@ bounded values, +, -, *, a / (b * b + 1)). Stores overwrite on purpose: an eleme
 on every trip of a loop, through a linear chain `y[i] = y[i] * c + e`, per Vector component,
 by a kernel launched twice in a row, the loss overwritten by a later kernel.
 
+`features=("jumps",)` (tests/support/random_grad_jumps.py, issue #35) adds `break` and `continue`:
+in every loop kind above (dynamic ranges, also `range(3..5)` and `range(nb[None] + 2)`, `sd.static`
+ranges, the three `while` forms with their counter stepped first), in nested loops (inner and
+outer), `continue` at the parallel loop's level (never `break`: Taichi forbids it there), in `if` /
+`else` branches, nested `if`s, both branches, unconditional; conditions on integers (counters, the
+parallel index, nb / st / sf) or on inputs far from a threshold; a body-local copy of a carried
+local before the jump (`w = v`), locals assigned before the jump and read after the loop, updated
+after it (`v = t`, `v = v + u`), stores that read a local on every trip (the last one wins), and
+@sd.func helpers whose loop jumps (called inside parallel loops). Without features a seed's program
+is what it always was.
+
 The gradient of every program is defined under Taichi's rules, which the generator keeps:
 
 * global data access: a global, once read by a task (of this kernel or an earlier one), is never
@@ -28,8 +40,13 @@ The gradient of every program is defined under Taichi's rules, which the generat
   global the task writes is read only by `y[i] = y[i] * c + e` (a linear read of its own row);
 * a parallel iteration `i` writes only row `i` (and the loss, by `+=`); serial code writes
   constant rows and overwrites the loss;
-* smoothness at the evaluation point: conditions compare integers, or an input (times a small
-  integer) against a threshold far from every such value; no abs / min / max / floor.
+* smoothness at the evaluation point: conditions (of `if`, `while`, and of jumps) compare
+  integers, or an input (times a small integer: a loop counter + 1) against a threshold far from
+  every such value; no abs / min / max / floor;
+* scopes as in spirad: a local lives in its block (task locals are declared first, a loop's
+  body-locals at the top of its body and read only there); loops only inside parallel loops (the
+  outermost `for` of serial code would be the parallel loop); every loop ends (a `continue` cannot
+  skip a `while` counter's step).
 
 Every needs_grad global's final `.grad` must equal d loss / d (its initial value), which covers
 inputs and intermediates alike: a stored element's gradient is consumed, an element only
@@ -41,11 +58,14 @@ import importlib.util
 import os
 import random
 import tempfile
+import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
+
+from tests.support.random_grad_jumps import Jumps
 
 N = 4
 INPUTS = ("x0", "xs", "xv", "x1")        # read only
@@ -70,6 +90,7 @@ sf = sd.field(sd.i32, shape=N)
 st = sd.ndarray(sd.i32, N)
 """
 GRADS = INPUTS + MIDS + ("loss",)
+FEATURES = ("jumps",)                    # optional program features: `generate(.., features=)`
 
 
 @dataclass
@@ -82,8 +103,9 @@ class GradProgram:
 
     def load(self, sd):
         """Execute the source as a fresh module with `sd` bound (spirad, or the stand-in)."""
-        path = _source_file(f"{self.seed}_{self.fp}", self.source)
-        name = f"_random_grad_program_{self.seed}_{self.fp}_{id(sd)}"
+        tag = f"{self.seed}_{self.fp}_{zlib.crc32(self.source.encode()):08x}"  # a shrunk
+        path = _source_file(tag, self.source)     # program is another file (`inspect` caches lines)
+        name = f"_random_grad_program_{tag}_{id(sd)}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         mod.sd = sd
@@ -170,8 +192,16 @@ class _Task:
         self.used_nd = set()          # ndarrays referenced (kernel / func parameters)
 
 
-class _Gen:
-    def __init__(self, seed: int, fp: str = "f64"):
+class _Gen(Jumps):
+    n_rows, ndarrays, vectors = N, NDARRAYS, VECTORS
+
+    def __init__(self, seed: int, fp: str = "f64", features=()):
+        unknown = set(features) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"unknown features {sorted(unknown)}; known: {FEATURES}")
+        self.jumps = "jumps" in features  # break / continue (tests/support/random_grad_jumps.py)
+        self.nbody = 0                # body-locals of loops that jump (names unique per program)
+        self.probes = {}              # carried-value jump conditions: number -> ">" / "<"
         self.r = random.Random(seed)
         self.r_while = random.Random(seed + 7919)  # the form of each `while` (kept apart so the
                                                     # rest of a seed's program stays the same)
@@ -203,9 +233,9 @@ class _Gen:
         """A random constant, as source text."""
         return repr(round(self.r.uniform(lo, hi), 2))
 
-    def _threshold(self):
-        """A value between two neighbouring inputs x0, far from each of them."""
-        v = np.sort(np.concatenate([[0.0, 1.0], self.data["x0"]]))
+    def _threshold(self, name="x0"):
+        """A value between two neighbouring inputs `name` (x0, x1, xs), far from each of them."""
+        v = np.sort(np.concatenate([[0.0, 1.0], np.ravel(self.data[name])]))
         k = int(np.argmax(np.diff(v)))
         return round(float(v[k] + v[k + 1]) / 2, 4)
 
@@ -287,10 +317,12 @@ class _Gen:
         if k == 8:
             b = self.expr(t, sc, depth - 1)
             return f"{a} / ({b} * {b} + 1.0)"
-        return f"{self.helper()}({a}, {self.expr(t, sc, depth - 1)})"
+        return f"{self.helper(t)}({a}, {self.expr(t, sc, depth - 1)})"
 
-    def helper(self) -> str:
+    def helper(self, t: _Task) -> str:
         """A pure @sd.func of two values (a new one, or one defined before)."""
+        if self.jumps and not t.serial and self.r.random() < 0.3:
+            return self.loop_helper()
         names = [n for n, _ in self.funcs if n.startswith("g")]
         if names and self.r.random() < 0.5:
             return self.r.choice(names)
@@ -370,7 +402,11 @@ class _Gen:
                 return [f"{ind}{w}[{r.randrange(2)}] = {self.expr(t, sc)}"]
             return [f"{ind}{w} = {self.vexpr(t, sc)}"]
         v = r.choice(sc["locals"])
-        k = r.randrange(3)
+        k = r.randrange(5 if self.jumps else 3)
+        if k == 3:  # a copy (`v = t`): a value forwarded, not recomputed
+            return [f"{ind}{v} = {r.choice(sc['locals'])}"]
+        if k == 4:  # a linear update (`v = v + u`)
+            return [f"{ind}{v} = {v} + {self.c(0.1, 0.5)} * {r.choice(sc['locals'])}"]
         if k == 0:  # a contraction: loop-carried values stay bounded
             return [f"{ind}{v} = sd.tanh({v} * {self.c(0.5, 1.1)} + {self.expr(t, sc)})"]
         if k == 1:
@@ -381,24 +417,41 @@ class _Gen:
         r = self.r
         j = f"j{len(sc['loopvars'])}"
         kinds = ["static", "nb", "nb"] + ([] if t.serial else ["st", "sf"]) + ["while"]
+        if self.jumps:  # longer loops: a jump after a few trips (stores overwritten before it);
+            # no `st`: with x1, y2, their gradients and two adstack buffers a task would need 9
+            # storage buffers, past Metal's 8 (through wgpu)
+            kinds = [k for k in kinds if k != "st"] + ["const", "nb2", "while", "static"]
         k = r.choice(kinds)
         inner = dict(sc, loopvars=sc["loopvars"] + [j])
-        body = self.block(t, inner, ind + "    ", depth - 1, r.randint(1, 3))
+        if self.jumps:
+            inner["jump"] = j
+            body = self.jump_body(t, inner, ind + "    ", depth - 1)
+        else:
+            body = self.block(t, inner, ind + "    ", depth - 1, r.randint(1, 3))
+        after = []  # a store after the loop that reads a local (assigned before a jump, maybe)
+        if self.jumps and t.writes and r.random() < 0.4:
+            after = self.sink(t, sc, ind)
         if k == "while":
-            head = f"nb[None] + {r.randrange(2)}"
-            return self.while_loop(t, sc, ind, j, head, body)
+            head = f"nb[None] + {r.randrange(3 if self.jumps else 2)}"
+            return self.while_loop(t, sc, ind, j, head, body) + after
         bound = {"static": str(r.randint(1, 3)), "nb": "nb[None]",
-                 "st": f"st[{sc.get('idx')}]", "sf": f"sf[{sc.get('idx')}]"}[k]
+                 "st": f"st[{sc.get('idx')}]", "sf": f"sf[{sc.get('idx')}]",
+                 "nb2": "nb[None] + 2"}.get(k)
+        if k == "const":  # (drawn only here: the plain programs' draws stay as they were)
+            bound = str(r.randint(3, 5))
         if k == "st":
             t.used_nd.add("st")
-        if k == "static" and r.random() < 0.3:
-            return [f"{ind}for {j} in sd.static(range({bound})):"] + body
-        return [f"{ind}for {j} in range({bound}):"] + body
+        if k == "static" and r.random() < (0.5 if self.jumps else 0.3):
+            return [f"{ind}for {j} in sd.static(range({bound})):"] + body + after
+        return [f"{ind}for {j} in range({bound}):"] + body + after
 
     def while_loop(self, t: _Task, sc, ind, j, head, body) -> list:
         """A `while` on the counter `j < head`, or also on input data, or `while True` with a
-        `break` on data: trip counts no size expression bounds (measured at launch)."""
+        `break` on data: trip counts no size expression bounds (measured at launch). With jumps,
+        the counter steps first in the body (a `continue` must not skip it)."""
         form = self.r_while.choice(["counter", "data", "data", "break", "break"])
+        if self.jumps:
+            return self.while_top(t, sc, ind, j, head, body, form)
         if form == "counter":
             return [f"{ind}{j} = 0", f"{ind}while {j} < {head}:"] + body + [f"{ind}    {j} += 1"]
         cap = self.r_while.randint(2, 4)
@@ -415,10 +468,35 @@ class _Gen:
                 [f"{ind}    {j} += 1", f"{ind}    if {j} >= {head} or {read} * {j} > {lim!r}:",
                  f"{ind}        break"])
 
+    def while_top(self, t: _Task, sc, ind, j, head, body, form) -> list:
+        """`while_loop`'s three forms, the counter stepped at the top of the body: the body sees
+        j = 1 .. (trips), and a `continue` in it cannot skip the step or the exit test."""
+        step = [f"{ind}    {j} += 1"]
+        if form == "counter":
+            return [f"{ind}{j} = 0", f"{ind}while {j} < {head}:"] + step + body
+        if t.serial:
+            name, read = "xs", "xs[None]"
+        else:
+            name, read = "x0", f"x0[{sc['idx']}]"
+        t.read.add(name)
+        if form == "data":
+            cap = self.r_while.randint(2, 4)
+            lim = self._trip_threshold(name, cap)
+            return ([f"{ind}{j} = 0", f"{ind}while {j} < {cap} and {read} * ({j} + 1) < {lim!r}:"]
+                    + step + body)
+        lim = self._trip_threshold(name, self.MAX_TRIP)
+        return ([f"{ind}{j} = 0", f"{ind}while True:"] + step +
+                [f"{ind}    if {j} > {head} or {read} * {j} > {lim!r}:", f"{ind}        break"] + body)
+
     def block(self, t: _Task, sc, ind, depth, n) -> list:
         out = []
         for _ in range(n):
+            if self.jumps and sc.get("jump") and depth > 0 and self.r.random() < 0.12:
+                out += self.jump(t, sc, ind, depth)
+                continue
             k = self.r.randrange(10)
+            if self.jumps:  # more loops: 3 in 10 stores, 3 assignments, 3 loops, 1 if
+                k = (0, 1, 2, 4, 5, 6, 7, 8, 8, 9)[k]
             if k < 4 and t.writes:
                 out += self.store(t, sc, ind)
             elif k < 7 or depth <= 0 or (k < 9 and t.serial):
@@ -435,7 +513,8 @@ class _Gen:
     def body(self, t: _Task, idx, ind, args) -> list:
         """Locals declared first (a local's scope is its block in spirad), then statements."""
         r = self.r
-        sc = {"idx": idx, "locals": [], "vlocals": [], "loopvars": [], "args": args}
+        sc = {"idx": idx, "locals": [], "vlocals": [], "loopvars": [], "args": args,
+              "jump": "par" if self.jumps and idx is not None else None}  # `continue` only
         out = []
         self.ntask += 1
         for k in range(r.randint(1, 2)):  # names unique per task: tasks of a kernel share a scope
@@ -549,10 +628,14 @@ class _Gen:
             if "loss" in self.data:  # a Tape starts the loss from 0 (Taichi's semantics)
                 self.data["loss"] = np.zeros_like(self.data["loss"])
         src.append("def forward():\n" + "\n".join(fwd) + "\n")
-        return GradProgram(self.seed, "\n".join(src), self.data, fp=self.fp)
+        source = "\n".join(src)
+        if self.probes:  # thresholds of conditions on carried values, from a forward run
+            source = self.settle(source, self.data)
+        return GradProgram(self.seed, source, self.data, fp=self.fp)
 
 
-def generate(seed: int, fp: str = "f64") -> GradProgram:
+def generate(seed: int, fp: str = "f64", features=()) -> GradProgram:
     """The program of `seed`; `fp`: its globals' float type (the same program in f32 for
-    backends without f64: Metal)."""
-    return _Gen(seed, fp).program()
+    backends without f64: Metal); `features`: optional features (`FEATURES`): "jumps" adds
+    `break` / `continue` (tests/support/random_grad_jumps.py)."""
+    return _Gen(seed, fp, tuple(features)).program()
