@@ -382,16 +382,7 @@ def lane_ok(ctx: SpmdContext, n, index_nodes):
     if not oob_checked(ctx, n, index_nodes):
         return ctx.mask, True
     b, ref = ctx.b, n.arg
-    ok = None
-    for axis, s in enumerate(index_nodes):
-        v = index64(b, ctx.env[s], s.dtype)
-        ext = axis_extent(ctx, ref, axis)
-        if isinstance(v.type, ir.VectorType):
-            ext = ctx.broadcast(ext)
-        o = b.icmp_unsigned("<", v, ext)
-        if not isinstance(o.type, ir.VectorType):
-            o = ctx.broadcast(o)
-        ok = o if ok is None else b.and_(ok, o)
+    ok, _ = _lanes_in_range(ctx, ref, index_nodes)
     m = b.and_(ctx.mask, ok)
     bad = b.xor(m, ctx.mask)
     fail, done = ctx.block("oob.fail"), ctx.block("oob.done")
@@ -404,17 +395,10 @@ def lane_ok(ctx: SpmdContext, n, index_nodes):
     return m, False
 
 
-def checked_access(ctx: SpmdContext, n, index_nodes, emit):
-    """`emit(mask, inbounds)` -> value or None, under the default bounds check. The common
-    side runs `emit` with the group's own mask (an all-true constant in whole groups, so plain
-    vector loads and stores stay); the other side checks lane by lane, reports a failing active
-    lane (cold) and runs `emit` with the failing lanes masked off. A consecutive access takes
-    the common side on one scalar test (lane 0's indices and the last lane's last index in
-    range); a gather / scatter when no active lane fails."""
-    if not oob_checked(ctx, n, index_nodes):
-        return emit(ctx.mask, True)
-    b, ref, w = ctx.b, n.arg, ctx.width
-    ok, exts = None, []
+def _lanes_in_range(ctx: SpmdContext, ref, index_nodes):
+    """(ok, extents): the lane mask of the lanes whose indices are all within their axes
+    (unsigned compare: a negative index is out of range), and each axis' extent."""
+    b, ok, exts = ctx.b, None, []
     for axis, s in enumerate(index_nodes):
         v = index64(b, ctx.env[s], s.dtype)
         ext = axis_extent(ctx, ref, axis)
@@ -425,6 +409,20 @@ def checked_access(ctx: SpmdContext, n, index_nodes, emit):
         if not isinstance(o.type, ir.VectorType):
             o = ctx.broadcast(o)
         ok = o if ok is None else b.and_(ok, o)
+    return ok, exts
+
+
+def checked_access(ctx: SpmdContext, n, index_nodes, emit):
+    """`emit(mask, inbounds)` -> value or None, under the default bounds check. The common
+    side runs `emit` with the group's own mask (an all-true constant in whole groups, so plain
+    vector loads and stores stay); the other side checks lane by lane, reports a failing active
+    lane (cold) and runs `emit` with the failing lanes masked off. A consecutive access takes
+    the common side on one scalar test (lane 0's indices and the last lane's last index in
+    range); a gather / scatter when no active lane fails."""
+    if not oob_checked(ctx, n, index_nodes):
+        return emit(ctx.mask, True)
+    b, ref, w = ctx.b, n.arg, ctx.width
+    ok, exts = _lanes_in_range(ctx, ref, index_nodes)
     fast, slow, done = ctx.block("oob.ok"), ctx.block("oob.check"), ctx.block("oob.done")
     if consecutive(ctx.affine, ctx.varying, index_nodes):
         first = [index64(b, _lane(ctx, ctx.env[s], 0), s.dtype) for s in index_nodes]
