@@ -1,4 +1,4 @@
-"""Compile time against program size: it must grow linearly (DESIGN §8).
+"""Compile time against program size: it must grow linearly (architecture §8).
 
     python benchmarks/bench_compile.py [--arch cpu vulkan] [--sizes 1000 5000 10000]
 

@@ -1,4 +1,4 @@
-"""Straight-line locals cost nothing in reverse mode (issue 22, DESIGN §4).
+"""Straight-line locals cost nothing in reverse mode (issue 22, architecture §4).
 
     python benchmarks/bench_straight_line.py [--arch cpu] [--n 2097152] [--reps 7]
     SPIRAD_METAL_EMULATE=1 python benchmarks/bench_straight_line.py --arch vulkan metal --n 262144

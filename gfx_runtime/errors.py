@@ -1,6 +1,6 @@
 """The runtimes' own exception types.
 
-Runtimes never import the compiler or the user API (DESIGN §1), so they cannot raise spirad's
+Runtimes never import the compiler or the user API (architecture §1), so they cannot raise spirad's
 user errors. They raise these instead; the backend glue in `spirad.backends` maps them to the
 user-facing classes (`GfxUnavailable` -> `GfxUnavailable`, `GfxDeviceError` ->
 `GfxDeviceError`) with the same message. Anything else a runtime raises is a bug.

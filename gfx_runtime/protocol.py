@@ -1,6 +1,6 @@
 """The contract every SPIR-V runtime implements (`gfx_runtime.vulkan.VulkanRuntime`,
 `gfx_runtime.wgpu.WgpuRuntime`): the calls spirad's SPIR-V backend makes, each with its
-default (STYLE 14: the backend never probes a runtime with `getattr` / `hasattr`).
+default (engineering 14: the backend never probes a runtime with `getattr` / `hasattr`).
 
     rt = SomeRuntime(...)                 a device; GfxUnavailable when there is none
     rt.caps                               frozen capabilities and limits (`DeviceCaps` fields)

@@ -7,5 +7,5 @@ reference semantics), `errors` (every user-facing error class) and `source` (quo
 source line with a caret in those errors).
 
 Below everything that compiles: it imports nothing of the project but `sizer/`. Code generators
-import it and never `spirad`; runtimes import neither (DESIGN §1).
+import it and never `spirad`; runtimes import neither (architecture §1).
 """

@@ -13,7 +13,7 @@
 `pack_args` / `unpack_args` write and read that buffer (the launch path, the reference
 interpreter backend, host-evaluated ranges and the code generators' test harnesses all use them).
 
-This module is the one definition of every wire format shared by host and device (STYLE 15; a
+This module is the one definition of every wire format shared by host and device (engineering 15; a
 test fails if these constants are defined anywhere else): the argument buffer above, the status
 words a kernel reports errors in (`STATUS_*`, `StatusWord`, `decode_status`), the push constants
 of a SPIR-V task (`PUSH_CONSTANTS`), the extra LLVM buffers (`LLVM_EXTRA_BUFFERS`) and the range

@@ -1,4 +1,4 @@
-"""The float math functions of one operand, one record each (STYLE 16: a new function is one
+"""The float math functions of one operand, one record each (engineering 16: a new function is one
 record here plus its `Op`, not edits across the tree).
 
     MathFn(op, name, reference, slope, uses_out=False, singular=False, expand=None,

@@ -1,6 +1,6 @@
 """IR dtypes as LLVM types: the register type of a value and the type it has in memory.
 
-Lanes are a parameter (STYLE 17): `reg_type(dt, w)` is `<w x T>` for w > 1, `const(dt, v, w)` a
+Lanes are a parameter (engineering 17): `reg_type(dt, w)` is `<w x T>` for w > 1, `const(dt, v, w)` a
 splat, `suffix(dt, w)` the vector suffix. A lowering rule passes its context's width
 (`FnContext.lanes`: 1, or the SPMD task's W while `llvm_codegen.spmd` lowers a varying node), so
 the scalar rules emit lane-wise code unchanged. Memory types stay scalar.

@@ -11,7 +11,7 @@ own entry, a pop decrements the active lanes' non-zero counts, a top read is a m
 active lane at capacity records the overflow through the scalar path's helper (same task and
 stack) and writes nothing.
 
-Heap layout (DESIGN §4 allows it): a worker of a W-lane task owns W heap rows, laid out
+Heap layout (architecture §4 allows it): a worker of a W-lane task owns W heap rows, laid out
 lane-interleaved: byte offsets and strides of the sizer's layout are scaled by W, and entry j of
 lane l of a stack is element `j*W + l` of its region, so a push of W lanes at one count is one
 vector store and a top read one vector load. The CPU backend sizes the heap for `workers * W`

@@ -1,5 +1,5 @@
 """Threads and Ctrl-C: every public call is safe from any thread, and an interrupt never leaves
-a launch half done (DESIGN §8).
+a launch half done (architecture §8).
 
 Why one lock: a backend keeps per-program launch state (the CPU's pointer table and status words,
 Vulkan's open command buffer and frame ring, wgpu's encoder, the adstack heaps) and a kernel keeps

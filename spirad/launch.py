@@ -385,7 +385,7 @@ def _log_sizing(name, sized, seconds) -> None:
 
 
 def _bump(p: LaunchPlan) -> None:
-    """Write generations of everything `p`'s program may write (sizing cache, DESIGN §4)."""
+    """Write generations of everything `p`'s program may write (sizing cache, architecture §4)."""
     args = p.args
     for w in p.compiled.writes:
         if w[0] == "field":

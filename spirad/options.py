@@ -1,4 +1,4 @@
-"""Every `SPIRAD_*` environment variable, declared and read in this one module (STYLE 16, as
+"""Every `SPIRAD_*` environment variable, declared and read in this one module (engineering 16, as
 Triton's `knobs.py`).
 
 `SWITCHES` is the table: name, kind, default and what it does. docs/errors_and_environment.md

@@ -88,5 +88,5 @@ KHR_SHADER_ATOMIC_INT64 = "VK_KHR_shader_atomic_int64"
 VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR = 0x1
 
 # Mesa's llvmpipe ends every loop of an invocation after 65,535 iterations in total
-# (LP_MAX_TGSI_LOOP_ITERATIONS); see DESIGN.md section 5.
+# (LP_MAX_TGSI_LOOP_ITERATIONS); see architecture §5.
 LAVAPIPE_LOOP_ITERATION_CAP = 65535

@@ -6,7 +6,7 @@ with the limits of an M1 imposed (`caps.py`). Split: `caps` (what the adapter ca
 (storage buffers with a host mirror), `runtime` (`WgpuRuntime`, the API the backend calls; the
 same shape as `gfx_runtime.vulkan.VulkanRuntime`).
 
-This package imports neither `spirad` nor `kernel_ir` (DESIGN §1); errors are `gfx_runtime.errors`.
+This package imports neither `spirad` nor `kernel_ir` (architecture §1); errors are `gfx_runtime.errors`.
 """
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ _CODE = int(StatusWord.CODE)  # a plain int indexes numpy faster than the IntEnu
 
 
 def _user_error(e: GfxError) -> SpiradError:
-    """The user error for a runtime error (same message; DESIGN §1: runtimes raise their own)."""
+    """The user error for a runtime error (same message; architecture §1: runtimes raise their own)."""
     return (SpiradArchError if isinstance(e, GfxUnavailable) else SpiradDeviceError)(str(e))
 
 

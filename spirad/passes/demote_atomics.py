@@ -7,7 +7,7 @@ becomes
 
 where the element belongs to one iteration of a range task (`kernel_ir.ownership`: every access
 of `x.grad` in the task names axis 1 by `p`), and everywhere in a serial task (one thread).
-Why: reverse mode accumulates every adjoint into `.grad` with atomic adds (DESIGN §4), and
+Why: reverse mode accumulates every adjoint into `.grad` with atomic adds (architecture §4), and
 DiffTaichi's adjoints do dozens per iteration at the iteration's own elements (`diffmpm`'s
 `p2g` adjoint: 40 per particle, 4x slower than Taichi, which demotes them the same way in its
 `demote_atomics` pass). Valid because tasks of a launch, and launches, run one after another:

@@ -5,7 +5,7 @@
 
 Why: every argument of an inlined `@sd.func` (and many user locals) is a slot stored once and
 read right after. Inside a dynamic loop, reverse mode keeps a slot read by an index or a
-condition on an autodiff stack (DESIGN §4), so DiffTaichi's `wave` (`get_p(t, i, j)` called five
+condition on an autodiff stack (architecture §4), so DiffTaichi's `wave` (`get_p(t, i, j)` called five
 times per cell of a `for j in range(n)` loop) pushed three stacks per call and its adjoint ran at
 a third of Taichi's speed; with the loads forwarded the slots are dead and the index expressions
 are recomputed in the reverse pass, as in Taichi (whose IR is SSA by then).
@@ -28,7 +28,7 @@ and the nested block does not store the slot (loops: anywhere in their body); a 
 that stores the slot anywhere ends what is known after it. Runs on the kernel after inlining,
 before `simplify` and `dce` (which removes the dead slots).
 
-Why reverse mode stays right (DESIGN §4; tests/autodiff/test_reverse_soundness.py, the random
+Why reverse mode stays right (architecture §4; tests/autodiff/test_reverse_soundness.py, the random
 programs with `break` / `continue`). Forward semantics hold by construction: a value is used only
 where its slot still holds it. A forwarded value *with loads of locals* is the one hazard: it is
 used where the slots it read may have been stored since (`w = v; v = v + 1; z = sin(w)` reads

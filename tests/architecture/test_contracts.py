@@ -1,4 +1,4 @@
-"""The declared contracts are honoured (STYLE 14):
+"""The declared contracts are honoured (engineering 14):
 
 - every SPIR-V runtime derives from `gfx_runtime.protocol.GfxRuntime` and implements each call
   that has no default, with the protocol's parameters; its buffers derive from `GfxBuffer`;

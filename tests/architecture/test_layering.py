@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN §1, each proved two ways: statically (every import statement in
+"""The layering rules of architecture §1, each proved two ways: statically (every import statement in
 the source, function-level ones included) and by importing in a fresh interpreter and listing
 `sys.modules`.
 

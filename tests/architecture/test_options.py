@@ -1,4 +1,4 @@
-"""Every SPIRAD_* environment variable is read in one module, `spirad/options.py` (STYLE 16):
+"""Every SPIRAD_* environment variable is read in one module, `spirad/options.py` (engineering 16):
 
 - no other module of the project (packages, benchmarks, examples, scripts) reads the
   environment with a name that is a SPIRAD_* string or that it cannot be told is not one (test

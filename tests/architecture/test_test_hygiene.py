@@ -1,4 +1,4 @@
-"""Habits of the test suite that a test can check (STYLE 9, 18):
+"""Habits of the test suite that a test can check (engineering 9, 18):
 
 - the repository root is on the path through `pythonpath` in pyproject.toml: no test, conftest
   or helper edits `sys.path` (standalone scripts run with `python -m tests....` from the root);

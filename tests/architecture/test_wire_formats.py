@@ -1,4 +1,4 @@
-"""The wire formats shared by host and device are defined once, in `kernel_ir/abi.py` (STYLE 15:
+"""The wire formats shared by host and device are defined once, in `kernel_ir/abi.py` (engineering 15:
 a constant written twice will drift, and a wrong status code is a silently missing error):
 
 - no other module (packages, tests, benchmarks, scripts) assigns a name of those formats —

@@ -1,4 +1,4 @@
-"""Reverse-mode diagnostics (DESIGN §4 "Diagnostics", seed 004): compile errors raised by
+"""Reverse-mode diagnostics (architecture §4 "Diagnostics", seed 004): compile errors raised by
 `kernel.grad` that quote the user's source line with a caret, each with positive and negative
 cases. Negative cases also check that the gradient is right."""
 import inspect

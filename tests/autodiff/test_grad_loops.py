@@ -1,4 +1,4 @@
-"""Gradients through dynamic loops (DESIGN §4 "Done when"), table-driven.
+"""Gradients through dynamic loops (architecture §4), table-driven.
 
 Every case is a kernel over needs_grad ndarrays, a float64 numpy reference of its forward
 computation, and the data to run it on. The test runs the kernel, checks the forward result

@@ -1,4 +1,4 @@
-"""DESIGN §4 "Hazards seen in a mature peer": each shape that was silently wrong there, checked
+"""architecture §4 "Hazards to keep tested": each shape that was silently wrong there, checked
 against float64 central differences here.
 
 * a local that a dynamic loop only *reads* receives the adjoint of every iteration;

@@ -1,4 +1,4 @@
-"""Adstack heap sizing (DESIGN §4 "Heap-backed storage" / "Sizing"): after a grad launch the
+"""Adstack heap sizing (architecture §4 "Heap-backed storage" / "Sizing"): after a grad launch the
 backend's heaps (`sd.state.backend().heap_bytes()` -> (float bytes, int bytes)) hold at least
 rows x stride of the launch's exact capacities, exactly that on the first launch after init, and
 grow by amortised doubling (max(needed, 2 x current)), never shrinking. The expected strides come

@@ -1,4 +1,4 @@
-"""DESIGN §4 "Bounded memory" inside a kernel: when a launch's adstack heap would pass
+"""architecture §4 "Bounded memory" inside a kernel: when a launch's adstack heap would pass
 `init(ad_stack_memory=N)`, the launch runs the checkpointed adjoint (passes/autodiff/
 loop_checkpoint.py: the loop state stored every S trips, each segment replayed in the reverse
 pass). The gradients equal those of the fully stored adjoint (same arithmetic), on every arch, and

@@ -1,4 +1,4 @@
-"""DESIGN §4 "Sizing": a stack whose capacity has no size expression — a data-dependent `while`,
+"""architecture §4 "Sizing": a stack whose capacity has no size expression — a data-dependent `while`,
 a `break` the grammar cannot bound, a bound outside the grammar — is *measured* at launch: a
 counting pass replays the forward body, counts the pushes per thread (per lane on the CPU's SPMD
 path) and max-reduces them on the device; the heap is sized from that. No hint is needed, the

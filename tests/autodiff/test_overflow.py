@@ -1,4 +1,4 @@
-"""Adstack overflow (DESIGN §4 "Overflow"): with init(ad_stack_size=4) a loop that needs more
+"""Adstack overflow (architecture §4 "Overflow"): with init(ad_stack_size=4) a loop that needs more
 entries raises sd.SpiradAdStackOverflow (a RuntimeError and an AssertionError, as Quadrants'
 QuadrantsAssertionError) from the launch that overflowed on the CPU (as Quadrants reports it
 there), at the next sync() / host read on a GPU, naming the kernel, the task, the stack's

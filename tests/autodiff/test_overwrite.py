@@ -1,4 +1,4 @@
-"""A store overwrites, `+=` accumulates (DESIGN §4, Taichi's rule in reverse mode).
+"""A store overwrites, `+=` accumulates (architecture §4, Taichi's rule in reverse mode).
 
 The adjoint of `a[I] = v` adds `a.grad[I]` into the adjoint of `v` and then sets `a.grad[I]` to
 zero: the old value of `a[I]` no longer reaches the output, so no gradient may flow past the

@@ -1,5 +1,5 @@
 """The shapes every value-forwarding / recomputing optimization of reverse mode must leave right
-(DESIGN §4, issue #35; docs/autodiff.md, "Why these optimizations keep gradients right"): locals
+(architecture §4, issue #35; docs/autodiff.md, "Why these optimizations keep gradients right"): locals
 assigned before a `break` / `continue` and read after it, after the loop, or by a store a later
 trip overwrites; loads in a loop's head (before its exit checks) used past them; `while` on a
 counter and on data; jumps in nested loops; integer locals made selects; conditions and index

@@ -1,4 +1,4 @@
-"""DESIGN §4: a local goes on an adstack only when it is stored inside a dynamic loop and read
+"""architecture §4: a local goes on an adstack only when it is stored inside a dynamic loop and read
 there by something whose derivative needs its value. Straight-line code — locals before, between
 and after loops, assigned in `if` branches outside loops, in funcs inlined outside loops, the trip
 count of a loop outside every loop — keeps its values in registers: the reverse walk uses the

@@ -1,6 +1,6 @@
 """The offline cache keys a program by every value its code depends on, never carries a field's
 identity across `init()`, keeps the current source location, loads only entries this user's
-spirad signed, and stays under its size cap (DESIGN §8; docs/cache.md). Each case runs in two
+spirad signed, and stays under its size cap (architecture §8; docs/cache.md). Each case runs in two
 (or more) fresh processes sharing one cache directory."""
 import glob
 import json

@@ -1,7 +1,7 @@
 """Fixtures of the Vulkan runtime tests: assembled shaders and a validation-checked runtime.
 
 Every runtime a test gets from `rt` runs with the Khronos validation layer; teardown closes it
-and fails the test on any validation warning or error (DESIGN.md section 7).
+and fails the test on any validation warning or error (architecture §7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Aliasing and argument layout (DESIGN §8): one ndarray passed for two parameters is one buffer
+"""Aliasing and argument layout (architecture §8): one ndarray passed for two parameters is one buffer
 (its gradient is right, or refused like a field read and overwritten); different views of one
 numpy array are refused; an array's layout is read at every call (numpy in-place reshape,
 torch `t_()`); list template arguments are keyed by value; empty arrays are no-ops."""

@@ -1,5 +1,5 @@
 """Big programs: `sd.static` unrolling has a configurable cap with a clear error, and deep
-expressions compile (or name their line), never a bare RecursionError (DESIGN §8). Compile time
+expressions compile (or name their line), never a bare RecursionError (architecture §8). Compile time
 against program size is measured in benchmarks/bench_compile.py (linear)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NaN, Inf and -0 behave the same on every backend (DESIGN §5, §8): SPIR-V modules declare the
+"""NaN, Inf and -0 behave the same on every backend (architecture §5, §8): SPIR-V modules declare the
 float controls the device has (SignedZeroInfNanPreserve), and where a driver would still fold
 (`x * 0.0`, `x + 0.0`) or cannot preserve at all (Metal through naga) the arithmetic is emitted
 in a form it cannot fold. The expected values are IEEE 754's, as the CPU computes them; min / max

@@ -1,4 +1,4 @@
-"""What `sd.init()` does to the previous state (DESIGN §8): an error its launches reported but
+"""What `sd.init()` does to the previous state (architecture §8): an error its launches reported but
 nobody raised is reported, not lost; its fields' memory and every kernel's programs are
 released; later launches of the new state are correct."""
 from __future__ import annotations

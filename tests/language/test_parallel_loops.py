@@ -115,7 +115,7 @@ def test_million_iteration_loop_in_func_spreads_over_threads(arch):
 @test_archs(archs=("vulkan",))
 def test_million_iteration_serial_loop_still_reports_the_loop_cap(arch):
     """The same loop made serial (`for _ in range(1):`) is one invocation: reported, never
-    truncated (DESIGN §5) — the contrast that shows the func's loop above really is parallel."""
+    truncated (architecture §5) — the contrast that shows the func's loop above really is parallel."""
     m = 1_000_000
     a = sd.field(sd.i32, shape=m)
 

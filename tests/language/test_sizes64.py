@@ -1,4 +1,4 @@
-"""Sizes and indices past 2**31 (DESIGN §8): the CPU indexes fields and runs parallel loops in 64
+"""Sizes and indices past 2**31 (architecture §8): the CPU indexes fields and runs parallel loops in 64
 bits; backends with 32-bit indices refuse such a field when it is created and such a loop when
 it is launched; `range` with 64-bit bounds runs in 64 bits (never narrowed); an integer literal
 that does not fit the type it takes is a compile error unless typed.

@@ -1,4 +1,4 @@
-"""The SPMD lowering's width is a parameter (STYLE 17) and its analysis runs once per task:
+"""The SPMD lowering's width is a parameter (engineering 17) and its analysis runs once per task:
 
 - `lltypes` keeps no ambient state: register types, constants and intrinsic suffixes take the
   width explicitly (the function context passes its own);

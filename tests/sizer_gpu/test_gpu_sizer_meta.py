@@ -1,5 +1,5 @@
-"""Device-written adstack metadata feeds the launch (DESIGN §4: "the GPU sizer kernel ... writing
-[stride_float, stride_int, (offset, max_size) per stack] into the task's metadata buffer").
+"""Device-written adstack metadata feeds the launch (architecture §4 "Sizing": the GPU sizer kernel writes the
+strides and each stack's offset and capacity into the task's metadata buffer).
 
 On Vulkan a task sized by the GPU sizer binds the buffer `sizer_layout` wrote (no host upload of
 metadata words), every result owns its buffer (a later sizing of another task, or of the same

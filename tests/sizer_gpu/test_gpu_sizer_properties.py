@@ -1,6 +1,6 @@
 """The GPU sizer kernel agrees with the host reference `sizer.eval_tree` on every root of
-thousands of random expressions and launch data, errors included (DESIGN §4 "Sizing": "Host and
-GPU evaluators must agree on every expression"), on lavapipe (`arch=vulkan`) and on the CPU
+thousands of random expressions and launch data, errors included (architecture §4 "Sizing": host and
+GPU evaluators agree on every expression), on lavapipe (`arch=vulkan`) and on the CPU
 backend (the kernel is plain spirad). Cases are batched: one GPU evaluation per batch.
 
 Two generators: the sizer package's hypothesis strategies (small values, data-dependent loop

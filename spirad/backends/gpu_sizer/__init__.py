@@ -1,4 +1,4 @@
-"""The GPU sizer: a task's adstack size expressions evaluated on the device (DESIGN §4).
+"""The GPU sizer: a task's adstack size expressions evaluated on the device (architecture §4).
 
 Which module holds what:
 

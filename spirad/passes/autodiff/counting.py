@@ -1,4 +1,4 @@
-"""The counting pass of measured adstack sizing (DESIGN §4 "Sizing").
+"""The counting pass of measured adstack sizing (architecture §4 "Sizing").
 
 A stack whose capacity the size-expression grammar cannot bound (a data-dependent `while`, a
 `break` on data) is *measured*: before the adjoint launch, a counting program runs the task's

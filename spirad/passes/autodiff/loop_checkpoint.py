@@ -1,4 +1,4 @@
-"""Checkpointed loops: bounded adstack memory inside a kernel (DESIGN §4 "Bounded memory").
+"""Checkpointed loops: bounded adstack memory inside a kernel (architecture §4 "Bounded memory").
 
 An adjoint stores, per thread, every trip's values of the stacked locals: a loop of T trips with
 P pushes per trip needs T * P entries. When a launch's heap would pass the budget

@@ -16,7 +16,7 @@
    in a nested block), directly or through pure ops, is copied into a fresh slot right away;
    uses read the copy.
 
-Soundness under the shapes reverse mode meets (DESIGN §4; tests/autodiff/test_reverse_soundness):
+Soundness under the shapes reverse mode meets (architecture §4; tests/autodiff/test_reverse_soundness):
 `break` / `continue` become flags and `if not skip` blocks, so every later pass sees only
 structured control flow plus head exit checks; `while` is a loop whose head is its condition's
 exit check; nested loops get their own flags and trip counts (stacked when the loop is inside a
