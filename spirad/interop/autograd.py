@@ -54,7 +54,7 @@ from ..tracebacks import api, warn_user
 from ..types import NdarrayType
 from .arrays import _NP_TO_DTYPE, alias, element_type, host_array
 
-__all__ = ["kernel_function", "KernelCall"]
+__all__ = ["kernel_function"]
 
 
 def _sd_dtype(t: torch.Tensor):
