@@ -41,6 +41,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 import numpy as np
 
+from kernel_ir import dtypes as T
 from kernel_ir.dtypes import DType
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
@@ -72,6 +73,12 @@ def _read(nd: Ndarray, arr: np.ndarray, zero_copy: bool) -> np.ndarray:
     return arr if zero_copy else nd.to_numpy()
 
 
+def _is_float(ann) -> bool:
+    """Whether a scalar parameter's annotation (a dtype, or Python's float / int) is a float."""
+    dt = T.from_python(ann, T.f64, T.i64)
+    return isinstance(dt, DType) and dt.is_float
+
+
 class _JaxKernel:
     """The host side: forward and adjoint launches on numpy arrays (the callbacks' operands)."""
 
@@ -92,13 +99,12 @@ class _JaxKernel:
         self.inputs = [n for n in self.names if n not in outputs]
         for n in self.inputs:
             a = ann[n]
-            if not (isinstance(a, (NdarrayType, DType)) or a in (float, int)):
+            if not isinstance(T.from_python(a, T.f64, T.i64), (NdarrayType, DType)):
                 raise SpiradTypeError(f"parameter {n!r} of {kname} cannot be a JAX argument: "
                                       f"only sd.types.ndarray() and scalar parameters can "
                                       f"(got {a!r})")
         self.arrays = [n for n in self.inputs if isinstance(ann[n], NdarrayType)]
-        self.scalar_float = {n: (ann[n] is float or (isinstance(ann[n], DType) and ann[n].is_float))
-                             for n in self.inputs if n not in self.arrays}
+        self.scalar_float = {n: _is_float(ann[n]) for n in self.inputs if n not in self.arrays}
 
     def result_types(self, given: dict) -> list:
         """`jax.ShapeDtypeStruct` of each output for the inputs `given` (by name)."""

@@ -33,6 +33,7 @@ import threading
 
 import torch
 
+from kernel_ir import dtypes as T
 from kernel_ir.dtypes import DType
 from kernel_ir.errors import SpiradTypeError
 
@@ -50,9 +51,9 @@ def _schema_type(kname: str, name: str, ann) -> str:
     """The torch schema type of one kernel parameter."""
     if isinstance(ann, NdarrayType):
         return "Tensor"
-    if isinstance(ann, DType) or ann in (float, int, bool):
-        is_float = ann is float or (isinstance(ann, DType) and ann.is_float)
-        return "float" if is_float else "int"
+    dt = T.from_python(ann, T.f64, T.i64)  # Python's float / int / bool as dtypes
+    if isinstance(dt, DType):
+        return "float" if dt.is_float else "int"
     raise SpiradTypeError(f"parameter {name!r} of {kname} cannot be a torch op argument: only "
                           f"sd.types.ndarray() and scalar parameters can (got {ann!r})")
 
