@@ -110,3 +110,22 @@ def test_jax_kernel_refusals(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="cannot be a JAX argument"):
         jax_kernel(takes_template, outputs={"y": (3,)})
+
+
+@test_archs(archs=("cpu",))
+def test_float32_without_x64(arch):
+    @sd.kernel
+    def scale(x: sd.types.ndarray(), w: sd.types.ndarray(), y: sd.types.ndarray()):
+        for i in x:
+            y[i] = sd.exp(w[i]) * x[i]
+
+    f = jax_kernel(scale, outputs={"y": "x"})
+    with jax.enable_x64(False):
+        x, w = jnp.linspace(-1.0, 1.0, 6), jnp.linspace(0.0, 0.5, 6)
+        assert x.dtype == jnp.float32
+        loss = jax.jit(lambda x, w: (f(x, w) ** 2).sum())
+        got = jax.grad(loss, argnums=(0, 1))(x, w)
+        ref = jax.grad(lambda x, w: ((jnp.exp(w) * x) ** 2).sum(), argnums=(0, 1))(x, w)
+        assert got[0].dtype == jnp.float32
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-6)

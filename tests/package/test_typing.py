@@ -56,16 +56,17 @@ def test_every_public_name_has_a_docstring():
     assert not missing, f"{len(missing)} public names without a docstring: {missing}"
 
 
-def _mypy(*files):
+def _mypy(cache, *files):
     return subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent",
-                           "--no-incremental", "--show-error-codes", "--no-color-output",
-                           *files], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--no-incremental", "--cache-dir", str(cache), "--show-error-codes",
+                           "--no-color-output", *files],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_mypy_accepts_a_program_using_the_api_and_rejects_a_wrong_one(tmp_path):
     wrong = tmp_path / "wrong_program.py"
     wrong.write_text(WRONG_PROGRAM)
-    r = _mypy(os.path.join(HERE, "typed_program.py"), str(wrong))
+    r = _mypy(tmp_path / "mypy_cache", os.path.join(HERE, "typed_program.py"), str(wrong))
     out = r.stdout + r.stderr
     assert "No module named mypy" not in out, "mypy missing: pip install -e '.[test]'"
     errors = [ln for ln in out.splitlines() if ": error:" in ln]
