@@ -37,6 +37,12 @@ g: np.ndarray = x.grad.to_numpy()
 values: np.ndarray = a.to_numpy()
 b = sd.from_dlpack(np.zeros(4))
 assert_type(b, sd.Ndarray)
+compute.grad(a, 3)  # the adjoint launch, as the tape ran it
+v = sd.Vector.field(3, sd.f32, shape=4)
+assert_type(v, sd.Field)
+m = sd.Matrix([[1.0, 0.0], [0.0, 1.0]])
+tape = sd.ad.Tape()
+assert_type(tape, sd.ad.Tape)
 sd.sync()
 version: str = sd.__version__
 assert_type(compute, sd.Kernel)
