@@ -30,11 +30,14 @@ rows. On the CPU the kernel reads the operands' memory as it is (no copy in). XL
 across the call, and the callback is treated as pure: under `jit` an unused result may be dropped,
 and the call may be run again or in another order, so the kernel must be a function of its inputs.
 `jax.vmap` over the function runs the kernel once per batch element (`vmap_method="sequential"`).
-On GPU backends of spirad the arrays are copied to the device and back on each call.
+On GPU backends of spirad the arrays are copied to the device and back on each call. A spirad
+error in the kernel (a compile error, say) is raised as itself by an eager call; under `jit`,
+XLA raises a `JaxRuntimeError` whose text quotes it.
 """
 from __future__ import annotations
 
 import numbers
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -43,7 +46,7 @@ import numpy as np
 
 from kernel_ir import dtypes as T
 from kernel_ir.dtypes import DType
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
 from .. import state as _state
 from ..ndarray import Ndarray
@@ -105,6 +108,18 @@ class _JaxKernel:
                                       f"(got {a!r})")
         self.arrays = [n for n in self.inputs if isinstance(ann[n], NdarrayType)]
         self.scalar_float = {n: _is_float(ann[n]) for n in self.inputs if n not in self.arrays}
+        self.errors = threading.local()  # the spirad error of a failed callback, per thread
+
+    def guarded(self, fn):
+        """`fn` as a callback that records a spirad error before XLA wraps it (in a
+        JaxRuntimeError whose text quotes it), so an eager call can raise the error itself."""
+        def callback(*args):
+            try:
+                return fn(*args)
+            except SpiradError as e:
+                self.errors.last = e
+                raise
+        return callback
 
     def result_types(self, given: dict) -> list:
         """`jax.ShapeDtypeStruct` of each output for the inputs `given` (by name)."""
@@ -191,7 +206,7 @@ def jax_kernel(kernel, outputs: dict):
     def _run(*args):
         ops = _operands(args)
         types = jk.result_types(dict(zip(jk.inputs, ops)))
-        res = jax.pure_callback(lambda *v: jk.forward(types, *v), tuple(types), *ops,
+        res = jax.pure_callback(jk.guarded(lambda *v: jk.forward(types, *v)), tuple(types), *ops,
                                 vmap_method="sequential")
         return res, ops
 
@@ -217,7 +232,7 @@ def jax_kernel(kernel, outputs: dict):
         wanted = [k for k, (n, o) in enumerate(zip(jk.inputs, ops))
                   if n in jk.arrays and jnp.issubdtype(o.dtype, jnp.floating)]
         types = tuple(jax.ShapeDtypeStruct(ops[k].shape, ops[k].dtype) for k in wanted)
-        grads = jax.pure_callback(lambda *v: jk.backward(len(ops), *v), types,
+        grads = jax.pure_callback(jk.guarded(lambda *v: jk.backward(len(ops), *v)), types,
                                   *ops, *res, *cts, vmap_method="sequential") if wanted else ()
         out = [None] * len(ops)  # None: a zero cotangent (scalars, integer arrays)
         for k, g in zip(wanted, grads):
@@ -229,7 +244,14 @@ def jax_kernel(kernel, outputs: dict):
     @api
     def fn(*args):
         _given(args)
-        return f(*args)
+        jk.errors.last = None
+        try:
+            return jax.block_until_ready(f(*args))  # eager: done here; traced: a no-op
+        except jax.errors.JaxRuntimeError:
+            err = jk.errors.last
+            if err is None:
+                raise
+            raise err from None  # the spirad error itself (under jit: quoted in XLA's)
 
     fn.__name__ = jk.kname
     fn.__doc__ = f"spirad kernel {jk.kname} as a JAX function (custom VJP: its adjoint)"

@@ -39,7 +39,7 @@ def _close(a, b):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-15)
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(require=("f64",), default_fp=sd.f64)
 def test_jit_and_grad_match_jax_numpy(arch):
     f = jax_kernel(step, outputs={"y": "x"})
 
