@@ -16,9 +16,10 @@ The function takes the kernel's arguments in order without the outputs (JAX arra
 parameters, numbers or 0-d arrays for scalars) and returns the output array(s). `outputs` maps
 each output parameter to its shape: an input's name (same shape and dtype), a shape tuple (dtype
 of the first array input), or a function of the inputs (`jax.ShapeDtypeStruct`s and scalars, by
-name) returning a shape. As for `kernel.grad`: the kernel must not write its inputs, and outputs
-start at zero. Integer arrays are constants; scalars too, and asking for a scalar's gradient is an
-error (the adjoint computes none; make it an ndarray parameter).
+name) returning a shape. Arrays of scalar elements only (a vector / matrix `dtype=` or
+`element_dim` is refused). As for `kernel.grad`: the kernel must not write its inputs, and
+outputs start at zero. Integer arrays are constants; scalars too, and asking for a scalar's
+gradient is an error (the adjoint computes none; make it an ndarray parameter).
 
 How it runs, and what that costs: through `jax.pure_callback`. XLA's FFI would avoid the Python
 round trip, but registering an FFI target from Python means implementing XLA's C call-frame ABI
@@ -107,6 +108,12 @@ class _JaxKernel:
                                       f"only sd.types.ndarray() and scalar parameters can "
                                       f"(got {a!r})")
         self.arrays = [n for n in self.inputs if isinstance(ann[n], NdarrayType)]
+        for n in self.arrays + self.outputs:
+            a = ann[n]
+            if (a.dtype is not None and not isinstance(a.dtype, DType)) or a.element_dim:
+                raise SpiradTypeError(f"parameter {n!r} of {kname}: jax_kernel takes ndarrays of "
+                                      f"scalar elements; annotate it sd.types.ndarray() and index "
+                                      f"the components as a trailing axis")
         self.scalar_float = {n: _is_float(ann[n]) for n in self.inputs if n not in self.arrays}
         self.errors = threading.local()  # the spirad error of a failed callback, per thread
 
@@ -142,7 +149,7 @@ class _JaxKernel:
     def _scalar(self, n, a):
         return float(a) if self.scalar_float[n] else int(a)
 
-    def _bind_inputs(self, values, needs_grad: bool):
+    def _bind_inputs(self, values):
         bound = {}
         for n, a in zip(self.inputs, values):
             if n in self.arrays:
@@ -154,7 +161,7 @@ class _JaxKernel:
 
     def forward(self, out_types, *values):
         """The callback of the forward pass: the outputs as numpy arrays."""
-        bound = self._bind_inputs(values, False)
+        bound = self._bind_inputs(values)
         outs = []
         for o, t in zip(self.outputs, out_types):
             arr = np.zeros(t.shape, t.dtype)
@@ -170,7 +177,7 @@ class _JaxKernel:
         the cotangent of each float array input, in input order."""
         ins, outs, cts = values[:n_in], values[n_in:n_in + len(self.outputs)], \
             values[n_in + len(self.outputs):]
-        bound = self._bind_inputs(ins, True)
+        bound = self._bind_inputs(ins)
         grads = {}
         for n in self.arrays:
             nd = bound[n]

@@ -111,6 +111,15 @@ def test_jax_kernel_refusals(arch):
     with pytest.raises(sd.SpiradTypeError, match="cannot be a JAX argument"):
         jax_kernel(takes_template, outputs={"y": (3,)})
 
+    @sd.kernel
+    def takes_vectors(p: sd.types.ndarray(dtype=sd.types.vector(3, sd.f64), ndim=1),
+                      y: sd.types.ndarray()):
+        for i in p:
+            y[i] = p[i][0]
+
+    with pytest.raises(sd.SpiradTypeError, match="ndarrays of scalar elements"):
+        jax_kernel(takes_vectors, outputs={"y": (3,)})
+
 
 @test_archs(archs=("cpu",))
 def test_float32_without_x64(arch):
