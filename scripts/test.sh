@@ -19,6 +19,7 @@ export SPIRAD_METAL_EMULATE=1  # the Metal backend on lavapipe, M1 limits
 # no GPU in CI: cuda / amdgpu run their GPU lowering on the CPU, device code still assembled
 export SPIRAD_CUDA_EMULATE=1 SPIRAD_AMDGPU_EMULATE=1
 export SPIRAD_VALIDATION=1
+export SPIRAD_REQUIRE_PYTHONS=1  # the wheel runs under every Python of the classifiers
 python3 -m pytest -n 2 -q -p no:cacheprovider tests "$@"
 
 CPU_WIDTH_SUITES=(

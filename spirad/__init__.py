@@ -25,7 +25,7 @@ from .extension import extension, is_extension_supported
 from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
-from .kernel import data_oriented, kernel
+from .kernel import Kernel, data_oriented, kernel
 from .struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
@@ -181,6 +181,37 @@ QuadrantsSyntaxError, QuadrantsTypeError, QuadrantsNameError = TaichiSyntaxError
 QuadrantsCompilationError, QuadrantsRuntimeError = TaichiCompilationError, TaichiRuntimeError
 QuadrantsIndexError, QuadrantsRuntimeTypeError = TaichiIndexError, TaichiRuntimeTypeError
 QuadrantsAssertionError = TaichiAssertionError
+
+# The public surface, spelled out for `from spirad import *` and for type checkers (a name
+# imported into a py.typed package's __init__ is private to it unless listed here);
+# tests/package/test_typing.py checks that every public name is listed and documented.
+__all__ = [
+    "__version__", "abs", "acos", "ad", "algorithms", "amdgpu", "arm64", "asin", "assume_in_range",
+    "atan", "atan2", "atomic_add", "atomic_and", "atomic_exchange", "atomic_max", "atomic_min",
+    "atomic_or", "atomic_sub", "atomic_xor", "axes", "Backend", "block_local", "cast", "ceil",
+    "clear_cache", "cos", "cpu", "CRITICAL", "cuda", "data_oriented", "dataclass", "DEBUG", "dx11",
+    "dx12", "eig", "ERROR", "exp", "exp2", "expm1", "extension", "f32", "f64", "field", "Field",
+    "float32", "float64", "floor", "from_dlpack", "func", "gles", "gpu", "graph", "grouped", "GUI",
+    "hex_to_rgb", "i", "i32", "i64", "ij", "ijk", "ijkl", "ijl", "ik", "ikl", "il", "INFO", "init",
+    "int32", "int64", "is_extension_supported", "j", "jk", "jkl", "jl", "k", "kernel", "Kernel",
+    "kl", "l", "Layout", "log", "log1p", "log2", "loop_config", "math", "Matrix", "MatrixTensor",
+    "max", "metal", "min", "ndarray", "Ndarray", "ndrange", "opengl", "outer", "perf_dispatch",
+    "polar_decompose", "pow", "print_kernel_profiler_info", "profiler", "QuadrantsAssertionError",
+    "QuadrantsCompilationError", "QuadrantsIndexError", "QuadrantsNameError",
+    "QuadrantsRuntimeError", "QuadrantsRuntimeTypeError", "QuadrantsSyntaxError",
+    "QuadrantsTypeError", "randn", "random", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
+    "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
+    "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
+    "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
+    "SpiradNotSupportedError", "SpiradOutOfBoundsError", "SpiradRuntimeError", "SpiradSyntaxError",
+    "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
+    "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",
+    "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
+    "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
+    "Tensor", "tensor", "tools", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
+    "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
+]
+
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
     **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"

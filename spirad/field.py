@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import re
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -118,6 +119,11 @@ class _HostArray(TensorSurface):
 
     dtype: T.DType
     comp_shape: tuple
+
+    if TYPE_CHECKING:  # for type checkers only: no iteration on the host
+        def __iter__(self) -> Iterator[Any]:
+            """`for i in x:` in a kernel, the parallel loop over x's indices (the frontend
+            lowers it; declared so that type checkers accept it)."""
 
     @property
     def full_shape(self) -> tuple:

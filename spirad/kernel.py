@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import typing
 
 import numpy as np
 
@@ -91,9 +92,11 @@ class Kernel(PyFunction):
 
     def _resolve_annotation(self, ann):
         """String annotations (`from __future__ import annotations`) are evaluated in the
-        kernel's module and closure, as Python would evaluate them."""
+        kernel's module and closure, as Python would evaluate them. `Annotated[T, a]` (PEP 593)
+        means `a`: a type checker reads `T` (`sd.Ndarray`, `float`), spirad reads `a`
+        (`sd.types.ndarray()`, `sd.f32`), so typed programs can annotate kernels."""
         if not isinstance(ann, str):
-            return ann
+            return _spirad_annotation(ann)
         scope = dict(self.fn.__globals__)
         if self.fn.__closure__:
             for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__):
@@ -102,10 +105,11 @@ class Kernel(PyFunction):
                 except ValueError:
                     pass
         try:
-            return eval(ann, scope)  # noqa: S307 - the user's own annotation expression
+            resolved = eval(ann, scope)  # noqa: S307 - the user's own annotation expression
         except Exception as e:
             raise SpiradTypeError(f"cannot evaluate the annotation {ann!r} of kernel "
                                   f"{self.fn.__name__}: {e}") from None
+        return _spirad_annotation(resolved)
 
     def _arg_error(self, cls, msg, index=None):
         """A user error about the arguments, quoting the kernel's parameter (or its def line)."""
@@ -515,7 +519,23 @@ def _template_key(a):
 KERNEL_OPTIONS = ("fastcache", "graph")
 
 
-def kernel(fn=None, **options) -> Kernel:
+def _spirad_annotation(ann):
+    """The spirad annotation of `Annotated[T, a, ...]`: `a` (see Kernel._resolve_annotation)."""
+    if typing.get_origin(ann) is typing.Annotated:
+        return ann.__metadata__[0]
+    return ann
+
+
+@typing.overload
+def kernel(fn: typing.Callable[..., typing.Any], **options: typing.Any) -> Kernel: ...
+
+
+@typing.overload
+def kernel(fn: None = None, **options: typing.Any) -> typing.Callable[
+    [typing.Callable[..., typing.Any]], Kernel]: ...
+
+
+def kernel(fn=None, **options):
     """Decorator: compile `fn` as a kernel. Its outermost `for` runs in parallel; arguments are
     annotated (`sd.f32`, `int`, `sd.types.ndarray()`, `sd.template()`, vector types); `-> type`
     declares a return value. Also `@sd.kernel(fastcache=True, graph=False)` (Quadrants' options:

@@ -152,6 +152,8 @@ SWITCHES = {s.name: s for s in (
 TEST_SWITCHES = {
     "SPIRAD_REQUIRE_ARCHS": ("cpu,vulkan,metal,cuda,amdgpu",
                              "tests: a missing arch is a failure instead of a skip"),
+    "SPIRAD_REQUIRE_PYTHONS": ("1", "tests: a Python of the classifiers missing here is a failure "
+                                    "instead of a skip (tests/package, the wheel)"),
     "SPIRAD_UPDATE_GOLDEN": ("1", "tests: rewrite the golden SPIR-V disassembly "
                                   "(tests/spirv_codegen/golden)"),
     "SPIRAD_SPIRV_TEST_VALIDATION": ("0", "tests: SPIR-V code generator tests without the "

@@ -20,6 +20,7 @@ import functools
 import os
 import sys
 import types
+from typing import Any, Callable, TypeVar
 
 from kernel_ir.errors import SpiradError
 
@@ -64,8 +65,13 @@ def strip(exc: BaseException) -> BaseException:
     return exc
 
 
-def api(fn):
-    """A public entry point: user errors leave it with user frames only (module doc)."""
+_F = TypeVar("_F", bound=Callable[..., Any])
+_C = TypeVar("_C", bound=type)
+
+
+def api(fn: _F) -> _F:
+    """A public entry point: user errors leave it with user frames only (module doc). Typed as
+    returning `fn` itself, so type checkers see the wrapped function's signature."""
     @functools.wraps(fn)
     def entry(*args, **kwargs):
         try:
@@ -77,15 +83,15 @@ def api(fn):
             if _BARE_RERAISE:
                 raise
             raise e.with_traceback(e.__traceback__)  # noqa: B904 - Python 3.10: one frame more
-    entry.__spirad_api__ = True
-    return entry
+    entry.__spirad_api__ = True  # type: ignore[attr-defined]
+    return entry  # type: ignore[return-value]
 
 
 _DUNDERS = ("__init__", "__call__", "__getitem__", "__setitem__", "__enter__", "__exit__",
             "__iter__")
 
 
-def api_class(cls):
+def api_class(cls: _C) -> _C:
     """`api` on every public method a class defines, and on the dunders users call (not on
     properties: they raise no user errors, and `Field.grad` looks at its caller)."""
     for name, v in list(vars(cls).items()):

@@ -512,7 +512,7 @@ def copy_out(entries, args, writes) -> None:
 
 
 @_guard.locked
-def from_dlpack(obj, dtype=None, needs_grad=False):
+def from_dlpack(obj, dtype=None, needs_grad: bool = False) -> Ndarray:
     """`sd.from_dlpack`: an `sd.ndarray` for a DLPack exporter (numpy array, torch tensor) or
     any numpy array or `__cuda_array_interface__` array: sharing its memory on host-memory
     backends and, for GPU arrays, on the backend of their device; a copy of a host array on GPU

@@ -145,25 +145,31 @@ def _result(nd: Ndarray, tensor, device) -> torch.Tensor:
     return tensor if device.type == "cpu" else tensor.to(device)
 
 
-@api
-def kernel_function(kernel, outputs: dict):
-    """`fn(*args) -> tensor(s)`: `kernel` as a torch.autograd.Function (see the module doc)."""
-    params = kernel._annotations()
-    names = [n for n, _ in params]
-    for o in outputs:
-        if o not in names:
-            raise SpiradValueError(f"output {o!r} is not a parameter of kernel {kernel.fn.__name__} "
-                                   f"({', '.join(names)})")
-        if not isinstance(dict(params)[o], NdarrayType):
-            raise SpiradTypeError(f"output {o!r} of {kernel.fn.__name__} must be a "
-                                  f"sd.types.ndarray() parameter")
-    inputs = [n for n in names if n not in outputs]
-    tensor_params = {n for n, a in params if isinstance(a, NdarrayType)}
-    kname = kernel.fn.__name__
-    buffers = _HostBuffers()
+class KernelCall:
+    """One kernel's forward and adjoint launches on torch tensors, shared by `kernel_function`
+    (a torch.autograd.Function) and `spirad.interop.torch_library.torch_op` (a torch custom op):
+    the parameter checks, output allocation and gradient seeding live here once."""
 
-    def output_shape(name, given):
-        spec = outputs[name]
+    def __init__(self, kernel, outputs: dict):
+        params = kernel._annotations()
+        self.kernel, self.outputs, self.params = kernel, outputs, params
+        self.names = [n for n, _ in params]
+        self.kname = kname = kernel.fn.__name__
+        for o in outputs:
+            if o not in self.names:
+                raise SpiradValueError(f"output {o!r} is not a parameter of kernel {kname} "
+                                       f"({', '.join(self.names)})")
+            if not isinstance(dict(params)[o], NdarrayType):
+                raise SpiradTypeError(f"output {o!r} of {kname} must be a "
+                                      f"sd.types.ndarray() parameter")
+        self.inputs = [n for n in self.names if n not in outputs]
+        self.tensor_params = {n for n, a in params if isinstance(a, NdarrayType)}
+        self.buffers = _HostBuffers()
+
+    def output_shape(self, name, given):
+        """(shape, torch dtype) of output `name` for the inputs `given` (by name); works on
+        fake tensors too (torch.compile's shape propagation)."""
+        spec = self.outputs[name]
         if isinstance(spec, str):
             t = given[spec]
             return tuple(t.shape), t.dtype
@@ -175,83 +181,124 @@ def kernel_function(kernel, outputs: dict):
             spec = (int(spec),)
         return tuple(spec), dtype
 
+    def given(self, args) -> dict:
+        """The inputs by name, their count checked."""
+        if len(args) != len(self.inputs):
+            raise SpiradTypeError(f"{self.kname} as a torch function takes {len(self.inputs)} "
+                                  f"argument(s) ({', '.join(self.inputs)}), got {len(args)}")
+        return dict(zip(self.inputs, args))
+
+    def _host_backend(self) -> bool:
+        be = _state.backend()
+        host = be.host_storage(np.zeros(8, np.uint8)) is not None
+        if not host:
+            warn_user(f"{self.kname} as a torch function on {be.name}: every call copies its "
+                      f"tensors to device memory and the results back (the CPU backend shares "
+                      f"their memory)")
+        return host
+
+    def _bind_inputs(self, given) -> dict:
+        bound = {}
+        for n, a in given.items():
+            if n in self.tensor_params:
+                if not isinstance(a, torch.Tensor):
+                    raise SpiradTypeError(f"argument {n!r} must be a torch tensor, got "
+                                          f"{type(a).__name__}")
+                bound[n] = _bind(_host(a), f"argument {n!r} of {self.kname}")
+            else:
+                bound[n] = a
+        return bound
+
+    def forward(self, given: dict):
+        """Run the kernel: (the launch's arguments, output ndarrays by name, the output tensors
+        in `outputs` order, host flag)."""
+        host = self._host_backend()
+        bound = self._bind_inputs(given)
+        outs, out_tensors = {}, {}
+        for o in self.outputs:
+            shape, dtype = self.output_shape(o, given)
+            np_dtype = _sd_dtype(torch.empty(0, dtype=dtype)).np
+            if host:
+                a = self.buffers.get(shape, np_dtype, zero=True)
+                outs[o] = bound[o] = _bind(a, f"output {o!r} of {self.kname}")
+                out_tensors[o] = torch.from_numpy(a)
+            else:
+                outs[o] = bound[o] = _bind(np.zeros(shape, np_dtype), f"output {o!r}")
+                out_tensors[o] = None
+        call = tuple(bound[n] for n in self.names)
+        self.kernel(*call)
+        self.kernel.release_plans()  # the plan would keep this call's buffers alive
+        devices = [a.device for a in given.values() if isinstance(a, torch.Tensor)]
+        dev = devices[0] if devices else torch.device("cpu")
+        res = tuple(_result(outs[o], out_tensors[o], dev) for o in self.outputs)
+        return call, outs, res, host
+
+    def rebind(self, given: dict, out_values: dict):
+        """The launch arguments of a forward run, from its inputs and its outputs' values (the
+        custom op's backward gets tensors, not the forward's ndarrays)."""
+        host = self._host_backend()
+        bound = self._bind_inputs(given)
+        outs = {}
+        for o, t in out_values.items():
+            outs[o] = bound[o] = _bind(_host(t), f"output {o!r} of {self.kname}")
+        return tuple(bound[n] for n in self.names), outs, host
+
+    def differentiable(self, n: str, a) -> bool:
+        """Whether input `n` (value `a`) gets a gradient: a floating-point tensor."""
+        return n in self.tensor_params and isinstance(a, torch.Tensor) and a.is_floating_point()
+
+    def backward(self, call, outs, host, grads, wanted: dict, devices: dict) -> list:
+        """Run the adjoint with output gradients `grads` (None: zero); the gradient of each
+        input in `wanted` (name -> True), None for the others, in input order."""
+        by_name = dict(zip(self.names, call))
+        in_grads = {}
+        for n in self.inputs:
+            nd = by_name[n]
+            if wanted.get(n) and nd.dtype.is_float:
+                in_grads[n] = _grad_buffer(nd, host, self.buffers)
+        for o, g in zip(self.outputs, grads):
+            nd = outs[o]
+            if g is None:
+                _grad_buffer(nd, host, self.buffers)
+            elif host:  # the adjoint consumes (zeroes) it, and torch may share g: a copy
+                buf = self.buffers.get(nd.full_shape, nd.dtype.np, zero=False)
+                np.copyto(buf, g.detach().cpu().numpy())
+                nd.grad = _bind(buf, f"the gradient of output {o!r}")
+            else:
+                _grad_buffer(nd, False)
+                nd.grad.from_numpy(_host(g).numpy())
+        self.kernel.grad(*call)
+        self.kernel.release_plans()
+        res = [_result(by_name[n].grad, in_grads[n], devices[n]) if n in in_grads else None
+               for n in self.inputs]
+        for nd in call:  # the aliases keep the call's memory: drop the gradients now
+            if isinstance(nd, Ndarray):
+                nd.grad = None
+        return res
+
+
+@api
+def kernel_function(kernel, outputs: dict):
+    """`fn(*args) -> tensor(s)`: `kernel` as a torch.autograd.Function (see the module doc)."""
+    kc = KernelCall(kernel, outputs)
+    kname, inputs, tensor_params = kc.kname, kc.inputs, kc.tensor_params
+
     class KernelFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            if len(args) != len(inputs):
-                raise SpiradTypeError(f"{kname} as a torch Function takes {len(inputs)} "
-                                      f"argument(s) ({', '.join(inputs)}), got {len(args)}")
-            given = dict(zip(inputs, args))
-            be = _state.backend()
-            host = be.host_storage(np.zeros(8, np.uint8)) is not None
-            if not host:
-                warn_user(f"kernel_function({kname}) on {be.name}: every call copies its tensors "
-                          f"to device memory and the results back (the CPU backend shares their "
-                          f"memory)")
-            bound, saved = {}, []
-            for n, a in given.items():
-                if n in tensor_params:
-                    if not isinstance(a, torch.Tensor):
-                        raise SpiradTypeError(f"argument {n!r} must be a torch tensor, got "
-                                              f"{type(a).__name__}")
-                    bound[n] = _bind(_host(a), f"argument {n!r} of {kname}")
-                    saved.append(a)
-                else:
-                    bound[n] = a
-            outs, out_tensors = {}, {}
-            for o in outputs:
-                shape, dtype = output_shape(o, given)
-                np_dtype = _sd_dtype(torch.empty(0, dtype=dtype)).np
-                if host:
-                    a = buffers.get(shape, np_dtype, zero=True)
-                    outs[o] = bound[o] = _bind(a, f"output {o!r} of {kname}")
-                    out_tensors[o] = torch.from_numpy(a)
-                else:
-                    outs[o] = bound[o] = _bind(np.zeros(shape, np_dtype), f"output {o!r}")
-                    out_tensors[o] = None
-            call = tuple(bound[n] for n in names)
-            kernel(*call)
-            kernel.release_plans()  # the plan would keep this call's buffers alive
-            ctx.save_for_backward(*saved)
+            given = kc.given(args)
+            call, outs, res, host = kc.forward(given)
+            ctx.save_for_backward(*[a for n, a in given.items() if n in tensor_params])
             ctx.call, ctx.outs, ctx.host = call, outs, host
             ctx.devices = {n: a.device for n, a in given.items() if isinstance(a, torch.Tensor)}
-            dev = next(iter(ctx.devices.values()), torch.device("cpu"))
-            res = tuple(_result(outs[o], out_tensors[o], dev) for o in outputs)
             return res if len(res) > 1 else res[0]
 
         @staticmethod
         def backward(ctx, *grads):
             ctx.saved_tensors  # noqa: B018 - torch's check: no input was modified in place
-            call, host = ctx.call, ctx.host
-            by_name = dict(zip(names, call))
-            in_grads = {}
-            for k, n in enumerate(inputs):
-                nd = by_name[n]
-                if n in tensor_params and ctx.needs_input_grad[k] and nd.dtype.is_float:
-                    in_grads[n] = _grad_buffer(nd, host, buffers)
-            for o, g in zip(outputs, grads):
-                nd = ctx.outs[o]
-                if g is None:
-                    _grad_buffer(nd, host, buffers)
-                elif host:  # the adjoint consumes (zeroes) it, and torch may share g: a copy
-                    buf = buffers.get(nd.full_shape, nd.dtype.np, zero=False)
-                    np.copyto(buf, g.detach().cpu().numpy())
-                    nd.grad = _bind(buf, f"the gradient of output {o!r}")
-                else:
-                    _grad_buffer(nd, False)
-                    nd.grad.from_numpy(_host(g).numpy())
-            kernel.grad(*call)
-            kernel.release_plans()
-            res = []
-            for n in inputs:
-                if n in in_grads:
-                    res.append(_result(by_name[n].grad, in_grads[n], ctx.devices[n]))
-                else:
-                    res.append(None)
-            for nd in call:  # the aliases keep the call's memory: drop the gradients now
-                if isinstance(nd, Ndarray):
-                    nd.grad = None
-            return tuple(res)
+            wanted = {n: n in tensor_params and ctx.needs_input_grad[k]
+                      for k, n in enumerate(inputs)}
+            return tuple(kc.backward(ctx.call, ctx.outs, ctx.host, grads, wanted, ctx.devices))
 
     KernelFunction.__name__ = KernelFunction.__qualname__ = f"{kname}_Function"
 
@@ -260,7 +307,7 @@ def kernel_function(kernel, outputs: dict):
         return KernelFunction.apply(*args)
 
     fn.Function = KernelFunction
-    fn.buffers = buffers  # the host memory it reuses (tests)
+    fn.buffers = kc.buffers  # the host memory it reuses (tests)
     fn.__name__ = kname
     fn.__doc__ = f"spirad kernel {kname} as a torch.autograd.Function"
     return fn

@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # The public namespaces: `sd.<name>` and these modules' exported names.
 PUBLIC_MODULES = ("spirad", "spirad.ad", "spirad.math", "spirad.types", "spirad.profiler",
-                  "spirad.tools", "spirad.interop.arrays", "spirad.interop.autograd")
+                  "spirad.tools", "spirad.interop", "spirad.interop.arrays",
+                  "spirad.interop.autograd", "spirad.interop.torch_library", "spirad.interop.jax")
 # Classes users hold without naming them (what sd.field, sd.ndarray, @sd.kernel... return).
 RESULT_CLASSES = ("spirad.field.Field", "spirad.field._HostArray", "spirad.field.SNode", "spirad.ndarray.Ndarray",
                   "spirad.kernel.Kernel", "spirad.kernel.BoundKernel", "spirad.func.Func",
@@ -99,7 +100,8 @@ def test_api_site_builds_without_warnings(tmp_path):
     page = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("spirad.init", "spirad.field.field", "spirad.kernel.Kernel.grad",
                  "spirad.ad.Tape", "spirad.profiler.print_kernel_profiler_info",
-                 "spirad.interop.autograd.kernel_function", "kernel_ir.errors.SpiradTypeError"):
+                 "spirad.interop.autograd.kernel_function", "spirad.interop.jax.jax_kernel",
+                 "spirad.interop.torch_library.torch_op", "kernel_ir.errors.SpiradTypeError"):
         assert f'id="{name}"' in page, name  # rendered from the docstrings
     guide = (tmp_path / "site" / "autodiff" / "index.html").read_text()
     assert "adstack" in guide

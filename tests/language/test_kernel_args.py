@@ -149,3 +149,23 @@ def test_wrong_argument_errors(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="unsupported annotation"):
         bad_annotation("a")
+
+
+@test_archs(archs=("cpu",))
+def test_annotated_parameters_read_the_spirad_annotation(arch):
+    """PEP 593: `Annotated[T, a]` is annotation `a` to spirad (T is for type checkers),
+    evaluated or not (string annotations)."""
+    from typing import Annotated
+
+    @sd.kernel
+    def k(a: Annotated[float, sd.f32], n: Annotated[int, sd.i32],
+          y: Annotated[sd.Ndarray, sd.types.ndarray()]) -> Annotated[float, sd.f32]:
+        for i in range(n):
+            y[i] = a * i
+        return a * 2.0
+
+    y = sd.ndarray(sd.f32, (4,))
+    assert k(1.5, 3, y) == 3.0
+    assert y.to_numpy().tolist() == [0.0, 1.5, 3.0, 0.0]
+    with pytest.raises(sd.SpiradTypeError):
+        k(1.5, 3, "not an array")

@@ -1,18 +1,27 @@
-"""A fresh virtual environment with only the package installed runs the README's first example:
-on the CPU with `pip install spirad` alone, on lavapipe with `spirad[vulkan]`.
+"""The distributions users install: `python -m build` makes the sdist and, from it, the wheel;
+`twine check` passes both; a fresh virtual environment with only the wheel installed runs the
+README's first example: on the CPU with `pip install spirad` alone, on lavapipe with
+`spirad[vulkan]`, and on the CPU under every Python version the classifiers name.
 
-The package is built once from this checkout as a wheel (`pip wheel --no-build-isolation`: the
-build uses the setuptools already installed, as scripts/install.sh's pip does) and installed
-into an empty venv (`python -m venv --without-pip`, driven by this interpreter's pip), so what
-the test sees is what `pip install .` gives a user: the wheel's files, its metadata and its
-declared dependencies, nothing from this checkout or this environment. About a minute, most of
-it pip resolving numpy / llvmlite / vulkan (from its cache when warm)."""
+The build runs without isolation (`--no-isolation`: the setuptools already installed, as
+scripts/install.sh's pip uses), once per test session; the wheel is built from the sdist, so a
+file missing from the sdist fails here too. Each venv is empty (`python -m venv --without-pip`,
+driven by this interpreter's pip), so what the test sees is what `pip install spirad` gives a
+user: the wheel's files, its metadata and its declared dependencies, nothing from this checkout
+or this environment. About a minute for this Python, most of it pip resolving numpy / llvmlite /
+vulkan (from its cache when warm), and half a minute per other Python. The other Pythons are
+found under pyenv or on PATH (`python3.X`); with SPIRAD_REQUIRE_PYTHONS=1 (CI) a missing one
+fails, elsewhere it is skipped with the reason."""
 from __future__ import annotations
 
+import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 
 import pytest
 
@@ -47,19 +56,93 @@ def _check_printed(out: str):
     np.testing.assert_allclose(vals, np.sin(0.01 * np.arange(4)), atol=1e-6)
 
 
-def test_readme_example_in_a_fresh_venv(tmp_path):
+def classified_pythons() -> list:
+    """The Python versions pyproject.toml's classifiers say are tested ('3.11', ...)."""
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        return re.findall(r'"Programming Language :: Python :: (3\.\d+)"', f.read())
+
+
+def find_python(version: str):
+    """An interpreter of `version` on this machine (pyenv's, then PATH's: pyenv's shims on PATH
+    run only the selected version), or None."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")))
+    if found:
+        return found[-1]
+    exe = shutil.which(f"python{version}")
+    return exe if exe and "shims" not in exe else None
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """(wheel, sdist) built from this checkout by `python -m build`, checked by twine."""
+    out = tmp_path_factory.mktemp("dist")
+    src = tmp_path_factory.mktemp("src") / "spirad"  # a copy: builds write into their source
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "__pycache__", "*.egg-info", "build", "dist", ".*cache*", ".hypothesis", "site"))
+    _run([sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(src)],
+         env={**os.environ, "PIP_NO_INPUT": "1"})
+    wheel = next(out.glob("spirad-*.whl"))
+    sdist = next(out.glob("spirad-*.tar.gz"))
+    _run([sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)])
+    return wheel, sdist
+
+
+def test_distributions_hold_the_package(dist):
+    wheel, sdist = dist
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    for pkg in ("spirad", "kernel_ir", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
+                "shaders"):
+        assert pkg in tops, f"{pkg} missing from {wheel.name}"
+    assert "tests" not in tops and "benchmarks" not in tops
+    assert "spirad/py.typed" in names  # PEP 561: type checkers read the inline annotations
+    assert "spirad/interop/jax.py" in names and "spirad/interop/torch_library.py" in names
+    members = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    assert {"README.md", "LICENSE", "pyproject.toml", "spirad/__init__.py"} <= members
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"Classifier: Programming Language :: Python :: {running}" in meta, \
+        f"the suite runs on Python {running}: name it in pyproject.toml's classifiers"
+
+
+def _venv(tmp_path, wheel, python=sys.executable, extra=""):
+    """An empty venv of `python` with the wheel (and `extra`) installed: (its python, env)."""
+    venv = tmp_path / "venv"
+    _run([python, "-m", "venv", "--without-pip", str(venv)])
+    py = str(venv / "bin" / "python")
+    env = _clean_env(tmp_path)
+    _run([sys.executable, "-m", "pip", "--python", py, "install", "-q",
+          "--disable-pip-version-check", f"{wheel}{extra}"], env=env)
+    return py, env
+
+
+@pytest.mark.parametrize("version", [v for v in classified_pythons()
+                                     if v != f"{sys.version_info.major}.{sys.version_info.minor}"])
+def test_readme_example_from_the_wheel_on_each_classified_python(version, dist, tmp_path):
+    python = find_python(version)
+    if python is None:
+        if os.environ.get("SPIRAD_REQUIRE_PYTHONS") == "1":
+            pytest.fail(f"Python {version} is in the classifiers but not on this machine")
+        pytest.skip(f"no Python {version} here (PATH, pyenv)")
+    py, env = _venv(tmp_path, dist[0], python)
+    (tmp_path / "example.py").write_text(readme_example())
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    r = _run([py, str(tmp_path / "example.py")], cwd=work, env=env)
+    _check_printed(r.stdout)
+    v = _run([py, "-c", "import sys, spirad; print(sys.version_info[:2], spirad.__file__)"],
+             cwd=work, env=env).stdout
+    assert f"(3, {version.split('.')[1]})" in v and str(tmp_path / "venv") in v
+
+
+def test_readme_example_in_a_fresh_venv(dist, tmp_path):
     example = readme_example()
     assert "sd.init(arch=sd.cpu)" in example and "pip install spirad" in open(
         os.path.join(ROOT, "README.md")).read()
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-          "-w", str(tmp_path / "dist"), ROOT], env={**os.environ, "PIP_NO_INPUT": "1"})
-    wheel = next((tmp_path / "dist").glob("spirad-*.whl"))
+    wheel = dist[0]
+    py, env = _venv(tmp_path, wheel)
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    py = str(venv / "bin" / "python")
-    env = _clean_env(tmp_path)
-    pip = [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--disable-pip-version-check"]
-    _run(pip + [str(wheel)], env=env)
     (tmp_path / "example.py").write_text(example)
     work = tmp_path / "elsewhere"  # not the checkout: `import spirad` must find the venv's
     work.mkdir()
@@ -75,7 +158,8 @@ def test_readme_example_in_a_fresh_venv(tmp_path):
     assert "pip install 'spirad[vulkan]'" in info  # what to install for vulkan
 
     # with the vulkan extra, the same example on lavapipe
-    _run(pip + [f"{wheel}[vulkan]"], env=env)
+    _run([sys.executable, "-m", "pip", "--python", py, "install", "-q",
+          "--disable-pip-version-check", f"{wheel}[vulkan]"], env=env)
     info = _run([py, "-m", "spirad"], cwd=work, env=env).stdout
     if not re.search(r"^  vulkan +available$", info, re.M):
         if "vulkan" in required_archs():

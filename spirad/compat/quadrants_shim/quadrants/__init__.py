@@ -3,7 +3,10 @@
 Importing it also gives this process Quadrants' defaults where spirad refuses, for safety, a
 program Quadrants runs (`QUADRANTS_DEFAULTS`): such a kernel runs as in Quadrants, with a
 `SpiradWarning` naming the risk; an environment variable set by the user wins."""
-from spirad import *  # noqa: F401,F403
+import spirad as _spirad
+# every name spirad binds, as before spirad had an __all__ (Quadrants programs reach submodules
+# such as `qd.lang` / `qd.struct` that are not spirad's documented surface)
+globals().update({_n: getattr(_spirad, _n) for _n in dir(_spirad) if not _n.startswith("_")})
 from spirad import (Backend, Field, Layout, MatrixTensor, Ndarray, Tensor, VectorTensor,  # noqa: F401
                     _logging, algorithms, graph, math, simt, tensor, types, wrap)
 from spirad import __getattr__  # noqa: F401 (names spirad lacks say what to use)
