@@ -50,6 +50,9 @@ from .caps import caps_of, device_limits, find_adapter, pipeline_buffer_slots
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
+# the unsubmitted pass keeps every buffer it binds alive: past this many bytes of them it is
+# submitted (without waiting), so dropped ndarrays are returned while a loop never syncs
+MAX_PENDING_BYTES = 64 << 20
 ARENA_BYTES = 1 << 20  # argument blocks of one pass (MAX_BATCH blocks of up to 256 bytes)
 
 
@@ -121,9 +124,11 @@ class WgpuRuntime(GfxRuntime):
         self._layouts: dict = {}     # (num_bindings, push bytes) -> pipeline layout
         self._pipelines: dict = {}
         self._bind_groups: dict = {}
+        self._groups_of: dict = {}   # id(buffer handle) -> keys of the cached groups binding it
         self._encoder = self._pass = None
         self._pending: set = set()   # id() of buffers bound by the unsubmitted pass
         self._pending_refs: list = []
+        self._pending_bytes = 0      # bytes of the buffers in _pending_refs
         self._labels: dict = {}      # labels of the pipelines dispatched in the unsubmitted pass
         self._count = 0
         self._fence = None
@@ -165,9 +170,25 @@ class WgpuRuntime(GfxRuntime):
             self.flush()
 
     def _release(self, buf: Buffer) -> None:
+        """Destroy `buf` and drop the cached bind groups that bind it (else each dropped
+        ndarray left one group, a few KB, until the cache filled: memory that grew per round
+        of an ndarray churn)."""
         if id(buf) in self._pending:
             self.flush()
+        self._forget(buf.handle)
         buf.handle.destroy()
+
+    def _forget(self, handle) -> None:
+        """Drop the cached bind groups that bind `handle`."""
+        for key in self._groups_of.pop(id(handle), ()):
+            hit = self._bind_groups.pop(key, None)
+            if hit is not None:
+                for h in hit[1]:
+                    keys = self._groups_of.get(id(h))
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del self._groups_of[id(h)]
 
     # -- pipelines -----------------------------------------------------------------------------
     def _bgl(self, n: int, uniform=(), readonly=(), arguments=False):
@@ -262,6 +283,7 @@ class WgpuRuntime(GfxRuntime):
             return hit[0]
         if len(self._bind_groups) >= _BIND_CACHE_MAX:
             self._bind_groups.clear()
+            self._groups_of.clear()
         entries = []
         for i, b in enumerate(buffers):
             if type(b) is Window:
@@ -276,7 +298,10 @@ class WgpuRuntime(GfxRuntime):
                     f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
             entries.append({"binding": i, "resource": res})
         bg = self._device.create_bind_group(layout=pipeline.bgl, entries=entries)
-        self._bind_groups[key] = (bg, [e["resource"]["buffer"] for e in entries])  # ids unique
+        handles = [e["resource"]["buffer"] for e in entries]
+        self._bind_groups[key] = (bg, handles)  # holding the handles keeps their ids unique
+        for h in handles:
+            self._groups_of.setdefault(id(h), set()).add(key)
         return bg
 
     def _place_arguments(self, data: bytes) -> int:
@@ -353,6 +378,7 @@ class WgpuRuntime(GfxRuntime):
                 if id(b) not in pending:
                     pending.add(id(b))
                     self._pending_refs.append(b)
+                    self._pending_bytes += b.nbytes
         if push_constants and push_constants != self._bound_pc:
             cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
             self._bound_pc = push_constants
@@ -365,6 +391,15 @@ class WgpuRuntime(GfxRuntime):
         self._count += 1
         if self._count >= self.max_batch:
             self._submit()
+        elif self._pending_bytes > MAX_PENDING_BYTES:
+            self._submit()
+            self._poll()  # wgpu frees destroyed buffers whose work is done when it is polled
+
+    def _poll(self) -> None:
+        """Let wgpu retire finished submissions without waiting (wgpuDevicePoll, wait=False)."""
+        poll = getattr(self._device, "_poll", None)  # wgpu-py's private call; absent: skipped
+        if poll is not None:
+            poll()
 
     def _submit(self) -> None:
         cp, enc, labels = self._pass, self._encoder, self._labels
@@ -391,6 +426,7 @@ class WgpuRuntime(GfxRuntime):
         finally:
             self._pending.clear()
             self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
+            self._pending_bytes = 0
 
     @wgpu_errors
     def copy(self, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0,
@@ -450,6 +486,7 @@ class WgpuRuntime(GfxRuntime):
         self.flush()
         self.closed = True
         self._bind_groups.clear()
+        self._groups_of.clear()
         self._pipelines.clear()
         self._device.destroy()
         self._device = None
