@@ -6,10 +6,12 @@ The default (no `debug`) build checks every field / ndarray access cheaply (docs
 `sd.init(check_bounds=False)` drops the checks. On a shared, noisy machine one process of each
 says little (a previous session measured row "a grad" at 1.8x paired, about equal unpaired), so
 this runs the two builds in *alternating processes*, `--rounds` times each (checks, no checks,
-checks, ...), each process timing every row `--reps` times (`bench_autodiff.measure`, min per
-process), and prints per row the median over rounds of each build's min and the ratio of those
-medians, with the spread of the per-round ratios (each round's two processes ran back to back,
-so a burst of load from other programs hits both of a pair more often than two rounds).
+then no checks, checks, ...), each process timing every row `--reps` times (bench_autodiff's
+kernels and calls, `--settle` seconds of idle before each; min per process), and prints per row
+the median over rounds of each build's min and the ratio of those medians, with the spread of
+the per-round ratios. Rows `cpu` are process CPU time (all worker threads) rather than wall
+time: work other programs take from this one's cores shows in wall time only, so on a loaded
+machine they are the steadier measure of what the check adds.
 """
 import argparse
 import json
@@ -17,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,8 +39,16 @@ def child(args):
     for name, steps in ba.WORKLOADS:
         if name not in args.workloads:
             continue
-        res, _ = ba.measure([system], name, steps, args.reps, args.settle)
-        out[name] = {k: res[("spirad", k)][0] for k in ("fwd", "grad")}
+        system.prepare(name, steps)
+        t = {k: [] for k in ("fwd", "grad", "fwd cpu", "grad cpu")}
+        for _ in range(args.reps):
+            for k in ("fwd", "grad"):
+                time.sleep(args.settle)
+                t0, c0 = time.perf_counter(), time.process_time()
+                getattr(system, k)()
+                t[k].append((time.perf_counter() - t0) * 1e3)
+                t[k + " cpu"].append((time.process_time() - c0) * 1e3)
+        out[name] = {k: min(v) for k, v in t.items()}
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -69,11 +80,11 @@ def main():
     print(f"{args.arch} N={args.n}: {args.rounds} rounds of alternating processes, "
           f"{args.reps} reps each; min ms per process, median over rounds")
     for name in args.workloads:
-        for k in ("fwd", "grad"):
+        for k in ("fwd", "grad", "fwd cpu", "grad cpu"):
             on = [run[name][k] for run in runs["checks"]]
             off = [run[name][k] for run in runs["nochecks"]]
             ratios = sorted(a / b for a, b in zip(on, off))
-            print(f"[{args.arch:6s} {name:6s} {k:4s}] checks {statistics.median(on):8.2f}  "
+            print(f"[{args.arch:6s} {name:6s} {k:8s}] checks {statistics.median(on):8.2f}  "
                   f"no checks {statistics.median(off):8.2f}  ratio "
                   f"{statistics.median(on) / statistics.median(off):5.3f}  per-round ratios "
                   f"{ratios[0]:.2f}..{ratios[-1]:.2f}", flush=True)

@@ -18,7 +18,8 @@ it). Its memory is allocated at `finalize()` by the backend with the tree as a k
 (`backends/root_buffers.py`), the others a storage per field as for every field. `destroy()`
 waits for the launched work, drops the fields' storages, lets the backend return the tree's
 buffers (`Backend.release_tree`), takes the fields off the state's list (Tapes, `lazy_grad`)
-and bumps the layout version, so every kernel is planned again at its next launch: one that
+and bumps the layout version, so every kernel is planned again at its next launch (their
+programs and plans, which hold storages, are dropped at once so the memory goes now): one that
 uses a destroyed field then raises a `SpiradRuntimeError` naming the field, as does any host
 access (`x[0]`, `to_numpy`). A field placed on a builder that is not finalized is refused the
 same way. Fields of a tree survive until `destroy()` or the next `sd.init()`, whichever is
@@ -77,7 +78,9 @@ class SNodeTree:
             if be is not None:
                 be.release_tree(self)
             st.fields[:] = [f for f in st.fields if id(f) not in mine]
-            st.layout_version += 1  # plans holding the old storages are dropped
+            st.layout_version += 1  # every kernel is planned (and compiled) again ...
+            for k in list(_state.kernels):
+                k.forget()  # ... so their programs and plans, which hold storages, go now
 
     def __repr__(self) -> str:
         state = "destroyed" if self.destroyed else "finalized" if self.finalized else "open"
