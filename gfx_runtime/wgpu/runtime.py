@@ -50,8 +50,10 @@ from .caps import caps_of, device_limits, find_adapter, pipeline_buffer_slots
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
-# the unsubmitted pass keeps every buffer it binds alive: past this many bytes of them it is
-# submitted (without waiting), so dropped ndarrays are returned while a loop never syncs
+# the unsubmitted pass keeps every buffer it binds alive, and wgpu frees a destroyed buffer once
+# the work using it is done: past this many bytes allocated while a pass is open, the work is
+# submitted and waited for, so a loop that creates and drops ndarrays without ever syncing
+# holds a bounded amount of memory (a program that allocates nothing in its loop never waits)
 MAX_PENDING_BYTES = 64 << 20
 ARENA_BYTES = 1 << 20  # argument blocks of one pass (MAX_BATCH blocks of up to 256 bytes)
 
@@ -128,7 +130,7 @@ class WgpuRuntime(GfxRuntime):
         self._encoder = self._pass = None
         self._pending: set = set()   # id() of buffers bound by the unsubmitted pass
         self._pending_refs: list = []
-        self._pending_bytes = 0      # bytes of the buffers in _pending_refs
+        self._alloc_bytes = 0        # bytes allocated since the last flush (MAX_PENDING_BYTES)
         self._labels: dict = {}      # labels of the pipelines dispatched in the unsubmitted pass
         self._count = 0
         self._fence = None
@@ -147,6 +149,10 @@ class WgpuRuntime(GfxRuntime):
                 f"a buffer of {nbytes} bytes exceeds the buffer size limit of {self.caps.name} "
                 f"({self.caps.max_buffer_size} bytes); use smaller fields/ndarrays")
         size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
+        self._alloc_bytes += size
+        if self._alloc_bytes > MAX_PENDING_BYTES:
+            self.flush()  # dropped buffers of the work so far are freed (module comment)
+            self._alloc_bytes = size
         try:
             h = self._device.create_buffer(size=size, usage=self._usage)
         except Exception as e:
@@ -378,7 +384,6 @@ class WgpuRuntime(GfxRuntime):
                 if id(b) not in pending:
                     pending.add(id(b))
                     self._pending_refs.append(b)
-                    self._pending_bytes += b.nbytes
         if push_constants and push_constants != self._bound_pc:
             cp.set_immediates(0, bytes(push_constants), 0, len(push_constants))
             self._bound_pc = push_constants
@@ -391,15 +396,6 @@ class WgpuRuntime(GfxRuntime):
         self._count += 1
         if self._count >= self.max_batch:
             self._submit()
-        elif self._pending_bytes > MAX_PENDING_BYTES:
-            self._submit()
-            self._poll()  # wgpu frees destroyed buffers whose work is done when it is polled
-
-    def _poll(self) -> None:
-        """Let wgpu retire finished submissions without waiting (wgpuDevicePoll, wait=False)."""
-        poll = getattr(self._device, "_poll", None)  # wgpu-py's private call; absent: skipped
-        if poll is not None:
-            poll()
 
     def _submit(self) -> None:
         cp, enc, labels = self._pass, self._encoder, self._labels
@@ -426,7 +422,6 @@ class WgpuRuntime(GfxRuntime):
         finally:
             self._pending.clear()
             self._pending_refs.clear()  # kept alive until submitted: ids stay unique meanwhile
-            self._pending_bytes = 0
 
     @wgpu_errors
     def copy(self, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0,
@@ -457,6 +452,7 @@ class WgpuRuntime(GfxRuntime):
         """Submit the pending pass and wait for the device."""
         if self.closed:
             return
+        self._alloc_bytes = 0
         busy = self._pass is not None
         self._submit()
         if busy:
