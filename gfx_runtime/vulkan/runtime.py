@@ -142,8 +142,8 @@ class VulkanRuntime(GfxRuntime):
         if self._deferred:
             if not self._busy:
                 self._release_deferred()
-            elif self._deferred_bytes > MAX_DEFERRED_BYTES:
-                self.flush()
+            elif self._deferred_bytes > MAX_DEFERRED_BYTES and self._batch.cmd is None:
+                self.flush()  # not while a dispatch records (its arena may be growing here)
             else:
                 self._release_finished()
         res = buffer_mod.create_resource(self._device, self.caps, self._types, int(nbytes),
@@ -255,6 +255,8 @@ class VulkanRuntime(GfxRuntime):
         earlier dispatch (vkCmdDispatchIndirect; `groups` is ignored)."""
         if self.closed:
             self._check_open()
+        if self._deferred_bytes > MAX_DEFERRED_BYTES:
+            self.flush()  # dropped buffers waiting for pending work: wait, and free them
         gx, gy, gz = groups if indirect is None else (1, 1, 1)
         mx = self._max_groups
         if gx > mx[0] or gy > mx[1] or gz > mx[2] or gx < 0 or gy < 0 or gz < 0:
