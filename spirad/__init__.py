@@ -38,6 +38,7 @@ from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi nam
 from .matrix import Matrix, Vector
 from .ndarray import Ndarray, ndarray
 from .field import Field
+from .fields_builder import FieldsBuilder, SNodeTree
 from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)

@@ -332,6 +332,7 @@ class Field(_HostArray):
         self._dual_pending = None  # float field: its not-yet-enabled `.dual` (see `dual`)
         self._dual_of = None       # a dual field (enabled or not): the field it belongs to
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
+        self._tree = None  # the FieldsBuilder tree it is placed in (spirad.fields_builder)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -451,13 +452,29 @@ class Field(_HostArray):
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
+        tree = self._tree_of()
+        if tree is not None and not (tree.finalized and not tree.destroyed):
+            from kernel_ir.errors import SpiradRuntimeError
+            if tree.destroyed:
+                raise SpiradRuntimeError(f"field {self.name} was destroyed with its FieldsBuilder "
+                                         f"tree (SNode tree {tree.id}.destroy()): its memory is "
+                                         f"gone; place a new field in a new FieldsBuilder")
+            raise SpiradRuntimeError(f"field {self.name} is placed on a FieldsBuilder that is not "
+                                     f"finalized: call finalize() on it before using the field")
+
+    def _tree_of(self):
+        """The FieldsBuilder tree this field's memory belongs to (a gradient's and a dual's:
+        their field's), or None (the default root)."""
+        owner = self._primal or self._dual_of or self
+        return owner._tree
 
     @_guard.locked
     def _storage(self):
         if self._buf is None:
             self._check_live()
             nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-            self._buf = _state.backend().allocate_field(nbytes, self.id, self.name)
+            self._buf = _state.backend().allocate_field(nbytes, self.id, self.name,
+                                                        tree=self._tree_of())
         return self._buf
 
     def ref(self) -> GlobalRef:

@@ -7,6 +7,13 @@ its command buffer is reset implicitly by the next `vkBeginCommandBuffer` (pool 
 RESET_COMMAND_BUFFER) and its fence is reset before reuse.
 
 `run_once` records and runs one command buffer synchronously (staging copies, fills).
+
+Completion serials: the runtime numbers its batches (`Frame.serial`); `completed` is the highest
+serial known to have finished. A fence wait covers every earlier submission on the queue (the
+fence's first synchronization scope includes all commands earlier in submission order), so a
+finished serial implies every lower one finished too. The runtime frees buffers dropped while
+work was pending once `completed` passes the serial they were dropped under (`runtime.py`);
+`poll` advances it without blocking.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ FRAMES = 2
 
 
 class Frame:
-    __slots__ = ("cmd", "cmd_array", "fence", "fence_array", "in_flight", "arena")
+    __slots__ = ("cmd", "cmd_array", "fence", "fence_array", "in_flight", "arena", "serial")
 
     def __init__(self, cmd, fence):
         self.cmd = cmd
@@ -29,6 +36,7 @@ class Frame:
         self.fence_array = ffi.new("VkFence[1]", [fence])
         self.in_flight = False
         self.arena = None  # the runtime's argument arena of this frame (`arguments.py`)
+        self.serial = 0    # the runtime's number of the batch recorded into it
 
 
 class Queue:
@@ -45,6 +53,7 @@ class Queue:
         self.frames = [self._new_frame() for _ in range(FRAMES)]
         self.once = self._new_frame()
         self.next = 0
+        self.completed = 0  # the highest batch serial known to have finished
         self._submit = ffi.new("VkSubmitInfo*")
         self._submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
         self._submit.commandBufferCount = 1
@@ -84,7 +93,20 @@ class Queue:
                 break
         frame.in_flight = False  # even on error: the device is lost then, nothing is in flight
         check(result, "vkWaitForFences")
+        self._finished(frame)
+
+    def _finished(self, frame: Frame) -> None:
+        if frame.serial > self.completed:
+            self.completed = frame.serial
         check(lib.vkResetFences(self.device, 1, frame.fence_array), "vkResetFences")
+
+    def poll(self) -> int:
+        """Advance `completed` over the frames whose fences have signalled (no waiting)."""
+        for frame in self.frames:
+            if frame.in_flight and lib.vkGetFenceStatus(self.device, frame.fence) == 0:
+                frame.in_flight = False
+                self._finished(frame)
+        return self.completed
 
     def wait_all(self) -> None:
         for frame in self.frames:

@@ -56,6 +56,15 @@ loop of `step(t)` then takes about the longer of recording and executing, not th
 host waits only when the device is two batches behind). Each frame
 of the submission ring has an argument arena, rewritten only once the frame's previous batch
 has completed (`arguments.py`).
+
+Dropped buffers: a `Buffer` garbage-collected while work is pending may still be read by that
+work, so it is queued with the serial of the batch being recorded (`queue.py`) and destroyed
+once that batch has finished: at the next allocation or batch start whose fence poll shows it
+done, at the latest at the next flush, and at once (a flush) when the queued buffers hold more
+than `MAX_DEFERRED_BYTES`. A program that creates, launches on and drops ndarrays in a loop
+without ever syncing therefore holds a bounded amount of memory (before, nothing was returned
+until the next sync: 267 KB per round of a 64K-float ndarray). Destroying a buffer frees the
+descriptor sets that bound it (`descriptors.py`).
 The VkInstance (and validation messenger) is process-global; devices are per runtime, so
 `close()` and a new `VulkanRuntime` may follow each other any number of times.
 """
@@ -64,6 +73,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from collections import deque
 from operator import attrgetter
 from time import perf_counter
 
@@ -86,6 +96,7 @@ _bind_handle = attrgetter("_bind_handle")  # a buffer's handle for a descriptor 
 
 MAX_BATCH = 4096
 MAX_PENDING_S = 0.002  # a batch older than this is submitted at its next dispatch
+MAX_DEFERRED_BYTES = 64 << 20  # dropped buffers waiting for pending work: past this, flush
 
 
 class VulkanRuntime(GfxRuntime):
@@ -111,7 +122,10 @@ class VulkanRuntime(GfxRuntime):
             self.close()
             raise
         self._buffers: dict[int, buffer_mod.BufferResource] = {}  # id(res) -> live resource
-        self._deferred: list[buffer_mod.BufferResource] = []
+        # (batch serial, resource) of buffers dropped while work was pending, serials ascending
+        self._deferred: deque = deque()
+        self._deferred_bytes = 0
+        self._serial = 0  # the number of the batch being (or last) recorded; queue.completed
         self._busy = False  # anything recorded or submitted since the last wait
         self.max_batch = MAX_BATCH
         self.max_pending_s = MAX_PENDING_S
@@ -125,8 +139,13 @@ class VulkanRuntime(GfxRuntime):
     def alloc(self, nbytes: int, zero: bool = True, *, host_visible: bool | None = None):
         """A new storage buffer of `nbytes` bytes (zero-filled unless zero=False)."""
         self._check_open()
-        if not self._busy:
-            self._release_deferred()
+        if self._deferred:
+            if not self._busy:
+                self._release_deferred()
+            elif self._deferred_bytes > MAX_DEFERRED_BYTES and self._batch.cmd is None:
+                self.flush()  # not while a dispatch records (its arena may be growing here)
+            else:
+                self._release_finished()
         res = buffer_mod.create_resource(self._device, self.caps, self._types, int(nbytes),
                                          host_visible)
         self._buffers[id(res)] = res
@@ -159,11 +178,24 @@ class VulkanRuntime(GfxRuntime):
     def _defer_free(self, res) -> None:
         """A Buffer and its views were garbage-collected: release at the next idle point."""
         if not self.closed and not res.freed:
-            self._deferred.append(res)
+            # idle: no recorded work can use it (serial 0 is always finished)
+            self._deferred.append((self._serial if self._busy else 0, res))
+            self._deferred_bytes += res.size
 
     def _release_deferred(self) -> None:
+        """Destroy every queued buffer (the device is idle)."""
         while self._deferred:
-            self._destroy_buffer(self._deferred.pop())
+            self._destroy_buffer(self._deferred.popleft()[1])
+        self._deferred_bytes = 0
+
+    def _release_finished(self) -> None:
+        """Destroy the queued buffers whose last possible use has finished (no waiting)."""
+        deferred = self._deferred
+        done = self._queue.poll()
+        while deferred and deferred[0][0] <= done:
+            res = deferred.popleft()[1]
+            self._deferred_bytes -= res.size
+            self._destroy_buffer(res)
 
     def _free_now(self, res) -> None:
         if self._busy:
@@ -223,6 +255,8 @@ class VulkanRuntime(GfxRuntime):
         earlier dispatch (vkCmdDispatchIndirect; `groups` is ignored)."""
         if self.closed:
             self._check_open()
+        if self._deferred_bytes > MAX_DEFERRED_BYTES:
+            self.flush()  # dropped buffers waiting for pending work: wait, and free them
         gx, gy, gz = groups if indirect is None else (1, 1, 1)
         mx = self._max_groups
         if gx > mx[0] or gy > mx[1] or gz > mx[2] or gx < 0 or gy < 0 or gz < 0:
@@ -311,6 +345,10 @@ class VulkanRuntime(GfxRuntime):
 
     def _begin_batch(self) -> None:
         frame = self._frame = self._queue.acquire()  # waited for: its arena is free again
+        if self._deferred:
+            self._release_finished()
+        self._serial += 1
+        frame.serial = self._serial
         self._batch.begin(frame.cmd)
         self._busy = True
         self._batch_began = perf_counter()
@@ -400,10 +438,12 @@ class VulkanRuntime(GfxRuntime):
             if part is not None:
                 part.destroy()
         self._timestamps = None
-        for res in list(getattr(self, "_buffers", {}).values()) + getattr(self, "_deferred", []):
+        for res in list(getattr(self, "_buffers", {}).values()) + \
+                [res for _, res in getattr(self, "_deferred", ())]:
             res.destroy(dev)
         self._buffers = {}
-        self._deferred = []
+        self._deferred = deque()
+        self._deferred_bytes = 0
         self._busy = False
         lib.vkDestroyDevice(dev, ffi.NULL)
         self._device = None

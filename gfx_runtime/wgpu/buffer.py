@@ -10,8 +10,15 @@ holds many fields, and reading one field's elements must not copy the others. A 
 existing mirror shares it; one that overlaps a mirror without fitting in it uploads that mirror
 first. `read` returns a copy, `write` uploads through `queue.write_buffer` (after pending work
 that binds the buffer), or patches the mirror that holds its range.
+
+Lifetime: `free()` destroys the buffer at once; a `Buffer` garbage-collected instead (a dropped
+ndarray) is destroyed by its finalizer, which also drops the runtime's cached bind groups that
+bind it (`WgpuRuntime._release`). The cache holds the wgpu handle, so without that a dropped
+ndarray's device memory stayed allocated until the cache filled (4,096 groups).
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -21,11 +28,12 @@ from .errors import wgpu_errors
 
 
 class Buffer(GfxBuffer):
-    __slots__ = ("_rt", "handle", "nbytes", "_mirrors", "__weakref__")
+    __slots__ = ("_rt", "handle", "nbytes", "_mirrors", "_finalizer", "__weakref__")
 
     def __init__(self, rt, handle, nbytes: int):
         self._rt, self.handle, self.nbytes = rt, handle, int(nbytes)
         self._mirrors = None  # {byte offset: np.uint8 array}: host copies, uploaded before next use
+        self._finalizer = weakref.finalize(self, _dropped, weakref.ref(rt), handle)
 
     def _live(self):
         if self.handle is None:
@@ -140,6 +148,7 @@ class Buffer(GfxBuffer):
 
     def free(self) -> None:
         if self.handle is not None:
+            self._finalizer.detach()
             self._rt._release(self)
             self.handle = None
             self._mirrors = None
@@ -159,3 +168,12 @@ class Window:
 
     def __repr__(self) -> str:
         return f"<wgpu Window {self.nbytes} bytes at {self.offset} of {self.buffer!r}>"
+
+
+def _dropped(rt_ref, handle) -> None:
+    """A Buffer was garbage-collected: no pending pass binds it (the runtime keeps a reference to
+    every buffer of the unsubmitted pass), so its bind groups and memory may go now."""
+    rt = rt_ref()
+    if rt is not None and not rt.closed:
+        rt._forget(handle)
+        handle.destroy()

@@ -50,6 +50,11 @@ from .caps import caps_of, device_limits, find_adapter, pipeline_buffer_slots
 
 MAX_BATCH = 4096
 _BIND_CACHE_MAX = 4096
+# the unsubmitted pass keeps every buffer it binds alive, and wgpu frees a destroyed buffer once
+# the work using it is done: past this many bytes allocated while a pass is open, the work is
+# submitted and waited for, so a loop that creates and drops ndarrays without ever syncing
+# holds a bounded amount of memory (a program that allocates nothing in its loop never waits)
+MAX_PENDING_BYTES = 64 << 20
 ARENA_BYTES = 1 << 20  # argument blocks of one pass (MAX_BATCH blocks of up to 256 bytes)
 
 
@@ -121,9 +126,11 @@ class WgpuRuntime(GfxRuntime):
         self._layouts: dict = {}     # (num_bindings, push bytes) -> pipeline layout
         self._pipelines: dict = {}
         self._bind_groups: dict = {}
+        self._groups_of: dict = {}   # id(buffer handle) -> keys of the cached groups binding it
         self._encoder = self._pass = None
         self._pending: set = set()   # id() of buffers bound by the unsubmitted pass
         self._pending_refs: list = []
+        self._alloc_bytes = 0        # bytes allocated since the last flush (MAX_PENDING_BYTES)
         self._labels: dict = {}      # labels of the pipelines dispatched in the unsubmitted pass
         self._count = 0
         self._fence = None
@@ -142,6 +149,10 @@ class WgpuRuntime(GfxRuntime):
                 f"a buffer of {nbytes} bytes exceeds the buffer size limit of {self.caps.name} "
                 f"({self.caps.max_buffer_size} bytes); use smaller fields/ndarrays")
         size = max(16, (nbytes + 15) & ~15)  # whole uvec4s: a uniform binding reads them
+        self._alloc_bytes += size
+        if self._alloc_bytes > MAX_PENDING_BYTES:
+            self.flush()  # dropped buffers of the work so far are freed (module comment)
+            self._alloc_bytes = size
         try:
             h = self._device.create_buffer(size=size, usage=self._usage)
         except Exception as e:
@@ -165,9 +176,25 @@ class WgpuRuntime(GfxRuntime):
             self.flush()
 
     def _release(self, buf: Buffer) -> None:
+        """Destroy `buf` and drop the cached bind groups that bind it (else each dropped
+        ndarray left one group, a few KB, until the cache filled: memory that grew per round
+        of an ndarray churn)."""
         if id(buf) in self._pending:
             self.flush()
+        self._forget(buf.handle)
         buf.handle.destroy()
+
+    def _forget(self, handle) -> None:
+        """Drop the cached bind groups that bind `handle`."""
+        for key in self._groups_of.pop(id(handle), ()):
+            hit = self._bind_groups.pop(key, None)
+            if hit is not None:
+                for h in hit[1]:
+                    keys = self._groups_of.get(id(h))
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del self._groups_of[id(h)]
 
     # -- pipelines -----------------------------------------------------------------------------
     def _bgl(self, n: int, uniform=(), readonly=(), arguments=False):
@@ -262,6 +289,7 @@ class WgpuRuntime(GfxRuntime):
             return hit[0]
         if len(self._bind_groups) >= _BIND_CACHE_MAX:
             self._bind_groups.clear()
+            self._groups_of.clear()
         entries = []
         for i, b in enumerate(buffers):
             if type(b) is Window:
@@ -276,7 +304,10 @@ class WgpuRuntime(GfxRuntime):
                     f"({self.caps.max_storage_buffer_range} bytes); use smaller fields/ndarrays")
             entries.append({"binding": i, "resource": res})
         bg = self._device.create_bind_group(layout=pipeline.bgl, entries=entries)
-        self._bind_groups[key] = (bg, [e["resource"]["buffer"] for e in entries])  # ids unique
+        handles = [e["resource"]["buffer"] for e in entries]
+        self._bind_groups[key] = (bg, handles)  # holding the handles keeps their ids unique
+        for h in handles:
+            self._groups_of.setdefault(id(h), set()).add(key)
         return bg
 
     def _place_arguments(self, data: bytes) -> int:
@@ -421,6 +452,7 @@ class WgpuRuntime(GfxRuntime):
         """Submit the pending pass and wait for the device."""
         if self.closed:
             return
+        self._alloc_bytes = 0
         busy = self._pass is not None
         self._submit()
         if busy:
@@ -450,6 +482,7 @@ class WgpuRuntime(GfxRuntime):
         self.flush()
         self.closed = True
         self._bind_groups.clear()
+        self._groups_of.clear()
         self._pipelines.clear()
         self._device.destroy()
         self._device = None

@@ -44,7 +44,8 @@ class GpuDriverRuntime:
         self._modules = []
         self.block = 256
         self.waits = 0
-        self._released = []      # (free function, pointer) of memory unreachable since the last sync
+        self._released = []      # (free function, pointer, bytes) of memory unreachable since the last sync
+        self.released_bytes = 0  # their bytes: the backend syncs past a limit (llvm_gpu.allocate)
         self._keep = []          # pinned copies of large uploads, until the next sync
         self._queued = False     # work queued since the last synchronize
         self._setup()
@@ -93,15 +94,16 @@ class GpuDriverRuntime:
         raise NotImplementedError
 
     # -- memory -----------------------------------------------------------------------------------
-    def _release_later(self, free, ptr):
-        self._released.append((free, ptr))
+    def _release_later(self, free, ptr, nbytes: int = 0):
+        self._released.append((free, ptr, nbytes))
+        self.released_bytes += nbytes
 
     def alloc(self, nbytes: int) -> DeviceBuffer:
         n = max(int(nbytes), 8)
         ptr = ctypes.c_void_p()
         self.check(self._fn("malloc")(ctypes.byref(ptr), ctypes.c_size_t(n)), "device allocation")
         buf = DeviceBuffer(ptr.value, n)
-        weakref.finalize(buf, self._release_later, self._fn("free"), ctypes.c_void_p(ptr.value))
+        weakref.finalize(buf, self._release_later, self._fn("free"), ctypes.c_void_p(ptr.value), n)
         self.memset(buf.ptr, 0, n)
         return buf
 
@@ -114,7 +116,7 @@ class GpuDriverRuntime:
         self.synchronize()
         host = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(ptr.value))
         buf = DeviceBuffer(ptr.value, n, host=host)
-        weakref.finalize(buf, self._release_later, self._fn("free"), ctypes.c_void_p(ptr.value))
+        weakref.finalize(buf, self._release_later, self._fn("free"), ctypes.c_void_p(ptr.value), n)
         return buf
 
     def wrap(self, ptr: int, nbytes: int, owner) -> DeviceBuffer:
@@ -205,7 +207,8 @@ class GpuDriverRuntime:
         self._ring_used = 0
         self._keep.clear()
         done, self._released[:freeable] = self._released[:freeable], []
-        for free, ptr in done:
+        for free, ptr, nbytes in done:
+            self.released_bytes -= nbytes
             if free is not None:  # else a foreign owner: dropping it is enough
                 free(ptr)
 

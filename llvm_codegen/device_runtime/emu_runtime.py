@@ -70,14 +70,19 @@ class EmuRuntime:
         self._queue: list = []
         self._queue_lock = threading.Lock()
         self._run_lock = threading.Lock()
-        self._released: list = []       # memory unreachable since the queue last ran
+        self._released: list = []       # (memory, bytes) unreachable since the queue last ran
+        self.released_bytes = 0         # its bytes (own buffers): the backend syncs past a limit
 
     # -- memory -----------------------------------------------------------------------------------
     def _buffer(self, nbytes: int, managed: bool) -> DeviceBuffer:
         mem = np.zeros(max(int(nbytes), 8), np.uint8)
         buf = DeviceBuffer(mem.ctypes.data, mem.nbytes, host=mem if managed else None)
-        weakref.finalize(buf, self._released.append, mem)  # kept until queued work has run
+        weakref.finalize(buf, self._release_later, mem)  # kept until queued work has run
         return buf
+
+    def _release_later(self, mem: np.ndarray) -> None:
+        self._released.append((mem, mem.nbytes))
+        self.released_bytes += mem.nbytes
 
     def alloc(self, nbytes: int) -> DeviceBuffer:
         return self._buffer(nbytes, False)
@@ -88,7 +93,7 @@ class EmuRuntime:
     def wrap(self, ptr: int, nbytes: int, owner) -> DeviceBuffer:
         """Another library's memory (`owner` keeps it alive, then until queued work has run)."""
         buf = DeviceBuffer(ptr, nbytes, owner=owner)
-        weakref.finalize(buf, self._released.append, owner)
+        weakref.finalize(buf, self._released.append, (owner, 0))  # not ours: not counted
         return buf
 
     def upload(self, ptr: int, data) -> None:
@@ -152,6 +157,7 @@ class EmuRuntime:
                         with self._queue_lock:  # what did not run stays queued, in order
                             self._queue[:0] = batch[i + 1:]
                         raise
+            self.released_bytes -= sum(n for _, n in self._released[:freeable])
             del self._released[:freeable]
 
     def synchronize(self):

@@ -79,11 +79,17 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
-    def allocate_field(self, nbytes: int, key=None, name: str = ""):
+    def allocate_field(self, nbytes: int, key=None, name: str = "", tree=None):
         """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
-        field's id, `name` its name (errors). The SPIR-V backends place fields in shared root
-        buffers (`backends.root_buffers`); the default is a storage of its own (`allocate`)."""
+        field's id, `name` its name (errors); `tree`: its FieldsBuilder tree (None: the default
+        root). The SPIR-V backends place fields in shared root buffers (`backends.root_buffers`),
+        a tree's in chunks of its own; the default is a storage of its own (`allocate`)."""
         return self.allocate(nbytes)
+
+    def release_tree(self, tree) -> None:
+        """A FieldsBuilder tree was destroyed (`spirad.fields_builder`): its fields' storages are
+        dropped already; return what the backend keeps for it. Default: nothing kept (each
+        field's storage is freed when the last reference to it goes)."""
 
     def storage_parts(self, storage) -> tuple:
         """(buffer, byte offset) of a storage: where its bytes live for code that binds buffers

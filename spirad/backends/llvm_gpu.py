@@ -56,6 +56,10 @@ HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a devi
 DEVICE_RANGE_ROWS = 1 << 16  # threads of a device-range task with adstacks (its range unknown)
 ARENA_BYTES = 1 << 16
 ARENA_LIMIT = 1 << 24  # a full arena this large is reused after waiting, not replaced
+# device memory of dropped arrays is freed at the next wait (their launches may still read it):
+# past this many bytes waiting, an allocation waits first, so a loop that creates and drops
+# ndarrays without syncing holds a bounded amount (before: up to a full arena of launches)
+RELEASED_LIMIT = 64 << 20
 DEVICE_RANGE_HINT = (0, 1 << 30)  # begin / end arguments of a device-range task (not read)
 HOST_PATH_ENV = "SPIRAD_GPU_HOST_SIZING"
 
@@ -181,6 +185,8 @@ class LlvmGpuBackend(BackendBase):
         return f"{self.name} emulated on the host CPU" if self.emulated() else f"{self.name} device"
 
     def allocate(self, nbytes):
+        if self.rt.released_bytes > RELEASED_LIMIT:
+            self._drain()  # frees what dropped arrays held; a kernel error is kept for sync()
         return self.rt.alloc_managed(nbytes) if self.managed else self.rt.alloc(nbytes)
 
     def view(self, storage, np_dtype, shape):

@@ -25,9 +25,16 @@ buffer device addresses (PhysicalStorageBuffer64): windows are plain storage bin
 same code runs on wgpu (Metal), which has no device addresses, and under the validation layer
 unchanged. Host access (`view`, `read`, `write`) is to the one buffer as for any chunk.
 
-Nothing is freed before `close()` (fields live as long as their `sd.init()`); a replaced buffer
-is released by the runtime once nothing refers to it (a numpy view handed out earlier keeps its
-memory valid).
+Fields of the default root are never freed before `close()` (they live as long as their
+`sd.init()`); a replaced buffer is released by the runtime once nothing refers to it (a numpy
+view handed out earlier keeps its memory valid).
+
+A FieldsBuilder tree (`spirad.fields_builder`) gets chunks of its own (`Chunk.tree`; first fit
+looks only at the chunks of the same tree, and spirad's own words stay in the default root's),
+so `release(tree)` returns them whole: each chunk drops its buffer (the runtime destroys it once
+the work launched on it is done) and its slot in `chunks` is taken by the next new chunk (chunk
+indices are compiled into kernels' buffer maps; destroying a tree bumps the layout version, so
+every kernel is planned and compiled again before it binds a reused index).
 
 `RootSlice` is the storage the backend hands out for a field (`BackendBase.allocate_field`);
 host access (`view`, `read`, `write`) goes to its chunk's buffer at its offset.
@@ -41,12 +48,13 @@ _GRAIN = 256  # chunk sizes: multiples of this (wgpu binding sizes, uniform arra
 
 
 class Chunk:
-    __slots__ = ("index", "buffer", "used", "limit", "windows", "window_bytes")
+    __slots__ = ("index", "buffer", "used", "limit", "windows", "window_bytes", "tree")
 
-    def __init__(self, index: int, buffer, limit: int):
+    def __init__(self, index: int, buffer, limit: int, tree=None):
         self.index, self.buffer, self.used, self.limit = index, buffer, 0, limit
         self.windows = ()     # a windowed chunk: the runtime windows its launches bind
         self.window_bytes = 0  # ... each of this many bytes (the last may be shorter)
+        self.tree = tree      # the FieldsBuilder tree it holds the fields of (None: the root's)
 
     def __repr__(self) -> str:
         return f"<root chunk {self.index}: {self.used} of {self.buffer.nbytes} bytes>"
@@ -90,13 +98,32 @@ class RootBuffers:
         self.limit = max(_GRAIN, min(int(binding_limit), MAX_CHUNK_BYTES) // _GRAIN * _GRAIN)
         self.max_bytes = int(max_bytes)  # the largest buffer: the largest windowed field
         self.device = device
-        self.chunks: list = []
+        self.chunks: list = []  # by index; None where a released tree's chunk was
         self.by_key: dict = {}  # field id -> RootSlice
         self.grown = 0          # buffer replacements so far (tests, benchmarks)
 
-    def place(self, nbytes: int, key=None, name: str = "") -> RootSlice:
+    def _new_chunk(self, buffer, limit: int, tree) -> Chunk:
+        """A chunk in the first free slot of `chunks` (one a released tree left), else a new one."""
+        index = next((i for i, c in enumerate(self.chunks) if c is None), len(self.chunks))
+        chunk = Chunk(index, buffer, limit, tree)
+        if index == len(self.chunks):
+            self.chunks.append(chunk)
+        else:
+            self.chunks[index] = chunk
+        return chunk
+
+    def release(self, tree) -> None:
+        """Return the chunks of FieldsBuilder tree `tree` (destroyed; no field uses them)."""
+        for i, c in enumerate(self.chunks):
+            if c is not None and c.tree is tree:
+                c.buffer, c.windows, c.used = None, (), c.limit  # nothing binds or fits in it
+                self.chunks[i] = None
+        self.by_key = {k: s for k, s in self.by_key.items() if s.chunk.tree is not tree}
+
+    def place(self, nbytes: int, key=None, name: str = "", tree=None) -> RootSlice:
         """A zero-filled slice of `nbytes` bytes (remembered under `key`: a field's id; `name`:
-        the field's, for the error of one larger than the device's largest buffer)."""
+        the field's, for the error of one larger than the device's largest buffer; `tree`: the
+        FieldsBuilder tree it belongs to, placed only in that tree's chunks)."""
         nbytes = max(int(nbytes), 1)
         size = _round(nbytes, ROOT_ALIGN)
         if size > self.limit:  # larger than a binding: a windowed chunk of its own
@@ -107,18 +134,17 @@ class RootBuffers:
                     f"{self.device} allows ({self.max_bytes} bytes; fields larger than one "
                     f"storage binding, {self.limit} bytes, are bound in windows, but must fit "
                     f"one buffer); use a smaller field or split it into several fields")
-            chunk = Chunk(len(self.chunks), self.rt.alloc(size), size)
+            chunk = self._new_chunk(self.rt.alloc(size), size, tree)
             chunk.window_bytes = self.limit
             chunk.windows = tuple(self.rt.window(chunk.buffer, off, min(self.limit, size - off))
                                   for off in range(0, size, self.limit))
-            self.chunks.append(chunk)
             s = RootSlice(chunk, 0, nbytes, name)
             chunk.used = size
         else:
-            chunk = next((c for c in self.chunks if c.used + size <= c.limit), None)
+            chunk = next((c for c in self.chunks if c is not None and c.tree is tree
+                          and c.used + size <= c.limit), None)
             if chunk is None:
-                chunk = Chunk(len(self.chunks), None, self.limit)
-                self.chunks.append(chunk)
+                chunk = self._new_chunk(None, self.limit, tree)
             s = RootSlice(chunk, chunk.used, nbytes, name)
             self._reserve(chunk, chunk.used + size)
             chunk.used += size
@@ -141,8 +167,9 @@ class RootBuffers:
 
     def nbytes(self) -> int:
         """Bytes of all chunk buffers."""
-        return sum(c.buffer.nbytes for c in self.chunks if c.buffer is not None)
+        return sum(c.buffer.nbytes for c in self.chunks if c is not None and c.buffer is not None)
 
     def windowed(self) -> dict:
         """chunk index -> (window count, window bytes) of the windowed chunks."""
-        return {c.index: (len(c.windows), c.window_bytes) for c in self.chunks if c.windows}
+        return {c.index: (len(c.windows), c.window_bytes) for c in self.chunks
+                if c is not None and c.windows}

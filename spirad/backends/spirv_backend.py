@@ -211,8 +211,11 @@ class SpirvBackend(BackendBase):
         return self.rt.alloc(max(int(nbytes), 16))
 
     @_runtime_errors_as_user_errors
-    def allocate_field(self, nbytes, key=None, name=""):
-        return self.roots.place(nbytes, key, name)
+    def allocate_field(self, nbytes, key=None, name="", tree=None):
+        return self.roots.place(nbytes, key, name, tree=tree)
+
+    def release_tree(self, tree) -> None:
+        self.roots.release(tree)
 
     def storage_parts(self, storage) -> tuple:
         if type(storage) is RootSlice:
