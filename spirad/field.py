@@ -260,6 +260,22 @@ class _HostArray(TensorSurface):
         """Set every element to `value`."""
         self._store(self._to_storage(value))
 
+    @property
+    def n(self) -> int:
+        """Rows of a vector / matrix element (Taichi's MatrixField.n, Vector/MatrixNdarray.n)."""
+        if not self.comp_shape:
+            raise AttributeError(f"{self._kind} {self._label()} has scalar elements: no .n")
+        return self.comp_shape[0]
+
+    @property
+    def m(self) -> int:
+        """Columns of a matrix element (Taichi's MatrixField.m, MatrixNdarray.m); 1 for a vector
+        field. A vector ndarray has none (Taichi's VectorNdarray has only `n`)."""
+        if not self.comp_shape or (len(self.comp_shape) == 1 and self._kind == "ndarray"):
+            raise AttributeError(f"{self._kind} {self._label()} has "
+                                 f"{'vector' if self.comp_shape else 'scalar'} elements: no .m")
+        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
+
     def _index_offset(self) -> tuple:
         """The index of the first element along each axis (a field's `offset=`; zeros here)."""
         return (0,) * len(self.shape)
@@ -438,20 +454,6 @@ class Field(_HostArray):
     def needs_grad(self) -> bool:
         """Whether the field has a gradient field (`x.grad`)."""
         return self._grad is not None
-
-    @property
-    def n(self) -> int:
-        """Rows of a vector / matrix field's elements (Taichi's MatrixField.n)."""
-        if not self.comp_shape:
-            raise AttributeError(f"field {self.name} has scalar elements: no .n")
-        return self.comp_shape[0]
-
-    @property
-    def m(self) -> int:
-        """Columns of a matrix field's elements; 1 for a vector field (Taichi's MatrixField.m)."""
-        if not self.comp_shape:
-            raise AttributeError(f"field {self.name} has scalar elements: no .m")
-        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
 
     @property
     def needs_dual(self) -> bool:

@@ -214,6 +214,23 @@ def atomic_xor(target, value):
     raise _python_scope("atomic_xor")
 
 
+def atomic_mul(target, value):
+    """`target *= value` (Taichi's ti.atomic_mul; kernels only): on a local variable the plain
+    update; returns the old value. Global elements are refused (no backend has an atomic
+    multiply: docs/coming_from_taichi.md)."""
+    raise _python_scope("atomic_mul")
+
+
+def zero(x):
+    """Taichi's `ti.zero(x)` (kernels only): `x * 0`, zeros of x's type and shape."""
+    raise _python_scope("zero")
+
+
+def one(x):
+    """Taichi's `ti.one(x)` (kernels only): `x * 0 + 1`, ones of x's type and shape."""
+    raise _python_scope("one")
+
+
 def atomic_exchange(target, value):
     """Store `value`, return the old value, atomically (Quadrants)."""
     raise _python_scope("atomic_exchange")
