@@ -103,8 +103,9 @@ def _local_update(v, target, op, value):
 def _target(v, args, name, node):
     _arity(v, args, 2, node)
     if not isinstance(args[0], (GlobalElem, Slot, SlotView)):
-        raise v.ctx.error(SpiradTypeError, f"{name}'s first argument must be a field or ndarray "
-                                           f"element or a local variable", node)
+        raise v.ctx.error(SpiradSyntaxError, f"cannot use a non-writable target as the first "
+                                             f"operand of {name}: give a field or ndarray "
+                                             f"element or a local variable", node)
     return args[0]
 
 

@@ -94,6 +94,15 @@ def test_atomic_mul_of_a_global_is_refused(arch):
         k()
     assert "sd.atomic_mul(c[None], 2)" in str(e.value)  # the user's line
 
+    @sd.kernel
+    def rvalue():
+        y = sd.Vector([1, 2, 3])
+        sd.atomic_min([3, 2, 1], y)
+
+    with pytest.raises(sd.SpiradSyntaxError, match="non-writable target as the first operand "
+                                                   "of atomic_min"):
+        rvalue()
+
 
 @test_archs()
 def test_func_applied_in_a_kernel(arch):
