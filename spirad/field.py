@@ -314,7 +314,8 @@ class _HostArray(TensorSurface):
             if not self.comp_shape:
                 v = v[()]
         if self.comp_shape:  # a copy that writes through: `x[i][c] = v` changes x, as in Taichi
-            return HOST_ELEMENT[0](self, index, v)
+            user = tuple(k + o for k, o in zip(index, self._index_offset()))  # x[user] = ...
+            return HOST_ELEMENT[0](self, user, v)
         return bool(v) if self.dtype == T.u1 else v.item()
 
     @_guard.locked

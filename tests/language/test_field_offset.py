@@ -58,6 +58,9 @@ def test_grouped_range_ndrange_and_from_numpy(arch):
         for j in range(-1, 2):
             np.testing.assert_allclose(mm[i + 1, j + 1], [[i, j], [i * j, 1]])
     assert m[1, -1][1, 0] == -1.0
+    m[1, -1][0, 1] = 7.0  # the element read from Python writes through, at the same index
+    v[12][1] = -3.0
+    assert m.to_numpy()[2, 0, 0, 1] == 7.0 and v.to_numpy()[2, 1] == -3.0
 
 
 @test_archs()
