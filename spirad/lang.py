@@ -215,9 +215,10 @@ def atomic_xor(target, value):
 
 
 def atomic_mul(target, value):
-    """`target *= value` (Taichi's ti.atomic_mul; kernels only): on a local variable the plain
-    update; returns the old value. Global elements are refused (no backend has an atomic
-    multiply: docs/coming_from_taichi.md)."""
+    """`target *= value` atomically (Taichi's ti.atomic_mul; kernels only): on a field / ndarray
+    element a compare-and-swap loop (Metal has none: a compile error), on a local the plain
+    update; returns the old value. Not differentiated (reverse mode refuses it on a float with
+    a gradient)."""
     raise _python_scope("atomic_mul")
 
 

@@ -9,7 +9,7 @@ import builtins as py
 import math
 
 from .. import lang
-from kernel_ir.errors import SpiradNotSupportedError, SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType, from_python
 from kernel_ir.mathfns import MATH
 from kernel_ir.ops import ATOMIC_COMBINE, Op
@@ -126,13 +126,11 @@ def h_atomic_sub(v, args, kw, node):
 
 
 def h_atomic_mul(v, args, kw, node):
-    """Taichi's atomic_mul: on a local the plain update (returns the old value); no backend has
-    an atomic multiply of global memory, so a field / ndarray element is refused."""
+    """Taichi's atomic_mul: on a field / ndarray element an atomic multiply (a compare-and-swap
+    loop in every code generator), on a local the plain update; returns the old value."""
     target = _target(v, args, "atomic_mul", node)
     if isinstance(target, GlobalElem):
-        raise v.ctx.error(SpiradNotSupportedError, "atomic_mul of a field or ndarray element is "
-                          "not supported (no atomic multiply on any backend); multiply a local "
-                          "and store it, or accumulate logarithms with atomic_add", node)
+        return v.atomic_into(Op.ATOMIC_MUL, target, args[1], "atomic_mul")
     return _local_update(v, target, Op.MUL, args[1])
 
 
