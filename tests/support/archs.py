@@ -17,12 +17,11 @@ variable SPIRAD_REQUIRE_ARCHS (CI sets all five), where a missing arch is a fail
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
 set by conftest) and any validation message fails the test.
 
-Metal has no f64, no 64-bit atomics, no f32 atomic min / max of ndarray elements and no
-atomic_mul (no compare-and-swap). A test runs on metal where its kernels use none (f32
-parametrisations, folded literals); where they do, the backend must refuse at compile time
-with its clear error (`METAL_REFUSALS`), and the case is reported as an xfail with that reason
-— never as a pass (STYLE 18). Any other error fails as usual. conftest's terminal summary
-lists every refused metal case, grouped by reason.
+Metal has no f64, no 64-bit atomics and no f32 atomic min / max of ndarray elements. A test runs on metal where its
+kernels use none (f32 parametrisations, folded literals); where they do, the backend must refuse
+at compile time with its clear error (`METAL_REFUSALS`), and the case is reported as an xfail
+with that reason — never as a pass (STYLE 18). Any other error fails as usual. conftest's
+terminal summary lists every refused metal case, grouped by reason.
 
 This is the one spelling of the arch decorator: import it as `test_archs`
 (tests/architecture/test_test_hygiene.py checks).
