@@ -255,7 +255,7 @@ class Interpreter:
         self.env[n] = old
 
     op_atomic_min = op_atomic_max = op_atomic_and = op_atomic_or = op_atomic_xor = op_atomic_add
-    op_atomic_xchg = op_atomic_add
+    op_atomic_xchg = op_atomic_mul = op_atomic_add
 
     # -- control flow ------------------------------------------------------------------------
     def op_if(self, n):

@@ -41,6 +41,7 @@ class Op(Enum):
     ATOMIC_MIN = auto(); ATOMIC_MAX = auto()
     ATOMIC_AND = auto(); ATOMIC_OR = auto(); ATOMIC_XOR = auto()
     ATOMIC_XCHG = auto()    # stores the value itself (no combining op); returns the old value
+    ATOMIC_MUL = auto()     # Taichi's atomic_mul (ints and floats): a compare-and-swap loop
     # structured control flow
     IF = auto()             # srcs: (cond,); blocks: (then, else)
     RANGE_FOR = auto()      # srcs: (begin, end); arg: LoopArg; blocks: (body,)
@@ -81,7 +82,7 @@ STATEMENTS = frozenset({Op.CALL, Op.PRINT, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.
 # every atomic read-modify-write -> the binary op it applies (new = combine(old, value))
 ATOMIC_COMBINE = {Op.ATOMIC_ADD: Op.ADD, Op.ATOMIC_MIN: Op.MIN, Op.ATOMIC_MAX: Op.MAX,
                   Op.ATOMIC_AND: Op.AND, Op.ATOMIC_OR: Op.OR, Op.ATOMIC_XOR: Op.XOR,
-                  Op.ATOMIC_XCHG: None}
+                  Op.ATOMIC_XCHG: None, Op.ATOMIC_MUL: Op.MUL}
 ATOMICS = frozenset(ATOMIC_COMBINE)
 GLOBAL_ACCESS = frozenset({Op.GLOBAL_LOAD, Op.GLOBAL_STORE}) | ATOMICS
 SIDE_EFFECTS = STATEMENTS | ATOMICS

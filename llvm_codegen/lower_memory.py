@@ -292,7 +292,32 @@ def rmw_op(op, dt) -> str:
         name = "min" if op == Op.ATOMIC_MIN else "max"
         return ("f" + name) if dt.is_float else (name if dt.kind == "i" else "u" + name)
     return {Op.ATOMIC_AND: "and", Op.ATOMIC_OR: "or", Op.ATOMIC_XOR: "xor",
-            Op.ATOMIC_XCHG: "xchg"}[op]
+            Op.ATOMIC_XCHG: "xchg", Op.ATOMIC_MUL: "mul"}[op]
+
+
+def atomic_update(ctx: FnContext, op: str, p, v, dt, order):
+    """`atomicrmw op` of `v` (memory form) at `p`; returns the old value (memory form). "mul"
+    (Taichi's atomic_mul) has no atomicrmw: a compare-and-swap loop on the element's bits."""
+    b = ctx.b
+    if op != "mul":
+        return b.atomic_rmw(op, p, v, order)
+    mt = mem_type(dt)
+    fl = dt.is_float
+    it = (I64 if isinstance(mt, ir.DoubleType) else I32) if fl else mt
+    pi = b.bitcast(p, it.as_pointer()) if fl else p
+    start = b.load_atomic(pi, order, dt.bits // 8, typ=it)
+    pre, head, done = b.block, ctx.block("atom.mul.cas"), ctx.block("atom.mul.done")
+    b.branch(head)
+    b.position_at_end(head)
+    cur = b.phi(it)
+    cur.add_incoming(start, pre)
+    new = b.bitcast(b.fmul(b.bitcast(cur, mt), v), it) if fl else b.mul(cur, v)
+    # the syncscope (GPU targets) is written once, before both orderings
+    pair = b.cmpxchg(pi, cur, new, order, order.split()[-1])
+    cur.add_incoming(b.extract_value(pair, 0), head)
+    b.cbranch(b.extract_value(pair, 1), done, head)
+    b.position_at_end(done)
+    return b.bitcast(cur, mt) if fl else cur
 
 
 def _atomic(ctx: FnContext, n):
@@ -303,7 +328,7 @@ def _atomic(ctx: FnContext, n):
     def rmw(p):
         v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
         target = ctx.lib.target
-        old = ctx.b.atomic_rmw(op, p, to_memory(ctx.b, v, dt), target.ordering())
+        old = atomic_update(ctx, op, p, to_memory(ctx.b, v, dt), dt, target.ordering())
         if op == "fadd" and target.fadd_metadata:  # AMDGPU: native float atomic, not a CAS loop
             for md in ("amdgpu.no.fine.grained.memory", "amdgpu.ignore.denormal.mode"):
                 old.set_metadata(md, ctx.lib.module.add_metadata([]))

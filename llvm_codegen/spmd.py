@@ -33,8 +33,8 @@ from . import math_policy
 from .context import FnContext
 from .freeze import freeze
 from .lltypes import I32, I64, PTR, elem_info, mem_type, scalar_reg_type
-from .lower_memory import (axis_extent, from_memory, index64, linear_index, oob_checked, oob_helper,
-                           rmw_op, to_memory)
+from .lower_memory import (atomic_update, axis_extent, from_memory, index64, linear_index,
+                           oob_checked, oob_helper, rmw_op, to_memory)
 from .lower_ops import convert
 from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, masked
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
@@ -525,7 +525,7 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
         p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
         lane_v = to_memory(b, b.extract_element(v, ir.Constant(I32, k)), dt)
-        old = b.atomic_rmw(op, p, lane_v, ctx.lib.target.ordering())
+        old = atomic_update(ctx, op, p, lane_v, dt, ctx.lib.target.ordering())
         got = b.insert_element(res, old, ir.Constant(I32, k))
         on_end = b.block
         b.branch(after)

@@ -27,7 +27,7 @@ from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
 from .struct import Struct, dataclass
-from .lang import atomic_and, atomic_max, atomic_min, atomic_or, atomic_xor
+from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
                    static_assert, static_print, svd, sym_eig)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
@@ -84,6 +84,25 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread
 _INIT_KEYS |= {"force_scalarize_matrix", "ad_stack_sparse_threshold_bytes", "num_compile_threads"}
+# Taichi's other CompileConfig fields and special options: knobs of Taichi's own compiler, runtime
+# and debugging (IR dumps, a gdb hook, block dims, struct-for demotion, mesh localisation, quant
+# store fusion, offline-cache cleaning, Vulkan API version), accepted with no effect here
+# (docs/coming_from_taichi.md, "ti.init"); `default_up` stays refused, as Taichi refuses it
+_INIT_KEYS |= {"gdb_trigger", "print_preprocessed_ir", "print_ir_dbg_info", "print_accessor_ir",
+               "print_kernel_asm", "print_kernel_amdgcn", "print_kernel_llvm_ir_optimized",
+               "print_struct_llvm_ir", "verbose_kernel_launches", "timeline", "use_llvm",
+               "lower_access", "simplify_before_lower_access", "simplify_after_lower_access",
+               "gpu_max_reg", "saturating_grid_dim", "max_block_dim", "default_cpu_block_dim",
+               "default_gpu_block_dim", "cpu_block_dim_adaptive", "make_cpu_multithreading_loop",
+               "detect_read_only", "half2_vectorization", "cache_loop_invariant_global_vars",
+               "move_loop_invariant_outside_if", "demote_dense_struct_fors",
+               "allow_nv_shader_extension", "vk_api_version", "quant_opt_atomic_demotion",
+               "quant_opt_store_fusion", "offline_cache_cleaning_policy",
+               "offline_cache_cleaning_factor", "demote_no_access_mesh_fors",
+               "experimental_auto_mesh_local", "auto_mesh_local_default_occupacy",
+               "make_mesh_block_local", "mesh_localize_all_attr_mappings",
+               "mesh_localize_from_end_mapping", "mesh_localize_to_end_mapping",
+               "optimize_mesh_reordered_mapping"}
 # Quadrants' `print_full_traceback=True`: tracebacks keep spirad's own frames (SPIRAD_DEBUG=1,
 # which wins where set), until the next init() without it
 _INIT_KEYS |= {"print_full_traceback"}

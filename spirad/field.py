@@ -17,7 +17,7 @@ import numpy as np
 
 from . import guard as _guard
 from . import state as _state
-from kernel_ir.errors import SpiradIndexError, SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradIndexError, SpiradSyntaxError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
 from .tensor_surface import TensorSurface
@@ -266,7 +266,28 @@ class _HostArray(TensorSurface):
         """Set every element to `value`."""
         self._store(self._to_storage(value))
 
+    @property
+    def n(self) -> int:
+        """Rows of a vector / matrix element (Taichi's MatrixField.n, Vector/MatrixNdarray.n)."""
+        if not self.comp_shape:
+            raise AttributeError(f"{self._kind} {self._label()} has scalar elements: no .n")
+        return self.comp_shape[0]
+
+    @property
+    def m(self) -> int:
+        """Columns of a matrix element (Taichi's MatrixField.m, MatrixNdarray.m); 1 for a vector
+        field. A vector ndarray has none (Taichi's VectorNdarray has only `n`)."""
+        if not self.comp_shape or (len(self.comp_shape) == 1 and self._kind == "ndarray"):
+            raise AttributeError(f"{self._kind} {self._label()} has "
+                                 f"{'vector' if self.comp_shape else 'scalar'} elements: no .m")
+        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
+
+    def _index_offset(self) -> tuple:
+        """The index of the first element along each axis (a field's `offset=`; zeros here)."""
+        return (0,) * len(self.shape)
+
     def _index(self, key):
+        """The storage index (from 0) of the user's index `key` (offset fields: shifted)."""
         if key is None:
             key = ()
         if not isinstance(key, tuple):
@@ -274,14 +295,16 @@ class _HostArray(TensorSurface):
         if len(key) != len(self.shape):
             raise SpiradIndexError(f"{self._kind} {self._label()} of shape {self.shape} needs "
                                    f"{len(self.shape)} indices, got {len(key)}")
-        for k, n in zip(key, self.shape):
+        offset = self._index_offset()
+        for k, n, o in zip(key, self.shape, offset):
             if not isinstance(k, numbers.Integral):
                 raise SpiradTypeError(f"{self._kind} {self._label()} is indexed with integers, "
                                       f"got {k!r} ({type(k).__name__})")
-            if not 0 <= k < n:
+            if not o <= k < o + n:
+                where = f" of shape {self.shape}" + (f" and offset {offset}" if any(offset) else "")
                 raise SpiradIndexError(f"index {key} is out of range for {self._kind} "
-                                       f"{self._label()} of shape {self.shape}")
-        return tuple(int(k) for k in key)
+                                       f"{self._label()}{where}")
+        return tuple(int(k) - o for k, o in zip(key, offset))
 
     @_guard.locked
     def __getitem__(self, key):
@@ -297,7 +320,8 @@ class _HostArray(TensorSurface):
             if not self.comp_shape:
                 v = v[()]
         if self.comp_shape:  # a copy that writes through: `x[i][c] = v` changes x, as in Taichi
-            return HOST_ELEMENT[0](self, index, v)
+            user = tuple(k + o for k, o in zip(index, self._index_offset()))  # x[user] = ...
+            return HOST_ELEMENT[0](self, user, v)
         return bool(v) if self.dtype == T.u1 else v.item()
 
     @_guard.locked
@@ -314,8 +338,9 @@ class Field(_HostArray):
     _kind = "field"
 
     def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
-                 needs_dual=False):
+                 needs_dual=False, offset=None):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
+        self._offset = check_offset(shape, offset)  # None: from 0 (or set when placed)
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
@@ -420,23 +445,23 @@ class Field(_HostArray):
         _state.current().layout_version += 1
 
     @property
+    def offset(self) -> tuple:
+        """The index of the first element along each axis (Taichi's `offset=`): indices run
+        over [offset, offset + shape) in kernels, struct-for loops and Python scope; storage,
+        `to_numpy` and `from_numpy` are the same as without one. A gradient / dual field has
+        its primal's."""
+        owner = self._primal or self._dual_of
+        if owner is not None:
+            return owner.offset
+        return self._offset if self._offset is not None else (0,) * len(self.shape or ())
+
+    def _index_offset(self) -> tuple:
+        return self.offset
+
+    @property
     def needs_grad(self) -> bool:
         """Whether the field has a gradient field (`x.grad`)."""
         return self._grad is not None
-
-    @property
-    def n(self) -> int:
-        """Rows of a vector / matrix field's elements (Taichi's MatrixField.n)."""
-        if not self.comp_shape:
-            raise AttributeError(f"field {self.name} has scalar elements: no .n")
-        return self.comp_shape[0]
-
-    @property
-    def m(self) -> int:
-        """Columns of a matrix field's elements; 1 for a vector field (Taichi's MatrixField.m)."""
-        if not self.comp_shape:
-            raise AttributeError(f"field {self.name} has scalar elements: no .m")
-        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
 
     @property
     def needs_dual(self) -> bool:
@@ -499,19 +524,35 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
+def check_offset(shape, offset, placed: bool = False):
+    """`offset=` of a field (or of `place`) as a tuple of ints, or None when not given; Taichi's
+    errors for one without a shape or of another length than the shape."""
+    if offset is None or (placed and offset == ()):
+        return None
+    if shape is None and not placed:
+        raise SpiradSyntaxError("shape cannot be None when offset is set")
+    if isinstance(offset, numbers.Integral):
+        offset = (offset,)
+    if not isinstance(offset, (tuple, list)) or \
+            not all(isinstance(o, numbers.Integral) for o in offset):
+        raise SpiradTypeError(f"offset must be an int or a tuple of ints, got {offset!r}")
+    dim = len(normalize_shape(shape))
+    if dim != len(offset):
+        raise SpiradSyntaxError(f"The dimensionality of shape and offset must be the same "
+                                f"({dim} != {len(offset)})")
+    return tuple(int(o) for o in offset)
+
+
 @api
 def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None,
           order=None, layout=None) -> Field:
     """A field of `dtype` (`sd.f32`, `float`, `sd.math.vec3`, ...) and `shape` (an int or tuple;
     None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
     (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
-    the variable it is assigned to). Taichi's `order` / `layout` are accepted; `offset` is not
-    supported."""
-    if offset is not None:
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError("field(..., offset=) is not supported: index from 0 and add "
-                                      "the offset in the kernel")
-    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual)  # order / layout: C order
+    the variable it is assigned to). `offset` (an int or a tuple, one per axis; Taichi's): the
+    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted."""
+    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
+                 offset=offset)
 
 
 class Axis:
@@ -607,12 +648,13 @@ class SNode:
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
         """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its
-        gradient, also after kernels using `x` were compiled."""
-        if offset is not None:
-            from kernel_ir.errors import SpiradNotSupportedError
-            raise SpiradNotSupportedError("place(..., offset=) is not supported: index from 0 "
-                                          "and add the offset in the kernel")
+        gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
+        fields' indices run over [offset, offset + shape)."""
+        offset = check_offset(self.shape, offset, placed=True)
         for f in fields:
+            if offset is not None and isinstance(f, Field) and f._primal is None \
+                    and f._dual_of is None:  # a gradient / dual has its primal's offset
+                f._offset = offset
             if not isinstance(f, Field):
                 raise SpiradTypeError(f"place() expects fields, got {type(f).__name__}")
             # x.dual / x.grad: enable x's dual / gradient slot, with x's shape

@@ -214,6 +214,24 @@ def atomic_xor(target, value):
     raise _python_scope("atomic_xor")
 
 
+def atomic_mul(target, value):
+    """`target *= value` atomically (Taichi's ti.atomic_mul; kernels only): on a field / ndarray
+    element a compare-and-swap loop (Metal has none: a compile error), on a local the plain
+    update; returns the old value. Not differentiated (reverse mode refuses it on a float with
+    a gradient)."""
+    raise _python_scope("atomic_mul")
+
+
+def zero(x):
+    """Taichi's `ti.zero(x)` (kernels only): `x * 0`, zeros of x's type and shape."""
+    raise _python_scope("zero")
+
+
+def one(x):
+    """Taichi's `ti.one(x)` (kernels only): `x * 0 + 1`, ones of x's type and shape."""
+    raise _python_scope("one")
+
+
 def atomic_exchange(target, value):
     """Store `value`, return the old value, atomically (Quadrants)."""
     raise _python_scope("atomic_exchange")

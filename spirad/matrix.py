@@ -248,10 +248,12 @@ class Vector(_Methods):
         return v
 
     @staticmethod
-    def field(n, dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
+    def field(n, dtype, shape=None, needs_grad=False, name="", needs_dual=False,
+              offset=None) -> Field:
         """A field whose elements are `n`-vectors of `dtype` (as `sd.field`, plus the component
-        count)."""
-        return Field(VectorType(n, dtype), shape, needs_grad, name, needs_dual=needs_dual)
+        count; `offset` as there)."""
+        return Field(VectorType(n, dtype), shape, needs_grad, name, needs_dual=needs_dual,
+                     offset=offset)
 
     @staticmethod
     def ndarray(n, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
@@ -294,9 +296,12 @@ class Matrix(_Methods):
         return matrix_value(np.eye(int(dim)) * val)
 
     @staticmethod
-    def field(n, m, dtype, shape=None, needs_grad=False, name="", needs_dual=False) -> Field:
-        """A field whose elements are `n` x `m` matrices of `dtype`."""
-        return Field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual=needs_dual)
+    def field(n, m, dtype, shape=None, needs_grad=False, name="", needs_dual=False,
+              offset=None) -> Field:
+        """A field whose elements are `n` x `m` matrices of `dtype` (`offset` as in
+        `sd.field`)."""
+        return Field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual=needs_dual,
+                     offset=offset)
 
     @staticmethod
     def ndarray(n, m, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:

@@ -24,11 +24,12 @@ class StructType:
         self.name = name
 
     def field(self, shape=None, needs_grad=False, name="", needs_dual=False,
-              layout=None) -> "StructField":
+              layout=None, offset=None) -> "StructField":
         """A struct field of this type: one field per member, all of `shape` (`needs_grad` gives
-        every float member a gradient). `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted;
-        spirad stores members apart (SOA) either way, with the same values."""
-        return StructField(self, shape, needs_grad, name, needs_dual)
+        every float member a gradient; `offset` as in `sd.field`, shared by the members).
+        `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted; spirad stores members apart (SOA)
+        either way, with the same values."""
+        return StructField(self, shape, needs_grad, name, needs_dual, offset)
 
     def __call__(self, *a, **k):
         """Struct values exist only in kernels (`P(a=1.0)` there); from Python this raises."""
@@ -46,14 +47,15 @@ class StructField:
 
     _struct_members = True
 
-    def __init__(self, stype: StructType, shape, needs_grad=False, name="", needs_dual=False):
+    def __init__(self, stype: StructType, shape, needs_grad=False, name="", needs_dual=False,
+                 offset=None):
         from .field import Field
         self.stype = stype
         from .field import creation_name
         self.name = name or creation_name() or stype.name
         self.members = {}
         for m, dt in stype.members.items():
-            f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False)
+            f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False, offset=offset)
             if needs_grad and f.dtype.is_float:
                 f._add_grad()
             if needs_dual and f.dtype.is_float:
@@ -168,9 +170,11 @@ def struct(**members) -> StructType:
 class Struct:
     """Taichi's `ti.Struct`: `sd.Struct.field({'a': float, 'v': vec3}, shape=n)`."""
     @staticmethod
-    def field(members: dict, shape=None, needs_grad=False, name="", needs_dual=False):
-        """A struct field with `members` (name -> element type) of `shape`."""
-        return StructType(members).field(shape, needs_grad, name, needs_dual)
+    def field(members: dict, shape=None, needs_grad=False, name="", needs_dual=False,
+              offset=None):
+        """A struct field with `members` (name -> element type) of `shape` (`offset` as in
+        `sd.field`)."""
+        return StructType(members).field(shape, needs_grad, name, needs_dual, offset=offset)
 
 
 def dataclass(cls) -> StructType:

@@ -1,11 +1,13 @@
-"""Atomic read-modify-write lowering (ATOMIC_ADD / MIN / MAX / AND / OR / XOR / XCHG).
+"""Atomic read-modify-write lowering (ATOMIC_ADD / MIN / MAX / AND / OR / XOR / XCHG / MUL).
 
 * ints (i32, u32; i64 with Int64Atomics): one native instruction (OpAtomicIAdd, OpAtomicSMin /
   UMin, SMax / UMax, And, Or, Xor, Exchange).
 * u1 (stored as 0/1 u32 words): AND / OR / XOR / XCHG on the word, the result `!= 0`.
 * f32 / f64 add with the device's float-add atomics: OpAtomicFAddEXT
   (SPV_EXT_shader_atomic_float_add).
-* every other float atomic (add without the extension, min / max, exchange): on the element's bit
+* MUL (Taichi's atomic_mul) has no SPIR-V instruction: a compare-and-swap loop, on ints in the
+  binding's own storage type, on floats as below (profiles without compare-and-swap refuse it).
+* every other float atomic (add without the extension, min / max, exchange, mul): on the element's bit
   pattern. The binding is then declared as an array of same-width unsigned ints (storage kind
   'bits', see `interface.py`) and every plain load/store of it bitcasts. Exchange is one
   OpAtomicExchange of the bits; add / min / max are a compare-and-swap loop whose new value is
@@ -59,6 +61,9 @@ def needs_bits(dt, caps, op=Op.ATOMIC_ADD) -> bool:
 
 def check_supported(op, dt, caps) -> None:
     name = op.name.lower()
+    if op == Op.ATOMIC_MUL and not getattr(caps, "profile").compare_exchange:
+        raise RuntimeError(f"{name} needs a compare-and-swap loop, which the {caps.profile.name} "
+                           f"profile forbids (the backend rejects it earlier)")
     if dt.kind == "b" and op not in (Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR, Op.ATOMIC_XCHG):
         raise RuntimeError(f"{name} on u1 is not supported")
     if needs_cas(dt, caps, op) and not getattr(caps, "profile").compare_exchange:
@@ -85,6 +90,8 @@ def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
         if dt.bits == 64:
             E.m.capability("Int64Atomics")
         st = dt if storage is None else storage
+        if op == Op.ATOMIC_MUL:  # no OpAtomicIMul
+            return _cas_loop(L, Op.MUL, ptr, v, dt, scope, sem, st)
         if st != dt:
             old = E.op(_INT_OPS[op][dt.kind == "u"], st, ptr, scope, sem, E.op("OpBitcast", st, v))
             return E.op("OpBitcast", dt, old)
@@ -106,10 +113,15 @@ def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
     return _cas_loop(L, ATOMIC_COMBINE[op], ptr, v, dt, scope, sem)
 
 
-def _cas_loop(L, comb, ptr, v, dt, scope, sem):
+def _cas_loop(L, comb, ptr, v, dt, scope, sem, ut=None):
+    """`*ptr = comb(*ptr, v)` by compare-and-swap on the element as `ut` (its storage type;
+    default: the unsigned int of `dt`'s width, a float's bits); returns the old value."""
     from .lower_math import lower_binary
     E, fn = L.E, L.E.fn
-    ut = u32 if dt.bits == 32 else U64
+    ut = ut if ut is not None else (u32 if dt.bits == 32 else U64)
+
+    def cast(t, x, xt):
+        return x if t == xt else E.op("OpBitcast", t, x)
     first = E.op("OpAtomicLoad", ut, ptr, scope, sem)
     pre = fn.current.label
     header, body, retry, cont, merge = (fn.label() for _ in range(5))
@@ -121,9 +133,9 @@ def _cas_loop(L, comb, ptr, v, dt, scope, sem):
     fn.loop_merge(merge, cont)
     fn.branch(body)
     fn.begin(body)
-    new = lower_binary(E, comb, dt, E.op("OpBitcast", dt, cur), v)
+    new = lower_binary(E, comb, dt, cast(dt, cur, ut), v)
     fn.emit("OpAtomicCompareExchange", E.ty(ut), got, ptr, scope, sem, sem,
-            E.op("OpBitcast", ut, new), cur)
+            cast(ut, new, dt), cur)
     done = E.op("OpIEqual", u1, got, cur)
     fn.selection_merge(retry)
     fn.branch_cond(done, merge, retry)
@@ -133,7 +145,7 @@ def _cas_loop(L, comb, ptr, v, dt, scope, sem):
     fn.begin(cont)
     fn.branch(header)
     fn.begin(merge)
-    return E.op("OpBitcast", dt, cur)
+    return cast(dt, cur, ut)
 
 
 def float_min_max_by_sign(L, op, ptr_u: int, ptr_i: int, v: int) -> int:

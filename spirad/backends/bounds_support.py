@@ -68,7 +68,11 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         else:
             shape = ()
     shape_s = f" of shape {shape}" if shape is not None else ""
-    valid = f"0..{extent - 1}" if extent > 0 else "none: the axis is empty"
+    first = _field_offset(ref, axis)  # a field's `offset=`: the user's index, not storage's
+    if first:
+        value += first
+        shape_s += f" and offset {_field_offset(ref, None)}"
+    valid = f"{first}..{first + extent - 1}" if extent > 0 else "none: the axis is empty"
     err = SpiradIndexError(
         f"{format_loc(loc)}index out of range in kernel {kernel} ({tdesc}): {what}{shape_s} "
         f"indexed with {value} on axis {axis} (extent {extent}; valid {valid}). The access was "
@@ -76,6 +80,19 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         f"checks of sd.init(debug=True).)")
     err.loc = loc
     return err
+
+
+def _field_offset(ref, axis):
+    """The `offset=` of the field behind `ref` (axis `axis`, or the tuple when axis is None):
+    the checks test the storage index (index - offset), errors name the user's."""
+    if ref is None or ref.kind != "field":
+        return 0 if axis is not None else ()
+    from .. import state
+    f = state.current().field_map().get(ref.key)
+    offset = f.offset if f is not None else ()
+    if axis is None:
+        return offset
+    return offset[axis] if 0 <= axis < len(offset) else 0
 
 
 def ref_label(ref) -> str:
@@ -99,6 +116,8 @@ def out_of_bounds_error(kernel: str, task_names, bindings, status) -> SpiradOutO
         what = ref_label(ref)
         if ref.shape is not None:
             what += f" of shape {tuple(int(d) for d in ref.shape)}"
+        if any(_field_offset(ref, None)):
+            what += f" and offset {_field_offset(ref, None)}"
     return SpiradOutOfBoundsError(
         f"kernel {kernel} ({tdesc}) indexed {what} out of range. The access was skipped (a load "
         f"read 0, a store wrote nothing), so this launch's results are wrong; other fields and "

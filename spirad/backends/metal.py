@@ -138,6 +138,12 @@ class MetalBackend(SpirvBackend):
                 f"kernel {tl.name}: {n.op.name.lower()} on an f32 ndarray element is not "
                 f"available on Metal ({self.caps.name}): it has no compare-and-swap loop; keep "
                 f"the value in an f32 field (fields support it) or use another arch"), loc)
+        n, loc = _first_use(tl, lambda n: n.op == Op.ATOMIC_MUL)
+        if n is not None:
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name}: atomic_mul is not available on Metal ({self.caps.name}): it "
+                f"needs a compare-and-swap loop, which Metal (through wgpu) lacks; multiply in a "
+                f"local and store the product, or use another arch"), loc)
         n, loc = _first_use(tl, lambda n: n.op in ATOMICS and n.op != Op.ATOMIC_ADD and (
             n.dtype.bits == 64 or n.dtype.kind == "f" and n.dtype != f32 and
             n.op != Op.ATOMIC_XCHG))

@@ -12,11 +12,12 @@ from .. import lang
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType, from_python
 from kernel_ir.mathfns import MATH
-from kernel_ir.ops import Op
+from kernel_ir.ops import ATOMIC_COMBINE, Op
 from ..matrix import Matrix, Vector
 from .rng import h_random
 from .ops import is_py_scalar
-from .values import GlobalElem, Slot, VecVal
+from .values import GlobalElem, Slot, SlotView, VecVal
+from ..func import func as _func_decorator
 
 
 def _unary(op, pyfn=None):
@@ -91,30 +92,79 @@ def h_select(v, args, kw, node):
     return v.select(*args)
 
 
-def h_atomic_add(v, args, kw, node):
+def _local_update(v, target, op, value):
+    """An atomic on a local variable (or a component of one; Taichi allows them): the plain
+    update `target = target <op> value` (one thread owns a local). Returns the old value."""
+    old = v.rvalue(target)
+    v.store_into(target, v.binop(op, old, value))
+    return old
+
+
+def _target(v, args, name, node):
     _arity(v, args, 2, node)
-    if not isinstance(args[0], GlobalElem):
-        raise v.ctx.error(SpiradTypeError, "atomic_add's first argument must be a field or ndarray element", node)
-    return v.atomic_add_into(args[0], args[1])
+    if not isinstance(args[0], (GlobalElem, Slot, SlotView)):
+        raise v.ctx.error(SpiradSyntaxError, f"cannot use a non-writable target as the first "
+                                             f"operand of {name}: give a field or ndarray "
+                                             f"element or a local variable", node)
+    return args[0]
+
+
+def h_atomic_add(v, args, kw, node):
+    target = _target(v, args, "atomic_add", node)
+    if not isinstance(target, GlobalElem):
+        return _local_update(v, target, Op.ADD, args[1])
+    return v.atomic_add_into(target, args[1])
 
 
 def h_atomic_sub(v, args, kw, node):
     """atomic_sub(x[i], v) is atomic_add(x[i], -v); returns the old value."""
-    _arity(v, args, 2, node)
-    if not isinstance(args[0], GlobalElem):
-        raise v.ctx.error(SpiradTypeError, "atomic_sub's first argument must be a field or ndarray element", node)
+    target = _target(v, args, "atomic_sub", node)
+    if not isinstance(target, GlobalElem):
+        return _local_update(v, target, Op.SUB, args[1])
     a = v.rvalue(args[1])
-    return v.atomic_add_into(args[0], -a if is_py_scalar(a) else v.unop(Op.NEG, a))
+    return v.atomic_add_into(target, -a if is_py_scalar(a) else v.unop(Op.NEG, a))
+
+
+def h_atomic_mul(v, args, kw, node):
+    """Taichi's atomic_mul: on a field / ndarray element an atomic multiply (a compare-and-swap
+    loop in every code generator), on a local the plain update; returns the old value."""
+    target = _target(v, args, "atomic_mul", node)
+    if isinstance(target, GlobalElem):
+        return v.atomic_into(Op.ATOMIC_MUL, target, args[1], "atomic_mul")
+    return _local_update(v, target, Op.MUL, args[1])
+
+
+def h_func(v, args, kw, node):
+    """`sd.func(f)(x)` in a kernel (Taichi's tests do it): `f` made a func where it is called,
+    inlined like a decorated one (a plain function's wrapper is cached per function object)."""
+    from ..func import Func, plain_func
+    _arity(v, args, 1, node)
+    f = v.rvalue(args[0])
+    if isinstance(f, Func):
+        return f
+    if not callable(f) or not hasattr(f, "__code__"):
+        raise v.ctx.error(SpiradTypeError, f"sd.func() needs a Python function, got "
+                                           f"{type(f).__name__}", node)
+    return plain_func(f)
+
+
+def _zero(v, args, node):
+    """Taichi's `zero(x)`: `x * 0` (its type and shape)."""
+    _arity(v, args, 1, node)
+    return v.binop(Op.MUL, v.rvalue(args[0]), 0)
 
 
 def _atomic(op, name):
     """`sd.atomic_<name>(target, value)` (Quadrants' family): returns the old value."""
     def h(v, args, kw, node):
-        _arity(v, args, 2, node)
-        if not isinstance(args[0], (GlobalElem, Slot)):
-            raise v.ctx.error(SpiradTypeError, f"atomic_{name}'s first argument must be a field or "
-                                               f"ndarray element or a local variable", node)
-        return v.atomic_into(op, args[0], args[1], f"atomic_{name}")
+        target = _target(v, args, f"atomic_{name}", node)
+        if isinstance(target, SlotView):  # a component of a local vector
+            if ATOMIC_COMBINE[op] is None:
+                old = v.rvalue(target)
+                v.store_into(target, args[1])
+                return old
+            return _local_update(v, target, ATOMIC_COMBINE[op], args[1])
+        return v.atomic_into(op, target, args[1], f"atomic_{name}")
     return h
 
 
@@ -411,7 +461,9 @@ HANDLERS = {
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
-    lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub,
+    lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub, lang.atomic_mul: h_atomic_mul,
+    lang.zero: lambda v, args, kw, node: _zero(v, args, node), _func_decorator: h_func,
+    lang.one: lambda v, args, kw, node: v.binop(Op.ADD, _zero(v, args, node), 1),
     lang.atomic_min: _atomic(Op.ATOMIC_MIN, "min"), lang.atomic_max: _atomic(Op.ATOMIC_MAX, "max"),
     lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
     lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),

@@ -205,7 +205,7 @@ class _Describer:
         ids = [f.id] + [g.id for g in (f._grad, f._dual) if g is not None]
         self.field_ids.update(ids)
         return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.needs_grad,
-                f.needs_dual)
+                f.needs_dual, f.offset)  # the offset is compiled into every index
 
     def attrs(self, obj, own=None) -> tuple:
         """(name, description) of every attribute of `obj` that some described code names; a

@@ -297,7 +297,12 @@ class ExprVisitor:
             raise self.ctx.error(SpiradTypeError, f"field '{obj.name}' has {len(obj.shape)} dimension(s) "
                                                   f"but is indexed with {len(idx)}", node)
         wide = any(n > 2**31 - 1 for n in obj.shape)  # an axis past i32 (the CPU only)
-        return GlobalElem(ref, self.indices(idx, wide), obj.comp_shape, obj)
+        ix = self.indices(idx, wide)
+        if any(obj.offset):  # Taichi's `offset=`: storage index = index - offset, before the
+            b = self.ctx.b   # bounds checks and the adjoint (x.grad shares x's offset)
+            ix = tuple(n if o == 0 else b.binary(Op.SUB, n, b.const(o, n.dtype))
+                       for n, o in zip(ix, obj.offset))
+        return GlobalElem(ref, ix, obj.comp_shape, obj)
 
     def clamp_index(self, n, arg_index, axis):
         """`n` clamped into [0, extent - 1] of axis `axis` of ndarray argument `arg_index`."""

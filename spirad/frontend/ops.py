@@ -379,5 +379,5 @@ def _check_atomic_type(v, op, dt, what):
     if op in (Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR) and dt.is_float:
         raise v.ctx.error(SpiradTypeError, f"{what} needs an integer target, got {dt} (bitwise "
                                            f"atomics are defined on integers only)")
-    if op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX) and dt == T.u1:
+    if op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_MUL) and dt == T.u1:
         raise v.ctx.error(SpiradTypeError, f"{what} needs a number, got u1")

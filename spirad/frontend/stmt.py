@@ -377,7 +377,10 @@ class StmtVisitor:
                     dims.append((0, d))
             return dims
         if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
-            return [(0, s) for s in obj.shape]
+            # Taichi's `offset=`: the loop runs over [offset, offset + shape) (a struct field's
+            # members share theirs; a member named `offset` must not shadow it)
+            f = obj if isinstance(obj, Field) else next(iter(obj.members.values()))
+            return [(o, o + s) for o, s in zip(f.offset, obj.shape)]
         if isinstance(obj, NdarrayArg):
             return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
         raise self.ctx.error(SpiradSyntaxError, "for-loops iterate over range(), ndrange(), grouped(), "

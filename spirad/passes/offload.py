@@ -234,7 +234,8 @@ def _check_bound_writes(loop: Node, bounds) -> None:
 
 
 _COMBINE_ATOMIC = {Op.ADD: Op.ATOMIC_ADD, Op.MIN: Op.ATOMIC_MIN, Op.MAX: Op.ATOMIC_MAX,
-                   Op.AND: Op.ATOMIC_AND, Op.OR: Op.ATOMIC_OR, Op.XOR: Op.ATOMIC_XOR}
+                   Op.AND: Op.ATOMIC_AND, Op.OR: Op.ATOMIC_OR, Op.XOR: Op.ATOMIC_XOR,
+                   Op.MUL: Op.ATOMIC_MUL}  # `s *= v` / atomic_mul(s, v): Taichi's atomic_mul
 
 
 def _shared_updates(loop: Node, top_allocas) -> dict:

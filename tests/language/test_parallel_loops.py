@@ -281,7 +281,7 @@ def quotes(err, fn, text):
 def total(x: sd.template()):
     s = 1.0
     for i in x:
-        s = s * x[i]                       # a func local assigned in its parallel loop: races
+        s = s * x[i] + 0.0                 # a func local assigned in its parallel loop: races
     return s
 
 
@@ -346,7 +346,7 @@ def test_parallel_loop_diagnostics_through_funcs(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 's'") as e:
         k_local()
-    quotes(e.value, total, "s = s * x[i]")
+    quotes(e.value, total, "s = s * x[i] + 0.0")
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 'acc'") as e:
         k_param()
     quotes(e.value, total_param, "acc = x[i]")

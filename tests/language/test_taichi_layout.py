@@ -99,8 +99,6 @@ def test_layout_errors(arch):
         g = y.grad
         sd.root.dense(sd.i, 3).place(y)
         g.to_numpy()
-    with pytest.raises(sd.SpiradNotSupportedError, match="offset"):
-        sd.field(sd.f32, shape=4, offset=2)
     for what in ("pointer", "bitmasked", "dynamic"):
         with pytest.raises(sd.SpiradNotSupportedError, match="dense") as e:
             getattr(sd.root, what)(sd.i, 8)

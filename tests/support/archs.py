@@ -35,6 +35,7 @@ import pytest
 
 # the messages of spirad/backends/metal.py's compile-time refusals -> the reason reported
 METAL_REFUSALS = {"Metal has no 64-bit floats": "f64 (Metal has no 64-bit floats)",
+                  "atomic_mul is not available on Metal": "atomic_mul (no compare-and-swap on Metal)",
                   "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)"}
 REFUSED_PREFIX = "refused on metal: "
 ALL_ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
