@@ -111,6 +111,13 @@ class GpuSizer:
         from ...ndarray import Ndarray
         return Ndarray(dtype, (max(int(n), 1),))
 
+    def _own_ndarray(self, dtype, n):
+        """An ndarray over a buffer of its own (not in the backend's arenas): the metadata the
+        sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`)."""
+        from ...ndarray import Ndarray
+        n = max(int(n), 1)
+        return Ndarray._alias(self.be.allocate(n * dtype.nbytes), dtype, (n,))
+
     def scratch(self, name, dtype, n):
         """A shared scratch ndarray of at least `n` elements, grown by doubling."""
         cur = self._scratch.get(name)
@@ -310,7 +317,7 @@ class GpuSizer:
                 return None
         if st.spare is None:
             from kernel_ir import dtypes as T
-            st.spare = self._ndarray(T.u32, F.meta_words(len(ts.entry_sizes)))
+            st.spare = self._own_ndarray(T.u32, F.meta_words(len(ts.entry_sizes)))
         meta = st.spare
         res = self.run(st.plan, meta=meta)
         if res.layout_error == F.ERR_LAYOUT:
