@@ -262,6 +262,8 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
     k -> byte offset in its chunk) and of the status words (`status_offset`, bytes), to append
     to the KernelABI's argument bytes."""
     import struct
+
+    from kernel_ir.abi import OFFSET_WORD_FORMAT
     out = []
     for k, w in enumerate(bmap.offset_words):
         if w < 0:
@@ -276,4 +278,4 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
         if status_offset % ROOT_ALIGN:
             raise RuntimeError(f"status offset {status_offset} is not 8-byte aligned")
         out.append(status_offset // 4)
-    return struct.pack(f"<{len(out)}I", *out)
+    return b"".join(struct.pack(OFFSET_WORD_FORMAT, w) for w in out)

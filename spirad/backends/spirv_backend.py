@@ -40,8 +40,9 @@ import struct
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
-from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_GUARD,
-                           STATUS_WORDS, StatusWord, pack_push_constants)
+from kernel_ir.abi import (OFFSET_WORD_FORMAT, PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS,
+                           STATUS_BYTES, STATUS_GUARD, STATUS_WORDS, StatusWord,
+                           pack_push_constants)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
@@ -520,7 +521,8 @@ class SpirvBackend(BackendBase):
         tail = bytearray(program.arg_tail)
         for k, pos, size in program.nd_words:
             st = storages[k]
-            struct.pack_into("<I", tail, pos, st.offset // size if type(st) is RootSlice else 0)
+            struct.pack_into(OFFSET_WORD_FORMAT, tail, pos,
+                             st.offset // size if type(st) is RootSlice else 0)
         return argbuf + bytes(tail)
 
     @_runtime_errors_as_user_errors
