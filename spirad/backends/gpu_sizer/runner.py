@@ -108,12 +108,10 @@ class GpuSizer:
 
     # -- buffers -------------------------------------------------------------------------------
     def _ndarray(self, dtype, n):
-        from ...ndarray import Ndarray
-        return Ndarray(dtype, (max(int(n), 1),))
-
-    def _own_ndarray(self, dtype, n):
-        """An ndarray over a buffer of its own (not in the backend's arenas): the metadata the
-        sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`)."""
+        """A scratch ndarray over a buffer of its own, not in the backend's arenas: the metadata
+        the sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`), and
+        sizing never grows an arena (which would move the root buffers under the field leaves
+        of the plan being built)."""
         from ...ndarray import Ndarray
         n = max(int(n), 1)
         return Ndarray._alias(self.be.allocate(n * dtype.nbytes), dtype, (n,))
@@ -317,7 +315,7 @@ class GpuSizer:
                 return None
         if st.spare is None:
             from kernel_ir import dtypes as T
-            st.spare = self._own_ndarray(T.u32, F.meta_words(len(ts.entry_sizes)))
+            st.spare = self._ndarray(T.u32, F.meta_words(len(ts.entry_sizes)))
         meta = st.spare
         res = self.run(st.plan, meta=meta)
         if res.layout_error == F.ERR_LAYOUT:
