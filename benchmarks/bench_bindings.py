@@ -20,6 +20,12 @@ Workloads (every one differentiable, float32):
   cloth     the mass-spring cloth step of tests/autodiff/test_cloth.py (8x8, 161 springs),
             20 steps of compute_forces + step per launch group
   tiny      a one-element kernel, batched launches (launch overhead)
+  nd_tiny   the same over two ndarrays (with gradients): the ndarray launch path
+  nd_swap   nd_tiny with its two ndarrays swapped at every launch (a new plan each launch)
+  nd8       a gradient over 8 ndarrays with a run-time loop (an autodiff stack)
+
+A workload the `--ref` tree's copy of this script lacks runs with this script against that
+tree's packages (the ndarray workloads were added with ndarray arenas, issue 38).
 """
 import argparse
 import json
@@ -33,7 +39,7 @@ from target_info import print_target  # benchmarks/target_info.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-WORKLOADS = ("axpy", "fields8", "cloth", "tiny")
+WORKLOADS = ("axpy", "fields8", "cloth", "tiny", "nd_tiny", "nd_swap", "nd8")
 
 
 # -- one side, in a subprocess ---------------------------------------------------------------------
@@ -177,6 +183,82 @@ def work_tiny(sd, reps):
             tiny)
 
 
+def work_nd_tiny(sd, reps):
+    """A one-element kernel over two ndarrays (with gradients), batched launches with the same
+    arguments: the launch path of ndarray kernels (arena offsets in the argument block)."""
+    a = sd.ndarray(sd.f32, 4, needs_grad=True)
+    b = sd.ndarray(sd.f32, 4, needs_grad=True)
+
+    @sd.kernel
+    def nd_tiny(x: sd.types.ndarray(), y: sd.types.ndarray(), v: sd.f32):
+        y[0] = x[0] * v
+    launches = 500
+    b.grad.fill(1.0)
+
+    def fwd():
+        for _ in range(launches):
+            nd_tiny(a, b, 1.0)
+
+    def grad():
+        for _ in range(launches):
+            nd_tiny.grad(a, b, 1.0)
+    return ([t / launches for t in _time(fwd, reps)], [t / launches for t in _time(grad, reps)],
+            nd_tiny)
+
+
+def work_nd_swap(sd, reps):
+    """`nd_tiny` launched with alternating ndarrays (a, b), (b, a): a new launch plan at every
+    launch (argument block, storages, and with arenas the offsets and the variant check)."""
+    a = sd.ndarray(sd.f32, 4, needs_grad=True)
+    b = sd.ndarray(sd.f32, 4, needs_grad=True)
+
+    @sd.kernel
+    def nd_swap(x: sd.types.ndarray(), y: sd.types.ndarray(), v: sd.f32):
+        y[0] = x[0] * v
+    launches = 500
+    a.grad.fill(1.0)
+    b.grad.fill(1.0)
+
+    def fwd():
+        for i in range(launches):
+            nd_swap(a, b, 1.0) if i & 1 else nd_swap(b, a, 1.0)
+
+    def grad():
+        for i in range(launches):
+            nd_swap.grad(a, b, 1.0) if i & 1 else nd_swap.grad(b, a, 1.0)
+    return ([t / launches for t in _time(fwd, reps)], [t / launches for t in _time(grad, reps)],
+            nd_swap)
+
+
+def work_nd8(sd, reps):
+    """A gradient kernel over 8 ndarrays of 4096 elements with a run-time loop (an autodiff
+    stack); its adjoint bound 23 storage buffers with a buffer per ndarray."""
+    import numpy as np
+    n, m = 8, 4096
+    arrs = [sd.ndarray(sd.f32, m, needs_grad=True) for _ in range(n)]
+    for j, a in enumerate(arrs):
+        a.fill(0.05 * j)
+    nt = sd.ndarray(sd.i32, m)
+    nt.from_numpy((np.arange(m) % 5 + 1).astype(np.int32))
+    out = sd.ndarray(sd.f32, m, needs_grad=True)
+
+    @sd.kernel
+    def nd8(a0: sd.types.ndarray(), a1: sd.types.ndarray(), a2: sd.types.ndarray(),
+            a3: sd.types.ndarray(), a4: sd.types.ndarray(), a5: sd.types.ndarray(),
+            a6: sd.types.ndarray(), a7: sd.types.ndarray(), nt: sd.types.ndarray(),
+            out: sd.types.ndarray()):
+        for i in range(m):
+            s = 0.0
+            for t in range(nt[i]):
+                s = sd.sin(s) * 0.9 + sd.cos(s) * (a0[i] + a1[i] * 0.5 + a2[i] * 0.25 + a3[i]
+                                                    + a4[i] * 0.125 + a5[i] + a6[i] * 0.5 + a7[i])
+            out[i] = s
+    out.grad.fill(1.0)
+    fwd = _time(lambda: nd8(*arrs, nt, out), reps)
+    grad = _time(lambda: nd8.grad(*arrs, nt, out), reps)
+    return fwd, grad, nd8
+
+
 def run_side(arch, workload, reps):
     """Child process: one workload on one arch; prints one JSON line."""
     import spirad as sd
@@ -202,8 +284,8 @@ def _checkout(ref: str) -> str:
 def _child(tree, arch, workload, reps):
     env = dict(os.environ, PYTHONPATH=tree, SPIRAD_OFFLINE_CACHE="0")
     script = os.path.join(tree, "benchmarks", "bench_bindings.py")
-    if not os.path.exists(script):  # an older tree: run this script against its packages
-        script = os.path.abspath(__file__)
+    if not os.path.exists(script) or f"def work_{workload}(" not in open(script).read():
+        script = os.path.abspath(__file__)  # an older tree: this script against its packages
     r = subprocess.run([sys.executable, script, "--child", arch, workload, str(reps)], env=env,
                        capture_output=True, text=True, cwd=tree, timeout=1200)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]

@@ -134,6 +134,8 @@ ARG_SLOT_BYTES = 8  # one slot per scalar argument and per (ndarray argument, ax
 SCALAR_FORMAT = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q",
                  "u1": "<I"}  # a scalar argument at the start of its slot (struct format)
 EXTENT_FORMAT = "<i"        # an ndarray axis extent at the start of its slot
+OFFSET_WORD_FORMAT = "<I"   # SPIR-V programs: a root / arena element offset word after the
+                            # argument block (`spirv_codegen.buffers`: which word is whose)
 
 
 # -- status words -----------------------------------------------------------------------------

@@ -154,8 +154,6 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
         shapes[(a, ax)] = n
-    argbuf = _state.backend().launch_arguments(
-        c.program, bytes(abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])))
     storages = []
     for src in c.bindings_src:
         if src[0] == "field":
@@ -165,6 +163,9 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
             storages.append(_buffer(arr, src[2])._storage())
         else:
             storages.append(None)  # temps: the backend owns them
+    argbuf = _state.backend().launch_arguments(
+        c.program, bytes(abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])),
+        storages)
     ranges = _ranges(c, scalars, shapes)
     return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
                       scalars=scalars, shapes=shapes,

@@ -49,7 +49,7 @@ class Ndarray(_HostArray):
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         with _guard.LOCK:
-            self._buf = _state.backend().allocate(nbytes)
+            self._buf = _state.backend().allocate_ndarray(nbytes)
         self.grad = None
         self.dual = None
         for flag, what in ((needs_grad, "grad"), (needs_dual, "dual")):

@@ -4,7 +4,10 @@ Why: a kernel that binds one buffer per field and gradient needs more storage bu
 device allows as soon as it touches a few dozen fields (Metal through wgpu: 8 per stage;
 lavapipe: 32). Fields, their gradients / duals and the kernel temporaries live instead in shared
 *root buffers* (chunks of at most the device's binding size), so a kernel binds the root
-buffer(s) it touches, whatever the number of fields. Ndarrays keep their own buffers.
+buffer(s) it touches, whatever the number of fields. Ndarrays share the same chunks (arenas,
+`spirad.backends.root_buffers`) unless one is larger than a chunk (or is an imported buffer):
+then it has its own buffer. Which chunk each ndarray of a launch sits in is part of the code
+(the backend keeps a program variant per assignment: nearly always one); its offset is not.
 
     BufferMap.own_buffers(abi)            every ref in its own buffer (binding 2 + k): the layout
                                           of `spirv_codegen.lower`'s tests and tools
@@ -45,7 +48,10 @@ Binding numbers (descriptor set 0):
 
 A root-placed ref k finds element 0 at element `base` of its view, where `base` (a u32, the ref's
 byte offset / its element size) is argument-buffer word `offset_words[k]`: the words follow the
-KernelABI's arguments (`arg_bytes` is the whole argument buffer). Offsets are not code, so a
+KernelABI's arguments (`arg_bytes` is the whole argument buffer). Every ndarray ref has a word,
+whether it sits in a chunk or in its own buffer (then 0, unread), so the argument layout is the
+same for every chunk assignment; an ndarray's word is always read from the argument buffer,
+never a specialization constant (it changes between launches). Offsets are not code, so a
 module does not depend on where fields were placed: fields created after a kernel was compiled,
 and a program loaded from the offline cache in another process, reuse the same SPIR-V; only the
 chunk a ref lives in (`chunk`) is part of the code. Where the profile has `spec_root_offsets`
@@ -217,9 +223,10 @@ def root_map(tl, abi, caps, chunk_of: dict, status_chunk: int = -1, windows=None
             views.append((chunk[k], view_dtype(abi.bindings[k].dtype)))
     views.sort(key=lambda v: (v[0], v[1].name))
     words, w = [], abi.arg_buffer_size // 4
-    for k in range(n):
-        words.append(w if chunk[k] >= 0 else -1)
-        w += chunk[k] >= 0
+    for k in range(n):  # every ndarray has a word, in an arena or not: one layout per kernel
+        has = chunk[k] >= 0 or abi.bindings[k].kind == "ndarray"
+        words.append(w if has else -1)
+        w += has
     own = tuple(k for k in range(n) if chunk[k] < 0)
     status_word = w if status_chunk >= 0 else -1
     w += status_chunk >= 0
@@ -255,11 +262,13 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
     k -> byte offset in its chunk) and of the status words (`status_offset`, bytes), to append
     to the KernelABI's argument bytes."""
     import struct
+
+    from kernel_ir.abi import OFFSET_WORD_FORMAT
     out = []
     for k, w in enumerate(bmap.offset_words):
         if w < 0:
             continue
-        off = int(byte_offsets[k])
+        off = int(byte_offsets.get(k, 0))  # an ndarray's: written at each launch
         size = abi.bindings[k].dtype.nbytes
         if off % ROOT_ALIGN or off >= MAX_CHUNK_BYTES:
             raise RuntimeError(f"root offset {off} of {abi.bindings[k]!r} is not 8-byte aligned "
@@ -269,4 +278,4 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
         if status_offset % ROOT_ALIGN:
             raise RuntimeError(f"status offset {status_offset} is not 8-byte aligned")
         out.append(status_offset // 4)
-    return struct.pack(f"<{len(out)}I", *out)
+    return b"".join(struct.pack(OFFSET_WORD_FORMAT, w) for w in out)

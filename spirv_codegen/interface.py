@@ -115,17 +115,24 @@ class Interface:
         if not bm.in_root(k):
             return self.element_ptr(bm.own_binding(k), sdt, index), sdt, kind
         E = self.E
-        base = self.prologue(("root_base", k), lambda: E.op(
-            "OpBitcast", i32, self.root_word(bm.offset_words[k])))
+        base = self.root_base(k)
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
+
+    def root_base(self, k: int) -> int:
+        """The element offset (i32) of root-placed ref k in its view: a field's from
+        `root_word` (a specialization constant on Vulkan: fields never move), an ndarray's
+        from its argument word (it changes from launch to launch: arenas,
+        `backends.root_buffers`)."""
+        E, word = self.E, self.bmap.offset_words[k]
+        get = self.arg_word if self.abi.bindings[k].kind == "ndarray" else self.root_word
+        return self.prologue(("root_base", k), lambda: E.op("OpBitcast", i32, get(word)))
 
     def root_ptr_as(self, k: int, index: int, vdt) -> int:
         """Pointer to element `index` of root-placed ref k through its chunk's view of type
         `vdt` (one of `buffers.extra_views`: the same bytes as `array_ptr`'s)."""
         bm, E = self.bmap, self.E
-        base = self.prologue(("root_base", k), lambda: E.op(
-            "OpBitcast", i32, self.root_word(bm.offset_words[k])))
+        base = self.root_base(k)
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.first_array + bm.views.index((bm.chunk[k], vdt)), vdt, index)
 
@@ -150,8 +157,7 @@ class Interface:
         sdt, kind = self.storage_dtype(k, dt)
         n, wbytes = bm.chunk_windows(bm.chunk[k])
         per = wbytes // (sdt.bits // 8)
-        base = self.prologue(("root_base", k), lambda: E.op(
-            "OpBitcast", i32, self.root_word(bm.offset_words[k])))
+        base = self.root_base(k)
         u = E.op("OpBitcast", u32, E.op("OpIAdd", i32, base, index))
         w = E.op("OpUDiv", u32, u, E.c(per, u32))
         local = E.op("OpBitcast", i32, E.op("OpUMod", u32, u, E.c(per, u32)))

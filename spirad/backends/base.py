@@ -91,6 +91,14 @@ class BackendBase:
         dropped already; return what the backend keeps for it. Default: nothing kept (each
         field's storage is freed when the last reference to it goes)."""
 
+    def allocate_ndarray(self, nbytes: int):
+        """A zero-filled storage for an ndarray (or its .grad / .dual, or the device copy of a
+        host array passed to a kernel) of `nbytes` bytes, freed when it is no longer referenced.
+        The SPIR-V backends place it in their shared arenas (`backends.root_buffers`), so a
+        kernel's binding count does not grow with its ndarrays; the default is a storage of its
+        own (`allocate`)."""
+        return self.allocate(nbytes)
+
     def storage_parts(self, storage) -> tuple:
         """(buffer, byte offset) of a storage: where its bytes live for code that binds buffers
         itself (the GPU sizer reads fields through an alias of the buffer). Default: itself, 0."""
@@ -110,10 +118,11 @@ class BackendBase:
         """The program `export_program` gave `blob` for (maybe in another process)."""
         return self.compile(tl, abi)
 
-    def launch_arguments(self, program, argbuf: bytes) -> bytes:
+    def launch_arguments(self, program, argbuf: bytes, storages) -> bytes:
         """The bytes `launch` is given for `program` with the argument buffer `argbuf` (layout:
-        `kernel_ir.abi`): `argbuf` followed by what this backend's programs read after it
-        (default: nothing). Made once per launch plan, not per launch."""
+        `kernel_ir.abi`) and the storages of its bindings (`launch`'s): `argbuf` followed by
+        what this backend's programs read after it (default: nothing; SPIR-V: root and arena
+        offsets). Made once per launch plan, not per launch."""
         return argbuf
 
     def plan_adstack(self, program, task: int, sized):

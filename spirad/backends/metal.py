@@ -11,11 +11,12 @@ overflow errors) and specialises three things:
 * the checks: before code generation a kernel that uses f64 (Metal has none) or an atomic add
   that Metal cannot do is a user error naming the kernel line; after it, every module passes
   spirv-val and `spirv_codegen.metal_check` before wgpu sees it (a naga panic would end the
-  process). Fields share root buffers (`root_buffers`), so a kernel binds status, one view per
-  root chunk and element type it touches, its ndarrays and, with autodiff stacks, two buffers;
-  a task over the storage buffers Metal leaves a spirad pipeline (28 of the 31 entries of its
-  buffer argument table: `gfx_runtime/wgpu/caps.py`; too many ndarrays) is a user error naming
-  them.
+  process). Fields and ndarrays share root buffers (`root_buffers`: ndarrays in arenas), so a
+  kernel binds one view per root chunk and element type it touches (status included), the
+  ndarrays bound directly (larger than a chunk, or imported) and, with autodiff stacks, two
+  buffers; a task over the storage buffers Metal leaves a spirad pipeline (28 of the 31
+  entries of its buffer argument table: `gfx_runtime/wgpu/caps.py`; too many direct ndarrays)
+  is a user error naming them.
 
 Availability: a Metal adapter (macOS), or any wgpu adapter with `SPIRAD_METAL_EMULATE=1`, which
 imposes the limits of an M1 (`gfx_runtime/wgpu/caps.py`). Otherwise `SpiradArchError` says why.

@@ -36,10 +36,31 @@ the work launched on it is done) and its slot in `chunks` is taken by the next n
 indices are compiled into kernels' buffer maps; destroying a tree bumps the layout version, so
 every kernel is planned and compiled again before it binds a reused index).
 
+Ndarrays share the default root's chunks (never a tree's) (the *arenas* of docs/backends.md, "Binding model"): `sd.ndarray`s,
+their gradients / duals and the device copies of host arrays passed to kernels are placed by
+`place_ndarray`, so a kernel over any number of ndarrays binds one view per chunk it touches and
+reads each ndarray's element offset from its argument block (`spirv_codegen.buffers`). Unlike
+fields they come and go, so their slices are freed: a slice's finalizer (the last reference to
+the `RootSlice` gone: its ndarray, and every alias or launch plan that holds it) queues its range
+in `released`, which is appended to from any thread (a deque) and never touched by the finalizer
+otherwise. Work already recorded may still read a released range, so it joins its chunk's free
+list only after a flush (`_reclaim`), and only when a placement would otherwise grow a chunk or
+start a new one: churn (an ndarray dropped and another created, each launch) reuses the same
+bytes instead of growing the arena, and creating ndarrays costs no wait while the arena has
+room. A range taken from the free list is zeroed (host write, after the work that used it) as a
+new ndarray must be. An ndarray larger than one chunk (`limit`: lavapipe's 128 MiB binding) is
+not placed here: the backend gives it a buffer of its own, bound directly (counted against the
+binding limit).
+
 `RootSlice` is the storage the backend hands out for a field (`BackendBase.allocate_field`);
 host access (`view`, `read`, `write`) goes to its chunk's buffer at its offset.
 """
 from __future__ import annotations
+
+import weakref
+from collections import deque
+
+import numpy as np
 
 from spirv_codegen.buffers import MAX_CHUNK_BYTES, ROOT_ALIGN
 
@@ -48,10 +69,11 @@ _GRAIN = 256  # chunk sizes: multiples of this (wgpu binding sizes, uniform arra
 
 
 class Chunk:
-    __slots__ = ("index", "buffer", "used", "limit", "windows", "window_bytes", "tree")
+    __slots__ = ("index", "buffer", "used", "limit", "windows", "window_bytes", "tree", "free")
 
     def __init__(self, index: int, buffer, limit: int, tree=None):
         self.index, self.buffer, self.used, self.limit = index, buffer, 0, limit
+        self.free = []        # freed ndarray ranges [offset, size], sorted, coalesced
         self.windows = ()     # a windowed chunk: the runtime windows its launches bind
         self.window_bytes = 0  # ... each of this many bytes (the last may be shorter)
         self.tree = tree      # the FieldsBuilder tree it holds the fields of (None: the root's)
@@ -77,7 +99,7 @@ def bindings_of(chunk: Chunk) -> tuple:
 class RootSlice:
     """`nbytes` bytes at byte `offset` of root chunk `chunk`: a field's (or temporary's) memory
     (`name`: the field's, for errors)."""
-    __slots__ = ("chunk", "offset", "nbytes", "name")
+    __slots__ = ("chunk", "offset", "nbytes", "name", "__weakref__")
 
     def __init__(self, chunk: Chunk, offset: int, nbytes: int, name: str = ""):
         self.chunk, self.offset, self.nbytes, self.name = chunk, offset, nbytes, name
@@ -101,6 +123,8 @@ class RootBuffers:
         self.chunks: list = []  # by index; None where a released tree's chunk was
         self.by_key: dict = {}  # field id -> RootSlice
         self.grown = 0          # buffer replacements so far (tests, benchmarks)
+        self.released = deque()  # (chunk, offset, size) of dropped ndarray slices, not yet free
+        self.reclaims = 0       # flushes that moved released ranges to free lists (tests)
 
     def _new_chunk(self, buffer, limit: int, tree) -> Chunk:
         """A chunk in the first free slot of `chunks` (one a released tree left), else a new one."""
@@ -165,6 +189,69 @@ class RootBuffers:
             self.grown += 1  # `cur` is released when its last user (a numpy view) is gone
         chunk.buffer = new
 
+    # -- ndarrays: placed and freed (module doc) -------------------------------------------------
+    def place_ndarray(self, nbytes: int, name: str = "ndarray"):
+        """A zero-filled slice of `nbytes` bytes for an ndarray, freed when the slice is no
+        longer referenced; None when it is larger than one chunk (the caller binds a buffer of
+        its own)."""
+        nbytes = max(int(nbytes), 1)
+        size = _round(nbytes, ROOT_ALIGN)
+        if size > self.limit:
+            return None
+        sl = self._from_free(size, nbytes, name)
+        if sl is None:  # room in a chunk's buffer as it is: no growth, no wait
+            chunk = next((c for c in self._arena_chunks() if c.buffer is not None
+                          and c.used + size <= c.buffer.nbytes), None)
+            if chunk is None and self.released:
+                self._reclaim()
+                sl = self._from_free(size, nbytes, name)
+            if sl is None:
+                if chunk is None:
+                    chunk = next((c for c in self._arena_chunks() if c.used + size <= c.limit),
+                                 None)
+                if chunk is None:
+                    chunk = self._new_chunk(None, self.limit, None)
+                sl = RootSlice(chunk, chunk.used, nbytes, name)
+                self._reserve(chunk, chunk.used + size)
+                chunk.used += size
+        f = weakref.finalize(sl, self.released.append, (sl.chunk, sl.offset, size))
+        f.atexit = False
+        return sl
+
+    def _arena_chunks(self):
+        """The chunks ndarrays may use: the default root's (a FieldsBuilder tree's chunks are
+        returned whole by `release`), not windowed, not released."""
+        return (c for c in self.chunks if c is not None and c.tree is None and not c.windows)
+
+    def _from_free(self, size: int, nbytes: int, name: str):
+        """A slice of `nbytes` (`size` rounded) bytes from a chunk's free list (first fit), zeroed; or None."""
+        for c in self._arena_chunks():
+            for j, (off, n) in enumerate(c.free):
+                if n >= size:
+                    if n == size:
+                        del c.free[j]
+                    else:
+                        c.free[j] = [off + size, n - size]
+                    c.buffer.write(np.zeros(size, np.uint8), off)  # after the work that used it
+                    return RootSlice(c, off, nbytes, name)
+        return None
+
+    def _reclaim(self) -> None:
+        """Move the released ranges to their chunks' free lists, after a flush: no work
+        recorded before their release reads them any more."""
+        self.rt.flush()
+        self.reclaims += 1
+        while True:
+            try:
+                chunk, off, size = self.released.popleft()
+            except IndexError:
+                return
+            _insert_free(chunk.free, off, size)
+
+    def free_bytes(self) -> int:
+        """Bytes on the chunks' free lists (tests)."""
+        return sum(n for c in self.chunks if c is not None for _, n in c.free)
+
     def nbytes(self) -> int:
         """Bytes of all chunk buffers."""
         return sum(c.buffer.nbytes for c in self.chunks if c is not None and c.buffer is not None)
@@ -173,3 +260,16 @@ class RootBuffers:
         """chunk index -> (window count, window bytes) of the windowed chunks."""
         return {c.index: (len(c.windows), c.window_bytes) for c in self.chunks
                 if c is not None and c.windows}
+
+
+def _insert_free(free: list, off: int, size: int) -> None:
+    """Insert [off, size] into the sorted free list `free`, merged with its neighbours."""
+    import bisect
+    j = bisect.bisect_left(free, [off, 0])
+    if j and free[j - 1][0] + free[j - 1][1] == off:  # merge with the range before
+        j -= 1
+        free[j][1] += size
+    else:
+        free.insert(j, [off, size])
+    if j + 1 < len(free) and free[j][0] + free[j][1] == free[j + 1][0]:  # ... and the one after
+        free[j][1] += free.pop(j + 1)[1]

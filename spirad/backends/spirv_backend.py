@@ -40,8 +40,9 @@ import struct
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
-from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_GUARD,
-                           STATUS_WORDS, StatusWord, pack_push_constants)
+from kernel_ir.abi import (OFFSET_WORD_FORMAT, PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS,
+                           STATUS_BYTES, STATUS_GUARD, STATUS_WORDS, StatusWord,
+                           pack_push_constants)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
@@ -76,8 +77,13 @@ def _runtime_errors_as_user_errors(method):
 
 
 class SpirvProgram(Program):
+    """A compiled kernel: its modules and pipelines for one *variant* (which arena chunk each
+    ndarray binding sits in, `key`; -1: a buffer of its own), and the other variants built so
+    far (`variants`: key -> what `parts` gives). `launch` switches variant when a launch's
+    ndarrays sit elsewhere (`SpirvBackend._select`); nearly every program has one."""
+
     def __init__(self, tl, abi, bounds_check, blob, pipelines, status, temps, ranges, views, own,
-                 arg_tail):
+                 arg_tail, key=(), placement=None, nd_words=()):
         super().__init__(tl, abi, bounds_check, blob)  # blob: `_build`'s
         self.tasks, self.pipelines = blob[0], pipelines
         self.status = status  # RootSlice of the status words
@@ -85,6 +91,11 @@ class SpirvProgram(Program):
         self.views = views  # per task, per root view binding: its Chunk (bound: its buffer now)
         self.own = own      # per task: abi indices of the refs with buffers of their own
         self.arg_tail = arg_tail  # root offsets, appended to the argument bytes (buffers.py)
+        self.tl, self.abi, self.placement = tl, abi, placement  # to build other variants
+        self.nd_refs = tuple(k for k, r in enumerate(abi.bindings) if r.kind == "ndarray")
+        self.nd_words = nd_words  # (abi index, byte in arg_tail, element bytes) per ndarray
+        self.key = key
+        self.last_storages = None  # the storages of the last launch (the variant's input)
         self.recent_args: list = []  # argument buffers since the last status check (bounds)
         self.arg_bufs: dict = {}  # adstack metadata bytes -> its buffer (`_small_buffer`)
         self.spare: list = []
@@ -92,6 +103,17 @@ class SpirvProgram(Program):
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
         self.ranges = ranges
+        self.variants = {key: self.parts()}
+
+    def parts(self) -> tuple:
+        """What differs between variants."""
+        return (self.key, self.blob, self.tasks, self.pipelines, self.ranges, self.views,
+                self.own)
+
+    def use(self, parts) -> None:
+        """Make variant `parts` (from `parts()`) the current one."""
+        (self.key, self.blob, self.tasks, self.pipelines, self.ranges, self.views,
+         self.own) = parts
 
 
 class _Timestamps:
@@ -217,6 +239,13 @@ class SpirvBackend(BackendBase):
     def release_tree(self, tree) -> None:
         self.roots.release(tree)
 
+    @_runtime_errors_as_user_errors
+    def allocate_ndarray(self, nbytes):
+        """In an arena (a root chunk, freed with the ndarray), or, larger than one chunk, a
+        buffer of its own (bound directly, counted against the binding limit)."""
+        sl = self.roots.place_ndarray(nbytes)
+        return sl if sl is not None else self.rt.alloc(max(int(nbytes), 16))
+
     def storage_parts(self, storage) -> tuple:
         if type(storage) is RootSlice:
             if storage.chunk.windows:  # its buffer is larger than one binding
@@ -238,11 +267,38 @@ class SpirvBackend(BackendBase):
     @_runtime_errors_as_user_errors
     def compile(self, tl, abi):
         self._check_kernel(tl, abi)
-        return self._compile(tl, abi, self._placement(tl, abi))
+        placement = self._placement(tl, abi)
+        return self._compile(tl, abi, placement, self._default_key(abi, placement))
 
-    def _compile(self, tl, abi, placement):
+    def _default_key(self, abi, placement) -> tuple:
+        """The variant compiled first: every ndarray in the arena chunk of the status words
+        (the first chunk: where ndarrays go while it has room)."""
+        c = placement[None].chunk.index
+        return tuple(c for r in abi.bindings if r.kind == "ndarray")
+
+    def _select(self, p: SpirvProgram, storages) -> None:
+        """Switch `p` to the variant for the chunks `storages`' ndarrays sit in (built at
+        first use: a new chunk assignment is new code, a new offset is not)."""
+        key = []
+        for k in p.nd_refs:
+            st = storages[k]
+            if type(st) is RootSlice:
+                if st.chunk.windows:
+                    raise RuntimeError(f"ndarray storage {st!r} in a windowed chunk")
+                key.append(st.chunk.index)
+            else:
+                key.append(-1)
+        key = tuple(key)
+        if key != p.key:
+            parts = p.variants.get(key)
+            if parts is None:
+                parts = p.variants[key] = self._compile(p.tl, p.abi, p.placement, key).parts()
+            p.use(parts)
+        p.last_storages = storages
+
+    def _compile(self, tl, abi, placement, key):
         from spirv_codegen import compile_range_args, compile_tasks
-        where = self._map_inputs(placement)
+        where = self._map_inputs(abi, placement, key)
         maps = self._buffer_maps(tl, abi, where)
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
@@ -253,7 +309,7 @@ class SpirvBackend(BackendBase):
                       for i in sorted(on_device)}
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
-        return self._build(tl, abi, (tasks, range_mods, maps, where), placement)
+        return self._build(tl, abi, (tasks, range_mods, maps, where, key), placement)
 
     def _placement(self, tl, abi) -> dict:
         """abi index -> RootSlice of every field and temporary, and under None the program's
@@ -278,11 +334,14 @@ class SpirvBackend(BackendBase):
         sl = self.roots.place(nbytes + 2 * STATUS_GUARD)
         return RootSlice(sl.chunk, sl.offset + STATUS_GUARD, nbytes, name)
 
-    def _map_inputs(self, placement) -> tuple:
+    def _map_inputs(self, abi, placement, key) -> tuple:
         """What the buffer maps depend on besides the task list, the ABI and the profile: the
-        root chunk of each placed ref, the status words' chunk and the windowed chunks."""
-        return ({k: sl.chunk.index for k, sl in placement.items() if k is not None},
-                placement[None].chunk.index, self.roots.windowed())
+        root chunk of each placed ref and of each ndarray in an arena (`key`: per ndarray
+        binding, its chunk or -1), the status words' chunk and the windowed chunks."""
+        chunk_of = {k: sl.chunk.index for k, sl in placement.items() if k is not None}
+        nd = [k for k, r in enumerate(abi.bindings) if r.kind == "ndarray"]
+        chunk_of.update((k, c) for k, c in zip(nd, key) if c >= 0)
+        return (chunk_of, placement[None].chunk.index, self.roots.windowed())
 
     def _buffer_maps(self, tl, abi, where) -> tuple:
         """Per task, the `spirv_codegen.buffers.BufferMap` of what it binds: the root views and
@@ -307,25 +366,29 @@ class SpirvBackend(BackendBase):
                 continue
             parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
                 ([] if bmap.status_chunk >= 0 else ["status"])
-            n_fields = sum(1 for k in task_refs(t, abi) if abi.bindings[k].kind == "field")
+            refs = task_refs(t, abi)
+            n_fields = sum(1 for k in refs if abi.bindings[k].kind == "field")
+            n_arena = sum(1 for k in refs if abi.bindings[k].kind == "ndarray" and bmap.in_root(k))
             n_views = bmap.num_view_bindings
             wins = "" if not bmap.windows else (
                 f", fields larger than one binding taking one per window of "
                 f"{bmap.windows[0][2]} bytes")
+            arena = f", its {n_arena} ndarrays/gradients in arenas" if n_arena else ""
             parts.append(f"{n_views} root-buffer view(s) holding its {n_fields} "
-                         f"fields/gradients and the status words{wins}")
+                         f"fields/gradients{arena} and the status words{wins}")
             names = [abi.bindings[k].name for k in bmap.own]
             if names:
-                parts.append(f"{len(names)} ndarrays ({', '.join(names)})")
+                parts.append(f"{len(names)} ndarrays with buffers of their own, larger than one "
+                             f"arena ({self.roots.limit} bytes) or imported ({', '.join(names)})")
             if task_stacks(t):
                 parts.append(f"{prof.adstack_buffers()} autodiff-stack buffers")
             if i in on_device:
                 parts.append("the range arguments of its parallel loop (read from memory)")
             args = list(dict.fromkeys(nm.split(".")[0] for nm in names))
             if args:
-                advice = (f"pass fewer ndarrays: merge some of the ndarray arguments "
-                          f"{', '.join(args)} into one (stack them along a new axis), or make "
-                          f"them fields, which share root buffers")
+                advice = (f"pass fewer such ndarrays: split the large ndarray arguments "
+                          f"{', '.join(args)} into ones of at most {self.roots.limit} bytes "
+                          f"(they then share arenas), or make them fields")
             else:
                 advice = "split the kernel into kernels that touch fewer fields"
             raise SpiradDeviceError(
@@ -338,14 +401,15 @@ class SpirvBackend(BackendBase):
 
     @_runtime_errors_as_user_errors
     def import_program(self, tl, abi, blob):
-        tasks, range_mods, maps, where = blob
+        tasks, range_mods, maps, where, key = blob
         placement = self._placement(tl, abi)
-        if self._map_inputs(placement) != where:
+        key = self._default_key(abi, placement)
+        if self._map_inputs(abi, placement, key) != where:
             # its fields sit in other root chunks than where it was compiled: new code (offsets
             # alone never make a stored module stale: they are arguments, or on Vulkan the
             # pipeline's specialization constants, `_pipeline`). The same inputs give
             # the same maps (the task list, ABI and profile are in the cache key): no walk here
-            return self._compile(tl, abi, placement)
+            return self._compile(tl, abi, placement, key)
         for m in tasks + tuple(range_mods.values()):
             self._check_module(tl.name, m)  # a stored module meets this backend's profile too
         return self._build(tl, abi, blob, placement)
@@ -359,7 +423,7 @@ class SpirvBackend(BackendBase):
         BufferMaps they were compiled for, their `_map_inputs`); `placement`: abi index ->
         RootSlice."""
         from spirv_codegen.buffers import offset_words
-        tasks, range_mods, maps, _ = blob
+        tasks, range_mods, maps, _, key = blob
         label = lambda m: f"kernel {tl.name} task {m.name}"  # noqa: E731
         status = placement[None]  # the status words: in a root chunk
         tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
@@ -379,8 +443,11 @@ class SpirvBackend(BackendBase):
         # chunk) and the abi indices of its own buffers
         views = tuple(tuple(b for c, _ in m.views for b in bindings_of(self.roots.chunks[c]))
                       for m in maps)
+        nd_words = tuple((k, 4 * w - abi.arg_buffer_size, abi.bindings[k].dtype.nbytes)
+                         for k, w in enumerate(maps[0].offset_words if maps else ())
+                         if w >= 0 and abi.bindings[k].kind == "ndarray")
         return SpirvProgram(tl, abi, self.bounds_check, blob, pipes, status, temps, ranges, views,
-                         tuple(m.own for m in maps), tail)
+                            tuple(m.own for m in maps), tail, key, placement, nd_words)
 
     def _small_buffer(self, p: SpirvProgram, key, data: bytes, tail: bytes = b""):
         """A device buffer holding `data` + `tail`, reused while `key` (its contents) is
@@ -447,14 +514,24 @@ class SpirvBackend(BackendBase):
             return lay, per_row, sized.device_meta, None
         return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
 
-    def launch_arguments(self, program: SpirvProgram, argbuf: bytes) -> bytes:
-        """The argument bytes, then the program's root offsets (`spirv_codegen.buffers`): what
-        binding 0 holds. Appended once per plan, so the runtime sees one bytes object per set of
+    def launch_arguments(self, program: SpirvProgram, argbuf: bytes, storages) -> bytes:
+        """The argument bytes, then the program's root offsets (`spirv_codegen.buffers`) with
+        the element offset of each ndarray in an arena (0 for one in its own buffer): what
+        binding 0 holds. Made once per plan, so the runtime sees one bytes object per set of
         argument values and places it once (`gfx_runtime.arena`)."""
-        return argbuf + program.arg_tail
+        if not program.nd_words:
+            return argbuf + program.arg_tail
+        tail = bytearray(program.arg_tail)
+        for k, pos, size in program.nd_words:
+            st = storages[k]
+            struct.pack_into(OFFSET_WORD_FORMAT, tail, pos,
+                             st.offset // size if type(st) is RootSlice else 0)
+        return argbuf + bytes(tail)
 
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
+        if storages is not p.last_storages:  # another plan: its ndarrays may sit elsewhere
+            self._select(p, storages)
         dispatch_geometry = self._dispatch_geometry
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \

@@ -238,7 +238,7 @@ def alias(arr, dt, comp, shape):
     storage = be.host_storage(raw)
     zero_copy = storage is not None
     if not zero_copy:
-        storage = be.allocate(raw.nbytes)
+        storage = be.allocate_ndarray(raw.nbytes)
     nd = Ndarray._alias(storage, dt, shape, comp_shape=comp)  # `raw` views (keeps alive) `arr`
     return nd, zero_copy
 
@@ -472,7 +472,7 @@ class KernelArrays:
         if dt == T.u1:
             nd, zero_copy = Ndarray(T.u1, shape), False
         elif narrow:  # no f64 on the device (Metal): an f32 copy, converted at each copy
-            nd, zero_copy = Ndarray._alias(_state.backend().allocate(max(arr.size * 4, 8)),
+            nd, zero_copy = Ndarray._alias(_state.backend().allocate_ndarray(max(arr.size * 4, 8)),
                                            T.f32, shape, comp_shape=comp), False
         else:
             nd, zero_copy = alias(arr, dt, comp, shape)
@@ -485,7 +485,7 @@ class KernelArrays:
                 raise kernel._arg_error(SpiradTypeError, f"{what}.grad must have the tensor's "
                                         f"dtype and shape", index)
             if narrow:
-                nd.grad = Ndarray._alias(_state.backend().allocate(max(arr.size * 4, 8)),
+                nd.grad = Ndarray._alias(_state.backend().allocate_ndarray(max(arr.size * 4, 8)),
                                          T.f32, shape, comp_shape=comp)
             else:
                 nd.grad = alias(grad_arr, dt, comp, shape)[0]
@@ -541,7 +541,7 @@ def from_dlpack(obj, dtype=None, needs_grad: bool = False) -> Ndarray:
         if not dt.is_float:
             raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {dt}")
         nbytes = max(arr.nbytes, 8)
-        nd.grad = Ndarray._alias(_state.backend().allocate(nbytes), dt, shape, comp_shape=comp)
+        nd.grad = Ndarray._alias(_state.backend().allocate_ndarray(nbytes), dt, shape, comp_shape=comp)
     return nd
 
 

@@ -132,7 +132,7 @@ def _grad_buffer(nd: Ndarray, host, buffers=None):
         nd.grad = _bind(g, "a gradient")
         return torch.from_numpy(g)
     nbytes = int(np.prod(nd.full_shape, dtype=np.int64)) * nd.dtype.nbytes
-    nd.grad = Ndarray._alias(_state.backend().allocate(max(nbytes, 8)), nd.dtype, nd.shape,
+    nd.grad = Ndarray._alias(_state.backend().allocate_ndarray(max(nbytes, 8)), nd.dtype, nd.shape,
                              comp_shape=nd.comp_shape)
     return None
 

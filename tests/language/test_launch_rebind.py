@@ -141,7 +141,7 @@ def test_one_bytes_object_per_set_of_argument_values(arch, monkeypatch):
     put(1)
     be = state.backend()
     p = put._plans[0]
-    tail = be.launch_arguments(p.compiled.program, b"")
+    tail = be.launch_arguments(p.compiled.program, b"", p.storages)
     assert p.argbuf.endswith(tail) and len(p.argbuf) == p.compiled.abi.arg_buffer_size + len(tail)
     if arch in ("vulkan", "metal"):
         assert tail  # the root offsets of y and of the status words

@@ -285,8 +285,9 @@ def _ordinary_work():
 
 @pytest.mark.parametrize("arch", ["vulkan", "metal"])
 def test_refused_kernel_leaves_the_device_usable(arch, tmp_path):
-    """A kernel over more ndarrays than the device binds is refused before the device sees it
-    (naming kernel, count, limit and arguments); then ordinary kernels run as in a fresh
+    """A kernel over more directly bound ndarrays (larger than an arena, or imported: simulated
+    with ndarrays over buffers of their own) than the device binds is refused before the device
+    sees it (naming kernel, count, limit and arguments); then ordinary kernels run as in a fresh
     process."""
     import importlib.util
 
@@ -300,12 +301,15 @@ def test_refused_kernel_leaves_the_device_usable(arch, tmp_path):
     spec = importlib.util.spec_from_file_location("wide_kernel", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    arrs = [sd.ndarray(sd.f32, 4) for _ in range(limit + 1)]
+    from spirad.ndarray import Ndarray
+    be = sd_state.backend()
+    arrs = [Ndarray._alias(be.allocate(16), sd.f32, (4,)) for _ in range(limit + 1)]
     with pytest.raises(SpiradDeviceError, match=rf"kernel wide needs {limit + 2 + (arch == 'vulkan')} "
-                       rf"storage buffers .* allows {limit} .*merge some of the ndarray "
+                       rf"storage buffers .* allows {limit} .*split the large ndarray "
                        rf"arguments a0, a1, "):
         mod.wide(*arrs)
     _ordinary_work()
+    mod.wide(*[sd.ndarray(sd.f32, 4) for _ in range(limit + 1)])  # in arenas: it fits
     with pytest.raises(SpiradDeviceError, match="kernel wide needs"):  # refused again, the same
         mod.wide(*arrs)
     _ordinary_work()

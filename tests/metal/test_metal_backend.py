@@ -182,17 +182,19 @@ def test_fields_share_a_root_buffer(metal):
 
 
 def test_too_many_ndarrays_is_a_clear_device_error(metal):
-    """Ndarrays keep a buffer each: a kernel with more than Metal allows (28 storage buffers: status
-    and 28 ndarrays are 29) is refused before wgpu sees it, naming the kernel, the count, the limit
-    and the arguments to merge (tests/metal/test_metal_limits.py: the largest kernel that fits)."""
-    from tests.metal.test_metal_limits import wide_kernel
+    """Ndarrays in arenas share one binding; bound directly (larger than an arena, or imported)
+    they keep a buffer each: a kernel with more than Metal allows (28 storage buffers: status and
+    28 direct ndarrays are 29) is refused before wgpu sees it, naming the kernel, the count, the
+    limit and the arguments (tests/metal/test_metal_limits.py: the largest kernel that fits)."""
+    from tests.metal.test_metal_limits import _direct, wide_kernel
     k = wide_kernel(28)
-    arrs = [sd.ndarray(sd.f32, 4) for _ in range(28)]
+    arrs = _direct(28)
     names = ", ".join(f"a{i}" for i in range(28))
     with pytest.raises(SpiradDeviceError, match=rf"kernel wide28 needs 29 storage buffers .*"
-                       rf"28 ndarrays \({names}\).* allows 28 .*merge some of the "
-                       rf"ndarray arguments {names}"):
+                       rf"28 ndarrays with buffers of their own.*\({names}\).* allows 28 .*"
+                       rf"split the large ndarray arguments {names}"):
         k(*arrs)
+    k(*[sd.ndarray(sd.f32, 4) for _ in range(28)])  # in the arena: they fit
 
 
 def test_adstack_overflow_is_reported(monkeypatch):

@@ -20,7 +20,13 @@ V0, V1 = sz.BoundVariable(0), sz.BoundVariable(1)
 
 
 def _leaf(nd):
-    """A leaf over an ndarray's or a field's memory (a field: its root buffer at its offset)."""
+    """A leaf over an ndarray's or a field's memory, as the launch path makes it
+    (`gpu_sizer.runner.task_leaves`): an ndarray's storage (on the SPIR-V backends a slice of an
+    arena, whose buffer may be replaced by a larger one as kernels and ndarrays are created: the
+    slice is bound through its chunk at each launch), a field's root buffer at its offset."""
+    from spirad.ndarray import Ndarray
+    if isinstance(nd, Ndarray):
+        return Leaf(nd._storage(), nd.dtype, nd.full_shape)
     buf, off = sd_state.backend().storage_parts(nd._storage())
     return Leaf(buf, nd.dtype, nd.full_shape, off // nd.dtype.nbytes)
 

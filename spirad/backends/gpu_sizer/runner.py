@@ -108,8 +108,13 @@ class GpuSizer:
 
     # -- buffers -------------------------------------------------------------------------------
     def _ndarray(self, dtype, n):
+        """A scratch ndarray over a buffer of its own, not in the backend's arenas: the metadata
+        the sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`), and
+        sizing never grows an arena (which would move the root buffers under the field leaves
+        of the plan being built)."""
         from ...ndarray import Ndarray
-        return Ndarray(dtype, (max(int(n), 1),))
+        n = max(int(n), 1)
+        return Ndarray._alias(self.be.allocate(n * dtype.nbytes), dtype, (n,))
 
     def scratch(self, name, dtype, n):
         """A shared scratch ndarray of at least `n` elements, grown by doubling."""
