@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import DType, f32, f64, i32, i64, u1, u32  # noqa: F401 (ti.types.f32)
+from kernel_ir.dtypes import (DType, f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32,  # noqa: F401
+                              u64)  # (ti.types.f32)
 
 
 class _CompoundType:
@@ -131,9 +132,9 @@ _makers_struct = [None]  # set by spirad.struct (this module imports nothing of 
 
 class _PrimitiveTypes:
     """`types.primitive_types` (Quadrants): the scalar types by family."""
-    real_types = (f32, f64)
-    integer_types = (i32, i64, u32)
-    all_types = (f32, f64, i32, i64, u32, u1)
+    real_types = (f16, f32, f64)
+    integer_types = (i8, i16, i32, i64, u8, u16, u32, u64)
+    all_types = (*real_types, *integer_types, u1)
 
 
 primitive_types = _PrimitiveTypes()

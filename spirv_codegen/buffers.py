@@ -81,7 +81,7 @@ def view_dtype(dt, kind: str = "native"):
         return u32 if kind in ("bits", "fminmax") else f32
     if dt == f64:
         return U64 if kind == "bits" else f64
-    if kind == "signed":
+    if kind == "signed" or dt.bits < 32:  # 8- / 16-bit types: their own (they have no atomics)
         return dt
     return U64 if dt.bits == 64 else u32
 

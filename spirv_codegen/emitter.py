@@ -11,11 +11,18 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import DType, f32, f64, u1, u32, u64
+from kernel_ir.dtypes import DType, f32, f64, u1, u16, u32, u64
 
 from .module import Function, Module
 
 U64 = u64
+
+# (float?, bits) -> the SPIR-V capability of an 8- / 16-bit type (arithmetic and locals); its
+# storage in buffers needs STORAGE_CAPABILITY[bits] too. `spirv_codegen.small_types` checks the
+# device features first, so a kernel never reaches here on a device without them.
+SMALL_CAPABILITY = {(False, 8): "Int8", (False, 16): "Int16", (True, 16): "Float16"}
+STORAGE_CAPABILITY = {8: ("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"),
+                      16: ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage")}
 
 SCOPE_DEVICE = 1
 SEM_RELAXED = 0
@@ -36,6 +43,8 @@ class Emitter:
             return self.m.t_bool()
         if dt.bits == 64:
             self.require64(dt)
+        elif dt.bits < 32:
+            self.m.capability(SMALL_CAPABILITY[dt.kind == "f", dt.bits])
         if dt.kind == "f":
             return self.m.t_float(dt.bits)
         return self.m.t_int(dt.bits, dt.kind == "i")
@@ -65,7 +74,7 @@ class Emitter:
             v = float(v)
             if v != v or v in (float("inf"), float("-inf")):
                 import struct
-                fmt = ("<f", "<I") if dt.bits == 32 else ("<d", "<Q")
+                fmt = {16: ("<e", "<H"), 32: ("<f", "<I"), 64: ("<d", "<Q")}[dt.bits]
                 return self.float_bits(struct.unpack(fmt[1], struct.pack(fmt[0], v))[0], dt)
             return self.m.const_float(dt.bits, v)
         return self.m.const_int(dt.bits, dt.kind == "i", int(v))
@@ -73,11 +82,11 @@ class Emitter:
     def c_bits(self, bits: int, dt) -> int:
         """A float constant given by its bit pattern."""
         self.ty(dt)
-        words = (bits,) if dt.bits == 32 else (bits & 0xFFFFFFFF, bits >> 32)
+        words = (bits,) if dt.bits <= 32 else (bits & 0xFFFFFFFF, bits >> 32)
         return self.m.const_words(self.ty(dt), words)
 
     def nan(self, dt) -> int:
-        return self.float_bits(0x7FC00000 if dt.bits == 32 else 0x7FF8000000000000, dt)
+        return self.float_bits({16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[dt.bits], dt)
 
     def inf(self, dt, sign: int = 1) -> int:
         if dt.bits == 32:
@@ -89,7 +98,7 @@ class Emitter:
         constants, `profile.py`) an OpBitcast of an integer constant where it is used."""
         if not self.profile.float_specials_by_bitcast or self.fn is None:
             return self.c_bits(bits, dt)
-        ut = u32 if dt.bits == 32 else U64
+        ut = {16: u16, 32: u32, 64: U64}[dt.bits]
         return self.op("OpBitcast", dt, self.c(bits, ut))
 
     @property

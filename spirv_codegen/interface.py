@@ -10,11 +10,11 @@ from __future__ import annotations
 import struct
 
 from kernel_ir.abi import PUSH_CONSTANTS, RangeArg, StatusWord
-from kernel_ir.dtypes import f64, i32, u1, u32
+from kernel_ir.dtypes import BY_NAME, f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
 from .buffers import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING, BufferMap, view_dtype
-from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
+from .emitter import SCOPE_DEVICE, SEM_RELAXED, STORAGE_CAPABILITY, U64, Emitter
 
 # the push constants (kernel_ir.abi.PUSH_CONSTANTS): member -> (dtype, byte offset)
 _PC_TYPES = {"i": i32, "I": u32}
@@ -72,6 +72,10 @@ class Interface:
             E, m = self.E, self.E.m
             elem = E.ty(elem_dt)
             size = 4 if elem_dt.kind == "b" else elem_dt.bits // 8
+            if elem_dt.kind != "b" and elem_dt.bits < 32:
+                cap, ext = STORAGE_CAPABILITY[elem_dt.bits]
+                m.capability(cap)
+                m.extension(ext)
             st = m.t_block_struct(m.t_runtime_array(elem, size))
             var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
             m.decorate(var, "DescriptorSet", 0)
@@ -245,6 +249,9 @@ class Interface:
                 return E.op("OpINotEqual", u1, lo, E.c(0, u32))
             if dt.bits == 32:
                 return lo if dt == u32 else E.op("OpBitcast", dt, lo)
+            if dt.bits < 32:  # at the start of its slot: the low bits of the word
+                u = E.op("OpUConvert", BY_NAME[f"u{dt.bits}"], lo)
+                return u if dt.kind == "u" else E.op("OpBitcast", dt, u)
             hi = self.arg_word(w + 1)
             return E.join64(lo, hi, dt)
         return self.prologue(("arg", byte_offset, dt), make)

@@ -17,7 +17,8 @@ variable SPIRAD_REQUIRE_ARCHS (CI sets all five), where a missing arch is a fail
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
 set by conftest) and any validation message fails the test.
 
-Metal has no f64, no 64-bit atomics and no f32 atomic min / max of ndarray elements. A test runs on metal where its
+Metal has no f64, no 64-bit atomics, no f32 atomic min / max of ndarray elements and (on spirad's
+path through naga) no 8- / 16-bit types. A test runs on metal where its
 kernels use none (f32 parametrisations, folded literals); where they do, the backend must refuse
 at compile time with its clear error (`METAL_REFUSALS`), and the case is reported as an xfail
 with that reason — never as a pass (STYLE 18). Any other error fails as usual. conftest's
@@ -35,7 +36,9 @@ import pytest
 
 # the messages of spirad/backends/metal.py's compile-time refusals -> the reason reported
 METAL_REFUSALS = {"Metal has no 64-bit floats": "f64 (Metal has no 64-bit floats)",
-                  "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)"}
+                  "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)",
+                  "has no 8- or 16-bit storage-buffer access":
+                      "u8 / i8 / u16 / i16 / f16 (no 8- / 16-bit storage through naga)"}
 REFUSED_PREFIX = "refused on metal: "
 ALL_ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
 # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1; cuda / amdgpu: a device, or

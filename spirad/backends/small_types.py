@@ -1,0 +1,75 @@
+"""The 8- and 16-bit types (`u8 i8 u16 i16 f16`) on SPIR-V devices: what each needs, checked
+before code generation so a kernel the device cannot run fails with the feature's name (never a
+validation message or a driver crash).
+
+A kernel using a type needs the device's arithmetic feature for it and, since fields, ndarrays
+and their gradients keep the type's own width in memory, storage-buffer access at that width:
+
+    u8 / i8     shaderInt8 (Vulkan 1.2)      storageBuffer8BitAccess (Vulkan 1.2)
+    u16 / i16   shaderInt16                  storageBuffer16BitAccess (Vulkan 1.1)
+    f16         shaderFloat16 (Vulkan 1.2)   storageBuffer16BitAccess, and shaderInt16 (an f16
+                                             argument is read from the low half of its word)
+
+Atomics on these types are refused on SPIR-V: Vulkan's atomic instructions take 32- and 64-bit
+operands only, and a compare-and-swap on the surrounding 32-bit word would need a second view of
+every root buffer. The LLVM backends (CPU, CUDA, AMDGPU) have them. An f16 gradient is an atomic
+add, so reverse mode on f16 data runs on the LLVM backends only.
+"""
+from __future__ import annotations
+
+from kernel_ir.dtypes import SMALL
+from kernel_ir.errors import SpiradTypeError
+from kernel_ir.nodes import walk
+from kernel_ir.ops import ATOMICS
+from kernel_ir.source import user_error
+
+# dtype name -> the (caps attribute, Vulkan feature name) pairs a kernel using it needs
+NEEDS = {
+    "u8": (("has_int8", "shaderInt8"), ("has_storage8", "storageBuffer8BitAccess")),
+    "i8": (("has_int8", "shaderInt8"), ("has_storage8", "storageBuffer8BitAccess")),
+    "u16": (("has_int16", "shaderInt16"), ("has_storage16", "storageBuffer16BitAccess")),
+    "i16": (("has_int16", "shaderInt16"), ("has_storage16", "storageBuffer16BitAccess")),
+    "f16": (("has_f16", "shaderFloat16"), ("has_int16", "shaderInt16"),
+            ("has_storage16", "storageBuffer16BitAccess")),
+}
+
+
+def _dtypes_of(n):
+    yield n.dtype
+    dt = getattr(n.arg, "dtype", None)
+    if dt is not None:
+        yield dt
+
+
+def check(tl, caps, device: str, refusal: str | None = None) -> None:
+    """Raise a SpiradTypeError at the first use in `tl` of a small type the device lacks a
+    feature for (`caps`: a SpirvCaps), or of an atomic on one. `refusal`: the sentence saying
+    why this arch has none at all (Metal), instead of the missing features' names."""
+    for a in tl.args:
+        dt = getattr(a, "dtype", None)
+        if dt in SMALL:
+            _need(tl, caps, dt, device, refusal, None)
+    for t in tl.tasks:
+        loc = t.loc
+        for n in walk(t.body):
+            loc = n.loc or loc
+            for dt in _dtypes_of(n):
+                if dt in SMALL:
+                    _need(tl, caps, dt, device, refusal, loc)
+                    if n.op in ATOMICS:
+                        name = n.op.name.lower().replace("xchg", "exchange")
+                        raise user_error(SpiradTypeError, (
+                            f"kernel {tl.name}: {name} on {dt.name} is not available on "
+                            f"{device}: SPIR-V atomics take 32- and 64-bit operands only (an f16 "
+                            f"field's gradient is accumulated with one); use a 32-bit type, or "
+                            f"the cpu / cuda / amdgpu arch, which have them"), loc)
+
+
+def _need(tl, caps, dt, device, refusal, loc) -> None:
+    missing = [feature for attr, feature in NEEDS[dt.name] if not getattr(caps, attr)]
+    if not missing:
+        return
+    why = refusal or (f"the device lacks {' and '.join(missing)}")
+    raise user_error(SpiradTypeError, (
+        f"kernel {tl.name} uses {dt.name}, which {device} cannot run: {why}; use a 32-bit type "
+        f"(sd.i32, sd.u32, sd.f32) or another arch"), loc)
