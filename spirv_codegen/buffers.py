@@ -81,7 +81,9 @@ def view_dtype(dt, kind: str = "native"):
         return u32 if kind in ("bits", "fminmax") else f32
     if dt == f64:
         return U64 if kind == "bits" else f64
-    if kind == "signed" or dt.bits < 32:  # 8- / 16-bit types: their own (they have no atomics)
+    if kind == "words":  # an 8- / 16-bit ref updated atomically: the u32 words holding it
+        return u32
+    if kind == "signed" or dt.bits < 32:  # the 8- / 16-bit types otherwise: their own
         return dt
     return U64 if dt.bits == 64 else u32
 
@@ -168,13 +170,16 @@ def access_kinds(task, abi, caps) -> dict:
     """ABI index -> 'bits' for the refs a task updates atomically on their bit patterns (a float
     atomic as a compare-and-swap loop, or an exchange), 'fminmax' for an f32 it takes an atomic
     min / max of where the profile has no compare-and-swap (bits too, and an i32 view:
-    `atomics.float_min_max_by_sign`), 'signed' for signed ints it takes an atomic min / max of;
-    refs not listed are 'native'."""
+    `atomics.float_min_max_by_sign`), 'signed' for signed ints it takes an atomic min / max of,
+    'words' for 8- / 16-bit refs it updates atomically (`atomics.word_rmw`); refs not listed
+    are 'native'."""
     out = {}
     for n in walk(task.body):
         if n.op in ATOMICS:
             dt, k = n.arg.dtype, abi.binding_index(n.arg)
-            if atomics.by_sign(dt, caps, n.op):
+            if dt.kind != "b" and dt.bits < 32:
+                out[k] = "words"
+            elif atomics.by_sign(dt, caps, n.op):
                 out[k] = "fminmax"
             elif atomics.needs_bits(dt, caps, n.op):
                 if out.get(k) != "fminmax":

@@ -106,6 +106,8 @@ class Interface:
         cas = access in ("bits", "fminmax")
         if dt.kind == "b":
             return u32, "bool"
+        if access == "words":
+            return u32, "words"
         if self.bmap.in_root(k):
             sdt = view_dtype(dt, access)
             return sdt, ("native" if sdt == dt else "bits")
@@ -124,6 +126,26 @@ class Interface:
         index = E.op("OpIAdd", i32, base, index)
         return self.element_ptr(bm.view_binding(k, sdt), sdt, index), sdt, kind
 
+    def word_ptr(self, k: int, dt, index: int) -> tuple:
+        """(pointer to the u32 word holding 8- / 16-bit element `index` of ref k, the element's
+        bit offset in it): storage kind 'words' (`atomics.word_rmw`). Root offsets are 8-byte
+        aligned and ndarray bindings start at aligned offsets, so element e of the ref is bits
+        (e % per) * bits of word e // per of the binding's u32 view (per elements a word)."""
+        E, bm = self.E, self.bmap
+        if bm.in_root(k):
+            base = self.prologue(("root_base", k), lambda: E.op(
+                "OpBitcast", i32, self.root_word(bm.offset_words[k])))
+            index = E.op("OpIAdd", i32, base, index)
+            binding = bm.view_binding(k, u32)
+        else:
+            binding = bm.own_binding(k)
+        e = E.op("OpBitcast", u32, index)
+        per_log2 = {8: 2, 16: 1}[dt.bits]
+        word = E.op("OpBitcast", i32, E.op("OpShiftRightLogical", u32, e, E.c(per_log2, u32)))
+        lane = E.op("OpBitwiseAnd", u32, e, E.c((1 << per_log2) - 1, u32))
+        shift = E.op("OpIMul", u32, lane, E.c(dt.bits, u32))
+        return self.element_ptr(binding, u32, word), shift
+
     def root_ptr_as(self, k: int, index: int, vdt) -> int:
         """Pointer to element `index` of root-placed ref k through its chunk's view of type
         `vdt` (one of `buffers.extra_views`: the same bytes as `array_ptr`'s)."""
@@ -141,7 +163,13 @@ class Interface:
         windows`) runs `body` once per window, each behind a branch on the element's window;
         the values meet in an OpPhi. Every other ref: `body` once, as straight-line code."""
         bm = self.bmap
-        if not bm.windows or not bm.in_root(k) or bm.chunk_windows(bm.chunk[k])[0] == 1:
+        windowed = bm.windows and bm.in_root(k) and bm.chunk_windows(bm.chunk[k])[0] > 1
+        if self.storage.get(k) == "words":
+            if windowed:
+                raise RuntimeError(f"an atomic on a {dt.name} field larger than one storage "
+                                   f"binding is not supported (ref {k})")
+            return body(self.word_ptr(k, dt, index), u32, "words", None)
+        if not windowed:
             ptr, sdt, kind = self.array_ptr(k, dt, index)
             return body(ptr, sdt, kind, lambda vdt: self.root_ptr_as(k, index, vdt))
         return self._windowed(k, dt, index, body, rdt)
@@ -179,6 +207,9 @@ class Interface:
         E = self.E
 
         def body(ptr, sdt, kind, _):
+            if kind == "words":
+                from .atomics import word_extract
+                return word_extract(E, E.op("OpLoad", u32, ptr[0]), ptr[1], dt)
             v = E.op("OpLoad", sdt, ptr)
             if kind == "bool":
                 return E.op("OpINotEqual", u1, v, E.c(0, u32))
@@ -191,6 +222,8 @@ class Interface:
         E = self.E
 
         def body(ptr, sdt, kind, _):
+            if kind == "words":  # a compare-and-swap loop: the TaskLowerer's (`_global_store`)
+                raise RuntimeError("store_elem of a ref accessed through words")
             x = v
             if kind == "bool":
                 x = E.sel(v, E.c(1, u32), E.c(0, u32), u32)

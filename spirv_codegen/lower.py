@@ -458,12 +458,19 @@ class TaskLowerer(BoundsChecks, LoopCap):
     def _global_store(self, n):
         k = self.abi.binding_index(n.arg)
         v = self.v(n.srcs[-1])
+        if self.io.storage.get(k) == "words":  # an 8- / 16-bit ref a task updates atomically
+            dt = n.arg.dtype
+            self._access(n, n.srcs[:-1], lambda lin: self.io.access(
+                k, dt, lin, lambda ptr, *_: atomics.word_rmw(self, None, *ptr, v, dt)))
+            return
         self._access(n, n.srcs[:-1], lambda lin: self.io.store_elem(k, n.arg.dtype, lin, v))
 
     def _atomic(self, n):
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
-        def rmw(ptr, sdt, _, ptr_as):
+        def rmw(ptr, sdt, kind, ptr_as):
+            if kind == "words":
+                return atomics.word_rmw(self, n.op, *ptr, self.v(n.srcs[-1]), dt)
             if self.io.storage.get(k) == "fminmax" and atomics.by_sign(dt, self.caps, n.op):
                 if not self.io.bmap.in_root(k):
                     raise RuntimeError(f"{n.op.name.lower()} on an f32 in its own buffer needs a "

@@ -10,17 +10,15 @@ and their gradients keep the type's own width in memory, storage-buffer access a
     f16         shaderFloat16 (Vulkan 1.2)   storageBuffer16BitAccess, and shaderInt16 (an f16
                                              argument is read from the low half of its word)
 
-Atomics on these types are refused on SPIR-V: Vulkan's atomic instructions take 32- and 64-bit
-operands only, and a compare-and-swap on the surrounding 32-bit word would need a second view of
-every root buffer. The LLVM backends (CPU, CUDA, AMDGPU) have them. An f16 gradient is an atomic
-add, so reverse mode on f16 data runs on the LLVM backends only.
+Atomics on these types (and so f16 gradients, which are accumulated with atomic adds) are
+compare-and-swap loops on the 32-bit word holding the element (`spirv_codegen.atomics.word_rmw`):
+Vulkan's atomic instructions take 32- and 64-bit operands only.
 """
 from __future__ import annotations
 
 from kernel_ir.dtypes import SMALL
 from kernel_ir.errors import SpiradTypeError
 from kernel_ir.nodes import walk
-from kernel_ir.ops import ATOMICS
 from kernel_ir.source import user_error
 
 # dtype name -> the (caps attribute, Vulkan feature name) pairs a kernel using it needs
@@ -43,7 +41,7 @@ def _dtypes_of(n):
 
 def check(tl, caps, device: str, refusal: str | None = None) -> None:
     """Raise a SpiradTypeError at the first use in `tl` of a small type the device lacks a
-    feature for (`caps`: a SpirvCaps), or of an atomic on one. `refusal`: the sentence saying
+    feature for (`caps`: a SpirvCaps). `refusal`: the sentence saying
     why this arch has none at all (Metal), instead of the missing features' names."""
     for a in tl.args:
         dt = getattr(a, "dtype", None)
@@ -56,13 +54,6 @@ def check(tl, caps, device: str, refusal: str | None = None) -> None:
             for dt in _dtypes_of(n):
                 if dt in SMALL:
                     _need(tl, caps, dt, device, refusal, loc)
-                    if n.op in ATOMICS:
-                        name = n.op.name.lower().replace("xchg", "exchange")
-                        raise user_error(SpiradTypeError, (
-                            f"kernel {tl.name}: {name} on {dt.name} is not available on "
-                            f"{device}: SPIR-V atomics take 32- and 64-bit operands only (an f16 "
-                            f"field's gradient is accumulated with one); use a 32-bit type, or "
-                            f"the cpu / cuda / amdgpu arch, which have them"), loc)
 
 
 def _need(tl, caps, dt, device, refusal, loc) -> None:
