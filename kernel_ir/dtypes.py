@@ -53,6 +53,10 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
+    def to_string(self) -> str:
+        """The name (Taichi's `ti.f32.to_string()`)."""
+        return self.name
+
 
 f16 = DType("f16", "f", 16)
 f32 = DType("f32", "f", 32)
@@ -67,9 +71,9 @@ u32 = DType("u32", "u", 32)
 u64 = DType("u64", "u", 64)
 u1 = DType("u1", "b", 1)
 
-ALL = (f32, f64, i32, i64, u32, u64, u1, f16, i8, i16, u8, u16)
+ALL = (f32, f64, i32, i64, u32, u64, u1)  # (the random-kernel corpora draw from these)
 SMALL = (f16, i8, i16, u8, u16)  # the 8- and 16-bit types: device features on Vulkan / Metal
-BY_NAME = {d.name: d for d in ALL}
+BY_NAME = {d.name: d for d in ALL + SMALL}
 
 _TO_NUMPY = {
     "f16": np.dtype(np.float16),

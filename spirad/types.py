@@ -105,6 +105,28 @@ def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=
                        element_dim or None, boundary or "unsafe")
 
 
+def is_signed(dt) -> bool:
+    """`ti.types.is_signed(dt)`: a signed integer type (`dt` an integer type, as in Taichi)."""
+    if dt.kind not in "iub":
+        raise TypeError(f"is_signed takes an integer type, got {dt}")
+    return dt.kind == "i"
+
+
+def is_integral(dt) -> bool:
+    """`ti.types.is_integral(dt)`: an integer type (u1 included)."""
+    return dt.kind in "iub"
+
+
+def is_real(dt) -> bool:
+    """`ti.types.is_real(dt)`: a float type."""
+    return dt.kind == "f"
+
+
+def is_tensor(dt) -> bool:
+    """`ti.types.is_tensor(dt)`: a vector / matrix type."""
+    return isinstance(dt, (VectorType, MatrixType))
+
+
 def template() -> Template:
     """The annotation of a parameter bound at compile time: fields, Python numbers, objects (a new
     value compiles a new program)."""

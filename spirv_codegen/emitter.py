@@ -89,6 +89,8 @@ class Emitter:
         return self.float_bits({16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[dt.bits], dt)
 
     def inf(self, dt, sign: int = 1) -> int:
+        if dt.bits == 16:
+            return self.float_bits(0x7C00 | (0x8000 if sign < 0 else 0), dt)
         if dt.bits == 32:
             return self.float_bits(0x7F800000 | (0x80000000 if sign < 0 else 0), dt)
         return self.float_bits(0x7FF0000000000000 | ((1 << 63) if sign < 0 else 0), dt)
@@ -139,6 +141,8 @@ class Emitter:
 
     def signbit(self, x: int, dt) -> int:
         """True when the sign bit of float `x` is set (-0.0 and negative NaNs included)."""
+        if dt.bits == 16:  # f16 -> f32 keeps the sign of every value, NaNs included
+            x, dt = self.op("OpFConvert", f32, x), f32
         if dt.bits == 32:
             bits = self.op("OpBitcast", u32, x)
         else:

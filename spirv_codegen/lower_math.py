@@ -79,7 +79,7 @@ def _fmod(E, dt, a, b):
 # -- shifts --------------------------------------------------------------------------------
 def _shift_parts(E, dt, b):
     """(amount clamped to bits-1, amount < bits), treating the amount as unsigned."""
-    ut = u32 if dt.bits == 32 else U64
+    ut = BY_NAME[f"u{dt.bits}"]
     bu = b if dt.kind == "u" else E.op("OpBitcast", ut, b)
     ok = E.op("OpULessThan", u1, bu, E.c(dt.bits, ut))
     return E.sel(ok, b, E.c(dt.bits - 1, dt), dt), ok

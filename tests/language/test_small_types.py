@@ -54,6 +54,11 @@ def test_storage_round_trip(arch, name, npt):
     np.testing.assert_array_equal(nd.to_numpy(), (np.arange(6) * 3).astype(npt))
     x[2] = 5  # Python-scope element write and read
     assert x[2] == 5 and type(x[2]) is (float if name == "f16" else int)
+    if name.startswith("u"):  # the negative values of the width wrap, as in Taichi; no further
+        x[2] = -128
+        assert x[2] == (1 << npt(0).nbytes * 8) - 128
+        with pytest.raises(sd.SpiradValueError, match="do not fit"):
+            x[2] = -(1 << npt(0).nbytes * 8)
 
 
 @test_archs()
@@ -78,6 +83,22 @@ def test_wraparound_and_promotion(arch):
     np.testing.assert_array_equal(c.to_numpy(), (us + is_.astype(np.uint8)).astype(np.int32))
     np.testing.assert_array_equal(d.to_numpy(), us.astype(np.int32) + 1)
     np.testing.assert_array_equal(w.to_numpy(), (is_.astype(np.int16) * np.int16(300)))
+
+
+@test_archs()
+def test_bit_counting_in_the_own_width(arch):
+    x, out = sd.field(sd.i8, 3), sd.field(sd.i32, (3, 3))
+    x.from_numpy(np.array([-1, 1, 0x10], np.int8))
+
+    @sd.kernel
+    def k():
+        for i in x:
+            out[i, 0] = sd.math.popcnt(x[i])
+            out[i, 1] = sd.math.clz(x[i])
+            out[i, 2] = sd.math.ffs(x[i])
+
+    k()
+    np.testing.assert_array_equal(out.to_numpy(), [[8, 0, 1], [1, 7, 1], [1, 3, 5]])
 
 
 @test_archs()
@@ -225,6 +246,9 @@ def test_names_and_numpy_types():
         assert getattr(sd.types, name) is dt and dt.np == np.dtype(npt)
     assert (sd.float16, sd.int8, sd.uint8, sd.int16, sd.uint16) == (sd.f16, sd.i8, sd.u8,
                                                                     sd.i16, sd.u16)
+    assert [sd.types.is_signed(t) for t in (sd.i8, sd.u8, sd.i16, sd.u16)] == [True, False] * 2
+    assert sd.types.is_integral(sd.u8) and not sd.types.is_integral(sd.f16)
+    assert sd.types.is_real(sd.f16) and sd.f16.to_string() == "f16"
     # Taichi's and Quadrants' names (each module in a fresh process: importing them changes
     # process defaults)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
