@@ -118,8 +118,11 @@ def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
 
 def word_extract(E, word: int, shift: int, dt) -> int:
     """The 8- / 16-bit element of type `dt` at bit `shift` of the u32 `word`."""
+    low = E.op("OpShiftRightLogical", u32, word, shift)
+    if dt.kind == "f":  # f16: no 16-bit ints needed
+        return E.f16_from_word(low)
     small = BY_NAME[f"u{dt.bits}"]
-    bits = E.op("OpUConvert", small, E.op("OpShiftRightLogical", u32, word, shift))
+    bits = E.op("OpUConvert", small, low)
     return bits if dt == small else E.op("OpBitcast", dt, bits)
 
 
@@ -129,16 +132,19 @@ def word_rmw(L, op, ptr: int, shift: int, v: int, dt) -> int:
     replaces only the element's bits. Returns the old element."""
     from .lower_math import lower_binary
     E = L.E
-    small = BY_NAME[f"u{dt.bits}"]
     keep = E.op("OpNot", u32, E.op("OpShiftLeftLogical", u32, E.c((1 << dt.bits) - 1, u32), shift))
 
     def new_bits(cur):
         new = v
         if op is not None and op != Op.ATOMIC_XCHG:
             new = lower_binary(E, ATOMIC_COMBINE[op], dt, word_extract(E, cur, shift, dt), v)
-        if dt != small:
-            new = E.op("OpBitcast", small, new)
-        placed = E.op("OpShiftLeftLogical", u32, E.op("OpUConvert", u32, new), shift)
+        if dt.kind == "f":  # f16
+            new = E.f16_to_word(new)
+        else:
+            if dt.kind == "i":
+                new = E.op("OpBitcast", BY_NAME[f"u{dt.bits}"], new)
+            new = E.op("OpUConvert", u32, new)
+        placed = E.op("OpShiftLeftLogical", u32, new, shift)
         return E.op("OpBitwiseOr", u32, E.op("OpBitwiseAnd", u32, cur, keep), placed)
     return word_extract(E, _cas_loop(L, ptr, u32, new_bits), shift, dt)
 

@@ -11,7 +11,7 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import DType, f32, f64, u1, u16, u32, u64
+from kernel_ir.dtypes import DType, f16, f32, f64, u1, u32, u64
 
 from .module import Function, Module
 
@@ -100,7 +100,9 @@ class Emitter:
         constants, `profile.py`) an OpBitcast of an integer constant where it is used."""
         if not self.profile.float_specials_by_bitcast or self.fn is None:
             return self.c_bits(bits, dt)
-        ut = {16: u16, 32: u32, 64: U64}[dt.bits]
+        if dt == f16:
+            return self.f16_from_word(self.c(bits, u32))
+        ut = u32 if dt.bits == 32 else U64
         return self.op("OpBitcast", dt, self.c(bits, ut))
 
     @property
@@ -150,6 +152,20 @@ class Emitter:
             bits = self.op("OpCompositeExtract", u32, v, 1)
         return self.op("OpINotEqual", u1, self.op("OpBitwiseAnd", u32, bits, self.c(0x80000000, u32)),
                        self.c(0, u32))
+
+    def f16_from_word(self, w: int) -> int:
+        """The f16 whose bits are the low half of u32 `w`: GLSL's UnpackHalf2x16 and an exact
+        f32 -> f16 conversion. f16 code so needs no 16-bit ints (naga has none) and no vector
+        bitcast (which naga mistypes)."""
+        pair = self.glsl("UnpackHalf2x16", self.m.t_vector(self.ty(f32), 2), w)
+        return self.op("OpFConvert", f16, self.op("OpCompositeExtract", f32, pair, 0))
+
+    def f16_to_word(self, x: int) -> int:
+        """The u32 holding f16 `x`'s bits in its low half, zeros above (inverse of the above:
+        PackHalf2x16 of the exact f32)."""
+        pair = self.fn.op("OpCompositeConstruct", self.m.t_vector(self.ty(f32), 2),
+                          self.op("OpFConvert", f32, x), self.c(0.0, f32))
+        return self.glsl("PackHalf2x16", u32, pair)
 
     def f64_from_words(self, lo: int, hi: int) -> int:
         v = self.fn.op("OpCompositeConstruct", self.t_uvec2(), lo, hi)

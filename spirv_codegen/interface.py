@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from kernel_ir.abi import PUSH_CONSTANTS, RangeArg, StatusWord
-from kernel_ir.dtypes import BY_NAME, f64, i32, u1, u32
+from kernel_ir.dtypes import BY_NAME, f16, f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
 from .buffers import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING, BufferMap, view_dtype
@@ -282,6 +282,8 @@ class Interface:
                 return E.op("OpINotEqual", u1, lo, E.c(0, u32))
             if dt.bits == 32:
                 return lo if dt == u32 else E.op("OpBitcast", dt, lo)
+            if dt == f16:  # at the start of its slot: the low half of the word
+                return E.f16_from_word(lo)
             if dt.bits < 32:  # at the start of its slot: the low bits of the word
                 u = E.op("OpUConvert", BY_NAME[f"u{dt.bits}"], lo)
                 return u if dt.kind == "u" else E.op("OpBitcast", dt, u)

@@ -74,7 +74,7 @@ import math
 from dataclasses import dataclass
 
 from kernel_ir.abi import PUSH_CONSTANT_BYTES, adstack_allocas, adstack_kind
-from kernel_ir.dtypes import i32, u1, u16, u32
+from kernel_ir.dtypes import f32, i32, u1, u32
 from kernel_ir.interpreter import cast_value
 from kernel_ir.index_range import in_range_accesses
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
@@ -343,10 +343,11 @@ class TaskLowerer(BoundsChecks, LoopCap):
                     bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, v),
                                 self.io.opaque_zero())
                     out.append(E.op("OpBitcast", dt, bits))
-                elif dt.bits == 16:  # f16: through u16 (Int16 comes with f16 storage)
-                    zero = E.op("OpUConvert", u16, self.io.opaque_zero())
-                    bits = E.op("OpBitwiseOr", u16, E.op("OpBitcast", u16, v), zero)
-                    out.append(E.op("OpBitcast", dt, bits))
+                elif dt.bits == 16:  # f16: through f32 (exact both ways; no 16-bit ints)
+                    w = E.op("OpFConvert", f32, v)
+                    bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, w),
+                                self.io.opaque_zero())
+                    out.append(E.op("OpFConvert", dt, E.op("OpBitcast", f32, bits)))
                 else:  # f64 (a device without f64 float controls): the low word, no Int64
                     lo, hi = E.split64(v, dt)
                     lo = E.op("OpBitwiseOr", u32, lo, self.io.opaque_zero())
