@@ -124,6 +124,23 @@ def test_f16_arithmetic_and_math(arch):
 
 
 @test_archs()
+def test_print(arch, capfd):
+    x, u = sd.field(sd.f16, 3), sd.field(sd.i16, 3)
+
+    @sd.kernel
+    def k():
+        for i in range(3):
+            x[i] = sd.f16(i) * sd.f16(0.3)
+            u[i] = sd.i16(-5 * i)
+            print(x[i], u[i])
+
+    k()
+    sd.sync()
+    lines = sorted(capfd.readouterr().out.split("\n")[-4:-1])
+    assert lines == ["0.0 0", "0.3 -5", "0.6 -10"]  # f16 values print as np.float16 does
+
+
+@test_archs()
 def test_casts(arch):
     f = sd.field(sd.f32, 6)
     out8, outu8, out16, outh = (sd.field(t, 6) for t in (sd.i8, sd.u8, sd.u16, sd.f16))
