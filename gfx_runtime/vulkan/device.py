@@ -271,24 +271,15 @@ def _small_type_caps(features, small: dict) -> dict:
 
 
 def _small_type_features(caps) -> list:
-    """The feature structs enabling what `caps` says the device has of the 8- / 16-bit types."""
-    out = []
-    if caps.has_storage16:
-        s16 = ffi.new("VkPhysicalDevice16BitStorageFeatures*")
-        s16.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
-        s16.storageBuffer16BitAccess = 1
-        out.append(s16)
-    if caps.has_storage8:
-        s8 = ffi.new("VkPhysicalDevice8BitStorageFeatures*")
-        s8.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
-        s8.storageBuffer8BitAccess = 1
-        out.append(s8)
-    if caps.has_int8 or caps.has_f16:
-        f = ffi.new("VkPhysicalDeviceShaderFloat16Int8Features*")
-        f.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
-        f.shaderInt8, f.shaderFloat16 = int(caps.has_int8), int(caps.has_f16)
-        out.append(f)
-    return out
+    """The feature structs enabling what `caps` says the device has of the 8- / 16-bit types
+    (only those it has: a 1.1 device gets no 1.2 struct)."""
+    s = _small_type_structs(C.VK_API_VERSION_1_2)
+    s["storage16"].storageBuffer16BitAccess = int(caps.has_storage16)
+    s["storage8"].storageBuffer8BitAccess = int(caps.has_storage8)
+    s["f16i8"].shaderInt8, s["f16i8"].shaderFloat16 = int(caps.has_int8), int(caps.has_f16)
+    wanted = {"storage16": caps.has_storage16, "storage8": caps.has_storage8,
+              "f16i8": caps.has_int8 or caps.has_f16}
+    return [s[k] for k, on in wanted.items() if on]
 
 
 def _link(head, chain: list) -> None:
