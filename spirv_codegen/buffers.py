@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import f32, f64, i32, u32
+from kernel_ir.dtypes import SMALL, f32, f64, i32, u32
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
@@ -83,7 +83,7 @@ def view_dtype(dt, kind: str = "native"):
         return U64 if kind == "bits" else f64
     if kind == "words":  # an 8- / 16-bit ref updated atomically: the u32 words holding it
         return u32
-    if kind == "signed" or dt.bits < 32:  # the 8- / 16-bit types otherwise: their own
+    if kind == "signed" or dt in SMALL:  # the 8- / 16-bit types otherwise: their own
         return dt
     return U64 if dt.bits == 64 else u32
 
@@ -177,7 +177,7 @@ def access_kinds(task, abi, caps) -> dict:
     for n in walk(task.body):
         if n.op in ATOMICS:
             dt, k = n.arg.dtype, abi.binding_index(n.arg)
-            if dt.kind != "b" and dt.bits < 32:
+            if dt in SMALL:
                 out[k] = "words"
             elif atomics.by_sign(dt, caps, n.op):
                 out[k] = "fminmax"
