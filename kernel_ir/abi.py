@@ -132,7 +132,7 @@ class KernelABI:
 
 ARG_SLOT_BYTES = 8  # one slot per scalar argument and per (ndarray argument, axis)
 SCALAR_FORMAT = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I", "u64": "<Q",
-                 "u1": "<I"}  # a scalar argument at the start of its slot (struct format)
+                 "u1": "<I", "f16": "<e", "i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H"}  # a scalar argument at the start of its slot (struct format)
 EXTENT_FORMAT = "<i"        # an ndarray axis extent at the start of its slot
 OFFSET_WORD_FORMAT = "<I"   # SPIR-V programs: a root / arena element offset word after the
                             # argument block (`spirv_codegen.buffers`: which word is whose)

@@ -1,8 +1,8 @@
 """Scalar data types of the IR.
 
 A `DType` is a frozen value: name, kind ('f' float, 'i' signed int, 'u' unsigned int, 'b' bool)
-and bit width. In memory (fields, ndarrays, buffers) a `u1` takes 4 bytes holding 0 or 1, since
-8-bit storage is not portable across Vulkan devices. Promotion rules live in `spirad.frontend.typing`, not here: the IR only states what
+and bit width. In memory (fields, ndarrays, buffers) a `u1` takes 4 bytes holding 0 or 1 (Taichi's layout; the
+8- and 16-bit types `u8 i8 u16 i16 f16` take their own width, aligned to it). Promotion rules live in `spirad.frontend.typing`, not here: the IR only states what
 each value is.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
-    """A scalar type: `sd.f32`, `sd.f64`, `sd.i32`, `sd.i64`, `sd.u32`, `sd.u1`. Calling one in a
+    """A scalar type: `sd.f16`, `sd.f32`, `sd.f64`, `sd.i8` ... `sd.i64`, `sd.u8` ... `sd.u64`, `sd.u1`. Calling one in a
     kernel casts (`sd.f32(i)`)."""
     name: str
     kind: str  # 'f', 'i', 'u', 'b'
@@ -22,7 +22,7 @@ class DType:
 
     @property
     def is_float(self) -> bool:
-        """f32 or f64."""
+        """f16, f32 or f64."""
         return self.kind == "f"
 
     @property
@@ -53,19 +53,34 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
+    def to_string(self) -> str:
+        """The name (Taichi's `ti.f32.to_string()`)."""
+        return self.name
 
+
+f16 = DType("f16", "f", 16)
 f32 = DType("f32", "f", 32)
 f64 = DType("f64", "f", 64)
+i8 = DType("i8", "i", 8)
+i16 = DType("i16", "i", 16)
 i32 = DType("i32", "i", 32)
 i64 = DType("i64", "i", 64)
+u8 = DType("u8", "u", 8)
+u16 = DType("u16", "u", 16)
 u32 = DType("u32", "u", 32)
 u64 = DType("u64", "u", 64)
 u1 = DType("u1", "b", 1)
 
-ALL = (f32, f64, i32, i64, u32, u64, u1)
-BY_NAME = {d.name: d for d in ALL}
+ALL = (f32, f64, i32, i64, u32, u64, u1)  # (the random-kernel corpora draw from these)
+SMALL = (f16, i8, i16, u8, u16)  # the 8- and 16-bit types: device features on Vulkan / Metal
+BY_NAME = {d.name: d for d in ALL + SMALL}
 
 _TO_NUMPY = {
+    "f16": np.dtype(np.float16),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
     "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64),
     "i32": np.dtype(np.int32),
@@ -79,7 +94,7 @@ _TO_NUMPY = {
 def from_numpy(dt) -> DType:
     """The DType matching a numpy dtype; raises KeyError for unsupported ones."""
     dt = np.dtype(dt)
-    for d in (f32, f64, i32, i64, u32, u64):
+    for d in (f32, f64, i32, i64, u32, u64, f16, i8, i16, u8, u16):
         if d.np == dt:
             return d
     if dt == np.dtype(np.bool_):

@@ -13,12 +13,14 @@ from kernel_ir.dtypes import DType
 
 from .splat import splat
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
+I1, I8, I16 = ir.IntType(1), ir.IntType(8), ir.IntType(16)
+I32, I64 = ir.IntType(32), ir.IntType(64)
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
-_REG = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "u32": I32, "u64": I64, "u1": I1}
+_REG = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "u32": I32, "u64": I64, "u1": I1,
+        "f16": F16, "i8": I8, "u8": I8, "i16": I16, "u16": I16}
 _MEM = {**_REG, "u1": I32}  # bools live in memory as 4-byte 0/1
 
 
@@ -55,6 +57,8 @@ def suffix(dt: DType, w: int = 1) -> str:
 
 def elem_info(t: ir.Type) -> tuple:
     """(intrinsic suffix, alignment in bytes) of a scalar memory type (`llvm.masked.load.v8f32`)."""
+    if isinstance(t, ir.HalfType):
+        return "f16", 2
     if isinstance(t, ir.FloatType):
         return "f32", 4
     if isinstance(t, ir.DoubleType):

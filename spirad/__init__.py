@@ -22,7 +22,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
 from .field import field, i, ij, ijk, ijkl, j, k, l, root
 from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .extension import extension, is_extension_supported
-from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32, u64
+from kernel_ir.dtypes import f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
@@ -57,6 +57,7 @@ cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgp
 x64 = x86_64 = arm64 = cpu  # Taichi's / Quadrants' names of the host CPU
 opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
+float16, int8, int16, uint8, uint16 = f16, i8, i16, u8, u16
 
 _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
               "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
@@ -234,9 +235,6 @@ __all__ = [
 
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    **{t: "use sd.f32, sd.f64, sd.i32, sd.i64, sd.u32, sd.u64 or sd.u1"
-       for t in ("u8", "i8", "u16", "i16", "f16", "uint8", "int8", "uint16", "int16",
-                 "float16")},
     "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
 }
 

@@ -233,8 +233,13 @@ class _HostArray(TensorSurface):
         if self.dtype.is_int and arr.size:
             info = np.iinfo(self.dtype.np)
             lo, hi = arr.min(), arr.max()
-            if not (np.isfinite(lo) and np.isfinite(hi)) or lo < info.min or hi > info.max:
+            # an unsigned type also takes the negative values of its width, wrapped (two's
+            # complement, as its literals: `b[0] = -128` stores 128 in a u8, as in Taichi)
+            low = -(int(info.max) + 1) // 2 if info.min == 0 else int(info.min)
+            if not (np.isfinite(lo) and np.isfinite(hi)) or lo < low or hi > info.max:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
+            if lo < 0 and info.min == 0:
+                return arr.astype(np.int64).astype(self.dtype.np)
         return arr.astype(self.dtype.np)
 
     def copy_from(self, other) -> None:

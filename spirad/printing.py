@@ -13,7 +13,7 @@ Buffers (internal fields, allocated at the first kernel that prints):
     ints    i32[INT_WORDS]     word 0: header words claimed; word 1: `floats` words claimed;
                                word 2: `doubles` words claimed; word 3 (DROPPED): records
                                whose header did not fit; records from word RECORDS on
-    floats  f32[FLOAT_WORDS]   the f32 values of records
+    floats  f32[FLOAT_WORDS]   the f32 (and f16, widened) values of records
     doubles f64[DOUBLE_WORDS]  the f64 values of records (only kernels that print f64 bind it)
 
 A record (one PRINT executed by one thread) claims, with one atomic add on ints[0], its header
@@ -75,8 +75,8 @@ class PrintFormat:
 
 
 def area(dtype: T.DType) -> str:
-    """The buffer a scalar of `dtype` is written to."""
-    return "floats" if dtype == T.f32 else ("doubles" if dtype == T.f64 else "ints")
+    """The buffer a scalar of `dtype` is written to (an f16 as the f32 of its value)."""
+    return "doubles" if dtype == T.f64 else ("floats" if dtype.is_float else "ints")
 
 
 def int_words(dtype: T.DType) -> int:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import DType, f32, f64, i32, i64, u1, u32  # noqa: F401 (ti.types.f32)
+from kernel_ir.dtypes import (DType, f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32,  # noqa: F401
+                              u64)  # (ti.types.f32)
 
 
 class _CompoundType:
@@ -104,6 +105,28 @@ def ndarray(dtype=None, ndim=None, needs_grad=None, field_dim=None, element_dim=
                        element_dim or None, boundary or "unsafe")
 
 
+def is_signed(dt) -> bool:
+    """`ti.types.is_signed(dt)`: a signed integer type (`dt` an integer type, as in Taichi)."""
+    if dt.kind not in "iub":
+        raise TypeError(f"is_signed takes an integer type, got {dt}")
+    return dt.kind == "i"
+
+
+def is_integral(dt) -> bool:
+    """`ti.types.is_integral(dt)`: an integer type (u1 included)."""
+    return dt.kind in "iub"
+
+
+def is_real(dt) -> bool:
+    """`ti.types.is_real(dt)`: a float type."""
+    return dt.kind == "f"
+
+
+def is_tensor(dt) -> bool:
+    """`ti.types.is_tensor(dt)`: a vector / matrix type."""
+    return isinstance(dt, (VectorType, MatrixType))
+
+
 def template() -> Template:
     """The annotation of a parameter bound at compile time: fields, Python numbers, objects (a new
     value compiles a new program)."""
@@ -131,9 +154,9 @@ _makers_struct = [None]  # set by spirad.struct (this module imports nothing of 
 
 class _PrimitiveTypes:
     """`types.primitive_types` (Quadrants): the scalar types by family."""
-    real_types = (f32, f64)
-    integer_types = (i32, i64, u32)
-    all_types = (f32, f64, i32, i64, u32, u1)
+    real_types = (f16, f32, f64)
+    integer_types = (i8, i16, i32, i64, u8, u16, u32, u64)
+    all_types = (*real_types, *integer_types, u1)
 
 
 primitive_types = _PrimitiveTypes()

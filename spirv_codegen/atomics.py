@@ -15,13 +15,18 @@
 * f32 min / max under a profile without compare-and-swap (Metal: naga rejects
   OpAtomicCompareExchange): two integer atomics on the bit pattern (`float_min_max_by_sign`),
   for root-placed fields only (they need a second, i32 view of the same bytes).
+* the 8- and 16-bit types (SPIR-V atomics take 32- and 64-bit operands only): a task that
+  updates such a ref atomically reads and writes all of it through the 32-bit words holding its
+  elements (storage kind 'words', see `interface.py`): a load extracts the element's bits, and
+  every store and atomic is a compare-and-swap loop on its word that replaces only those bits
+  (`word_rmw`), so neighbours written by other invocations are never lost.
 
 All atomics use Device scope and relaxed semantics; each returns the old value. The CAS loop
 counts its back-edges like any loop when a loop-iteration cap is set (see lower.py).
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import f32, f64, i32, u1, u32
+from kernel_ir.dtypes import BY_NAME, f32, f64, i32, u1, u32
 from kernel_ir.ops import ATOMIC_COMBINE, Op
 
 from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64
@@ -91,7 +96,7 @@ def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
             E.m.capability("Int64Atomics")
         st = dt if storage is None else storage
         if op == Op.ATOMIC_MUL:  # no OpAtomicIMul
-            return _cas_loop(L, Op.MUL, ptr, v, dt, scope, sem, st)
+            return _combine_by_cas(L, Op.MUL, ptr, v, dt, st)
         if st != dt:
             old = E.op(_INT_OPS[op][dt.kind == "u"], st, ptr, scope, sem, E.op("OpBitcast", st, v))
             return E.op("OpBitcast", dt, old)
@@ -110,18 +115,61 @@ def atomic_rmw(L, op, ptr: int, v: int, dt, storage=None) -> int:
     if op == Op.ATOMIC_XCHG:
         old = E.op("OpAtomicExchange", ut, ptr, scope, sem, E.op("OpBitcast", ut, v))
         return E.op("OpBitcast", dt, old)
-    return _cas_loop(L, ATOMIC_COMBINE[op], ptr, v, dt, scope, sem)
+    return _combine_by_cas(L, ATOMIC_COMBINE[op], ptr, v, dt, ut)
 
 
-def _cas_loop(L, comb, ptr, v, dt, scope, sem, ut=None):
-    """`*ptr = comb(*ptr, v)` by compare-and-swap on the element as `ut` (its storage type;
-    default: the unsigned int of `dt`'s width, a float's bits); returns the old value."""
+def _combine_by_cas(L, comb, ptr: int, v: int, dt, ut) -> int:
+    """`*ptr = comb(*ptr, v)` by compare-and-swap on the element as `ut` (its storage type: a
+    float's bits, or the unsigned view of an int); returns the old value as `dt`."""
     from .lower_math import lower_binary
-    E, fn = L.E, L.E.fn
-    ut = ut if ut is not None else (u32 if dt.bits == 32 else U64)
+    E = L.E
 
     def cast(t, x, xt):
         return x if t == xt else E.op("OpBitcast", t, x)
+
+    def new_bits(cur):
+        return cast(ut, lower_binary(E, comb, dt, cast(dt, cur, ut), v), dt)
+    return cast(dt, _cas_loop(L, ptr, ut, new_bits), ut)
+
+
+def word_extract(E, word: int, shift: int, dt) -> int:
+    """The 8- / 16-bit element of type `dt` at bit `shift` of the u32 `word`."""
+    low = E.op("OpShiftRightLogical", u32, word, shift)
+    if dt.kind == "f":  # f16: no 16-bit ints needed
+        return E.f16_from_word(low)
+    small = BY_NAME[f"u{dt.bits}"]
+    bits = E.op("OpUConvert", small, low)
+    return bits if dt == small else E.op("OpBitcast", dt, bits)
+
+
+def word_rmw(L, op, ptr: int, shift: int, v: int, dt) -> int:
+    """Atomic `op` (an ATOMIC_* op, or None: a plain store of `v`) on the 8- / 16-bit element of
+    type `dt` at bit `shift` of the u32 word at `ptr`: a compare-and-swap loop on the word that
+    replaces only the element's bits. Returns the old element."""
+    from .lower_math import lower_binary
+    E = L.E
+    keep = E.op("OpNot", u32, E.op("OpShiftLeftLogical", u32, E.c((1 << dt.bits) - 1, u32), shift))
+
+    def new_bits(cur):
+        new = v
+        if op is not None and op != Op.ATOMIC_XCHG:
+            new = lower_binary(E, ATOMIC_COMBINE[op], dt, word_extract(E, cur, shift, dt), v)
+        if dt.kind == "f":  # f16
+            new = E.f16_to_word(new)
+        else:
+            if dt.kind == "i":
+                new = E.op("OpBitcast", BY_NAME[f"u{dt.bits}"], new)
+            new = E.op("OpUConvert", u32, new)
+        placed = E.op("OpShiftLeftLogical", u32, new, shift)
+        return E.op("OpBitwiseOr", u32, E.op("OpBitwiseAnd", u32, cur, keep), placed)
+    return word_extract(E, _cas_loop(L, ptr, u32, new_bits), shift, dt)
+
+
+def _cas_loop(L, ptr, ut, new_bits):
+    """Compare-and-swap the `ut` word at `ptr` with `new_bits(current word)` until no other
+    invocation changed it in between; returns the word it replaced."""
+    E, fn = L.E, L.E.fn
+    scope, sem = E.c(SCOPE_DEVICE, u32), E.c(SEM_RELAXED, u32)
     first = E.op("OpAtomicLoad", ut, ptr, scope, sem)
     pre = fn.current.label
     header, body, retry, cont, merge = (fn.label() for _ in range(5))
@@ -133,9 +181,7 @@ def _cas_loop(L, comb, ptr, v, dt, scope, sem, ut=None):
     fn.loop_merge(merge, cont)
     fn.branch(body)
     fn.begin(body)
-    new = lower_binary(E, comb, dt, cast(dt, cur, ut), v)
-    fn.emit("OpAtomicCompareExchange", E.ty(ut), got, ptr, scope, sem, sem,
-            cast(ut, new, dt), cur)
+    fn.emit("OpAtomicCompareExchange", E.ty(ut), got, ptr, scope, sem, sem, new_bits(cur), cur)
     done = E.op("OpIEqual", u1, got, cur)
     fn.selection_merge(retry)
     fn.branch_cond(done, merge, retry)
@@ -145,7 +191,7 @@ def _cas_loop(L, comb, ptr, v, dt, scope, sem, ut=None):
     fn.begin(cont)
     fn.branch(header)
     fn.begin(merge)
-    return cast(dt, cur, ut)
+    return cur
 
 
 def float_min_max_by_sign(L, op, ptr_u: int, ptr_i: int, v: int) -> int:

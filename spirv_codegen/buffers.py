@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_ir.dtypes import f32, f64, i32, u32
+from kernel_ir.dtypes import SMALL, f32, f64, i32, u32
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
@@ -87,7 +87,9 @@ def view_dtype(dt, kind: str = "native"):
         return u32 if kind in ("bits", "fminmax") else f32
     if dt == f64:
         return U64 if kind == "bits" else f64
-    if kind == "signed":
+    if kind == "words":  # an 8- / 16-bit ref updated atomically: the u32 words holding it
+        return u32
+    if kind == "signed" or dt in SMALL:  # the 8- / 16-bit types otherwise: their own
         return dt
     return U64 if dt.bits == 64 else u32
 
@@ -174,13 +176,16 @@ def access_kinds(task, abi, caps) -> dict:
     """ABI index -> 'bits' for the refs a task updates atomically on their bit patterns (a float
     atomic as a compare-and-swap loop, or an exchange), 'fminmax' for an f32 it takes an atomic
     min / max of where the profile has no compare-and-swap (bits too, and an i32 view:
-    `atomics.float_min_max_by_sign`), 'signed' for signed ints it takes an atomic min / max of;
-    refs not listed are 'native'."""
+    `atomics.float_min_max_by_sign`), 'signed' for signed ints it takes an atomic min / max of,
+    'words' for 8- / 16-bit refs it updates atomically (`atomics.word_rmw`); refs not listed
+    are 'native'."""
     out = {}
     for n in walk(task.body):
         if n.op in ATOMICS:
             dt, k = n.arg.dtype, abi.binding_index(n.arg)
-            if atomics.by_sign(dt, caps, n.op):
+            if dt in SMALL:
+                out[k] = "words"
+            elif atomics.by_sign(dt, caps, n.op):
                 out[k] = "fminmax"
             elif atomics.needs_bits(dt, caps, n.op):
                 if out.get(k) != "fminmax":

@@ -11,11 +11,18 @@ u1 is OpTypeBool. `U64` is an internal dtype (bit patterns of f64 for compare-an
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import DType, f32, f64, u1, u32, u64
+from kernel_ir.dtypes import DType, f16, f32, f64, u1, u32, u64
 
 from .module import Function, Module
 
 U64 = u64
+
+# (float?, bits) -> the SPIR-V capability of an 8- / 16-bit type (arithmetic and locals); its
+# storage in buffers needs STORAGE_CAPABILITY[bits] too. `spirv_codegen.small_types` checks the
+# device features first, so a kernel never reaches here on a device without them.
+SMALL_CAPABILITY = {(False, 8): "Int8", (False, 16): "Int16", (True, 16): "Float16"}
+STORAGE_CAPABILITY = {8: ("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"),
+                      16: ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage")}
 
 SCOPE_DEVICE = 1
 SEM_RELAXED = 0
@@ -36,6 +43,8 @@ class Emitter:
             return self.m.t_bool()
         if dt.bits == 64:
             self.require64(dt)
+        elif dt.bits < 32:
+            self.m.capability(SMALL_CAPABILITY[dt.kind == "f", dt.bits])
         if dt.kind == "f":
             return self.m.t_float(dt.bits)
         return self.m.t_int(dt.bits, dt.kind == "i")
@@ -65,7 +74,7 @@ class Emitter:
             v = float(v)
             if v != v or v in (float("inf"), float("-inf")):
                 import struct
-                fmt = ("<f", "<I") if dt.bits == 32 else ("<d", "<Q")
+                fmt = {16: ("<e", "<H"), 32: ("<f", "<I"), 64: ("<d", "<Q")}[dt.bits]
                 return self.float_bits(struct.unpack(fmt[1], struct.pack(fmt[0], v))[0], dt)
             return self.m.const_float(dt.bits, v)
         return self.m.const_int(dt.bits, dt.kind == "i", int(v))
@@ -73,13 +82,15 @@ class Emitter:
     def c_bits(self, bits: int, dt) -> int:
         """A float constant given by its bit pattern."""
         self.ty(dt)
-        words = (bits,) if dt.bits == 32 else (bits & 0xFFFFFFFF, bits >> 32)
+        words = (bits,) if dt.bits <= 32 else (bits & 0xFFFFFFFF, bits >> 32)
         return self.m.const_words(self.ty(dt), words)
 
     def nan(self, dt) -> int:
-        return self.float_bits(0x7FC00000 if dt.bits == 32 else 0x7FF8000000000000, dt)
+        return self.float_bits({16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[dt.bits], dt)
 
     def inf(self, dt, sign: int = 1) -> int:
+        if dt.bits == 16:
+            return self.float_bits(0x7C00 | (0x8000 if sign < 0 else 0), dt)
         if dt.bits == 32:
             return self.float_bits(0x7F800000 | (0x80000000 if sign < 0 else 0), dt)
         return self.float_bits(0x7FF0000000000000 | ((1 << 63) if sign < 0 else 0), dt)
@@ -89,6 +100,8 @@ class Emitter:
         constants, `profile.py`) an OpBitcast of an integer constant where it is used."""
         if not self.profile.float_specials_by_bitcast or self.fn is None:
             return self.c_bits(bits, dt)
+        if dt == f16:
+            return self.f16_from_word(self.c(bits, u32))
         ut = u32 if dt.bits == 32 else U64
         return self.op("OpBitcast", dt, self.c(bits, ut))
 
@@ -130,6 +143,8 @@ class Emitter:
 
     def signbit(self, x: int, dt) -> int:
         """True when the sign bit of float `x` is set (-0.0 and negative NaNs included)."""
+        if dt.bits == 16:  # f16 -> f32 keeps the sign of every value, NaNs included
+            x, dt = self.op("OpFConvert", f32, x), f32
         if dt.bits == 32:
             bits = self.op("OpBitcast", u32, x)
         else:
@@ -137,6 +152,20 @@ class Emitter:
             bits = self.op("OpCompositeExtract", u32, v, 1)
         return self.op("OpINotEqual", u1, self.op("OpBitwiseAnd", u32, bits, self.c(0x80000000, u32)),
                        self.c(0, u32))
+
+    def f16_from_word(self, w: int) -> int:
+        """The f16 whose bits are the low half of u32 `w`: GLSL's UnpackHalf2x16 and an exact
+        f32 -> f16 conversion. f16 code so needs no 16-bit ints (naga has none) and no vector
+        bitcast (which naga mistypes)."""
+        pair = self.glsl("UnpackHalf2x16", self.m.t_vector(self.ty(f32), 2), w)
+        return self.op("OpFConvert", f16, self.op("OpCompositeExtract", f32, pair, 0))
+
+    def f16_to_word(self, x: int) -> int:
+        """The u32 holding f16 `x`'s bits in its low half, zeros above (inverse of the above:
+        PackHalf2x16 of the exact f32)."""
+        pair = self.fn.op("OpCompositeConstruct", self.m.t_vector(self.ty(f32), 2),
+                          self.op("OpFConvert", f32, x), self.c(0.0, f32))
+        return self.glsl("PackHalf2x16", u32, pair)
 
     def f64_from_words(self, lo: int, hi: int) -> int:
         v = self.fn.op("OpCompositeConstruct", self.t_uvec2(), lo, hi)

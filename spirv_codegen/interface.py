@@ -10,11 +10,11 @@ from __future__ import annotations
 import struct
 
 from kernel_ir.abi import PUSH_CONSTANTS, RangeArg, StatusWord
-from kernel_ir.dtypes import f64, i32, u1, u32
+from kernel_ir.dtypes import BY_NAME, f16, f64, i32, u1, u32
 
 from ._tables import BUILTIN as _BUILTIN
 from .buffers import ARGS_BINDING, FIRST_ARRAY_BINDING, STATUS_BINDING, BufferMap, view_dtype
-from .emitter import SCOPE_DEVICE, SEM_RELAXED, U64, Emitter
+from .emitter import SCOPE_DEVICE, SEM_RELAXED, STORAGE_CAPABILITY, U64, Emitter
 
 # the push constants (kernel_ir.abi.PUSH_CONSTANTS): member -> (dtype, byte offset)
 _PC_TYPES = {"i": i32, "I": u32}
@@ -72,6 +72,10 @@ class Interface:
             E, m = self.E, self.E.m
             elem = E.ty(elem_dt)
             size = 4 if elem_dt.kind == "b" else elem_dt.bits // 8
+            if elem_dt.kind != "b" and elem_dt.bits < 32:
+                cap, ext = STORAGE_CAPABILITY[elem_dt.bits]
+                m.capability(cap)
+                m.extension(ext)
             st = m.t_block_struct(m.t_runtime_array(elem, size))
             var = m.global_variable(m.t_pointer("StorageBuffer", st), "StorageBuffer")
             m.decorate(var, "DescriptorSet", 0)
@@ -102,6 +106,8 @@ class Interface:
         cas = access in ("bits", "fminmax")
         if dt.kind == "b":
             return u32, "bool"
+        if access == "words":
+            return u32, "words"
         if self.bmap.in_root(k):
             sdt = view_dtype(dt, access)
             return sdt, ("native" if sdt == dt else "bits")
@@ -128,6 +134,24 @@ class Interface:
         get = self.arg_word if self.abi.bindings[k].kind == "ndarray" else self.root_word
         return self.prologue(("root_base", k), lambda: E.op("OpBitcast", i32, get(word)))
 
+    def word_ptr(self, k: int, dt, index: int) -> tuple:
+        """(pointer to the u32 word holding 8- / 16-bit element `index` of ref k, the element's
+        bit offset in it): storage kind 'words' (`atomics.word_rmw`). Root and arena offsets are
+        8-byte aligned and ndarray bindings start at aligned offsets, so element e of the ref is bits
+        (e % per) * bits of word e // per of the binding's u32 view (per elements a word)."""
+        E, bm = self.E, self.bmap
+        if bm.in_root(k):
+            index = E.op("OpIAdd", i32, self.root_base(k), index)
+            binding = bm.view_binding(k, u32)
+        else:
+            binding = bm.own_binding(k)
+        e = E.op("OpBitcast", u32, index)
+        per_log2 = {8: 2, 16: 1}[dt.bits]
+        word = E.op("OpBitcast", i32, E.op("OpShiftRightLogical", u32, e, E.c(per_log2, u32)))
+        lane = E.op("OpBitwiseAnd", u32, e, E.c((1 << per_log2) - 1, u32))
+        shift = E.op("OpIMul", u32, lane, E.c(dt.bits, u32))
+        return self.element_ptr(binding, u32, word), shift
+
     def root_ptr_as(self, k: int, index: int, vdt) -> int:
         """Pointer to element `index` of root-placed ref k through its chunk's view of type
         `vdt` (one of `buffers.extra_views`: the same bytes as `array_ptr`'s)."""
@@ -144,7 +168,13 @@ class Interface:
         windows`) runs `body` once per window, each behind a branch on the element's window;
         the values meet in an OpPhi. Every other ref: `body` once, as straight-line code."""
         bm = self.bmap
-        if not bm.windows or not bm.in_root(k) or bm.chunk_windows(bm.chunk[k])[0] == 1:
+        windowed = bm.windows and bm.in_root(k) and bm.chunk_windows(bm.chunk[k])[0] > 1
+        if self.storage.get(k) == "words":
+            if windowed:
+                raise RuntimeError(f"an atomic on a {dt.name} field larger than one storage "
+                                   f"binding is not supported (ref {k})")
+            return body(self.word_ptr(k, dt, index), u32, "words", None)
+        if not windowed:
             ptr, sdt, kind = self.array_ptr(k, dt, index)
             return body(ptr, sdt, kind, lambda vdt: self.root_ptr_as(k, index, vdt))
         return self._windowed(k, dt, index, body, rdt)
@@ -181,6 +211,9 @@ class Interface:
         E = self.E
 
         def body(ptr, sdt, kind, _):
+            if kind == "words":
+                from .atomics import word_extract
+                return word_extract(E, E.op("OpLoad", u32, ptr[0]), ptr[1], dt)
             v = E.op("OpLoad", sdt, ptr)
             if kind == "bool":
                 return E.op("OpINotEqual", u1, v, E.c(0, u32))
@@ -193,6 +226,8 @@ class Interface:
         E = self.E
 
         def body(ptr, sdt, kind, _):
+            if kind == "words":  # a compare-and-swap loop: the TaskLowerer's (`_global_store`)
+                raise RuntimeError("store_elem of a ref accessed through words")
             x = v
             if kind == "bool":
                 x = E.sel(v, E.c(1, u32), E.c(0, u32), u32)
@@ -251,6 +286,11 @@ class Interface:
                 return E.op("OpINotEqual", u1, lo, E.c(0, u32))
             if dt.bits == 32:
                 return lo if dt == u32 else E.op("OpBitcast", dt, lo)
+            if dt == f16:  # at the start of its slot: the low half of the word
+                return E.f16_from_word(lo)
+            if dt.bits < 32:  # at the start of its slot: the low bits of the word
+                u = E.op("OpUConvert", BY_NAME[f"u{dt.bits}"], lo)
+                return u if dt.kind == "u" else E.op("OpBitcast", dt, u)
             hi = self.arg_word(w + 1)
             return E.join64(lo, hi, dt)
         return self.prologue(("arg", byte_offset, dt), make)

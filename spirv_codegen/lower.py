@@ -74,7 +74,7 @@ import math
 from dataclasses import dataclass
 
 from kernel_ir.abi import PUSH_CONSTANT_BYTES, adstack_allocas, adstack_kind
-from kernel_ir.dtypes import i32, u1, u32
+from kernel_ir.dtypes import f32, i32, u1, u32
 from kernel_ir.interpreter import cast_value
 from kernel_ir.index_range import in_range_accesses
 from kernel_ir.nodes import Block, Node, Task, TaskList, walk
@@ -109,6 +109,12 @@ class SpirvCaps:
     # SignedZeroInfNanPreserve (every module then does, for the widths it uses); elsewhere the
     # profile's `opaque_float_operands` keeps the driver from folding `x - x` or `x * 0`
     preserve_float_bits: tuple = ()
+    # the 8- / 16-bit types: arithmetic and storage-buffer access (`spirv_codegen.small_types`)
+    has_int8: bool = False
+    has_int16: bool = False
+    has_f16: bool = False
+    has_storage8: bool = False
+    has_storage16: bool = False
 
     @classmethod
     def from_device(cls, dc, profile: Profile = VULKAN) -> "SpirvCaps":
@@ -117,8 +123,10 @@ class SpirvCaps:
         return cls(g("has_f64"), g("has_i64"), g("has_int64_atomics"),
                    g("has_atomic_float32_add"), g("has_atomic_float64_add"),
                    g("loop_iteration_cap", None), profile,
-                   tuple(b for b in g("preserves_float_specials", ()) if b in (32, 64))
-                   if profile.float_controls else ())
+                   tuple(b for b in g("preserves_float_specials", ()) if b in (16, 32, 64))
+                   if profile.float_controls else (),
+                   **{n: g(n) for n in ("has_int8", "has_int16", "has_f16", "has_storage8",
+                                        "has_storage16")})
 
 
 @dataclass(frozen=True)
@@ -140,9 +148,10 @@ class SpirvTask:
 def declare_float_controls(m: Module, fn_id: int, caps: SpirvCaps) -> None:
     """NaN, Inf and -0 kept as IEEE 754 has them (SPV_KHR_float_controls, core in SPIR-V 1.4):
     `x - x` with x = inf stays NaN, `nan * 0` NaN, `-0 + 0` +0, as on the CPU. Declared for f32,
-    and for f64 where the module uses it."""
+    and for f64 / f16 where the module uses them."""
     for bits in caps.preserve_float_bits:
-        if bits == 32 or m.has_capability("Float64"):
+        if bits == 32 or bits == 64 and m.has_capability("Float64") or \
+                bits == 16 and m.has_capability("Float16"):
             m.capability("SignedZeroInfNanPreserve")
             if m.version < (1, 4):
                 m.extension("SPV_KHR_float_controls")
@@ -334,6 +343,11 @@ class TaskLowerer(BoundsChecks, LoopCap):
                     bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, v),
                                 self.io.opaque_zero())
                     out.append(E.op("OpBitcast", dt, bits))
+                elif dt.bits == 16:  # f16: through f32 (exact both ways; no 16-bit ints)
+                    w = E.op("OpFConvert", f32, v)
+                    bits = E.op("OpBitwiseOr", u32, E.op("OpBitcast", u32, w),
+                                self.io.opaque_zero())
+                    out.append(E.op("OpFConvert", dt, E.op("OpBitcast", f32, bits)))
                 else:  # f64 (a device without f64 float controls): the low word, no Int64
                     lo, hi = E.split64(v, dt)
                     lo = E.op("OpBitwiseOr", u32, lo, self.io.opaque_zero())
@@ -445,12 +459,19 @@ class TaskLowerer(BoundsChecks, LoopCap):
     def _global_store(self, n):
         k = self.abi.binding_index(n.arg)
         v = self.v(n.srcs[-1])
+        if self.io.storage.get(k) == "words":  # an 8- / 16-bit ref a task updates atomically
+            dt = n.arg.dtype
+            self._access(n, n.srcs[:-1], lambda lin: self.io.access(
+                k, dt, lin, lambda ptr, *_: atomics.word_rmw(self, None, *ptr, v, dt)))
+            return
         self._access(n, n.srcs[:-1], lambda lin: self.io.store_elem(k, n.arg.dtype, lin, v))
 
     def _atomic(self, n):
         k, dt = self.abi.binding_index(n.arg), n.arg.dtype
 
-        def rmw(ptr, sdt, _, ptr_as):
+        def rmw(ptr, sdt, kind, ptr_as):
+            if kind == "words":
+                return atomics.word_rmw(self, n.op, *ptr, self.v(n.srcs[-1]), dt)
             if self.io.storage.get(k) == "fminmax" and atomics.by_sign(dt, self.caps, n.op):
                 if not self.io.bmap.in_root(k):
                     raise RuntimeError(f"{n.op.name.lower()} on an f32 in its own buffer needs a "

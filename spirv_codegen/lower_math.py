@@ -17,7 +17,7 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
 """
 from __future__ import annotations
 
-from kernel_ir.dtypes import f32, f64, i32, i64, u1, u32
+from kernel_ir.dtypes import BY_NAME, f32, f64, i32, i64, u1, u32
 from kernel_ir.ops import Op
 
 from . import mathlib_em
@@ -79,7 +79,7 @@ def _fmod(E, dt, a, b):
 # -- shifts --------------------------------------------------------------------------------
 def _shift_parts(E, dt, b):
     """(amount clamped to bits-1, amount < bits), treating the amount as unsigned."""
-    ut = u32 if dt.bits == 32 else U64
+    ut = BY_NAME[f"u{dt.bits}"]
     bu = b if dt.kind == "u" else E.op("OpBitcast", ut, b)
     ok = E.op("OpULessThan", u1, bu, E.c(dt.bits, ut))
     return E.sel(ok, b, E.c(dt.bits - 1, dt), dt), ok
@@ -298,7 +298,7 @@ def lower_unary(E: Emitter, op: Op, dt, x: int) -> int:
 
 # -- casts ---------------------------------------------------------------------------------
 def _int_type(bits: int, signed: bool):
-    return {(32, True): i32, (64, True): i64, (32, False): u32, (64, False): U64}[(bits, signed)]
+    return BY_NAME[f"{'i' if signed else 'u'}{bits}"]
 
 
 def _f2i_build(src, dst):

@@ -206,11 +206,15 @@ class Module:
 
     def const_int(self, bits: int, signed: bool, v: int) -> int:
         v = int(v) & ((1 << bits) - 1)
-        words = (v,) if bits == 32 else (v & 0xFFFFFFFF, v >> 32)
+        if bits < 32 and signed and v >> (bits - 1):  # narrow signed literals are sign-extended
+            v |= 0xFFFFFFFF & ~((1 << bits) - 1)
+        words = (v,) if bits <= 32 else (v & 0xFFFFFFFF, v >> 32)
         return self.const_words(self.t_int(bits, signed), words)
 
     def const_float(self, bits: int, v: float) -> int:
-        if bits == 32:
+        if bits == 16:
+            words = struct.unpack("<H", struct.pack("<e", v))
+        elif bits == 32:
             words = struct.unpack("<I", struct.pack("<f", v))
         else:
             words = struct.unpack("<II", struct.pack("<d", v))

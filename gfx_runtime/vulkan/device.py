@@ -66,6 +66,14 @@ class DeviceCaps:
     # (maxDescriptorSetStorageBuffersDynamic; at least 4 on every device).
     min_storage_buffer_offset_alignment: int = 256
     max_dynamic_storage_buffers: int = 4
+    # The 8- and 16-bit types (`sd.u8 i8 u16 i16 f16`): arithmetic (shaderInt8, shaderInt16,
+    # shaderFloat16) and storage-buffer access (storageBuffer8BitAccess / 16BitAccess), each
+    # enabled at device creation where the device has it (8-bit and f16: Vulkan 1.2).
+    has_int8: bool = False
+    has_int16: bool = False
+    has_f16: bool = False
+    has_storage8: bool = False
+    has_storage16: bool = False
 
 
 _TYPE_NAMES = {
@@ -180,6 +188,8 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
     feature_chain = [atomic] if has_atomic_ext else []
     if int64_core or int64_ext:
         feature_chain.append(int64)
+    small = _small_type_structs(dev_api)
+    feature_chain += list(small.values())
     _link(feats2, feature_chain)
     if dev_api >= C.VK_API_VERSION_1_1:
         lib.vkGetPhysicalDeviceFeatures2(phys, feats2)
@@ -223,6 +233,7 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                          else C.UINT64_MAX),
         is_lavapipe=is_lavapipe,
         loop_iteration_cap=C.LAVAPIPE_LOOP_ITERATION_CAP if is_lavapipe else None,
+        **_small_type_caps(features, small),
         preserves_float_specials=tuple(
             bits for bits in (16, 32, 64) if dev_api >= C.VK_API_VERSION_1_2 and
             getattr(floats, f"shaderSignedZeroInfNanPreserveFloat{bits}")),
@@ -232,6 +243,43 @@ def _describe(index: int, phys, instance: Instance) -> PhysicalDevice:
                           queue_family=_compute_queue_family(phys), extensions=extensions,
                           has_f32_atomics=f32_atomics, has_f64_atomics=f64_atomics,
                           int64_atomics_via=int64_via)
+
+
+def _small_type_structs(dev_api) -> dict:
+    """The feature structs of the 8- / 16-bit types this device version has (core: 16-bit
+    storage in 1.1, the rest in 1.2), to query and then to enable."""
+    out = {}
+    if dev_api >= C.VK_API_VERSION_1_1:
+        out["storage16"] = ffi.new("VkPhysicalDevice16BitStorageFeatures*")
+        out["storage16"].sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
+    if dev_api >= C.VK_API_VERSION_1_2:
+        out["storage8"] = ffi.new("VkPhysicalDevice8BitStorageFeatures*")
+        out["storage8"].sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
+        out["f16i8"] = ffi.new("VkPhysicalDeviceShaderFloat16Int8Features*")
+        out["f16i8"].sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
+    return out
+
+
+def _small_type_caps(features, small: dict) -> dict:
+    """DeviceCaps' has_int8 ... has_storage16 from the queried features."""
+    s8, s16, f16i8 = small.get("storage8"), small.get("storage16"), small.get("f16i8")
+    return dict(has_int16=bool(features.shaderInt16),
+                has_int8=bool(f16i8 is not None and f16i8.shaderInt8),
+                has_f16=bool(f16i8 is not None and f16i8.shaderFloat16),
+                has_storage8=bool(s8 is not None and s8.storageBuffer8BitAccess),
+                has_storage16=bool(s16 is not None and s16.storageBuffer16BitAccess))
+
+
+def _small_type_features(caps) -> list:
+    """The feature structs enabling what `caps` says the device has of the 8- / 16-bit types
+    (only those it has: a 1.1 device gets no 1.2 struct)."""
+    s = _small_type_structs(C.VK_API_VERSION_1_2)
+    s["storage16"].storageBuffer16BitAccess = int(caps.has_storage16)
+    s["storage8"].storageBuffer8BitAccess = int(caps.has_storage8)
+    s["f16i8"].shaderInt8, s["f16i8"].shaderFloat16 = int(caps.has_int8), int(caps.has_f16)
+    wanted = {"storage16": caps.has_storage16, "storage8": caps.has_storage8,
+              "f16i8": caps.has_int8 or caps.has_f16}
+    return [s[k] for k, on in wanted.items() if on]
 
 
 def _link(head, chain: list) -> None:
@@ -305,6 +353,7 @@ def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
     feats2.sType = C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
     feats2.features.shaderFloat64 = int(phys.caps.has_f64)
     feats2.features.shaderInt64 = int(phys.caps.has_i64)
+    feats2.features.shaderInt16 = int(phys.caps.has_int16)
     extensions: list[str] = []
     chain: list = []
     if phys.has_f32_atomics or phys.has_f64_atomics:
@@ -323,6 +372,7 @@ def create_logical_device(phys: PhysicalDevice) -> LogicalDevice:
         chain.append(int64)
         if phys.int64_atomics_via not in (None, "core"):  # a 1.1 device: the KHR extension
             extensions.append(phys.int64_atomics_via)
+    chain += _small_type_features(phys.caps)
     _link(feats2, chain)
     keep.extend(chain)
     if C.KHR_PORTABILITY_SUBSET in phys.extensions:  # required when present (MoltenVK)

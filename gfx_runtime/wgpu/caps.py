@@ -17,7 +17,8 @@ emulated on lavapipe also fits a real Mac:
   31 - 3 = 28 storage buffers (`max_per_stage_storage_buffers`); the runtime counts every
   pipeline that way before wgpu sees it (`pipeline_buffer_slots`);
 * no f64 (Metal has none); only wgpu features an M1 has: `shader-float32-atomic`,
-  `shader-int64` (no 64-bit atomics), `immediates` (push constants);
+  `shader-int64` (no 64-bit atomics), `immediates` (push constants), `shader-f16` (f16 in
+  shaders and storage: Metal's `half`);
 * storage bindings of at most 256 MiB: wgpu reports an M1's `maxBufferLength` (which grows with
   the machine's memory, several GiB on every Apple-silicon Mac) capped at 4 GiB - 1; the
   emulation keeps 256 MiB, the smallest buffer length Metal guarantees on any Apple GPU family,
@@ -39,7 +40,7 @@ METAL_BUFFER_SLOTS = 31  # Metal's buffer argument table per stage (wgpu-hal met
 # the immediates and naga's buffer-sizes buffer
 PIPELINE_RESERVED_SLOTS = 3
 M1_MAX_BINDING = 256 << 20
-M1_FEATURES = ("shader-float32-atomic", "shader-int64", "immediates")
+M1_FEATURES = ("shader-float32-atomic", "shader-int64", "immediates", "shader-f16")
 LLVMPIPE_LOOP_CAP = 65535
 
 
@@ -54,6 +55,7 @@ class WgpuCaps:
     has_int64_atomics: bool
     has_atomic_float32_add: bool
     has_atomic_float64_add: bool
+    has_f16: bool          # shader-f16: f16 arithmetic and f16 in storage buffers
     max_storage_buffer_range: int  # the largest storage binding
     max_buffer_size: int           # the largest buffer (bound through windows past the above)
     max_per_stage_storage_buffers: int  # storage buffers one spirad pipeline may bind
@@ -63,6 +65,12 @@ class WgpuCaps:
     max_compute_work_group_count: tuple
     max_push_constants_size: int
     loop_iteration_cap: int | None
+
+    @property
+    def has_storage16(self) -> bool:
+        """16-bit storage access: f16 only (shader-f16 puts f16 in storage buffers; naga has no
+        16-bit ints)."""
+        return self.has_f16
 
 
 def _adapter():
@@ -117,6 +125,7 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         has_f64="shader-f64" in wanted, has_i64="shader-int64" in wanted,
         has_int64_atomics="shader-int64-atomic-all-ops" in wanted,
         has_atomic_float32_add="shader-float32-atomic" in wanted, has_atomic_float64_add=False,
+        has_f16="shader-f16" in wanted,
         max_storage_buffer_range=int(rng), max_buffer_size=int(lim["max-buffer-size"]),
         max_per_stage_storage_buffers=int(spirad_storage), wgpu_storage_buffers=nsb,
         wgpu_uniform_buffers=nub, buffer_slots=slots,

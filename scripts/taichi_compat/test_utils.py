@@ -103,3 +103,11 @@ def torch_op(*, output_shapes=((1,),)):
 
         return lambda *args: Op.apply(*args)
     return wrap
+
+
+def make_temp_file(*args, **kwargs):
+    """A fresh temporary file's name (Taichi's helper: test_image_io writes images there)."""
+    import tempfile
+    fd, name = tempfile.mkstemp(*args, **kwargs)
+    os.close(fd)
+    return name

@@ -32,7 +32,12 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 from kernel_ir.source import user_error
 
+from . import small_types
 from .spirv_backend import SpirvBackend
+
+# why Metal runs no 8- / 16-bit int (`small_types`; f16 runs with wgpu's shader-f16)
+METAL_SMALL_TYPES = ("spirad's Metal path (SPIR-V through wgpu / naga) has no 8- or 16-bit "
+                     "integers: naga rejects 8-bit storage access and 16-bit ints")
 
 EMULATE_ENV = "SPIRAD_METAL_EMULATE"
 
@@ -123,6 +128,8 @@ class MetalBackend(SpirvBackend):
             raise SpiradTypeError(f"kernel {tl.name} takes an f64 argument, but Metal has no "
                                   f"64-bit floats; use sd.f32")
         caps = self.spirv_caps
+        small_types.check(tl, caps, f"Metal ({self.caps.name})", METAL_SMALL_TYPES,
+                          cas=self.profile.compare_exchange)
         n, loc = _first_use(tl, lambda n: n.op == Op.ATOMIC_ADD and (
             (n.dtype.bits == 64 and not caps.has_int64_atomics) or
             (n.dtype.kind == "f" and not caps.has_atomic_float32_add)))

@@ -148,7 +148,10 @@ class SpirvBackend(BackendBase):
         raise NotImplementedError
 
     def _check_kernel(self, tl, abi) -> None:
-        """User errors this backend finds in a task list before code generation (none here)."""
+        """User errors this backend finds in a task list before code generation: an 8- / 16-bit
+        type the device lacks a feature for (`small_types`)."""
+        from . import small_types
+        small_types.check(tl, self.spirv_caps, f"{self.name} ({self.caps.name})")
 
     def _check_module(self, name: str, mod) -> None:
         """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when

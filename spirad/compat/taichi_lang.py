@@ -77,7 +77,10 @@ def _has_pytorch() -> bool:
     return True
 
 
-util = _module("util", "has_pytorch()", has_pytorch=_has_pytorch)
+util = _module("util", "has_pytorch(), has_paddle() (always False: spirad has no Paddle "
+               "interop), to_numpy_type(dtype)",
+               has_pytorch=_has_pytorch, has_paddle=lambda: False,
+               to_numpy_type=lambda dt: dt.np.type)
 matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
 field = _module("field", "Field", Field=__import__("spirad.field", fromlist=["Field"]).Field)
 snode = _module("snode", "SNode", SNode=__import__("spirad.field", fromlist=["SNode"]).SNode)

@@ -66,11 +66,14 @@ def _operand(v, args, node, name):
     x = v.to_node(args[0])
     if not x.dtype.is_int:
         raise v.ctx.error(SpiradTypeError, f"{name} needs an integer, got {x.dtype}", node)
-    return x
+    bits = x.dtype.bits
+    if bits < 32:  # the 8- / 16-bit types: their bit pattern, zero-extended
+        x = v.ctx.b.cast(v.ctx.b.cast(x, T.BY_NAME[f"u{bits}"]), T.u32)
+    return x, bits
 
 
 def h_popcnt(v, args, kw, node):
-    x = _operand(v, args, node, "popcnt")
+    x, _ = _operand(v, args, node, "popcnt")
     if x.dtype.bits == 64:
         lo, hi = _halves(v, x)
         return _bin(v, Op.ADD, popcnt32(v, lo), popcnt32(v, hi))
@@ -78,7 +81,9 @@ def h_popcnt(v, args, kw, node):
 
 
 def h_clz(v, args, kw, node):
-    x = _operand(v, args, node, "clz")
+    x, bits = _operand(v, args, node, "clz")
+    if bits < 32:  # counted in the type's own width
+        return _bin(v, Op.SUB, clz32(v, x), _c(v, 32 - bits, T.i32))
     if x.dtype.bits == 64:
         lo, hi = _halves(v, x)
         return _sel(v, _bin(v, Op.CMP_NE, hi, _c(v, 0)), clz32(v, hi),
@@ -87,7 +92,7 @@ def h_clz(v, args, kw, node):
 
 
 def h_ffs(v, args, kw, node):
-    x = _operand(v, args, node, "ffs")
+    x, _ = _operand(v, args, node, "ffs")
     if x.dtype.bits == 64:
         lo, hi = _halves(v, x)
         f_hi = ffs32(v, hi)

@@ -109,8 +109,8 @@ class ValueOps:
         if tb is None:
             tb = literal_type(b, ta, fp, ip)
         t = promote(ta, tb)
-        if op == Op.DIV:
-            t = true_div_type(t, fp)
+        if op == Op.DIV:  # an int literal counts as an int here (f16 / 3 is an f32, as in Taichi)
+            t = true_div_type(ip if _int_literal(a) else ta, ip if _int_literal(b) else tb, fp)
         elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
             sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.SHL: "<<", Op.SHR: ">>"}[op]
             raise self.ctx.error(SpiradTypeError, f"bit operation {sym} needs integers, got {t}; "
@@ -119,10 +119,15 @@ class ValueOps:
             return self._int_power(self.to_node(a, t), int(b))
         elif op in (Op.ATAN2,) and not t.is_float:
             t = fp
+        elif op == Op.ATAN2 and t == T.f16:
+            t = T.f32  # Taichi: atan2 is an f32 unless an operand is an f64
         elif op == Op.POW and t.is_int and is_py_scalar(b) and b < 0:
             raise self.ctx.error(SpiradTypeError, "integer power with a negative exponent")
         if op in (Op.SHL, Op.SHR) and t == T.u1:
             t = ip
+        if op == Op.POW and t == T.f16:  # computed in f32, as every f16 math function
+            na, nb = self.to_node(a, T.f32), self.to_node(b, T.f32)
+            return self.ctx.b.cast(self.ctx.b.binary(op, na, nb), t)
         na, nb = self.to_node(a, t), self.to_node(b, t)
         return self.ctx.b.binary(op, na, nb)
 
@@ -169,6 +174,11 @@ class ValueOps:
             a = self.to_node(a)
         if op in FLOAT_UNARY and not a.dtype.is_float:
             a = self.ctx.b.cast(a, self.ctx.default_fp)
+        if op in FLOAT_UNARY and a.dtype == T.f16 and op != Op.FLOOR:
+            # f16 math runs in f32 and rounds back (Taichi's LLVM backends do the same): one
+            # path for every backend, and no half-precision library needed anywhere
+            b = self.ctx.b
+            return b.cast(b.unary(op, b.cast(a, T.f32)), T.f16)
         if op == Op.NOT:
             return self.ctx.b.unary(Op.NOT, self.to_cond(a))
         if op == Op.BIT_NOT and a.dtype.is_float:
@@ -363,6 +373,10 @@ _PY_OPS = {
     Op.CMP_LT: lambda a, b: a < b, Op.CMP_LE: lambda a, b: a <= b, Op.CMP_GT: lambda a, b: a > b,
     Op.CMP_GE: lambda a, b: a >= b, Op.CMP_EQ: lambda a, b: a == b, Op.CMP_NE: lambda a, b: a != b,
 }
+
+
+def _int_literal(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _fold_python(op, a, b, ctx):

@@ -85,5 +85,6 @@ def _emit_record(b: IRBuilder, buf, fid: int, values):
         with b.if_(fits) as (then, _):
             with then:
                 for j, v in enumerate(by_area[a]):
+                    v = v if v.dtype == ref.dtype else b.cast(v, ref.dtype)  # f16: exact
                     b.global_store(ref, [b.binary(Op.ADD, off, _c(b, j)) if j else off], v)
 

@@ -269,12 +269,6 @@ def test_init_print_full_traceback():
         options.reset_default("SPIRAD_DEBUG")
 
 
-def test_f16_is_refused_with_the_alternative():
-    assert not hasattr(sd, "f16")  # spirad has no 16-bit floats
-    with pytest.raises(sd.SpiradNotSupportedError, match="sd.f32"):
-        sd.f16
-
-
 def test_quadrants_module_names_and_defaults(tmp_path):
     """In a process that imports `quadrants` (the shim): Quadrants' error classes at their
     paths, and a kernel that reads a global it overwrites runs as in Quadrants (differentiated

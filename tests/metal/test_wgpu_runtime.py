@@ -71,7 +71,8 @@ def test_caps_impose_apple_silicon_limits(rt):
     assert lim["max-storage-buffers-per-shader-stage"] == 31
     assert lim["max-storage-buffer-binding-size"] == c.max_storage_buffer_range
     assert lim["max-buffer-size"] == c.max_buffer_size > 256 << 20
-    assert c.features <= {"shader-float32-atomic", "shader-int64", "immediates"}
+    assert c.features <= {"shader-float32-atomic", "shader-int64", "immediates", "shader-f16"}
+    assert c.has_f16 == ("shader-f16" in c.features) == c.has_storage16  # f16 in storage too
 
 
 def test_buffer_roundtrip_and_mirror(rt):

@@ -17,7 +17,8 @@ variable SPIRAD_REQUIRE_ARCHS (CI sets all five), where a missing arch is a fail
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
 set by conftest) and any validation message fails the test.
 
-Metal has no f64, no 64-bit atomics and no f32 atomic min / max of ndarray elements. A test runs on metal where its
+Metal has no f64, no 64-bit atomics, no f32 atomic min / max of ndarray elements and (on spirad's
+path through naga) no 8- / 16-bit integers and no f16 atomics. A test runs on metal where its
 kernels use none (f32 parametrisations, folded literals); where they do, the backend must refuse
 at compile time with its clear error (`METAL_REFUSALS`), and the case is reported as an xfail
 with that reason — never as a pass (engineering 18). Any other error fails as usual. conftest's
@@ -36,7 +37,11 @@ import pytest
 # the messages of spirad/backends/metal.py's compile-time refusals -> the reason reported
 METAL_REFUSALS = {"Metal has no 64-bit floats": "f64 (Metal has no 64-bit floats)",
                   "atomic_mul is not available on Metal": "atomic_mul (no compare-and-swap on Metal)",
-                  "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)"}
+                  "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)",
+                  "has no 8- or 16-bit integers":
+                      "u8 / i8 / u16 / i16 (naga has no 8- / 16-bit integers)",
+                  "which naga rejects; an f16 field's gradient":
+                      "atomics on f16 and f16 gradients (no compare-and-swap through naga)"}
 REFUSED_PREFIX = "refused on metal: "
 ALL_ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
 # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1; cuda / amdgpu: a device, or
