@@ -231,6 +231,9 @@ __all__ = [
     "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
     "Tensor", "tensor", "tools", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
+    # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul
+    "f16", "float16", "i8", "i16", "int8", "int16", "u8", "u16", "uint8", "uint16",
+    "FieldsBuilder", "SNodeTree", "one", "zero", "atomic_mul",
 ]
 
 
