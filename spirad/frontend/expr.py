@@ -204,6 +204,9 @@ class ExprVisitor:
         if isinstance(obj, Field) and obj._primal is None and (
                 name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
+        if name == "fill" and (isinstance(obj, Field) or getattr(obj, "_struct_members", False)):
+            from .field_methods import field_fill  # `x.fill(v)` in a kernel: Quadrants' loop
+            return BoundMethod(field_fill, obj)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError as e:
