@@ -180,6 +180,9 @@ def compare(path_a, path_b):
         if x.shape != y.shape:
             raise SystemExit(f"step {k}: {x.shape} values vs {y.shape}")
         diff = max(diff, float(np.max(np.abs(x - y))))
+    if "traj" in a and "traj" in b:  # rigid scenes: every step
+        n = min(len(a["traj"]), len(b["traj"]))
+        diff = max(diff, float(np.max(np.abs(np.asarray(a["traj"][:n]) - np.asarray(b["traj"][:n])))))
     print(json.dumps({"scene": a["scene"], "n_envs": a.get("n_envs"), "ndarray": a["ndarray"],
                       "steps_compared": keys[-1], "values": len(a["positions"][keys[-1]]),
                       "max_abs_diff": diff,

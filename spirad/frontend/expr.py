@@ -476,6 +476,10 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
 
+    def build_ListComp(self, node):
+        from .comprehension import list_comp  # unrolled at compile time, as Quadrants does
+        return list_comp(self, node)
+
     def build_JoinedStr(self, node):
         from .formatting import joined_str
         return joined_str(self, node)

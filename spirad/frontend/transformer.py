@@ -20,11 +20,10 @@ from .func_types import convert, declared_types
 from .ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
-from .values import NdarrayArg, Slot, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 
 
 UNSUPPORTED_HINTS = {
-    "ListComp": "write a loop, or build an sd.Vector from a list of values",
     "GeneratorExp": "write a loop", "SetComp": "write a loop", "DictComp": "write a loop",
     "Lambda": "define the lambda (or a def / @sd.func) outside the kernel and call it there",
     "FunctionDef": "define the function (a def or @sd.func) outside the kernel and call it",
@@ -90,6 +89,12 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             declared_types(func, ctx.default_fp, ctx.default_ip)  # func_types.py
         with b.region() as out:
             for p in params:
+                if p in templates and isinstance(bound[p], (Slot, SlotView, GlobalElem)):
+                    # template(): by reference, as in Quadrants / Taichi: `ret += x` and
+                    # `ret = x` in the func update the caller's variable or element (Genesis'
+                    # spatial hasher accumulates a neighbour sum so)
+                    values[p] = ("obj", bound[p])
+                    continue
                 v = self.rvalue(bound[p])
                 if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
                                                              is_py_scalar(v)):

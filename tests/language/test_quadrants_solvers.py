@@ -87,3 +87,106 @@ def test_constant_matrices_bad_keyword(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="identity"):
         k()
+
+
+@test_archs()
+def test_template_parameters_by_reference(arch):
+    """A func's `template()` parameter is the caller's variable or element itself (Quadrants and
+    Taichi pass it by reference): `ret += x` and `ret = x` in the func update it. Genesis'
+    spatial hasher sums a neighbour task into the caller's local this way, through two funcs."""
+    out = sd.field(sd.f32, shape=3)
+    vout = sd.Vector.field(3, sd.f32, shape=1)
+    g = sd.field(sd.f32, shape=3)
+
+    @sd.func
+    def task(i, ret: sd.template()):
+        ret += i * 1.0
+
+    @sd.func
+    def vtask(i, ret: sd.template()):
+        ret += sd.Vector([1.0, 2.0, 3.0]) * i
+
+    @sd.func
+    def for_all(n, ret: sd.template(), t: sd.template()):
+        for j in range(n):
+            t(j, ret)
+
+    @sd.func
+    def set_it(ret: sd.template()):
+        ret = 5.0
+
+    @sd.func
+    def by_value(ret):  # not a template: a copy, as before
+        ret = 7.0
+
+    @sd.kernel
+    def k():
+        for _ in range(1):
+            den = 0.0
+            for_all(4, den, task)
+            out[0] = den
+            acc = sd.Vector([0.0, 0.0, 0.0])
+            for_all(3, acc, vtask)
+            vout[0] = acc
+            z = 1.0
+            set_it(z)
+            by_value(z)
+            out[1] = z
+        for i in range(3):  # a global element: its update is the element's own
+            task(3, g[i])
+            task(i, g[i])
+        set_it(out[2])
+
+    k()
+    np.testing.assert_array_equal(out.to_numpy(), [6.0, 5.0, 5.0])
+    np.testing.assert_array_equal(vout.to_numpy()[0], [3.0, 6.0, 9.0])
+    np.testing.assert_array_equal(g.to_numpy(), [3.0, 4.0, 5.0])
+
+
+@test_archs()
+def test_list_comprehension_unrolled(arch):
+    """`[e for x in seq if c]` over compile-time sequences is unrolled (Quadrants, Taichi);
+    Genesis' FEM solver: `qd.Vector([H[j, k] for j in range(3)])`."""
+    out = sd.Vector.field(3, sd.f32, shape=4)
+    m = sd.Matrix.field(3, 3, sd.f32, shape=())
+
+    @sd.kernel
+    def k():
+        H = m[None]
+        for c in sd.static(range(3)):
+            out[c] = sd.Vector([H[j, c] for j in range(3)])
+        out[3] = sd.Vector([H[i, j] * 2.0 for i, j in ((0, 1), (1, 2), (2, 0), (2, 2)) if i != j])
+
+    m.from_numpy(np.arange(9, dtype=np.float32).reshape(3, 3))
+    k()
+    r = out.to_numpy()
+    np.testing.assert_array_equal(r[:3], np.arange(9).reshape(3, 3).T)
+    np.testing.assert_array_equal(r[3], [2.0, 10.0, 12.0])
+
+
+@test_archs()
+def test_list_comprehension_needs_compile_time_iterable(arch):
+    out = sd.Vector.field(2, sd.f32, shape=1)
+    x = sd.field(sd.f32, shape=2)
+
+    @sd.kernel
+    def k(n: sd.i32):
+        out[0] = sd.Vector([x[j] for j in range(n)])
+
+    with pytest.raises(sd.SpiradSyntaxError, match="run-time bounds"):
+        k(2)
+
+    @sd.kernel
+    def k2():
+        out[0] = sd.Vector([x[j] for j in range(2) if x[j] > 0])
+
+    with pytest.raises(sd.SpiradSyntaxError, match="'if' must be known at compile time"):
+        k2()
+
+    @sd.kernel
+    def k3():
+        v = sd.Vector([1.0, 2.0])
+        out[0] = sd.Vector([c for c in v])
+
+    with pytest.raises(sd.SpiradSyntaxError, match="iterable known at compile time"):
+        k3()
