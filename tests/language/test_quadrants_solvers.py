@@ -190,3 +190,32 @@ def test_list_comprehension_needs_compile_time_iterable(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="iterable known at compile time"):
         k3()
+
+
+@test_archs()
+def test_func_returning_a_tuple_of_run_time_values(arch):
+    """`a[i], b[i] = f(...)` with `return new_pos, new_quat` (Genesis' geom placement): each
+    returned value is stored before the func's region ends, so the verifier (on here: the arch
+    decorator runs with debug=True) accepts the kernel and the values arrive."""
+    pos = sd.Vector.field(3, sd.f32, shape=4)
+    s = sd.field(sd.f32, shape=4)
+
+    @sd.func
+    def transform(p, k):
+        new_p = p * 2.0 + k
+        scale = new_p.norm_sqr()
+        if k > 1:
+            scale = -scale
+        return new_p, scale, 3
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            pos[i], s[i], c = transform(sd.Vector([1.0, 0.0, 0.0]), i)
+            s[i] += c
+
+    k()
+    p = 2.0 * np.array([1.0, 0.0, 0.0]) + np.arange(4)[:, None]
+    np.testing.assert_allclose(pos.to_numpy(), p)
+    n2 = (p ** 2).sum(1)
+    np.testing.assert_allclose(s.to_numpy(), np.where(np.arange(4) > 1, -n2, n2) + 3)
