@@ -219,3 +219,66 @@ def test_func_returning_a_tuple_of_run_time_values(arch):
     np.testing.assert_allclose(pos.to_numpy(), p)
     n2 = (p ** 2).sum(1)
     np.testing.assert_allclose(s.to_numpy(), np.where(np.arange(4) > 1, -n2, n2) + 3)
+
+
+def test_quadrants_module_short_circuits(tmp_path):
+    """Through the `quadrants` module, `and` / `or` short-circuit as Quadrants' default
+    (`short_circuit_operators=True`): Genesis guards a read past an ndarray's end with
+    `joint_type == FREE and (ctrl_mode[d + 3, b] == ...)`; with debug bounds checks on, the
+    unneeded right side must not run. `import spirad` keeps Taichi's default (bitwise)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    prog = textwrap.dedent('''
+        import quadrants as qd
+        qd.init(arch=qd.cpu, debug=True)
+        mode = qd.ndarray(qd.i32, shape=(4, 2))
+        out = qd.ndarray(qd.i32, shape=(4, 2))
+
+        @qd.kernel
+        def k(mode: qd.types.ndarray(), out: qd.types.ndarray()):
+            for i, b in qd.ndrange(4, 2):
+                free = i == 0
+                if free and (mode[i + 3, b] == 1 or mode[i + 4, b] == 1):
+                    out[i, b] = 1
+                out[i, b] += 2 and 3  # Python's value: 3
+
+        mode.fill(1)
+        k(mode, out)
+        print(out.to_numpy().tolist())
+    ''')
+    shim = os.path.join(root, "spirad", "compat", "quadrants_shim")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, root]))
+    env.pop("SPIRAD_SHORT_CIRCUIT_OPERATORS", None)
+    script = tmp_path / "qd_program.py"
+    script.write_text(prog)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       cwd=root, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == "[[4, 4], [3, 3], [3, 3], [3, 3]]"
+    from spirad import options
+    if "SPIRAD_SHORT_CIRCUIT_OPERATORS" not in os.environ:
+        assert not options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")  # spirad's own default
+
+
+@test_archs()
+def test_short_circuit_switch_is_the_init_default(arch, monkeypatch):
+    """`SPIRAD_SHORT_CIRCUIT_OPERATORS=1` makes Python's `and` / `or` the default of `init`;
+    an explicit `init(short_circuit_operators=False)` still wins."""
+    def two_and_one():
+        out = sd.field(sd.i32, shape=1)
+
+        @sd.kernel
+        def k():
+            out[0] = 2 and 1  # bitwise (Taichi): 0; Python: 1
+
+        k()
+        return out[0]
+
+    monkeypatch.setenv("SPIRAD_SHORT_CIRCUIT_OPERATORS", "1")
+    sd.init(arch=arch, debug=True)
+    assert two_and_one() == 1
+    sd.init(arch=arch, debug=True, short_circuit_operators=False)
+    assert two_and_one() == 0
