@@ -11,13 +11,12 @@ import ast
 
 from kernel_ir.errors import SpiradSyntaxError
 
-from .expr import _is_compile_time
 
-
-def list_comp(v, node: ast.ListComp) -> list:
-    """The list a comprehension builds, unrolled (`v`: the frontend's visitor)."""
+def list_comp(v, node: ast.ListComp, is_compile_time) -> list:
+    """The list a comprehension builds, unrolled (`v`: the frontend's visitor;
+    `is_compile_time(value)`: its test for a value known at compile time)."""
     out = []
-    _generate(v, node, 0, out)
+    _generate(v, node, 0, out, is_compile_time)
     return out
 
 
@@ -43,7 +42,7 @@ def _bind(v, target, item):
                                          "names matching the items", target)
 
 
-def _generate(v, node, k, out):
+def _generate(v, node, k, out, is_compile_time):
     if k == len(node.generators):
         out.append(v.rvalue(v.build(node.elt)))
         return
@@ -57,13 +56,13 @@ def _generate(v, node, k, out):
             keep = True
             for cond in gen.ifs:
                 c = v.rvalue(v.build(cond))
-                if not _is_compile_time(c):
+                if not is_compile_time(c):
                     raise v.ctx.error(SpiradSyntaxError, "a list comprehension's 'if' must be "
                                                          "known at compile time in kernels", cond)
                 if not c:
                     keep = False
                     break
             if keep:
-                _generate(v, node, k + 1, out)
+                _generate(v, node, k + 1, out, is_compile_time)
         finally:
             v.ctx.frame.scopes.pop()

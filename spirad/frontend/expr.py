@@ -478,7 +478,7 @@ class ExprVisitor:
 
     def build_ListComp(self, node):
         from .comprehension import list_comp  # unrolled at compile time, as Quadrants does
-        return list_comp(self, node)
+        return list_comp(self, node, _is_compile_time)
 
     def build_JoinedStr(self, node):
         from .formatting import joined_str
