@@ -146,6 +146,8 @@ def _init(arch=None, **kwargs):
         options.set_default("SPIRAD_DEBUG", "1")
     else:
         options.reset_default("SPIRAD_DEBUG")
+    if "short_circuit_operators" not in kwargs:  # Quadrants' default through its module
+        kwargs["short_circuit_operators"] = options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")
     if kwargs.get("log_level") is not None:
         from .logs import set_level
         set_level(kwargs["log_level"])

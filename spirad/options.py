@@ -77,6 +77,11 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_CACHE_MAX_SIZE", "str", None,
            "size cap of the offline cache directory: bytes, or a number with K, M or G "
            "(default 1G)", hint="bytes, 500M, 2G"),
+    Switch("SPIRAD_SHORT_CIRCUIT_OPERATORS", "flag", False,
+           "the default of `init(short_circuit_operators=)`: Python's short-circuit `and` / `or` "
+           "in kernels (the right side runs only when it decides) instead of Taichi's bitwise "
+           "default. Programs run through the `quadrants` module default to on, as Quadrants "
+           "does ([coming_from_taichi.md](coming_from_taichi.md))"),
     Switch("SPIRAD_AD_OVERWRITTEN_READS", "choice", "error",
            "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
            "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "

@@ -383,15 +383,22 @@ def h_grouped(v, args, kw, node):
 
 
 def _filled(kind):
-    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants."""
+    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants. The
+    arguments bind as in Python scope, keywords included (`Matrix.identity(dt=f32, n=3)`, as
+    Genesis writes it)."""
     def h(v, args, kw, node):
+        import inspect
         vals = [v.rvalue(a) for a in args]
+        kvals = {k: v.rvalue(x) for k, x in kw.items()}
         try:
             import numpy as np
             from ..matrix import Matrix as M, Vector as V
-            value = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
-                     "mzero": M.zero}[kind](*vals)
-            dt = vals[2] if kind == "unit" and len(vals) > 2 else vals[0] if kind != "unit" else float
+            fn = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
+                  "mzero": M.zero}[kind]
+            bound = inspect.signature(fn).bind(*vals, **kvals)
+            bound.apply_defaults()
+            value = fn(*bound.args, **bound.kwargs)
+            dt = bound.arguments["dt"]
         except Exception as e:  # noqa: BLE001 - a bad call: report it at the kernel line
             raise v.ctx.error(SpiradTypeError, f"{kind}(...): {e}", node) from None
         from ..field import resolve_dtype

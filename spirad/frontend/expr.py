@@ -204,6 +204,9 @@ class ExprVisitor:
         if isinstance(obj, Field) and obj._primal is None and (
                 name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
+        if name == "fill" and (isinstance(obj, Field) or getattr(obj, "_struct_members", False)):
+            from .field_methods import field_fill  # `x.fill(v)` in a kernel: Quadrants' loop
+            return BoundMethod(field_fill, obj)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError as e:
@@ -477,6 +480,10 @@ class ExprVisitor:
             if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+    def build_ListComp(self, node):
+        from .comprehension import list_comp  # unrolled at compile time, as Quadrants does
+        return list_comp(self, node, _is_compile_time)
 
     def build_JoinedStr(self, node):
         from .formatting import joined_str

@@ -98,8 +98,8 @@ class StmtVisitor:
         from ..struct import StructElem, StructVal
         if isinstance(target, ast.Name):
             existing = ctx.find_local(target.id)
-            if isinstance(existing, Slot):
-                self.store_into(existing, value)
+            if isinstance(existing, (Slot, SlotView, GlobalElem)):  # the last two: a func's
+                self.store_into(existing, value)  # template() parameter, bound by reference
                 return
             if isinstance(value, (StructVal, StructElem)):  # struct values copy
                 if isinstance(existing, StructVal) and existing.stype is value.stype:
@@ -198,13 +198,16 @@ class StmtVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}=", node)
         if isinstance(node.target, ast.Name):
             slot = self.ctx.find_local(node.target.id)
-            if not isinstance(slot, Slot):
-                cur = self.ctx.lookup(node.target.id, node.target)
+            if isinstance(slot, Slot):
+                self.store_into(slot, self.binop(op, slot, self.build(node.value)))
+                return
+            if not isinstance(slot, (SlotView, GlobalElem)):  # those: a func's template()
+                cur = self.ctx.lookup(node.target.id, node.target)  # parameter, by reference
                 raise self.ctx.error(SpiradSyntaxError, f"cannot update '{node.target.id}' "
                                                         f"({type(cur).__name__}) in place inside a kernel", node)
-            self.store_into(slot, self.binop(op, slot, self.build(node.value)))
-            return
-        lhs = self.build(node.target)
+            lhs = slot
+        else:
+            lhs = self.build(node.target)
         rhs = self.build(node.value)
         if isinstance(lhs, GlobalElem) and op in (Op.ADD, Op.SUB):
             if op == Op.SUB:

@@ -20,11 +20,10 @@ from .func_types import convert, declared_types
 from .ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
-from .values import NdarrayArg, Slot, VecVal
+from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
 
 
 UNSUPPORTED_HINTS = {
-    "ListComp": "write a loop, or build an sd.Vector from a list of values",
     "GeneratorExp": "write a loop", "SetComp": "write a loop", "DictComp": "write a loop",
     "Lambda": "define the lambda (or a def / @sd.func) outside the kernel and call it there",
     "FunctionDef": "define the function (a def or @sd.func) outside the kernel and call it",
@@ -90,6 +89,12 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             declared_types(func, ctx.default_fp, ctx.default_ip)  # func_types.py
         with b.region() as out:
             for p in params:
+                if p in templates and isinstance(bound[p], (Slot, SlotView, GlobalElem)):
+                    # template(): by reference, as in Quadrants / Taichi: `ret += x` and
+                    # `ret = x` in the func update the caller's variable or element (Genesis'
+                    # spatial hasher accumulates a neighbour sum so)
+                    values[p] = ("obj", bound[p])
+                    continue
                 v = self.rvalue(bound[p])
                 if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
                                                              is_py_scalar(v)):
@@ -118,28 +123,57 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                         ret = self.to_node(ret)
                     if ret_type is not None:
                         ret = convert(self, ret, ret_type)
-                    if isinstance(ret, VecVal):
-                        allocas = tuple(Node(Op.ALLOCA, c.dtype, (), f"{func.fn.__name__}.ret") for c in ret.comps)
-                        ret_slot = Slot(allocas, ret.shape, ret.dtype)
-                    elif isinstance(ret, Node):
-                        ret_slot = Slot((Node(Op.ALLOCA, ret.dtype, (), f"{func.fn.__name__}.ret"),), (), ret.dtype)
-                    else:
-                        ret_slot = ("obj", ret)
-                    if isinstance(ret_slot, Slot):
-                        self.store_into(ret_slot, ret)
+                    ret_slot = self._return_slots(ret, f"{func.fn.__name__}.ret")
             finally:
                 ctx.loops = saved_loops
                 ctx.call_depth -= 1
                 ctx.frames.pop()
-        if isinstance(ret_slot, Slot):
-            for a in ret_slot.allocas:
+        if ret_slot is not None:
+            for a in _allocas(ret_slot):  # declared before the call, read after it
                 b.append(a)
         b.emit(Op.CALL, None, (), CallArg(func.fn.__name__.strip("<>")), (out[0],))
         if ret_slot is None:
             return None
-        if isinstance(ret_slot, tuple):
-            return ret_slot[1]
-        return self.rvalue(ret_slot)
+        return self._returned(ret_slot)
+
+    def _return_slots(self, ret, name):
+        """A func's return value stored, inside its region, into allocas the caller declares:
+        a vector or scalar one slot, a tuple or list of them (`return pos, quat`) one slot
+        each, so no value computed inside the region is used outside it (verifier's rule)."""
+        if isinstance(ret, VecVal):
+            slot = Slot(tuple(Node(Op.ALLOCA, c.dtype, (), name) for c in ret.comps),
+                        ret.shape, ret.dtype)
+        elif isinstance(ret, Node):
+            slot = Slot((Node(Op.ALLOCA, ret.dtype, (), name),), (), ret.dtype)
+        elif isinstance(ret, (tuple, list)) and any(isinstance(x, (Node, VecVal)) for x in ret):
+            return type(ret)(self._return_slots(x, name) for x in ret)
+        else:
+            return _Returned(ret)  # a compile-time object: returned as it is
+        self.store_into(slot, ret)
+        return slot
+
+    def _returned(self, ret_slot):
+        if isinstance(ret_slot, Slot):
+            return self.rvalue(ret_slot)
+        if isinstance(ret_slot, (tuple, list)):
+            return type(ret_slot)(self._returned(x) for x in ret_slot)
+        return ret_slot.value
+
+
+class _Returned:
+    """A func's compile-time return value (a field, a Python number, ...), kept as it is."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _allocas(ret_slot):
+    if isinstance(ret_slot, Slot):
+        return list(ret_slot.allocas)
+    if isinstance(ret_slot, (tuple, list)):
+        return [a for x in ret_slot for a in _allocas(x)]
+    return []
 
 
 def _template_params(func) -> frozenset:

@@ -13,8 +13,12 @@ from spirad import __getattr__  # noqa: F401 (names spirad lacks say what to use
 from spirad import options as _options
 from . import lang  # noqa: F401
 
-# spirad.options switch -> its value here: what Quadrants accepts, run with a warning
+# spirad.options switch -> its value here: Quadrants' semantics where spirad's default differs
+# (Taichi's), and what Quadrants accepts that spirad refuses, run with a warning
 QUADRANTS_DEFAULTS = {
+    # `a and b` / `a or b` short-circuit (Quadrants' `short_circuit_operators` defaults to True;
+    # Genesis guards out-of-range reads with it: `joint_type == FREE and (ctrl_mode[d + 3] ...)`)
+    "SPIRAD_SHORT_CIRCUIT_OPERATORS": "1",
     # a kernel that reads a differentiated global it also overwrites (Quadrants differentiates it
     # with the overwritten value, silently)
     "SPIRAD_AD_OVERWRITTEN_READS": "warn",

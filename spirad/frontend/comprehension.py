@@ -1,0 +1,68 @@
+"""List comprehensions in kernels: `[H[j, k] for j in range(3)]`.
+
+Quadrants and Taichi unroll a comprehension at compile time: every iterable must be known then
+(`range` of constants, a tuple or list, `static(...)`), each element is built once per item, and
+the result is a Python list (so `qd.Vector([... for ...])` builds a vector). An `if` clause must
+be known at compile time too. Genesis' FEM solver builds a force vector from a matrix column so.
+"""
+from __future__ import annotations
+
+import ast
+
+from kernel_ir.errors import SpiradSyntaxError
+
+
+def list_comp(v, node: ast.ListComp, is_compile_time) -> list:
+    """The list a comprehension builds, unrolled (`v`: the frontend's visitor;
+    `is_compile_time(value)`: its test for a value known at compile time)."""
+    out = []
+    _generate(v, node, 0, out, is_compile_time)
+    return out
+
+
+def _iterable(v, gen):
+    seq = v.rvalue(v.build(gen.iter))
+    if isinstance(seq, (range, tuple, list)):
+        return list(seq)
+    raise v.ctx.error(SpiradSyntaxError, "a list comprehension in a kernel needs an iterable "
+                                         "known at compile time (range of constants, a tuple or "
+                                         "list, static(...)); write a loop instead", gen.iter)
+
+
+def _bind(v, target, item):
+    if isinstance(target, ast.Name):
+        v.ctx.bind(target.id, item)
+        return
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(item, (tuple, list)) and \
+            len(item) == len(target.elts):
+        for t, x in zip(target.elts, item):
+            _bind(v, t, x)
+        return
+    raise v.ctx.error(SpiradSyntaxError, "a comprehension's target must be a name or a tuple of "
+                                         "names matching the items", target)
+
+
+def _generate(v, node, k, out, is_compile_time):
+    if k == len(node.generators):
+        out.append(v.rvalue(v.build(node.elt)))
+        return
+    gen = node.generators[k]
+    if gen.is_async:
+        raise v.ctx.error(SpiradSyntaxError, "async comprehensions are not supported in kernels", gen)
+    for item in _iterable(v, gen):
+        v.ctx.frame.scopes.append({})
+        try:
+            _bind(v, gen.target, item)
+            keep = True
+            for cond in gen.ifs:
+                c = v.rvalue(v.build(cond))
+                if not is_compile_time(c):
+                    raise v.ctx.error(SpiradSyntaxError, "a list comprehension's 'if' must be "
+                                                         "known at compile time in kernels", cond)
+                if not c:
+                    keep = False
+                    break
+            if keep:
+                _generate(v, node, k + 1, out, is_compile_time)
+        finally:
+            v.ctx.frame.scopes.pop()
