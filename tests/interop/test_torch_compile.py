@@ -4,29 +4,12 @@ values and gradients of eager mode and of a float64 numpy reference; `torch.libr
 checks the schema, the fake implementation and the autograd registration."""
 import numpy as np
 import pytest
+import torch  # a test dependency: missing, it fails (never a skip)
 
 import spirad as sd
 import spirad.interop as sdi
 from tests.support.archs import test_archs
-
-torch = pytest.importorskip("torch")
-
-
-@sd.kernel
-def step(x: sd.types.ndarray(), v: sd.types.ndarray(), dt: sd.f64, y: sd.types.ndarray()):
-    for i in x:
-        y[i] = x[i] + dt * sd.sin(v[i]) * x[i]
-
-
-@sd.kernel
-def gather_loop(x: sd.types.ndarray(), idx: sd.types.ndarray(), n: sd.i32,
-                out: sd.types.ndarray(), total: sd.types.ndarray()):
-    for i in idx:
-        s = x[idx[i]]
-        for _ in range(n):          # a run-time trip count: s lives on the adstack
-            s = sd.sin(s) + 0.5 * s
-        out[i] = s
-        total[0] += s * s
+from tests.support.interop_kernels import gather_loop, step
 
 
 def _model(op):
