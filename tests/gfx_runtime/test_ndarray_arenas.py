@@ -10,31 +10,16 @@ resized, dropped and reallocated between launches stay correct and reuse the are
 growing it; a numpy array passed to an ndarray parameter works; an ndarray larger than one
 arena gets a binding of its own.
 """
-import importlib.util
-import itertools
-import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import spirad as sd
 from tests.support.archs import test_archs
+from tests.support.kernel_source import load_kernel as _load
 
-_DIR = Path(tempfile.mkdtemp(prefix="spirad_arenas_"))
-_count = itertools.count()
 M = 16  # elements per ndarray
-
-
-def _load(name: str, source: str):
-    """A kernel defined in a module of its own (spirad compiles from the source file)."""
-    path = _DIR / f"{name}_{next(_count)}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, name)
 
 
 def _coef(j: int, n: int) -> float:

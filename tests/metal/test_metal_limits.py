@@ -4,11 +4,7 @@ that a device created without `required_limits` gets. Kernels that were refused 
 match the CPU; ndarrays share arenas, so only directly bound ones count, and one past 28 is
 refused with the clear error. float64 host arrays run as float32
 copies."""
-import importlib.util
-import itertools
-import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,20 +12,9 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradDeviceError, SpiradTypeError, SpiradWarning
 from tests.support.archs import arch_or_skip
+from tests.support.kernel_source import load_kernel as _load
 
 ND = sd.types.ndarray()
-_DIR = Path(tempfile.mkdtemp(prefix="spirad_wide_"))
-_count = itertools.count()
-
-
-def _load(name: str, source: str):
-    """A kernel defined in a module of its own (spirad compiles from the source file)."""
-    path = _DIR / f"{name}_{next(_count)}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, name)
 
 
 def wide_kernel(n: int):
