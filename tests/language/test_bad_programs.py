@@ -242,13 +242,14 @@ def raise_statement(arch):
     k()
 
 
-@row(SyntaxError, r"ListComp; write a loop", caret=True)
+@row(SyntaxError, r"range\(\) with run-time bounds is only allowed as a for-loop iterator", caret=True)
 def list_comprehension(arch):
     x = sd.field(sd.f32, shape=3)
+    n = sd.field(sd.i32, shape=())
 
     @sd.kernel
     def k():
-        x[0] = [j for j in range(3)][0]
+        x[0] = [j for j in range(n[None])][0]  # a run-time iterable (a constant range unrolls)
     k()
 
 

@@ -39,7 +39,7 @@ def with_block():
 @sd.kernel
 def list_comp():
     for i in x:
-        x[i] = [j for j in range(3)][0]
+        x[i] = [j for j in range(i)][0]  # a run-time iterable (a constant range unrolls)
 
 
 @sd.kernel
@@ -118,7 +118,7 @@ def kernel_returns():
 def parallel_race():
     s = 0.0
     for i in x:
-        s = s * x[i]
+        s = x[i] - s  # (s * x[i] would be a reduction: an atomic multiply)
     x[0] = s
 
 
@@ -192,7 +192,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (undefined_name, sd.SpiradNameError, "x[i] = not_defined_anywhere + 1", "not defined"),
     (block_scoped_name, sd.SpiradNameError, "x[i] = inner", "assign it before this line"),
     (with_block, sd.SpiradSyntaxError, 'with open("f"):', "With"),
-    (list_comp, sd.SpiradSyntaxError, "[j for j in range(3)]", "write a loop"),
+    (list_comp, sd.SpiradSyntaxError, "[j for j in range(i)]", "only allowed as a for-loop iterator"),
     (lambda_expr, sd.SpiradSyntaxError, "f = lambda q: q", "@sd.func"),
     (try_block, sd.SpiradSyntaxError, "try:", "cannot raise or catch"),
     (calls_print, sd.SpiradSyntaxError, "print(i, flush=True)", "sep= and end= only"),
@@ -204,7 +204,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (string_value, sd.SpiradTypeError, 'x[i] = "abc"', "expected a number"),
     (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),
     (kernel_returns, sd.SpiradSyntaxError, "return 1", "return type annotation"),
-    (parallel_race, sd.SpiradSyntaxError, "s = s * x[i]", "iterations would race"),
+    (parallel_race, sd.SpiradSyntaxError, "s = x[i] - s", "iterations would race"),
     (data_dependent_parallel_bound, sd.SpiradSyntaxError,
      "for i in range(sd.atomic_add(xi[0], 1)):", "field / ndarray elements and local variables"),
     (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
