@@ -57,6 +57,13 @@ def test_dropped_ndarrays_release_buffers_and_descriptor_sets(arch):
     assert np.all(keep.to_numpy() == 1.0)
 
 
+@sd.kernel
+def inc(a: sd.types.ndarray()):
+    """The kernel each round launches on a fresh ndarray."""
+    for i in a:
+        a[i] += 1.0
+
+
 def _churn(kernel, rounds, n=4096, check=None):
     for _ in range(rounds):
         a = sd.ndarray(sd.f32, n)
@@ -71,11 +78,6 @@ def test_ndarray_churn_keeps_no_python_objects(arch):
     """Rounds of create / launch / drop, never synced in between, leave no Python object
     behind: the objects alive after 300 more rounds are as many as after the warm-up (a leak of
     one object per round, a cache entry or a list item, would show 300)."""
-    @sd.kernel
-    def inc(a: sd.types.ndarray()):
-        for i in a:
-            a[i] += 1.0
-
     def live_objects():
         sd.sync()
         gc.collect()
@@ -94,11 +96,6 @@ def test_vulkan_churn_without_sync_returns_buffers(arch, monkeypatch):
     polls), and never more than MAX_DEFERRED_BYTES wait; every set freed with its buffer leaves
     no key under the arena it also binds."""
     from gfx_runtime.vulkan import runtime as vrt
-
-    @sd.kernel
-    def inc(a: sd.types.ndarray()):
-        for i in a:
-            a[i] += 1.0
 
     rt = sd._state.backend().rt
     limit = 1 << 20
@@ -131,11 +128,6 @@ def test_wgpu_churn_without_sync_returns_buffers(arch, monkeypatch):
     from gfx_runtime.wgpu import runtime as wrt
     from gfx_runtime.wgpu.buffer import Buffer
 
-    @sd.kernel
-    def inc(a: sd.types.ndarray()):
-        for i in a:
-            a[i] += 1.0
-
     rt = sd._state.backend().rt
     limit = 1 << 20
     monkeypatch.setattr(wrt, "MAX_PENDING_BYTES", limit)
@@ -162,11 +154,6 @@ def test_llvm_gpu_churn_without_sync_returns_memory(arch, monkeypatch):
     wait; past RELEASED_LIMIT bytes waiting, an allocation waits first, so it stays bounded
     without a sync (before, up to a full staging arena of launches: ~80,000 rounds)."""
     from spirad.backends import llvm_gpu
-
-    @sd.kernel
-    def inc(a: sd.types.ndarray()):
-        for i in a:
-            a[i] += 1.0
 
     rt = sd._state.backend().rt
     limit = 1 << 20
