@@ -10,10 +10,11 @@ to one iteration, and a race of plain stores is a bug of the program, not a sche
   `s += x[i]` rounds differently in another order; min / max differ in the sign of a zero and
   in which NaN survives;
 * any atomic whose returned old value is used (`k = sd.atomic_add(count[None], 1)`, then
-  `out[k] = ...`): which iteration gets which slot is the schedule.
+  `out[k] = ...`): which iteration gets which slot is the schedule;
+* an exchange (`sd.atomic_exchange`): the last one wins.
 
-An integer atomic whose result is unused is order-independent (wrapping add, and, or, xor,
-min, max and mul are associative and commutative on integers): left parallel. So are atomics
+Any other integer atomic whose result is unused is order-independent (wrapping add, and, or,
+xor, min, max and mul are associative and commutative on integers): left parallel. So are atomics
 on iteration-private buffers (`demote_atomics` makes them plain read-modify-writes).
 
 What changes (`order_sensitive`, `serialise`). Such a task becomes a serial (one-thread) task
@@ -30,17 +31,28 @@ and adjoint kernels alike: reverse mode's `.grad` accumulations are atomic adds,
 on what the backend compiles (`driver._program`), after reverse mode, so autodiff sees the
 parallel loop (no adstack for the new serial loop: the body's locals are declared inside it and
 carry nothing from one iteration to the next, architecture §4). Tasks are already run one after
-another, and serial code is already ordered, so the whole kernel is then ordered.
+another, and serial code is already ordered, so the whole kernel is then ordered. The bounds of
+the loop are the task's own bound expressions, evaluated by the one thread when the task starts
+(as a parallel loop's are: a range read from a field sees everything earlier).
 
-The bounds of the loop are the task's own bound expressions, evaluated by the one thread when
-the task starts (as a parallel loop's are: a range read from a field sees everything earlier).
+lavapipe (`ordered_task`). llvmpipe ends an invocation's loops after 65,535 iterations
+(architecture §5), so one invocation cannot run a long loop. On such a device
+(`BackendBase.ordered_chunk`) the task instead becomes an *ordered* range task over chunks of
+`chunk` iterations: its iteration c runs the loop's iterations [b + c * chunk, min(b + (c + 1) *
+chunk, e)) in index order, and the backend dispatches one chunk at a time, one invocation each,
+with a memory barrier between dispatches (`Task.ordered`; `SpirvBackend.launch`). The order of
+the floating-point operations is again the index order, the same in every run. No two
+iterations of an ordered task run at once, so its buffers count as iteration-private
+(`kernel_ir.ownership`) and its atomics are demoted as a serial task's. A chunk is a quarter of
+the cap: a body with more than about three inner loop visits per iteration meets the loop-cap
+error (never a truncated result).
 
-The CPU backend also splits reductions into fixed chunks (`backends/cpu`, `deterministic_tasks`).
+Tasks with adstacks are handled alike: each iteration's stacks are allocated (and emptied)
+inside the new loop, as in their own parallel iteration.
 
-Cost: these loops run on one thread. On lavapipe an invocation runs at most 65,535 loop
-iterations (architecture §5); a serialised loop that needs more stops with the loop-cap error
-(never a truncated result). Tasks with adstacks are serialised too: each iteration's stacks are
-allocated (and emptied) inside the new loop, as in their own parallel iteration.
+Cost: these loops use one thread (one invocation). The CPU keeps no per-chunk partial sums
+(each would need a copy of the elements a loop scatters into); `benchmarks/bench_deterministic.py`
+measures what the serial loops cost (docs/interop.md, "Deterministic runs").
 """
 from __future__ import annotations
 
@@ -63,7 +75,7 @@ def order_sensitive(task) -> bool:
     shared = [n for n in atomics if n.arg.buffer not in private]
     if not shared:
         return False
-    if any(n.arg.dtype.is_float for n in shared):
+    if any(n.arg.dtype.is_float or n.op == Op.ATOMIC_XCHG for n in shared):
         return True
     used = {id(s) for n in walk(task.body) for s in n.srcs}
     return any(id(n) in used for n in shared)

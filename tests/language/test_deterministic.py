@@ -95,6 +95,8 @@ def _mixed(x: sd.template(), idx: sd.template(), f: sd.template(), n: sd.templat
         slots[i] = sd.atomic_add(n[0], 1)          # int, result used: ordered
     for i in x:
         x[i] += 1.0                                # float, but private: left parallel
+    for i in x:
+        sd.atomic_exchange(n[1], i)                # an exchange: the last one wins: ordered
 
 
 def test_which_loops_are_ordered():
@@ -107,14 +109,14 @@ def test_which_loops_are_ordered():
     _mixed(x, idx, f, n, slots)
     tl = _mixed._plans[0].compiled.tl  # what autodiff sees; the backend's is serialised
     assert [t.kind for t in _mixed._plans[0].compiled.backend_tl.tasks] == \
-        ["serial", "range", "serial", "range"]
-    assert [order_sensitive(t) for t in tl.tasks] == [True, False, True, False]
+        ["serial", "range", "serial", "range", "serial"]
+    assert [order_sensitive(t) for t in tl.tasks] == [True, False, True, False, True]
     ser = serialise(tl)
     verifier.verify_tasks(ser)
-    assert [t.kind for t in ser.tasks] == ["serial", "range", "serial", "range"]
+    assert [t.kind for t in ser.tasks] == ["serial", "range", "serial", "range", "serial"]
     chunked = serialise(tl, 16)
     verifier.verify_tasks(chunked)
-    assert [t.ordered for t in chunked.tasks] == [True, False, True, False]
+    assert [t.ordered for t in chunked.tasks] == [True, False, True, False, True]
 
 
 def test_offline_cache_key_has_the_switch():
