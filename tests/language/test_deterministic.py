@@ -119,6 +119,51 @@ def test_which_loops_are_ordered():
     assert [t.ordered for t in chunked.tasks] == [True, False, True, False, True]
 
 
+def test_offline_cache_never_replays_the_other_mode(tmp_path):
+    """A kernel compiled (and stored) without the switch is compiled again with it, and back."""
+    x = idx = f = n = slots = None
+    kinds = []
+    for det in (False, True, False, True):
+        sd.init(arch=sd.cpu, deterministic=det, offline_cache=True,
+                offline_cache_file_path=str(tmp_path))
+        x, idx, f = sd.field(sd.f32, 8), sd.field(sd.i32, 8), sd.field(sd.f32, 4)
+        n, slots = sd.field(sd.i32, 4), sd.field(sd.i32, 8)
+        _mixed(x, idx, f, n, slots)
+        kinds.append(_mixed._plans[0].compiled.backend_tl.tasks[0].kind)
+    assert kinds == ["range", "serial", "range", "serial"]
+
+
+@sd.kernel
+def _bounded_sum(x: sd.template(), n: sd.template(), s: sd.template()):
+    for i in range(n[None]):          # a range read from a field (on the device where it can)
+        s[None] += x[i]
+
+
+@sd.kernel
+def _grid_sum(g: sd.template(), s: sd.template()):
+    for i, j in g:                    # a 2-d loop: one task over 200 x 300 indices
+        s[None] += g[i, j] * 0.5
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_ranges_from_fields_and_2d_loops_in_index_order(arch):
+    sd.init(arch=arch, deterministic=True, offline_cache=False)
+    vals, _ = D.values(40_000, seed=2)
+    x, n, s = sd.field(sd.f32, 40_000), sd.field(sd.i32, ()), sd.field(sd.f32, ())
+    x.from_numpy(vals)
+    for m in (0, 1, 33_333, 40_000):   # empty, one, not a multiple of lavapipe's chunk
+        n[None] = m
+        s[None] = 0.0
+        _bounded_sum(x, n, s)
+        assert s[None] == (np.float32(0) if m == 0 else D.sequential_sum(vals[:m]))
+    g = sd.field(sd.f32, (200, 300))
+    gv = (D.values(60_000, seed=3)[0]).reshape(200, 300)
+    g.from_numpy(gv)
+    s[None] = 0.0
+    _grid_sum(g, s)
+    assert s[None] == D.sequential_sum((gv * np.float32(0.5)).ravel())
+
+
 def test_offline_cache_key_has_the_switch():
     from spirad import offline_cache
     from spirad import state as st
