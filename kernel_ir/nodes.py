@@ -140,7 +140,10 @@ class Task:
     """One launch unit. kind 'range': `body` runs for `index` in [begin, end) in parallel, with
     `begin`/`end` pure expressions over CONST, ARG, NDARRAY_SHAPE and integer arithmetic, and
     possibly GLOBAL_LOADs (a range read from fields / ndarrays / temporaries, evaluated when the
-    task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None)."""
+    task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None).
+    `ordered` (range tasks): the iterations run one after another in index order, never two at
+    once (`sd.init(deterministic=True)` on devices that cap an invocation's loops:
+    spirad/passes/deterministic.py); every buffer is then iteration-private."""
     kind: str
     body: Block
     index: Optional[Node] = None
@@ -148,6 +151,7 @@ class Task:
     end: Optional[Node] = None
     name: str = ""
     loc: Optional[SrcLoc] = None
+    ordered: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,14 @@ _UNIFORM_LEAVES = (Op.CONST, Op.ARG, Op.NDARRAY_SHAPE)
 
 def private_buffers(task) -> frozenset:
     """The `GlobalRef.buffer`s of a range task that are iteration-private (see the module);
-    a serial task has one iteration, so every buffer it touches is private."""
+    a serial task has one iteration, and an ordered range task (`Task.ordered`) runs one
+    iteration at a time, so every buffer they touch is private."""
     accesses: dict = {}
     for n in walk(task.body):
         if n.op in GLOBAL_ACCESS:
             idx = n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
             accesses.setdefault(n.arg.buffer, []).append(idx)
-    if task.kind != "range":
+    if task.kind != "range" or task.ordered:
         return frozenset(accesses)
     keys: dict = {}
     return frozenset(buf for buf, tuples in accesses.items()

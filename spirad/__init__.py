@@ -80,7 +80,10 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # Python's `and` / `or` in kernels instead of Taichi's bitwise default (boolops.py)
               "short_circuit_operators",
               # False: no default bounds checks (docs/errors_and_environment.md)
-              "check_bounds"}
+              "check_bounds",
+              # True: bit-identical reductions and float atomics (passes/deterministic,
+              # docs/interop.md "Deterministic runs")
+              "deterministic"}
 # Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
 # no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
 # sizes adstacks per launch and compiles on the calling thread
@@ -148,6 +151,8 @@ def _init(arch=None, **kwargs):
         options.reset_default("SPIRAD_DEBUG")
     if "short_circuit_operators" not in kwargs:  # Quadrants' default through its module
         kwargs["short_circuit_operators"] = options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")
+    if "deterministic" in kwargs:  # one spelling in the offline cache's key
+        kwargs["deterministic"] = bool(kwargs["deterministic"])
     if kwargs.get("log_level") is not None:
         from .logs import set_level
         set_level(kwargs["log_level"])

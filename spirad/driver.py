@@ -8,8 +8,9 @@
     forward task list -> forward_mode (passes/forward_mode) -> simplify_tasks -> dce_tasks
         -> backend.compile                                             = compile_forward_mode
 
-What a backend compiles is the task list after `promote_accumulators`, `expand_math` (math
-functions without a native lowering become IR ops) and `demote_atomics`; autodiff sees the task
+What a backend compiles is the task list after `promote_accumulators`, `serialise` (only under
+`init(deterministic=True)`: passes/deterministic), `expand_math` (math functions without a
+native lowering become IR ops) and `demote_atomics`; autodiff sees the task
 list before them, and the offline cache stores both.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
@@ -39,6 +40,7 @@ from .passes.inline import inline_calls
 from .passes.lower_print import lower_prints
 from .passes.offload import offload
 from .passes.demote_atomics import demote_atomics
+from .passes.deterministic import serialise
 from .passes.promote_accumulators import promote_accumulators
 from .passes.simplify import simplify_kernel, simplify_tasks
 from .logs import logger, ms
@@ -294,7 +296,10 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
     the task list it was compiled from, stored with it (the backend passes are not run again:
     they were most of a cache hit's Python work)."""
     if ctl is None:  # what the backend compiles (`tl`: autodiff's)
-        ctl = demote_atomics(expand_math(promote_accumulators(tl)))
+        ctl = promote_accumulators(tl)
+        if state.options.get("deterministic"):  # ordered atomics (passes/deterministic)
+            ctl = serialise(ctl, _state.backend().ordered_chunk())
+        ctl = demote_atomics(expand_math(ctl))
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \
@@ -307,9 +312,9 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
         if ref.kind == "field":
             fields[ref.key]._storage()
     program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
-    bounds = tuple(None if t.kind == "serial" else
+    bounds = tuple(None if t.kind == "serial" else  # `ctl`'s: a serialised task is serial
                    DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in tl.tasks)
+                   for t in ctl.tasks)
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:

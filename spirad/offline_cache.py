@@ -139,7 +139,8 @@ def _options(state) -> tuple:
                                                        "ad_stack_experimental_enabled",
                                                        "adstack_cache", "static_unroll_limit",
                                                        "max_while_iterations",
-                                                       "short_circuit_operators", "check_bounds"))))
+                                                       "short_circuit_operators", "check_bounds",
+                                                       "deterministic"))))
 
 
 class CacheKey(str):

@@ -104,6 +104,12 @@ class BackendBase:
         itself (the GPU sizer reads fields through an alias of the buffer). Default: itself, 0."""
         return storage, 0
 
+    def ordered_chunk(self) -> int | None:
+        """Under `init(deterministic=True)`: None (the default) to run an order-sensitive
+        parallel loop as a serial task, or the most iterations one ordered-task iteration runs
+        (a device that caps the loop iterations of an invocation: passes/deterministic)."""
+        return None
+
     # -- offline compile cache (spirad.offline_cache) -------------------------------------------
     def cache_features(self) -> tuple:
         """What this backend's compiled code depends on besides the IR (device, features,

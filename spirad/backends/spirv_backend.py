@@ -103,6 +103,7 @@ class SpirvProgram(Program):
         # per task: None (host-given range), ('device', args pipeline, args buffer) or
         # ('host', HostBounds) for a range read from globals
         self.ranges = ranges
+        self.ordered = tuple(t.ordered for t in tl.tasks)  # one dispatch per iteration
         self.variants = {key: self.parts()}
 
     def parts(self) -> tuple:
@@ -304,7 +305,8 @@ class SpirvBackend(BackendBase):
         where = self._map_inputs(abi, placement, key)
         maps = self._buffer_maps(tl, abi, where)
         read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
-        on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i]))
+        on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i])
+                              and not tl.tasks[i].ordered)  # ordered: one dispatch per iteration
         self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
         tasks = compile_tasks(tl, abi, self.spirv_caps, bounds_check=self.bounds_check,
                               device_ranges=on_device, bmap=maps, oob_check=self.oob_check)
@@ -485,6 +487,12 @@ class SpirvBackend(BackendBase):
             return self.rt.alloc(new, zero=False)
         return cur
 
+    def ordered_chunk(self) -> int | None:
+        """lavapipe ends an invocation's loops after `loop_iteration_cap` iterations: a quarter
+        of that per ordered iteration leaves room for a few inner loop visits each."""
+        cap = self.caps.loop_iteration_cap
+        return None if cap is None else max(1, cap // 4)
+
     def heap_bytes(self) -> tuple:
         return tuple(h.nbytes if h is not None else 0 for h in (self.heap_float, self.heap_int))
 
@@ -580,6 +588,8 @@ class SpirvBackend(BackendBase):
                 if meta is None:
                     meta = self._small_buffer(p, (meta_bytes,), meta_bytes)
                 tbufs = bufs + [meta] + self._heaps(layout, rows)
+            if p.ordered[ti]:  # iterations one after another (passes/deterministic)
+                chunk = 1
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
                                    f"the backend has {len(tbufs)} buffers for it")

@@ -125,6 +125,8 @@ def _from_cai(cai, obj) -> DeviceArray:
     strides = cai.get("strides")
     strides = None if strides is None else tuple(int(s) for s in strides)
     stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    if stream is None:
+        stream = torch_stream(obj)
     return DeviceArray("cai", ptr or 0, dtype, shape, strides, bool(read_only), stream, obj,
                        "CUDA")  # the object owns the memory: kept alive with the alias
 
@@ -145,8 +147,25 @@ def _from_dlpack(obj, stream, where) -> DeviceArray:
                               f"{_ACCEPTED}")
     dtype = np.dtype(_DL_TO_NP[code])
     strides = None if imp.strides is None else tuple(s * dtype.itemsize for s in imp.strides)
-    return DeviceArray("dlpack", imp.ptr, dtype, imp.shape, strides, imp.read_only, None, imp,
-                       where)
+    return DeviceArray("dlpack", imp.ptr, dtype, imp.shape, strides, imp.read_only,
+                       torch_stream(obj), imp, where)
+
+
+def torch_stream(obj):
+    """The handle of PyTorch's current stream on `obj`'s device when `obj` is a torch GPU
+    tensor, else None. torch's `__cuda_array_interface__` is version 2, which names no stream,
+    so a launch would be ordered only with the legacy default stream (the backend's stream is
+    a blocking stream); under `with torch.cuda.stream(s):` torch's work runs on `s`. Read at
+    every launch (the current stream may change between launches): the launch waits for it
+    (`order_after`, an event) and it waits for the launch (`order_before`), as for a CUDA array
+    interface v3 producer stream (docs/gpu.md)."""
+    if type(obj).__module__.split(".")[0] != "torch" or not getattr(obj, "is_cuda", False):
+        return None
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return int(torch.cuda.current_stream(obj.device).cuda_stream)
 
 
 def device_array(obj):
@@ -291,6 +310,7 @@ def _refresh(dev: DeviceArray, obj) -> bool:
         be.order_after(now.stream)
         return True
     now = _from_dlpack(obj, be.dlpack_stream(), dev.where)  # the producer orders our stream
+    dev.stream = now.stream  # torch: its current stream now (`torch_stream`)
     same = now.same_memory(dev)
     now.owner.release()  # the first capsule's import keeps the memory alive
     return same

@@ -158,3 +158,73 @@ def test_gpu_array_on_a_host_backend_is_an_error(arch):
     with pytest.raises(sd.SpiradTypeError, match="cannot compute on in place"):
         scale(1.0, CudaArray(np.zeros(4, np.float32)), y)
     assert not hasattr(sd.ndarray(sd.f32, 2), "__cuda_array_interface__")
+
+
+class TorchCudaTensor(CudaArray):
+    """A torch CUDA tensor as spirad sees one: `__cuda_array_interface__` version 2 (no
+    stream: torch's own), `is_cuda`, `device`, its class in torch's module (`torch_stream`)."""
+
+    is_cuda = True
+    device = "cuda:0"
+
+    def __init__(self, arr):
+        super().__init__(arr, None)
+
+    @property
+    def __cuda_array_interface__(self):
+        cai = dict(super().__cuda_array_interface__)
+        del cai["stream"]
+        cai["version"] = 2
+        return cai
+
+
+class TorchRocmTensor(DLPackGpuArray):
+    """A torch ROCm tensor: DLPack kDLROCM (torch reports `is_cuda` on ROCm too)."""
+
+    is_cuda = True
+    device_name = "cuda:0"
+
+
+TorchCudaTensor.__module__ = TorchRocmTensor.__module__ = "torch"
+
+
+@test_archs(archs=GPU)
+def test_torch_tensors_ordered_with_torchs_current_stream(arch, monkeypatch):
+    """torch names no stream in its `__cuda_array_interface__` (version 2): the launch waits for
+    torch's *current* stream (read at each launch: `with torch.cuda.stream(s):` changes it),
+    and that stream waits for the launch. Torch here is the CPU build, so its current stream is
+    a stand-in (`torch.cuda.current_stream` patched); the order of the calls is the emulated
+    runtime's record, the launch included. Unverified on a GPU (docs/gpu.md)."""
+    import types
+
+    import torch
+    current = types.SimpleNamespace(cuda_stream=0x70C0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current)
+    rt = _rt()
+    launch = rt.launch
+
+    def recorded(*a, **kw):
+        rt.stream_events.append(("launch",))
+        return launch(*a, **kw)
+
+    monkeypatch.setattr(rt, "launch", recorded)
+    if arch == "cuda":
+        x = TorchCudaTensor(np.arange(8, dtype=np.float32))
+        y = TorchCudaTensor(np.zeros(8, np.float32))
+    else:
+        x = TorchRocmTensor(np.arange(8, dtype=np.float32), DL.ROCM)
+        y = TorchRocmTensor(np.zeros(8, np.float32), DL.ROCM)
+        monkeypatch.setattr(TorchRocmTensor, "device", DL.ROCM, raising=False)
+    for stream, a in ((0x70C0, 2.0), (0x5EC0, 3.0)):  # another current stream, then
+        current.cuda_stream = stream
+        rt.stream_events.clear()
+        scale(a, x, y)
+        ev = rt.stream_events
+        first = ev.index(("launch",))
+        if arch == "cuda":  # the launch after torch's queued work: an event we wait for
+            assert ("wait", stream) in ev[:first]
+        else:  # DLPack: torch makes our stream wait when asked for the capsule with it
+            assert y.streams[-1] == rt.stream
+        assert ("signal", stream) in ev[first + 1:]  # torch's later work after the launch
+        sd.sync()
+        np.testing.assert_array_equal(y.arr, a * np.arange(8))
