@@ -25,6 +25,7 @@ _MODULES = {
     "taichi.ad": "spirad.ad",
     "taichi.types": "spirad.types",
     "taichi.lang": "spirad.lang",
+    "taichi.linalg": "spirad.linalg",
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
 
