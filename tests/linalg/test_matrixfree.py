@@ -56,3 +56,18 @@ def test_matrixfree_reports_no_convergence(arch):
     assert not sd.linalg.MatrixFreeCG(A, b, x, tol=1e-30, maxiter=3)
     with pytest.raises(sd.SpiradTypeError, match="Dtype mismatch"):
         sd.linalg.MatrixFreeCG(A, b, sd.field(sd.f64, N))
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_repeated_solves_reuse_work_fields_and_survive_init(arch):
+    """The second solve of a shape takes the first one's work fields (no recompile); after an
+    init() the pool starts over: the solves still agree with numpy."""
+    for _ in range(2):
+        for _ in range(2):
+            A, dense = _operator(sd.f32, symmetric=True)
+            b, x = sd.field(sd.f32, N), sd.field(sd.f32, N)
+            b.fill(1.0)
+            assert sd.linalg.MatrixFreeCG(A, b, x, tol=1e-5)
+            np.testing.assert_allclose(x.to_numpy(), np.linalg.solve(dense, np.ones(N)),
+                                       rtol=1e-4)
+        sd.init(arch=arch)
