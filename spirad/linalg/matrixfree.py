@@ -38,6 +38,7 @@ class LinearOperator:
         self._matvec = matvec_kernel
 
     def matvec(self, x, Ax) -> None:
+        """Ax = A x (runs the kernel)."""
         if x.shape != Ax.shape:
             raise SpiradRuntimeError(f"Dimension mismatch x.shape{x.shape} != Ax.shape{Ax.shape}.")
         self._matvec(x, Ax)

@@ -89,10 +89,12 @@ class SparseMatrix:
     # -- shape and elements --------------------------------------------------------------------
     @property
     def n(self) -> int:
+        """The number of rows."""
         return self.matrix.shape[0]
 
     @property
     def m(self) -> int:
+        """The number of columns."""
         return self.matrix.shape[1]
 
     @property
@@ -109,10 +111,12 @@ class SparseMatrix:
         return i, j
 
     def __getitem__(self, indices):
+        """A[i, j]: the entry (0.0 where none is stored)."""
         i, j = self._index(indices)
         return float(self.matrix[i, j])
 
     def __setitem__(self, indices, value):
+        """A[i, j] = v: set the entry (stored even where there was none)."""
         i, j = self._index(indices)
         m = self.matrix.tolil()  # a structural change: scipy's efficient path
         m[i, j] = value
@@ -168,6 +172,7 @@ class SparseMatrix:
 
     @property
     def T(self):  # noqa: N802 (numpy's name)
+        """The transposed matrix (`transpose()`)."""
         return self.transpose()
 
     def __matmul__(self, other):
