@@ -237,6 +237,7 @@ class SparseMatrix:
 
     def mmwrite(self, filename) -> None:
         """Write the matrix to a Matrix Market file."""
+        scipy_sparse()  # the clear error where scipy is missing
         import scipy.io
         scipy.io.mmwrite(filename, self.matrix)
 

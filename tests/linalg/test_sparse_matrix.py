@@ -132,3 +132,11 @@ def test_build_from_ndarray_and_taichis_printout(arch):
     # Taichi 1.7.4 printed this matrix so (Eigen's dense format, 4 significant digits)
     assert str(A) == ("[   -2,     0,     0, 123.5]\n[    0,  -0.5,     0,     0]\n"
                       "[    0,     0,     1,     0]\n[    0,     0,     0,   2.5]")
+
+
+@test_archs(archs=("cpu",))
+def test_mmwrite_round_trips(arch, tmp_path):
+    import scipy.io
+    A, a, _ = _fill_and_build(sd.f64, seed=4)
+    A.mmwrite(str(tmp_path / "a.mtx"))
+    np.testing.assert_allclose(scipy.io.mmread(str(tmp_path / "a.mtx")).toarray(), a, rtol=1e-15)
