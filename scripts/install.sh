@@ -13,4 +13,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     xvfb x11-apps python3-tk >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
 python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -c scripts/ci-constraints.txt \
-    -e '.[vulkan,metal,cuda,test,examples,gui,docs]'
+    -e '.[vulkan,metal,cuda,linalg,test,examples,gui,docs]'

@@ -46,6 +46,8 @@ from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 from . import simt, graph, algorithms
+from . import linalg
+from .linalg import solve
 from .lang import atomic_exchange, raw_mod
 from .math import outer
 
@@ -241,6 +243,8 @@ __all__ = [
     # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul
     "f16", "float16", "i8", "i16", "int8", "int16", "u8", "u16", "uint8", "uint16",
     "FieldsBuilder", "SNodeTree", "one", "zero", "atomic_mul",
+    # sparse matrices and solvers (docs/coming_from_taichi.md, linalg); the dense in-kernel solve
+    "linalg", "solve",
 ]
 
 

@@ -112,5 +112,10 @@ class StructView:
             return StructView(v, self._arrays, path)
         return v
 
+    def is_a(self, cls) -> bool:
+        """Whether the viewed dataclass instance is a `cls` (`sd.linalg.SparseMatrixBuilder`
+        parameters index differently)."""
+        return isinstance(self._obj, cls)
+
     def __repr__(self):
         return f"StructView({type(self._obj).__name__})"

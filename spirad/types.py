@@ -152,6 +152,15 @@ def struct(**members):
 _makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)
 
 
+def sparse_matrix_builder():
+    """The annotation of a `sd.linalg.SparseMatrixBuilder` kernel parameter (Taichi's
+    `ti.types.sparse_matrix_builder()`): `A[i, j] += v` in the kernel appends a triplet."""
+    return _makers_sparse_builder[0]()
+
+
+_makers_sparse_builder = [None]  # set by spirad.linalg.builder
+
+
 class _PrimitiveTypes:
     """`types.primitive_types` (Quadrants): the scalar types by family."""
     real_types = (f16, f32, f64)

@@ -8,6 +8,8 @@ required `ti.extension` is missing. `ti.gpu` in `arch=` stands for every GPU arc
 """
 import os
 
+import platform
+
 import pytest
 
 import taichi as ti
@@ -40,7 +42,11 @@ def test(arch=None, exclude=None, require=None, **options):
         archs = [a for a in archs if a in allowed]
     excluded = set()
     for e in _as_list(exclude):
-        a = e[0] if isinstance(e, (list, tuple)) else e  # (arch, platform) pairs: by arch
+        if isinstance(e, (list, tuple)) and len(e) == 2:  # (arch, platform): on that system only
+            if e[1] == platform.system():
+                excluded.update(_expand([e[0]]))
+            continue
+        a = e[0] if isinstance(e, (list, tuple)) else e
         excluded.update(_expand([a]))
     archs = [a for a in archs if a not in excluded]
     required = _as_list(require)

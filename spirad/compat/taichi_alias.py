@@ -25,6 +25,7 @@ _MODULES = {
     "taichi.ad": "spirad.ad",
     "taichi.types": "spirad.types",
     "taichi.lang": "spirad.lang",
+    "taichi.linalg": "spirad.linalg",
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
 
@@ -71,6 +72,8 @@ def install() -> None:
         mod = getattr(taichi_lang, sub)
         sys.modules[f"taichi.lang.{sub}"] = mod
         setattr(lang, sub, mod)  # `ti.lang.impl.current_cfg()` through the attribute path too
+    sys.modules["taichi._lib"] = taichi_lang.lib
+    sys.modules["taichi._lib.core"] = taichi_lang.lib_core
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
 

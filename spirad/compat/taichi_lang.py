@@ -84,3 +84,10 @@ util = _module("util", "has_pytorch(), has_paddle() (always False: spirad has no
 matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
 field = _module("field", "Field", Field=__import__("spirad.field", fromlist=["Field"]).Field)
 snode = _module("snode", "SNode", SNode=__import__("spirad.field", fromlist=["SNode"]).SNode)
+
+# `from taichi._lib import core as _ti_core` (Taichi's examples probe `_ti_core.GGUI_AVAILABLE`
+# to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)
+lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad has no GGUI)")
+lib_core.GGUI_AVAILABLE = False
+lib = types.ModuleType("taichi._lib", "core")
+lib.core = lib_core

@@ -247,6 +247,9 @@ class ExprVisitor:
             else:
                 flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
+        from ..struct_args import StructView
+        if isinstance(obj, StructView) and obj.is_a(_sparse_builder()):
+            return _triplet_target(obj, idx)  # `A[i, j] += v` on a SparseMatrixBuilder
         if isinstance(obj, (Field, NdarrayArg, StructField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
@@ -757,3 +760,13 @@ def _flatten_indices(idx) -> tuple:
     for x in idx:
         out.extend(_flatten_indices(x) if isinstance(x, (tuple, list)) else (x,))
     return tuple(out)
+
+
+def _sparse_builder():
+    from ..linalg.builder import SparseMatrixBuilder  # loaded with spirad (spirad.linalg)
+    return SparseMatrixBuilder
+
+
+def _triplet_target(view, idx):
+    from ..linalg.builder import TripletTarget
+    return TripletTarget(view, idx)

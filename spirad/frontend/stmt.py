@@ -209,6 +209,13 @@ class StmtVisitor:
         else:
             lhs = self.build(node.target)
         rhs = self.build(node.value)
+        from ..linalg.builder import TripletTarget
+        if isinstance(lhs, TripletTarget):  # a sparse matrix builder: append a triplet
+            if op not in (Op.ADD, Op.SUB):
+                raise self.ctx.error(SpiradSyntaxError, "a sparse matrix builder takes only "
+                                     "`A[i, j] += v` and `A[i, j] -= v`", node)
+            lhs.insert(self, rhs, op == Op.SUB, node)
+            return
         if isinstance(lhs, GlobalElem) and op in (Op.ADD, Op.SUB):
             if op == Op.SUB:
                 rhs = self.unop(Op.NEG, self.rvalue(rhs) if not is_py_scalar(self.rvalue(rhs)) else self.to_node(self.rvalue(rhs), lhs.ref.dtype))

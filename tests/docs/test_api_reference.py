@@ -16,7 +16,7 @@ import spirad as sd
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The public namespaces: `sd.<name>` and these modules' exported names.
-PUBLIC_MODULES = ("spirad", "spirad.ad", "spirad.math", "spirad.types", "spirad.profiler",
+PUBLIC_MODULES = ("spirad", "spirad.ad", "spirad.math", "spirad.types", "spirad.profiler", "spirad.linalg",
                   "spirad.tools", "spirad.interop", "spirad.interop.arrays",
                   "spirad.interop.autograd", "spirad.interop.torch_library", "spirad.interop.jax")
 # Classes users hold without naming them (what sd.field, sd.ndarray, @sd.kernel... return).
