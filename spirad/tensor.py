@@ -37,11 +37,11 @@ class Layout(IntEnum):
 
 class _TensorMeta(type):
     def __instancecheck__(cls, obj):
-        from .field import _HostArray
+        from .data.field import _HostArray
         return isinstance(obj, _HostArray) and cls._rank in (None, len(obj.comp_shape))
 
     def __subclasscheck__(cls, sub):
-        from .field import _HostArray
+        from .data.field import _HostArray
         return type.__subclasscheck__(cls, sub) or (cls._rank is None and isinstance(sub, type)
                                                      and issubclass(sub, _HostArray))
 
@@ -75,8 +75,8 @@ def _shape(shape):
 
 def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=False):
     """A field (`backend=sd.Backend.FIELD`) or an ndarray (the default, as in Quadrants)."""
-    from .field import field
-    from .ndarray import ndarray
+    from .data.field import field
+    from .data.ndarray import ndarray
     shape = _shape(shape)
     _check_layout(shape, layout)
     if Backend(backend) == Backend.FIELD:

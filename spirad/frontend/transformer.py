@@ -297,7 +297,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     for p, (_, obj, paths) in structs:  # ndarray members read the hidden arguments
-        from ..struct_args import StructView
+        from ..data.struct_args import StructView
         frame.scopes[0][p] = StructView(obj, {path: frame.scopes[0][params[k]] for path, k in paths})
     ctx.b.loc = None
     from . import rng

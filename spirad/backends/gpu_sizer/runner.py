@@ -1,6 +1,6 @@
 """The GPU sizer's glue: device buffers, kernel launches, rounds and the one read-back.
 
-`GpuSizer` is a backend's `gpu_sizer` hook (`BackendBase.gpu_sizer`): `spirad.sizing_cache`
+`GpuSizer` is a backend's `gpu_sizer` hook (`BackendBase.gpu_sizer`): `spirad.runtime.sizing_cache`
 calls `size(task_sizing, args)` on a cache miss of a task whose size expressions read device
 data. Per call:
 
@@ -112,7 +112,7 @@ class GpuSizer:
         the sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`), and
         sizing never grows an arena (which would move the root buffers under the field leaves
         of the plan being built)."""
-        from ...ndarray import Ndarray
+        from ...data.ndarray import Ndarray
         n = max(int(n), 1)
         return Ndarray._alias(self.be.allocate(n * dtype.nbytes), dtype, (n,))
 
@@ -140,7 +140,7 @@ class GpuSizer:
 
     def _slot_views(self, storages) -> tuple:
         from kernel_ir import dtypes as T
-        from ...ndarray import Ndarray
+        from ...data.ndarray import Ndarray
         dummies = dict(zip(("i32", "f32", "f64"), self._dummy()))
         views = []
         for name, st in zip(dp.SLOT_DTYPES, storages):
@@ -253,7 +253,7 @@ class GpuSizer:
         """`exprs` with every MaxOverRange that `reduce.find` accepts replaced by its value, from
         one batch of device min/max reductions and one sync; `exprs` itself when there is none."""
         from kernel_ir import dtypes as T
-        from ...ndarray import Ndarray
+        from ...data.ndarray import Ndarray
         folded, found = R.find(exprs, leaves, scalars, shapes)
         if not found:
             return exprs
@@ -289,11 +289,11 @@ class GpuSizer:
         self.reduced_nodes += sum(1 for a, b in zip(folded, out) if a != b)
         return out
 
-    # -- the hook `spirad.sizing_cache` calls ---------------------------------------------------
+    # -- the hook `spirad.runtime.sizing_cache` calls ---------------------------------------------------
     def size(self, ts, args):
         """The SizedTask of one task's stacks for this launch, evaluated by the GPU sizer kernel;
         None when the task's leaves are unsupported (the caller evaluates on the host)."""
-        from ...sizing_cache import SizedTask, check_metadata_words, host_sized
+        from ...runtime.sizing_cache import SizedTask, check_metadata_words, host_sized
         leaves, scalars, shapes = task_leaves(ts, args)
         exprs = self.reduce_ranges(list(ts.exprs), leaves, scalars, shapes)
         if exprs != list(ts.exprs) and not any(sz.has_device_leaves(e) for e in exprs):
@@ -338,8 +338,8 @@ class GpuSizer:
 
 def task_leaves(ts, args) -> tuple:
     """(leaves, scalars, shapes) of a TaskSizing at this launch."""
-    from ...state import current
-    from ...state import backend
+    from ...runtime.state import current
+    from ...runtime.state import backend
     lv = ts.leaves
     leaves = {}
     if lv.fields:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import guard as _guard
-from . import state as _state
+from ..runtime import guard as _guard
+from ..runtime import state as _state
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
-from .tracebacks import api, api_class
+from ..tracebacks import api, api_class
 
 
 def _check_f64(dtype, what: str = "sd.ndarray") -> None:
@@ -97,18 +97,18 @@ class Ndarray(_HostArray):
     @_guard.locked
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self._check_live()
-        from .interop.dlpack_export import export_dlpack
+        from ..interop.dlpack_export import export_dlpack
         return export_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
-        from .interop.dlpack_export import dlpack_device
+        from ..interop.dlpack_export import dlpack_device
         return dlpack_device(self)
 
     @property
     @_guard.locked
     def __cuda_array_interface__(self):
         self._check_live()
-        from .interop.dlpack_export import cuda_array_interface
+        from ..interop.dlpack_export import cuda_array_interface
         return cuda_array_interface(self)
 
     def __repr__(self):

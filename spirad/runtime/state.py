@@ -23,7 +23,7 @@ class State:
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)
-    materialized: bool = False  # no field declared since the last materialize hook (spirad.program)
+    materialized: bool = False  # no field declared since the last materialize hook (spirad.runtime.program_hooks)
     layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
     asserts: object = None     # asserts.AssertState, made by the first assert compiled in debug
     validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)
@@ -67,7 +67,7 @@ def reset(**kw) -> State:
     and its backend closed."""
     global state
     old = state
-    for hook in RESET_HOOKS:  # spirad.program's `clear` moment
+    for hook in RESET_HOOKS:  # spirad.runtime.program_hooks's `clear` moment
         hook()
     pending = None
     if old.backend is not None:
@@ -95,7 +95,7 @@ def _flush_prints(st: State) -> None:
     """Print what `st`'s kernels printed (before a new init(), and at exit); a kernel error
     pending there is not raised again here."""
     if st.prints is not None and st.prints.dirty and st.backend is not None:
-        from .printing import flush
+        from ..printing import flush
         try:
             flush(st)
         except Exception:  # noqa: BLE001 - the error was (or will be) reported by its sync
@@ -119,6 +119,6 @@ def backend():
         with LOCK:
             if s.backend is None:
                 install()
-                from .backends import load_backend
+                from ..backends import load_backend
                 s.backend = load_backend(s.arch, s)
     return s.backend
