@@ -26,7 +26,7 @@ work. Our stream is a blocking stream, so work on the legacy default stream (PyT
 told otherwise) is ordered with it both ways anyway. An array on a GPU this backend does not
 compute on is an error naming the device.
 
-Out of `sd.ndarray`: `spirad.interop.dlpack_export`.
+Out of `sd.ndarray`: `spirad.data.dlpack_export`.
 
 A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
 requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
@@ -47,7 +47,7 @@ from ..runtime import guard as _guard
 from ..runtime import state as _state
 from ..data.ndarray import Ndarray
 from ..tracebacks import warn_user
-from .dlpack_export import DL_TO_NP as _DL_TO_NP
+from ..data.dlpack_export import DL_TO_NP as _DL_TO_NP
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
