@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ._version import __version__
 from .runtime import state as _state
+from .backends import load_backend as _load_backend  # the package: a backend loads on first use
+_state.LOAD_BACKEND = _load_backend
 from . import _logging  # Quadrants' `qd._logging`
 from .perf_dispatch import perf_dispatch
 from .tracebacks import api as _api

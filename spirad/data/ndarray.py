@@ -115,6 +115,9 @@ class Ndarray(_HostArray):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
 
 
+_state.ALIAS_ARRAY = Ndarray._alias  # the runtime's internal buffers (spirad.runtime.state)
+
+
 @api
 def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
     """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;

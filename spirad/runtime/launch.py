@@ -241,10 +241,10 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
 def measure(counting: sizing_cache.Counting, args) -> tuple:
     """Run an adjoint's counting pass (passes/autodiff/counting.py) with the launch's arguments:
     the counts, one per counter (a few words read back)."""
-    from kernel_ir import dtypes as T
-    from ..data.ndarray import ndarray
-    if counting.counts is None:
-        counting.counts = ndarray(T.i32, (counting.n,))
+    if counting.counts is None:  # an ndarray the backend allocates (spirad.runtime.state)
+        with _guard.LOCK:
+            storage = _state.backend().allocate_ndarray(counting.n * T.i32.nbytes)
+        counting.counts = _state.ALIAS_ARRAY(storage, T.i32, (counting.n,))
     counting.counts.fill(0)
     run_once(counting.compiled, tuple(args) + (counting.counts,))
     return tuple(int(v) for v in counting.counts.to_numpy())

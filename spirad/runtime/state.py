@@ -57,6 +57,15 @@ state = State(epoch=next(_epoch))
 
 
 RESET_HOOKS: list = []  # called when the state is dropped (modules that keep per-state work)
+
+# What the runtime needs from the layers above it, set by them at import (the runtime imports
+# neither: architecture §1). `spirad/__init__.py` sets LOAD_BACKEND (`backends.load_backend`:
+# (arch, State) -> the backend); `spirad.data.ndarray` sets ALIAS_ARRAY (`Ndarray._alias`:
+# (storage, dtype, shape) -> an ndarray over backend memory), the type of the internal buffers
+# a launch binds like an ndarray argument (the counting pass's counters, the GPU sizer's
+# scratch), which are allocated by the backend.
+LOAD_BACKEND = None
+ALIAS_ARRAY = None
 kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
 
 
@@ -119,6 +128,5 @@ def backend():
         with LOCK:
             if s.backend is None:
                 install()
-                from ..backends import load_backend
-                s.backend = load_backend(s.arch, s)
+                s.backend = LOAD_BACKEND(s.arch, s)
     return s.backend
