@@ -84,7 +84,8 @@ def test_no_import_cycles_between_packages_but_the_shader():
 # below the backends and the user's data: what it needs of them (the backend loader, the array
 # type of internal buffers) they set at import (`spirad.runtime.state`). The tape and forward
 # mode sit below `kernel` (a launch records on them); the `sd.ad` namespace and checkpointed time
-# stepping above it (they build kernels).
+# stepping above it (they build kernels). `sd.linalg`: what kernels use (the sparse-matrix
+# builder, dense solves) is language, the namespace and its matrix-free solvers (kernels) surface.
 SPIRAD_LAYERS = (
     ("foundation", ("spirad.options", "spirad._version", "spirad.tracebacks", "spirad.printing",
                     "spirad.types", "spirad.bitops")),
@@ -93,7 +94,8 @@ SPIRAD_LAYERS = (
     ("backends", ("spirad.backends",)),
     ("data", ("spirad.data", "spirad.tensor")),
     ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt",
-                  "spirad.graph", "spirad.algorithms")),
+                  "spirad.graph", "spirad.algorithms", "spirad.linalg.builder",
+                  "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),
     ("ad", ("spirad.ad.tape", "spirad.ad.fwd_mode", "spirad.ad.custom_grad", "spirad.ad.revolve",
             "spirad.ad.grad_check", "spirad.ad.tape_validation")),
     ("interop", ("spirad.interop",)),
@@ -101,7 +103,7 @@ SPIRAD_LAYERS = (
     ("kernel", ("spirad.kernel",)),
     ("ad namespace", ("spirad.ad", "spirad.ad.time_steps")),
     ("surface", ("spirad", "spirad.__main__", "spirad._logging", "spirad.perf_dispatch",
-                 "spirad.compat", "spirad.gui", "spirad.tools")),
+                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg")),
 )
 
 
