@@ -15,7 +15,7 @@ from kernel_ir.mathfns import MATH
 from kernel_ir.ops import ATOMIC_COMBINE, Op
 from ..data.matrix import Matrix, Vector
 from .rng import h_random
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .values import GlobalElem, Slot, SlotView, VecVal
 from ..func import func as _func_decorator
 

@@ -13,7 +13,7 @@ from kernel_ir.ops import Op
 
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 

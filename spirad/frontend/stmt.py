@@ -10,7 +10,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
 

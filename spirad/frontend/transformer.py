@@ -17,7 +17,7 @@ from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
 from .func_types import convert, declared_types
-from .ops import ValueOps, is_py_scalar
+from .value_ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
