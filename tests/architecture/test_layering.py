@@ -10,7 +10,7 @@ the source, function-level ones included) and by importing in a fresh interprete
     shaders/sizer_kernel.py is a spirad program (shaders -> spirad -> ... loads it by name);
     it also reads the wire format from sizer/device_format.py
 
-Inside spirad/ the layers of architecture §1 (`SPIRAD_LAYERS`, bottom to top): a module imports
+Inside spirad/ the layers of architecture §1 (`LAYERS_INSIDE_SPIRAD`, bottom to top): a module imports
 only modules of its own layer or of the layers below it, and the package's root holds at most
 20 modules (the public surface and the user namespaces; the core lives in the sub-packages).
 """
@@ -86,7 +86,7 @@ def test_no_import_cycles_between_packages_but_the_shader():
 # mode sit below `kernel` (a launch records on them); the `sd.ad` namespace and checkpointed time
 # stepping above it (they build kernels). `sd.linalg`: what kernels use (the sparse-matrix
 # builder, dense solves) is language, the namespace and its matrix-free solvers (kernels) surface.
-SPIRAD_LAYERS = (
+LAYERS_INSIDE_SPIRAD = (
     ("foundation", ("spirad.options", "spirad._version", "spirad.tracebacks", "spirad.printing",
                     "spirad.types", "spirad.bitops")),
     ("passes", ("spirad.passes",)),
@@ -108,9 +108,9 @@ SPIRAD_LAYERS = (
 
 
 def spirad_layer(mod: str):
-    """The index in SPIRAD_LAYERS of `mod`'s layer (the longest prefix that names it), or None."""
+    """The index in LAYERS_INSIDE_SPIRAD of `mod`'s layer (the longest prefix that names it), or None."""
     best = None
-    for i, (_, members) in enumerate(SPIRAD_LAYERS):
+    for i, (_, members) in enumerate(LAYERS_INSIDE_SPIRAD):
         for p in members:
             if (mod == p or mod.startswith(p + ".")) and (best is None or len(p) > best[1]):
                 best = (i, len(p))
@@ -119,12 +119,12 @@ def spirad_layer(mod: str):
 
 def test_every_spirad_module_has_a_layer():
     missing = sorted(m for m in modules() if package_of(m) == "spirad" and spirad_layer(m) is None)
-    assert not missing, f"add these to SPIRAD_LAYERS: {missing}"
+    assert not missing, f"add these to LAYERS_INSIDE_SPIRAD: {missing}"
 
 
 def test_spirad_imports_only_its_own_layer_and_below():
     g = graph()
-    up = sorted((SPIRAD_LAYERS[spirad_layer(m)][0], m, SPIRAD_LAYERS[spirad_layer(d)][0], d)
+    up = sorted((LAYERS_INSIDE_SPIRAD[spirad_layer(m)][0], m, LAYERS_INSIDE_SPIRAD[spirad_layer(d)][0], d)
                 for m, deps in g.items() if package_of(m) == "spirad"
                 for d in deps if package_of(d) == "spirad" and spirad_layer(d) > spirad_layer(m))
     assert not up, "upward imports inside spirad/ (layer, module -> layer, module): " + \
