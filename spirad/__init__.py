@@ -41,7 +41,7 @@ from .data.matrix import Matrix, Vector
 from .data.ndarray import Ndarray, ndarray
 from .data.field import Field
 from .data.fields_builder import FieldsBuilder, SNodeTree
-from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
+from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template

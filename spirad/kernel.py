@@ -549,5 +549,5 @@ def kernel(fn=None, **options):
 
 
 def _is_tensor_annotation(ann) -> bool:
-    from .tensor import Tensor
+    from .data.tensor import Tensor
     return isinstance(ann, type) and issubclass(ann, Tensor)

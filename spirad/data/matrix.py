@@ -262,8 +262,8 @@ class Vector(_Methods):
 
     @staticmethod
     def tensor(n, dtype, shape, **kwargs):
-        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.tensor)."""
-        from ..tensor import vector_tensor
+        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.data.tensor)."""
+        from .tensor import vector_tensor
         return vector_tensor(n, dtype, shape, **kwargs)
 
     @staticmethod
@@ -310,8 +310,8 @@ class Matrix(_Methods):
 
     @staticmethod
     def tensor(n, m, dtype, shape, **kwargs):
-        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.tensor)."""
-        from ..tensor import matrix_tensor
+        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.data.tensor)."""
+        from .tensor import matrix_tensor
         return matrix_tensor(n, m, dtype, shape, **kwargs)
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""Host-side methods Quadrants gives every tensor (spirad.tensor), mixed into fields and
-ndarrays (`field._HostArray`). Kept apart from spirad.tensor, which imports the field module."""
+"""Host-side methods Quadrants gives every tensor (spirad.data.tensor), mixed into fields and
+ndarrays (`field._HostArray`). Kept apart from spirad.data.tensor, which imports the field module."""
 from __future__ import annotations
 
 import numpy as np

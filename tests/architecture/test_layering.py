@@ -92,7 +92,7 @@ LAYERS_INSIDE_SPIRAD = (
     ("passes", ("spirad.passes",)),
     ("runtime", ("spirad.runtime", "spirad.profiler")),
     ("backends", ("spirad.backends",)),
-    ("data", ("spirad.data", "spirad.tensor")),
+    ("data", ("spirad.data", "spirad.data.tensor")),
     ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt",
                   "spirad.graph", "spirad.algorithms", "spirad.linalg.builder",
                   "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),

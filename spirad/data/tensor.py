@@ -37,11 +37,11 @@ class Layout(IntEnum):
 
 class _TensorMeta(type):
     def __instancecheck__(cls, obj):
-        from .data.field import _HostArray
+        from .field import _HostArray
         return isinstance(obj, _HostArray) and cls._rank in (None, len(obj.comp_shape))
 
     def __subclasscheck__(cls, sub):
-        from .data.field import _HostArray
+        from .field import _HostArray
         return type.__subclasscheck__(cls, sub) or (cls._rank is None and isinstance(sub, type)
                                                      and issubclass(sub, _HostArray))
 
@@ -75,8 +75,8 @@ def _shape(shape):
 
 def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=False):
     """A field (`backend=sd.Backend.FIELD`) or an ndarray (the default, as in Quadrants)."""
-    from .data.field import field
-    from .data.ndarray import ndarray
+    from .field import field
+    from .ndarray import ndarray
     shape = _shape(shape)
     _check_layout(shape, layout)
     if Backend(backend) == Backend.FIELD:
@@ -85,12 +85,12 @@ def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=Fal
 
 
 def vector_tensor(n, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
-    from .types import VectorType
+    from ..types import VectorType
     return tensor(VectorType(n, dtype), shape, backend=backend, needs_grad=needs_grad, layout=layout)
 
 
 def matrix_tensor(n, m, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
-    from .types import MatrixType
+    from ..types import MatrixType
     return tensor(MatrixType(n, m, dtype), shape, backend=backend, needs_grad=needs_grad,
                   layout=layout)
 
