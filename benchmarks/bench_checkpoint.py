@@ -217,7 +217,7 @@ def worker(variant, arch, n, side, k, reps, threads, out, m):
         if r:
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.process_time() - c0)
-    from spirad import state as _state
+    from spirad.runtime import state as _state
     be = _state.backend()
     field_bytes = sum(int(np.prod(a.shape)) * 2 * 4 * 2 for a in (x, v, f) + ((xn, vn) if m and
                                                                                not timed else ()))

@@ -7,7 +7,7 @@ with sync() once per batch and once per launch), first-call compile time of a si
 and a 16M-element f32 axpy against numpy (`y += a * x`) measured in the same process; on the CPU
 the launch overhead with numpy-array arguments next to sd.ndarray ones; and the first call
 (forward + grad of a kernel with a dynamic loop, in a fresh process) with a cold and a warm
-offline compile cache (`spirad.offline_cache`, a temporary cache directory).
+offline compile cache (`spirad.compile.offline_cache`, a temporary cache directory).
 """
 
 import argparse

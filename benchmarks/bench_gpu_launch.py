@@ -68,7 +68,7 @@ def measure(arch, host_path: bool, n: int, launches: int, reps: int):
     else:
         os.environ.pop(llvm_gpu.HOST_PATH_ENV, None)
     k, m = setup(arch, n)
-    rt = sd.state.backend().rt
+    rt = sd.runtime.state.backend().rt
     m_k = int(m[0])
 
     def hit():

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(HERE)
 
 def _side(arch: str, n: int, windows: int) -> dict:
     import spirad as sd
-    import spirad.state as st
+    import spirad.runtime.state as st
     sd.init(arch=getattr(sd, arch), offline_cache=False)
     if windows > 1:
         st.backend().roots.limit = -(-4 * n // windows // 256) * 256

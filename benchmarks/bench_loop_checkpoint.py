@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import spirad as sd
-from spirad import launch, sizing_cache
-from spirad import state as _state
+from spirad.runtime import launch, sizing_cache
+from spirad.runtime import state as _state
 from target_info import print_target  # benchmarks/target_info.py
 
 ND = sd.types.ndarray()

@@ -97,7 +97,7 @@ p.grad.from_numpy(rng.uniform(-1, 1, (F + 1, NG, NG)).astype(np.float32))
 relax.grad(1)
 out["check"] = [float(grid.to_numpy()[1].astype(np.float64).sum()),
                 float(p.grad.to_numpy()[1].astype(np.float64).sum())]
-import spirad.state as st
+import spirad.runtime.state as st
 out["privatised"] = st.backend().private.launches
 print("RESULT", json.dumps(out))
 '''

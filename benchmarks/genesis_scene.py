@@ -156,7 +156,7 @@ def run(a):
     if traj:
         res["traj"] = traj
     if "spirad" in str(res["quadrants"]):  # spirad's offline cache: programs loaded / compiled
-        from spirad import offline_cache
+        from spirad.compile import offline_cache
         res["offline_cache"] = dict(offline_cache.stats)
     last = np.asarray(snaps[str(a.steps)])
     print(json.dumps({k: v for k, v in res.items() if k not in ("positions", "traj")}))

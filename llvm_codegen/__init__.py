@@ -10,8 +10,8 @@ from __future__ import annotations
 
 _LAZY = {
     "compile_tasks": ("llvm_codegen.codegen", "compile_tasks"),
-    "CpuProgram": ("llvm_codegen.program", "CpuProgram"),
-    "CpuTaskInfo": ("llvm_codegen.program", "CpuTaskInfo"),
+    "CpuProgram": ("llvm_codegen.cpu_program", "CpuProgram"),
+    "CpuTaskInfo": ("llvm_codegen.cpu_program", "CpuTaskInfo"),
     "CpuRuntime": ("llvm_codegen.cpu_runtime", "CpuRuntime"),
 }
 

@@ -3,7 +3,7 @@
     compile_tasks(tl, abi, options=CodegenOptions()) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo, ...))
 
 Each task function is `void @sym(ptr bufs, ptr args, i64 begin, i64 end, i32 worker)` (see
-`llvm_codegen.program`). A 'range' task loops over [begin, end) inside the function, so the
+`llvm_codegen.cpu_program`). A 'range' task loops over [begin, end) inside the function, so the
 per-iteration cost is not a call; a 'serial' task runs its body once. Op lowering lives in
 tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_control`,
 `lower_adstack` (ADSTACK_*: heap-backed stacks; a task with adstacks also reads
@@ -12,7 +12,7 @@ tables: `lower_ops` (pure ops), `lower_memory` (args, locals, globals), `lower_c
 `bounds_check=True` (the CPU backend passes `sd.init(debug=True)`) makes every GLOBAL_LOAD /
 GLOBAL_STORE / ATOMIC_ADD check its indices against the axis extents; an out-of-range access is
 skipped and recorded (STATUS_INDEX_OUT_OF_RANGE) in the status buffer bufs[n+3], which every task
-then reads. The status words are documented in `llvm_codegen.program`. With the default
+then reads. The status words are documented in `llvm_codegen.cpu_program`. With the default
 `bounds_check=False` no check code at all is emitted (a test compares the IR).
 
 `options` (`llvm_codegen.options.CodegenOptions`) holds the switches: SPMD lanes on / off and
@@ -41,7 +41,7 @@ from .lower_math import emit_kept, variant_sites
 from .lower_memory import LOWER_MEMORY, global_accesses, set_oob_check
 from .lower_ops import LOWER_OPS, convert
 from .options import CodegenOptions
-from .program import CpuProgram, CpuTaskInfo
+from .cpu_program import CpuProgram, CpuTaskInfo
 from .target import CPU, Target
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)

@@ -16,7 +16,7 @@ What the caller passes to `run` (build these once per launch, or keep them acros
 
 * `bufs`: a ctypes array `(ctypes.c_void_p * n)(addr0, addr1, ...)`, one base address per
   `abi.bindings[k]` (C-contiguous, the binding's dtype; u1 as 4-byte 0/1); for a task with
-  adstacks followed by meta, heap_float, heap_int, status (see `llvm_codegen.program`), the
+  adstacks followed by meta, heap_float, heap_int, status (see `llvm_codegen.cpu_program`), the
   heaps with at least `num_workers` rows for a parallel launch.
 * `args`: the argument buffer; an int address (fastest), a ctypes object, or a numpy uint8 array
   (contiguous). Its bytes must stay alive and unchanged for the call.

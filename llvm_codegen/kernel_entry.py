@@ -2,7 +2,7 @@
 
     void @sym(ptr bufs, ptr args, i32 begin, i32 end, i32 nthreads, i32 block)   (kernel cc)
 
-`bufs` is a device array of buffer addresses laid out like the CPU's (`llvm_codegen.program`,
+`bufs` is a device array of buffer addresses laid out like the CPU's (`llvm_codegen.cpu_program`,
 adstack and status buffers included). Thread `tid = group_id * block + local_id` of a grid of
 `nthreads` threads (the launch makes the grid exactly `nthreads` threads) runs the iterations
 `begin + tid + k * nthreads < end` of a 'range' task, so neighbouring threads touch neighbouring

@@ -8,7 +8,7 @@ Bounds checks (`ctx.bounds_check`, from `compile_tasks(..., bounds_check=True)`)
 global access every index, widened to i64 (sext / zext by its dtype), is compared *unsigned*
 against its axis extent (so a negative index fails too); the access runs in a branch taken only
 when all axes pass. Otherwise a cold, never-inlined helper records the error in the status
-buffer (layout in `llvm_codegen.program`; first error wins; `status_helper` builds every such
+buffer (layout in `llvm_codegen.cpu_program`; first error wins; `status_helper` builds every such
 recorder, the adstack overflow's too) and the access is skipped: a load or
 an atomic add yields 0, a store writes nothing. Without bounds checks none of this is emitted.
 
@@ -170,7 +170,7 @@ def _bounds_words(b, args):
 
 def _bounds_helper(ctx: FnContext) -> ir.Function:
     """`void spirad.bounds.fail(ptr status, i32 task, i32 k, i32 axis, i64 value, i64 extent,
-    i32 site)`: STATUS_INDEX_OUT_OF_RANGE with words 1..7 (layout in `llvm_codegen.program`)."""
+    i32 site)`: STATUS_INDEX_OUT_OF_RANGE with words 1..7 (layout in `llvm_codegen.cpu_program`)."""
     return status_helper(ctx.lib, BOUNDS_HELPER, STATUS_INDEX_OUT_OF_RANGE,
                          [I32, I32, I32, I64, I64, I32], _bounds_words)
 

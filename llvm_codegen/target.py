@@ -5,7 +5,7 @@ object) and the CPU emulation of the GPU lowering. They differ in exactly these 
 lowering rules ask the `Target` about and nothing else:
 
 * kernel entry (`entry`): 'cpu' is the CPU task function `(bufs, args, begin, end, worker)` that
-  loops over [begin, end) (`llvm_codegen.program`). 'grid' is the GPU kernel
+  loops over [begin, end) (`llvm_codegen.cpu_program`). 'grid' is the GPU kernel
   `(bufs, args, begin, end, nthreads, block)`: thread `tid = group_id * block + local_id` of a
   grid of `nthreads` threads runs the iterations begin + tid, begin + tid + nthreads, ...
   (grid-stride), and `tid` is its adstack heap row (the heaps have `nthreads` rows); a serial

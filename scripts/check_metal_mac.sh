@@ -29,7 +29,7 @@ cat > "$probes/device.py" <<'PY'
 import spirad as sd
 from spirad.backends import resolve_arch
 sd.init(arch=sd.metal)
-import spirad.state as st
+import spirad.runtime.state as st
 be = st.backend()
 lim = be.rt._device.limits
 print("metal device:", be.caps.name, "| emulated:", be.caps.emulated,
@@ -69,7 +69,7 @@ assert v[0] == -np.inf and math.isnan(v[1]) and v[2] == np.inf, "NaN/Inf lost un
 assert v[3] == 2.0 and v[4] == 3.0, "NaN-aware min/max broken under fast math"
 assert v[5] == 1.0, "NaN comparison folded by fast math"
 
-import spirad.state as st
+import spirad.runtime.state as st
 limit = st.backend().caps.max_storage_buffer_range
 big = limit // 4 + 1024            # one f32 field just past the binding limit
 try:

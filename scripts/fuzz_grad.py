@@ -60,7 +60,7 @@ def worker(arch, seeds, features, opts, out):
     import warnings
     warnings.simplefilter("ignore")
     import spirad as sd
-    import spirad.state as st
+    import spirad.runtime.state as st
     from spirad.backends import arch_available
     from tests.support.random_grad_check import arch_fp, init_kwargs, outcome
     from tests.support.random_grad_programs import generate

@@ -379,7 +379,7 @@ def trace_program(tr: Trace):
         y.grad.fill(1.0)
         k.grad()                            # a miss: the GPU sizer runs (its read-back)
         sd.sync()
-        rt = sd.state.backend().rt
+        rt = sd.runtime.state.backend().rt
         w0 = rt.waits
         hits = 20
         tr.mark("hits", hits)

@@ -5,7 +5,9 @@ This module is the public surface only (Taichi / Quadrants names); nothing here 
 from __future__ import annotations
 
 from ._version import __version__
-from . import state as _state
+from .runtime import state as _state
+from .backends import load_backend as _load_backend  # the package: a backend loads on first use
+_state.LOAD_BACKEND = _load_backend
 from . import _logging  # Quadrants' `qd._logging`
 from .perf_dispatch import perf_dispatch
 from .tracebacks import api as _api
@@ -19,14 +21,14 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
                      SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
-from .field import field, i, ij, ijk, ijkl, j, k, l, root
-from .field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
-from .extension import extension, is_extension_supported
+from .data.field import field, i, ij, ijk, ijkl, j, k, l, root
+from .data.field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
+from .runtime.extension import extension, is_extension_supported
 from kernel_ir.dtypes import f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32, u64
 from .func import func
 real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
-from .struct import Struct, dataclass
+from .data.struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
                    static_assert, static_print, svd, sym_eig)
@@ -35,13 +37,13 @@ from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, fl
                    sin, sqrt, static, tan, tanh)
 from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
-from .matrix import Matrix, Vector
-from .ndarray import Ndarray, ndarray
-from .field import Field
-from .fields_builder import FieldsBuilder, SNodeTree
-from .tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
+from .data.matrix import Matrix, Vector
+from .data.ndarray import Ndarray, ndarray
+from .data.field import Field
+from .data.fields_builder import FieldsBuilder, SNodeTree
+from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
-from .offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
+from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
@@ -52,7 +54,8 @@ from .lang import atomic_exchange, raw_mod
 from .math import outer
 
 from . import profiler
-from . import asserts as _asserts, guard as _guard, printing as _printing  # sync(): bound once
+from .runtime import asserts as _asserts, guard as _guard
+from . import printing as _printing  # sync(): bound once
 from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
@@ -118,8 +121,8 @@ _INIT_KEYS |= {"print_full_traceback"}
 def init(arch=None, **kwargs):
     """Start (or restart) spirad. A new `init` resets all state: fields, ndarrays and compiled
     kernels of the previous one become invalid."""
-    from .guard import LOCK, install
-    install()  # Ctrl-C during a launch stops it cleanly (spirad.guard)
+    from .runtime.guard import LOCK, install
+    install()  # Ctrl-C during a launch stops it cleanly (spirad.runtime.guard)
     with LOCK:
         return _init(arch, **kwargs)
 
@@ -156,7 +159,7 @@ def _init(arch=None, **kwargs):
     if "deterministic" in kwargs:  # one spelling in the offline cache's key
         kwargs["deterministic"] = bool(kwargs["deterministic"])
     if kwargs.get("log_level") is not None:
-        from .logs import set_level
+        from .runtime.logger import set_level
         set_level(kwargs["log_level"])
     st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
     from . import profiler
@@ -164,9 +167,9 @@ def _init(arch=None, **kwargs):
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
     if kwargs.get("kernel_profiler"):
         profiler.enable(st.backend)
-    from .logs import logger
+    from .runtime.logger import logger
     logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())
-    from .sizing_cache import refresh_debug_flag
+    from .runtime.sizing_cache import refresh_debug_flag
     refresh_debug_flag()
     return None
 
@@ -190,7 +193,7 @@ def _sync():
 
 def reset():
     """Drop all state (fields, kernels' programs, the backend), as Taichi's `ti.reset()`."""
-    from .guard import LOCK
+    from .runtime.guard import LOCK
     from . import profiler
     with LOCK:
         profiler.enable(None)

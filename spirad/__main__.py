@@ -38,7 +38,7 @@ def _bytes(n: int) -> str:
 
 
 def _cache_line() -> str:
-    from . import offline_cache
+    from .compile import offline_cache
     size, n = offline_cache.size()
     from . import options
     off = "" if options.get("SPIRAD_OFFLINE_CACHE") else \
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         print(_cache_line())
         return 0
     if argv == ["cache", "clear"]:
-        from . import offline_cache
+        from .compile import offline_cache
         size, _ = offline_cache.size()
         n = offline_cache.clear()
         print(f"cleared the offline cache {offline_cache.cache_dir()}: {n} entries, {_bytes(size)}")

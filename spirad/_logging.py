@@ -1,11 +1,11 @@
-"""Quadrants' `qd._logging` names over spirad's logger (`spirad.logs`): the level names and one
+"""Quadrants' `qd._logging` names over spirad's logger (`spirad.runtime.logger`): the level names and one
 log function per level (`warn(msg)`, ...).
 
 The functions are module attributes looked up at each use, so a program may replace them (Genesis
 routes Quadrants' messages into its own logger that way)."""
 from __future__ import annotations
 
-from .logs import LEVELS as _LEVELS, logger, set_level
+from .runtime.logger import LEVELS as _LEVELS, logger, set_level
 
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 

@@ -2,11 +2,11 @@
 
 A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar
 types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
-identity of template arguments (`spirad.driver`). The layout version (`state.layout_version`)
+identity of template arguments (`spirad.compile.driver`). The layout version (`state.layout_version`)
 changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
-launch — forward, adjoint or forward mode — goes through `spirad.launch`: the kernel keeps the
+launch — forward, adjoint or forward mode — goes through `spirad.runtime.launch`: the kernel keeps the
 last `LaunchPlan` of each mode and reuses it while the inputs are the same (one `same_args`
 check); otherwise the signature is checked and a new plan is built.
 """
@@ -21,16 +21,16 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
-from . import guard as _guard
-from . import launch as _launch
-from . import state as _state
-from .driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
+from .runtime import guard as _guard
+from .runtime import launch as _launch
+from .runtime import state as _state
+from .compile.driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
-from .fwd_mode import FwdMode
-from .ndarray import Ndarray
-from .tape import Tape
-from .program import materialize_if_needed
-from .struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
+from .ad.fwd_mode import FwdMode
+from .data.ndarray import Ndarray
+from .ad.tape import Tape
+from .runtime.program_hooks import materialize_if_needed
+from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
 from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
@@ -161,7 +161,7 @@ class Kernel(PyFunction):
                     raise self._arg_error(SpiradValueError, f"ndarray argument '{name}' belongs to a "
                                           f"previous sd.init(); create it again after the last init()", i)
                 if ann.dtype is not None:
-                    from .field import resolve_dtype
+                    from .data.field import resolve_dtype
                     want, comp = resolve_dtype(ann.dtype)
                     if want != a.dtype or comp != a.comp_shape:
                         raise self._arg_error(SpiradTypeError, f"argument '{name}' must have dtype "
@@ -359,8 +359,8 @@ class Kernel(PyFunction):
 
     def _run(self, args, mode: int, tape=None):
         if not _state.state.materialized:  # fields declared since the last launch
-            materialize_if_needed()  # spirad.program: the hook deferred work runs at
-        with _guard.LOCK:  # one launch at a time per process (spirad.guard)
+            materialize_if_needed()  # spirad.runtime.program_hooks: the hook deferred work runs at
+        with _guard.LOCK:  # one launch at a time per process (spirad.runtime.guard)
             given = args
             args, copies = self._foreign_args(args)
             foreign = args is not given  # numpy / torch / grad-less views replaced some
@@ -549,5 +549,5 @@ def kernel(fn=None, **options):
 
 
 def _is_tensor_annotation(ann) -> bool:
-    from .tensor import Tensor
+    from .data.tensor import Tensor
     return isinstance(ann, type) and issubclass(ann, Tensor)

@@ -123,7 +123,7 @@ def atomic_add(target, value):
 def random(dtype=float):  # noqa: A001 (Taichi name)
     """A uniform float in [0, 1) (or a random int). In kernels: per-thread streams
     (spirad.frontend.rng); from Python: numpy's generator, seeded by init(random_seed=)."""
-    from . import state as _state
+    from .runtime import state as _state
     st = _state.current()
     if getattr(st, "py_rng", None) is None:
         st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
@@ -137,7 +137,7 @@ def randn(dt=None):
     """A standard normal sample (Taichi's ti.randn): Box-Muller over `random()` in kernels; from
     Python, numpy's generator seeded by init(random_seed=)."""
     random()  # makes the seeded generator on first use
-    from . import state as _state
+    from .runtime import state as _state
     return float(_state.current().py_rng.standard_normal())
 
 
@@ -246,7 +246,7 @@ def polar_decompose(a, dt=None):
     """(R, S) with a = R @ S, R a rotation and S symmetric; 2x2 (Taichi's closed form) and 3x3
     (from `svd`) matrices."""
     a = np.asarray(a, dtype=np.float64)
-    from .matrix import matrix_value
+    from .data.matrix import matrix_value
     if a.shape == (3, 3):
         u, s, v = (np.asarray(x) for x in svd(a))
         return matrix_value(u @ v.T), matrix_value(v @ s @ v.T)
@@ -285,7 +285,7 @@ def svd(a, dt=None):
     elif np.linalg.det(v) < 0:
         v[:, 1] *= -1
         u[:, 1] *= -1
-    from .matrix import matrix_value
+    from .data.matrix import matrix_value
     return matrix_value(u), matrix_value(np.diag(s)), matrix_value(v)
 
 
@@ -296,7 +296,7 @@ def sym_eig(a, dt=None):
     w, q = np.linalg.eigh(a)
     if a.shape[0] == 2:
         w, q = w[::-1], q[:, ::-1]
-    from .matrix import matrix_value
+    from .data.matrix import matrix_value
     return matrix_value(w), matrix_value(q)
 
 
@@ -309,7 +309,7 @@ def eig(a, dt=None):
     w, q = w[order], q[:, order]
     vals = np.stack([w.real, w.imag], 1)
     vecs = np.stack([q.real, q.imag], 1).reshape(4, 2)
-    from .matrix import matrix_value
+    from .data.matrix import matrix_value
     return matrix_value(vals), matrix_value(vecs)
 
 

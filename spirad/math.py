@@ -12,7 +12,7 @@ import math as _m
 from kernel_ir import dtypes as _T
 
 from .func import Func
-from .matrix import Matrix, Vector
+from .data.matrix import Matrix, Vector
 from .lang import abs, cos, exp, floor, log, max, min, select, sin, sqrt  # noqa: A004
 from .lang import acos, asin, atan, atan2, pow, rsqrt, tan, tanh  # noqa: F401,A004 (ti.math names)
 from .types import MatrixType, VectorType

@@ -55,7 +55,7 @@ class KernelProfiler:
         self.times: dict = {}      # program name -> [seconds per launch]
         self.pending: list = []    # (program name, device timer token) not yet resolved
 
-    # -- launches (spirad.launch.run) -----------------------------------------------------------
+    # -- launches (spirad.runtime.launch.run) -----------------------------------------------------------
     def start(self):
         """Before a launch: a token for `stop` (a device timestamp, or the host time after a sync)."""
         if self.timer is not None:
@@ -133,7 +133,7 @@ def _active() -> KernelProfiler:
 
 
 def _backend():
-    from . import state as _state
+    from .runtime import state as _state
     return _state.current().backend
 
 

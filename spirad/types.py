@@ -11,9 +11,9 @@ class _CompoundType:
     """Shared behaviour of vector / matrix types (`sd.types.vector(3, float)`, `sd.math.vec3`):
     calling one builds a value (`vec3(1, 2, 3)`, `vec3(0)`, `vec3(v2, 1)`; in kernels too), and
     `.field(shape=...)` / `.ndarray(shape=...)` create arrays of that element type. This module
-    imports nothing of spirad: `spirad.matrix` installs the constructors (`_makers`)."""
+    imports nothing of spirad: `spirad.data.matrix` installs the constructors (`_makers`)."""
 
-    _makers: dict = {}  # 'value' / 'field' / 'ndarray' -> callable, set by spirad.matrix
+    _makers: dict = {}  # 'value' / 'field' / 'ndarray' -> callable, set by spirad.data.matrix
 
     def flat_values(self, args) -> list:
         """The components `args` give (scalars, sequences or vectors are concatenated; a single
@@ -145,11 +145,11 @@ def matrix(n: int, m: int, dtype=float) -> MatrixType:
 
 
 def struct(**members):
-    """`types.struct(a=float, v=vector(3, float))`: a struct type (`spirad.struct`)."""
+    """`types.struct(a=float, v=vector(3, float))`: a struct type (`spirad.data.struct`)."""
     return _makers_struct[0](members)
 
 
-_makers_struct = [None]  # set by spirad.struct (this module imports nothing of spirad)
+_makers_struct = [None]  # set by spirad.data.struct (this module imports nothing of spirad)
 
 
 def sparse_matrix_builder():

@@ -27,7 +27,7 @@ _session_cache_dir()
 @pytest.fixture(autouse=True)
 def _fail_on_validation_messages():
     yield
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.current().backend  # None when this test created no backend
     msgs = be.take_validation_messages() if be is not None else []
     if msgs:

@@ -3,7 +3,7 @@
 Per compiled task: the stacks' entry sizes / kinds / names / source lines (from the ADSTACK_ALLOCA
 nodes, in stack order — see the Adstack ABI in `kernel_ir.abi`), for overflow messages. Heaps
 grow by amortised doubling (`max(needed, 2 * current)`) and never shrink. (Per launch, the
-capacities and their layout come from `spirad.sizing_cache`.)
+capacities and their layout come from `spirad.runtime.sizing_cache`.)
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _size_option_advice(required) -> str:
     """Which init option gave the stack its capacity, and what to do about it: only a forced
     size can overflow (`ad_stack_size` forces every stack; `default_ad_stack_size` sizes the stacks
     whose loop bounds the compiler cannot express)."""
-    from .. import state as _state
+    from ..runtime import state as _state
     opts = _state.current().options
     at_least = f" (at least {required})" if required is not None else ""
     if opts.get("ad_stack_size"):

@@ -1,11 +1,11 @@
 """The backend contract: one base class that lists every hook, with its default.
 
 A backend is one module of `spirad.backends` that defines `Backend`, a subclass of `BackendBase`
-(loaded by name by `spirad.driver`). Required: `allocate`, `view`, `compile`, `launch`. Every
+(loaded by name by `spirad.compile.driver`). Required: `allocate`, `view`, `compile`, `launch`. Every
 other hook has a default that suits a backend without it; callers never probe with
 `getattr` / `hasattr`.
 
-Launch data a backend receives (`spirad.launch`): storages in `abi.bindings` order (None for
+Launch data a backend receives (`spirad.runtime.launch`): storages in `abi.bindings` order (None for
 kernel temporaries, which the backend owns), the argument bytes (layout: `kernel_ir.abi`; then
 what `launch_arguments` appends), one
 (begin, end) per task — or None for a range task whose bounds read fields / ndarrays /
@@ -39,7 +39,7 @@ class BackendBase:
     gpu_sizer = None
     # True: `view` is live memory the host may write (after a sync). False: device memory the
     # host reaches only through `read` / `write` (asynchronous copies); `view` is a read-only
-    # copy (`spirad.field` writes through `write`).
+    # copy (`spirad.data.field` writes through `write`).
     host_views = True
 
     # -- availability (class level: asked before a backend is created) -----------------------------
@@ -87,7 +87,7 @@ class BackendBase:
         return self.allocate(nbytes)
 
     def release_tree(self, tree) -> None:
-        """A FieldsBuilder tree was destroyed (`spirad.fields_builder`): its fields' storages are
+        """A FieldsBuilder tree was destroyed (`spirad.data.fields_builder`): its fields' storages are
         dropped already; return what the backend keeps for it. Default: nothing kept (each
         field's storage is freed when the last reference to it goes)."""
 
@@ -110,7 +110,7 @@ class BackendBase:
         (a device that caps the loop iterations of an invocation: passes/deterministic)."""
         return None
 
-    # -- offline compile cache (spirad.offline_cache) -------------------------------------------
+    # -- offline compile cache (spirad.compile.offline_cache) -------------------------------------------
     def cache_features(self) -> tuple:
         """What this backend's compiled code depends on besides the IR (device, features,
         compile flags): part of every offline-cache key."""
@@ -197,12 +197,12 @@ class BackendBase:
     def adstack_rows(self, program, task: int, n) -> int:
         """Adstack heap rows a launch of task `task` over `n` iterations (None: not known
         before it starts) uses at full parallelism: what the memory budget
-        (`init(ad_stack_memory=)`, spirad.launch) is compared with."""
+        (`init(ad_stack_memory=)`, spirad.runtime.launch) is compared with."""
         return max(int(n or 1), 1)
 
     def adstack_row_fits(self, layout) -> bool:
         """Can one thread's adstack heap row of `layout` be bound at all? (SPIR-V: one storage
-        buffer's limit.) A launch whose row does not fit runs checkpointed (spirad.launch)."""
+        buffer's limit.) A launch whose row does not fit runs checkpointed (spirad.runtime.launch)."""
         return True
 
     def device_memory(self) -> int:

@@ -87,7 +87,7 @@ def _field_offset(ref, axis):
     the checks test the storage index (index - offset), errors name the user's."""
     if ref is None or ref.kind != "field":
         return 0 if axis is not None else ()
-    from .. import state
+    from ..runtime import state
     f = state.current().field_map().get(ref.key)
     offset = f.offset if f is not None else ()
     if axis is None:

@@ -145,7 +145,7 @@ class CpuBackend(BackendBase):
         from llvm_codegen.cpu_runtime import CpuRuntime
         n = state.options.get("cpu_max_num_threads")
         from .. import options
-        from ..guard import CANCEL
+        from ..runtime.guard import CANCEL
         options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
         # code for the host, or for SPIRAD_CPU_TARGET; an interrupt stops a launch (guard)
         self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target())
@@ -312,7 +312,7 @@ class CpuBackend(BackendBase):
         overflow = None
         for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), rng) in enumerate(
                 zip(program.launch_tasks, ranges)):
-            if self.rt.cancelled():  # interrupted (spirad.guard): the later tasks do not run
+            if self.rt.cancelled():  # interrupted (spirad.runtime.guard): the later tasks do not run
                 return
             b, e = rng if rng is not None else program.host_bounds[ti].evaluate(
                 argbuf, lambda k, ref, shape: self.view(

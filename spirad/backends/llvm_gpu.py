@@ -27,7 +27,7 @@ the kernel itself from device memory (`kernel_entry`: device ranges) on a grid c
 the bound (`device_grid`); with `init(debug=True)` (so that an out-of-range bound read is
 reported by the host's bounds message) it is read on the host after waiting for the device.
 
-Adstack sizing: the sizing cache (`spirad.sizing_cache`) sizes each launch; a task whose size
+Adstack sizing: the sizing cache (`spirad.runtime.sizing_cache`) sizes each launch; a task whose size
 expressions read device data is sized by the GPU sizer (`gpu_sizer`: the sizer kernels of
 `shaders/` compiled by this lowering, writing the task's metadata words on the device; one
 read-back on a cache miss, none on a hit). `SPIRAD_GPU_HOST_SIZING=1` keeps the path from before

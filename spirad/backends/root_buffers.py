@@ -29,7 +29,7 @@ Fields of the default root are never freed before `close()` (they live as long a
 `sd.init()`); a replaced buffer is released by the runtime once nothing refers to it (a numpy
 view handed out earlier keeps its memory valid).
 
-A FieldsBuilder tree (`spirad.fields_builder`) gets chunks of its own (`Chunk.tree`; first fit
+A FieldsBuilder tree (`spirad.data.fields_builder`) gets chunks of its own (`Chunk.tree`; first fit
 looks only at the chunks of the same tree, and spirad's own words stay in the default root's),
 so `release(tree)` returns them whole: each chunk drops its buffer (the runtime destroys it once
 the work launched on it is done) and its slot in `chunks` is taken by the next new chunk (chunk

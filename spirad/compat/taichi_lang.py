@@ -23,7 +23,7 @@ class _Config:
 
 
 def _current_cfg() -> _Config:
-    from spirad import state
+    from spirad.runtime import state
     st = state.current()
     o = st.options
     return _Config(st.arch, st.default_fp, st.default_ip, st.debug,
@@ -82,8 +82,8 @@ util = _module("util", "has_pytorch(), has_paddle() (always False: spirad has no
                has_pytorch=_has_pytorch, has_paddle=lambda: False,
                to_numpy_type=lambda dt: dt.np.type)
 matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
-field = _module("field", "Field", Field=__import__("spirad.field", fromlist=["Field"]).Field)
-snode = _module("snode", "SNode", SNode=__import__("spirad.field", fromlist=["SNode"]).SNode)
+field = _module("field", "Field", Field=__import__("spirad.data.field", fromlist=["Field"]).Field)
+snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist=["SNode"]).SNode)
 
 # `from taichi._lib import core as _ti_core` (Taichi's examples probe `_ti_core.GGUI_AVAILABLE`
 # to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)

@@ -29,7 +29,7 @@ import operator
 from kernel_ir.errors import SpiradTypeError
 from kernel_ir.ops import Op
 
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .values import VecVal
 
 

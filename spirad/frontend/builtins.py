@@ -13,9 +13,9 @@ from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
 from kernel_ir.dtypes import DType, from_python
 from kernel_ir.mathfns import MATH
 from kernel_ir.ops import ATOMIC_COMBINE, Op
-from ..matrix import Matrix, Vector
+from ..data.matrix import Matrix, Vector
 from .rng import h_random
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .values import GlobalElem, Slot, SlotView, VecVal
 from ..func import func as _func_decorator
 
@@ -392,7 +392,7 @@ def _filled(kind):
         kvals = {k: v.rvalue(x) for k, x in kw.items()}
         try:
             import numpy as np
-            from ..matrix import Matrix as M, Vector as V
+            from ..data.matrix import Matrix as M, Vector as V
             fn = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
                   "mzero": M.zero}[kind]
             bound = inspect.signature(fn).bind(*vals, **kvals)
@@ -401,7 +401,7 @@ def _filled(kind):
             dt = bound.arguments["dt"]
         except Exception as e:  # noqa: BLE001 - a bad call: report it at the kernel line
             raise v.ctx.error(SpiradTypeError, f"{kind}(...): {e}", node) from None
-        from ..field import resolve_dtype
+        from ..data.field import resolve_dtype
         t = resolve_dtype(from_python(dt, v.ctx.default_fp, v.ctx.default_ip))[0]
         flat = np.asarray(value).reshape(-1).tolist()
         return VecVal(tuple(v.const(x, t) for x in flat), tuple(np.shape(value)))
@@ -411,7 +411,7 @@ def _filled(kind):
 def h_stop_grad(v, args, kw, node):
     """`sd.stop_grad(x)`: reads of field / ndarray `x` in the enclosing block are constants to
     reverse mode (`Ctx.grad_stopped`; `StmtVisitor.build_stmts` runs the call first)."""
-    from ..field import Field
+    from ..data.field import Field
     from .values import NdarrayArg
     if kw or len(args) != 1:
         raise v.ctx.error(SpiradTypeError, "stop_grad() takes one field or ndarray", node)

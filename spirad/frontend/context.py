@@ -28,7 +28,7 @@ class FuncFrame:
                     pass
         self.closure = closure
         self.ret = None  # (Slot) for @func return values
-        self.returns = None  # kernels: the KernelReturn of `-> type` (spirad.kernel_return)
+        self.returns = None  # kernels: the KernelReturn of `-> type` (spirad.compile.kernel_return)
         self.returned = False  # kernels: a `return` was compiled; the statements after it are not
         self.loop_depth = 0  # serial loops entered inside this frame
         from ..tracebacks import internal_file

@@ -4,7 +4,7 @@ arguments), and every value the frontend can read while compiling it — globals
 attributes of modules, classes and objects (`Params.scale`, `cfg.sub.N`), elements of lists,
 tuples and dicts, and the template arguments.
 
-Why: the offline compile cache (`spirad.offline_cache`) keys a program on this, so a second
+Why: the offline compile cache (`spirad.compile.offline_cache`) keys a program on this, so a second
 process can load the program before compiling it; a value that changed must change the key.
 
 How: a value is described by its type and content. Numbers, strings, dtypes and numpy arrays by
@@ -118,7 +118,7 @@ class _Describer:
         self.keep: list = []  # objects in memo stay alive during the pass (ids stay unique)
 
     def value(self, v):
-        from ..field import Field
+        from ..data.field import Field
         from ..func import PyFunction
         from ..types import MatrixType, NdarrayType, Template, VectorType
         if v is None or isinstance(v, (bool, str, bytes)):
@@ -185,7 +185,7 @@ class _Describer:
         (fields by id and layout, plain values by value: the program reads them as constants)."""
         import dataclasses
 
-        from ..ndarray import Ndarray
+        from ..data.ndarray import Ndarray
         out = []
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
@@ -242,7 +242,7 @@ def describe(kernel, template_args=(), state=None, struct_args=()):
     (`struct_args`), or None if uncacheable. The field ids are those of every field (and gradient
     / dual) the description names: a program loaded for this description may bind only those
     (and spirad's internal fields)."""
-    from .. import state as _state
+    from ..runtime import state as _state
     state = state or _state.current()
     names = frozenset()
     try:

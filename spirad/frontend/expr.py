@@ -13,7 +13,7 @@ from kernel_ir.ops import Op
 
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
@@ -42,7 +42,7 @@ class ExprVisitor:
     def py_constant(self, v):
         """A value read from Python scope: numpy scalars become numbers, `sd.Vector` /
         `sd.Matrix` values (MatrixValue) become constant vectors; anything else is unchanged."""
-        from ..matrix import MatrixValue
+        from ..data.matrix import MatrixValue
         if isinstance(v, MatrixValue):
             t = self.ctx.default_fp if v.dtype.kind == "f" else self.ctx.default_ip
             return VecVal(tuple(self.const(x, t) for x in np.asarray(v).reshape(-1).tolist()),
@@ -52,8 +52,8 @@ class ExprVisitor:
     def struct_value(self, stype, args, kwargs, node, values=None):
         """A fresh StructVal of `stype`: members from `values` (name -> value), or from the
         call's positional / keyword arguments; members not given are zero."""
-        from ..field import resolve_dtype
-        from ..struct import StructVal
+        from ..data.field import resolve_dtype
+        from ..data.struct import StructVal
         from ..types import MatrixType, VectorType
         names = list(stype.members)
         if values is None:
@@ -74,7 +74,7 @@ class ExprVisitor:
 
     def struct_members(self, v, node):
         """name -> readable value of a StructVal or StructElem."""
-        from ..struct import StructVal
+        from ..data.struct import StructVal
         if isinstance(v, StructVal):
             return {m: self.rvalue(s) for m, s in v.members.items()}
         return {m: self.rvalue(self.field_elem(f, v.idx, node)) for m, f in v.sf.members.items()}
@@ -82,7 +82,7 @@ class ExprVisitor:
     def compound_value(self, ty, args, node):
         """`vec3(x, y, z)`, `vec3(0)`, `vec3(v2, z)`, `mat2(a, b, c, d)`: a vector / matrix type
         called in a kernel."""
-        from ..field import resolve_dtype
+        from ..data.field import resolve_dtype
         flat = []
         for a in args:
             a = self.rvalue(a)
@@ -188,7 +188,7 @@ class ExprVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
-        from ..struct import StructElem, StructVal
+        from ..data.struct import StructElem, StructVal
         if isinstance(obj, StructVal):
             if name not in obj.members:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.stype.name} has no member "
@@ -200,7 +200,7 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
                                                       f"'{name}' (members: {list(obj.sf.members)})", node)
             return self.field_elem(f, obj.idx, node)
-        from ..field import Field
+        from ..data.field import Field
         if isinstance(obj, Field) and obj._primal is None and (
                 name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
@@ -234,8 +234,8 @@ class ExprVisitor:
         sl = node.slice
         idx = self.build(sl)
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
-        from ..field import Field
-        from ..struct import StructElem, StructField
+        from ..data.field import Field
+        from ..data.struct import StructElem, StructField
         if isinstance(obj, (Field, NdarrayArg, StructField)) and \
                 any(isinstance(x, (tuple, list)) for x in idx):
             idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
@@ -247,7 +247,7 @@ class ExprVisitor:
             else:
                 flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
-        from ..struct_args import StructView
+        from ..data.struct_args import StructView
         if isinstance(obj, StructView) and obj.is_a(_sparse_builder()):
             return _triplet_target(obj, idx)  # `A[i, j] += v` on a SparseMatrixBuilder
         if isinstance(obj, (Field, NdarrayArg, StructField)):
@@ -444,7 +444,7 @@ class ExprVisitor:
         from ..types import MatrixType, VectorType
         if isinstance(fn, (VectorType, MatrixType)):
             return self.compound_value(fn, args, node)
-        from ..struct import StructType
+        from ..data.struct import StructType
         if isinstance(fn, StructType):
             return self.struct_value(fn, args, kwargs, node)
         if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
@@ -747,7 +747,7 @@ def _class_method(name):
 
 
 def _register_class_methods():
-    from ..matrix import CLASS_LEVEL_METHODS, Vector
+    from ..data.matrix import CLASS_LEVEL_METHODS, Vector
     HANDLERS.update({getattr(Vector, n): _class_method(n) for n in CLASS_LEVEL_METHODS})
 
 

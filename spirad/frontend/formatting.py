@@ -175,7 +175,7 @@ def h_print(v, args, kw, node):
     b.text(end)
     st = v.ctx.state
     if st.prints is None:  # the first kernel of this init() that prints
-        from ..field import internal_field
+        from ..data.field import internal_field
         st.prints = printing.PrintBuffer(internal_field)
     fid = st.prints.register(printing.PrintFormat(tuple(b.pieces)))
     v.ctx.b.emit(Op.PRINT, None, tuple(b.srcs), fid)

@@ -52,7 +52,7 @@ def leave_parallel(ctx, saved):
 def counter_field(state):
     """The state's launch counter (an internal u32 field), created on first use."""
     if state.rng is None:
-        from ..field import internal_field
+        from ..data.field import internal_field
         state.rng = internal_field(T.u32, (), "rng_launch_counter")
     return state.rng
 

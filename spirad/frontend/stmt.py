@@ -10,7 +10,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
-from .ops import is_py_scalar
+from .value_ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
 
@@ -95,7 +95,7 @@ class StmtVisitor:
 
     def assign(self, target, value):
         ctx = self.ctx
-        from ..struct import StructElem, StructVal
+        from ..data.struct import StructElem, StructVal
         if isinstance(target, ast.Name):
             existing = ctx.find_local(target.id)
             if isinstance(existing, (Slot, SlotView, GlobalElem)):  # the last two: a func's
@@ -155,7 +155,7 @@ class StmtVisitor:
 
     def build_Assert(self, node):
         """`assert cond[, msg]`: under init(debug=True) a failing thread records the site
-        (spirad.asserts, raised at the next sync). Otherwise the condition is still evaluated
+        (spirad.runtime.asserts, raised at the next sync). Otherwise the condition is still evaluated
         and only the check is dropped, as in Taichi 1.7.4: `assert bump(i) >= 0` runs bump's
         side effects either way (issue #35); a pure condition is removed by dce."""
         ctx = self.ctx
@@ -173,8 +173,8 @@ class StmtVisitor:
                 raise ctx.error(SpiradSyntaxError,
                                 f"this assert always fails: {msg or 'assertion failed'}", node)
             return
-        from ..asserts import state_of
-        from ..field import internal_field
+        from ..runtime.asserts import state_of
+        from ..data.field import internal_field
         a = state_of(ctx.state, internal_field)
         site = a.site(msg, ctx.loc(node))
         b = ctx.b
@@ -185,7 +185,7 @@ class StmtVisitor:
 
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
-        from ..struct import StructVal
+        from ..data.struct import StructVal
         vals = self.struct_members(value, node)
         for m, v in vals.items():
             dst = lhs.members[m] if isinstance(lhs, StructVal) else \
@@ -261,7 +261,7 @@ class StmtVisitor:
         """`while cond: body`. With `init(max_while_iterations=N)` the loop also counts its
         iterations: a head check `if count > N: break` (after the condition, so a loop that
         ends by itself within N iterations never trips it) and, after the loop, `count > N`
-        records the failure (spirad.asserts, raised at the next sync naming this line). Both
+        records the failure (spirad.runtime.asserts, raised at the next sync naming this line). Both
         are plain exit checks and a held local for reverse mode: no autodiff stack."""
         if node.orelse:
             raise self.ctx.error(SpiradSyntaxError, "while ... else is not supported", node)
@@ -294,8 +294,8 @@ class StmtVisitor:
 
     def _while_cap_report(self, count, cap, node):
         from kernel_ir.errors import SpiradDeviceError
-        from ..asserts import state_of
-        from ..field import internal_field
+        from ..runtime.asserts import state_of
+        from ..data.field import internal_field
         ctx, b = self.ctx, self.ctx.b
         a = state_of(ctx.state, internal_field)
         site = a.site(f"this while loop ran more than {cap} iterations (sd.init("
@@ -374,7 +374,7 @@ class StmtVisitor:
         return tuple(args)
 
     def iteration_dims(self, obj, node):
-        from ..field import Field
+        from ..data.field import Field
         if isinstance(obj, lang.ndrange):
             dims = []
             for d in obj.dims:

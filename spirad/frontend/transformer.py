@@ -17,7 +17,7 @@ from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
 from .expr import ExprVisitor
 from .func_types import convert, declared_types
-from .ops import ValueOps, is_py_scalar
+from .value_ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
@@ -297,7 +297,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             args.append(ArgSpec(p, "template"))
             frame.scopes[0][p] = spec[1]
     for p, (_, obj, paths) in structs:  # ndarray members read the hidden arguments
-        from ..struct_args import StructView
+        from ..data.struct_args import StructView
         frame.scopes[0][p] = StructView(obj, {path: frame.scopes[0][params[k]] for path, k in paths})
     ctx.b.loc = None
     from . import rng

@@ -49,7 +49,7 @@ def hex_to_rgb(color) -> tuple:
 
 def _host(a):
     """numpy data of a spirad field / ndarray (to_numpy), or of anything np.asarray takes."""
-    from ..field import _HostArray
+    from ..data.field import _HostArray
     return a.to_numpy() if isinstance(a, _HostArray) else a
 
 

@@ -26,7 +26,7 @@ work. Our stream is a blocking stream, so work on the legacy default stream (PyT
 told otherwise) is ordered with it both ways anyway. An array on a GPU this backend does not
 compute on is an error naming the device.
 
-Out of `sd.ndarray`: `spirad.interop.dlpack_export`.
+Out of `sd.ndarray`: `spirad.data.dlpack_export`.
 
 A numpy array has no `.grad`: `kernel.grad` treats it as a constant. A torch tensor that
 requires grad is differentiable as Taichi has it: the launch allocates `tensor.grad`
@@ -43,11 +43,11 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 from llvm_codegen.device_runtime import dlpack as DL
 
-from .. import guard as _guard
-from .. import state as _state
-from ..ndarray import Ndarray
+from ..runtime import guard as _guard
+from ..runtime import state as _state
+from ..data.ndarray import Ndarray
 from ..tracebacks import warn_user
-from .dlpack_export import DL_TO_NP as _DL_TO_NP
+from ..data.dlpack_export import DL_TO_NP as _DL_TO_NP
 
 _NP_TO_DTYPE = {np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
                 np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint32): T.u32}
@@ -212,7 +212,7 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
     with element type `ann_dtype` (None: any scalar type; `element_dim` 1 / 2: its last axes
     are a vector / matrix element); a clear error when it does not fit."""
-    from ..field import resolve_dtype
+    from ..data.field import resolve_dtype
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
         hint = " (bools: pass arr.astype(np.uint32))" if arr.dtype == np.bool_ else ""
@@ -244,7 +244,7 @@ def alias(arr, dt, comp, shape):
     """An `Ndarray` for host array `arr`: over its memory on host-memory backends, else over a
     new device buffer (the caller copies); for a `DeviceArray`, over the producer's memory.
     Returns (ndarray, zero_copy)."""
-    from ..field import check_elements
+    from ..data.field import check_elements
     check_elements(shape, comp, "an array argument", ndarray=True)
     be = _state.backend()
     if isinstance(arr, DeviceArray):
@@ -371,7 +371,7 @@ class KernelArrays:
             obj = args[w[1]]
             if getattr(obj, "requires_grad", False) and getattr(obj, "is_leaf", False):
                 import torch
-                from ..tape import Tape
+                from ..ad.tape import Tape
                 # under a Tape spirad differentiates the launch itself (Taichi's torch loss)
                 if torch.is_grad_enabled() and Tape.active is None:
                     name = kernel._annotations()[w[1]][0]
@@ -548,7 +548,7 @@ def from_dlpack(obj, dtype=None, needs_grad: bool = False) -> Ndarray:
                               f"torch tensor), got {type(obj).__name__}")
     dt, comp, shape = element_type(arr, dtype, "sd.from_dlpack's array")
     if dt == T.f64:
-        from ..ndarray import _check_f64
+        from ..data.ndarray import _check_f64
         _check_f64(T.f64, "sd.from_dlpack: an ndarray")
     nd, zero_copy = alias(arr, dt, comp, shape)
     if not zero_copy:

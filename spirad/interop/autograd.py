@@ -48,8 +48,8 @@ import torch
 
 from kernel_ir.errors import SpiradTypeError, SpiradValueError
 
-from .. import state as _state
-from ..ndarray import Ndarray
+from ..runtime import state as _state
+from ..data.ndarray import Ndarray
 from ..tracebacks import api, warn_user
 from ..types import NdarrayType
 from .arrays import _NP_TO_DTYPE, alias, element_type, host_array

@@ -49,8 +49,8 @@ from kernel_ir import dtypes as T
 from kernel_ir.dtypes import DType
 from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
 
-from .. import state as _state
-from ..ndarray import Ndarray
+from ..runtime import state as _state
+from ..data.ndarray import Ndarray
 from ..tracebacks import api
 from ..types import NdarrayType
 from .arrays import _NP_TO_DTYPE, alias

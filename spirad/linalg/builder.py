@@ -16,7 +16,7 @@ Why a triplet buffer and an atomic counter: `A[i, j] += v` may run in any thread
 loop on any arch; one `atomic_add` on the counter hands each insertion its own slot, so the
 buffer is plain ndarrays (`rows`, `cols`, `values`, `count`) and the builder works wherever
 ndarrays and integer atomics do (every arch). The builder is a dataclass, so a kernel parameter
-annotated with it is flattened like any dataclass argument (`spirad.struct_args`): its ndarrays
+annotated with it is flattened like any dataclass argument (`spirad.data.struct_args`): its ndarrays
 are run-time arguments, its sizes compile-time constants. The frontend recognises
 `A[i, j] += v` / `-= v` on such a parameter (`TripletTarget`) and inlines `insert_triplet`.
 
@@ -36,7 +36,7 @@ from kernel_ir.errors import SpiradRuntimeError, SpiradValueError
 from .. import types as _types
 from ..func import func
 from ..lang import atomic_add, static
-from ..ndarray import Ndarray, ndarray
+from ..data.ndarray import Ndarray, ndarray
 from ..types import template
 from .sparse_matrix import SparseMatrix, check_format, value_dtype
 

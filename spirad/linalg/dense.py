@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..func import func
 from ..lang import abs as _abs, static, static_assert
-from ..matrix import Matrix, Vector
+from ..data.matrix import Matrix, Vector
 
 
 @func

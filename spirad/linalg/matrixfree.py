@@ -22,9 +22,9 @@ import threading
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradRuntimeError, SpiradTypeError
 
-from .. import state as _state
-from ..fields_builder import FieldsBuilder
-from ..field import Field, field, i as _i, ij as _ij, ijk as _ijk
+from ..runtime import state as _state
+from ..data.fields_builder import FieldsBuilder
+from ..data.field import Field, field, i as _i, ij as _ij, ijk as _ijk
 from ..kernel import kernel
 from ..lang import cast, grouped
 from ..types import template

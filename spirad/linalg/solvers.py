@@ -29,8 +29,8 @@ ORDERINGS = {"AMD": "MMD_AT_PLUS_A", "COLAMD": "COLAMD"}
 
 
 def _host_vector(b, n: int, what: str) -> np.ndarray:
-    from ..field import Field
-    from ..ndarray import Ndarray
+    from ..data.field import Field
+    from ..data.ndarray import Ndarray
     if isinstance(b, (Field, Ndarray)):
         x = b.to_numpy()
     elif isinstance(b, np.ndarray):
@@ -46,7 +46,7 @@ def _host_vector(b, n: int, what: str) -> np.ndarray:
 
 def _result(b, x: np.ndarray, dtype):
     """x in the form Taichi returns for a right-hand side like `b`."""
-    from ..ndarray import Ndarray, ndarray
+    from ..data.ndarray import Ndarray, ndarray
     if isinstance(b, Ndarray):
         out = ndarray(b.dtype, x.shape[0])
         out.from_numpy(x.astype(b.dtype.np))

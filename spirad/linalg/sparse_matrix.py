@@ -39,7 +39,7 @@ def scipy_sparse():
 
 def value_dtype(dtype):
     """A sparse matrix's value type: f32 or f64 (Taichi's)."""
-    from ..field import resolve_dtype
+    from ..data.field import resolve_dtype
     dt, comp = resolve_dtype(dtype)
     if comp or dt not in (T.f32, T.f64):
         raise SpiradTypeError(f"sparse matrices hold f32 or f64 values, got {dtype}")
@@ -178,8 +178,8 @@ class SparseMatrix:
     def __matmul__(self, other):
         """A @ B (a SparseMatrix), A @ x (an ndarray: an ndarray; a field, a numpy array: a
         numpy array), as Taichi returns them."""
-        from ..field import Field
-        from ..ndarray import Ndarray, ndarray
+        from ..data.field import Field
+        from ..data.ndarray import Ndarray, ndarray
         if isinstance(other, SparseMatrix):
             if self.m != other.n:
                 raise SpiradValueError(f"Dimension mismatch between sparse matrices "
@@ -203,7 +203,7 @@ class SparseMatrix:
     def build_from_ndarray(self, arr) -> None:
         """Fill the matrix from triplets stored in an ndarray: every 3 consecutive scalars are
         (row, column, value) (Taichi's `ti.Vector.ndarray(3, ...)` of triplets)."""
-        from ..ndarray import Ndarray
+        from ..data.ndarray import Ndarray
         if not isinstance(arr, Ndarray):
             raise SpiradTypeError("SparseMatrix.build_from_ndarray takes an sd.ndarray "
                                   "(scalar, vector or matrix elements)")

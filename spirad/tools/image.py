@@ -10,7 +10,7 @@ from ..gui.image_io import from_rows, read_image, to_rows, write_image
 
 
 def _host(img):
-    from ..field import _HostArray
+    from ..data.field import _HostArray
     return img.to_numpy() if isinstance(img, _HostArray) else np.asarray(img)
 
 

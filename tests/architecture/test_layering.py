@@ -9,6 +9,10 @@ the source, function-level ones included) and by importing in a fresh interprete
     no import cycle between modules or between packages, except the documented one:
     shaders/sizer_kernel.py is a spirad program (shaders -> spirad -> ... loads it by name);
     it also reads the wire format from sizer/device_format.py
+
+Inside spirad/ the layers of architecture §1 (`LAYERS_INSIDE_SPIRAD`, bottom to top): a module imports
+only modules of its own layer or of the layers below it, and the package's root holds at most
+20 modules (the public surface and the user namespaces; the core lives in the sub-packages).
 """
 import json
 import subprocess
@@ -74,3 +78,59 @@ def test_no_import_cycles_between_packages_but_the_shader():
     assert all(m.startswith("spirad.backends.gpu_sizer") for m in into_shaders), into_shaders
     pg["shaders"] = set()  # the documented edge: without it, no cycle remains
     assert cycles(pg) == []
+
+
+# spirad/'s layers, bottom to top: (layer, the modules and packages in it). The runtime sits
+# below the backends and the user's data: what it needs of them (the backend loader, the array
+# type of internal buffers) they set at import (`spirad.runtime.state`). The tape and forward
+# mode sit below `kernel` (a launch records on them); the `sd.ad` namespace and checkpointed time
+# stepping above it (they build kernels). `sd.linalg`: what kernels use (the sparse-matrix
+# builder, dense solves) is language, the namespace and its matrix-free solvers (kernels) surface.
+LAYERS_INSIDE_SPIRAD = (
+    ("foundation", ("spirad.options", "spirad._version", "spirad.tracebacks", "spirad.printing",
+                    "spirad.types", "spirad.bitops")),
+    ("passes", ("spirad.passes",)),
+    ("runtime", ("spirad.runtime", "spirad.profiler")),
+    ("backends", ("spirad.backends",)),
+    ("data", ("spirad.data", "spirad.data.tensor")),
+    ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt",
+                  "spirad.graph", "spirad.algorithms", "spirad.linalg.builder",
+                  "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),
+    ("ad", ("spirad.ad.tape", "spirad.ad.fwd_mode", "spirad.ad.custom_grad", "spirad.ad.revolve",
+            "spirad.ad.grad_check", "spirad.ad.tape_validation")),
+    ("interop", ("spirad.interop",)),
+    ("compile", ("spirad.compile",)),
+    ("kernel", ("spirad.kernel",)),
+    ("ad namespace", ("spirad.ad", "spirad.ad.time_steps")),
+    ("surface", ("spirad", "spirad.__main__", "spirad._logging", "spirad.perf_dispatch",
+                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg")),
+)
+
+
+def spirad_layer(mod: str):
+    """The index in LAYERS_INSIDE_SPIRAD of `mod`'s layer (the longest prefix that names it), or None."""
+    best = None
+    for i, (_, members) in enumerate(LAYERS_INSIDE_SPIRAD):
+        for p in members:
+            if (mod == p or mod.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return None if best is None else best[0]
+
+
+def test_every_spirad_module_has_a_layer():
+    missing = sorted(m for m in modules() if package_of(m) == "spirad" and spirad_layer(m) is None)
+    assert not missing, f"add these to LAYERS_INSIDE_SPIRAD: {missing}"
+
+
+def test_spirad_imports_only_its_own_layer_and_below():
+    g = graph()
+    up = sorted((LAYERS_INSIDE_SPIRAD[spirad_layer(m)][0], m, LAYERS_INSIDE_SPIRAD[spirad_layer(d)][0], d)
+                for m, deps in g.items() if package_of(m) == "spirad"
+                for d in deps if package_of(d) == "spirad" and spirad_layer(d) > spirad_layer(m))
+    assert not up, "upward imports inside spirad/ (layer, module -> layer, module): " + \
+        "; ".join(f"{a} {b} -> {c} {d}" for a, b, c, d in up)
+
+
+def test_spirad_root_holds_at_most_20_modules():
+    root = sorted(p.name for p in (ROOT / "spirad").glob("*.py"))
+    assert len(root) <= 20, f"{len(root)} modules at spirad/'s root: {root}"

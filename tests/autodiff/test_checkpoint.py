@@ -3,7 +3,7 @@
 Each simulation is written twice, as DiffTaichi writes it (state indexed by time step, `x[t, i]`,
 a full Tape of every launch) and in place (state of one step's size, `checkpointed`). The
 arithmetic is the same, so the gradients must agree to float32 rounding of the atomic
-accumulation order (1e-6 relative; on one thread bit for bit). The schedule (`spirad.revolve`)
+accumulation order (1e-6 relative; on one thread bit for bit). The schedule (`spirad.ad.revolve`)
 is checked against revolve's optimal count and a brute-force minimisation, and the snapshots held
 against k."""
 import numpy as np
@@ -11,7 +11,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
-from spirad import revolve
+from spirad.ad import revolve
 from tests.support.archs import test_archs
 
 RTOL = 1e-6
@@ -558,7 +558,7 @@ def test_undeclared_carried_state_is_refused_at_the_read():
     msg = str(e.value)
     assert "'v'" in msg and "v[i] = v[i] * 0.9" in msg and "^" in msg and "state=[...]" in msg
     assert "step 1" in msg
-    from spirad.tape import Tape
+    from spirad.ad.tape import Tape
     assert Tape.active is None
     sd.ad.checkpointed(advance, state=[x, v], steps=4, snapshots=2).grad()  # declared: fine
 

@@ -1,5 +1,5 @@
 """Adstack heap sizing (architecture §4 "Heap-backed storage" / "Sizing"): after a grad launch the
-backend's heaps (`sd.state.backend().heap_bytes()` -> (float bytes, int bytes)) hold at least
+backend's heaps (`sd.runtime.state.backend().heap_bytes()` -> (float bytes, int bytes)) hold at least
 rows x stride of the launch's exact capacities, exactly that on the first launch after init, and
 grow by amortised doubling (max(needed, 2 x current)), never shrinking. The expected strides come
 from `sizer.compute_layout` over the capacities the grad kernel computed for the launch
@@ -10,8 +10,8 @@ import pytest
 
 import sizer as sz
 import spirad as sd
-import spirad.state as sd_state
-from spirad import sizing_cache
+import spirad.runtime.state as sd_state
+from spirad.runtime import sizing_cache
 from spirad.backends.spirv_backend import ROWS_CAP
 from kernel_ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr

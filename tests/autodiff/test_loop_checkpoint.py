@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import launch, sizing_cache
-from spirad import state as _state
+from spirad.runtime import launch, sizing_cache
+from spirad.runtime import state as _state
 from tests.support.archs import test_archs
 
 ND = sd.types.ndarray()

@@ -12,7 +12,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
-from spirad import sizing_cache
+from spirad.runtime import sizing_cache
 from tests.autodiff.gradutil import Case, X5, arr, run_case
 from tests.support.archs import test_archs
 

@@ -42,8 +42,8 @@ def test_two_million_threads(arch):
             v = np.sin(v) * 0.5 + 0.3
         assert g[i] == pytest.approx(d, rel=2e-4, abs=1e-6), i
 
-    be = sd.state.backend()
-    from spirad import sizing_cache
+    be = sd.runtime.state.backend()
+    from spirad.runtime import sizing_cache
     gc = k.compile_adjoint((x, y, steps))
     (sized,) = [s for s in sizing_cache.evaluate(gc.sizing, (x, y, steps), cache=False) if s]
     layout = sized.layout

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import sizing_cache
+from spirad.runtime import sizing_cache
 from tests.support.archs import test_archs
 
 N = 8

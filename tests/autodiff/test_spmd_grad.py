@@ -247,7 +247,7 @@ def test_heap_holds_a_row_per_lane(monkeypatch, capfd, k_trips):
     from llvm_codegen import math_policy
     from tests.autodiff.gradutil import arr
     from tests.autodiff.test_heap_memory import _launch, _layouts, k_one
-    import spirad.state as sd_state
+    import spirad.runtime.state as sd_state
     _init(monkeypatch, True, default_fp=sd.f64)
     x = arr(sd.f64, np.linspace(0.1, 0.8, N), needs_grad=True)
     y = sd.ndarray(sd.f64, N, needs_grad=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,7 +22,7 @@ VALUES = r'''
 import json, os, sys
 import numpy as np
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 import cfgpkg                         # a package: cfgpkg.sub.SCALE is read through two modules
 
 S = float(os.environ["S"])
@@ -321,7 +321,7 @@ STRUCTS = r'''
 import dataclasses, json, os, sys, threading
 import numpy as np
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 
 S, N = float(os.environ["S"]), int(os.environ["N"])
 sd.init(arch=sys.argv[1])
@@ -370,7 +370,7 @@ ENUMS = r'''
 import enum, json, os, sys
 import numpy as np
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 
 S = int(os.environ["S"])
 sd.init(arch=sys.argv[1])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 from tests.support.archs import arch_or_skip, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,7 +20,7 @@ SCRIPT = '''
 import json, os, sys
 import numpy as np
 import spirad as sd
-from spirad import offline_cache
+from spirad.compile import offline_cache
 
 SCALE = float(os.environ.get("SCALE", "1.5"))
 sd.init(arch=sys.argv[1])
@@ -223,7 +223,7 @@ def test_a_hit_runs_no_backend_pass_again(arch, cache_dir, monkeypatch):
     """An entry stores the task list after the backend passes (`driver._program`) with the
     compiled program: a hit in a new state neither compiles nor runs those passes again (they
     were most of a hit's Python work), and computes the same."""
-    from spirad import driver
+    from spirad.compile import driver
     x = sd.field(sd.f32, shape=8)
     y = sd.field(sd.f32, shape=())
 
@@ -269,7 +269,7 @@ def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(a
     its fields sit within their chunks, and reads and writes them there. Vulkan gives the
     offsets to the pipeline as specialization constants (a new pipeline per placement), Metal
     reads them from the arguments; a trip count read from a field goes through one."""
-    from spirad import state as sd_state
+    from spirad.runtime import state as sd_state
 
     def declare(pad):
         a = sd.field(sd.f32, shape=pad)  # placed first: moves the kernel's fields
@@ -317,7 +317,7 @@ def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cac
     """A stored SPIR-V program binds the root chunks its fields sat in when it was compiled
     (`SpirvBackend._map_inputs`). A hit in a state where a field sits in another chunk compiles
     the kernel again; one where they sit where they sat imports the stored modules."""
-    from spirad import state as sd_state
+    from spirad.runtime import state as sd_state
 
     def declare(first_size):
         sd_state.backend().roots.limit = 8192  # root chunks of 8 KiB

@@ -20,10 +20,10 @@ PUBLIC_MODULES = ("spirad", "spirad.ad", "spirad.math", "spirad.types", "spirad.
                   "spirad.tools", "spirad.interop", "spirad.interop.arrays",
                   "spirad.interop.autograd", "spirad.interop.torch_library", "spirad.interop.jax")
 # Classes users hold without naming them (what sd.field, sd.ndarray, @sd.kernel... return).
-RESULT_CLASSES = ("spirad.field.Field", "spirad.field._HostArray", "spirad.field.SNode", "spirad.ndarray.Ndarray",
+RESULT_CLASSES = ("spirad.data.field.Field", "spirad.data.field._HostArray", "spirad.data.field.SNode", "spirad.data.ndarray.Ndarray",
                   "spirad.kernel.Kernel", "spirad.kernel.BoundKernel", "spirad.func.Func",
-                  "spirad.struct.StructField", "spirad.struct.StructType",
-                  "spirad.matrix.MatrixValue", "spirad.types.VectorType",
+                  "spirad.data.struct.StructField", "spirad.data.struct.StructType",
+                  "spirad.data.matrix.MatrixValue", "spirad.types.VectorType",
                   "spirad.types.MatrixType", "spirad.types.NdarrayType",
                   "spirad.profiler.KernelStats", "kernel_ir.dtypes.DType")
 _OURS = ("spirad", "kernel_ir")
@@ -98,7 +98,7 @@ def test_api_site_builds_without_warnings(tmp_path):
     log = r.stdout + r.stderr
     assert r.returncode == 0 and "WARNING" not in log, log
     page = (tmp_path / "site" / "api" / "index.html").read_text()
-    for name in ("spirad.init", "spirad.field.field", "spirad.kernel.Kernel.grad",
+    for name in ("spirad.init", "spirad.data.field.field", "spirad.kernel.Kernel.grad",
                  "spirad.ad.Tape", "spirad.profiler.print_kernel_profiler_info",
                  "spirad.interop.autograd.kernel_function", "spirad.interop.jax.jax_kernel",
                  "spirad.interop.torch_library.torch_op", "kernel_ir.errors.SpiradTypeError"):

@@ -117,7 +117,7 @@ def test_ndarrays_resized_dropped_and_reallocated_between_launches(arch):
     """Each round drops the last round's ndarrays (sizes change) before launching again without
     a sync in between; the results stay right, a reused range reads as zeros, and on the SPIR-V
     backends the arena stops growing: dropped ranges are reused."""
-    from spirad import state
+    from spirad.runtime import state
     k = _copy_kernel()
     be = state.backend()
     sizes = []
@@ -164,9 +164,9 @@ def test_a_directly_bound_ndarray_takes_a_binding_and_a_variant_of_its_own(arch)
     an imported buffer) is bound directly: the kernel's variant for it binds one more buffer,
     and launches switch between variants as their arguments' placement changes. Simulated with
     an ndarray over a buffer of its own, as an imported one is."""
-    from spirad import state
+    from spirad.runtime import state
     from spirad.backends.root_buffers import RootSlice
-    from spirad.ndarray import Ndarray
+    from spirad.data.ndarray import Ndarray
     be = state.backend()
     k = _copy_kernel()
     x, y = sd.ndarray(sd.f32, 8), sd.ndarray(sd.f32, 8)

@@ -110,7 +110,7 @@ def test_validation_layer_reports_misuse():
 def test_validation_from_environment(monkeypatch):
     """The runtime reads no environment; spirad's backend passes SPIRAD_VALIDATION."""
     import spirad as sd
-    import spirad.state as st
+    import spirad.runtime.state as st
     monkeypatch.setenv("SPIRAD_VALIDATION", "0")
     with VulkanRuntime() as rt:
         assert not rt.validation
@@ -137,7 +137,7 @@ def test_device_selection(monkeypatch):
     with VulkanRuntime() as rt:
         assert rt.caps.name == name
     import spirad as sd
-    import spirad.state as st
+    import spirad.runtime.state as st
     from kernel_ir.errors import SpiradArchError
     with pytest.raises(SpiradArchError, match="no-such-gpu.*SPIRAD_VULKAN_DEVICE"):
         sd.init(arch=sd.vulkan)

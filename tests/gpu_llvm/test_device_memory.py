@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import spirad as sd
-import spirad.state as st
-from spirad import sizing_cache
+import spirad.runtime.state as st
+from spirad.runtime import sizing_cache
 from spirad.backends import llvm_gpu
 from tests.autodiff.gradutil import central_diff
 

@@ -23,7 +23,7 @@ def test_gradients_through_heap_adstacks(gpu_arch):
 
 def test_grid_is_smaller_than_the_range_and_rows_are_threads(gpu_arch):
     sd.init(arch=gpu_arch, default_fp=sd.f64)
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.backend()
     assert be.rt.max_threads < kernels.N
     n = 5000
@@ -60,7 +60,7 @@ def test_out_of_range_index_is_reported_at_sync(gpu_arch):
 
 def test_many_launches_without_sync_reuse_the_arena_and_keep_the_first_error(gpu_arch, monkeypatch):
     from spirad.backends import llvm_gpu
-    import spirad.state as st
+    import spirad.runtime.state as st
     monkeypatch.setattr(llvm_gpu, "ARENA_LIMIT", 1 << 16)
     sd.init(arch=gpu_arch, debug=True)
     x = arr(sd.f32, np.zeros(64))

@@ -58,7 +58,7 @@ class DLPackGpuArray:
 
 
 def _rt():
-    return sd.state.backend().rt
+    return sd.runtime.state.backend().rt
 
 
 @test_archs(archs=GPU)

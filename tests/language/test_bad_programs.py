@@ -596,7 +596,7 @@ def narrowing_field_store(arch):
 
 @row(None, r"atomic add may lose precision: f32 <- f64", warns=sd.SpiradWarning)
 def narrowing_atomic(arch):
-    if not sd.state.backend().capabilities().get("f64", True):
+    if not sd.runtime.state.backend().capabilities().get("f64", True):
         pytest.skip("no f64 on this device")
     acc = sd.field(sd.f32, shape=())
 
@@ -696,7 +696,7 @@ def test_uncaught_error_with_spirad_debug_shows_every_frame(tmp_path):
     r = _python("import spirad as sd\nsd.init(arch=sd.cpu)\nx = sd.field(sd.f32, shape=4)\n"
                 "x[4] = 1.0\n", tmp_path, env={"SPIRAD_DEBUG": "1"})
     assert "spirad.SpiradIndexError: index (4,) is out of range for field x" in r.stderr
-    assert "spirad/field.py" in r.stderr, r.stderr
+    assert "spirad/data/field.py" in r.stderr, r.stderr
 
 
 def test_kernel_from_stdin_says_why_there_is_no_source():

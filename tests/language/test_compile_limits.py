@@ -83,7 +83,7 @@ def test_deep_expression_compiles_forward_and_grad(arch, tmp_path):
 
 
 def test_too_deep_expression_names_its_line(tmp_path, monkeypatch):
-    from spirad import driver
+    from spirad.compile import driver
     monkeypatch.setattr(driver, "DEEP_LIMIT", 400)
     sd.init(arch=sd.cpu)
     x = sd.field(sd.f32, 4)

@@ -188,7 +188,7 @@ def _estimated_mark(kernel):
     (`CpuBackend._one_thread_variants`): its SPMD choice under the switches in force, its costs
     at those lanes, the backend's workers. None, ONLY or "both" (a variant next to the own
     code)."""
-    import spirad.state as sd_state
+    import spirad.runtime.state as sd_state
     from llvm_codegen.codegen import spmd_choice
     from spirad.backends.cpu import task_costs
     from spirad.backends.work_estimate import one_thread_choice

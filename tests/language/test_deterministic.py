@@ -165,8 +165,8 @@ def test_ranges_from_fields_and_2d_loops_in_index_order(arch):
 
 
 def test_offline_cache_key_has_the_switch():
-    from spirad import offline_cache
-    from spirad import state as st
+    from spirad.compile import offline_cache
+    from spirad.runtime import state as st
     sd.init(arch=sd.cpu, offline_cache=False)
     a = offline_cache._options(st.current())
     sd.init(arch=sd.cpu, deterministic=True, offline_cache=False)

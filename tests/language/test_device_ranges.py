@@ -80,7 +80,7 @@ def test_ranges_evaluated_on_the_device(arch):
         prog = shapes.compile((arr, 1)).program
         kinds = [r[0] for r in prog.ranges if r is not None]
         assert kinds == ["device"] * 5, kinds
-        assert not sd.state.current().backend.take_validation_messages()
+        assert not sd.runtime.state.current().backend.take_validation_messages()
 
 
 @pytest.mark.parametrize("arch", DEVICE_ARCHS, ids=[f"arch={a}" for a in DEVICE_ARCHS])

@@ -1,6 +1,6 @@
 """`sd.FieldsBuilder` (Taichi's `ti.FieldsBuilder`): trees of fields usable after `finalize()` on
 every arch, whose `destroy()` returns their memory; a destroyed or unfinalized tree's field is
-refused with a clear error (spirad/fields_builder.py, docs/reliability.md)."""
+refused with a clear error (spirad/data/fields_builder.py, docs/reliability.md)."""
 from __future__ import annotations
 
 import gc

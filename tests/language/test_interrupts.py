@@ -1,4 +1,4 @@
-"""Ctrl-C during a launch (architecture §8, `spirad.guard`): the launch is stopped (CPU: its workers
+"""Ctrl-C during a launch (architecture §8, `spirad.runtime.guard`): the launch is stopped (CPU: its workers
 check a cancel flag between pieces) or waited for (GPU backends) before `KeyboardInterrupt`
 reaches the caller; nothing writes after control returns; later launches are correct.
 

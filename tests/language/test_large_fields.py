@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from kernel_ir.errors import SpiradDeviceError
 from tests.support.archs import test_archs
 

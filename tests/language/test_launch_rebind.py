@@ -136,7 +136,7 @@ def test_one_bytes_object_per_set_of_argument_values(arch, monkeypatch):
     programs' root offsets), are made once per set of values: a relaunch with the same values
     gives the backend the same object, which the SPIR-V runtimes place once per batch (identity:
     `gfx_runtime.arena`, the only "same bytes" check); new values get new bytes, same tail."""
-    from spirad import state
+    from spirad.runtime import state
     y, put = _filler()
     put(1)
     be = state.backend()

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import state as _state
-from spirad.driver import KERNEL_STAGES, TASK_STAGES
+from spirad.runtime import state as _state
+from spirad.compile.driver import KERNEL_STAGES, TASK_STAGES
 from spirad.frontend.transformer import compile_kernel
 from kernel_ir import dtypes as T
 from kernel_ir import verifier

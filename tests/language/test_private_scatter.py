@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from tests.support.archs import arch_or_skip, test_archs
 
 T, G = 3, 24

@@ -128,7 +128,7 @@ def test_to_torch_zero_copy():
 
 
 def test_materialize_hook_runs_deferred_work():
-    from spirad.program import Program
+    from spirad.runtime.program_hooks import Program
     sd.init(arch=sd.cpu)
     pending = []
     original = Program.materialize

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from tests.support.archs import test_archs
 
 NF = 40
@@ -301,7 +301,7 @@ def test_refused_kernel_leaves_the_device_usable(arch, tmp_path):
     spec = importlib.util.spec_from_file_location("wide_kernel", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    from spirad.ndarray import Ndarray
+    from spirad.data.ndarray import Ndarray
     be = sd_state.backend()
     arrs = [Ndarray._alias(be.allocate(16), sd.f32, (4,)) for _ in range(limit + 1)]
     with pytest.raises(SpiradDeviceError, match=rf"kernel wide needs {limit + 2 + (arch == 'vulkan')} "

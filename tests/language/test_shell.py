@@ -29,7 +29,7 @@ def test_version():
         meta = tomllib.load(f)
     assert re.fullmatch(r"\d+\.\d+\.\d+", sd.__version__)
     assert "version" in meta["project"]["dynamic"]  # read from spirad/_version.py, one place
-    from spirad import offline_cache
+    from spirad.compile import offline_cache
     assert offline_cache.VERSION == sd.__version__
 
 

@@ -1,4 +1,4 @@
-"""Launches, gradients and host reads from several Python threads (architecture §8, `spirad.guard`):
+"""Launches, gradients and host reads from several Python threads (architecture §8, `spirad.runtime.guard`):
 the results equal the serial ones, nothing deadlocks, and a Tape records only its own thread's
 launches."""
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_forced_target_sets_lanes_and_machine_code(monkeypatch, capfd, spec):
     monkeypatch.delenv("SPIRAD_CPU_SPMD_LANES", raising=False)
     monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
     sd.init(arch=sd.cpu, offline_cache=False)
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.backend()
     assert be.rt.target_key[1] == spec
     assert spec in str(be.cache_features())

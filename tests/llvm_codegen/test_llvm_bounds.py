@@ -1,7 +1,7 @@
 """Debug bounds checks (`compile_tasks(tl, abi, bounds_check=True)`): every GLOBAL_LOAD /
 GLOBAL_STORE / ATOMIC_ADD index is checked against its axis extent; a bad access is skipped (loads
 and atomic adds give 0) and recorded in the status buffer bufs[n+3] (layout in
-`llvm_codegen.program`). Buffers are guarded: a skipped access must write nothing anywhere."""
+`llvm_codegen.cpu_program`). Buffers are guarded: a skipped access must write nothing anywhere."""
 from __future__ import annotations
 
 import numpy as np

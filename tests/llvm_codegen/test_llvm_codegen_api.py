@@ -6,7 +6,7 @@ import pytest
 
 from tests.llvm_codegen.kit import field, kernel, range_task, serial_task
 from llvm_codegen.codegen import LOWER, compile_tasks
-from llvm_codegen.program import CpuProgram, CpuTaskInfo
+from llvm_codegen.cpu_program import CpuProgram, CpuTaskInfo
 from kernel_ir.abi import kernel_abi
 from kernel_ir.dtypes import f32, i32
 from kernel_ir.nodes import AdStackArg

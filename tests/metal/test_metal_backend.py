@@ -38,7 +38,7 @@ def test_sd_gpu_never_picks_the_emulation(monkeypatch):
 
 
 def test_emulated_caps_are_apple_silicon(metal):
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.backend()
     assert be.name == "metal" and be.caps.emulated
     assert be.capabilities()["f64"] is False
@@ -224,8 +224,8 @@ def test_gpu_sizer_has_every_slot_and_sizes_on_the_device(metal):
     """The sizer kernels compile with all 4 int + 2 f32 data slots on Metal (28 storage buffers;
     no f64 slots); a trip count read from a large ndarray is sized on the device, once per
     change, and the gradient is right."""
-    import spirad.state as st
-    from spirad import sizing_cache
+    import spirad.runtime.state as st
+    from spirad.runtime import sizing_cache
     gs = st.backend().gpu_sizer
     assert gs is not None and (gs.int_slots, gs.f32_slots) == (4, 2)
     N = 200_000

@@ -39,7 +39,7 @@ def _storage_buffers(kernel, plan: int) -> int:
 # -- the device limits ---------------------------------------------------------------------------
 def test_device_gets_the_adapters_limits_not_webgpus_defaults():
     _init("metal")
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.backend()
     c = be.caps
     assert c.emulated and (c.buffer_slots, c.wgpu_storage_buffers) == (31, 31)
@@ -135,8 +135,8 @@ def test_sixty_ndarrays_share_the_arena():
 def _direct(n):
     """n ndarrays of 5 f32 bound directly, as an ndarray larger than an arena or an imported
     buffer is (not in an arena: a storage buffer each)."""
-    from spirad import state
-    from spirad.ndarray import Ndarray
+    from spirad.runtime import state
+    from spirad.data.ndarray import Ndarray
     be = state.backend()
     return [Ndarray._alias(be.allocate(20), sd.f32, (5,)) for _ in range(n)]
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from spirad import sizing_cache
-import spirad.state as sd_state
+from spirad.runtime import sizing_cache
+import spirad.runtime.state as sd_state
 from tests.support.archs import test_archs
 
 N = 2_000_000

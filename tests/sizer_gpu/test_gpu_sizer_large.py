@@ -11,7 +11,7 @@ import pytest
 import sizer as sz
 import spirad as sd
 from tests.sizer_gpu.util import device_sizer
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from spirad.backends.gpu_sizer import Leaf
 from tests.support.archs import test_archs
 
@@ -24,7 +24,7 @@ def _leaf(nd):
     (`gpu_sizer.runner.task_leaves`): an ndarray's storage (on the SPIR-V backends a slice of an
     arena, whose buffer may be replaced by a larger one as kernels and ndarrays are created: the
     slice is bound through its chunk at each launch), a field's root buffer at its offset."""
-    from spirad.ndarray import Ndarray
+    from spirad.data.ndarray import Ndarray
     if isinstance(nd, Ndarray):
         return Leaf(nd._storage(), nd.dtype, nd.full_shape)
     buf, off = sd_state.backend().storage_parts(nd._storage())

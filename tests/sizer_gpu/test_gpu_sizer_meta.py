@@ -8,8 +8,8 @@ result, and the gradients are right in every case."""
 import numpy as np
 
 import spirad as sd
-import spirad.state as sd_state
-from spirad import sizing_cache
+import spirad.runtime.state as sd_state
+from spirad.runtime import sizing_cache
 from tests.support.archs import test_archs
 
 N = 64

@@ -147,7 +147,7 @@ def test_layout_and_metadata_agree_with_compute_layout(arch):
     """The device layout step equals `sizer.compute_layout(...).metadata()`, and reports the
     same failures (a stride past 2**62 - 1; a word past 32 bits, which `meta_words` rejects)."""
     rng = random.Random(7)
-    import spirad.state as sd_state
+    import spirad.runtime.state as sd_state
     gs = device_sizer()
     for case in range(120):
         n = rng.randint(1, 6)

@@ -10,7 +10,7 @@ import numpy as np
 
 import sizer as sz
 import spirad as sd
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from spirad.backends.gpu_sizer import Leaf
 from tests.sizer_gpu.util import outcome, run_batch, device_sizer
 from tests.support.archs import test_archs

@@ -10,7 +10,7 @@ import numpy as np
 
 import sizer as sz
 import spirad as sd
-import spirad.state as sd_state
+import spirad.runtime.state as sd_state
 from sizer.expr import children, replace_children
 from spirad.backends.gpu_sizer import Leaf
 

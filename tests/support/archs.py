@@ -63,7 +63,7 @@ def arch_or_skip(arch: str):
 
 
 def has_capability(arch: str, cap: str) -> bool:
-    import spirad.state as st
+    import spirad.runtime.state as st
     be = st.backend()
     return bool(be.capabilities().get(cap, False))
 

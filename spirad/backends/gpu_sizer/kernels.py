@@ -37,7 +37,7 @@ class SizerKernels:
 
     def run(self, name: str, args: tuple, variant=None) -> None:
         """Launch kernel `name` of the sizer module with `args` (recorded, not waited for)."""
-        from ...launch import run_once
+        from ...runtime.launch import run_once
         c = self._compiled.get((name, variant))
         if c is None:
             if self._module is None:

@@ -1,6 +1,6 @@
 """The GPU sizer's glue: device buffers, kernel launches, rounds and the one read-back.
 
-`GpuSizer` is a backend's `gpu_sizer` hook (`BackendBase.gpu_sizer`): `spirad.sizing_cache`
+`GpuSizer` is a backend's `gpu_sizer` hook (`BackendBase.gpu_sizer`): `spirad.runtime.sizing_cache`
 calls `size(task_sizing, args)` on a cache miss of a task whose size expressions read device
 data. Per call:
 
@@ -41,6 +41,7 @@ import numpy as np
 import sizer as sz
 import sizer.device_format as F
 
+from ...runtime import state as _state
 from . import device_program as dp
 from . import reduce as R
 from .device_program import Leaf, Unsupported
@@ -112,9 +113,8 @@ class GpuSizer:
         the sizer writes is bound whole by the adjoint's launch (`SizedTask.device_meta`), and
         sizing never grows an arena (which would move the root buffers under the field leaves
         of the plan being built)."""
-        from ...ndarray import Ndarray
         n = max(int(n), 1)
-        return Ndarray._alias(self.be.allocate(n * dtype.nbytes), dtype, (n,))
+        return _state.ALIAS_ARRAY(self.be.allocate(n * dtype.nbytes), dtype, (n,))
 
     def scratch(self, name, dtype, n):
         """A shared scratch ndarray of at least `n` elements, grown by doubling."""
@@ -140,7 +140,6 @@ class GpuSizer:
 
     def _slot_views(self, storages) -> tuple:
         from kernel_ir import dtypes as T
-        from ...ndarray import Ndarray
         dummies = dict(zip(("i32", "f32", "f64"), self._dummy()))
         views = []
         for name, st in zip(dp.SLOT_DTYPES, storages):
@@ -148,7 +147,7 @@ class GpuSizer:
                 views.append(dummies[name])
             else:
                 dtype = getattr(T, name)
-                views.append(Ndarray._alias(st, dtype, (max(st.nbytes // dtype.nbytes, 1),)))
+                views.append(_state.ALIAS_ARRAY(st, dtype, (max(st.nbytes // dtype.nbytes, 1),)))
         return tuple(views)
 
     # -- plan ----------------------------------------------------------------------------------
@@ -253,7 +252,6 @@ class GpuSizer:
         """`exprs` with every MaxOverRange that `reduce.find` accepts replaced by its value, from
         one batch of device min/max reductions and one sync; `exprs` itself when there is none."""
         from kernel_ir import dtypes as T
-        from ...ndarray import Ndarray
         folded, found = R.find(exprs, leaves, scalars, shapes)
         if not found:
             return exprs
@@ -269,8 +267,8 @@ class GpuSizer:
             dummy_i, dummy_f, dummy_d = self._dummy()
             for s, (red, lf, dt) in enumerate(reds):
                 dtype = {F.DT_F32: T.f32, F.DT_F64: T.f64}.get(dt, T.i32)
-                view = Ndarray._alias(lf.storage, dtype,
-                                      (max(lf.storage.nbytes // dtype.nbytes, 1),))
+                view = _state.ALIAS_ARRAY(lf.storage, dtype,
+                                          (max(lf.storage.nbytes // dtype.nbytes, 1),))
                 di = view if dtype is T.i32 else dummy_i
                 df = view if dt == F.DT_F32 else dummy_f
                 dd = view if dt == F.DT_F64 else dummy_d
@@ -289,11 +287,11 @@ class GpuSizer:
         self.reduced_nodes += sum(1 for a, b in zip(folded, out) if a != b)
         return out
 
-    # -- the hook `spirad.sizing_cache` calls ---------------------------------------------------
+    # -- the hook `spirad.runtime.sizing_cache` calls ---------------------------------------------------
     def size(self, ts, args):
         """The SizedTask of one task's stacks for this launch, evaluated by the GPU sizer kernel;
         None when the task's leaves are unsupported (the caller evaluates on the host)."""
-        from ...sizing_cache import SizedTask, check_metadata_words, host_sized
+        from ...runtime.sizing_cache import SizedTask, check_metadata_words, host_sized
         leaves, scalars, shapes = task_leaves(ts, args)
         exprs = self.reduce_ranges(list(ts.exprs), leaves, scalars, shapes)
         if exprs != list(ts.exprs) and not any(sz.has_device_leaves(e) for e in exprs):
@@ -338,8 +336,8 @@ class GpuSizer:
 
 def task_leaves(ts, args) -> tuple:
     """(leaves, scalars, shapes) of a TaskSizing at this launch."""
-    from ...state import current
-    from ...state import backend
+    from ...runtime.state import current
+    from ...runtime.state import backend
     lv = ts.leaves
     leaves = {}
     if lv.fields:

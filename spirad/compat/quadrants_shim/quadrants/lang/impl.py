@@ -1,1 +1,1 @@
-from spirad.program import Program as PyQuadrants, get_runtime  # noqa: F401
+from spirad.runtime.program_hooks import Program as PyQuadrants, get_runtime  # noqa: F401

@@ -27,9 +27,9 @@ import numpy as np
 
 from kernel_ir.errors import SpiradAutodiffError
 
-from . import state as _state
-from .tracebacks import api_class
-from .guard import PerThread
+from ..runtime import state as _state
+from ..tracebacks import api_class
+from ..runtime.guard import PerThread
 
 
 _ACTIVE = PerThread()
@@ -119,7 +119,7 @@ class Tape:
     def zero(self):
         """Zero the gradients of every field with one and of every ndarray a recorded launch
         took (Warp's `tape.zero()`)."""
-        from .ndarray import Ndarray
+        from ..data.ndarray import Ndarray
         for f in _state.current().fields:
             if f.needs_grad and f.shape is not None:
                 f.grad.fill(0)
@@ -160,8 +160,8 @@ class Tape:
 
 def _seed(target, g) -> None:
     """`target.grad` = `g` (a number, array, tensor, field or ndarray), for `Tape.backward`."""
-    from .field import Field
-    from .ndarray import Ndarray
+    from ..data.field import Field
+    from ..data.ndarray import Ndarray
     if not isinstance(target, (Field, Ndarray)):
         raise SpiradAutodiffError(f"Tape.backward(grads=...): the keys are the fields / ndarrays "
                                   f"whose gradients to seed, got {type(target).__name__}")

@@ -1,5 +1,5 @@
-"""Host-side methods Quadrants gives every tensor (spirad.tensor), mixed into fields and
-ndarrays (`field._HostArray`). Kept apart from spirad.tensor, which imports the field module."""
+"""Host-side methods Quadrants gives every tensor (spirad.data.tensor), mixed into fields and
+ndarrays (`field._HostArray`). Kept apart from spirad.data.tensor, which imports the field module."""
 from __future__ import annotations
 
 import numpy as np
@@ -29,13 +29,13 @@ class TensorSurface:
         """The live host memory as numpy (zero-copy), or None where there is none: device
         memory, or u1 elements (stored as 4-byte 0/1 words, which no bool view can alias;
         `words_for_bools`: those words, as int32)."""
-        from . import state as _state
+        from ..runtime import state as _state
         from kernel_ir import dtypes as T
         if (self.dtype == T.u1 and not words_for_bools) or \
                 _state.backend().host_storage(self._storage()) is None:
             return None
-        from .program import materialize_if_needed
-        materialize_if_needed()  # exported memory: deferred fills first (spirad.program)
+        from ..runtime.program_hooks import materialize_if_needed
+        materialize_if_needed()  # exported memory: deferred fills first (spirad.runtime.program_hooks)
         view = self._view()
         return view.view(np.int32) if self.dtype == T.u1 else view
 

@@ -12,14 +12,14 @@ import numpy as np
 from kernel_ir.errors import SpiradDataAccessError
 from kernel_ir.nodes import GlobalRef
 
-from . import state as _state
+from ..runtime import state as _state
 
 MAX_SLOTS = 1024
 
 
 class Validation:
     def __init__(self):
-        from .field import internal_field
+        from ..data.field import internal_field
         from kernel_ir import dtypes as T
         self.violations = internal_field(T.i32, (MAX_SLOTS,), "validation.violations")
         self.violations.fill(0)
@@ -31,7 +31,7 @@ class Validation:
 
     def checkbit_of(self, ref: GlobalRef):
         """(checkbit ref, slot) for a differentiated user field's ref, else None."""
-        from .field import internal_field
+        from ..data.field import internal_field
         from kernel_ir import dtypes as T
         f = _state.current().field_map().get(ref.key)
         if f is None or f._primal is not None or not f.needs_grad or ref.grad:

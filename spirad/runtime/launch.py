@@ -27,9 +27,10 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
 from . import guard as _guard
-from . import logs as _log
-from . import printing, sizing_cache
-from . import profiler as _profiler
+from . import logger as _log
+from .. import printing
+from . import sizing_cache
+from .. import profiler as _profiler
 from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
@@ -54,7 +55,7 @@ class Compiled:
     validation: "Compiled" = None  # forward programs: the Tape(validation=True) instrumented one
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
-    cache_key: str = None   # its offline-cache key (spirad.offline_cache), None: not cached
+    cache_key: str = None   # its offline-cache key (spirad.compile.offline_cache), None: not cached
     reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
     checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
                                  # every S trips (None: nothing to checkpoint), see `_budgeted`
@@ -240,10 +241,10 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
 def measure(counting: sizing_cache.Counting, args) -> tuple:
     """Run an adjoint's counting pass (passes/autodiff/counting.py) with the launch's arguments:
     the counts, one per counter (a few words read back)."""
-    from kernel_ir import dtypes as T
-    from .ndarray import ndarray
-    if counting.counts is None:
-        counting.counts = ndarray(T.i32, (counting.n,))
+    if counting.counts is None:  # an ndarray the backend allocates (spirad.runtime.state)
+        with _guard.LOCK:
+            storage = _state.backend().allocate_ndarray(counting.n * T.i32.nbytes)
+        counting.counts = _state.ALIAS_ARRAY(storage, T.i32, (counting.n,))
     counting.counts.fill(0)
     run_once(counting.compiled, tuple(args) + (counting.counts,))
     return tuple(int(v) for v in counting.counts.to_numpy())
@@ -257,7 +258,7 @@ def run_once(c: Compiled, args):
 def run(p: LaunchPlan):
     """Launch `p`: size the adstacks (cached) if the program has any, launch, bump the write
     generations of everything the program may write; returns the kernel's return value (None
-    without a return type). Holds the process lock with interrupts deferred (`spirad.guard`);
+    without a return type). Holds the process lock with interrupts deferred (`spirad.runtime.guard`);
     the generations are bumped even when the launch fails or stops part way."""
     with _guard.launching():
         try:
@@ -378,7 +379,7 @@ def _budgeted(p: LaunchPlan, sized, be):
 
 
 def _log_sizing(name, sized, seconds) -> None:
-    """The DEBUG line of a launch whose adstack sizes changed (`spirad.logs`)."""
+    """The DEBUG line of a launch whose adstack sizes changed (`spirad.runtime.logger`)."""
     parts = [f"task {k}: capacities {list(s.caps)}, strides {s.layout.stride_float} B float / "
              f"{s.layout.stride_int} B int" for k, s in enumerate(sized) if s is not None]
     _log.logger.debug("sized the adstacks of %s in %s: %s", name, _log.ms(seconds),

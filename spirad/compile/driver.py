@@ -14,7 +14,7 @@ native lowering become IR ops) and `demote_atomics`; autodiff sees the task
 list before them, and the offline cache stores both.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
-stage. Each of the three first asks the offline cache (`spirad.offline_cache`): a hit gives the
+stage. Each of the three first asks the offline cache (`spirad.compile.offline_cache`): a hit gives the
 task lists and the backend's compiled form, and only the launch data is rebuilt (`_program`). The backend that compiles is the current state's (`spirad.backends` loads it by name).
 """
 from __future__ import annotations
@@ -30,21 +30,21 @@ from kernel_ir.ops import Op
 from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
-from . import state as _state
-from .backends.range_bounds import device_bounds
-from .launch import DEVICE_BOUNDS, Compiled
-from .passes.dce import dce_kernel, dce_tasks
-from .passes.expand_math import expand_math
-from .passes.forward_stores import forward_stores
-from .passes.inline import inline_calls
-from .passes.lower_print import lower_prints
-from .passes.offload import offload
-from .passes.demote_atomics import demote_atomics
-from .passes.deterministic import serialise
-from .passes.promote_accumulators import promote_accumulators
-from .passes.simplify import simplify_kernel, simplify_tasks
-from .logs import logger, ms
-from .sizing_cache import ProgramSizing
+from ..runtime import state as _state
+from ..backends.range_bounds import device_bounds
+from ..runtime.launch import DEVICE_BOUNDS, Compiled
+from ..passes.dce import dce_kernel, dce_tasks
+from ..passes.expand_math import expand_math
+from ..passes.forward_stores import forward_stores
+from ..passes.inline import inline_calls
+from ..passes.lower_print import lower_prints
+from ..passes.offload import offload
+from ..passes.demote_atomics import demote_atomics
+from ..passes.deterministic import serialise
+from ..passes.promote_accumulators import promote_accumulators
+from ..passes.simplify import simplify_kernel, simplify_tasks
+from ..runtime.logger import logger, ms
+from ..runtime.sizing_cache import ProgramSizing
 
 KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
                  ("simplify", simplify_kernel), ("dce", dce_kernel))
@@ -107,7 +107,7 @@ _saved = False   # the last `_stored` call wrote the offline cache
 
 def _logged(kind: str):
     """Log each compile (INFO): the program, whether it was compiled or loaded from the
-    offline cache, and the time it took (`spirad.logs`)."""
+    offline cache, and the time it took (`spirad.runtime.logger`)."""
     def deco(fn):
         @functools.wraps(fn)
         def compile_logged(*args, **kwargs):
@@ -145,7 +145,7 @@ def _compile_forward(kernel, specs, state) -> Compiled:
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
-        from .frontend.transformer import compile_kernel
+        from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
         tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
         c = _stored(key, _program(tl, state, None, templates, returns))
@@ -182,7 +182,7 @@ def _checkpointed_factory(fwd: Compiled, args, state):
 
 
 def _compile_checkpointed(fwd: Compiled, args, state, every: int):
-    from .passes.autodiff.pipeline import reverse_mode
+    from ..passes.autodiff.pipeline import reverse_mode
     opts = state.options
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
                                    verify=debug_enabled(state),
@@ -210,7 +210,7 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
         if not measures or counting is not None:  # else compile both again
             c.sizing = ProgramSizing.of(c.tl, cache, counting)
             return c
-    from .passes.autodiff.pipeline import reverse_mode
+    from ..passes.autodiff.pipeline import reverse_mode
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
                                    opts.get("default_ad_stack_size"), opts.get("ad_stack_size"),
                                    verify=debug_enabled(state),
@@ -237,7 +237,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
     if c is not None:
         return c
-    from .passes.forward_mode import forward_mode
+    from ..passes.forward_mode import forward_mode
     verify = debug_enabled(state)
     tl = forward_mode(fwd.tl, dual_of_factory(args, state))
     if verify:
@@ -250,8 +250,8 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
 
 def compile_validation(fwd: Compiled, state) -> Compiled:
     """The forward program instrumented for `Tape(validation=True)` (passes/validation)."""
-    from .passes.validation import instrument
-    from .tape_validation import current
+    from ..passes.validation import instrument
+    from ..ad.tape_validation import current
     v = current()
     tl = instrument(fwd.tl, v.checkbit_of, v.violations.ref())
     if debug_enabled(state):
@@ -407,5 +407,5 @@ def _host_fn(expr):
 
 
 def debug_enabled(state) -> bool:
-    from . import options
+    from .. import options
     return state.debug or options.get("SPIRAD_VERIFY")

@@ -24,7 +24,7 @@ TOLERANCE = 0.01
 
 class GradChecker:
     def __init__(self, loss, to_check):
-        from . import state as _state
+        from ..runtime import state as _state
         if not isinstance(to_check, (list, tuple)):
             raise SpiradTypeError("grad_check must be a list of the fields whose gradients to check")
         for x in to_check:
@@ -34,7 +34,7 @@ class GradChecker:
         if loss is None:
             raise SpiradTypeError("grad_check needs the Tape's loss")
         self.loss, self.to_check = loss, list(to_check)
-        from .ndarray import Ndarray
+        from ..data.ndarray import Ndarray
         self.fields = [f for f in _state.current().fields if f.shape is not None]
         self.fields += [x for x in self.to_check if isinstance(x, Ndarray)]
         self.backup = [f.to_numpy() for f in self.fields]

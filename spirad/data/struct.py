@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kernel_ir.errors import SpiradTypeError
 
-from .tracebacks import api_class
+from ..tracebacks import api_class
 
 
 class StructType:
@@ -189,6 +189,6 @@ def dataclass(cls) -> StructType:
     return StructType(ann, cls.__name__)
 
 
-from . import types as _types  # noqa: E402 - install the constructor behind sd.types.struct
+from .. import types as _types  # noqa: E402 - install the constructor behind sd.types.struct
 
 _types._makers_struct[0] = StructType

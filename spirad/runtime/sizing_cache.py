@@ -64,7 +64,7 @@ def debug_enabled() -> bool:
 
 def refresh_debug_flag():
     """Re-read SPIRAD_DEBUG_ADSTACK (called by `init`)."""
-    from . import options
+    from .. import options
     _DEBUG[0] = options.get("SPIRAD_DEBUG_ADSTACK")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 
-from .types import MatrixType, VectorType
+from ..types import MatrixType, VectorType
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,7 +47,7 @@ def return_spec(kernel, state):
     ann = kernel._resolve_annotation(ann)
     if ann is None:
         return None
-    from .field import internal_field
+    from ..data.field import internal_field
     is_tuple = isinstance(ann, tuple) or typing.get_origin(ann) is tuple
     items = (ann if isinstance(ann, tuple) else typing.get_args(ann)) if is_tuple else (ann,)
     name = kernel.fn.__name__

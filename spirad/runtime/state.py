@@ -23,7 +23,7 @@ class State:
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)
-    materialized: bool = False  # no field declared since the last materialize hook (spirad.program)
+    materialized: bool = False  # no field declared since the last materialize hook (spirad.runtime.program_hooks)
     layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
     asserts: object = None     # asserts.AssertState, made by the first assert compiled in debug
     validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)
@@ -57,6 +57,15 @@ state = State(epoch=next(_epoch))
 
 
 RESET_HOOKS: list = []  # called when the state is dropped (modules that keep per-state work)
+
+# What the runtime needs from the layers above it, set by them at import (the runtime imports
+# neither: architecture §1). `spirad/__init__.py` sets LOAD_BACKEND (`backends.load_backend`:
+# (arch, State) -> the backend); `spirad.data.ndarray` sets ALIAS_ARRAY (`Ndarray._alias`:
+# (storage, dtype, shape) -> an ndarray over backend memory), the type of the internal buffers
+# a launch binds like an ndarray argument (the counting pass's counters, the GPU sizer's
+# scratch), which are allocated by the backend.
+LOAD_BACKEND = None
+ALIAS_ARRAY = None
 kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
 
 
@@ -67,7 +76,7 @@ def reset(**kw) -> State:
     and its backend closed."""
     global state
     old = state
-    for hook in RESET_HOOKS:  # spirad.program's `clear` moment
+    for hook in RESET_HOOKS:  # spirad.runtime.program_hooks's `clear` moment
         hook()
     pending = None
     if old.backend is not None:
@@ -95,7 +104,7 @@ def _flush_prints(st: State) -> None:
     """Print what `st`'s kernels printed (before a new init(), and at exit); a kernel error
     pending there is not raised again here."""
     if st.prints is not None and st.prints.dirty and st.backend is not None:
-        from .printing import flush
+        from ..printing import flush
         try:
             flush(st)
         except Exception:  # noqa: BLE001 - the error was (or will be) reported by its sync
@@ -119,6 +128,5 @@ def backend():
         with LOCK:
             if s.backend is None:
                 install()
-                from .backends import load_backend
-                s.backend = load_backend(s.arch, s)
+                s.backend = LOAD_BACKEND(s.arch, s)
     return s.backend

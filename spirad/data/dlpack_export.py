@@ -13,7 +13,7 @@ import numpy as np
 
 from llvm_codegen.device_runtime import dlpack as DL
 
-from .. import state as _state
+from ..runtime import state as _state
 
 DL_TO_NP = {(DL.FLOAT, 32): np.float32, (DL.FLOAT, 64): np.float64, (DL.INT, 32): np.int32,
             (DL.INT, 64): np.int64, (DL.UINT, 32): np.uint32, (DL.INT, 8): np.int8,

@@ -52,7 +52,7 @@ import pickle
 import stat
 import tempfile
 
-from ._version import __version__ as VERSION  # noqa: E402 - spirad's version
+from .._version import __version__ as VERSION  # noqa: E402 - spirad's version
 FORMAT = 2
 MAGIC = b"SPIRAD-OFFLINE-CACHE-%d\n" % FORMAT
 _DIGEST = 32
@@ -68,9 +68,9 @@ def cache_dir(state=None) -> str:
     """The cache directory: `init(offline_cache_file_path=)`, $SPIRAD_CACHE_DIR, else the
     user's cache directory."""
     if state is None:
-        from .state import current
+        from ..runtime.state import current
         state = current()
-    from . import options
+    from .. import options
     d = state.options.get("offline_cache_file_path") or options.get("SPIRAD_CACHE_DIR")
     if d:
         return os.fspath(d)
@@ -80,18 +80,18 @@ def cache_dir(state=None) -> str:
 
 def enabled(state) -> bool:
     """On unless `init(offline_cache=False)` or SPIRAD_OFFLINE_CACHE=0."""
-    from . import options
+    from .. import options
     return bool(state.options.get("offline_cache", True)) and options.get("SPIRAD_OFFLINE_CACHE")
 
 
 def max_bytes(state=None) -> int:
     """The size cap: `init(offline_cache_max_size_of_files=)`, $SPIRAD_CACHE_MAX_SIZE, 1 GiB."""
     if state is None:
-        from .state import current
+        from ..runtime.state import current
         state = current()
     v = state.options.get("offline_cache_max_size_of_files")
     if v is None:
-        from . import options
+        from .. import options
         v = options.get("SPIRAD_CACHE_MAX_SIZE")
     if v is None or v == "":
         return DEFAULT_MAX_BYTES
@@ -111,7 +111,7 @@ def build_id() -> str:
     """spirad's version and a digest of its source files' sizes and modification times."""
     global _build
     if _build is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         h = hashlib.sha256(VERSION.encode())
         for pkg in _PACKAGES:
             stack = [os.path.join(root, pkg)]
@@ -129,7 +129,7 @@ def build_id() -> str:
 
 def _options(state) -> tuple:
     """The state that changes generated code."""
-    from . import options
+    from .. import options
     o = state.options
     return (state.default_fp.name, state.default_ip.name, bool(state.debug),
             options.get("SPIRAD_VERIFY"),
@@ -159,7 +159,7 @@ def forward_key(kernel, specs, state) -> CacheKey | None:
     """The key of `kernel`'s forward program for signature `specs`, or None (not cached)."""
     if not enabled(state):
         return None
-    from .frontend.deps import describe
+    from ..frontend.deps import describe
     described = describe(kernel, [sp[1] for sp in specs if sp[0] == "template"], state,
                          [sp[1] for sp in specs if sp[0] == "struct"])
     if described is None:
@@ -170,7 +170,7 @@ def forward_key(kernel, specs, state) -> CacheKey | None:
     sig = tuple(("template",) if sp[0] == "template" else ("struct", sp[2]) if sp[0] == "struct"
                 else sp for sp in specs)
     sig = tuple(tuple(x.name if hasattr(x, "is_float") else x for x in sp) for sp in sig)
-    from .state import backend
+    from ..runtime.state import backend
     be = backend()
     return _key(_digest(("forward", FORMAT, build_id(), state.arch, be.cache_features(),
                          _options(state), sig, deps)), fields)

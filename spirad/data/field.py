@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from . import guard as _guard
-from . import state as _state
+from ..runtime import guard as _guard
+from ..runtime import state as _state
 from kernel_ir.errors import SpiradIndexError, SpiradSyntaxError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
 from .tensor_surface import TensorSurface
-from .tracebacks import api, api_class
-from .types import MatrixType, VectorType
+from ..tracebacks import api, api_class
+from ..types import MatrixType, VectorType
 
 
 def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
@@ -75,7 +75,7 @@ def normalize_shape(shape) -> tuple:
     return shape
 
 
-HOST_ELEMENT = [None]  # spirad.matrix.host_element (set there: matrix imports this module)
+HOST_ELEMENT = [None]  # spirad.data.matrix.host_element (set there: matrix imports this module)
 
 
 _NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
@@ -90,7 +90,7 @@ def creation_name() -> str | None:
     innermost frame outside spirad): the source text before the call's column must be one
     assignment target. Python 3.11+ knows the column of the running call; older versions give
     no name."""
-    from .tracebacks import internal_file
+    from ..tracebacks import internal_file
     import sys
     f = sys._getframe(1)
     while f is not None and internal_file(f.f_code.co_filename):
@@ -115,7 +115,7 @@ def creation_name() -> str | None:
 @api_class
 class _HostArray(TensorSurface):
     """Shared host-side behaviour of fields and ndarrays: to/from numpy, fill, element access
-    (and Quadrants' tensor methods: spirad.tensor_surface.TensorSurface)."""
+    (and Quadrants' tensor methods: spirad.data.tensor_surface.TensorSurface)."""
 
     dtype: T.DType
     comp_shape: tuple
@@ -150,10 +150,10 @@ class _HostArray(TensorSurface):
             be.sync()
         st = _state.current()
         if st.prints is not None and st.prints.dirty:  # a host read is a sync point: print
-            from .printing import flush
+            from ..printing import flush
             flush(st)
         if st.asserts is not None:  # a host read is a sync point: report failed asserts
-            from .asserts import check
+            from ..runtime.asserts import check
             check(st)
         return be
 
@@ -362,7 +362,7 @@ class Field(_HostArray):
         self._dual_pending = None  # float field: its not-yet-enabled `.dual` (see `dual`)
         self._dual_of = None       # a dual field (enabled or not): the field it belongs to
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
-        self._tree = None  # the FieldsBuilder tree it is placed in (spirad.fields_builder)
+        self._tree = None  # the FieldsBuilder tree it is placed in (spirad.data.fields_builder)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -374,7 +374,7 @@ class Field(_HostArray):
                 raise SpiradTypeError(f"needs_dual=True requires a float dtype, got {self.dtype}")
             self._add_dual()
         st.fields.append(self)
-        st.materialized = False  # the materialize hook runs before the next launch (spirad.program)
+        st.materialized = False  # the materialize hook runs before the next launch (spirad.runtime.program_hooks)
 
     @property
     def grad(self):
@@ -524,7 +524,7 @@ def internal_field(dtype, shape, name) -> Field:
 
 
 def _comp_type(f):
-    from .types import MatrixType, VectorType
+    from ..types import MatrixType, VectorType
     cs = f.comp_shape
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 

@@ -26,7 +26,7 @@ def grad_replaced(fn):
     """Record calls of `fn` on the active Tape as one step whose adjoint is `fn.grad`."""
     if not callable(fn):
         raise SpiradTypeError(f"grad_replaced expects a function, got {type(fn).__name__}")
-    from .func import PyFunction
+    from ..func import PyFunction
     if isinstance(fn, PyFunction):
         raise SpiradTypeError("grad_replaced decorates a Python-scope function that calls "
                               "kernels, not an @sd.kernel / @sd.func")
@@ -64,7 +64,7 @@ def no_grad(fn):
 
 def clear_all_gradients():
     """Zero the gradient of every field (Taichi's `ti.ad.clear_all_gradients()`)."""
-    from . import state as _state
+    from ..runtime import state as _state
     for f in _state.current().fields:
         if f.needs_grad and f.shape is not None:
             f.grad.fill(0)
@@ -73,7 +73,7 @@ def clear_all_gradients():
 def grad_for(primal):
     """Register the decorated function as the gradient of the `grad_replaced` function `primal`."""
     if not getattr(primal, "_spirad_grad_replaced", False):
-        from .func import PyFunction
+        from ..func import PyFunction
         what = "a kernel" if isinstance(primal, PyFunction) else type(primal).__name__
         raise SpiradTypeError(f"grad_for(primal): primal must be a function decorated with "
                               f"@sd.ad.grad_replaced, got {what}")

@@ -9,7 +9,7 @@ A taped simulation keeps every step's state (DiffTaichi indexes it by time step:
 memory grows with the horizon. Here the state lives in fields / ndarrays of one step's size,
 updated in place by `step(t)` (a Python function that launches kernels); `checkpointed` runs the
 `n` steps and keeps at most `k` copies of the state (revolve's binomial schedule,
-`spirad.revolve`). When the Tape's backward pass reaches it, each step is reversed in turn: the
+`spirad.ad.revolve`). When the Tape's backward pass reaches it, each step is reversed in turn: the
 state before it is recomputed from the nearest snapshot, the step runs again recorded, and its
 kernels' adjoints run in reverse order.
 
@@ -59,14 +59,14 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
 from kernel_ir.source import user_error
 
-from . import guard as _guard
+from ..runtime import guard as _guard
 from . import revolve
-from . import state as _state
+from ..runtime import state as _state
 from .custom_grad import _Replaced
-from .field import Field
-from .ndarray import Ndarray
+from ..data.field import Field
+from ..data.ndarray import Ndarray
 from .tape import _ACTIVE, Tape
-from .types import ndarray as _nd_arg
+from ..types import ndarray as _nd_arg
 
 
 @dataclass
@@ -99,7 +99,7 @@ def checkpointed(step, state, steps, snapshots):
         raise SpiradAutodiffError("sd.ad.checkpointed cannot be nested: a step of a checkpointed "
                                   "region called checkpointed() again; run the inner steps "
                                   "directly in the step")
-    with _guard.LOCK:  # one region at a time per process (spirad.guard)
+    with _guard.LOCK:  # one region at a time per process (spirad.runtime.guard)
         region = Checkpointed(step, state, steps, snapshots)
         if tape is not None and not tape.suspended and not tape.replaying:
             tape.record(region, ())
@@ -132,7 +132,7 @@ class Checkpointed:
             a._check_live()
         if len({id(a) for a in state}) != len(state):
             raise SpiradValueError("checkpointed: an array is listed twice in state")
-        from .frontend.rng import counter_field
+        from ..frontend.rng import counter_field
         self.step = step
         self.n, self.k = int(steps), int(snapshots)
         self.epoch = st.epoch
@@ -479,7 +479,7 @@ _COPY = []
 def _copy_kernel():
     """The word-copy kernel (made on first use; compiled once per init and backend)."""
     if not _COPY:
-        from .kernel import kernel
+        from ..kernel import kernel
         _COPY.append(kernel(_copy_words))
     return _COPY[0]
 
@@ -497,7 +497,7 @@ def _active(tape):
 
 def _takes_index(step) -> bool:
     """Does `step` take the step index (one positional argument) or nothing?"""
-    from .kernel import BoundKernel, Kernel
+    from ..kernel import BoundKernel, Kernel
     if isinstance(step, Kernel):
         return len(step._annotations()) == 1
     if isinstance(step, BoundKernel):  # obj.kernel: `self` comes first

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import guard as _guard
-from . import state as _state
+from ..runtime import guard as _guard
+from ..runtime import state as _state
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
-from .tracebacks import api, api_class
+from ..tracebacks import api, api_class
 
 
 def _check_f64(dtype, what: str = "sd.ndarray") -> None:
@@ -91,28 +91,31 @@ class Ndarray(_HostArray):
     def _storage(self):
         return self._buf
 
-    # -- DLPack and __cuda_array_interface__ (spirad.interop.dlpack_export) -----------------------
+    # -- DLPack and __cuda_array_interface__ (spirad.data.dlpack_export) -----------------------
     # host-memory backends: the live memory (CPU) or a host copy (Vulkan, Metal); CUDA / AMDGPU:
     # the device memory itself, ordered after the work launched so far
     @_guard.locked
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self._check_live()
-        from .interop.dlpack_export import export_dlpack
+        from .dlpack_export import export_dlpack
         return export_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
-        from .interop.dlpack_export import dlpack_device
+        from .dlpack_export import dlpack_device
         return dlpack_device(self)
 
     @property
     @_guard.locked
     def __cuda_array_interface__(self):
         self._check_live()
-        from .interop.dlpack_export import cuda_array_interface
+        from .dlpack_export import cuda_array_interface
         return cuda_array_interface(self)
 
     def __repr__(self):
         return f"<spirad ndarray {self.dtype} shape={self.shape}>"
+
+
+_state.ALIAS_ARRAY = Ndarray._alias  # the runtime's internal buffers (spirad.runtime.state)
 
 
 @api

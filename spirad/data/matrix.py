@@ -15,8 +15,8 @@ from kernel_ir.errors import SpiradTypeError
 
 from .field import HOST_ELEMENT, Field
 from .ndarray import Ndarray
-from .tracebacks import api_class
-from .types import MatrixType, VectorType, _CompoundType
+from ..tracebacks import api_class
+from ..types import MatrixType, VectorType, _CompoundType
 
 _SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")  # Taichi's component names
 
@@ -262,7 +262,7 @@ class Vector(_Methods):
 
     @staticmethod
     def tensor(n, dtype, shape, **kwargs):
-        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.tensor)."""
+        """Quadrants' `qd.Vector.tensor(n, dtype, shape, backend=...)` (spirad.data.tensor)."""
         from .tensor import vector_tensor
         return vector_tensor(n, dtype, shape, **kwargs)
 
@@ -310,7 +310,7 @@ class Matrix(_Methods):
 
     @staticmethod
     def tensor(n, m, dtype, shape, **kwargs):
-        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.tensor)."""
+        """Quadrants' `qd.Matrix.tensor(n, m, dtype, shape, backend=...)` (spirad.data.tensor)."""
         from .tensor import matrix_tensor
         return matrix_tensor(n, m, dtype, shape, **kwargs)
 

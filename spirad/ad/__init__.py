@@ -1,5 +1,5 @@
 """`sd.ad`: the autodiff API namespace (Taichi's `ti.ad`)."""
-from .checkpoint import CheckpointStats, checkpointed
+from .time_steps import CheckpointStats, checkpointed
 from .custom_grad import clear_all_gradients, grad_for, grad_replaced, no_grad
 from .fwd_mode import FwdMode
 from .tape import Tape

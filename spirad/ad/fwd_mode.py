@@ -19,9 +19,9 @@ import numpy as np
 
 from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError, SpiradValueError
 
-from . import state as _state
-from .tracebacks import api_class
-from .guard import PerThread
+from ..runtime import state as _state
+from ..tracebacks import api_class
+from ..runtime.guard import PerThread
 
 
 _ACTIVE = PerThread()
@@ -45,8 +45,8 @@ class FwdMode:
 
     def __enter__(self):
         """Clear the duals and seed `param.dual` with `seed`."""
-        from .field import Field
-        from .ndarray import Ndarray
+        from ..data.field import Field
+        from ..data.ndarray import Ndarray
         if FwdMode.active is not None:
             raise SpiradAutodiffError("ad.FwdMode cannot be nested")
         losses = [] if self.loss is None else (list(self.loss) if isinstance(self.loss, (list, tuple))

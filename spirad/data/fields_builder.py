@@ -32,10 +32,10 @@ import warnings
 
 from kernel_ir.errors import SpiradRuntimeError, SpiradTypeError
 
-from . import guard as _guard
-from . import state as _state
+from ..runtime import guard as _guard
+from ..runtime import state as _state
 from .field import Field, SNode
-from .tracebacks import api_class
+from ..tracebacks import api_class
 
 _tree_ids = itertools.count(1)  # tree 0 is the default root, as in Taichi
 

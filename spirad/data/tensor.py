@@ -85,12 +85,12 @@ def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=Fal
 
 
 def vector_tensor(n, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
-    from .types import VectorType
+    from ..types import VectorType
     return tensor(VectorType(n, dtype), shape, backend=backend, needs_grad=needs_grad, layout=layout)
 
 
 def matrix_tensor(n, m, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):
-    from .types import MatrixType
+    from ..types import MatrixType
     return tensor(MatrixType(n, m, dtype), shape, backend=backend, needs_grad=needs_grad,
                   layout=layout)
 
