@@ -7,13 +7,13 @@ push (after Genesis' examples/differentiable_push.py, without cameras and with a
 an MPM elastic box pushed by a rigid stick, the loss the squared distance of the box to a goal,
 gradients with respect to the stick's velocities and the box's initial position and velocity.
 
-rigid (Genesis' test_differentiable_rigid, one optimisation step, without its use_contact_island=False
-which 1.4.5 refuses: the rigid solver alone): a free
-box under gravity (0, 0, -1), no collision and no constraint, `horizon` steps of dt 1e-2, the loss
-the L1 distance of its final position and quaternion to a goal, gradients with respect to its
-initial position and quaternion (set through `set_pos` / `set_quat`). Its gradients are +-1 and 0
-(the box only falls); `--spin` also gives the box an initial velocity of all six dofs (a third
-leaf, set through `set_dofs_velocity`) and a tilted initial quaternion, so the final pose depends
+rigid (test_differentiable_rigid of Genesis' tests/test_grad.py, one optimisation step, without
+its use_contact_island=False, which 1.4.5 refuses): the rigid solver alone, a free box under
+gravity (0, 0, -1), no collision and no constraint, `horizon` steps of dt 1e-2, the loss the L1
+distance of its final position and quaternion to a goal, gradients with respect to its initial
+position and quaternion (set through `set_pos` / `set_quat`). Its gradients are +-1 and 0 (the
+box only falls); `--spin` also gives the box an initial velocity of all six dofs (a third leaf,
+set through `set_dofs_velocity`) and a tilted initial quaternion, so the final pose depends
 nonlinearly on the leaves: gradients through the solver's rotation integration.
 """
 from __future__ import annotations
