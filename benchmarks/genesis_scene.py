@@ -125,12 +125,26 @@ def build_scene(gs, qd, name):
     return scene, ent, lambda: _numpy(ent.get_particles_pos())
 
 
+def add_init_keywords(qd, pairs):
+    """Genesis unchanged: its `qd.init` call gets these KEY=JSON keywords on top of its own (e.g.
+    Quadrants' `fast_math=false`: Genesis passes `fast_math=not debug`)."""
+    if not pairs:
+        return
+    extra = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in pairs)}
+    init = qd.init
+
+    def init_with_extra(*args, **kwargs):
+        return init(*args, **{**kwargs, **extra})
+    qd.init = init_with_extra
+
+
 def run(a):
     import genesis as gs
     import quadrants as qd
     if "spirad" in str(getattr(qd, "__file__", "")):  # Quadrants' venv may not see spirad
         from target_info import print_target  # benchmarks/target_info.py
         print_target()
+    add_init_keywords(qd, a.qd_init)
     gs.init(backend=getattr(gs, a.backend), logging_level="warning", precision="32", seed=0,
             debug=a.debug)
     scene, ent, positions = build_scene(gs, qd, a.scene)
@@ -150,6 +164,7 @@ def run(a):
         if (k + 1) % a.record_every == 0 or k + 1 == a.steps:
             snaps[str(k + 1)] = positions().astype(np.float32).ravel().tolist()
     res = {"scene": a.scene, "n_envs": a.n_envs, "quadrants": getattr(qd, "__file__", "?"),
+           "qd_init": a.qd_init,
            "ndarray": bool(gs.use_ndarray), "build_s": build,
            "step_ms_mean": 1e3 * float(np.mean(steps[1:])),
            "step_ms_median": 1e3 * float(np.median(steps[1:])), "positions": snaps}
@@ -201,6 +216,9 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--debug", action="store_true", help="gs.init(debug=True): bounds checks "
                     "that name the source line (and Genesis' own checks)")
+    ap.add_argument("--qd-init", nargs="*", metavar="KEY=JSON", default=[],
+                    help="keywords added to Genesis' qd.init call, e.g. fast_math=false "
+                    "cpu_max_num_threads=1 (values in JSON)")
     ap.add_argument("--out")
     ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"))
     a = ap.parse_args()
