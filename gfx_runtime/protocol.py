@@ -77,7 +77,10 @@ class GfxRuntime:
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False, specialization=()):
+                 arguments: bool = False, specialization=(), emulator_bindings: int = 0):
+        """`emulator_bindings`: storage buffers among `num_bindings` that only an emulating
+        device needs (windows of its smaller bindings): counted against the device's limits,
+        not the emulated device's (the wgpu runtime's Metal buffer table)."""
         raise NotImplementedError
 
     def dispatch(self, pipeline, buffers, groups, push_constants: bytes = b"",

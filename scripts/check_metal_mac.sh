@@ -104,7 +104,11 @@ def wide(n):
     return mod.wide
 
 
-arrs = [sd.ndarray(sd.f32, 4) for _ in range(limit)]
+# ndarrays in arenas share one binding (docs/metal.md, "The binding model"): only ndarrays bound
+# directly (larger than an arena, or imported) take a storage buffer each, so the probe binds such
+from spirad.ndarray import Ndarray
+be = st.backend()
+arrs = [Ndarray._alias(be.allocate(16), sd.f32, (4,)) for _ in range(limit)]
 for a in arrs[1:]:
     a.fill(1.0)
 wide(limit - 1)(*arrs[:limit - 1])
@@ -119,3 +123,56 @@ except sd.SpiradError as e:
 print("check_metal_mac: OK")
 PY
 python3 "$probes/unknowns.py"
+
+# Issue #38's programs on the real GPU, where their inputs are given (each part skipped, saying so,
+# when not): DIFFTAICHI_EXAMPLES (taichi-dev/difftaichi's examples/), TAICHI_PYTHON (a Python with
+# taichi==1.7.4, whose Metal backend is the reference here), GENESIS_PYTHON (a Python with
+# genesis-world==1.4.5; Genesis on its CPU device, its kernels on spirad's Metal backend through
+# SPIRAD_QUADRANTS_ARCH). docs/metal.md has the rows these runs give emulated on Linux.
+out="$probes/runs"
+mkdir -p "$out"
+if [ -n "${DIFFTAICHI_EXAMPLES:-}" ] && [ -n "${TAICHI_PYTHON:-}" ]; then
+    # the 10 DiffTaichi programs (iterations as in the table of docs/coming_from_taichi.md)
+    python3 scripts/difftaichi_table.py --examples "$DIFFTAICHI_EXAMPLES" \
+        --taichi-python "$TAICHI_PYTHON" --archs metal --out "$out/difftaichi"
+    # Taichi's own autodiff examples: regression (its 1000 Tape iterations) and jacobian (the
+    # forward- and reverse-mode Jacobians compared element by element)
+    tx="$("$TAICHI_PYTHON" -c 'import os, taichi; print(os.path.join(os.path.dirname(taichi.__file__), "examples", "autodiff"))')"
+    python3 scripts/difftaichi_table.py --examples "$tx" --taichi-python "$TAICHI_PYTHON" \
+        --archs metal --programs regression --iters 1000 --out "$out/taichi_examples"
+    python3 scripts/difftaichi_run.py --impl spirad --arch metal --save jacobian_fwd,jacobian_rev \
+        --out "$out/jac_spirad.json" --workdir "$out/w_jac_spirad" "$tx/jacobian.py"
+    "$TAICHI_PYTHON" scripts/difftaichi_run.py --impl taichi --arch metal \
+        --save jacobian_fwd,jacobian_rev --out "$out/jac_taichi.json" --workdir "$out/w_jac_taichi" \
+        "$tx/jacobian.py"
+    python3 - "$out" <<'PY'
+import sys, numpy as np
+a, b = (np.load(f"{sys.argv[1]}/jac_{s}.npz") for s in ("spirad", "taichi"))
+for k in ("jacobian_fwd", "jacobian_rev"):
+    d = float(np.max(np.abs(a[k] - b[k])))
+    print(f"jacobian.py {k}: largest difference from Taichi {d:.2e}")
+    assert d <= 1e-5 * max(1.0, float(np.max(np.abs(b[k])))), k
+PY
+else
+    echo "DiffTaichi / Taichi examples skipped: set DIFFTAICHI_EXAMPLES and TAICHI_PYTHON"
+fi
+if [ -n "${GENESIS_PYTHON:-}" ]; then
+    # plane + box and plane + Franka, float32, fields and ndarrays, 50 steps: Metal vs CPU, 1e-4
+    for scene in box franka; do
+        for nd in 0 1; do
+            for arch in cpu metal; do
+                SPIRAD_QUADRANTS_ARCH=$arch GS_ENABLE_ZEROCOPY=0 GS_ENABLE_NDARRAY=$nd \
+                    PYTHONPATH="$PWD:$PWD/spirad/compat/quadrants_shim:$PWD/benchmarks" \
+                    "$GENESIS_PYTHON" benchmarks/genesis_scene.py $scene --steps 50 \
+                    --out "$out/genesis_${scene}_${nd}_$arch.json"
+            done
+            python3 benchmarks/genesis_scene.py --compare "$out/genesis_${scene}_${nd}_metal.json" \
+                "$out/genesis_${scene}_${nd}_cpu.json" | tee "$out/genesis_${scene}_${nd}.txt"
+            python3 -c "import json, sys; d = json.load(open(sys.argv[1])); \
+assert d['max_abs_diff'] <= 1e-4, d" "$out/genesis_${scene}_${nd}.txt"
+        done
+    done
+else
+    echo "Genesis skipped: set GENESIS_PYTHON"
+fi
+echo "check_metal_mac: issue #38 runs done"

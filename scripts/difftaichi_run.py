@@ -10,7 +10,8 @@ copied to `--workdir` (the outputs it writes land there). Both sides: `random` /
 `ti.GUI` and `cv2.imshow` / `imwrite` replaced by no-ops (equal work, no display needed). The
 optimisation is cut after `--iters` iterations: each `ti.ad.Tape` exit (each
 `ti.ad.clear_all_gradients` call after the first, for diffmpm3d) records the loss and the time
-since start. `--set-weights weights:0.01` (diffmpm3d) gives both sides the same initial weights. docs/coming_from_taichi.md has the table these runs gave."""
+since start. `--set-weights weights:0.01` (diffmpm3d) gives both sides the same initial weights; `--save` keeps
+arrays of a program that has no Tape (Taichi's `jacobian.py`: `--save jacobian_fwd,jacobian_rev`). docs/coming_from_taichi.md has the table these runs gave."""
 import argparse, json, os, random, runpy, sys, time, shutil
 
 p = argparse.ArgumentParser()
@@ -26,6 +27,8 @@ p.add_argument("--set-weights", default="",
                     "with seeded normal values x SCALE (the same on both sides: diffmpm3d draws its "
                     "weights with ti.randn, whose stream differs between Taichi and spirad)")
 p.add_argument("--threads", type=int, default=0, help="cpu_max_num_threads (0: the default)")
+p.add_argument("--save", default="", help="NAME[,...]: numpy arrays among the script's globals "
+               "saved to OUT.npz when it ends (programs without a Tape: Taichi's jacobian.py)")
 p.add_argument("script")
 p.add_argument("args", nargs=argparse.REMAINDER)
 ns = p.parse_args()
@@ -136,7 +139,9 @@ sys.path.insert(0, ns.workdir)
 sys.argv = [script] + ns.args
 status = "done"
 try:
-    runpy.run_path(os.path.join(ns.workdir, os.path.basename(script)), run_name="__main__")
+    g = runpy.run_path(os.path.join(ns.workdir, os.path.basename(script)), run_name="__main__")
+    if ns.save:
+        np.savez(ns.out[:-5] + ".npz", **{n: np.asarray(g[n]) for n in ns.save.split(",")})
 except Stop:
     status = "capped"
 except SystemExit as e:

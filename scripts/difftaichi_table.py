@@ -37,6 +37,9 @@ PROGRAMS = ["mass_spring", "mass_spring_simple", "rigid_body", "billiards", "ele
             "diffmpm", "diffmpm_simple", "diffmpm3d", "smoke_taichi", "wave"]
 ITERS = {"diffmpm3d": 2}  # its first iteration alone takes minutes
 ARGS = {"mass_spring": ["0", "train"], "rigid_body": ["0", "train"]}  # their command lines
+# harness options per program (difftaichi_run.py): diffmpm3d draws its weights with ti.randn,
+# whose stream differs between Taichi and spirad: both sides get the same seeded weights
+HARNESS = {"diffmpm3d": ["--set-weights", "weights:0.01"]}
 
 
 def run(impl, python, prog, arch, iters, args, out, timeout):
@@ -52,7 +55,8 @@ def run(impl, python, prog, arch, iters, args, out, timeout):
         shutil.rmtree(cache, ignore_errors=True)  # an empty offline cache: compile counted
         env["SPIRAD_CACHE_DIR"] = cache
     cmd = [python, os.path.join(here, "difftaichi_run.py"), "--impl", impl, "--arch", arch,
-           "--iters", str(iters), "--out", path, "--workdir", os.path.join(out, f"w_{prog}_{impl}"),
+           "--iters", str(iters), *HARNESS.get(prog, []), "--out", path,
+           "--workdir", os.path.join(out, f"w_{prog}_{impl}"),
            os.path.join(args.examples, prog + ".py")] + ARGS.get(prog, [])
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -112,6 +112,11 @@ SWITCHES = {s.name: s for s in (
            "path of the SPIRV-Tools shared library used for validation"),
     Switch("SPIRAD_METAL_EMULATE", "flag", False,
            "run `arch=metal` on any wgpu adapter with Apple-silicon limits ([metal.md](metal.md))"),
+    Switch("SPIRAD_QUADRANTS_ARCH", "choice", None,
+           "programs run through the `quadrants` module: the arch of every `qd.init`, whatever "
+           "the program asks for (as `run_as_taichi --arch`); Genesis initialised with `gs.cpu` "
+           "keeps its CPU device (torch CPU tensors) and runs its kernels on this arch "
+           "([metal.md](metal.md))", ("cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu")),
     # CUDA / AMDGPU
     Switch("SPIRAD_CUDA_EMULATE", "flag", False,
            "run `arch=cuda` on the CPU through its GPU lowering, device code still assembled "

@@ -229,12 +229,16 @@ class VulkanRuntime(GfxRuntime):
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False, specialization=()) -> Pipeline:
+                 arguments: bool = False, specialization=(),
+                 emulator_bindings: int = 0) -> Pipeline:
         """The compute pipeline for `spirv`, created once per key. `arguments`: binding 0 is
         an argument block that each dispatch gives as bytes (`arguments.py`).
         `specialization`: (SpecId, u32 value) pairs for the module's specialization constants
-        (part of the key)."""
+        (part of the key). `emulator_bindings`: none here (the Vulkan runtime emulates no
+        other device)."""
         self._check_open()
+        if emulator_bindings:
+            raise RuntimeError("the Vulkan runtime emulates no device: no emulator bindings")
         if uniform:
             raise GfxDeviceError("the Vulkan runtime binds storage buffers only (no uniform bindings)")
         arguments, specialization = bool(arguments), tuple(specialization)

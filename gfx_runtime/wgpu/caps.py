@@ -24,6 +24,9 @@ emulated on lavapipe also fits a real Mac:
   emulation keeps 256 MiB, the smallest buffer length Metal guarantees on any Apple GPU family,
   so that fields larger than that are bound through windows in CI too (lavapipe's own 128 MiB is
   lower still). A buffer may be larger (the adapter's max-buffer-size), bound through windows.
+  Where the adapter's bindings are smaller than the M1's (lavapipe), a field is cut into more
+  windows than an M1 would need: those extra bindings are the emulator's, not counted against
+  the M1's table (`emulated_max_binding`; they must still fit the adapter's own limits).
 
 The loop-iteration cap of llvmpipe still applies when wgpu runs on lavapipe (its Vulkan
 backend is underneath): `loop_iteration_cap` is then 65,535, as for the Vulkan runtime.
@@ -58,6 +61,10 @@ class WgpuCaps:
     has_f16: bool          # shader-f16: f16 arithmetic and f16 in storage buffers
     max_storage_buffer_range: int  # the largest storage binding
     max_buffer_size: int           # the largest buffer (bound through windows past the above)
+    # the largest binding of the device emulated (an M1's 256 MiB), above the adapter's own where
+    # that is smaller (lavapipe: 128 MiB); else max_storage_buffer_range. Windows cut at the
+    # adapter's limit are counted as the emulated device would bind them (backends/metal.py)
+    emulated_max_binding: int
     max_per_stage_storage_buffers: int  # storage buffers one spirad pipeline may bind
     wgpu_storage_buffers: int      # wgpu's max-storage-buffers-per-shader-stage of the device
     wgpu_uniform_buffers: int      # wgpu's max-uniform-buffers-per-shader-stage
@@ -127,6 +134,7 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         has_atomic_float32_add="shader-float32-atomic" in wanted, has_atomic_float64_add=False,
         has_f16="shader-f16" in wanted,
         max_storage_buffer_range=int(rng), max_buffer_size=int(lim["max-buffer-size"]),
+        emulated_max_binding=M1_MAX_BINDING if emulate else int(rng),
         max_per_stage_storage_buffers=int(spirad_storage), wgpu_storage_buffers=nsb,
         wgpu_uniform_buffers=nub, buffer_slots=slots,
         max_compute_work_group_count=(ng, ng, ng),

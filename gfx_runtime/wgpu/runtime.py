@@ -210,10 +210,15 @@ class WgpuRuntime(GfxRuntime):
                 for i in range(n)])
         return self._bgls[key]
 
-    def _check_buffer_counts(self, num_bindings: int, uniform: int, push_constant_bytes: int):
+    def _check_buffer_counts(self, num_bindings: int, uniform: int, push_constant_bytes: int,
+                             emulator_bindings: int = 0):
         """wgpu's per-stage storage / uniform buffer limits and, on Metal, the buffer argument
         table (`caps.pipeline_buffer_slots`: wgpu-hal would fail with an opaque out-of-memory
-        error), checked before wgpu sees the layout."""
+        error), checked before wgpu sees the layout; the table without `emulator_bindings`
+        (`pipeline`)."""
+        if emulator_bindings and self.caps.emulated_max_binding <= \
+                self.caps.max_storage_buffer_range:
+            raise RuntimeError("emulator bindings on a device that needs none")
         c, storage = self.caps, num_bindings - uniform
         if storage > c.wgpu_storage_buffers:
             raise GfxDeviceError(
@@ -224,7 +229,8 @@ class WgpuRuntime(GfxRuntime):
                 f"a pipeline with {uniform} uniform buffers exceeds the limit of "
                 f"{c.wgpu_uniform_buffers} per stage on {c.name}")
         if c.buffer_slots is not None:
-            n = pipeline_buffer_slots(num_bindings, uniform, push_constant_bytes)
+            n = pipeline_buffer_slots(num_bindings - emulator_bindings, uniform,
+                                      push_constant_bytes)
             if n > c.buffer_slots:
                 raise GfxDeviceError(
                     f"a pipeline with {storage} storage buffers takes {n} entries of Metal's "
@@ -235,12 +241,15 @@ class WgpuRuntime(GfxRuntime):
 
     def pipeline(self, spirv: bytes, num_bindings: int, push_constant_bytes: int = 0, key=None,
                  entry_point: str = "main", uniform=(), readonly=(), label: str = "",
-                 arguments: bool = False, specialization=()) -> Pipeline:
+                 arguments: bool = False, specialization=(),
+                 emulator_bindings: int = 0) -> Pipeline:
         """`uniform`: binding numbers that are uniform buffers; `readonly`: storage buffers the
         shader only reads (declared NonWritable; a buffer that is also a dispatch's indirect
         argument must be one); the rest are read-write storage buffers. `label` names the
         pipeline in errors (kernel and task). `arguments`: binding 0 is an argument block that
-        each dispatch gives as bytes (bound at a dynamic offset of the arena)."""
+        each dispatch gives as bytes (bound at a dynamic offset of the arena).
+        `emulator_bindings`: storage buffers an emulated Metal binds only for the emulating
+        adapter's smaller bindings (`caps.emulated_max_binding`): not in Metal's table."""
         self._check_open()
         if specialization:
             raise RuntimeError("the wgpu runtime takes no specialization constants (the Metal "
@@ -248,7 +257,8 @@ class WgpuRuntime(GfxRuntime):
         uniform, readonly, arguments = tuple(uniform), tuple(readonly), bool(arguments)
         if arguments and not num_bindings:
             raise ValueError("a pipeline with an argument block needs binding 0 for it")
-        self._check_buffer_counts(num_bindings, len(uniform), push_constant_bytes)
+        self._check_buffer_counts(num_bindings, len(uniform), push_constant_bytes,
+                                  emulator_bindings)
         if push_constant_bytes > self.caps.max_push_constants_size:
             raise GfxDeviceError(f"{push_constant_bytes} push-constant bytes exceed the limit of "
                                  f"{self.caps.max_push_constants_size} on {self.caps.name}")

@@ -154,23 +154,31 @@ class SpirvBackend(BackendBase):
         from . import small_types
         small_types.check(tl, self.spirv_caps, f"{self.name} ({self.caps.name})")
 
-    def _check_module(self, name: str, mod) -> None:
+    def _emulator_bindings(self, bmap) -> int:
+        """Storage buffers a task with buffer map `bmap` binds only because the device under an
+        emulation has smaller bindings than the device emulated (more windows per field):
+        counted against the device's own limits, not the emulated one's. None by default
+        (Metal emulated on lavapipe: `metal.py`)."""
+        return 0
+
+    def _check_module(self, name: str, mod, emulator: int = 0) -> None:
         """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when
-        validating."""
+        validating. `emulator`: `_emulator_bindings` of its task."""
         from spirv_codegen import validate
         if self.validate:
             validate(mod.words)
 
-    def _pipeline(self, mod, label: str = "", tail: bytes = b"", first_tail_word: int = 0):
+    def _pipeline(self, mod, label: str = "", tail: bytes = b"", first_tail_word: int = 0,
+                  emulator: int = 0):
         """`mod`'s pipeline; its specialization constants (root offsets: `mod.spec_words`) take
         their values from the program's argument tail, whose first word is argument word
-        `first_tail_word`."""
+        `first_tail_word`. `emulator`: `_emulator_bindings` of its task."""
         spec = tuple((w, *struct.unpack_from("<I", tail, 4 * (w - first_tail_word)))
                      for w in mod.spec_words)  # the tail's words: `buffers.offset_words`
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
                                 uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
                                 label=label, arguments=True,  # binding 0: the arguments
-                                specialization=spec)
+                                specialization=spec, emulator_bindings=emulator)
 
     # the binding limit, as the error names it
     LIMIT_NAME = "per shader stage"
@@ -312,8 +320,9 @@ class SpirvBackend(BackendBase):
                               device_ranges=on_device, bmap=maps, oob_check=self.oob_check)
         range_mods = {i: compile_range_args(tl, i, abi, self.spirv_caps, maps[i])
                       for i in sorted(on_device)}
-        for m in tasks + tuple(range_mods.values()):
-            self._check_module(tl.name, m)  # spirv-val, and the profile's own checks
+        for i, m in list(enumerate(tasks)) + list(range_mods.items()):
+            # spirv-val, and the profile's own checks
+            self._check_module(tl.name, m, self._emulator_bindings(maps[i]))
         return self._build(tl, abi, (tasks, range_mods, maps, where, key), placement)
 
     def _placement(self, tl, abi) -> dict:
@@ -366,7 +375,9 @@ class SpirvBackend(BackendBase):
         limit = self.caps.max_per_stage_storage_buffers
         for i, t in enumerate(tl.tasks):
             bmap = maps[i]
-            n = task_bindings(t, bmap, prof, i in on_device) - len(prof.uniform_bindings)
+            # as the device emulated would bind it (the emulator's extra windows: `_check_module`)
+            n = task_bindings(t, bmap, prof, i in on_device) - len(prof.uniform_bindings) - \
+                self._emulator_bindings(bmap)
             if n <= limit:
                 continue
             parts = ([] if prof.args_uniform else ["the argument buffer"]) + \
@@ -415,8 +426,9 @@ class SpirvBackend(BackendBase):
             # pipeline's specialization constants, `_pipeline`). The same inputs give
             # the same maps (the task list, ABI and profile are in the cache key): no walk here
             return self._compile(tl, abi, placement, key)
-        for m in tasks + tuple(range_mods.values()):
-            self._check_module(tl.name, m)  # a stored module meets this backend's profile too
+        for i, m in list(enumerate(tasks)) + list(range_mods.items()):
+            # a stored module meets this backend's profile too
+            self._check_module(tl.name, m, self._emulator_bindings(maps[i]))
         return self._build(tl, abi, blob, placement)
 
     def cache_features(self) -> tuple:
@@ -434,12 +446,13 @@ class SpirvBackend(BackendBase):
         tail = offset_words(maps[0], abi, {k: sl.offset for k, sl in placement.items()},
                             status.offset) if maps else b""
         first = abi.arg_buffer_size // 4  # the tail's first argument word (`buffers.root_map`)
-        pipes = [self._pipeline(t, label(t), tail, first) for t in tasks]
+        extra = [self._emulator_bindings(m) for m in maps]
+        pipes = [self._pipeline(t, label(t), tail, first, extra[i]) for i, t in enumerate(tasks)]
         ranges = [None] * len(tasks)
         for i, t in enumerate(tl.tasks):
             mod = range_mods.get(i)
             if mod is not None:
-                ranges[i] = ("device", self._pipeline(mod, label(mod), tail, first),
+                ranges[i] = ("device", self._pipeline(mod, label(mod), tail, first, extra[i]),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
             elif device_bounds(t):
                 ranges[i] = ("host", HostBounds(tl, t, abi))

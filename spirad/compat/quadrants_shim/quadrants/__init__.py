@@ -2,7 +2,13 @@
 
 Importing it also gives this process Quadrants' defaults where spirad refuses, for safety, a
 program Quadrants runs (`QUADRANTS_DEFAULTS`): such a kernel runs as in Quadrants, with a
-`SpiradWarning` naming the risk; an environment variable set by the user wins."""
+`SpiradWarning` naming the risk; an environment variable set by the user wins.
+
+`init` is spirad's, except that `SPIRAD_QUADRANTS_ARCH` (spirad.options), where set, replaces the
+arch the program asks for. Genesis derives its torch device from its backend (`gs.metal` needs
+torch's `mps`, which only a Mac has); with `gs.cpu` and `SPIRAD_QUADRANTS_ARCH=metal` Genesis keeps
+torch CPU tensors and its kernels run on spirad's Metal backend (docs/metal.md, "Genesis on
+Metal")."""
 import spirad as _spirad
 # every name spirad binds, as before spirad had an __all__ (Quadrants programs reach submodules
 # such as `qd.lang` / `qd.struct` that are not spirad's documented surface)
@@ -12,6 +18,14 @@ from spirad import (Backend, Field, Layout, MatrixTensor, Ndarray, Tensor, Vecto
 from spirad import __getattr__  # noqa: F401 (names spirad lacks say what to use)
 from spirad import options as _options
 from . import lang  # noqa: F401
+
+
+def init(arch=None, **kwargs):
+    """`spirad.init`, with the arch `SPIRAD_QUADRANTS_ARCH` names, where set, instead of `arch`
+    (read at each call, as `run_as_taichi --arch` forces every `ti.init`)."""
+    forced = _options.get("SPIRAD_QUADRANTS_ARCH")
+    return _spirad.init(getattr(_spirad, forced) if forced else arch, **kwargs)
+
 
 # spirad.options switch -> its value here: Quadrants' semantics where spirad's default differs
 # (Taichi's), and what Quadrants accepts that spirad refuses, run with a warning
