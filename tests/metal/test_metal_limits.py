@@ -180,7 +180,7 @@ def _fields_over_small_bindings(n: int):
     (lavapipe's 128 MiB against an M1's 256 MiB, at test scale): 3 windows each on the adapter,
     2 on the M1."""
     import dataclasses
-    import spirad.state as st
+    import spirad.runtime.state as st
     _init("metal")
     be = st.backend()
     be.roots.limit = 8192

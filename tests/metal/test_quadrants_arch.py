@@ -20,7 +20,7 @@ PROGRAM = textwrap.dedent('''
     import numpy as np
     import torch
     import quadrants as qd
-    import spirad.state
+    import spirad.runtime.state
 
     qd.init(arch=qd.cpu)
 
@@ -39,7 +39,7 @@ PROGRAM = textwrap.dedent('''
     k(x, n, out)
     out.grad.fill(1.0)
     k.grad(x, n, out)
-    print(json.dumps({"arch": spirad.state.backend().name, "out": out.to_numpy().tolist(),
+    print(json.dumps({"arch": spirad.runtime.state.backend().name, "out": out.to_numpy().tolist(),
                       "grad": x.grad.to_numpy().tolist()}))
 ''')
 
