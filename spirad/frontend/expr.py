@@ -137,6 +137,7 @@ class ExprVisitor:
         return build_boolop(self, node, _is_compile_time)
 
     def build_Compare(self, node):
+        self._identity_and_membership(node)
         left = self.build(node.left)
         result = None
         for op, comp in zip(node.ops, node.comparators):
@@ -160,6 +161,21 @@ class ExprVisitor:
                 result = self.ctx.b.binary(Op.AND, self.to_cond(result), self.to_cond(r))
             left = right
         return result
+
+    def _identity_and_membership(self, node):
+        """`is` / `in` outside `static(...)`: Taichi refuses them in kernels (they would compare
+        Python objects at compile time, never values); inside `static(...)` they are Python's."""
+        if self.ctx.static_depth:
+            return
+        for op in node.ops:
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                name = "is" if isinstance(op, ast.Is) else "is not"
+                raise self.ctx.error(SpiradSyntaxError, f'Operator "{name}" in Taichi scope is not '
+                                     f'supported: compare values with == / !=, or objects inside '
+                                     f'static(...)', node)
+            if isinstance(op, (ast.In, ast.NotIn)):
+                raise self.ctx.error(SpiradSyntaxError, f'"{type(op).__name__}" is only supported '
+                                     f'inside `ti.static` (static(...) in kernels)', node)
 
     def build_IfExp(self, node):
         c = self.rvalue(self.build(node.test))
