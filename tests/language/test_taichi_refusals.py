@@ -32,3 +32,13 @@ def test_is_and_in_outside_static_are_syntax_errors():
         not_in()
     inside_static()
     assert b[None] == 7
+
+
+@pytest.mark.parametrize("shape", [1.5, (1, 0.5), (2, -1), 2**31, (1, 2**31)])
+def test_invalid_ndarray_shapes(shape):
+    sd.init(arch="cpu")
+    with pytest.raises(sd.TaichiRuntimeError, match="is not a valid shape for ndarray") as e:
+        sd.ndarray(sd.i32, shape)
+    assert isinstance(e.value, ValueError)  # spirad's kind for a bad value, as before
+    assert sd.ndarray(sd.i32, (1, np.int32(2))).shape == (1, 2)  # numpy integers are integers
+    assert sd.ndarray(sd.i32, 0).shape == (0,)  # an empty ndarray: a spirad extension
