@@ -672,7 +672,7 @@ def _m_cross(v, obj, args, node):
 def _m_trace(v, obj, args, node):
     a = v.rvalue(obj)
     if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
-        raise v.ctx.error(SpiradTypeError, "trace() needs a square matrix", node)
+        raise v.ctx.error(SpiradTypeError, f"trace() expected a square matrix, got shape {a.shape}", node)
     n = a.shape[0]
     acc = a.comps[0]
     for k in range(1, n):

@@ -177,11 +177,7 @@ class StmtVisitor:
         from ..field import internal_field
         a = state_of(ctx.state, internal_field)
         site = a.site(msg, ctx.loc(node))
-        b = ctx.b
-        failed = b.unary(Op.NOT, self.to_cond(cond))
-        with b.if_(failed) as (then, _):
-            with then:
-                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
+        a.record(ctx.b, ctx.b.unary(Op.NOT, self.to_cond(cond)), site)
 
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
@@ -302,9 +298,7 @@ class StmtVisitor:
                       f"max_while_iterations={cap})); it stopped there, so this launch's results "
                       f"are wrong. A loop that never ends is a bug in the kernel; raise the cap if "
                       f"it does end", ctx.loc(node), SpiradDeviceError)
-        with b.if_(b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32))) as (then, _):
-            with then:
-                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
+        a.record(b, b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32)), site)
 
     def build_For(self, node):
         ctx = self.ctx

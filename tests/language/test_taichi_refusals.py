@@ -42,3 +42,44 @@ def test_invalid_ndarray_shapes(shape):
     assert isinstance(e.value, ValueError)  # spirad's kind for a bad value, as before
     assert sd.ndarray(sd.i32, (1, np.int32(2))).shape == (1, 2)  # numpy integers are integers
     assert sd.ndarray(sd.i32, 0).shape == (0,)  # an empty ndarray: a spirad extension
+
+
+def test_trace_of_a_non_square_matrix():
+    sd.init(arch="cpu")
+    with pytest.raises(sd.TaichiCompilationError, match=r"expected a square matrix, got shape \(3, 2\)"):
+        sd.Matrix([[0.1, 3.0], [5.0, 7.0], [1.0, 2.0]]).trace()
+
+    @sd.kernel
+    def k() -> sd.f32:
+        x = sd.Matrix([[0.1, 3.0], [5.0, 7.0], [1.0, 2.0]])
+        return x.trace()
+
+    with pytest.raises(sd.TaichiCompilationError, match=r"expected a square matrix, got shape \(3, 2\)"):
+        k()
+    assert abs(sd.Matrix([[0.1, 3.0], [5.0, 7.0]]).trace() - 7.1) < 1e-6
+
+
+@pytest.mark.parametrize("arch", ["cpu", "vulkan"])
+def test_run_time_vector_index_out_of_range_under_debug(arch):
+    sd.init(arch=arch, debug=True)
+
+    @sd.kernel
+    def vec(i: sd.i32):
+        x = sd.Vector([1, 0])
+        x[i] = 42
+        assert x[i] == 42  # fails too when i is out of range: the index check is reported
+
+    @sd.kernel
+    def mat(i: sd.i32, j: sd.i32) -> sd.i32:
+        y = sd.Matrix([[1, 1, 1], [2, 2, 2], [3, 3, 3]])
+        return y[i, j]
+
+    vec(1)
+    assert mat(2, 2) == 3
+    for bad in (lambda: vec(2), lambda: vec(-1), lambda: mat(2, 3), lambda: mat(3, 0)):
+        with pytest.raises(sd.TaichiAssertionError, match="Out of bound access") as e:
+            bad()
+            sd.sync()
+        assert isinstance(e.value, AssertionError)
+    sd.init(arch=arch)  # without debug: unchecked (reads the last component), as documented
+    assert mat(3, 0) == 3
