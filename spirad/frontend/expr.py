@@ -302,7 +302,9 @@ class ExprVisitor:
             if not -len(obj) <= k < len(obj):
                 raise self.ctx.error(SpiradIndexError, f"{kind} index {k} is out of range: {what} has "
                                                        f"{len(obj)} element(s)", node)
-            return obj[k]
+            # a Python-scope Vector / Matrix element (`static(offsets)[0]`) is a constant vector
+            # outside static(...), as the same value read by name is
+            return obj[k] if self.ctx.static_depth else self.py_constant(obj[k])
         key = tuple(self.rvalue(k) for k in idx)
         if hasattr(obj, "__getitem__") and _is_compile_time(obj) and _is_compile_time(key):
             try:  # a compile-time container (dict, numpy array, ...) at a compile-time key

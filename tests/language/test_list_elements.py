@@ -68,3 +68,23 @@ def test_list_element_errors():
     assert "verts[i] = 1" in str(e.value)
     with pytest.raises(sd.TaichiSyntaxError, match="list index 2 out of range"):
         out_of_range()
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_python_scope_vectors_in_a_list_indexed_in_a_kernel(arch):
+    x = sd.Vector.field(3, sd.i32, shape=(16, 16))
+    offsets = [sd.Vector([1, 2]), sd.Vector([2, 3])]  # Python-scope values
+
+    @sd.kernel
+    def k():
+        vec = sd.Vector([4, 5])
+        x[vec + sd.static(offsets)[0]] = [100, 10, 1]
+        w = sd.Vector([0, 1])
+        w += offsets[1]
+        x[w] = [1, 10, 100]
+        x[sd.select(sd.Vector([0, 1]), sd.Vector([0, 1]), sd.static(offsets)[0])] = [7, 7, 7]
+
+    k()
+    assert x[5, 7].tolist() == [100, 10, 1]
+    assert x[2, 4].tolist() == [1, 10, 100]
+    assert x[1, 1].tolist() == [7, 7, 7]
