@@ -83,3 +83,19 @@ def test_run_time_vector_index_out_of_range_under_debug(arch):
         assert isinstance(e.value, AssertionError)
     sd.init(arch=arch)  # without debug: unchecked (reads the last component), as documented
     assert mat(3, 0) == 3
+
+
+def test_launch_while_a_field_is_not_placed():
+    sd.init(arch="cpu")
+    a = sd.field(sd.i32)
+
+    @sd.kernel
+    def k():
+        pass
+
+    with pytest.raises(sd.TaichiRuntimeError, match=r"These field\(s\) are not placed: 'a'"):
+        k()
+    with pytest.raises(sd.TaichiRuntimeError, match="not placed"):
+        k()  # still refused at the next launch
+    sd.root.dense(sd.i, 2).place(a)
+    k()
