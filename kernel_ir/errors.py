@@ -92,6 +92,13 @@ class SpiradOutOfBoundsError(SpiradRuntimeError, IndexError):
     line and the index (a `SpiradIndexError` there)."""
 
 
+class SpiradShapeError(SpiradValueError, SpiradRuntimeError):
+    """`sd.ndarray(dtype, shape)` with a shape that is not a tuple of non-negative integers or
+    that holds more elements than an ndarray indexes: a ValueError (spirad's kind for a bad
+    value) and a RuntimeError, as Taichi's `TaichiRuntimeError` ("is not a valid shape for
+    ndarray") is."""
+
+
 class SpiradWarning(UserWarning):
     """A program that runs but probably does not do what its author meant: a narrowing store
     (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without

@@ -26,7 +26,7 @@ from .data.field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .runtime.extension import extension, is_extension_supported
 from kernel_ir.dtypes import f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32, u64
 from .func import func
-real_func = func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
+from .real_func import real_func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
 from .data.struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero

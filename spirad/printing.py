@@ -25,7 +25,8 @@ lines were dropped, after the lines it has).
 
 The host (`flush`, called by `sd.sync()`, by every host read of a field / ndarray, by a kernel
 that returns a value, by `init()` and at exit) walks the records in claim order, formats each
-with Python's formatting of its values (`format(value, spec)`: numpy scalars of the printed
+with Python's formatting of its values (`format(value, spec)`, or `spec % value` for Taichi's
+printf specs, checked against the dtype when the kernel compiled: numpy scalars of the printed
 dtype, so an f32 prints as its shortest repr; u1 as a bool; vectors / matrices as nested lists),
 writes them to `sys.stdout` and resets the claims.
 """
@@ -52,11 +53,13 @@ _DTYPES = {"ints": T.i32, "floats": T.f32, "doubles": T.f64}
 @dataclass(frozen=True)
 class Value:
     """A run-time value in a format: `shape` () for a scalar, (n,) / (n, m) for Vector / Matrix;
-    `spec` the format spec, `conv` '', 'r', 's' or 'a' (an f-string's !r / !s / !a)."""
+    `spec` the format spec, `conv` '', 'r', 's' or 'a' (an f-string's !r / !s / !a);
+    `printf`: `spec` is a `%` format (Taichi's printf specs, frontend/print_spec.py)."""
     shape: tuple
     dtype: T.DType
     spec: str = ""
     conv: str = ""
+    printf: bool = False
 
     @property
     def count(self) -> int:
@@ -191,6 +194,8 @@ def _int_value(ints, k, d):
 def _one(x, p: Value) -> str:
     if p.conv:
         x = {"r": repr, "s": str, "a": ascii}[p.conv](_plain(x))
+    if p.printf:
+        return p.spec % _plain(x)
     return format(x, p.spec) if p.spec else str(x)
 
 

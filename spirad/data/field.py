@@ -17,7 +17,8 @@ import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
-from kernel_ir.errors import SpiradIndexError, SpiradSyntaxError, SpiradTypeError, SpiradValueError
+from kernel_ir.errors import (SpiradIndexError, SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
+                              SpiradValueError)
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
 from .tensor_surface import TensorSurface
@@ -49,7 +50,7 @@ def check_elements(shape, comp_shape, what: str, ndarray: bool = False) -> None:
     if n <= 2**31 - 1:
         return
     if ndarray:
-        raise SpiradValueError(f"{what} of shape {tuple(shape)} has {n:,} elements; an sd.ndarray "
+        raise SpiradShapeError(f"{tuple(shape)} is not a valid shape for ndarray: it has {n:,} elements; an sd.ndarray "
                                f"holds at most {NDARRAY_MAX_ELEMENTS:,} (its extents are 32-bit "
                                f"words of the argument buffer): use a field (the CPU indexes "
                                f"fields in 64 bits) or split the array")

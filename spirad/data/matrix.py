@@ -123,8 +123,11 @@ class MatrixValue(np.ndarray):
         return np.linalg.inv(np.asarray(self, dtype=np.float64)).view(MatrixValue)
 
     def trace(self):
-        """Sum of the diagonal."""
-        return np.trace(np.asarray(self)).item()
+        """Sum of the diagonal (of a square matrix, as in Taichi)."""
+        a = np.asarray(self)
+        if a.ndim != 2 or a.shape[0] != a.shape[1]:
+            raise SpiradTypeError(f"trace() expected a square matrix, got shape {a.shape}")
+        return np.trace(a).item()
 
     def outer_product(self, other):
         """Outer product with another vector: a matrix."""

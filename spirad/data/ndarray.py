@@ -5,12 +5,14 @@ mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argu
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError
+from kernel_ir.errors import SpiradShapeError, SpiradTypeError
 from .field import _HostArray, check_elements, normalize_shape, resolve_dtype
 from ..tracebacks import api, api_class
 
@@ -44,7 +46,7 @@ class Ndarray(_HostArray):
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
-        self.shape = normalize_shape(shape)
+        self.shape = normalize_shape(_integer_extents(shape))
         check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
@@ -123,3 +125,16 @@ def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
     """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;
     fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`."""
     return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)
+
+
+def _integer_extents(shape):
+    """`shape` when every extent is an integer (numpy's included); a float extent (`(1, 0.5)`)
+    is refused, as Taichi refuses it, instead of being truncated to another shape."""
+    extents = (shape,) if not isinstance(shape, (tuple, list)) else shape
+    if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in extents):
+        raise SpiradShapeError(f"{shape!r} is not a valid shape for ndarray: its extents must be "
+                               f"non-negative integers")
+    if any(s < 0 for s in extents):
+        raise SpiradShapeError(f"{shape!r} is not a valid shape for ndarray: it has a negative "
+                               f"extent")
+    return shape

@@ -137,6 +137,7 @@ class ExprVisitor:
         return build_boolop(self, node, _is_compile_time)
 
     def build_Compare(self, node):
+        self._identity_and_membership(node)
         left = self.build(node.left)
         result = None
         for op, comp in zip(node.ops, node.comparators):
@@ -160,6 +161,21 @@ class ExprVisitor:
                 result = self.ctx.b.binary(Op.AND, self.to_cond(result), self.to_cond(r))
             left = right
         return result
+
+    def _identity_and_membership(self, node):
+        """`is` / `in` outside `static(...)`: Taichi refuses them in kernels (they would compare
+        Python objects at compile time, never values); inside `static(...)` they are Python's."""
+        if self.ctx.static_depth:
+            return
+        for op in node.ops:
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                name = "is" if isinstance(op, ast.Is) else "is not"
+                raise self.ctx.error(SpiradSyntaxError, f'Operator "{name}" in Taichi scope is not '
+                                     f'supported: compare values with == / !=, or objects inside '
+                                     f'static(...)', node)
+            if isinstance(op, (ast.In, ast.NotIn)):
+                raise self.ctx.error(SpiradSyntaxError, f'"{type(op).__name__}" is only supported '
+                                     f'inside `ti.static` (static(...) in kernels)', node)
 
     def build_IfExp(self, node):
         c = self.rvalue(self.build(node.test))
@@ -286,7 +302,9 @@ class ExprVisitor:
             if not -len(obj) <= k < len(obj):
                 raise self.ctx.error(SpiradIndexError, f"{kind} index {k} is out of range: {what} has "
                                                        f"{len(obj)} element(s)", node)
-            return obj[k]
+            # a Python-scope Vector / Matrix element (`static(offsets)[0]`) is a constant vector
+            # outside static(...), as the same value read by name is
+            return obj[k] if self.ctx.static_depth else self.py_constant(obj[k])
         key = tuple(self.rvalue(k) for k in idx)
         if hasattr(obj, "__getitem__") and _is_compile_time(obj) and _is_compile_time(key):
             try:  # a compile-time container (dict, numpy array, ...) at a compile-time key
@@ -656,7 +674,7 @@ def _m_cross(v, obj, args, node):
 def _m_trace(v, obj, args, node):
     a = v.rvalue(obj)
     if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
-        raise v.ctx.error(SpiradTypeError, "trace() needs a square matrix", node)
+        raise v.ctx.error(SpiradTypeError, f"trace() expected a square matrix, got shape {a.shape}", node)
     n = a.shape[0]
     acc = a.comps[0]
     for k in range(1, n):

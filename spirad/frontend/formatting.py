@@ -20,6 +20,7 @@ from kernel_ir.nodes import Node
 from kernel_ir.ops import Op
 
 from .. import printing
+from . import print_spec
 from .values import VecVal
 
 _CONV = {-1: "", ord("r"): "r", ord("s"): "s", ord("a"): "a"}
@@ -27,7 +28,8 @@ _CONV = {-1: "", ord("r"): "r", ord("s"): "s", ord("a"): "a"}
 
 @dataclass(frozen=True)
 class FormatStr:
-    """Text with run-time values: pieces are str or (value, spec, conv)."""
+    """Text with run-time values: pieces are str or (value, spec, conv, the ast node of the
+    field, for errors)."""
     pieces: tuple
 
     ONLY_PRINTED = ("an f-string or str.format() with run-time values can only be printed "
@@ -38,10 +40,27 @@ def _runtime(x) -> bool:
     return isinstance(x, (Node, VecVal, FormatStr))
 
 
-def _static_text(x, spec, conv):
+def _resolve(v, spec, dtype, node):
+    """(spec, is_printf) of a value of `dtype` (print_spec.resolve), a user error at `node`."""
+    try:
+        return print_spec.resolve(spec, dtype)
+    except TypeError as e:
+        raise v.ctx.error(SpiradTypeError, str(e), node) from None
+
+
+def _static_text(v, x, spec, conv, node):
+    """A compile-time value as text: Taichi's printf meaning for a number with a printf spec."""
     if conv:
         x = {"r": repr, "s": str, "a": ascii}[conv](x)
-    return format(x, spec)
+    dtype = print_spec.static_dtype(x)
+    if spec and dtype is not None:
+        spec, printf = _resolve(v, spec, dtype, node)
+        if printf:
+            return spec % x
+    try:
+        return format(x, spec)
+    except (ValueError, TypeError) as e:
+        raise v.ctx.error(SpiradTypeError, f"format spec '{spec}': {e}", node) from None
 
 
 def _finish(pieces):
@@ -66,53 +85,73 @@ def joined_str(v, node: ast.JoinedStr):
                 raise v.ctx.error(SpiradSyntaxError, "a format spec in a kernel f-string must be "
                                                      "known at compile time", part.format_spec)
         conv = _CONV[part.conversion]
-        pieces.append((val, spec, conv) if _runtime(val) else _static_text(val, spec, conv))
+        pieces.append((val, spec, conv, part) if _runtime(val) else _static_text(v, val, spec, conv, part))
     return _finish(pieces)
 
 
 def str_format(v, fmt: str, args, kwargs, node):
-    """`fmt.format(*args, **kwargs)` with run-time arguments."""
+    """`fmt.format(*args, **kwargs)` in a kernel, with Taichi's rules: an empty field `{}` takes
+    the next of the empty fields' positions (so `"{2} {1} {}"` mixes numbered and automatic
+    fields), every positional and keyword argument must be used, and numbers with printf specs
+    print as printf prints them."""
     args = [v.rvalue(a) for a in args]
     kwargs = {k: v.rvalue(a) for k, a in kwargs.items()}
-    if not any(_runtime(a) for a in list(args) + list(kwargs.values())):
-        return fmt.format(*args, **kwargs)
-    pieces, auto = [], 0
     try:
         parsed = list(string.Formatter().parse(fmt))
     except ValueError as e:
         raise v.ctx.error(SpiradSyntaxError, f"bad format string: {e}", node) from None
+    fields, auto = [], 0
     for text, name, spec, conv in parsed:
-        if text:
-            pieces.append(text)
         if name is None:
+            fields.append((text, None, None, None))
             continue
-        if "{" in (spec or ""):
-            raise v.ctx.error(SpiradSyntaxError, "nested replacement fields in a format spec are "
-                                                 "not supported in kernels", node)
         if name == "":
             key, auto = auto, auto + 1
         elif name.isdigit():
             key = int(name)
         elif name.isidentifier():
             key = name
+        elif not any(_runtime(a) for a in list(args) + list(kwargs.values())):
+            return fmt.format(*args, **kwargs)  # `{0.attr}` / `{0[1]}` of compile-time values
         else:
             raise v.ctx.error(SpiradSyntaxError, f"format field {{{name}}}: only positions and "
                                                  f"names are supported in kernels", node)
-        try:
-            val = args[key] if isinstance(key, int) else kwargs[key]
-        except (IndexError, KeyError):
-            raise v.ctx.error(SpiradTypeError, f"format field {{{name}}} has no argument", node) from None
-        conv = conv or ""
-        spec = spec or ""
-        pieces.append((val, spec, conv) if _runtime(val) else _static_text(val, spec, conv))
+        if "{" in (spec or ""):
+            raise v.ctx.error(SpiradSyntaxError, "nested replacement fields in a format spec are "
+                                                 "not supported in kernels", node)
+        fields.append((text, key, spec or "", conv or ""))
+    _check_arguments(v, [f[1] for f in fields if f[1] is not None], args, kwargs, node)
+    pieces = []
+    for text, key, spec, conv in fields:
+        if text:
+            pieces.append(text)
+        if key is None:
+            continue
+        val = args[key] if isinstance(key, int) else kwargs[key]
+        pieces.append((val, spec, conv, node) if _runtime(val) else _static_text(v, val, spec, conv, node))
     return _finish(pieces)
+
+
+def _check_arguments(v, keys, args, kwargs, node):
+    """Taichi's refusals of a `.format` whose fields and arguments disagree (SyntaxErrors)."""
+    expected = max((k for k in keys if isinstance(k, int)), default=-1) + 1
+    if expected != len(args):
+        raise v.ctx.error(SpiradSyntaxError, f"Expected {expected} positional argument(s), but "
+                                             f"received {len(args)} instead.", node)
+    names = [k for k in keys if isinstance(k, str)]
+    for k in names:
+        if k not in kwargs:
+            raise v.ctx.error(SpiradSyntaxError, f"Keyword '{k}' not found.", node)
+    for k in kwargs:
+        if k not in names:
+            raise v.ctx.error(SpiradSyntaxError, f"Keyword '{k}' not used.", node)
 
 
 class _Builder:
     """Flattens print's arguments into PrintFormat pieces and the PRINT node's sources."""
 
-    def __init__(self, v):
-        self.v, self.pieces, self.srcs = v, [], []
+    def __init__(self, v, node):
+        self.v, self.node, self.pieces, self.srcs = v, node, [], []
 
     def text(self, s: str):
         if s:
@@ -121,19 +160,20 @@ class _Builder:
             else:
                 self.pieces.append(s)
 
-    def value(self, x, spec="", conv=""):
+    def value(self, x, spec="", conv="", node=None):
         if isinstance(x, FormatStr):
             for p in x.pieces:
                 if isinstance(p, str):
                     self.text(p)
                 else:
                     self.value(*p)
-        elif isinstance(x, VecVal):
-            self.pieces.append(printing.Value(x.shape, x.dtype, spec, conv))
-            self.srcs.extend(x.comps)
-        elif isinstance(x, Node):
-            self.pieces.append(printing.Value((), x.dtype, spec, conv))
-            self.srcs.append(x)
+        elif isinstance(x, (VecVal, Node)):
+            printf = False
+            if spec:
+                spec, printf = _resolve(self.v, spec, x.dtype, node or self.node)
+            shape = x.shape if isinstance(x, VecVal) else ()
+            self.pieces.append(printing.Value(shape, x.dtype, spec, conv, printf))
+            self.srcs.extend(x.comps if isinstance(x, VecVal) else (x,))
         elif isinstance(x, (list, tuple)) and any(_runtime(i) for i in _flat(x)):
             opened, closed = ("[", "]") if isinstance(x, list) else ("(", ")")
             self.text(opened)
@@ -146,7 +186,7 @@ class _Builder:
                     self.text(repr(item))
             self.text("," + closed if isinstance(x, tuple) and len(x) == 1 else closed)
         else:
-            self.text(_static_text(x, spec, conv))
+            self.text(_static_text(self.v, x, spec, conv, node or self.node))
 
 
 def _flat(x):
@@ -167,7 +207,7 @@ def h_print(v, args, kw, node):
     if not (isinstance(sep, str) and isinstance(end, str)):
         raise v.ctx.error(SpiradTypeError, "print()'s sep= and end= must be strings known at "
                                            "compile time", node)
-    b = _Builder(v)
+    b = _Builder(v, node)
     for k, a in enumerate(args):
         if k:
             b.text(sep)

@@ -3,7 +3,7 @@
 
 Locals are unrolled: one ALLOCA per component. A component picked at run time is read as a
 `select` chain over the components (`i == 0 ? v0 : i == 1 ? v1 : ...`, an index past the end
-reads the last one) and written by storing `select(i == p, value, v_p)` into every component p.
+reads the last one; under init(debug=True) it is an AssertionError) and written by storing `select(i == p, value, v_p)` into every component p.
 Both are plain SSA ops, so reverse mode differentiates them like any other code (the adjoint
 goes to the component that was read or written). Slices and static indices cost nothing: they
 only pick positions. `SlotView` (values.py) carries the picked positions so that the same view
@@ -39,7 +39,25 @@ def _axis_positions(v, k, size, node):
     n = v.to_node(k)
     if not (n.dtype.is_int or n.dtype == T.u1):
         raise v.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}", node)
-    return [v.ctx.b.cast(n, T.i32)], False
+    i = v.ctx.b.cast(n, T.i32)
+    if v.ctx.state.debug:
+        _check_in_range(v, i, size, node)
+    return [i], False
+
+
+def _check_in_range(v, i, size, node):
+    """Under init(debug=True), a run-time index outside [0, size) fails like a kernel `assert`
+    (an AssertionError at the next sync naming the line), as Taichi's check_out_of_bound does;
+    without debug it reads the last component, as documented above."""
+    from ..runtime.asserts import state_of
+    from ..data.field import internal_field
+    b = v.ctx.b
+    checks = state_of(v.ctx.state, internal_field)
+    site = checks.site(f"Out of bound access: a run-time index of a vector / matrix axis of "
+                       f"size {size} is outside [0, {size})", v.ctx.loc(node))
+    bad = b.binary(Op.OR, b.binary(Op.CMP_LT, i, b.const(0, T.i32)),
+                   b.binary(Op.CMP_GE, i, b.const(size, T.i32)))
+    checks.record(b, bad, site, first=True)
 
 
 def index_view(v, obj, idx, node):

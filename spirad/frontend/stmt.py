@@ -10,6 +10,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
+from .list_elements import assign_element, element_assigned_names, with_local_elements
 from .value_ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
@@ -78,6 +79,10 @@ class StmtVisitor:
             for t in node.targets:  # `X = sd.static(v)`: X names the compile-time value itself
                 self.ctx.bind(t.id, value)
             return
+        if isinstance(value, list) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in element_assigned_names(self.ctx.frame.src.func_def):
+            self.ctx.bind(node.targets[0].id, with_local_elements(self, value, node.targets[0].id))
+            return  # a list of locals (list_elements.py), bound as is
         for t in node.targets:
             self.assign(t, value)
 
@@ -139,6 +144,11 @@ class StmtVisitor:
             for t, x in zip(elts, items):
                 self.assign(t, x)
             return
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            base = self.build(target.value)
+            if isinstance(base, list):  # an element of a Python list (list_elements.py)
+                assign_element(self, base, self.rvalue(self.build(target.slice)), value, target)
+                return
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             lhs = self.build(target)
             if isinstance(lhs, (StructElem, StructVal)):
@@ -177,11 +187,7 @@ class StmtVisitor:
         from ..data.field import internal_field
         a = state_of(ctx.state, internal_field)
         site = a.site(msg, ctx.loc(node))
-        b = ctx.b
-        failed = b.unary(Op.NOT, self.to_cond(cond))
-        with b.if_(failed) as (then, _):
-            with then:
-                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
+        a.record(ctx.b, ctx.b.unary(Op.NOT, self.to_cond(cond)), site)
 
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
@@ -302,9 +308,7 @@ class StmtVisitor:
                       f"max_while_iterations={cap})); it stopped there, so this launch's results "
                       f"are wrong. A loop that never ends is a bug in the kernel; raise the cap if "
                       f"it does end", ctx.loc(node), SpiradDeviceError)
-        with b.if_(b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32))) as (then, _):
-            with then:
-                b.global_store(a.flag.ref(), (), b.const(site, T.i32))
+        a.record(b, b.binary(Op.CMP_GT, b.load(count), b.const(cap, T.i32)), site)
 
     def build_For(self, node):
         ctx = self.ctx

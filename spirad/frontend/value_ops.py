@@ -196,9 +196,12 @@ class ValueOps:
             if not isinstance(x, (Node, VecVal)) and not is_py_scalar(x):
                 raise self.ctx.error(SpiradTypeError, f"if / else needs numbers, vectors or "
                                                       f"tuples of them, got {type(x).__name__}")
-        if isinstance(a, VecVal) or isinstance(b, VecVal):
-            n = len(a.comps) if isinstance(a, VecVal) else len(b.comps)
-            shape = a.shape if isinstance(a, VecVal) else b.shape
+        vecs = [x for x in (a, b, c) if isinstance(x, VecVal)]
+        if vecs:  # component-wise (a vector condition too: `select(v < 0, -1.0, 1.0)`)
+            n, shape = len(vecs[0].comps), vecs[0].shape
+            if any(x.shape != shape for x in vecs):
+                raise self.ctx.error(SpiradTypeError, f"select of vectors / matrices of "
+                                                      f"different shapes {[x.shape for x in vecs]}")
             ca = a.comps if isinstance(a, VecVal) else (a,) * n
             cb = b.comps if isinstance(b, VecVal) else (b,) * n
             cc = c.comps if isinstance(c, VecVal) else (c,) * n

@@ -1,9 +1,10 @@
 """`assert cond, "message"` in kernels, with Taichi's semantics: checked only under
 `init(debug=True)` (otherwise compiled away), reported at the next sync or host read.
 
-Each assert site gets a number; a failing thread stores it into an internal i32 field
-(`AssertState.flag`, last writer wins). `check(state)` — called by `sd.sync()` and host reads —
-reads the flag, clears it and raises `SpiradAssertionError` (an AssertionError) with the message
+Each assert site gets a number; a failing thread records it in an internal i32 field
+(`AssertState.flag`) with an atomic max, so the report does not depend on which thread ran
+last, and an out-of-range vector index outranks the assert that then fails because of it.
+`check(state)` — called by `sd.sync()` and host reads — reads the flag, clears it and raises `SpiradAssertionError` (an AssertionError) with the message
 and the kernel source line of the failed assert.
 """
 from __future__ import annotations
@@ -12,6 +13,9 @@ import numpy as np
 
 from kernel_ir.errors import SpiradAssertionError
 from kernel_ir.source import user_error
+
+
+_FIRST = 1 << 24  # the flag bit of sites that outrank asserts (AssertState.record)
 
 
 class AssertState:
@@ -28,6 +32,19 @@ class AssertState:
         return len(self.sites) - 1
 
 
+    def record(self, b, failed, site: int, first: bool = False) -> None:
+        """Emit, into IRBuilder `b`: when u1 `failed` holds, record `site` in the flag with an
+        atomic max (a write only: reverse mode has nothing to differentiate or replay). A
+        `first` site (a check that guards the accesses after it: a vector index out of range)
+        outranks the asserts, whose failure it may cause; among equals the later site wins."""
+        from kernel_ir import dtypes as T
+        from kernel_ir.ops import Op
+        with b.if_(failed) as (then, _):
+            with then:
+                b.atomic(Op.ATOMIC_MAX, self.flag.ref(), (),
+                         b.const(site | (_FIRST if first else 0), T.i32))
+
+
 def state_of(st, field_factory) -> AssertState:
     if st.asserts is None:
         st.asserts = AssertState(field_factory)
@@ -40,7 +57,7 @@ def check(st) -> None:
     if a is None or a.flag._buf is None or st.backend is None:
         return
     be = st.backend
-    k = int(be.read(a.flag._storage(), 4).view(np.int32)[0])
+    k = int(be.read(a.flag._storage(), 4).view(np.int32)[0]) & ~_FIRST
     if k:
         be.write(a.flag._storage(), np.zeros(1, np.int32))
         msg, loc, error = a.sites[k]

@@ -60,6 +60,22 @@ def materialize_if_needed() -> None:
     if not st.materialized:
         st.materialized = True  # first: fields the hook declares call it again next launch
         type(_program).materialize(_program)
+        _refuse_unplaced(st)
+
+
+def _refuse_unplaced(st) -> None:
+    """A launch while a declared field has no shape yet (`sd.field(dtype)` never placed) is an
+    error, as Taichi's materialize check makes it: a kernel compiled then could not see the
+    field's layout, and the field's data would silently be missing. Checked only when fields
+    were declared since the last launch."""
+    unplaced = [f for f in st.fields if f.shape is None]
+    if unplaced:
+        from kernel_ir.errors import SpiradRuntimeError
+        st.materialized = False  # still unplaced at the next launch
+        names = ", ".join(f"'{f.name}'" for f in unplaced)
+        raise SpiradRuntimeError(f"These field(s) are not placed: {names}. Give each a shape "
+                                 f"(sd.field(dtype, shape=...)) or place it "
+                                 f"(sd.root.dense(sd.i, n).place(x)) before launching a kernel")
 
 
 def cleared() -> None:

@@ -208,7 +208,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (data_dependent_parallel_bound, sd.SpiradSyntaxError,
      "for i in range(sd.atomic_add(xi[0], 1)):", "field / ndarray elements and local variables"),
     (for_else, sd.SpiradSyntaxError, "for j in range(2):", "not supported"),
-    (is_compare, sd.SpiradSyntaxError, "x[i] is None", "Is"),
+    (is_compare, sd.SpiradSyntaxError, "x[i] is None", "Operator \"is\""),
     (invert_float, sd.SpiradTypeError, "~x[i]", "integer"),
     (bad_cast, sd.SpiradTypeError, 'sd.cast(x[i], "float")', "sd.f32"),
     (redefine_annotated, sd.SpiradSyntaxError, "q: sd.f32 = 2.0", "already defined"),

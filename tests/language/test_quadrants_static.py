@@ -36,7 +36,7 @@ def test_compile_time_values(arch):
         for i in range(4):
             BW = sd.static(cfg["mode"] == "fast")
             out[i, 0] = pick(1.0 * i, BW, False)
-            out[i, 1] = pick(1.0 * i, False, None is not None)
+            out[i, 1] = pick(1.0 * i, False, sd.static(None is not None))
             if sd.static(cfg["dt"] == sd.f32 and "slow" in MODES and cfg["mode"] is not None):
                 out[i, 2] = 1.0
             eps = sd.static(float(np.nextafter(1.0, 2.0) - 1.0))

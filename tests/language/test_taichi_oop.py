@@ -106,7 +106,7 @@ def test_torch_interop_and_real_func(arch):
     x.from_torch(torch.tensor([1.0, 2.0, 3.0]))
 
     @sd.real_func
-    def twice(v):
+    def twice(v: sd.f32) -> sd.f32:  # a real_func is typed, as in Taichi (test_real_func.py)
         return v * 2.0
 
     @sd.kernel
