@@ -125,6 +125,22 @@ def build_scene(gs, qd, name):
     return scene, ent, lambda: _numpy(ent.get_particles_pos())
 
 
+def graph_step(sd, scene):
+    """`scene.step` captured once in an `sd.Graph` (at the first call) and replayed after: only
+    faithful where a step launches the same kernels with the same arguments every time and no
+    host value decides what it launches (then the positions equal the eager run's: `--graph`
+    records them, `--compare` checks)."""
+    g = sd.Graph()
+
+    def step():
+        if g.launches == 0:
+            with g.capture():
+                scene.step()
+        else:
+            g.replay()
+    return step
+
+
 def run(a):
     import genesis as gs
     import quadrants as qd
@@ -138,18 +154,23 @@ def run(a):
     scene.build(**({"n_envs": a.n_envs} if a.n_envs else {}))
     build = time.perf_counter() - t0
     snaps, steps, traj = {}, [], []
+    step = scene.step
+    if a.graph:
+        import spirad
+        step = graph_step(spirad, scene)
     for k in range(a.steps):
         if a.scene == "franka" and k == 0:
             target = np.array(FRANKA_TARGET, np.float32)
             ent.control_dofs_position(np.tile(target, (a.n_envs, 1)) if a.n_envs else target)
         t = time.perf_counter()
-        scene.step()
+        step()
         steps.append(time.perf_counter() - t)
         if a.scene in ("box", "franka"):  # rigid: every step (the coordinator's check reads "traj")
             traj.append(positions().ravel().tolist())
         if (k + 1) % a.record_every == 0 or k + 1 == a.steps:
             snaps[str(k + 1)] = positions().astype(np.float32).ravel().tolist()
     res = {"scene": a.scene, "n_envs": a.n_envs, "quadrants": getattr(qd, "__file__", "?"),
+           "graph": a.graph,
            "ndarray": bool(gs.use_ndarray), "build_s": build,
            "step_ms_mean": 1e3 * float(np.mean(steps[1:])),
            "step_ms_median": 1e3 * float(np.median(steps[1:])), "positions": snaps}
@@ -201,6 +222,8 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--debug", action="store_true", help="gs.init(debug=True): bounds checks "
                     "that name the source line (and Genesis' own checks)")
+    ap.add_argument("--graph", action="store_true", help="spirad only: capture the first step "
+                    "in an sd.Graph and replay it (graph_step)")
     ap.add_argument("--out")
     ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"))
     a = ap.parse_args()

@@ -27,6 +27,7 @@ from . import launch as _launch
 from . import state as _state
 from .driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
+from .launch_graph import _Capture
 from .fwd_mode import FwdMode
 from .ndarray import Ndarray
 from .tape import Tape
@@ -368,6 +369,8 @@ class Kernel(PyFunction):
         with _guard.LOCK:  # one launch at a time per process (spirad.guard)
             p = self._repeat(args, mode)
             if p is not None:  # the arguments of the last launch again: its plan as it is
+                if _Capture.active is not None:
+                    _Capture.active.record(self, p, False)
                 if tape is not None:
                     tape.launching(p)
                 return _launch.run(p)
@@ -385,6 +388,8 @@ class Kernel(PyFunction):
                 self._arrays.check_writes(self, given, p.compiled.writes)  # torch leaves: refused
             self._last[mode] = None if foreign or p.mutable or not _repeatable(given) \
                 else (given, p)
+            if _Capture.active is not None:  # sd.Graph.capture()
+                _Capture.active.record(self, p, foreign)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
