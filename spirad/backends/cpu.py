@@ -356,23 +356,28 @@ class CpuBackend(BackendBase):
     def replay_entry(self, program, storages, argbuf, ranges):
         """(program, ((task function, begin, end), ...), buffer table, argument address,
         argument bytes, checked) when every task of the launch would run on the calling thread
-        as one call (`launch`'s own choice for these ranges: no adstack, no privatised scatter,
-        no range read from globals, too short to split or free of atomics), else None. Its
+        as one call (`launch`'s own choice for these ranges at capture: no adstack, no
+        privatised scatter, no range read from globals, too short to split), else None. Its
         own buffer table: one program launched with other arrays in the same graph keeps its
-        own. A task free of atomics (`adaptive`) gives the same values split or not."""
+        own. (A task free of atomics, `adaptive`, gives the same values split or not; one with
+        atomics is split by its length alone, so the choice holds at every replay.)"""
         if any(program.stacks):
             return None
         calls = []
         rt = self.rt
         for (fn, kind, stacks, fn1, adaptive, scatter, min_split), rng in zip(
                 program.launch_tasks, ranges):
-            if rng is None or scatter is not None:
+            if rng is None:
                 return None
             b, e = rng
             if e <= b:
                 continue
-            if adaptive is not None:
+            if scatter is not None and e - b >= 2 * rt.num_workers:
+                return None  # maybe privatised (`_privatised` decides per launch)
+            if adaptive is not None and not adaptive.splits(e - b):
                 calls.append((fn, b, e))
+            elif adaptive is not None:
+                return None  # long enough to split: through `launch`
             elif fn1 is not None and e - b < min_split:
                 calls.append((fn1, b, e))
             elif kind != "range" or rt.num_workers == 1 or \
