@@ -138,6 +138,22 @@ def add_init_keywords(qd, pairs):
     qd.init = init_with_extra
 
 
+def graph_step(sd, scene):
+    """`scene.step` captured once in an `sd.Graph` (at the first call) and replayed after: only
+    faithful where a step launches the same kernels with the same arguments every time and no
+    host value decides what it launches (then the positions equal the eager run's: `--graph`
+    records them, `--compare` checks)."""
+    g = sd.Graph()
+
+    def step():
+        if g.launches == 0:
+            with g.capture():
+                scene.step()
+        else:
+            g.replay()
+    return step
+
+
 def run(a):
     import genesis as gs
     import quadrants as qd
@@ -152,12 +168,16 @@ def run(a):
     scene.build(**({"n_envs": a.n_envs} if a.n_envs else {}))
     build = time.perf_counter() - t0
     snaps, steps, traj = {}, [], []
+    step = scene.step
+    if a.graph:
+        import spirad
+        step = graph_step(spirad, scene)
     for k in range(a.steps):
         if a.scene == "franka" and k == 0:
             target = np.array(FRANKA_TARGET, np.float32)
             ent.control_dofs_position(np.tile(target, (a.n_envs, 1)) if a.n_envs else target)
         t = time.perf_counter()
-        scene.step()
+        step()
         steps.append(time.perf_counter() - t)
         if a.scene in ("box", "franka"):  # rigid: every step (the coordinator's check reads "traj")
             traj.append(positions().ravel().tolist())
@@ -165,6 +185,7 @@ def run(a):
             snaps[str(k + 1)] = positions().astype(np.float32).ravel().tolist()
     res = {"scene": a.scene, "n_envs": a.n_envs, "quadrants": getattr(qd, "__file__", "?"),
            "qd_init": a.qd_init,
+           "graph": a.graph,
            "ndarray": bool(gs.use_ndarray), "build_s": build,
            "step_ms_mean": 1e3 * float(np.mean(steps[1:])),
            "step_ms_median": 1e3 * float(np.median(steps[1:])), "positions": snaps}
@@ -219,6 +240,8 @@ def main():
     ap.add_argument("--qd-init", nargs="*", metavar="KEY=JSON", default=[],
                     help="keywords added to Genesis' qd.init call, e.g. fast_math=false "
                     "cpu_max_num_threads=1 (values in JSON)")
+    ap.add_argument("--graph", action="store_true", help="spirad only: capture the first step "
+                    "in an sd.Graph and replay it (graph_step)")
     ap.add_argument("--out")
     ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"))
     a = ap.parse_args()

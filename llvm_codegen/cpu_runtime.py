@@ -232,6 +232,11 @@ class CpuRuntime:
                 return
             self._split(fn, (bufs,) * self.num_workers, args, begin, end)
 
+    def calls_lock(self):
+        """The lock `run` holds while task functions run: held by a caller that calls them
+        itself (a replayed launch graph, `CpuBackend.replay`)."""
+        return self._launch_lock
+
     def run_slots(self, fn, slot_bufs, args, begin: int, end: int):
         """Split [begin, end) over the workers as `run` does, whatever its size; chunk `w` runs
         with its own buffer table `slot_bufs[w]` (one per worker: the caller points some

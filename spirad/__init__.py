@@ -50,6 +50,7 @@ from . import tools
 from . import simt, graph, algorithms
 from . import linalg
 from .linalg import solve
+from .launch_graph import Graph
 from .lang import atomic_exchange, raw_mod
 from .math import outer
 
@@ -219,6 +220,7 @@ QuadrantsAssertionError = TaichiAssertionError
 # imported into a py.typed package's __init__ is private to it unless listed here);
 # tests/package/test_typing.py checks that every public name is listed and documented.
 __all__ = [
+    "Graph",
     "__version__", "abs", "acos", "ad", "algorithms", "amdgpu", "arm64", "asin", "assume_in_range",
     "atan", "atan2", "atomic_add", "atomic_and", "atomic_exchange", "atomic_max", "atomic_min",
     "atomic_or", "atomic_sub", "atomic_xor", "axes", "Backend", "block_local", "cast", "ceil",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import typing
+from operator import is_ as _is
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from .runtime import launch as _launch
 from .runtime import state as _state
 from .compile.driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
+from .launch_graph import _Capture
 from .ad.fwd_mode import FwdMode
 from .data.ndarray import Ndarray
 from .ad.tape import Tape
@@ -53,12 +55,15 @@ class Kernel(PyFunction):
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
         self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
+        self._last = [None, None, None, None]  # per mode: (arguments as given, their plan)
+        self._kw_orders = {}        # (positional count, keyword names) -> names in parameter order
         _state.kernels.add(self)    # forget() at the next init()
 
     def forget(self) -> None:
         """Drop every compiled program and plan (a new init(): they hold the old memory)."""
         self._cache = {}
         self._plans = [None] * len(self._plans)
+        self._last = [None] * len(self._last)
         self._arrays = None
         self._views = {}
 
@@ -312,6 +317,7 @@ class Kernel(PyFunction):
         """Forget the last launch plans: they keep their arguments alive (kernel_function binds
         new buffers at every call, which may then be reused)."""
         self._plans = [None] * len(self._plans)
+        self._last = [None] * len(self._last)
 
     def _foreign_args(self, args):
         """numpy arrays / torch tensors given to types.ndarray() parameters replaced by their
@@ -358,9 +364,16 @@ class Kernel(PyFunction):
         return args if out is None else tuple(out)
 
     def _run(self, args, mode: int, tape=None):
-        if not _state.state.materialized:  # fields declared since the last launch
+        if not _state.state.materialized:  # fields declared since the last materialize hook
             materialize_if_needed()  # spirad.runtime.program_hooks: the hook deferred work runs at
         with _guard.LOCK:  # one launch at a time per process (spirad.runtime.guard)
+            p = self._repeat(args, mode)
+            if p is not None:  # the arguments of the last launch again: its plan as it is
+                if _Capture.active is not None:
+                    _Capture.active.record(self, p, False)
+                if tape is not None:
+                    tape.launching(p)
+                return _launch.run(p)
             given = args
             args, copies = self._foreign_args(args)
             foreign = args is not given  # numpy / torch / grad-less views replaced some
@@ -373,6 +386,10 @@ class Kernel(PyFunction):
                 p = self._plan(args, mode)
             if foreign and self._arrays is not None and self._arrays.leaves:
                 self._arrays.check_writes(self, given, p.compiled.writes)  # torch leaves: refused
+            self._last[mode] = None if foreign or p.mutable or not _repeatable(given) \
+                else (given, p)
+            if _Capture.active is not None:  # sd.Graph.capture()
+                _Capture.active.record(self, p, foreign)
             if tape is not None:
                 tape.launching(p)  # before the launch (checkpoint: save what it overwrites)
             value = _launch.run(p)  # interrupts deferred in there
@@ -381,11 +398,37 @@ class Kernel(PyFunction):
                 copy_out(copies, args, p.compiled.writes)
             return value
 
+    def _repeat(self, args, mode: int):
+        """The plan of the last launch in `mode` when `args` are its arguments as given, the
+        same objects (before numpy / torch conversion and dataclass flattening: a Genesis
+        launch passes ~10 dataclasses holding ~200 ndarrays), else None. Only remembered for
+        arguments whose identity decides the plan (`_repeatable`): no foreign arrays, no list /
+        dict, no mutable dataclass; and the plan must still be the kernel's current one, of
+        this init() and layout. One C loop over the given arguments."""
+        last = self._last[mode]
+        if last is None:
+            return None
+        given, p = last
+        if p is not self._plans[mode] or len(given) != len(args) or \
+                not all(map(_is, given, args)):
+            return None
+        st = _state.state
+        if p.epoch != (st.epoch, st.layout_version):
+            return None
+        return p
+
     # -- launch -------------------------------------------------------------------------------
     def bind(self, args, kwargs) -> tuple:
-        """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would."""
+        """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would.
+        Python's `Signature.bind` runs once per (positional count, keyword names); when it
+        binds every parameter up to the last given one, later calls with the same names
+        reuse its order (a dict lookup per keyword)."""
         if not kwargs:
             return args
+        key = (len(args), tuple(kwargs))
+        order = self._kw_orders.get(key)
+        if order is not None:
+            return args + tuple([kwargs[n] for n in order])
         sig = self._py_signature
         if sig is None:
             import inspect
@@ -394,7 +437,13 @@ class Kernel(PyFunction):
             ba = sig.bind(*args, **kwargs)
         except TypeError as e:
             raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
-        return tuple(ba.args)
+        bound = tuple(ba.args)
+        names = list(sig.parameters)
+        if len(bound) == len(args) + len(kwargs) and all(
+                sig.parameters[n].kind == sig.parameters[n].POSITIONAL_OR_KEYWORD
+                for n in names[:len(bound)]) and set(names[len(args):len(bound)]) == set(kwargs):
+            self._kw_orders[key] = tuple(names[len(args):len(bound)])
+        return bound
 
     def __call__(self, *args, **kwargs):
         """Launch the kernel (compiled for these arguments' types at the first call); keyword
@@ -449,6 +498,20 @@ class BoundKernel:
 class _FlattenTemplates(Exception):
     """`_signature` met a template() argument to flatten before `_expand` flattened any: `_run`
     expands the arguments again and plans anew."""
+
+
+def _repeatable(args) -> bool:
+    """Whether the identity of `args` decides their launch plan (`Kernel._repeat`): no list or
+    dict (changed in place) and no dataclass that is not frozen (a member may be reassigned;
+    a frozen one's members are fixed, as `struct_args.ndarray_leaves` also assumes)."""
+    for a in args:
+        t = type(a)
+        if t is list or t is dict:
+            return False
+        params = getattr(t, "__dataclass_params__", None)
+        if params is not None and not params.frozen:
+            return False
+    return True
 
 
 def _is_template(ann) -> bool:

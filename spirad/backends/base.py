@@ -79,6 +79,17 @@ class BackendBase:
         raise NotImplementedError
 
     # -- optional, with defaults -------------------------------------------------------------------
+    def replay_entry(self, program, storages, argbuf: bytes, ranges):
+        """A launch graph's record of one launch (`spirad.launch_graph`) that `replay` runs with
+        no Python of the launch path between its task calls; None (the default): the graph
+        replays this launch through `launch`, as an eager launch would run it."""
+        return None
+
+    def replay(self, entries) -> None:
+        """Run records of `replay_entry`, in order (only called with records this backend
+        made)."""
+        raise RuntimeError(f"the {self.name} backend makes no launch graph records")
+
     def allocate_field(self, nbytes: int, key=None, name: str = "", tree=None):
         """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
         field's id, `name` its name (errors); `tree`: its FieldsBuilder tree (None: the default

@@ -298,10 +298,7 @@ class CpuBackend(BackendBase):
         last = program.last_storages
         if last is not storages and (last is None or len(last) != len(storages) or
                                      any(a is not b for a, b in zip(storages, last))):
-            for k, st in enumerate(storages):
-                bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
-            for j, k in enumerate(program.copies):  # unsplit: the adds go to the real buffer
-                bufs[program.copy_base + j] = bufs[k]
+            _fill_buffers(bufs, program, storages)
         program.last_storages = storages  # a plan's list, never changed (launch.LaunchPlan)
         args = ctypes.c_char_p(argbuf)
         addr = ctypes.cast(args, ctypes.c_void_p).value
@@ -340,15 +337,72 @@ class CpuBackend(BackendBase):
             else:
                 run(fn, bufs, addr, b, e, kind == "range", min_split)
             if (stacks or checked) and program.status_word.value:
-                words = program.status.copy()
-                program.status[:] = 0
-                err = status_error(program, words, (argbuf,), () if adstack is None else (adstack,))
+                err = self._status(program, argbuf, adstack)
                 if isinstance(err, SpiradAdStackOverflow):
                     overflow = overflow or err  # raised by this launch, once its tasks ran
-                elif self.pending is None:
-                    self.pending = err
         if overflow is not None:
             raise overflow
+
+    def _status(self, program, argbuf, adstack):
+        """The error of the status words a task of `program` set, the words cleared; kept for
+        the next sync unless it is an adstack overflow (which the launch raises)."""
+        words = program.status.copy()
+        program.status[:] = 0
+        err = status_error(program, words, (argbuf,), () if adstack is None else (adstack,))
+        if not isinstance(err, SpiradAdStackOverflow) and self.pending is None:
+            self.pending = err
+        return err
+
+    def replay_entry(self, program, storages, argbuf, ranges):
+        """(program, ((task function, begin, end), ...), buffer table, argument address,
+        argument bytes, checked) when every task of the launch would run on the calling thread
+        as one call (`launch`'s own choice for these ranges at capture: no adstack, no
+        privatised scatter, no range read from globals, too short to split), else None. Its
+        own buffer table: one program launched with other arrays in the same graph keeps its
+        own. (A task free of atomics, `adaptive`, gives the same values split or not; one with
+        atomics is split by its length alone, so the choice holds at every replay.)"""
+        if any(program.stacks):
+            return None
+        calls = []
+        rt = self.rt
+        for (fn, kind, stacks, fn1, adaptive, scatter, min_split), rng in zip(
+                program.launch_tasks, ranges):
+            if rng is None:
+                return None
+            b, e = rng
+            if e <= b:
+                continue
+            if scatter is not None and e - b >= 2 * rt.num_workers:
+                return None  # maybe privatised (`_privatised` decides per launch)
+            if adaptive is not None and not adaptive.splits(e - b):
+                calls.append((fn, b, e))
+            elif adaptive is not None:
+                return None  # long enough to split: through `launch`
+            elif fn1 is not None and e - b < min_split:
+                calls.append((fn1, b, e))
+            elif kind != "range" or rt.num_workers == 1 or \
+                    e - b < (rt.parallel_min if min_split is None else min_split):
+                calls.append((fn, b, e))
+            else:
+                return None
+        bufs = (ctypes.c_void_p * len(program.bufs)).from_buffer_copy(program.bufs)
+        _fill_buffers(bufs, program, storages)
+        addr = ctypes.cast(ctypes.c_char_p(argbuf), ctypes.c_void_p).value
+        return (program, tuple(calls), bufs, addr, argbuf,
+                program.bounds is not None or program.oob)
+
+    def replay(self, entries) -> None:
+        """Call each record's task functions in order (ctypes calls, nothing else between them
+        but the interrupt check and, for checked programs, the status word)."""
+        cancelled = self.rt.cancelled
+        with self.rt.calls_lock():
+            for program, calls, bufs, addr, argbuf, checked in entries:
+                if cancelled():
+                    return
+                for fn, b, e in calls:
+                    fn(bufs, addr, b, e, 0)
+                if checked and program.status_word.value:
+                    self._status(program, argbuf, None)
 
     def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
         """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and
@@ -378,6 +432,15 @@ class CpuBackend(BackendBase):
 
     def close(self):
         self.rt.close()
+
+
+def _fill_buffers(bufs, program, storages) -> None:
+    """Point the binding slots of buffer table `bufs` at `storages` (kernel temporaries where
+    None), and the unsplit copy slots of privatised scatters at their real buffers."""
+    for k, st in enumerate(storages):
+        bufs[k] = (st if st is not None else program.temps[k]).__array_interface__["data"][0]
+    for j, k in enumerate(program.copies):  # unsplit: the adds go to the real buffer
+        bufs[program.copy_base + j] = bufs[k]
 
 
 Backend = CpuBackend

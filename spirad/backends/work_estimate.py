@@ -117,6 +117,11 @@ class Adaptive:
         self.workers = workers
         self.min_split = 2 * workers  # two iterations per worker at least
 
+    def splits(self, n: int) -> bool:
+        """Whether `run` would split a range of `n` iterations now (a replayed launch graph
+        calls the task itself only where it would not: `CpuBackend.replay_entry`)."""
+        return n >= self.min_split and n * self.per_iteration >= SPLIT_SECONDS
+
     def run(self, run, fn, bufs, addr, b: int, e: int) -> None:
         """Run [b, e) through the runtime's `run`, split when the last launch's time per
         iteration times this range is `SPLIT_SECONDS` or more (two iterations per worker at

@@ -112,6 +112,8 @@ class LaunchPlan:
     alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
     mutable: bool = False   # an argument is a list / dict (a template container that may have
                             # changed in place): the plan is never reused as it is (`same_args`)
+    bumps: tuple = ()       # the fields / arrays whose write generation a launch bumps (`_bump`),
+                            # resolved with the storages (`_written`): one loop, no lookups
 
 
 def _buffer(arr, which):
@@ -170,7 +172,21 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
     ranges = _ranges(c, scalars, shapes)
     return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
                       scalars=scalars, shapes=shapes,
-                      mutable=any(type(x) in (list, dict) for x in args))
+                      mutable=any(type(x) in (list, dict) for x in args),
+                      bumps=_written(c, args))
+
+
+def _written(c: Compiled, args) -> tuple:
+    """What a launch of `c` with `args` may write, as objects with a write generation: fields,
+    and the ndarrays (or their .grad / .dual) of the arguments, each once."""
+    out = {}
+    for w in c.writes:
+        if w[0] == "field":
+            out[id(w[1])] = w[1]
+        elif w[0] == "ndarray":
+            b = _buffer(args[w[1]], w[2])
+            out[id(b)] = b
+    return tuple(out.values())
 
 
 def _ranges(c: Compiled, scalars, shapes) -> list:
@@ -235,7 +251,8 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
         return p
     c = p.compiled
     return LaunchPlan(c, p.epoch, tuple(args), bytes(argbuf), p.storages,
-                      _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes)
+                      _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes,
+                      bumps=p.bumps)
 
 
 def measure(counting: sizing_cache.Counting, args) -> tuple:
@@ -388,9 +405,5 @@ def _log_sizing(name, sized, seconds) -> None:
 
 def _bump(p: LaunchPlan) -> None:
     """Write generations of everything `p`'s program may write (sizing cache, architecture §4)."""
-    args = p.args
-    for w in p.compiled.writes:
-        if w[0] == "field":
-            w[1].generation += 1
-        elif w[0] == "ndarray":
-            _buffer(args[w[1]], w[2]).generation += 1
+    for o in p.bumps:
+        o.generation += 1

@@ -1,0 +1,96 @@
+"""Genesis step times on spirad (eager and with `--graph`) and Quadrants, side by side: every
+(scene, array mode) run by each in turn, several rounds, in separate processes.
+
+    python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
+        [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0]
+
+Prints per round the load average and each run's median step, then per (scene, array mode)
+the median over rounds, spirad / Quadrants ratios, and the largest position difference of each
+spirad run against Quadrants' (every step of the rigid scenes). Needs a Python with
+genesis-world and Quadrants; spirad runs in it through its `quadrants` shim.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SYSTEMS = ("quadrants", "spirad", "spirad --graph")
+
+
+def run_one(py, system, scene, ndarray, a, out):
+    env = dict(os.environ, GS_ENABLE_NDARRAY="1" if ndarray else "0")
+    env.pop("PYTHONPATH", None)
+    if system.startswith("spirad"):
+        env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "spirad", "compat",
+                                                                "quadrants_shim"), HERE])
+    else:
+        env["PYTHONPATH"] = HERE
+    cmd = [py, os.path.join(HERE, "genesis_scene.py"), scene, "--steps", str(a.steps),
+           "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else [])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise SystemExit(f"{system} {scene} ndarray={ndarray} failed:\n{r.stderr[-3000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def max_diff(x, y):
+    import numpy as np
+    n = min(len(x["traj"]), len(y["traj"]))
+    return float(np.max(np.abs(np.asarray(x["traj"][:n]) - np.asarray(y["traj"][:n]))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--n-envs", type=int, default=0)
+    ap.add_argument("--scenes", nargs="+", default=["box", "franka"])
+    ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
+    a = ap.parse_args()
+    times, diffs, loads = {}, {}, []
+    tmp = tempfile.mkdtemp()
+    for r in range(a.rounds):
+        loads.append(os.getloadavg()[0])
+        print(f"round {r + 1}: load {loads[-1]:.2f}", flush=True)
+        for scene in a.scenes:
+            for ndarray in (False, True):
+                res = {}
+                for system in SYSTEMS:
+                    out = os.path.join(tmp, f"{scene}{int(ndarray)}{system.replace(' ', '')}.json")
+                    res[system] = run_one(a.quadrants_python, system, scene, ndarray, a, out)
+                    times.setdefault((scene, ndarray, system), []).append(
+                        res[system]["step_ms_median"])
+                    print(f"  {scene} {'ndarray' if ndarray else 'field'} {system}: "
+                          f"{res[system]['step_ms_median']:.4f} ms", flush=True)
+                for system in SYSTEMS[1:]:
+                    d = max_diff(res[system], res["quadrants"])
+                    diffs[(scene, ndarray, system)] = max(diffs.get((scene, ndarray, system), 0), d)
+                d = max_diff(res[SYSTEMS[1]], res[SYSTEMS[2]])  # replayed against eager
+                diffs[(scene, ndarray, "graph-eager")] = max(
+                    diffs.get((scene, ndarray, "graph-eager"), 0), d)
+    print(f"\nload average over rounds: {min(loads):.2f} to {max(loads):.2f}; medians over "
+          f"{a.rounds} rounds, {a.steps} steps, n_envs {a.n_envs}")
+    print("| scene, array mode | Quadrants | spirad eager | ratio | spirad graph | ratio | "
+          "largest position difference vs Quadrants (eager / graph) | graph vs eager |")
+    print("|---|---|---|---|---|---|---|---|")
+    for scene in a.scenes:
+        for ndarray in (False, True):
+            q, e, g = (statistics.median(times[(scene, ndarray, s)]) for s in SYSTEMS)
+            print(f"| {scene}, {'ndarray' if ndarray else 'field'} | {q:.3f} ms | {e:.3f} ms | "
+                  f"{e / q:.2f} | {g:.3f} ms | {g / q:.2f} | "
+                  f"{diffs[(scene, ndarray, SYSTEMS[1])]:.1e} / "
+                  f"{diffs[(scene, ndarray, SYSTEMS[2])]:.1e} | "
+                  f"{diffs[(scene, ndarray, 'graph-eager')]:.1e} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
