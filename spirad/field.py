@@ -610,7 +610,7 @@ def _axis_dims(axes_) -> tuple:
                           f"got {axes_!r}")
 
 
-_SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a field with shape=) "
+_SPARSE_HINT = ("spirad has dense, bitmasked, pointer and dynamic nodes only; use sd.root.dense(...) (or a field with shape=) "
                 "sized for the largest extent, and keep an element count or an active mask in "
                 "another field")
 
@@ -677,7 +677,7 @@ class SNode:
 
     def _sparse(self, what):
         from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError(f"root.{what}(...) (sparse SNodes) is not supported: "
+        raise SpiradNotSupportedError(f"root.{what}(...) is not supported: "
                                       f"{_SPARSE_HINT}")
 
     def pointer(self, axes, shape) -> "SNode":
@@ -700,11 +700,11 @@ class SNode:
         return self._sparse_node("dynamic", axis, int(capacity), chunk_size)
 
     def hash(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
+        """hash SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
     def bit_struct(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
+        """bit_struct SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bit_struct")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
