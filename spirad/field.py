@@ -391,6 +391,23 @@ class Field(_HostArray):
         return self.snode.parent(n)
 
     @_guard.locked
+    def fill(self, value) -> None:
+        """Set every element to `value` (below a sparse node: every active one, as Taichi)."""
+        from .sparse_layout import host_fill, is_sparse_primal
+        if is_sparse_primal(self):
+            host_fill(self, value, lambda arr: _HostArray.from_numpy(self, arr))
+        else:
+            _HostArray.fill(self, value)
+
+    @_guard.locked
+    def from_numpy(self, arr) -> None:
+        """Copy `arr` into the field (below a sparse node: every cell becomes active)."""
+        _HostArray.from_numpy(self, arr)
+        from .sparse_layout import activate_everything, is_sparse_primal
+        if is_sparse_primal(self):
+            activate_everything(self)
+
+    @_guard.locked
     def __setitem__(self, key, value):
         """Set the element at `key` to `value` (activating it under a sparse node)."""
         index = self._index(key)

@@ -151,6 +151,41 @@ def host_activate(f, index) -> None:
             lv.mask[c] = 1
 
 
+def active_elements(f) -> np.ndarray:
+    """A bool array of `f`'s shape: which elements are active (every level above them)."""
+    ext = extents_of(f)
+    idx = tuple(np.indices(f.shape, dtype=np.int64)) if f.shape else ()
+    act = np.ones(f.shape, dtype=bool)
+    div = lambda x, k: x // k  # noqa: E731
+    for lv in levels_of(f):
+        m = lv.mask.to_numpy()
+        if lv.kind == "dynamic":
+            p = cell(lv, ext, idx, div, lv.depth - 1)
+            act &= list_slot(lv, ext, idx, div, lambda x, k: x % k) < m[p]
+        else:
+            act &= m[cell(lv, ext, idx, div)] != 0
+    return act
+
+
+def host_fill(f, value, store) -> None:
+    """`x.fill(v)` of a field below a sparse node: its active elements only (Taichi's fill is a
+    struct-for); `store(array)` writes the whole field without activating."""
+    arr = f.to_numpy()
+    arr[active_elements(f)] = value
+    store(arr)
+
+
+def activate_everything(f) -> None:
+    """`x.from_numpy(a)` writes every element, so every cell above them becomes active."""
+    for lv in levels_of(f):
+        lv.mask.fill(lv.capacity if lv.kind == "dynamic" else 1)
+
+
+def is_sparse_primal(f) -> bool:
+    """A user's field below a sparse node (its gradient / dual are plain arrays to the host)."""
+    return f._primal is None and f._dual_of is None and bool(levels_of(f))
+
+
 def deactivate_all(node) -> None:
     """`node.deactivate_all()` (Taichi's): every cell of every sparse level at or below `node`
     inactive, and the fields below them zeroed (the invariant in the module docstring)."""
@@ -160,8 +195,8 @@ def deactivate_all(node) -> None:
             n = n._parent
         if n is None:
             continue
-        lv.mask.fill(0)
-        for f in lv.fields:
+        for f in lv.fields:  # before the mask: a sparse field's fill writes active cells
             f.fill(0)
             if getattr(f, "_grad", None) is not None:
                 f._grad.fill(0)
+        lv.mask.fill(0)

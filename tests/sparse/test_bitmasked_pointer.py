@@ -249,3 +249,25 @@ def test_refusals_and_errors():
         sd.root.pointer(sd.ijk, 2048).dense(sd.ijk, 8).place(sd.field(sd.f32))
     with pytest.raises(sd.SpiradSyntaxError, match="inside a kernel"):
         sd.is_active(bm, [0, 0])
+
+
+@test_archs()
+def test_host_fill_active_only_and_from_numpy_activates(arch):
+    x = sd.field(sd.f32)
+    bm = sd.root.bitmasked(sd.i, 4)
+    bm.dense(sd.i, 2).place(x)
+    count = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def visit():
+        for i in x:
+            count[None] += 1
+
+    x[3] = 1.0  # cell 1 active
+    x.fill(5.0)  # Taichi's fill is a struct-for: the active elements only
+    np.testing.assert_array_equal(x.to_numpy(), [0, 0, 5, 5, 0, 0, 0, 0])
+    x.from_numpy(np.arange(8, dtype=np.float32))  # writes every element: all cells active
+    visit()
+    assert count[None] == 8
+    bm.deactivate_all()
+    assert not x.to_numpy().any()
