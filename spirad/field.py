@@ -729,6 +729,8 @@ class SNode:
         gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
         fields' indices run over [offset, offset + shape)."""
         offset = check_offset(self.shape, offset, placed=True)
+        fields = [m for f in fields for m in  # a struct field: its members, here together
+                  (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:
             if offset is not None and isinstance(f, Field) and f._primal is None \
                     and f._dual_of is None:  # a gradient / dual has its primal's offset

@@ -267,14 +267,14 @@ class ExprVisitor:
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, (Field, StructField)) and len(idx) == len(obj.shape or ()) - 1:
+            from .sparse_ops import dynamic_row  # `x[i].append(v)` of a dynamic list
+            row = dynamic_row(obj, idx)
+            if row is not None:
+                return row
         if isinstance(obj, StructField):
             return StructElem(obj, idx)
         if isinstance(obj, Field):
-            if len(idx) == len(obj.shape or ()) - 1:  # `x[i].append(v)` of a dynamic list
-                from .sparse_ops import dynamic_row
-                row = dynamic_row(obj, idx)
-                if row is not None:
-                    return row
             return self.field_elem(obj, idx, node)
         if isinstance(obj, NdarrayArg):
             if len(idx) != obj.ndim:

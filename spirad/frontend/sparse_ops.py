@@ -281,7 +281,11 @@ def append_to(v, node, f, indices, value, call):
                                 b.binary(Op.ADD, b.binary(Op.MUL, base, cap), old))
                 else:
                     full.append(pidx[a])
-            v.store_into(GlobalElem(f.ref(), tuple(full), f.comp_shape, f), value)
+            if getattr(f, "_struct_members", False):  # a struct list: member-wise
+                from ..struct import StructElem
+                v.store_struct(StructElem(f, tuple(full)), value, call)
+            else:
+                v.store_into(GlobalElem(f.ref(), tuple(full), f.comp_shape, f), value)
         with orelse:  # full: give the slot back (the length stays at the capacity)
             b.atomic(Op.ATOMIC_ADD, lv.mask.ref(), idx, b.const(-1, T.i32))
     return old
@@ -291,11 +295,11 @@ class DynamicRow:
     """`x[I]` of a field placed on a dynamic node, with one index fewer than x has: the list
     at I, with Taichi's methods `append(v)`, `length()`, `deactivate()`."""
 
-    def __init__(self, field, indices):
-        self.field, self.indices = field, list(indices)
+    def __init__(self, field, indices, node):
+        self.field, self.indices, self.node = field, list(indices), node
 
     def method(self, name):
-        node = self.field._snode
+        node = self.node
 
         def call(v, row, args, n):
             if name == "append":
@@ -312,12 +316,14 @@ class DynamicRow:
 def dynamic_row(field, indices):
     """The DynamicRow of `field[indices]`, or None where that is not a list of a dynamic node
     (`indices` one fewer than the field's axes, the field placed on the dynamic node)."""
-    node = getattr(field._primal or field, "_snode", None) if hasattr(field, "_primal") else None
+    base = next(iter(field.members.values())) if getattr(field, "_struct_members", False) \
+        else field  # a struct field's members share their node
+    node = getattr(base._primal or base, "_snode", None)
     if node is None or node.level is None or node.level.kind != "dynamic":
         return None
     if len(indices) != len(node._parent.shape) or len(field.shape) != len(node.shape):
         return None
-    return DynamicRow(field, indices)
+    return DynamicRow(field, indices, node)
 
 
 def h_no_activate(v, args, kw, call):

@@ -108,3 +108,30 @@ def test_root_dynamic_append_and_host_write(arch):
     length()
     assert out[None] == 10
     assert x.to_numpy()[:5].tolist() == [0, 1, 4, 9, 16]
+
+
+@test_archs()
+def test_struct_field_placed_on_dynamic_appends_member_wise(arch):
+    pair = sd.types.struct(a=sd.i32, b=sd.math.vec2)
+    p = pair.field()
+    rows = sd.root.dense(sd.i, 4).dynamic(sd.j, 8)
+    rows.place(p)  # a struct field: its members, on the same node
+    lens = sd.field(sd.i32, shape=4)
+
+    @sd.kernel
+    def grow():
+        for i in range(4):
+            for k in range(i * 3):  # row 3 overflows: 9 appends into 8 slots
+                p[i].append(pair(a=i * 10 + k, b=sd.math.vec2(k, -k)))
+        for i in range(4):
+            lens[i] = p[i].length()
+
+    grow()
+    want = np.minimum(np.arange(4) * 3, 8)
+    np.testing.assert_array_equal(lens.to_numpy(), want)
+    a, b = p.a.to_numpy(), p.b.to_numpy()
+    for i in range(4):
+        np.testing.assert_array_equal(a[i, :want[i]], i * 10 + np.arange(want[i]))
+        np.testing.assert_array_equal(b[i, :want[i], 1], -np.arange(want[i]))
+        assert not a[i, want[i]:].any()
+    assert p.shape == (4, 8) and p.a.parent() is rows
