@@ -28,6 +28,8 @@ import numpy as np
 
 from kernel_ir.errors import SpiradNotSupportedError, SpiradValueError
 
+from . import guard as _guard
+
 MAX_DENSE_BYTES = 1 << 32  # a pointer's dense stand-in beyond this is refused (see above)
 KINDS = ("bitmasked", "pointer", "dynamic")
 
@@ -195,8 +197,9 @@ def deactivate_all(node) -> None:
             n = n._parent
         if n is None:
             continue
-        for f in lv.fields:  # before the mask: a sparse field's fill writes active cells
-            f.fill(0)
-            if getattr(f, "_grad", None) is not None:
-                f._grad.fill(0)
-        lv.mask.fill(0)
+        with _guard.LOCK:  # every element below the node goes: zero them all (no host pass
+            for f in lv.fields:  # over the active ones, which fill() would make)
+                for g in (f, getattr(f, "_grad", None)):
+                    if g is not None:
+                        g._store(g._to_storage(0))
+            lv.mask.fill(0)
