@@ -52,6 +52,7 @@ from . import linalg
 from .linalg import solve
 from .launch_graph import Graph
 from .lang import atomic_exchange, raw_mod
+from .frontend.sparse_api import activate, append, deactivate, is_active, length, no_activate, rescale_index
 from .math import outer
 
 from . import profiler
@@ -250,6 +251,8 @@ __all__ = [
     "FieldsBuilder", "SNodeTree", "one", "zero", "atomic_mul",
     # sparse matrices and solvers (docs/coming_from_taichi.md, linalg); the dense in-kernel solve
     "linalg", "solve",
+    # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
+    "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
 ]
 
 

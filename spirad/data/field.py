@@ -364,6 +364,7 @@ class Field(_HostArray):
         self._dual_of = None       # a dual field (enabled or not): the field it belongs to
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         self._tree = None  # the FieldsBuilder tree it is placed in (spirad.data.fields_builder)
+        self._snode = None  # the SNode it is placed on (place()); None: its own dense node
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -376,6 +377,45 @@ class Field(_HostArray):
             self._add_dual()
         st.fields.append(self)
         st.materialized = False  # the materialize hook runs before the next launch (spirad.runtime.program_hooks)
+
+    @property
+    def snode(self):
+        """The SNode of this field's cells (Taichi's `x.snode`): `x.snode.parent()` is the node
+        it was placed on (`x.parent()`)."""
+        from .field import SNode
+        owner = self._primal or self._dual_of or self
+        node = owner._snode or SNode(tuple((k, n) for k, n in enumerate(self.shape or ())))
+        return SNode(node.extents, node.sparse, node)
+
+    def parent(self, n: int = 1):
+        """The node `n` levels above the field's cells: 1 is the node it was placed on."""
+        return self.snode.parent(n)
+
+    @_guard.locked
+    def fill(self, value) -> None:
+        """Set every element to `value` (below a sparse node: every active one, as Taichi)."""
+        from .sparse_layout import host_fill, is_sparse_primal
+        if is_sparse_primal(self):
+            host_fill(self, value, lambda arr: _HostArray.from_numpy(self, arr))
+        else:
+            _HostArray.fill(self, value)
+
+    @_guard.locked
+    def from_numpy(self, arr) -> None:
+        """Copy `arr` into the field (below a sparse node: every cell becomes active)."""
+        _HostArray.from_numpy(self, arr)
+        from .sparse_layout import activate_everything, is_sparse_primal
+        if is_sparse_primal(self):
+            activate_everything(self)
+
+    @_guard.locked
+    def __setitem__(self, key, value):
+        """Set the element at `key` to `value` (activating it under a sparse node)."""
+        index = self._index(key)
+        self._store(self._to_storage(value), index)
+        from .sparse_layout import host_activate, levels_of
+        if levels_of(self):
+            host_activate(self, index)
 
     @property
     def grad(self):
@@ -588,7 +628,7 @@ def _axis_dims(axes_) -> tuple:
                           f"got {axes_!r}")
 
 
-_SPARSE_HINT = ("spirad has dense layouts only; use sd.root.dense(...) (or a field with shape=) "
+_SPARSE_HINT = ("spirad has dense, bitmasked, pointer and dynamic nodes only; use sd.root.dense(...) (or a field with shape=) "
                 "sized for the largest extent, and keep an element count or an active mask in "
                 "another field")
 
@@ -600,8 +640,24 @@ class SNode:
     Placing a field fixes its shape; placing `x.grad` (or `place(x, needs_grad=True)`, or
     `root.lazy_grad()`) gives x its gradient, also after kernels using x were compiled."""
 
-    def __init__(self, extents=()):
+    def __init__(self, extents=(), sparse=(), parent=None):
         self.extents = extents  # ((axis number, extent), ...) from the root down
+        self.sparse = sparse    # the sparse levels from the root down (spirad.data.sparse_layout)
+        self.level = None       # this node's own, where it is sparse
+        self._parent = parent
+
+    def parent(self, n: int = 1):
+        """The node `n` levels above this one (Taichi's `snode.parent()`); None above the root."""
+        node = self
+        for _ in range(n):
+            node = node._parent if node is not None else None
+        return node
+
+    def deactivate_all(self) -> None:
+        """Deactivate every cell of every sparse node at or below this one (Taichi's); the
+        fields below them read 0 again."""
+        from .sparse_layout import deactivate_all
+        deactivate_all(self)
 
     @property
     def shape(self) -> tuple:
@@ -625,31 +681,48 @@ class SNode:
         shape = normalize_shape(shape)
         if len(shape) != n:
             raise SpiradValueError(f"dense(): {n} axes but shape {shape}")
-        return SNode(self.extents + tuple(zip(dims, shape)))
+        return self._child(self.extents + tuple(zip(dims, shape)))
+
+    def _child(self, extents) -> "SNode":
+        """A node below this one with these (axis, extent) pairs from the root."""
+        return SNode(extents, self.sparse, self)
+
+    def _sparse_node(self, kind, axes, shape, chunk_size=None) -> "SNode":
+        from .sparse_layout import make_level
+        dense = self.dense(axes, shape)
+        return make_level(self, kind, dense.extents[len(self.extents):], internal_field,
+                          chunk_size)
 
     def _sparse(self, what):
         from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError(f"root.{what}(...) (sparse SNodes) is not supported: "
+        raise SpiradNotSupportedError(f"root.{what}(...) is not supported: "
                                       f"{_SPARSE_HINT}")
 
-    def pointer(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("pointer")
+    def pointer(self, axes, shape) -> "SNode":
+        """A pointer block (Taichi's): semantically a bitmasked one; spirad allocates its
+        memory up front (spirad.data.sparse_layout says why and what it bounds)."""
+        return self._sparse_node("pointer", axes, shape)
 
-    def bitmasked(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("bitmasked")
+    def bitmasked(self, axes, shape) -> "SNode":
+        """A dense block with one activation bit per cell: a write activates a cell, an
+        inactive cell reads 0, struct-for visits active cells only (`sd.is_active`,
+        `sd.activate`, `sd.deactivate`)."""
+        return self._sparse_node("bitmasked", axes, shape)
 
-    def dynamic(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("dynamic")
+    def dynamic(self, axis, capacity, chunk_size=None) -> "SNode":
+        """A list of at most `capacity` cells along `axis` per cell of this node
+        (`sd.append`, `sd.length`, `sd.deactivate`); `chunk_size` is accepted (spirad
+        allocates the whole capacity)."""
+        if isinstance(capacity, (tuple, list)):
+            capacity = capacity[0]
+        return self._sparse_node("dynamic", axis, int(capacity), chunk_size)
 
     def hash(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
+        """hash SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
     def bit_struct(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
+        """bit_struct SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bit_struct")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
@@ -657,6 +730,8 @@ class SNode:
         gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
         fields' indices run over [offset, offset + shape)."""
         offset = check_offset(self.shape, offset, placed=True)
+        fields = [m for f in fields for m in  # a struct field: its members, here together
+                  (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:
             if offset is not None and isinstance(f, Field) and f._primal is None \
                     and f._dual_of is None:  # a gradient / dual has its primal's offset
@@ -683,6 +758,10 @@ class SNode:
                 raise SpiradValueError(f"field {f.name} already has shape {f.shape}")
             check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
+            f._snode = self
+            if self.sparse:
+                from .sparse_layout import placed
+                placed(self, f)
             if needs_grad and f._grad is None:
                 if not f.dtype.is_float:
                     raise SpiradTypeError(f"needs_grad=True requires a float dtype; field "

@@ -90,12 +90,12 @@ class SNodeTree:
 class _BuilderNode(SNode):
     """An SNode of a FieldsBuilder: `dense` stays in the builder, `place` records the fields."""
 
-    def __init__(self, builder: "FieldsBuilder", extents=()):
-        super().__init__(extents)
+    def __init__(self, builder: "FieldsBuilder", extents=(), sparse=(), parent=None):
+        super().__init__(extents, sparse, parent)
         self._builder = builder
 
-    def dense(self, axes, shape) -> "_BuilderNode":
-        return _BuilderNode(self._builder, SNode.dense(self, axes, shape).extents)
+    def _child(self, extents) -> "_BuilderNode":
+        return _BuilderNode(self._builder, extents, self.sparse, self)
 
     def place(self, *fields, needs_grad=False, offset=None) -> "_BuilderNode":
         b = self._builder
@@ -150,16 +150,19 @@ class FieldsBuilder:
         return self._root.place(*fields, needs_grad=needs_grad, offset=offset)
 
     def pointer(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._root.pointer(*a, **k)
+        """A `pointer` node in this builder's tree (as `root.pointer`; spirad.data.sparse_layout)."""
+        self._check_open()
+        return self._root.pointer(*a, **k)
 
     def bitmasked(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._root.bitmasked(*a, **k)
+        """A `bitmasked` node in this builder's tree (as `root.bitmasked`; spirad.data.sparse_layout)."""
+        self._check_open()
+        return self._root.bitmasked(*a, **k)
 
     def dynamic(self, *a, **k):
-        """Sparse SNodes are not supported: raises, naming the dense alternative."""
-        self._root.dynamic(*a, **k)
+        """A `dynamic` node in this builder's tree (as `root.dynamic`; spirad.data.sparse_layout)."""
+        self._check_open()
+        return self._root.dynamic(*a, **k)
 
     def lazy_grad(self) -> None:
         """Give every float field of the builder that has none a gradient."""

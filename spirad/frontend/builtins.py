@@ -521,3 +521,5 @@ from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz 
 HANDLERS.update(_bit_handlers())
 from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
 HANDLERS.update(_simt_handlers())
+from .sparse_ops import handlers as _sparse_handlers  # noqa: E402 (sd.is_active, sd.append, ...)
+HANDLERS.update(_sparse_handlers())

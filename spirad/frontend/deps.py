@@ -202,10 +202,15 @@ class _Describer:
     def field(self, f):
         if f.epoch != self.state.epoch:  # compiling raises the stale-field error: not cached
             raise _Uncacheable(f"field {f.name} of a previous init()")
+        from ..data.sparse_layout import extents_of, levels_of
         ids = [f.id] + [g.id for g in (f._grad, f._dual) if g is not None]
+        levels = levels_of(f)  # a sparse field's writes and struct-fors use its masks
+        ids += [lv.mask.id for lv in levels]
         self.field_ids.update(ids)
+        sparse = (extents_of(f), tuple((lv.kind, lv.depth, lv.axis, lv.capacity)
+                                       for lv in levels)) if levels else None
         return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.needs_grad,
-                f.needs_dual, f.offset)  # the offset is compiled into every index
+                f.needs_dual, f.offset, sparse)  # the offset is compiled into every index
 
     def attrs(self, obj, own=None) -> tuple:
         """(name, description) of every attribute of `obj` that some described code names; a

@@ -220,6 +220,19 @@ class ExprVisitor:
         if isinstance(obj, Field) and obj._primal is None and (
                 name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
             raise self.ctx.error(SpiradAutodiffError, obj.no_companion_message(name), node)
+        from ..data.field import SNode
+        from .sparse_ops import DynamicRow, dynamic_row
+        if name in ("append", "length", "deactivate") and isinstance(obj, Field) and \
+                dynamic_row(obj, ()) is not None:  # `x.append(v)`: the list of a root dynamic
+            obj = dynamic_row(obj, ())
+        if isinstance(obj, DynamicRow):
+            if name not in ("append", "length", "deactivate"):
+                raise self.ctx.error(SpiradSyntaxError, f"a dynamic list x[I] has append(), "
+                                                        f"length() and deactivate(), not '{name}'", node)
+            return BoundMethod(obj.method(name), obj)
+        if name == "parent" and isinstance(obj, (Field, SNode)):  # a node, at compile time
+            return BoundMethod(lambda bld, o, args, n: o.parent(*[bld.rvalue(a) for a in args]),
+                               obj)
         if name == "fill" and (isinstance(obj, Field) or getattr(obj, "_struct_members", False)):
             from .field_methods import field_fill  # `x.fill(v)` in a kernel: Quadrants' loop
             return BoundMethod(field_fill, obj)
@@ -270,6 +283,11 @@ class ExprVisitor:
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, (Field, StructField)) and len(idx) == len(obj.shape or ()) - 1:
+            from .sparse_ops import dynamic_row  # `x[i].append(v)` of a dynamic list
+            row = dynamic_row(obj, idx)
+            if row is not None:
+                return row
         if isinstance(obj, StructField):
             return StructElem(obj, idx)
         if isinstance(obj, Field):

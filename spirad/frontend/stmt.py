@@ -338,6 +338,8 @@ class StmtVisitor:
         if grouped:
             iterable = iterable.target
         dims = self.iteration_dims(iterable, node)
+        from .sparse_ops import loop_guard  # a struct-for over a sparse field / node
+        self._sparse_guard = loop_guard(iterable)
         if not grouped and len(names) != len(dims):
             raise ctx.error(SpiradSyntaxError, f"loop over {len(dims)} dimension(s) needs {len(dims)} "
                                                f"index name(s), got {len(names)}", node.target)
@@ -390,6 +392,9 @@ class StmtVisitor:
                 else:
                     dims.append((0, d))
             return dims
+        from ..data.field import SNode
+        if isinstance(obj, SNode):  # a struct-for over a node: its cells (Taichi's)
+            return [(0, s) for s in obj.shape]
         if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             # Taichi's `offset=`: the loop runs over [offset, offset + shape) (a struct field's
             # members share theirs; a member named `offset` must not shadow it)
@@ -483,7 +488,12 @@ class StmtVisitor:
             else:
                 for n, i in zip(names, idx):
                     frame.scopes[-1][n] = i
-            self.build_stmts(node.body)
+            guard, self._sparse_guard = getattr(self, "_sparse_guard", None), None
+            if guard is not None:  # a sparse struct-for: the active cells only
+                from .sparse_ops import guarded_body
+                guarded_body(self, guard, idx, lambda: self.build_stmts(node.body))
+            else:
+                self.build_stmts(node.body)
         finally:
             self.ctx.nested_scopes -= 1
             frame.scopes.pop()

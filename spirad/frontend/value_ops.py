@@ -275,6 +275,7 @@ class ValueOps:
             return
         if isinstance(target, GlobalElem):
             ref = target.ref
+            _activate(self, target)  # a field below a sparse SNode (frontend/sparse_ops.py)
             if target.comp_shape:
                 comps = self._comps_for(value, target.comp_shape)
                 for k, c in zip(_comp_indices(target.comp_shape), comps):
@@ -317,6 +318,7 @@ class ValueOps:
                                                   f"local variable")
         ref = target.ref
         _check_atomic_type(self, op, ref.dtype, what)
+        _activate(self, target)
         if target.comp_shape:
             comps = self._comps_for(value, target.comp_shape)
             olds = []
@@ -398,3 +400,10 @@ def _check_atomic_type(v, op, dt, what):
                                            f"atomics are defined on integers only)")
     if op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX, Op.ATOMIC_MUL) and dt == T.u1:
         raise v.ctx.error(SpiradTypeError, f"{what} needs a number, got u1")
+
+
+def _activate(builder, target) -> None:
+    """A write to a field element below a sparse SNode activates its cells (sparse_ops)."""
+    if getattr(target.owner, "_kind", None) == "field" and target.ref.kind == "field":
+        from .sparse_ops import activate_on_write
+        activate_on_write(builder, target.owner, target.indices)

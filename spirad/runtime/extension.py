@@ -1,7 +1,7 @@
 """`sd.extension` (Taichi's `ti.extension`): optional features an arch may lack, and
-`is_extension_supported(arch, ext)` to ask. spirad has the adstack, assertions, dynamic indexing
-and block-local hints everywhere; 64-bit data where the device has it; no sparse or quantized
-layouts and no meshes."""
+`is_extension_supported(arch, ext)` to ask. spirad has the adstack, assertions, dynamic indexing,
+block-local hints and sparse SNodes (bitmasked / pointer / dynamic, spirad.data.sparse_layout) everywhere;
+64-bit data where the device has it; no quantized layouts and no meshes."""
 from __future__ import annotations
 
 import enum
@@ -22,7 +22,8 @@ class extension(enum.Enum):  # noqa: N801 - Taichi's name
     dynamic_index = "dynamic_index"
 
 
-_EVERYWHERE = {extension.adstack, extension.assertion, extension.bls, extension.dynamic_index}
+_EVERYWHERE = {extension.adstack, extension.assertion, extension.bls, extension.dynamic_index,
+               extension.sparse}
 
 
 def is_extension_supported(arch: str, ext: extension) -> bool:

@@ -30,6 +30,7 @@ class State:
     rng: object = None     # frontend.rng: the launch counter field of kernels using sd.random()
     py_rng: object = None  # numpy Generator behind sd.random() called from Python
     prints: object = None  # printing.PrintBuffer: kernel print formats and buffers (first print)
+    sparse_levels: list = None  # spirad.data.sparse_layout: the sparse SNodes, whose masks kernels bind
     _ids: itertools.count = field(default_factory=itertools.count)
     _field_map: tuple = (0, {})  # (fields + duals when built, id -> Field)
 
@@ -39,7 +40,8 @@ class State:
     def field_map(self) -> dict:
         """Field id -> Field (gradient and dual fields included), rebuilt when fields, gradients
         or duals were added."""
-        n = (len(self.fields), self.layout_version, sum(f.needs_dual for f in self.fields))
+        n = (len(self.fields), self.layout_version, sum(f.needs_dual for f in self.fields),
+             len(self.sparse_levels or ()))
         if self._field_map[0] != n or not self._field_map[1]:
             m = {}
             for f in self.fields:
@@ -48,6 +50,8 @@ class State:
                     m[f.grad.id] = f.grad
                 if f.needs_dual:
                     m[f.dual.id] = f.dual
+            for lv in self.sparse_levels or ():  # their masks / lengths (internal fields)
+                m[lv.mask.id] = lv.mask
             self._field_map = (n, m)
         return self._field_map[1]
 

@@ -1,6 +1,6 @@
 """Taichi's layout API (issue #13 item 1): `root.dense(...).place(x, x.grad)`, `lazy_grad`,
 `dense(ij, n)`, `place(..., needs_grad=True)`, gradients enabled after kernels were compiled, and
-the sparse SNodes' "not supported" errors."""
+the "not supported" errors of hash / bit_struct SNodes."""
 import numpy as np
 import pytest
 
@@ -99,7 +99,7 @@ def test_layout_errors(arch):
         g = y.grad
         sd.root.dense(sd.i, 3).place(y)
         g.to_numpy()
-    for what in ("pointer", "bitmasked", "dynamic"):
+    for what in ("hash", "bit_struct"):  # pointer / bitmasked / dynamic: tests/sparse
         with pytest.raises(sd.SpiradNotSupportedError, match="dense") as e:
             getattr(sd.root, what)(sd.i, 8)
         assert isinstance(e.value, NotImplementedError) and what in str(e.value)

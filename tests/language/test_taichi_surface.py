@@ -311,7 +311,8 @@ def test_taichi_names():
     assert issubclass(sd.TaichiAssertionError, AssertionError)
     assert issubclass(sd.TaichiIndexError, sd.SpiradError)
     assert sd.is_extension_supported(sd.cpu, sd.extension.adstack)
-    assert not sd.is_extension_supported(sd.cpu, sd.extension.sparse)
+    assert sd.is_extension_supported(sd.cpu, sd.extension.sparse)  # tests/sparse
+    assert not sd.is_extension_supported(sd.cpu, sd.extension.quant)
     with pytest.raises(sd.SpiradArchError):
         sd.init(arch=sd.opengl)
     sd.init(arch=sd.cpu, flatten_if=True, enable_fallback=False)  # Taichi knobs are accepted
