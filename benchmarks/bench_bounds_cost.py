@@ -16,12 +16,12 @@ machine they are the steadier measure of what the check adds.
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import paired  # noqa: E402  (benchmarks/paired.py)
 
 
 def child(args):
@@ -53,11 +53,9 @@ def child(args):
 
 
 def run_one(args, build):
-    cmd = [sys.executable, __file__, "--child", build, "--arch", args.arch, "--n", str(args.n),
-           "--reps", str(args.reps), "--settle", str(args.settle), "--workloads", *args.workloads]
-    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    line = next(ln for ln in text.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return paired.child_result([sys.executable, __file__, "--child", build, "--arch", args.arch,
+                                "--n", str(args.n), "--reps", str(args.reps),
+                                "--settle", str(args.settle), "--workloads", *args.workloads])
 
 
 def main():
@@ -72,22 +70,11 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(args)
-    runs = {"checks": [], "nochecks": []}
-    for r in range(args.rounds):
-        for build in (("checks", "nochecks") if r % 2 == 0 else ("nochecks", "checks")):
-            runs[build].append(run_one(args, build))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    runs = paired.alternate(args.rounds, "checks", "nochecks", lambda b: run_one(args, b))
     print(f"{args.arch} N={args.n}: {args.rounds} rounds of alternating processes, "
           f"{args.reps} reps each; min ms per process, median over rounds")
-    for name in args.workloads:
-        for k in ("fwd", "grad", "fwd cpu", "grad cpu"):
-            on = [run[name][k] for run in runs["checks"]]
-            off = [run[name][k] for run in runs["nochecks"]]
-            ratios = sorted(a / b for a, b in zip(on, off))
-            print(f"[{args.arch:6s} {name:6s} {k:8s}] checks {statistics.median(on):8.2f}  "
-                  f"no checks {statistics.median(off):8.2f}  ratio "
-                  f"{statistics.median(on) / statistics.median(off):5.3f}  per-round ratios "
-                  f"{ratios[0]:.2f}..{ratios[-1]:.2f}", flush=True)
+    paired.print_ratios(args.arch, args.workloads, ("fwd", "grad", "fwd cpu", "grad cpu"), runs,
+                        "checks", "nochecks")
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ threads: lavapipe's and the CPU backend's workers)."""
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import paired  # noqa: E402  (benchmarks/paired.py)
 ROWS = ("sum", "scatter", "grad", "adstack grad")
 
 
@@ -48,11 +48,9 @@ def child(args):
 
 
 def run_one(args, mode):
-    cmd = [sys.executable, __file__, "--child", mode, "--arch", args.arch, "--n", str(args.n),
-           "--reps", str(args.reps), "--settle", str(args.settle)]
-    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    line = next(ln for ln in text.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return paired.child_result([sys.executable, __file__, "--child", mode, "--arch", args.arch,
+                                "--n", str(args.n), "--reps", str(args.reps),
+                                "--settle", str(args.settle)])
 
 
 def main():
@@ -66,23 +64,10 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(args)
-    runs = {"default": [], "deterministic": []}
-    for r in range(args.rounds):
-        for mode in (("default", "deterministic") if r % 2 == 0 else
-                     ("deterministic", "default")):
-            runs[mode].append(run_one(args, mode))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    runs = paired.alternate(args.rounds, "deterministic", "default", lambda m: run_one(args, m))
     print(f"{args.arch} N={args.n}: {args.rounds} rounds of alternating processes, "
           f"{args.reps} reps each; min ms per process, median over rounds")
-    for name in ROWS:
-        for k in ("wall", "cpu"):
-            det = [run[name][k] for run in runs["deterministic"]]
-            dflt = [run[name][k] for run in runs["default"]]
-            ratios = sorted(a / b for a, b in zip(det, dflt))
-            print(f"[{args.arch:6s} {name:12s} {k:4s}] default {statistics.median(dflt):9.2f}  "
-                  f"deterministic {statistics.median(det):9.2f}  ratio "
-                  f"{statistics.median(det) / statistics.median(dflt):6.2f}  per-round ratios "
-                  f"{ratios[0]:.2f}..{ratios[-1]:.2f}", flush=True)
+    paired.print_ratios(args.arch, ROWS, ("wall", "cpu"), runs, "deterministic", "default")
 
 
 if __name__ == "__main__":
