@@ -99,16 +99,18 @@ def _mixed(x: sd.template(), idx: sd.template(), f: sd.template(), n: sd.templat
         sd.atomic_exchange(n[1], i)                # an exchange: the last one wins: ordered
 
 
+def _launch_mixed(**init):
+    """`_mixed` launched once on fresh fields; its launch plan."""
+    sd.init(arch=sd.cpu, **init)
+    _mixed(sd.field(sd.f32, 8), sd.field(sd.i32, 8), sd.field(sd.f32, 4), sd.field(sd.i32, 4),
+           sd.field(sd.i32, 8))
+    return _mixed._plans[0]
+
+
 def test_which_loops_are_ordered():
-    sd.init(arch=sd.cpu, deterministic=True, offline_cache=False)
-    x = sd.field(sd.f32, 8)
-    idx = sd.field(sd.i32, 8)
-    f = sd.field(sd.f32, 4)
-    n = sd.field(sd.i32, 4)
-    slots = sd.field(sd.i32, 8)
-    _mixed(x, idx, f, n, slots)
-    tl = _mixed._plans[0].compiled.tl  # what autodiff sees; the backend's is serialised
-    assert [t.kind for t in _mixed._plans[0].compiled.backend_tl.tasks] == \
+    plan = _launch_mixed(deterministic=True, offline_cache=False)
+    tl = plan.compiled.tl  # what autodiff sees; the backend's is serialised
+    assert [t.kind for t in plan.compiled.backend_tl.tasks] == \
         ["serial", "range", "serial", "range", "serial"]
     assert [order_sensitive(t) for t in tl.tasks] == [True, False, True, False, True]
     ser = serialise(tl)
@@ -121,15 +123,11 @@ def test_which_loops_are_ordered():
 
 def test_offline_cache_never_replays_the_other_mode(tmp_path):
     """A kernel compiled (and stored) without the switch is compiled again with it, and back."""
-    x = idx = f = n = slots = None
     kinds = []
     for det in (False, True, False, True):
-        sd.init(arch=sd.cpu, deterministic=det, offline_cache=True,
-                offline_cache_file_path=str(tmp_path))
-        x, idx, f = sd.field(sd.f32, 8), sd.field(sd.i32, 8), sd.field(sd.f32, 4)
-        n, slots = sd.field(sd.i32, 4), sd.field(sd.i32, 8)
-        _mixed(x, idx, f, n, slots)
-        kinds.append(_mixed._plans[0].compiled.backend_tl.tasks[0].kind)
+        plan = _launch_mixed(deterministic=det, offline_cache=True,
+                             offline_cache_file_path=str(tmp_path))
+        kinds.append(plan.compiled.backend_tl.tasks[0].kind)
     assert kinds == ["range", "serial", "range", "serial"]
 
 
@@ -177,15 +175,9 @@ def test_offline_cache_key_has_the_switch():
 def test_ordered_atomics_demoted():
     """In an ordered task no two iterations run at once: its atomics are plain read-modify-
     writes (no compare-and-swap loop on lavapipe's loop counter)."""
-    sd.init(arch=sd.cpu, deterministic=True, offline_cache=False)
-    x = sd.field(sd.f32, 8)
-    idx = sd.field(sd.i32, 8)
-    f = sd.field(sd.f32, 4)
-    n = sd.field(sd.i32, 4)
-    slots = sd.field(sd.i32, 8)
-    _mixed(x, idx, f, n, slots)
+    plan = _launch_mixed(deterministic=True, offline_cache=False)
     from spirad.passes.demote_atomics import demote_atomics
-    chunked = demote_atomics(serialise(_mixed._plans[0].compiled.tl, 16))
+    chunked = demote_atomics(serialise(plan.compiled.tl, 16))
     for t in chunked.tasks:
         if t.ordered:
             assert not any(m.op in ATOMICS for m in walk(t.body))
