@@ -142,10 +142,22 @@ class _HostArray(TensorSurface):
     def _label(self) -> str:
         return getattr(self, "name", "") or f"of shape {self.shape}"
 
+    @staticmethod
+    def _materialized():
+        """Run the materialize hook first when fields were declared since it last ran, as a
+        launch does: Taichi's and Quadrants' host accessors (element reads and writes,
+        to_numpy / from_numpy / fill) materialize before they touch memory, so deferred work
+        registered there (Genesis fills fresh constant fields in it) is done before the value
+        is read, not only before the next kernel launch."""
+        if not _state.current().materialized:
+            from ..runtime.program_hooks import materialize_if_needed
+            materialize_if_needed()
+
     def _synced(self):
         """The backend, at a host read's sync point: pending work finished, kernel prints
         printed, failed asserts raised."""
         self._check_live()  # the memory of a previous init() may be gone with its backend
+        self._materialized()
         be = _state.backend()
         with _guard.launching():
             be.sync()
@@ -167,6 +179,7 @@ class _HostArray(TensorSurface):
         """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
         from `_index`; None: every element). Through the live view where the backend has one;
         else one copy queued on the device's stream (no wait)."""
+        self._materialized()
         be = _state.backend()
         if be.host_views:
             view = self._view()

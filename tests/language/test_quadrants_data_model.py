@@ -155,6 +155,34 @@ def test_materialize_hook_runs_deferred_work():
         Program.materialize = original
 
 
+def test_materialize_hook_runs_before_a_host_read():
+    """Genesis defers the fill of a fresh constant field to the materialize hook and reads it
+    from Python before any launch (`collider_info.n_valid_link_pairs[None]` sizes its broad
+    phase): the read must run the hook first, as Quadrants' host accessors do."""
+    from spirad.runtime.program_hooks import Program
+    sd.init(arch=sd.cpu)
+    pending = []
+    original = Program.materialize
+
+    def materialize_then_fill(self):
+        original(self)
+        work = pending.copy()
+        pending.clear()
+        for f, v in work:
+            f.fill(v)
+    Program.materialize = materialize_then_fill
+    try:
+        n = sd.field(sd.i32, shape=())
+        pending.append((n, 7))
+        assert n[None] == 7 and not pending  # a read before any launch
+        m = sd.field(sd.i32, shape=(2,))
+        pending.append((m, 3))
+        m[0] = 5  # a write runs the hook first, then writes
+        np.testing.assert_array_equal(m.to_numpy(), [5, 3])
+    finally:
+        Program.materialize = original
+
+
 def test_perf_dispatch_picks_the_first_compatible():
     sd.init(arch=sd.cpu)
     calls = []
