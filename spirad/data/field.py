@@ -179,16 +179,16 @@ class _HostArray(TensorSurface):
         """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
         from `_index`; None: every element). Through the live view where the backend has one;
         else one copy queued on the device's stream (no wait)."""
-        self._materialized()
         be = _state.backend()
         if be.host_views:
-            view = self._view()
+            view = self._view()  # _synced: the materialize hook first
             if key is None:
                 view[...] = value
             else:
                 view[key] = value
         else:
             self._check_live()
+            self._materialized()
             shape, offset = self.full_shape, 0
             if key is not None:
                 shape = self.comp_shape

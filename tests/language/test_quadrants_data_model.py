@@ -3,6 +3,7 @@
 dataclass-typed kernel and func parameters (flattened: ndarray members are launch arguments),
 numpy bool arrays as arguments, zero-copy `to_torch(copy=False)`, the materialize hook,
 `@sd.kernel(fastcache=...)`, keyword arguments at launch, `perf_dispatch`, log levels."""
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -127,7 +128,10 @@ def test_to_torch_zero_copy():
     assert torch.utils.dlpack.from_dlpack(x.to_dlpack()).tolist() == [7, 2, 3]
 
 
-def test_materialize_hook_runs_deferred_work():
+@contextlib.contextmanager
+def _deferred_fills():
+    """The materialize hook wrapped as Genesis wraps it: fills appended to the yielded list run
+    at the next materialization (Genesis defers fills of fresh fields this way)."""
     from spirad.runtime.program_hooks import Program
     sd.init(arch=sd.cpu)
     pending = []
@@ -141,6 +145,13 @@ def test_materialize_hook_runs_deferred_work():
             f.fill(v)
     Program.materialize = materialize_then_fill
     try:
+        yield pending
+    finally:
+        Program.materialize = original
+
+
+def test_materialize_hook_runs_deferred_work():
+    with _deferred_fills() as pending:
         x = sd.field(sd.f32, shape=())
         pending.append((x, 2.5))  # deferred, as Genesis defers fills of fresh fields
         out = sd.field(sd.f32, shape=())
@@ -151,27 +162,13 @@ def test_materialize_hook_runs_deferred_work():
 
         k()
         assert out[None] == 5.0 and not pending
-    finally:
-        Program.materialize = original
 
 
 def test_materialize_hook_runs_before_a_host_read():
     """Genesis defers the fill of a fresh constant field to the materialize hook and reads it
     from Python before any launch (`collider_info.n_valid_link_pairs[None]` sizes its broad
     phase): the read must run the hook first, as Quadrants' host accessors do."""
-    from spirad.runtime.program_hooks import Program
-    sd.init(arch=sd.cpu)
-    pending = []
-    original = Program.materialize
-
-    def materialize_then_fill(self):
-        original(self)
-        work = pending.copy()
-        pending.clear()
-        for f, v in work:
-            f.fill(v)
-    Program.materialize = materialize_then_fill
-    try:
+    with _deferred_fills() as pending:
         n = sd.field(sd.i32, shape=())
         pending.append((n, 7))
         assert n[None] == 7 and not pending  # a read before any launch
@@ -179,8 +176,6 @@ def test_materialize_hook_runs_before_a_host_read():
         pending.append((m, 3))
         m[0] = 5  # a write runs the hook first, then writes
         np.testing.assert_array_equal(m.to_numpy(), [5, 3])
-    finally:
-        Program.materialize = original
 
 
 def test_perf_dispatch_picks_the_first_compatible():
