@@ -89,5 +89,9 @@ snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist
 # to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)
 lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad has no GGUI)")
 lib_core.GGUI_AVAILABLE = False
-lib = types.ModuleType("taichi._lib", "core")
+# `from taichi._lib.utils import get_os_name` (Taichi's tests choose the fast-GUI byte order by it)
+lib_utils = types.ModuleType("taichi._lib.utils", "get_os_name()")
+lib_utils.get_os_name = __import__("spirad.gui.fast_image", fromlist=["os_name"]).os_name
+lib = types.ModuleType("taichi._lib", "core, utils")
 lib.core = lib_core
+lib.utils = lib_utils

@@ -23,6 +23,7 @@ from kernel_ir.errors import SpiradNotSupportedError, SpiradValueError
 from .canvas import Canvas
 from .font import text_mask
 from .image_io import to_rows, write_image
+from . import fast_image as _fast_image
 from . import window as _window
 
 
@@ -117,7 +118,8 @@ class GUI:
         self.res = (int(res[0]), int(res[1]))
         if self.res[0] <= 0 or self.res[1] <= 0:
             raise SpiradValueError(f"res must be positive, got {res}")
-        self.fast_gui = bool(fast_gui)   # accepted; every image takes the same path here
+        self.fast_gui = bool(fast_gui)   # Taichi's packed image in `img` (gui/fast_image.py)
+        self._fast_img = np.zeros(self.res[0] * self.res[1], np.uint32) if self.fast_gui else None
         self.canvas = Canvas(self.res)
         self.background_color = background_color
         self.key_pressed = set()
@@ -286,7 +288,16 @@ class GUI:
     def set_image(self, img) -> None:
         """Replace the canvas with `img`: a numpy array or spirad field / ndarray indexed [x, y]
         (y up) of shape (w, h), (w, h, 2 | 3 | 4), or a vector field of shape (w, h)."""
+        if self.fast_gui:
+            self._fast_img = _fast_image.pack(np.asarray(_host(img)), self.res)
         self.canvas.img[...] = self.cook_image(img)[:, :, :3]
+
+    @property
+    def img(self) -> np.ndarray:
+        """Taichi's `gui.img`: with `fast_gui=True` the (w * h,) uint32 words of the last
+        `set_image` (gui/fast_image.py says how they are packed); otherwise the canvas as
+        `get_image()` gives it."""
+        return self._fast_img if self.fast_gui else self.get_image()
 
     def get_image(self) -> np.ndarray:
         """The canvas as float32 (w, h, 4) RGBA, [x, y] with y up (alpha 1)."""
