@@ -54,7 +54,8 @@ def _tiled(name):
 
 
 def handlers():
-    from .. import algorithms, graph, simt
+    from .. import graph, simt
+    from ..algorithms import device as algorithms
     out = {graph.do_while: _refuse_named("graph.do_while", "loop on the host"),
            algorithms.sort: _refuse_named("algorithms.sort", "sort on the host or in your own "
                                           "kernel passes")}

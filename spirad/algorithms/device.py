@@ -1,7 +1,8 @@
-"""`sd.algorithms` (Quadrants' device-wide algorithms): names only for now.
+"""What kernels see of `sd.algorithms` (Quadrants' device-wide algorithms called inside kernels).
 
-`sort` (a device radix sort called inside kernels) and the scans are not implemented: using them
-in a kernel is a compile error naming the call. `sort_scratch_slots(n, log256_max_n)` answers the
+`sort` (Quadrants' device radix sort called inside a kernel) is not implemented: using it in a
+kernel is a compile error naming the call (frontend/simt_ops.py). Taichi's host-driven
+`parallel_sort` and prefix sums are in algorithms/sort_scan.py. `sort_scratch_slots(n, log256_max_n)` answers the
 scratch size Quadrants' sort would take, so programs that size buffers for it still build."""
 from __future__ import annotations
 
@@ -10,16 +11,14 @@ from kernel_ir.errors import SpiradNotSupportedError
 
 def _refused(name):
     def fn(*args, **kwargs):
-        raise SpiradNotSupportedError(f"sd.algorithms.{name} is not supported yet; sort on the "
-                                      f"host (numpy) or write the pass as a kernel")
+        raise SpiradNotSupportedError(f"sd.algorithms.{name} (a sort called inside a kernel) is "
+                                      f"not supported yet; call sd.algorithms.parallel_sort(keys, "
+                                      f"values) between launches")
     fn.__name__ = name
     return fn
 
 
 sort = _refused("sort")
-parallel_sort = _refused("parallel_sort")
-prefix_sum_inclusive_inplace = _refused("prefix_sum_inclusive_inplace")
-PrefixSumExecutor = _refused("PrefixSumExecutor")
 
 
 def sort_scratch_slots(n, log256_max_n: int = None) -> int:
