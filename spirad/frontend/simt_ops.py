@@ -54,7 +54,8 @@ def _tiled(name):
 
 
 def handlers():
-    from .. import graph, simt
+    from .. import simt
+    from ..graph import device as graph
     from ..algorithms import device as algorithms
     out = {graph.do_while: _refuse_named("graph.do_while", "loop on the host"),
            algorithms.sort: _refuse_named("algorithms.sort", "sort on the host or in your own "

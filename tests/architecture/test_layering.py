@@ -94,7 +94,7 @@ LAYERS_INSIDE_SPIRAD = (
     ("backends", ("spirad.backends",)),
     ("data", ("spirad.data", "spirad.data.tensor")),
     ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt",
-                  "spirad.graph", "spirad.algorithms.device", "spirad.real_func", "spirad.linalg.builder",
+                  "spirad.graph.device", "spirad.algorithms.device", "spirad.real_func", "spirad.linalg.builder",
                   "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),
     ("ad", ("spirad.ad.tape", "spirad.ad.fwd_mode", "spirad.ad.custom_grad", "spirad.ad.revolve",
             "spirad.ad.grad_check", "spirad.ad.tape_validation")),
@@ -103,7 +103,7 @@ LAYERS_INSIDE_SPIRAD = (
     ("kernel", ("spirad.kernel", "spirad.launch_graph")),
     ("ad namespace", ("spirad.ad", "spirad.ad.time_steps")),
     ("surface", ("spirad", "spirad.__main__", "spirad._logging", "spirad.perf_dispatch",
-                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg", "spirad.algorithms")),
+                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg", "spirad.algorithms", "spirad.graph")),
 )
 
 

@@ -1,4 +1,4 @@
-"""`sd.graph` (Quadrants' kernel graphs): `while sd.graph.do_while(flag):` in a
+"""What kernels see of `sd.graph` (Quadrants' kernel graphs): `while sd.graph.do_while(flag):` in a
 `@sd.kernel(graph=True)` kernel. Not supported yet: a compile error naming it (the loop's body
 holds parallel loops, which spirad runs only at a kernel's top level). Write the loop on the
 host: `while True: step(...); if flag[None] == 0: break`."""
