@@ -143,8 +143,9 @@ class BackendBase:
         return argbuf
 
     def plan_adstack(self, program, task: int, sized):
-        """What this backend derives from one task's sized stacks (metadata, heap bytes), kept
-        on the AdstackPlan while the sizes stay the same; passed back to `launch`."""
+        """What this backend derives from one task's sized stacks (metadata, heap bytes): a
+        `program.AdstackTaskPlan`, kept on the AdstackPlan while the sizes stay the same;
+        passed back to `launch`."""
         return None
 
     def host_storage(self, raw: np.ndarray):

@@ -31,7 +31,6 @@ from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from ..runtime import state as _state
-from ..backends.range_bounds import device_bounds
 from ..runtime.launch import DEVICE_BOUNDS, Compiled
 from ..passes.dce import dce_kernel, dce_tasks
 from ..passes.expand_math import expand_math
@@ -313,8 +312,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
             fields[ref.key]._storage()
     program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
     bounds = tuple(None if t.kind == "serial" else  # `ctl`'s: a serialised task is serial
-                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in ctl.tasks)
+                   DEVICE_BOUNDS if on_device else (_host_fn(t.begin), _host_fn(t.end))
+                   for t, on_device in zip(ctl.tasks, abi.device_ranges))
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:
