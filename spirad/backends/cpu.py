@@ -143,7 +143,7 @@ class CpuBackend(BackendBase):
     def __init__(self, state):
         super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
-        n = state.options.get("cpu_max_num_threads")
+        n = state.options.cpu_max_num_threads
         from .. import options
         from ..runtime.guard import CANCEL
         options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now

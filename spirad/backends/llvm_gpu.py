@@ -170,7 +170,7 @@ class LlvmGpuBackend(BackendBase):
             self.rt = self.device_runtime()
         self.bounds_check = bool(state.debug)
         self.oob_check = default_checks(state)  # the default bounds checks (base.default_checks)
-        self.managed = bool(state.options.get("managed_memory", False))
+        self.managed = state.options.managed_memory
         self.host_path = options.get(HOST_PATH_ENV)
         if not self.host_path:
             from .gpu_sizer import GpuSizer

@@ -157,7 +157,7 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     gradients), with the adstack sizing of its tasks."""
     with _Deep(fwd.tl.name):
         c = _compile_adjoint(fwd, args, state)
-    if c.sizing is not None and c.checkpointed is None and not state.options.get("ad_stack_size"):
+    if c.sizing is not None and c.checkpointed is None and not state.options.ad_stack_size:
         c.checkpointed = _checkpointed_factory(fwd, args, state)
     return c
 
@@ -185,20 +185,20 @@ def _compile_checkpointed(fwd: Compiled, args, state, every: int):
     opts = state.options
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
                                    verify=debug_enabled(state),
-                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True),
+                                   adstack_enabled=opts.ad_stack_experimental_enabled,
                                    checkpoint=every)
     if not any(a.arg.name.endswith(".ckpt") for t in tl.tasks for a in adstack_allocas(t)):
         return None
     tl = dce_tasks(simplify_tasks(tl))
     counting = _program(dce_tasks(simplify_tasks(counting_tl)), state, None, fwd.template_refs)
-    return _program(tl, state, ProgramSizing.of(tl, opts.get("adstack_cache", True), counting),
+    return _program(tl, state, ProgramSizing.of(tl, opts.adstack_cache, counting),
                     fwd.template_refs)
 
 
 def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint and, when some stack is measured, its counting program (sizing_cache)."""
     opts = state.options
-    cache = opts.get("adstack_cache", True)
+    cache = opts.adstack_cache
     key = offline_cache.derived_key(fwd.cache_key, "adjoint")
     count_key = offline_cache.derived_key(fwd.cache_key, "adjoint_count")
     c = _cached(key, state, lambda tl: None, fwd.template_refs)
@@ -211,9 +211,9 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
             return c
     from ..passes.autodiff.pipeline import reverse_mode
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
-                                   opts.get("default_ad_stack_size"), opts.get("ad_stack_size"),
+                                   opts.default_ad_stack_size, opts.ad_stack_size,
                                    verify=debug_enabled(state),
-                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
+                                   adstack_enabled=opts.ad_stack_experimental_enabled)
     tl = dce_tasks(simplify_tasks(tl))
     counting = None
     if counting_tl is not None:
@@ -296,7 +296,7 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
     they were most of a cache hit's Python work)."""
     if ctl is None:  # what the backend compiles (`tl`: autodiff's)
         ctl = promote_accumulators(tl)
-        if state.options.get("deterministic"):  # ordered atomics (passes/deterministic)
+        if state.options.deterministic:  # ordered atomics (passes/deterministic)
             ctl = serialise(ctl, _state.backend().ordered_chunk())
         ctl = demote_atomics(expand_math(ctl))
     abi = kernel_abi(ctl)
