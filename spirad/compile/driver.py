@@ -186,7 +186,7 @@ def _compile_checkpointed(fwd: Compiled, args, state, every: int):
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
                                    verify=debug_enabled(state),
                                    adstack_enabled=opts.ad_stack_experimental_enabled,
-                                   checkpoint=every)
+                                   checkpoint=every, warn_overwritten_reads=_warn_overwritten())
     if not any(a.arg.name.endswith(".ckpt") for t in tl.tasks for a in adstack_allocas(t)):
         return None
     tl = dce_tasks(simplify_tasks(tl))
@@ -213,7 +213,8 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
                                    opts.default_ad_stack_size, opts.ad_stack_size,
                                    verify=debug_enabled(state),
-                                   adstack_enabled=opts.ad_stack_experimental_enabled)
+                                   adstack_enabled=opts.ad_stack_experimental_enabled,
+                                   warn_overwritten_reads=_warn_overwritten())
     tl = dce_tasks(simplify_tasks(tl))
     counting = None
     if counting_tl is not None:
@@ -408,3 +409,10 @@ def _host_fn(expr):
 def debug_enabled(state) -> bool:
     from .. import options
     return state.debug or options.get("SPIRAD_VERIFY")
+
+
+def _warn_overwritten() -> bool:
+    """SPIRAD_AD_OVERWRITTEN_READS=warn: reverse mode warns about a read of an overwritten value
+    instead of refusing the kernel (read here: the passes read no switch)."""
+    from .. import options
+    return options.get("SPIRAD_AD_OVERWRITTEN_READS") == "warn"
