@@ -204,7 +204,7 @@ class CpuBackend(BackendBase):
         from llvm_codegen.codegen import spmd_choice
 
         from .. import options
-        from ..passes.demote_atomics import one_thread_variant
+        from passes.demote_atomics import one_thread_variant
         from .private_scatter import privatised_variant
         tasks, extra, marks, work, choices = list(tl.tasks), [], [], [], {}
         works, copies = [], set()

@@ -32,16 +32,16 @@ from kernel_ir.rewrite import expr_nodes
 from . import offline_cache
 from ..runtime import state as _state
 from ..runtime.launch import DEVICE_BOUNDS, Compiled
-from ..passes.dce import dce_kernel, dce_tasks
-from ..passes.expand_math import expand_math
-from ..passes.forward_stores import forward_stores
-from ..passes.inline import inline_calls
-from ..passes.lower_print import lower_prints
-from ..passes.offload import offload
-from ..passes.demote_atomics import demote_atomics
-from ..passes.deterministic import serialise
-from ..passes.promote_accumulators import promote_accumulators
-from ..passes.simplify import simplify_kernel, simplify_tasks
+from passes.dce import dce_kernel, dce_tasks
+from passes.expand_math import expand_math
+from passes.forward_stores import forward_stores
+from passes.inline import inline_calls
+from passes.lower_print import lower_prints
+from passes.offload import offload
+from passes.demote_atomics import demote_atomics
+from passes.deterministic import serialise
+from passes.promote_accumulators import promote_accumulators
+from passes.simplify import simplify_kernel, simplify_tasks
 from ..runtime.logger import logger, ms
 from ..runtime.sizing_cache import ProgramSizing
 
@@ -181,7 +181,7 @@ def _checkpointed_factory(fwd: Compiled, args, state):
 
 
 def _compile_checkpointed(fwd: Compiled, args, state, every: int):
-    from ..passes.autodiff.pipeline import reverse_mode
+    from passes.autodiff.pipeline import reverse_mode
     opts = state.options
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
                                    verify=debug_enabled(state),
@@ -209,7 +209,7 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
         if not measures or counting is not None:  # else compile both again
             c.sizing = ProgramSizing.of(c.tl, cache, counting)
             return c
-    from ..passes.autodiff.pipeline import reverse_mode
+    from passes.autodiff.pipeline import reverse_mode
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
                                    opts.default_ad_stack_size, opts.ad_stack_size,
                                    verify=debug_enabled(state),
@@ -237,7 +237,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
     if c is not None:
         return c
-    from ..passes.forward_mode import forward_mode
+    from passes.forward_mode import forward_mode
     verify = debug_enabled(state)
     tl = forward_mode(fwd.tl, dual_of_factory(args, state))
     if verify:
@@ -250,7 +250,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
 
 def compile_validation(fwd: Compiled, state) -> Compiled:
     """The forward program instrumented for `Tape(validation=True)` (passes/validation)."""
-    from ..passes.validation import instrument
+    from passes.validation import instrument
     from ..ad.tape_validation import current
     v = current()
     tl = instrument(fwd.tl, v.checkbit_of, v.violations.ref())

@@ -119,7 +119,7 @@ def test_process_default(monkeypatch):
 
 
 # the modules that decide what a kernel compiles to: an init option they read changes code
-COMPILE_PATH = ("spirad/frontend", "spirad/passes", "spirad/compile/driver.py",
+COMPILE_PATH = ("spirad/frontend", "passes", "spirad/compile/driver.py",
                 "spirad/compile/kernel_return.py", "spirad/func.py")
 
 

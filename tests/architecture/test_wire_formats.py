@@ -35,7 +35,7 @@ NAMES = {n for _, n in _assigned(ast.parse(OWNER.read_text())) if n.isupper()} |
 BINDINGS = {"STATUS_BINDING"}  # SPIR-V binding numbers: spirv_codegen/buffers.py's
 FORMATS = {abi.PUSH_CONSTANT_FORMAT, *abi.SCALAR_FORMAT.values()} - {"<I", "<i", "<f", "<d", "<q",
                                                                      "<Q"}
-DIRS = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders",
+DIRS = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders",
         "tests", "benchmarks", "scripts", "examples")
 
 
