@@ -6,7 +6,7 @@ Rows (tests/support/determinism.py, the kernels the tests check): `sum` a reduct
 `scatter` `bins[idx[i]] += x[i] ** 2` into 61 bins, `grad` an adjoint scattering into
 `bins.grad`, `adstack grad` gather_loop's adjoint (an adstack and a scatter into `x.grad`, 4,096
 iterations). Each is a launch plus the read-back of its result. Deterministic mode runs each of
-these loops in index order (spirad/passes/deterministic.py): on one thread on the CPU, in chunks
+these loops in index order (passes/deterministic.py): on one thread on the CPU, in chunks
 of 16,383 iterations dispatched one after another on lavapipe.
 
 As bench_bounds_cost does, the two modes run in *alternating processes* (`--rounds` each:

@@ -6,7 +6,7 @@ Why: a field past the device's largest binding (lavapipe: 128 MiB) is bound as s
 and every access branches on its window (`spirad/backends/root_buffers.py`); ordinary fields are
 untouched (the same SPIR-V). This measures what the branches cost: the same program with the
 binding limit as the device has it (each field in one binding) and lowered so that each field
-spans 2 or 4 windows (`roots.limit`, as tests/language/test_large_fields.py does). Each setting
+spans 2 or 4 windows (`roots.limit`, as tests/backends/test_large_fields.py does). Each setting
 runs in a fresh subprocess, alternating, `--rounds` times; the table shows the median time per
 launch (wall, with the device) of
 

@@ -3,7 +3,7 @@
 default (engineering 14: the backend never probes a runtime with `getattr` / `hasattr`).
 
     rt = SomeRuntime(...)                 a device; GfxUnavailable when there is none
-    rt.caps                               frozen capabilities and limits (`DeviceCaps` fields)
+    rt.caps                               frozen capabilities and limits: a `GfxCaps`
     rt.validation                         True when the driver's validation layer is on
     rt.closed                             after `close()`
     rt.alloc(nbytes, zero=True, *, host_visible=None) -> GfxBuffer
@@ -40,6 +40,42 @@ default (engineering 14: the backend never probes a runtime with `getattr` / `ha
 Runtimes raise only `gfx_runtime.errors` exceptions; the backend maps them to user errors.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class GfxCaps:
+    """What a SPIR-V runtime's device can do: the fields the backend and the code generator
+    (`spirv_codegen.SpirvCaps.from_device`) read, the same on every runtime. A runtime's own
+    caps type derives from it and adds what only that runtime reads (`DeviceCaps`,
+    `WgpuCaps`)."""
+    name: str
+    has_f64: bool
+    has_i64: bool
+    has_int64_atomics: bool  # OpAtomic* on 64-bit storage-buffer ints
+    has_atomic_float32_add: bool
+    has_atomic_float64_add: bool
+    max_storage_buffer_range: int        # the largest storage binding
+    max_per_stage_storage_buffers: int   # storage buffers one spirad pipeline may bind
+    max_compute_work_group_count: tuple  # (x, y, z)
+    max_push_constants_size: int
+    max_buffer_size: int                 # the largest buffer (bound through windows past a binding)
+    # Iterations after which the driver silently ends every loop of an invocation (all loops of
+    # the invocation together); None where no such cap is known. lavapipe: 65,535.
+    loop_iteration_cap: int | None
+    # Float bit widths whose NaN / Inf / -0 the device can preserve when a module declares
+    # SignedZeroInfNanPreserve: without it a driver may fold `x - x` or `x * 0` to 0.
+    preserves_float_specials: tuple = ()
+    # The 8- and 16-bit types (`sd.u8 i8 u16 i16 f16`): arithmetic and storage-buffer access.
+    has_int8: bool = False
+    has_int16: bool = False
+    has_f16: bool = False
+    has_storage8: bool = False
+    has_storage16: bool = False
+    # Nanoseconds per timestamp tick on the compute queue, 0.0 where timestamps cannot be
+    # written there (the kernel profiler then times on the host).
+    timestamp_period_ns: float = 0.0
 
 
 class GfxBuffer:

@@ -89,6 +89,10 @@ class KernelABI:
     arg_offsets: tuple       # per kernel argument: byte offset of its slot or -1 (not a scalar)
     shape_offsets: tuple     # ((ndarray arg index, axis, byte offset), ...)
     arg_buffer_size: int
+    # per task: its range reads globals (`for i in range(n[None])`), so it is read when the task
+    # starts: the launch plan has no range for it (`LaunchPlan.ranges[task]` is None) and each
+    # backend reads it there (`spirad.backends.range_bounds`). Decided here, once per program.
+    device_ranges: tuple = ()
 
     def binding_index(self, ref: GlobalRef) -> int:
         k = _key(ref)
@@ -136,6 +140,27 @@ SCALAR_FORMAT = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "u32": "<I"
 EXTENT_FORMAT = "<i"        # an ndarray axis extent at the start of its slot
 OFFSET_WORD_FORMAT = "<I"   # SPIR-V programs: a root / arena element offset word after the
                             # argument block (`spirv_codegen.buffers`: which word is whose)
+
+
+def pack_offset_words(words) -> bytes:
+    """A SPIR-V program's argument tail: its root / arena element offset words, appended to the
+    argument buffer (`spirv_codegen.buffers.offset_words` says which word is whose)."""
+    return b"".join(struct.pack(OFFSET_WORD_FORMAT, w) for w in words)
+
+
+def offset_word(tail: bytes, index: int) -> int:
+    """Word `index` of an argument tail (`pack_offset_words`)."""
+    return struct.unpack_from(OFFSET_WORD_FORMAT, tail, 4 * index)[0]
+
+
+def patch_offset_words(tail: bytes, words) -> bytes:
+    """`tail` (`pack_offset_words`) with the word at byte `pos` set to `value`, for each
+    (pos, value) of `words`: the element offsets of ndarrays placed in an arena, known at
+    launch."""
+    out = bytearray(tail)
+    for pos, value in words:
+        struct.pack_into(OFFSET_WORD_FORMAT, out, pos, value)
+    return bytes(out)
 
 
 # -- status words -----------------------------------------------------------------------------
@@ -264,7 +289,14 @@ def kernel_abi(tl: TaskList) -> KernelABI:
             for ax in range(a.ndim):
                 shape_offsets.append((i, ax, off))
                 off += ARG_SLOT_BYTES
-    return KernelABI(bindings, tuple(arg_offsets), tuple(shape_offsets), max(off, 8))
+    return KernelABI(bindings, tuple(arg_offsets), tuple(shape_offsets), max(off, 8),
+                     tuple(_reads_globals(t) for t in tl.tasks))
+
+
+def _reads_globals(task) -> bool:
+    """Does this task's range read globals (evaluated when the task starts)?"""
+    return task.kind == "range" and any(
+        n.op == Op.GLOBAL_LOAD for b in (task.begin, task.end) for n in expr_nodes(b))
 
 
 def adstack_allocas(task) -> list:

@@ -137,7 +137,7 @@ class IRBuilder:
 
 class Emit:
     """Typed helpers over an IRBuilder for writing derivative rules and math expansions
-    (`kernel_ir.mathfns`, `spirad.passes.derivatives`): `e.add(x, y)`, `e.op(Op.EXP, x)`, ..."""
+    (`kernel_ir.mathfns`, `passes.derivatives`): `e.add(x, y)`, `e.op(Op.EXP, x)`, ..."""
 
     def __init__(self, b: IRBuilder):
         self.b = b

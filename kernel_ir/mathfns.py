@@ -11,9 +11,9 @@ record here plus its `Op`, not edits across the tree).
 - `slope(e, x, out)`: d out / d x built with `e` (`kernel_ir.builder.Emit`) from the primal `x`
   and the result `out` (`uses_out`: the slope reads `out`, so reverse mode recomputes it;
   `singular`: the slope can be inf or NaN, so a zero seed must give 0, not NaN). Both reverse
-  and forward mode read it (`spirad.passes.derivatives`).
+  and forward mode read it (`passes.derivatives`).
 - `expand(e, x)`: for a function no code generator lowers itself, its algorithm in IR ops.
-  `spirad.passes.expand_math` replaces the node before code generation, so every backend
+  `passes.expand_math` replaces the node before code generation, so every backend
   computes it the same way and `ulp` (max error in ulps per precision, measured against the
   reference by tests/language/test_math_functions.py on every arch) is its one accuracy table.
   Functions without `expand` are lowered natively: libm / LLVM intrinsics / our vector bodies on

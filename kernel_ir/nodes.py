@@ -143,7 +143,7 @@ class Task:
     task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None).
     `ordered` (range tasks): the iterations run one after another in index order, never two at
     once (`sd.init(deterministic=True)` on devices that cap an invocation's loops:
-    spirad/passes/deterministic.py); every buffer is then iteration-private."""
+    passes/deterministic.py); every buffer is then iteration-private."""
     kind: str
     body: Block
     index: Optional[Node] = None

@@ -138,7 +138,7 @@ class FnContext:
             if rule is None:
                 raise CodegenError(f"LLVM codegen: op {n.op.name} has no lowering rule (the math "
                                    f"functions with an `expand` in kernel_ir.mathfns are expanded "
-                                   f"before code generation: spirad.passes.expand_math)")
+                                   f"before code generation: passes.expand_math)")
             self.current = n
             v = rule(self, n)
             if v is not None:

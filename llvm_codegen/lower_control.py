@@ -85,7 +85,7 @@ def _call(ctx, n):
 
 def _print(ctx, n):
     raise CodegenError("LLVM codegen: PRINT must be lowered to global stores before codegen "
-                       "(spirad.passes.lower_print)")
+                       "(passes.lower_print)")
 
 
 LOWER_CONTROL = {Op.CALL: _call, Op.IF: _if, Op.RANGE_FOR: _range_for, Op.WHILE: _while,

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 
-PACKAGES = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
+PACKAGES = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
             "shaders")  # pyproject.toml's packages
 WARM = "import numpy, cv2, matplotlib.pyplot"  # what the examples and the harness import
 

@@ -28,7 +28,7 @@ CPU_WIDTH_SUITES=(
     tests/llvm_codegen/test_llvm_vecmath_lowering.py tests/llvm_codegen/test_vecmath.py
     tests/autodiff/test_spmd_grad.py tests/autodiff/test_spmd_grad_masks.py
     tests/autodiff/test_random_grad.py
-    tests/language/test_private_scatter.py tests/language/test_demote_atomics.py
+    tests/backends/test_private_scatter.py tests/passes/test_demote_atomics.py
 )
 cpu_width_run() {  # env assignments...: the suites again, CPU cases only
     echo "== CPU suites again with $*"

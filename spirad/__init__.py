@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ._version import __version__
 from .runtime import state as _state
+from . import options as _options  # init()'s keywords: options.INIT_OPTIONS
 from .backends import load_backend as _load_backend  # the package: a backend loads on first use
 _state.LOAD_BACKEND = _load_backend
 from . import _logging  # Quadrants' `qd._logging`
@@ -66,57 +67,8 @@ opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spir
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
 float16, int8, int16, uint8, uint16 = f16, i8, i16, u8, u16
 
-_INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "default_ad_stack_size",
-              "ad_stack_experimental_enabled", "random_seed", "offline_cache", "log_level",
-              "device_memory_GB", "device_memory_fraction", "kernel_profiler", "cpu_max_num_threads",
-              "adstack_cache",
-              "managed_memory",  # CUDA / AMDGPU: fields and ndarrays in managed memory (docs/gpu.md)
-              # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
-              "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
-              "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
-              "make_thread_local", "make_block_local", "check_out_of_bound",
-              "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
-              "excepthook", "real_matrix_scalarize", "opt_level",
-              # the offline cache's directory and size cap (docs/cache.md), the unroll cap
-              "offline_cache_file_path", "offline_cache_max_size_of_files",
-              "static_unroll_limit",
-              # every `while` stops after this many iterations with an error (docs/autodiff.md)
-              "max_while_iterations",
-              # adstack heap budget in bytes: past it, loops are checkpointed (docs/autodiff.md)
-              "ad_stack_memory",
-              # Python's `and` / `or` in kernels instead of Taichi's bitwise default (boolops.py)
-              "short_circuit_operators",
-              # False: no default bounds checks (docs/errors_and_environment.md)
-              "check_bounds",
-              # True: bit-identical reductions and float atomics (passes/deterministic,
-              # docs/interop.md "Deterministic runs")
-              "deterministic"}
-# Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
-# no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
-# sizes adstacks per launch and compiles on the calling thread
-_INIT_KEYS |= {"force_scalarize_matrix", "ad_stack_sparse_threshold_bytes", "num_compile_threads"}
-# Taichi's other CompileConfig fields and special options: knobs of Taichi's own compiler, runtime
-# and debugging (IR dumps, a gdb hook, block dims, struct-for demotion, mesh localisation, quant
-# store fusion, offline-cache cleaning, Vulkan API version), accepted with no effect here
-# (docs/coming_from_taichi.md, "ti.init"); `default_up` stays refused, as Taichi refuses it
-_INIT_KEYS |= {"gdb_trigger", "print_preprocessed_ir", "print_ir_dbg_info", "print_accessor_ir",
-               "print_kernel_asm", "print_kernel_amdgcn", "print_kernel_llvm_ir_optimized",
-               "print_struct_llvm_ir", "verbose_kernel_launches", "timeline", "use_llvm",
-               "lower_access", "simplify_before_lower_access", "simplify_after_lower_access",
-               "gpu_max_reg", "saturating_grid_dim", "max_block_dim", "default_cpu_block_dim",
-               "default_gpu_block_dim", "cpu_block_dim_adaptive", "make_cpu_multithreading_loop",
-               "detect_read_only", "half2_vectorization", "cache_loop_invariant_global_vars",
-               "move_loop_invariant_outside_if", "demote_dense_struct_fors",
-               "allow_nv_shader_extension", "vk_api_version", "quant_opt_atomic_demotion",
-               "quant_opt_store_fusion", "offline_cache_cleaning_policy",
-               "offline_cache_cleaning_factor", "demote_no_access_mesh_fors",
-               "experimental_auto_mesh_local", "auto_mesh_local_default_occupacy",
-               "make_mesh_block_local", "mesh_localize_all_attr_mappings",
-               "mesh_localize_from_end_mapping", "mesh_localize_to_end_mapping",
-               "optimize_mesh_reordered_mapping"}
-# Quadrants' `print_full_traceback=True`: tracebacks keep spirad's own frames (SPIRAD_DEBUG=1,
-# which wins where set), until the next init() without it
-_INIT_KEYS |= {"print_full_traceback"}
+# init()'s keywords: `options.INIT_OPTIONS`, the one table (type, default, whether it changes code)
+_INIT_KEYS = frozenset(_options.INIT_OPTIONS) | {"arch"}
 
 
 @_api
@@ -144,30 +96,25 @@ def _init(arch=None, **kwargs):
         reason = backend_class(arch).unavailable_reason()  # an unimplemented arch raises here
         raise SpiradArchError(f"arch={arch} is not available on this machine: {reason}; "
                               f"use an available arch (sd.cpu, or sd.gpu to pick any GPU)")
-    fp = kwargs.pop("default_fp", f32)
-    ip = kwargs.pop("default_ip", i32)
+    values = _options.InitValues(kwargs)
+    fp, ip = values.default_fp, values.default_ip
     if fp not in (f32, f64):
         raise SpiradTypeError(f"default_fp must be sd.f32 or sd.f64, got {fp!r}")
     if ip not in (i32, i64):
         raise SpiradTypeError(f"default_ip must be sd.i32 or sd.i64, got {ip!r}")
-    debug = bool(kwargs.pop("debug", False))
-    from . import options
-    if kwargs.pop("print_full_traceback", False):
-        options.set_default("SPIRAD_DEBUG", "1")
+    if values.print_full_traceback:
+        _options.set_default("SPIRAD_DEBUG", "1")
     else:
-        options.reset_default("SPIRAD_DEBUG")
-    if "short_circuit_operators" not in kwargs:  # Quadrants' default through its module
-        kwargs["short_circuit_operators"] = options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")
-    if "deterministic" in kwargs:  # one spelling in the offline cache's key
-        kwargs["deterministic"] = bool(kwargs["deterministic"])
-    if kwargs.get("log_level") is not None:
+        _options.reset_default("SPIRAD_DEBUG")
+    if values.log_level is not None:
         from .runtime.logger import set_level
-        set_level(kwargs["log_level"])
-    st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=debug, options=kwargs)
+        set_level(values.log_level)
+    st = _state.reset(arch=arch, default_fp=fp, default_ip=ip, debug=values.debug,
+                      options=values)
     from . import profiler
     profiler.enable(None)
     st.backend = load_backend(arch, st)  # fail now, not at the first launch
-    if kwargs.get("kernel_profiler"):
+    if values.kernel_profiler:
         profiler.enable(st.backend)
     from .runtime.logger import logger
     logger.info("spirad %s: arch=%s (%s)", __version__, arch, st.backend.device_name())

@@ -126,7 +126,7 @@ def random(dtype=float):  # noqa: A001 (Taichi name)
     from .runtime import state as _state
     st = _state.current()
     if getattr(st, "py_rng", None) is None:
-        st.py_rng = np.random.default_rng(int(st.options.get("random_seed", 0) or 0))
+        st.py_rng = np.random.default_rng(st.options.random_seed)
     from kernel_ir.dtypes import from_python
     if getattr(from_python(dtype, st.default_fp, st.default_ip), "is_int", False):
         return int(st.py_rng.integers(-2**31, 2**31))

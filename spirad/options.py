@@ -17,11 +17,17 @@ device assemblers and the SPIR-V validator (`tool_paths()`).
 
 Variables the test suite reads for itself (SPIRAD_REQUIRE_ARCHS, ...) are listed in `TEST_SWITCHES`
 for the documentation; tests read them directly.
+
+`sd.init()`'s keywords are the second table, `INIT_OPTIONS`: name, type, default and whether the
+option changes generated code (`affects_code`, which builds the offline cache's key). `init()`
+turns its keywords into an `InitValues` (`state.options`), read as `state.options.NAME`.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from kernel_ir import dtypes as _dtypes
 
 _FALSE = ("0", "false", "no", "off")
 
@@ -172,6 +178,140 @@ TEST_SWITCHES = {
     "SPIRAD_TAICHI_ARCHS": ("cpu,vulkan", "Taichi's own test suite run on spirad "
                                           "(scripts/taichi_tests.py): the archs"),
 }
+
+
+@dataclass(frozen=True)
+class InitOption:
+    """One keyword of `sd.init()`. `type`: what a given value is converted to (`object`: kept
+    as given); `default`: the value when not given, or the value of the `SPIRAD_*` switch named
+    by `switch`; `affects_code`: the option changes what a kernel compiles to, so it is part of
+    the offline cache's key (`InitValues.code_key`; tests/architecture/test_options.py fails when
+    a module of the compile path reads an option without it); `effect`: False for Taichi's /
+    Quadrants' keywords accepted with no effect here."""
+    name: str
+    type: type
+    default: object
+    affects_code: bool
+    doc: str
+    switch: str = ""
+    effect: bool = True
+
+    def value(self, given):
+        """The given value as this option holds it (None: the default)."""
+        if given is None:
+            return self.default_value()
+        if self.type is object:
+            return given
+        try:
+            return self.type(given)
+        except (TypeError, ValueError):
+            from kernel_ir.errors import SpiradValueError
+            raise SpiradValueError(f"init({self.name}={given!r}): give {self.type.__name__} "
+                                   f"({self.doc})") from None
+
+    def default_value(self):
+        return get(self.switch) if self.switch else self.default
+
+
+# Taichi's options accepted without effect (scheduling and compiler knobs of Taichi's own compiler,
+# runtime and debugging: IR dumps, a gdb hook, block dims, struct-for demotion, mesh localisation,
+# quant store fusion, offline-cache cleaning, Vulkan API version; docs/coming_from_taichi.md,
+# "ti.init"); `default_up` stays refused, as Taichi refuses it
+_TAICHI_WITHOUT_EFFECT = (
+    "flatten_if", "enable_fallback", "advanced_optimization", "fast_math", "print_ir", "verbose",
+    "dynamic_index", "packed", "cfg_optimization", "make_thread_local", "make_block_local",
+    "check_out_of_bound", "device_memory_GB", "device_memory_fraction",
+    "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir", "excepthook",
+    "real_matrix_scalarize", "opt_level", "gdb_trigger", "print_preprocessed_ir",
+    "print_ir_dbg_info", "print_accessor_ir", "print_kernel_asm", "print_kernel_amdgcn",
+    "print_kernel_llvm_ir_optimized", "print_struct_llvm_ir", "verbose_kernel_launches",
+    "timeline", "use_llvm", "lower_access", "simplify_before_lower_access",
+    "simplify_after_lower_access", "gpu_max_reg", "saturating_grid_dim", "max_block_dim",
+    "default_cpu_block_dim", "default_gpu_block_dim", "cpu_block_dim_adaptive",
+    "make_cpu_multithreading_loop", "detect_read_only", "half2_vectorization",
+    "cache_loop_invariant_global_vars", "move_loop_invariant_outside_if",
+    "demote_dense_struct_fors", "allow_nv_shader_extension", "vk_api_version",
+    "quant_opt_atomic_demotion", "quant_opt_store_fusion", "offline_cache_cleaning_policy",
+    "offline_cache_cleaning_factor", "demote_no_access_mesh_fors", "experimental_auto_mesh_local",
+    "auto_mesh_local_default_occupacy", "make_mesh_block_local", "mesh_localize_all_attr_mappings",
+    "mesh_localize_from_end_mapping", "mesh_localize_to_end_mapping",
+    "optimize_mesh_reordered_mapping")
+# Quadrants' keywords with no effect here (docs/coming_from_taichi.md, "Quadrants"): spirad has
+# no fallback arch, checks bounds under debug=True, scalarizes every matrix, keeps IEEE math,
+# sizes adstacks per launch and compiles on the calling thread
+_QUADRANTS_WITHOUT_EFFECT = ("force_scalarize_matrix", "ad_stack_sparse_threshold_bytes",
+                             "num_compile_threads")
+
+INIT_OPTIONS = {o.name: o for o in (
+    # (default_fp / default_ip: init() checks them)
+    InitOption("default_fp", object, _dtypes.f32, True, "the type of float literals and `float`"),
+    InitOption("default_ip", object, _dtypes.i32, True, "the type of int literals and `int`"),
+    InitOption("debug", bool, False, True, "bounds checks with the source line, asserts, "
+                                           "verification of the IR (docs/errors_and_environment.md)"),
+    InitOption("ad_stack_size", object, None, True,
+               "force every autodiff stack to this many entries (0: automatic sizing)"),
+    InitOption("default_ad_stack_size", object, None, True,
+               "entries of the stacks whose loop bounds the compiler cannot express"),
+    InitOption("ad_stack_experimental_enabled", bool, True, True,
+               "autodiff stacks for loops with carried values (Taichi's keyword)"),
+    InitOption("adstack_cache", bool, True, True, "the adstack sizing cache (docs/autodiff.md)"),
+    InitOption("random_seed", int, 0, True, "the seed of `sd.random()`: in kernels (the seed is "
+                                            "compiled in) and from Python"),
+    InitOption("static_unroll_limit", int, 50_000, True,
+               "iterations `sd.static` loops may unroll per kernel"),
+    InitOption("max_while_iterations", int, 0, True, "every `while` stops after this many "
+                                                     "iterations with an error (0: no cap; "
+                                                     "docs/autodiff.md)"),
+    InitOption("short_circuit_operators", bool, None, True,
+               "Python's `and` / `or` in kernels instead of Taichi's bitwise default",
+               switch="SPIRAD_SHORT_CIRCUIT_OPERATORS"),
+    InitOption("check_bounds", bool, True, True,
+               "False: no default bounds checks (docs/errors_and_environment.md)"),
+    InitOption("deterministic", bool, False, True, "bit-identical reductions and float atomics "
+                                                   "(docs/interop.md, \"Deterministic runs\")"),
+    InitOption("ad_stack_memory", object, None, False,
+               "adstack heap budget in bytes: past it, loops are checkpointed (docs/autodiff.md)"),
+    InitOption("offline_cache", bool, True, False, "False: no offline compile cache"),
+    InitOption("offline_cache_file_path", object, None, False,
+               "the offline cache's directory (docs/cache.md)"),
+    InitOption("offline_cache_max_size_of_files", object, None, False,
+               "the offline cache's size cap: bytes, or a number with K, M or G"),
+    InitOption("log_level", object, None, False, "the `spirad` logger's level (sd.INFO, ...)"),
+    InitOption("kernel_profiler", bool, False, False, "time each launch (`sd.profiler`)"),
+    InitOption("cpu_max_num_threads", object, None, False,
+               "worker threads of the CPU backend (part of its own cache features)"),
+    InitOption("managed_memory", bool, False, False,
+               "CUDA / AMDGPU: fields and ndarrays in managed memory (docs/gpu.md)"),
+    InitOption("print_full_traceback", bool, False, False,
+               "Quadrants: tracebacks keep spirad's own frames (as SPIRAD_DEBUG=1, which wins "
+               "where set), until the next init() without it"),
+    *(InitOption(n, object, None, False, "Taichi's, accepted without effect", effect=False)
+      for n in _TAICHI_WITHOUT_EFFECT),
+    *(InitOption(n, object, None, False, "Quadrants', accepted without effect", effect=False)
+      for n in _QUADRANTS_WITHOUT_EFFECT),
+)}
+
+
+class InitValues:
+    """The options of one `init()`: an attribute per `INIT_OPTIONS` entry (the given value as
+    the option holds it, else its default), read by name, never by string; `given`: the names
+    passed."""
+    __slots__ = ("given",) + tuple(INIT_OPTIONS)
+
+    def __init__(self, given=None):
+        given = dict(given or {})
+        unknown = set(given) - set(INIT_OPTIONS)
+        if unknown:  # init() refuses them first, with the user's error
+            raise RuntimeError(f"internal error: undeclared init options {sorted(unknown)}")
+        self.given = frozenset(given)
+        for name, opt in INIT_OPTIONS.items():
+            setattr(self, name, opt.value(given[name]) if name in given else opt.default_value())
+
+    def code_key(self) -> tuple:
+        """The values of the options that change generated code: part of every offline-cache
+        key (`compile.offline_cache`)."""
+        return tuple((o.name, repr(getattr(self, o.name))) for o in INIT_OPTIONS.values()
+                     if o.affects_code)
 
 
 # name -> this process's default, where a compatibility layer set one (`set_default`)

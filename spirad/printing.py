@@ -89,7 +89,11 @@ def int_words(dtype: T.DType) -> int:
 class PrintBuffer:
     """The formats and device buffers of one `sd.init()` (`State.prints`, created at the first
     kernel that prints). `make_field(dtype, shape, name)` creates an internal field
-    (`field.internal_field`; passed in, so this module imports no other part of spirad)."""
+    (`field.internal_field`; passed in, so this module imports no other part of spirad).
+    It also carries the record layout to the pass that writes the records
+    (`passes/lower_print.py`, which imports nothing of spirad)."""
+    RECORDS, DROPPED, CURSOR, CAPACITY = RECORDS, DROPPED, CURSOR, CAPACITY
+    area = staticmethod(area)
 
     def __init__(self, make_field):
         self.make_field = make_field

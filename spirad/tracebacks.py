@@ -25,7 +25,7 @@ from typing import Any, Callable, TypeVar
 from kernel_ir.errors import SpiradError
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PACKAGES = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime",
+_PACKAGES = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime",
              "shaders")
 _PREFIXES = tuple(os.path.join(_ROOT, p) + os.sep for p in _PACKAGES)
 _BARE_RERAISE = sys.version_info >= (3, 11)  # RERAISE takes the traceback from the exception

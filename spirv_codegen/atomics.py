@@ -56,7 +56,7 @@ def by_sign(dt, caps, op) -> bool:
     """Is this an f32 atomic min / max the profile cannot run as a compare-and-swap loop (done
     by `float_min_max_by_sign` instead)?"""
     return dt == f32 and op in (Op.ATOMIC_MIN, Op.ATOMIC_MAX) and \
-        not getattr(caps, "profile").compare_exchange
+        not caps.profile.compare_exchange
 
 
 def needs_bits(dt, caps, op=Op.ATOMIC_ADD) -> bool:
@@ -66,12 +66,12 @@ def needs_bits(dt, caps, op=Op.ATOMIC_ADD) -> bool:
 
 def check_supported(op, dt, caps) -> None:
     name = op.name.lower()
-    if op == Op.ATOMIC_MUL and not getattr(caps, "profile").compare_exchange:
+    if op == Op.ATOMIC_MUL and not caps.profile.compare_exchange:
         raise RuntimeError(f"{name} needs a compare-and-swap loop, which the {caps.profile.name} "
                            f"profile forbids (the backend rejects it earlier)")
     if dt.kind == "b" and op not in (Op.ATOMIC_AND, Op.ATOMIC_OR, Op.ATOMIC_XOR, Op.ATOMIC_XCHG):
         raise RuntimeError(f"{name} on u1 is not supported")
-    if needs_cas(dt, caps, op) and not getattr(caps, "profile").compare_exchange:
+    if needs_cas(dt, caps, op) and not caps.profile.compare_exchange:
         raise RuntimeError(f"{name} on {dt} needs a compare-and-swap loop, which the "
                            f"{caps.profile.name} profile forbids (the backend rejects it earlier)")
     if dt.bits == 64 and not caps.has_int64_atomics and (dt.kind != "f" or needs_bits(dt, caps, op)):

@@ -266,9 +266,7 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
     """The argument-buffer tail holding the element offsets of the root-placed refs (`byte_offsets`:
     k -> byte offset in its chunk) and of the status words (`status_offset`, bytes), to append
     to the KernelABI's argument bytes."""
-    import struct
-
-    from kernel_ir.abi import OFFSET_WORD_FORMAT
+    from kernel_ir.abi import pack_offset_words
     out = []
     for k, w in enumerate(bmap.offset_words):
         if w < 0:
@@ -283,4 +281,4 @@ def offset_words(bmap: BufferMap, abi, byte_offsets: dict, status_offset: int = 
         if status_offset % ROOT_ALIGN:
             raise RuntimeError(f"status offset {status_offset} is not 8-byte aligned")
         out.append(status_offset // 4)
-    return b"".join(struct.pack(OFFSET_WORD_FORMAT, w) for w in out)
+    return pack_offset_words(out)

@@ -107,8 +107,7 @@ class Emitter:
 
     @property
     def profile(self):
-        from .profile import VULKAN
-        return getattr(self.caps, "profile", VULKAN)
+        return self.caps.profile  # a SpirvCaps
 
     # -- instructions ------------------------------------------------------------------------
     def op(self, name: str, dt, *operands) -> int:

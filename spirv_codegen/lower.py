@@ -118,15 +118,14 @@ class SpirvCaps:
 
     @classmethod
     def from_device(cls, dc, profile: Profile = VULKAN) -> "SpirvCaps":
-        """From a runtime's caps object (attributes of the same names; missing ones False)."""
-        g = lambda n, d=False: getattr(dc, n, d)  # noqa: E731
-        return cls(g("has_f64"), g("has_i64"), g("has_int64_atomics"),
-                   g("has_atomic_float32_add"), g("has_atomic_float64_add"),
-                   g("loop_iteration_cap", None), profile,
-                   tuple(b for b in g("preserves_float_specials", ()) if b in (16, 32, 64))
+        """From a runtime's caps (`gfx_runtime.protocol.GfxCaps`: every runtime's, the same
+        fields)."""
+        return cls(dc.has_f64, dc.has_i64, dc.has_int64_atomics, dc.has_atomic_float32_add,
+                   dc.has_atomic_float64_add, dc.loop_iteration_cap, profile,
+                   tuple(b for b in dc.preserves_float_specials if b in (16, 32, 64))
                    if profile.float_controls else (),
-                   **{n: g(n) for n in ("has_int8", "has_int16", "has_f16", "has_storage8",
-                                        "has_storage16")})
+                   has_int8=dc.has_int8, has_int16=dc.has_int16, has_f16=dc.has_f16,
+                   has_storage8=dc.has_storage8, has_storage16=dc.has_storage16)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 os.environ.setdefault("SPIRAD_VALIDATION", "1")
 # the tests' ranges are short: CPU tasks take SIMD lanes however short their constant range, so
 # the lane lowering stays covered (by default fewer than two lane groups stay scalar:
-# tests/language/test_demote_atomics.py::test_short_constant_ranges_stay_scalar)
+# tests/passes/test_demote_atomics.py::test_short_constant_ranges_stay_scalar)
 os.environ.setdefault("SPIRAD_CPU_SPMD_MIN_TRIPS", "0")
 
 

@@ -22,58 +22,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import GfxUnavailable
+from ..protocol import GfxCaps
 
 from . import constants as C
 from .instance import Instance, ffi, lib, vk
 from .vkresult import check, result_name
 
 
-@dataclass(frozen=True)
-class DeviceCaps:
-    """What the selected Vulkan device can do; all limits the runtime enforces come from here."""
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class DeviceCaps(GfxCaps):
+    """What the selected Vulkan device can do; all limits the runtime enforces come from here.
+    `GfxCaps`' fields (has_int64_atomics: shaderBufferInt64Atomics; preserves_float_specials:
+    VkPhysicalDeviceFloatControlsProperties, Vulkan 1.2; the 8- / 16-bit types: shaderInt8,
+    shaderInt16, shaderFloat16, storageBuffer8BitAccess / 16BitAccess, each enabled at device
+    creation where the device has it; max_buffer_size: 2**64-1 where the device does not report
+    one, before maintenance4), then the Vulkan runtime's own."""
     api_version: tuple[int, int, int]
     driver_name: str
     device_type: str  # "discrete", "integrated", "virtual", "cpu", "other"
-    has_f64: bool
-    has_i64: bool
-    has_atomic_float32_add: bool
-    has_atomic_float64_add: bool
-    has_int64_atomics: bool  # shaderBufferInt64Atomics: OpAtomic* on 64-bit storage-buffer ints
-    max_storage_buffer_range: int
-    max_per_stage_storage_buffers: int
-    max_compute_work_group_count: tuple[int, int, int]
     max_compute_work_group_size: tuple[int, int, int]
     max_compute_work_group_invocations: int
-    max_push_constants_size: int
     max_bound_descriptor_sets: int
     max_memory_allocation_size: int
-    max_buffer_size: int  # 2**64-1 where the device does not report one (pre maintenance4)
     is_lavapipe: bool
-    # Iterations after which the driver silently ends every loop of an invocation (all loops of
-    # the invocation together); None where no such cap is known. lavapipe: 65,535.
-    loop_iteration_cap: int | None
-    # Nanoseconds per timestamp tick on the compute queue, 0.0 where timestamps cannot be
-    # written there (the kernel profiler then times on the host); valid bits of a timestamp.
-    timestamp_period_ns: float = 0.0
-    timestamp_valid_bits: int = 0
-    # Float bit widths whose NaN / Inf / -0 the device can preserve when a module declares
-    # SignedZeroInfNanPreserve (VkPhysicalDeviceFloatControlsProperties, Vulkan 1.2): without
-    # it a driver may fold `x - x` or `x * 0` to 0.
-    preserves_float_specials: tuple = ()
+    timestamp_valid_bits: int = 0  # valid bits of a timestamp (`GfxCaps.timestamp_period_ns`)
     # Argument blocks bound at dynamic offsets (`arguments.py`): the offset alignment
     # (minStorageBufferOffsetAlignment) and how many dynamic storage buffers one set may hold
     # (maxDescriptorSetStorageBuffersDynamic; at least 4 on every device).
     min_storage_buffer_offset_alignment: int = 256
     max_dynamic_storage_buffers: int = 4
-    # The 8- and 16-bit types (`sd.u8 i8 u16 i16 f16`): arithmetic (shaderInt8, shaderInt16,
-    # shaderFloat16) and storage-buffer access (storageBuffer8BitAccess / 16BitAccess), each
-    # enabled at device creation where the device has it (8-bit and f16: Vulkan 1.2).
-    has_int8: bool = False
-    has_int16: bool = False
-    has_f16: bool = False
-    has_storage8: bool = False
-    has_storage16: bool = False
 
 
 _TYPE_NAMES = {

@@ -37,6 +37,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import GfxUnavailable
+from ..protocol import GfxCaps
 
 METAL_BUFFER_SLOTS = 31  # Metal's buffer argument table per stage (wgpu-hal metal/adapter.rs)
 # what every spirad pipeline spends of it besides storage buffers: the uniform argument buffer,
@@ -47,37 +48,20 @@ M1_FEATURES = ("shader-float32-atomic", "shader-int64", "immediates", "shader-f1
 LLVMPIPE_LOOP_CAP = 65535
 
 
-@dataclass(frozen=True)
-class WgpuCaps:
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class WgpuCaps(GfxCaps):
+    """`GfxCaps` (has_f16: shader-f16, f16 arithmetic and f16 in storage buffers; has_storage16
+    the same: naga has no 16-bit ints), then what only the wgpu runtime reads."""
     backend: str           # wgpu's backend under the adapter: 'Metal', 'Vulkan', ...
     emulated: bool
     features: frozenset    # the wgpu features the device is created with
-    has_f64: bool
-    has_i64: bool
-    has_int64_atomics: bool
-    has_atomic_float32_add: bool
-    has_atomic_float64_add: bool
-    has_f16: bool          # shader-f16: f16 arithmetic and f16 in storage buffers
-    max_storage_buffer_range: int  # the largest storage binding
-    max_buffer_size: int           # the largest buffer (bound through windows past the above)
     # the largest binding of the device emulated (an M1's 256 MiB), above the adapter's own where
     # that is smaller (lavapipe: 128 MiB); else max_storage_buffer_range. Windows cut at the
     # adapter's limit are counted as the emulated device would bind them (backends/metal.py)
     emulated_max_binding: int
-    max_per_stage_storage_buffers: int  # storage buffers one spirad pipeline may bind
     wgpu_storage_buffers: int      # wgpu's max-storage-buffers-per-shader-stage of the device
     wgpu_uniform_buffers: int      # wgpu's max-uniform-buffers-per-shader-stage
     buffer_slots: int | None       # Metal's buffer argument table (None: not Metal / emulated)
-    max_compute_work_group_count: tuple
-    max_push_constants_size: int
-    loop_iteration_cap: int | None
-
-    @property
-    def has_storage16(self) -> bool:
-        """16-bit storage access: f16 only (shader-f16 puts f16 in storage buffers; naga has no
-        16-bit ints)."""
-        return self.has_f16
 
 
 def _adapter():
@@ -132,7 +116,7 @@ def caps_of(adapter, emulate: bool) -> WgpuCaps:
         has_f64="shader-f64" in wanted, has_i64="shader-int64" in wanted,
         has_int64_atomics="shader-int64-atomic-all-ops" in wanted,
         has_atomic_float32_add="shader-float32-atomic" in wanted, has_atomic_float64_add=False,
-        has_f16="shader-f16" in wanted,
+        has_f16="shader-f16" in wanted, has_storage16="shader-f16" in wanted,
         max_storage_buffer_range=int(rng), max_buffer_size=int(lim["max-buffer-size"]),
         emulated_max_binding=M1_MAX_BINDING if emulate else int(rng),
         max_per_stage_storage_buffers=int(spirad_storage), wgpu_storage_buffers=nsb,

@@ -46,11 +46,11 @@ def _size_option_advice(required) -> str:
     from ..runtime import state as _state
     opts = _state.current().options
     at_least = f" (at least {required})" if required is not None else ""
-    if opts.get("ad_stack_size"):
-        return (f"The capacity comes from sd.init(ad_stack_size={opts['ad_stack_size']}): raise "
+    if opts.ad_stack_size:
+        return (f"The capacity comes from sd.init(ad_stack_size={opts.ad_stack_size}): raise "
                 f"it{at_least}, or remove it (0, the default) for automatic sizing")
-    if opts.get("default_ad_stack_size"):
+    if opts.default_ad_stack_size:
         return (f"The capacity comes from sd.init(default_ad_stack_size="
-                f"{opts['default_ad_stack_size']}), which sizes stacks whose loop bounds the "
+                f"{opts.default_ad_stack_size}), which sizes stacks whose loop bounds the "
                 f"compiler cannot express: raise it{at_least}")
     return "Automatic sizing gave this capacity: this is a bug in spirad, please report it"

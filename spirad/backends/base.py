@@ -25,7 +25,7 @@ def default_checks(state) -> bool:
     line and index), and not turned off with `init(check_bounds=False)`? Every backend compiles
     with them (`oob_check`): an out-of-range access is skipped and raised at the next sync as a
     `SpiradOutOfBoundsError`, instead of crashing or overwriting other memory."""
-    return not state.debug and bool(state.options.get("check_bounds", True))
+    return not state.debug and state.options.check_bounds
 
 
 class BackendBase:
@@ -143,8 +143,9 @@ class BackendBase:
         return argbuf
 
     def plan_adstack(self, program, task: int, sized):
-        """What this backend derives from one task's sized stacks (metadata, heap bytes), kept
-        on the AdstackPlan while the sizes stay the same; passed back to `launch`."""
+        """What this backend derives from one task's sized stacks (metadata, heap bytes): a
+        `program.AdstackTaskPlan`, kept on the AdstackPlan while the sizes stay the same;
+        passed back to `launch`."""
         return None
 
     def host_storage(self, raw: np.ndarray):

@@ -32,8 +32,8 @@ from kernel_ir.ops import ATOMICS, Op
 from .adstack_support import grown, task_stacks
 from .base import BackendBase, default_checks
 from .private_scatter import PrivateCopies, TaskScatter, copy_slot, scatter_slabs, worth
-from .program import Program, status_error
-from .range_bounds import HostBounds, device_bounds
+from .program import AdstackTaskPlan, Program, status_error
+from .range_bounds import HostBounds
 from .work_estimate import NEVER, Adaptive, costs, one_thread_choice, split_threshold
 
 ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
@@ -86,8 +86,8 @@ class CpuProgram(Program):
             self.bufs[nbind + LLVM_STATUS] = self.status_addr
         self.last_storages = None
         # per task: HostBounds of a range read from globals, else None
-        self.host_bounds = tuple(HostBounds(tl, t, abi) if device_bounds(t) else None
-                                 for t in tl.tasks)
+        self.host_bounds = tuple(HostBounds(tl, t, abi) if r else None
+                                 for t, r in zip(tl.tasks, abi.device_ranges))
         # per task, what a launch reads of it, in one tuple (one unpacking per task and launch)
         self.launch_tasks = tuple(zip(self.fns, self.kinds, self.stacks, self.fns_1t,
                                       self.adaptive, self.scatter, self.min_split))
@@ -143,7 +143,7 @@ class CpuBackend(BackendBase):
     def __init__(self, state):
         super().__init__(state)
         from llvm_codegen.cpu_runtime import CpuRuntime
-        n = state.options.get("cpu_max_num_threads")
+        n = state.options.cpu_max_num_threads
         from .. import options
         from ..runtime.guard import CANCEL
         options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
@@ -204,7 +204,7 @@ class CpuBackend(BackendBase):
         from llvm_codegen.codegen import spmd_choice
 
         from .. import options
-        from ..passes.demote_atomics import one_thread_variant
+        from passes.demote_atomics import one_thread_variant
         from .private_scatter import privatised_variant
         tasks, extra, marks, work, choices = list(tl.tasks), [], [], [], {}
         works, copies = [], set()
@@ -288,10 +288,10 @@ class CpuBackend(BackendBase):
         return self.rt.num_workers * program.lanes[task]
 
     def plan_adstack(self, program, ti, sized):
-        """(metadata address, float heap bytes, int heap bytes, metadata words kept alive)."""
+        """The metadata words' address (the array kept alive), the float / int heap bytes."""
         meta = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)
-        nf, ni = sized.layout.heap_bytes(self.rt.num_workers * program.lanes[ti])
-        return meta.__array_interface__["data"][0], nf, ni, meta
+        return AdstackTaskPlan(sized.layout, meta.__array_interface__["data"][0], meta,
+                               sized.layout.heap_bytes(self.rt.num_workers * program.lanes[ti]))
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
         bufs = program.bufs
@@ -317,7 +317,9 @@ class CpuBackend(BackendBase):
             if e <= b:
                 continue
             if stacks:
-                meta_addr, nf, ni, _ = plan[ti]
+                task_plan = plan[ti]
+                meta_addr = task_plan.meta
+                nf, ni = task_plan.heap_bytes
                 if nf > self.heap_sizes[0] or ni > self.heap_sizes[1]:
                     self._heaps(nf, ni)
                 heaps = self.heap_addrs  # a new tuple whenever a heap grew

@@ -12,6 +12,16 @@ from kernel_ir.interpreter import AdStackOverflowError, Memory, run_range, run_t
 
 from .adstack_support import overflow_error, task_stacks
 from .base import BackendBase
+from .program import Program
+
+
+class InterpProgram(Program):
+    """The interpreter's program: the task list and its ABI, run as they are."""
+
+    def __init__(self, tl, abi):
+        super().__init__(tl, abi, bounds_check=False)
+        self.tl, self.abi = tl, abi
+
 
 class InterpBackend(BackendBase):
     name = "interp"
@@ -31,10 +41,10 @@ class InterpBackend(BackendBase):
         return storage[: n * np.dtype(np_dtype).itemsize].view(np_dtype).reshape(shape)
 
     def compile(self, tl, abi):
-        return (tl, abi)
+        return InterpProgram(tl, abi)
 
     def launch(self, program, storages, argbuf, ranges, adstack=None):
-        tl, abi = program
+        tl, abi = program.tl, program.abi
 
         def view(k, ref, shape):
             st = storages[k] if ref.kind in ("field", "ndarray") else \

@@ -46,11 +46,10 @@ import numpy as np
 
 from kernel_ir.abi import STATUS_BYTES, StatusWord
 
-from .adstack_support import grown, task_stacks
+from .adstack_support import grown
 from .base import BackendBase, default_checks
-from .bounds_support import BoundsInfo
-from .program import status_error
-from .range_bounds import HostBounds, device_bounds
+from .program import AdstackTaskPlan, Program, status_error
+from .range_bounds import HostBounds
 
 HEAP_BUDGET = 1 << 31  # bytes of adstack heap rows one launch may use on a device
 DEVICE_RANGE_ROWS = 1 << 16  # threads of a device-range task with adstacks (its range unknown)
@@ -64,15 +63,21 @@ DEVICE_RANGE_HINT = (0, 1 << 30)  # begin / end arguments of a device-range task
 HOST_PATH_ENV = "SPIRAD_GPU_HOST_SIZING"
 
 
-class GpuProgram:
-    def __init__(self, name, fns, kinds, temps, nbind, stacks, task_names, bounds):
-        self.name, self.fns, self.kinds, self.temps = name, fns, kinds, temps
-        self.nbind, self.stacks, self.task_names, self.bounds = nbind, stacks, task_names, bounds
-        self.host_bounds = ()   # per task: HostBounds of a range read on the host, else None
-        self.device_range = ()  # per task: the kernel reads its own range from device memory
-        self.device_code = {}   # target name -> DeviceCode (what was assembled)
-        self.module = None
-        self.bindings = ()
+class GpuProgram(Program):
+    """A program of the CUDA / AMDGPU backends: `Program`'s part, then the task functions of the
+    loaded module, the kernel temporaries' device memory and how each task's range is read."""
+
+    def __init__(self, tl, abi, bounds_check, module, symbols, temps, device_code, on_device):
+        super().__init__(tl, abi, bounds_check)
+        self.module = module  # the loaded (or emulated) module: keeps the functions alive
+        self.fns = [module.function(s) for s in symbols]
+        self.temps = temps
+        self.device_code = device_code  # target name -> DeviceCode (what was assembled)
+        # per task: the kernel reads its own range from device memory
+        self.device_range = tuple(i in on_device for i in range(len(tl.tasks)))
+        # per task: HostBounds of a range read on the host, else None
+        self.host_bounds = tuple(HostBounds(tl, t, abi) if r and i not in on_device else None
+                                 for i, (t, r) in enumerate(zip(tl.tasks, abi.device_ranges)))
 
 
 class _Launch:
@@ -165,7 +170,7 @@ class LlvmGpuBackend(BackendBase):
             self.rt = self.device_runtime()
         self.bounds_check = bool(state.debug)
         self.oob_check = default_checks(state)  # the default bounds checks (base.default_checks)
-        self.managed = bool(state.options.get("managed_memory", False))
+        self.managed = state.options.managed_memory
         self.host_path = options.get(HOST_PATH_ENV)
         if not self.host_path:
             from .gpu_sizer import GpuSizer
@@ -256,8 +261,7 @@ class LlvmGpuBackend(BackendBase):
         from llvm_codegen.codegen import compile_tasks
         from llvm_codegen.device_codegen import build_many
         from llvm_codegen.target import emulation
-        ranged = [device_bounds(t) for t in tl.tasks]
-        on_device = frozenset(i for i, r in enumerate(ranged)
+        on_device = frozenset(i for i, r in enumerate(abi.device_ranges)
                               if r and not self.bounds_check and not self.host_path)
         progs = [compile_tasks(tl, abi, bounds_check=self.bounds_check, target=t,
                                device_ranges=on_device, oob_check=self.oob_check)
@@ -265,8 +269,7 @@ class LlvmGpuBackend(BackendBase):
         built = build_many([(p.llvm_ir, t, [ti.symbol for ti in p.tasks])
                             for p, t in zip(progs, self.targets)], self.emulated())
         codes = {t.name: c for t, c in zip(self.targets, built)}
-        prog = progs[0]
-        symbols = [ti.symbol for ti in prog.tasks]
+        symbols = [ti.symbol for ti in progs[0].tasks]
         if self.emulated():
             emu = compile_tasks(tl, abi, bounds_check=self.bounds_check,
                                 target=emulation(self.targets[0]), device_ranges=on_device,
@@ -275,17 +278,7 @@ class LlvmGpuBackend(BackendBase):
         else:
             module = self.load_device_code(codes, symbols)
         temps = {k: self.rt.alloc(8) for k, r in enumerate(abi.bindings) if r.kind == "temp"}
-        stacks = [task_stacks(t) or None for t in tl.tasks]
-        p = GpuProgram(tl.name, [module.function(s) for s in symbols],
-                       [t.kind for t in prog.tasks], temps, len(abi.bindings), stacks,
-                       [t.name for t in tl.tasks],
-                       BoundsInfo(tl, abi) if self.bounds_check else None)
-        p.module, p.device_code = module, codes
-        p.bindings = abi.bindings  # what a default bounds-check error names
-        p.device_range = tuple(i in on_device for i in range(len(tl.tasks)))
-        p.host_bounds = tuple(HostBounds(tl, t, abi) if r and i not in on_device else None
-                              for i, (t, r) in enumerate(zip(tl.tasks, ranged)))
-        return p
+        return GpuProgram(tl, abi, self.bounds_check, module, symbols, temps, codes, on_device)
 
     def load_device_code(self, codes, symbols):
         """Load the device code that suits the device (a subclass decides)."""
@@ -293,14 +286,14 @@ class LlvmGpuBackend(BackendBase):
 
     # -- launch ------------------------------------------------------------------------------------
     def plan_adstack(self, program, ti, sized):
-        """(metadata words in device memory, layout): the buffer the GPU sizer wrote, or the
-        host layout's words uploaded to a buffer of this plan."""
+        """The metadata words in device memory: the buffer the GPU sizer wrote, or the host
+        layout's words uploaded to a buffer of this plan."""
         if sized.device_meta is not None:
-            return sized.device_meta, sized.layout
+            return AdstackTaskPlan(sized.layout, sized.device_meta)
         words = np.array(sized.layout.metadata() or [0, 0], dtype=np.uint32)
         meta = self.rt.alloc(words.nbytes)
         self.rt.upload(meta.ptr, words.view(np.uint8))
-        return meta, sized.layout
+        return AdstackTaskPlan(sized.layout, meta)
 
     def _stage(self, table, argbuf: bytes) -> tuple:
         """A fresh arena slot holding this launch's status words (zeroed), its buffer-address
@@ -379,7 +372,7 @@ class LlvmGpuBackend(BackendBase):
                     continue
             layout = None
             if program.stacks[ti]:
-                meta, layout = plan[ti]
+                meta, layout = plan[ti].meta, plan[ti].layout
             if kind == "serial":
                 nthreads, block = 1, 1
             else:

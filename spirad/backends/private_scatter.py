@@ -62,7 +62,7 @@ from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 from kernel_ir.ownership import private_buffers, uniform_key
 from kernel_ir.rewrite import keep, rebuild
 
-from ..passes.demote_atomics import one_thread_variant, plain_atomic
+from passes.demote_atomics import one_thread_variant, plain_atomic
 from .work_estimate import SPLIT_WORK
 
 COPY_BYTES = 4 << 20     # at most this many bytes of copies per worker

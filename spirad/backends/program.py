@@ -1,5 +1,6 @@
-"""What every backend keeps of a compiled kernel (`Program`), and the one decoder of the status
-words its tasks report errors in (`status_error`).
+"""What every backend keeps of a compiled kernel (`Program`), what it derives from one task's
+sized autodiff stacks (`AdstackTaskPlan`), and the one decoder of the status words its tasks
+report errors in (`status_error`).
 
 A backend's program class derives from `Program` and adds what only it needs (JIT functions,
 pipelines, device code, staging). `Program` holds what the launch path and the error messages
@@ -13,6 +14,8 @@ shape, the index and the source line (`bounds_support`), the driver's loop cap, 
 code (an internal error). Every backend calls it; none reads the words itself.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from kernel_ir.abi import (STATUS_ADSTACK_OVERFLOW, STATUS_INDEX_OUT_OF_RANGE, STATUS_LOOP_CAP,
                            STATUS_OK, STATUS_OUT_OF_BOUNDS, decode_status)
@@ -34,6 +37,22 @@ class Program:
         self.nbind = len(abi.bindings)
         self.bindings = abi.bindings  # what a default bounds-check error names
         self.blob = blob  # the backend's compiled form: what the offline cache stores
+
+
+@dataclass(frozen=True, slots=True)
+class AdstackTaskPlan:
+    """What a backend's `plan_adstack` derives from one task's sized stacks: kept on the launch's
+    `AdstackPlan` while the sizes stay the same, and read by the backend's `launch`. One record
+    for every backend; each fills the fields its launch reads."""
+    layout: object              # the sizer's heap layout (strides, metadata words, heap bytes)
+    # the metadata words where the kernel reads them: the CPU's address, a CUDA / AMDGPU device
+    # buffer, or on SPIR-V the GPU sizer's buffer (None there: upload `words`)
+    meta: object = None
+    # the metadata words on the host: the CPU's array `meta` points into (kept alive by this
+    # record), or on SPIR-V the bytes uploaded when `meta` is None
+    words: object = None
+    heap_bytes: tuple = (0, 0)  # CPU: float and int heap bytes of all the workers' rows
+    row_bytes: int = 0          # SPIR-V: bytes of one thread's larger heap row
 
 
 def status_error(program: Program, words, argbufs=(), adstack_plans=(), caps=None,

@@ -1,7 +1,7 @@
 """Parallel loops whose bounds read device data: `for i in range(n[None])`, `range(a[0], b[0])`,
 `m = n[None]` ... `range(m)` (a kernel temporary).
 
-Such a range task's `begin` / `end` are IR expressions with GLOBAL_LOADs (`device_bounds(task)`);
+Such a range task's `begin` / `end` are IR expressions with GLOBAL_LOADs (`abi.device_ranges`);
 the launch path cannot evaluate them when it plans a launch (`LaunchPlan.ranges[task]` is None)
 because they must be read when the task starts: after the earlier tasks of the same launch (and
 every earlier launch) have run. What each backend does with them:
@@ -31,12 +31,6 @@ from kernel_ir.interpreter import Memory, eval_expr
 from kernel_ir.ops import Op
 from kernel_ir.rewrite import expr_nodes
 from kernel_ir.source import user_error
-
-def device_bounds(task) -> bool:
-    """Does this task's range read globals (evaluated when the task starts)?"""
-    return task.kind == "range" and any(
-        n.op == Op.GLOBAL_LOAD for b in (task.begin, task.end) for n in expr_nodes(b))
-
 
 class HostBounds:
     """Evaluates one task's bounds on the host, reading the bound buffers through `view`."""

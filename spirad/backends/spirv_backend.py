@@ -35,21 +35,20 @@ the profile says `single_heap` (Metal: fewer storage buffers spent of its buffer
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 
 from gfx_runtime.errors import GfxError, GfxUnavailable
-from kernel_ir.abi import (OFFSET_WORD_FORMAT, PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS,
-                           STATUS_BYTES, STATUS_GUARD, STATUS_WORDS, StatusWord,
-                           pack_push_constants)
+from kernel_ir.abi import (PUSH_CONSTANT_BYTES, RANGE_ARGS_WORDS, STATUS_BYTES, STATUS_GUARD,
+                           STATUS_WORDS, StatusWord, offset_word, pack_push_constants,
+                           patch_offset_words)
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradError
 
 from .adstack_support import grown, task_stacks
 from .base import BackendBase, default_checks
 from .gpu_sizer import GpuSizer
-from .program import Program, status_error
-from .range_bounds import HostBounds, device_bounds
+from .program import AdstackTaskPlan, Program, status_error
+from .range_bounds import HostBounds
 from .root_buffers import RootBuffers, RootSlice, bindings_of
 
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
@@ -173,7 +172,7 @@ class SpirvBackend(BackendBase):
         """`mod`'s pipeline; its specialization constants (root offsets: `mod.spec_words`) take
         their values from the program's argument tail, whose first word is argument word
         `first_tail_word`. `emulator`: `_emulator_bindings` of its task."""
-        spec = tuple((w, *struct.unpack_from("<I", tail, 4 * (w - first_tail_word)))
+        spec = tuple((w, offset_word(tail, w - first_tail_word))
                      for w in mod.spec_words)  # the tail's words: `buffers.offset_words`
         return self.rt.pipeline(mod.words, mod.num_bindings, mod.push_constant_bytes,
                                 uniform=mod.uniform_bindings, readonly=mod.readonly_bindings,
@@ -312,7 +311,7 @@ class SpirvBackend(BackendBase):
         from spirv_codegen import compile_range_args, compile_tasks
         where = self._map_inputs(abi, placement, key)
         maps = self._buffer_maps(tl, abi, where)
-        read = [i for i, t in enumerate(tl.tasks) if device_bounds(t)]
+        read = [i for i, r in enumerate(abi.device_ranges) if r]
         on_device = frozenset(i for i in read if not self.bounds_check and not task_stacks(tl.tasks[i])
                               and not tl.tasks[i].ordered)  # ordered: one dispatch per iteration
         self._check_bindings(tl, abi, maps, on_device)  # before code generation: a user error
@@ -454,7 +453,7 @@ class SpirvBackend(BackendBase):
             if mod is not None:
                 ranges[i] = ("device", self._pipeline(mod, label(mod), tail, first, extra[i]),
                              self.rt.alloc(4 * RANGE_ARGS_WORDS))
-            elif device_bounds(t):
+            elif abi.device_ranges[i]:
                 ranges[i] = ("host", HostBounds(tl, t, abi))
         temps = {k: placement[k] for k, r in enumerate(abi.bindings) if r.kind == "temp"}
         # per task: what its view bindings bind (root chunks, or the windows of a windowed
@@ -529,14 +528,15 @@ class SpirvBackend(BackendBase):
         return max(1, min(ROWS_CAP, n if n is not None else ROWS_CAP))
 
     def plan_adstack(self, program, ti, sized):
-        """(layout, bytes of the larger heap row, the metadata buffer to bind or None, else the
-        metadata bytes to upload). The GPU sizer wrote its result's words into
-        `sized.device_meta`: bound as it is."""
+        """The bytes of the larger heap row, and the metadata buffer to bind, else the metadata
+        bytes to upload. The GPU sizer wrote its result's words into `sized.device_meta`: bound
+        as it is."""
         lay = sized.layout
         per_row = self._heap_row_bytes(lay)
         if sized.device_meta is not None:
-            return lay, per_row, sized.device_meta, None
-        return lay, per_row, None, np.array(lay.metadata() or [0, 0], dtype=np.uint32).tobytes()
+            return AdstackTaskPlan(lay, sized.device_meta, row_bytes=per_row)
+        return AdstackTaskPlan(lay, words=np.array(lay.metadata() or [0, 0], dtype=np.uint32)
+                               .tobytes(), row_bytes=per_row)
 
     def launch_arguments(self, program: SpirvProgram, argbuf: bytes, storages) -> bytes:
         """The argument bytes, then the program's root offsets (`spirv_codegen.buffers`) with
@@ -545,12 +545,9 @@ class SpirvBackend(BackendBase):
         argument values and places it once (`gfx_runtime.arena`)."""
         if not program.nd_words:
             return argbuf + program.arg_tail
-        tail = bytearray(program.arg_tail)
-        for k, pos, size in program.nd_words:
-            st = storages[k]
-            struct.pack_into(OFFSET_WORD_FORMAT, tail, pos,
-                             st.offset // size if type(st) is RootSlice else 0)
-        return argbuf + bytes(tail)
+        return argbuf + patch_offset_words(program.arg_tail, (
+            (pos, storages[k].offset // size if type(storages[k]) is RootSlice else 0)
+            for k, pos, size in program.nd_words))
 
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
@@ -590,7 +587,9 @@ class SpirvBackend(BackendBase):
             tbufs = bufs
             chunk = n
             if stacks:
-                layout, per_row, meta, meta_bytes = plans[ti]
+                task_plan = plans[ti]
+                layout, per_row = task_plan.layout, task_plan.row_bytes
+                meta, meta_bytes = task_plan.meta, task_plan.words
                 limit = self.caps.max_storage_buffer_range
                 rows = max(1, min(ROWS_CAP, n, limit // per_row))
                 if per_row > limit:

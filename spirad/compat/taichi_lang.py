@@ -26,8 +26,8 @@ def _current_cfg() -> _Config:
     from spirad.runtime import state
     st = state.current()
     o = st.options
-    return _Config(st.arch, st.default_fp, st.default_ip, st.debug,
-                   int(o.get("ad_stack_size", 0) or 0), int(o.get("random_seed", 0) or 0))
+    return _Config(st.arch, st.default_fp, st.default_ip, st.debug, int(o.ad_stack_size or 0),
+                   o.random_seed)
 
 
 def _module(name: str, doc: str, **attrs) -> types.ModuleType:

@@ -31,18 +31,17 @@ from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from ..runtime import state as _state
-from ..backends.range_bounds import device_bounds
 from ..runtime.launch import DEVICE_BOUNDS, Compiled
-from ..passes.dce import dce_kernel, dce_tasks
-from ..passes.expand_math import expand_math
-from ..passes.forward_stores import forward_stores
-from ..passes.inline import inline_calls
-from ..passes.lower_print import lower_prints
-from ..passes.offload import offload
-from ..passes.demote_atomics import demote_atomics
-from ..passes.deterministic import serialise
-from ..passes.promote_accumulators import promote_accumulators
-from ..passes.simplify import simplify_kernel, simplify_tasks
+from passes.dce import dce_kernel, dce_tasks
+from passes.expand_math import expand_math
+from passes.forward_stores import forward_stores
+from passes.inline import inline_calls
+from passes.lower_print import lower_prints
+from passes.offload import offload
+from passes.demote_atomics import demote_atomics
+from passes.deterministic import serialise
+from passes.promote_accumulators import promote_accumulators
+from passes.simplify import simplify_kernel, simplify_tasks
 from ..runtime.logger import logger, ms
 from ..runtime.sizing_cache import ProgramSizing
 
@@ -158,7 +157,7 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     gradients), with the adstack sizing of its tasks."""
     with _Deep(fwd.tl.name):
         c = _compile_adjoint(fwd, args, state)
-    if c.sizing is not None and c.checkpointed is None and not state.options.get("ad_stack_size"):
+    if c.sizing is not None and c.checkpointed is None and not state.options.ad_stack_size:
         c.checkpointed = _checkpointed_factory(fwd, args, state)
     return c
 
@@ -182,24 +181,24 @@ def _checkpointed_factory(fwd: Compiled, args, state):
 
 
 def _compile_checkpointed(fwd: Compiled, args, state, every: int):
-    from ..passes.autodiff.pipeline import reverse_mode
+    from passes.autodiff.pipeline import reverse_mode
     opts = state.options
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state), None, None,
                                    verify=debug_enabled(state),
-                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True),
-                                   checkpoint=every)
+                                   adstack_enabled=opts.ad_stack_experimental_enabled,
+                                   checkpoint=every, warn_overwritten_reads=_warn_overwritten())
     if not any(a.arg.name.endswith(".ckpt") for t in tl.tasks for a in adstack_allocas(t)):
         return None
     tl = dce_tasks(simplify_tasks(tl))
     counting = _program(dce_tasks(simplify_tasks(counting_tl)), state, None, fwd.template_refs)
-    return _program(tl, state, ProgramSizing.of(tl, opts.get("adstack_cache", True), counting),
+    return _program(tl, state, ProgramSizing.of(tl, opts.adstack_cache, counting),
                     fwd.template_refs)
 
 
 def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     """The adjoint and, when some stack is measured, its counting program (sizing_cache)."""
     opts = state.options
-    cache = opts.get("adstack_cache", True)
+    cache = opts.adstack_cache
     key = offline_cache.derived_key(fwd.cache_key, "adjoint")
     count_key = offline_cache.derived_key(fwd.cache_key, "adjoint_count")
     c = _cached(key, state, lambda tl: None, fwd.template_refs)
@@ -210,11 +209,12 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
         if not measures or counting is not None:  # else compile both again
             c.sizing = ProgramSizing.of(c.tl, cache, counting)
             return c
-    from ..passes.autodiff.pipeline import reverse_mode
+    from passes.autodiff.pipeline import reverse_mode
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
-                                   opts.get("default_ad_stack_size"), opts.get("ad_stack_size"),
+                                   opts.default_ad_stack_size, opts.ad_stack_size,
                                    verify=debug_enabled(state),
-                                   adstack_enabled=opts.get("ad_stack_experimental_enabled", True))
+                                   adstack_enabled=opts.ad_stack_experimental_enabled,
+                                   warn_overwritten_reads=_warn_overwritten())
     tl = dce_tasks(simplify_tasks(tl))
     counting = None
     if counting_tl is not None:
@@ -237,7 +237,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     c = _cached(key, state, lambda tl: None, fwd.template_refs, fwd.returns)
     if c is not None:
         return c
-    from ..passes.forward_mode import forward_mode
+    from passes.forward_mode import forward_mode
     verify = debug_enabled(state)
     tl = forward_mode(fwd.tl, dual_of_factory(args, state))
     if verify:
@@ -250,7 +250,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
 
 def compile_validation(fwd: Compiled, state) -> Compiled:
     """The forward program instrumented for `Tape(validation=True)` (passes/validation)."""
-    from ..passes.validation import instrument
+    from passes.validation import instrument
     from ..ad.tape_validation import current
     v = current()
     tl = instrument(fwd.tl, v.checkbit_of, v.violations.ref())
@@ -297,7 +297,7 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
     they were most of a cache hit's Python work)."""
     if ctl is None:  # what the backend compiles (`tl`: autodiff's)
         ctl = promote_accumulators(tl)
-        if state.options.get("deterministic"):  # ordered atomics (passes/deterministic)
+        if state.options.deterministic:  # ordered atomics (passes/deterministic)
             ctl = serialise(ctl, _state.backend().ordered_chunk())
         ctl = demote_atomics(expand_math(ctl))
     abi = kernel_abi(ctl)
@@ -313,8 +313,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
             fields[ref.key]._storage()
     program = be.compile(ctl, abi) if blob is None else be.import_program(ctl, abi, blob)
     bounds = tuple(None if t.kind == "serial" else  # `ctl`'s: a serialised task is serial
-                   DEVICE_BOUNDS if device_bounds(t) else (_host_fn(t.begin), _host_fn(t.end))
-                   for t in ctl.tasks)
+                   DEVICE_BOUNDS if on_device else (_host_fn(t.begin), _host_fn(t.end))
+                   for t, on_device in zip(ctl.tasks, abi.device_ranges))
     print_ids = {f.id for f in state.prints.fields.values()} if state.prints is not None else set()
     written, read = set(), set()
     for t in tl.tasks:
@@ -409,3 +409,10 @@ def _host_fn(expr):
 def debug_enabled(state) -> bool:
     from .. import options
     return state.debug or options.get("SPIRAD_VERIFY")
+
+
+def _warn_overwritten() -> bool:
+    """SPIRAD_AD_OVERWRITTEN_READS=warn: reverse mode warns about a read of an overwritten value
+    instead of refusing the kernel (read here: the passes read no switch)."""
+    from .. import options
+    return options.get("SPIRAD_AD_OVERWRITTEN_READS") == "warn"

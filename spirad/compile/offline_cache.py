@@ -14,7 +14,8 @@ compiling it — globals, closures, default arguments, attributes of modules, cl
 template arguments (`frontend.deps`: by value; fields by id and layout), dataclass arguments
 (their ndarrays by signature, other members as template arguments) — the argument signature, the
 program kind (forward, adjoint, forward mode), the arch and the backend's
-`cache_features` (device, CPU features, compile flags), the init options that change code, and
+`cache_features` (device, CPU features, compile flags), the init options that change code
+(`affects_code` in `options.INIT_OPTIONS`: `InitValues.code_key`), and
 the build of spirad (its version and the size and time of every source file, so an edited
 compiler never loads stale code). A kernel whose dependencies cannot be described
 (`deps.describe` is None), that reads a field of a previous `init()`, returns values or prints,
@@ -58,7 +59,7 @@ MAGIC = b"SPIRAD-OFFLINE-CACHE-%d\n" % FORMAT
 _DIGEST = 32
 _KEY_FILE = ".key"
 DEFAULT_MAX_BYTES = 1 << 30
-_PACKAGES = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders")
+_PACKAGES = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders")
 _build = None
 _keys: dict = {}  # cache directory -> its HMAC key (None: the key file is not trusted)
 stats = {"hits": 0, "misses": 0, "stores": 0, "rejected": 0, "evicted": 0}  # this process
@@ -71,7 +72,7 @@ def cache_dir(state=None) -> str:
         from ..runtime.state import current
         state = current()
     from .. import options
-    d = state.options.get("offline_cache_file_path") or options.get("SPIRAD_CACHE_DIR")
+    d = state.options.offline_cache_file_path or options.get("SPIRAD_CACHE_DIR")
     if d:
         return os.fspath(d)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -81,7 +82,7 @@ def cache_dir(state=None) -> str:
 def enabled(state) -> bool:
     """On unless `init(offline_cache=False)` or SPIRAD_OFFLINE_CACHE=0."""
     from .. import options
-    return bool(state.options.get("offline_cache", True)) and options.get("SPIRAD_OFFLINE_CACHE")
+    return state.options.offline_cache and options.get("SPIRAD_OFFLINE_CACHE")
 
 
 def max_bytes(state=None) -> int:
@@ -89,7 +90,7 @@ def max_bytes(state=None) -> int:
     if state is None:
         from ..runtime.state import current
         state = current()
-    v = state.options.get("offline_cache_max_size_of_files")
+    v = state.options.offline_cache_max_size_of_files
     if v is None:
         from .. import options
         v = options.get("SPIRAD_CACHE_MAX_SIZE")
@@ -128,19 +129,12 @@ def build_id() -> str:
 
 
 def _options(state) -> tuple:
-    """The state that changes generated code."""
+    """The state that changes generated code: the init options declared `affects_code`
+    (`options.INIT_OPTIONS`) and the switches that do."""
     from .. import options
-    o = state.options
-    return (state.default_fp.name, state.default_ip.name, bool(state.debug),
-            options.get("SPIRAD_VERIFY"),
+    return (state.options.code_key(), options.get("SPIRAD_VERIFY"),
             # an adjoint compiled under `warn` must not be loaded where the kernel is refused
-            options.get("SPIRAD_AD_OVERWRITTEN_READS"),
-            tuple(sorted((k, repr(o.get(k))) for k in ("ad_stack_size", "default_ad_stack_size",
-                                                       "ad_stack_experimental_enabled",
-                                                       "adstack_cache", "static_unroll_limit",
-                                                       "max_while_iterations",
-                                                       "short_circuit_operators", "check_bounds",
-                                                       "deterministic"))))
+            options.get("SPIRAD_AD_OVERWRITTEN_READS"))
 
 
 class CacheKey(str):

@@ -36,7 +36,7 @@ from .values import VecVal
 def build_boolop(v, node, is_compile_time):
     """The value of the BoolOp `node` (`v`: the expression visitor)."""
     is_and = isinstance(node.op, ast.And)
-    if v.ctx.static_depth or v.ctx.state.options.get("short_circuit_operators"):
+    if v.ctx.static_depth or v.ctx.state.options.short_circuit_operators:
         return _python(v, node.values, is_and, is_compile_time)
     word = "and" if is_and else "or"
     vals, x = [], None

@@ -33,7 +33,7 @@ from kernel_ir.dtypes import DType
 
 # classes from these packages are named, not described (their attributes are library code)
 # (`quadrants`: the re-export module `spirad/compat/quadrants_shim`, spirad under other names)
-_LIBRARY_ROOTS = frozenset(("builtins", "numpy", "spirad", "kernel_ir", "torch", "typing", "enum",
+_LIBRARY_ROOTS = frozenset(("builtins", "numpy", "spirad", "kernel_ir", "passes", "torch", "typing", "enum",
                             "math", "collections", "dataclasses", "abc", "functools", "numbers",
                             "types", "operator", "itertools", "quadrants"))
 # protocols through which the frontend may evaluate an object (bool(), len(), iteration, ...)

@@ -70,7 +70,7 @@ def _hash(b, x):
 def _make_slot(v, anchor):
     """The stream's slot and its initial state, inserted at the anchor."""
     ctx, b = v.ctx, v.ctx.b
-    seed = int(ctx.state.options.get("random_seed", 0) or 0) & 0xFFFFFFFF
+    seed = ctx.state.options.random_seed & 0xFFFFFFFF
     ctx.rng_sites += 1
     site = ctx.rng_sites
     ref = counter_field(ctx.state).ref()

@@ -15,7 +15,6 @@ from .value_ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
 
 
-DEFAULT_UNROLL_LIMIT = 50_000  # iterations sd.static loops may unroll per kernel (init option)
 
 
 def _loop_dtype(dims) -> T.DType:
@@ -272,7 +271,7 @@ class StmtVisitor:
         if node.orelse:
             raise self.ctx.error(SpiradSyntaxError, "while ... else is not supported", node)
         b = self.ctx.b
-        cap = int(self.ctx.state.options.get("max_while_iterations") or 0)
+        cap = int(self.ctx.state.options.max_while_iterations or 0)
         count = b.alloca(T.i32, "while_count") if cap > 0 else None
         self.ctx.loops.append("serial")
         self.ctx.nested_scopes += 1
@@ -536,7 +535,7 @@ class StmtVisitor:
         compile that takes minutes and gigabytes."""
         ctx = self.ctx
         ctx.unrolled += n
-        limit = ctx.state.options.get("static_unroll_limit", DEFAULT_UNROLL_LIMIT)
+        limit = ctx.state.options.static_unroll_limit
         if limit and ctx.unrolled > limit:
             raise ctx.error(SpiradValueError, f"sd.static loops unroll {ctx.unrolled:,} "
                             f"iterations in this kernel (this loop: {n:,}), more than the limit of "

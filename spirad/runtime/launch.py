@@ -360,7 +360,7 @@ def heap_estimate(c: Compiled, p: LaunchPlan, sized, be) -> int:
 def ad_stack_budget() -> int:
     """`init(ad_stack_memory=N)` bytes, by default a quarter of the device's memory."""
     st = _state.current()
-    v = st.options.get("ad_stack_memory")
+    v = st.options.ad_stack_memory
     if v:
         return int(v)
     b = getattr(st, "ad_stack_budget", None)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from kernel_ir import dtypes as T
 
+from ..options import InitValues
+
 
 @dataclass
 class State:
@@ -19,7 +21,7 @@ class State:
     default_fp: T.DType = T.f32
     default_ip: T.DType = T.i32
     debug: bool = False
-    options: dict = field(default_factory=dict)
+    options: InitValues = field(default_factory=InitValues)  # init()'s keywords, typed
     backend: object = None
     epoch: int = 0
     fields: list = field(default_factory=list)

@@ -10,7 +10,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PACKAGES = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
+PACKAGES = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
             "shaders")
 
 

@@ -116,3 +116,62 @@ def test_process_default(monkeypatch):
     finally:
         options.reset_default(name)
     assert options.get(name) == "error"
+
+
+# the modules that decide what a kernel compiles to: an init option they read changes code
+COMPILE_PATH = ("spirad/frontend", "passes", "spirad/compile/driver.py",
+                "spirad/compile/kernel_return.py", "spirad/func.py")
+
+
+def _option_reads(tree):
+    """(line, name) of each `<...>.options.NAME` and `opts.NAME` (opts = <...>.options)."""
+    aliases = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+               and isinstance(node.value, ast.Attribute) and node.value.attr == "options"
+               for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in options.INIT_OPTIONS and (
+                isinstance(node.value, ast.Attribute) and node.value.attr == "options" or
+                isinstance(node.value, ast.Name) and node.value.id in aliases):
+            yield node.lineno, node.attr
+
+
+def test_init_options_the_compile_path_reads_are_in_the_cache_key():
+    """An init option that the frontend, the passes or the driver reads changes what a kernel
+    compiles to, so it must be `affects_code` (the offline cache's key, `InitValues.code_key`):
+    else a program stored under one value is loaded under another."""
+    read, bad = set(), []
+    for where in COMPILE_PATH:
+        p = ROOT / where
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            for line, name in _option_reads(ast.parse(f.read_text(encoding="utf-8"))):
+                read.add(name)
+                if not options.INIT_OPTIONS[name].affects_code:
+                    bad.append(f"{f.relative_to(ROOT)}:{line}: {name}")
+    assert not bad, "declare these init options affects_code=True:\n" + "\n".join(bad)
+    assert {"random_seed", "max_while_iterations", "deterministic"} <= read  # the scan sees reads
+
+
+def test_every_code_changing_init_option_changes_the_key():
+    base = options.InitValues().code_key()
+    other = {bool: lambda v: not v, int: lambda v: v + 7, object: lambda v: ("other", v)}
+    for o in options.INIT_OPTIONS.values():
+        if o.affects_code:
+            changed = options.InitValues({o.name: other[o.type](o.default_value())}).code_key()
+            assert changed != base, o.name
+    assert len(base) == sum(o.affects_code for o in options.INIT_OPTIONS.values())
+
+
+def test_init_reads_options_through_the_table():
+    """No module reads an init option by string (`state.options.get("name")`, `opts["name"]`,
+    `kwargs.get("name")`): through the typed attributes of `InitValues`."""
+    bad = []
+    for p in modules().values():
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "get" and node.args and \
+                    isinstance(node.args[0], ast.Constant) and \
+                    node.args[0].value in options.INIT_OPTIONS or \
+                    isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                    and node.slice.value in options.INIT_OPTIONS:
+                bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "read init options as state.options.NAME:\n" + "\n".join(bad)

@@ -11,7 +11,7 @@ import re
 
 from tests.architecture.import_graph import ROOT
 
-PACKAGES = ("spirad", "kernel_ir", "llvm_codegen", "spirv_codegen", "sizer", "gfx_runtime")
+PACKAGES = ("spirad", "kernel_ir", "passes", "llvm_codegen", "spirv_codegen", "sizer", "gfx_runtime")
 
 
 def _sources():

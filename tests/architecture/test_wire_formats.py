@@ -35,7 +35,7 @@ NAMES = {n for _, n in _assigned(ast.parse(OWNER.read_text())) if n.isupper()} |
 BINDINGS = {"STATUS_BINDING"}  # SPIR-V binding numbers: spirv_codegen/buffers.py's
 FORMATS = {abi.PUSH_CONSTANT_FORMAT, *abi.SCALAR_FORMAT.values()} - {"<I", "<i", "<f", "<d", "<q",
                                                                      "<Q"}
-DIRS = ("spirad", "kernel_ir", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders",
+DIRS = ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "llvm_codegen", "gfx_runtime", "shaders",
         "tests", "benchmarks", "scripts", "examples")
 
 
@@ -93,3 +93,16 @@ def test_argument_buffer_round_trip():
     assert len(buf) == a.arg_buffer_size
     scalars, shapes = a.unpack_args(args, bytes(buf))
     assert scalars == [1.5, None, -3, 1] and shapes == {1: {0: 4, 1: 9}}
+
+
+def test_the_spirv_argument_tail_is_packed_only_in_kernel_ir_abi():
+    """The root / arena offset words after a SPIR-V program's arguments: written and read
+    through `pack_offset_words`, `patch_offset_words` and `offset_word` alone."""
+    name = "OFFSET_" + "WORD_FORMAT"  # (spelled apart: this file is searched too)
+    bad = [str(p.relative_to(ROOT)) for p in _files() if name in p.read_text(encoding="utf-8")]
+    assert not bad, f"use kernel_ir.abi's offset-word functions: {bad}"
+    tail = abi.pack_offset_words([3, 0, 70000])
+    assert len(tail) == 12 and [abi.offset_word(tail, i) for i in range(3)] == [3, 0, 70000]
+    patched = abi.patch_offset_words(tail, [(4, 9)])
+    assert [abi.offset_word(patched, i) for i in range(3)] == [3, 9, 70000]
+    assert abi.offset_word(tail, 1) == 0  # the program's own tail is not changed

@@ -1,4 +1,4 @@
-"""The stack-tops pass (`spirad/passes/autodiff/stack_tops.py`): adstack tops and top adjoints
+"""The stack-tops pass (`passes/autodiff/stack_tops.py`): adstack tops and top adjoints
 cached in locals.
 
 * On what the adjoint builder emits, every float stack keeps its adjoint in a local (layout kind
@@ -20,8 +20,8 @@ from kernel_ir.interpreter import Memory, run_tasks
 from kernel_ir.nodes import AdStackArg, Task, walk
 from kernel_ir.ops import Op
 from kernel_ir.verifier import verify_tasks
-from spirad.passes.autodiff import pipeline
-from spirad.passes.autodiff.stack_tops import promote_stack_tops
+from passes.autodiff import pipeline
+from passes.autodiff.stack_tops import promote_stack_tops
 from tests.autodiff import test_interp_agreement as agree
 from tests.llvm_codegen.kit import field, kernel, key
 from tests.support.archs import test_archs

@@ -347,3 +347,29 @@ def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cac
         hits = offline_cache.stats["hits"]
         assert run_and_count() == (compiled, chunk)
         assert offline_cache.stats["hits"] == hits + 1
+
+
+def test_random_seed_is_part_of_the_key(cache_dir, monkeypatch):
+    """`sd.random()` compiles `init(random_seed=)` into the kernel: a program stored under one
+    seed is loaded under that seed only (it once was under any, repeating the old numbers)."""
+    monkeypatch.setenv("SPIRAD_OFFLINE_CACHE", "1")
+
+    def draw(seed):
+        sd.init(arch=sd.cpu, random_seed=seed)
+        x = sd.field(sd.f32, shape=16)
+
+        @sd.kernel
+        def k():
+            for i in x:
+                x[i] = sd.random()
+
+        k()
+        return x.to_numpy()
+
+    first = draw(1)
+    hits = offline_cache.stats["hits"]
+    np.testing.assert_array_equal(draw(1), first)   # the same seed: loaded, the same numbers
+    assert offline_cache.stats["hits"] == hits + 1
+    other = draw(2)
+    assert offline_cache.stats["hits"] == hits + 1  # another seed: compiled, not loaded
+    assert not np.array_equal(other, first)

@@ -26,7 +26,7 @@ RESULT_CLASSES = ("spirad.data.field.Field", "spirad.data.field._HostArray", "sp
                   "spirad.data.matrix.MatrixValue", "spirad.types.VectorType",
                   "spirad.types.MatrixType", "spirad.types.NdarrayType",
                   "spirad.profiler.KernelStats", "kernel_ir.dtypes.DType")
-_OURS = ("spirad", "kernel_ir")
+_OURS = ("spirad", "kernel_ir", "passes")
 _CALLED_BY_USERS = ("__call__", "__getitem__", "__setitem__", "__enter__", "__exit__")
 
 

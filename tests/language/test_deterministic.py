@@ -1,4 +1,4 @@
-"""`sd.init(deterministic=True)` (spirad/passes/deterministic.py): reductions, scatter-adds and
+"""`sd.init(deterministic=True)` (passes/deterministic.py): reductions, scatter-adds and
 adjoints that scatter into `.grad` give the same bits run after run, on every arch, whatever the
 CPU's or lavapipe's thread count — and the bits of the index-order float32 sum.
 
@@ -18,7 +18,7 @@ import spirad as sd
 from kernel_ir import verifier
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
-from spirad.passes.deterministic import order_sensitive, serialise
+from passes.deterministic import order_sensitive, serialise
 from tests.support import determinism as D
 from tests.support.archs import test_archs
 
@@ -176,7 +176,7 @@ def test_ordered_atomics_demoted():
     """In an ordered task no two iterations run at once: its atomics are plain read-modify-
     writes (no compare-and-swap loop on lavapipe's loop counter)."""
     plan = _launch_mixed(deterministic=True, offline_cache=False)
-    from spirad.passes.demote_atomics import demote_atomics
+    from passes.demote_atomics import demote_atomics
     chunked = demote_atomics(serialise(plan.compiled.tl, 16))
     for t in chunked.tasks:
         if t.ordered:

@@ -111,7 +111,7 @@ def test_spirad_programs_emit_for_aarch64(monkeypatch):
     import spirad as sd
     from spirad import options
     from tests.autodiff.test_spmd_grad_masks import _grad_of, _steps, _nd_i32, k_trips
-    from tests.language.test_demote_atomics import N, _mpm_like, _reference
+    from tests.passes.test_demote_atomics import N, _mpm_like, _reference
 
     base = options.llvm_codegen_options
     monkeypatch.setattr(options, "llvm_codegen_options",

@@ -16,7 +16,7 @@ from kernel_ir.ops import Op
 
 def test_every_op_has_a_lowering_rule():
     """Except the math functions spirad expands into other ops before code generation
-    (`kernel_ir.mathfns` records with `expand`, `spirad.passes.expand_math`)."""
+    (`kernel_ir.mathfns` records with `expand`, `passes.expand_math`)."""
     expanded = {f.op for f in MATH if f.expand is not None}
     assert [op.name for op in Op if op not in LOWER and op not in expanded] == []
 

@@ -109,7 +109,7 @@ def test_compare(op, dt):
 
 
 def unary_cases():
-    # (math functions with an IR expansion never reach a code generator: spirad.passes.expand_math)
+    # (math functions with an IR expansion never reach a code generator: passes.expand_math)
     expanded = {f.op for f in MATH if f.expand is not None}
     for op in sorted(({Op.NEG, Op.NOT, Op.BIT_NOT, Op.ABS} | FLOAT_UNARY) - expanded,
                      key=lambda o: o.value):

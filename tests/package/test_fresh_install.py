@@ -92,7 +92,7 @@ def test_distributions_hold_the_package(dist):
     wheel, sdist = dist
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
-    for pkg in ("spirad", "kernel_ir", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
+    for pkg in ("spirad", "kernel_ir", "passes", "sizer", "spirv_codegen", "gfx_runtime", "llvm_codegen",
                 "shaders"):
         assert pkg in tops, f"{pkg} missing from {wheel.name}"
     assert "tests" not in tops and "benchmarks" not in tops

@@ -237,7 +237,7 @@ def test_sizer_package_imports_nothing_of_the_project():
     import subprocess
     code = ("import sys, sizer, sizer.device_format; "
             "bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('spirad', 'kernel_ir', 'shaders', 'spirv_codegen', 'gfx_runtime', 'llvm_codegen')]; "
+            "('spirad', 'kernel_ir', 'passes', 'shaders', 'spirv_codegen', 'gfx_runtime', 'llvm_codegen')]; "
             "assert not bad, bad")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

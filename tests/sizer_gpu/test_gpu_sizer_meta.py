@@ -129,7 +129,7 @@ def test_grad_launch_binds_the_device_written_metadata(arch, monkeypatch):
     np.testing.assert_allclose(got, _trips(xs, 3), rtol=2e-5, atol=2e-6)
     ((ti, sized, plan),) = _adstack_tasks(k)
     meta = sized.device_meta
-    assert meta is not None and plan[2] is meta and max(sized.caps) == 3 + 2
+    assert meta is not None and plan.meta is meta and max(sized.caps) == 3 + 2
     words = sized.layout.metadata()
     assert _words(meta, len(words)) == words                  # written by sizer_layout
     program = k._plans[1].compiled.program
@@ -167,7 +167,7 @@ def test_every_result_owns_its_metadata_buffer(arch, monkeypatch):
         metas = [s.device_meta for _, s, _ in tasks]
         assert metas[0] is not metas[1] and None not in metas
         for (ti, s, plan), meta in zip(tasks, metas):
-            assert plan[2] is meta and _words(meta, len(s.layout.metadata())) == s.layout.metadata()
+            assert plan.meta is meta and _words(meta, len(s.layout.metadata())) == s.layout.metadata()
         assert tasks[1][1].layout != tasks[0][1].layout       # really different layouts
         return max(tasks, key=lambda t: len(t[1].caps))[1]    # the task with w, u: sized by n2
 

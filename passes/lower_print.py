@@ -2,7 +2,8 @@
 
     lower_prints(kernel_ir, print_buffer) -> kernel_ir without PRINT
 
-Each PRINT becomes (the record layout is `spirad.printing`'s):
+Each PRINT becomes (the record layout is `spirad.printing`'s, carried by the print buffer passed
+in: RECORDS, DROPPED, CURSOR, CAPACITY, area):
 
     h = atomic_add(ints[0], header words)                 # claim the header
     f = atomic_add(ints[1], f32 count)                    # claim f32 value words (if any)
@@ -26,10 +27,9 @@ from kernel_ir.nodes import KernelIR, walk
 from kernel_ir.ops import Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 
-from .. import printing as P
 
-
-def lower_prints(k: KernelIR, buf: "P.PrintBuffer") -> KernelIR:
+def lower_prints(k: KernelIR, buf) -> KernelIR:
+    """`buf`: the state's `spirad.printing.PrintBuffer` (its fields and record layout)."""
     if not any(n.op == Op.PRINT for n in walk(k.body)):
         return k
 
@@ -48,10 +48,10 @@ def _c(b, v, dt=i32):
     return b.const(v, dt)
 
 
-def _claim(b, ints, area: str, count: int):
+def _claim(b, buf, ints, area: str, count: int):
     """(offset claimed in `area`, its 'fits' condition)."""
-    off = b.atomic_add(ints, [_c(b, P.CURSOR[area])], _c(b, count))
-    ok = b.binary(Op.CMP_LE, off, _c(b, P.CAPACITY[area] - count))
+    off = b.atomic_add(ints, [_c(b, buf.CURSOR[area])], _c(b, count))
+    ok = b.binary(Op.CMP_LE, off, _c(b, buf.CAPACITY[area] - count))
     return off, ok
 
 
@@ -59,7 +59,7 @@ def _emit_record(b: IRBuilder, buf, fid: int, values):
     ints = buf.ref("ints")
     by_area = {"ints": [], "floats": [], "doubles": []}
     for v in values:
-        by_area[P.area(v.dtype)].append(v)
+        by_area[buf.area(v.dtype)].append(v)
     extra = [a for a in ("floats", "doubles") if by_area[a]]
     words = []
     for v in by_area["ints"]:
@@ -69,16 +69,16 @@ def _emit_record(b: IRBuilder, buf, fid: int, values):
         else:
             words.append(b.cast(v, i32))
     header = 1 + len(extra) + len(words)
-    h, ok = _claim(b, ints, "ints", header)
-    offs = {a: _claim(b, ints, a, len(by_area[a])) for a in extra}
+    h, ok = _claim(b, buf, ints, "ints", header)
+    offs = {a: _claim(b, buf, ints, a, len(by_area[a])) for a in extra}
     with b.if_(ok) as (then, otherwise):
         with then:
-            base = b.binary(Op.ADD, h, _c(b, P.RECORDS))
+            base = b.binary(Op.ADD, h, _c(b, buf.RECORDS))
             row = [_c(b, fid)] + [offs[a][0] for a in extra] + words
             for j, w in enumerate(row):
                 b.global_store(ints, [b.binary(Op.ADD, base, _c(b, j)) if j else base], w)
         with otherwise:  # the record does not fit: count it (the host says how many)
-            b.atomic_add(ints, [_c(b, P.DROPPED)], _c(b, 1))
+            b.atomic_add(ints, [_c(b, buf.DROPPED)], _c(b, 1))
     for a in extra:
         ref = buf.ref(a)
         off, fits = offs[a]

@@ -61,10 +61,13 @@ COUNTS_NAME = "adstack_counts"  # the counting program's extra ndarray argument
 
 
 def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, verify=False,
-                 adstack_enabled=True, checkpoint=0) -> tuple:
+                 adstack_enabled=True, checkpoint=0, warn_overwritten_reads=False) -> tuple:
     """(adjoint task list, counting task list or None). `checkpoint` > 0: the checkpointed
     adjoint (loop_checkpoint.py): each task's top-level loops that store a stacked local run in
-    segments of that many trips, and every stack of such a task is measured."""
+    segments of that many trips, and every stack of such a task is measured.
+    `warn_overwritten_reads`: a read of a value a later write overwrote is a warning, and
+    differentiated as it is, instead of an error (SPIRAD_AD_OVERWRITTEN_READS=warn, which the
+    driver reads: passes read no switch)."""
     tasks = []
     ckpts = {}     # forward task -> {loop: (S, counter)}
     bodies = {}    # forward task -> its normalized body
@@ -104,8 +107,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
                                     lambda ref: (ref.kind, ref.key, ref.grad) in overwritten,
                                     t.index, rng)
         except SpiradAutodiffError as e:
-            from ... import options
-            if options.get("SPIRAD_AD_OVERWRITTEN_READS") != "warn":
+            if not warn_overwritten_reads:
                 raise
             import warnings
             from kernel_ir.errors import SpiradWarning

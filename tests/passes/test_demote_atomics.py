@@ -10,7 +10,7 @@ import spirad as sd
 from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS
 from kernel_ir.ownership import private_buffers
-from spirad.passes.demote_atomics import demote_atomics
+from passes.demote_atomics import demote_atomics
 from tests.support.archs import arch_or_skip, test_archs
 
 N, T, G = 40, 4, 16

@@ -6,7 +6,7 @@ import numpy as np
 import spirad as sd
 from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
-from spirad.passes.promote_accumulators import promote_accumulators
+from passes.promote_accumulators import promote_accumulators
 from tests.support.archs import test_archs
 
 N = 24

@@ -14,7 +14,7 @@ from kernel_ir.builder import IRBuilder
 from kernel_ir.interpreter import Memory, run_tasks
 from kernel_ir.nodes import Block, KernelIR, walk
 from kernel_ir.ops import Op
-from spirad.passes.offload import offload
+from passes.offload import offload
 
 
 @pytest.fixture(autouse=True)
