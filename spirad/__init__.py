@@ -41,6 +41,7 @@ from .data.matrix import Matrix, Vector
 from .data.ndarray import Ndarray, ndarray
 from .data.field import Field
 from .data.fields_builder import FieldsBuilder, SNodeTree
+from .data.quant import BitpackedFields
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
@@ -253,6 +254,8 @@ __all__ = [
     "linalg", "solve",
     # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
+    # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
+    "BitpackedFields",
 ]
 
 

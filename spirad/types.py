@@ -184,3 +184,12 @@ class _NDArrayAnnotation(NdarrayType):
 
 NDArray = _NDArrayAnnotation()
 Template = Template
+
+
+def __getattr__(name):
+    """`types.quant` (Taichi's `ti.types.quant`: quantized int / fixed / float types for
+    bit-packed fields), loaded on first use (spirad.data.quant_codec)."""
+    if name == "quant":
+        from .data.quant_codec import quant
+        return quant
+    raise AttributeError(f"module 'spirad.types' has no attribute '{name}'")

@@ -609,7 +609,12 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
     (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
     the variable it is assigned to). `offset` (an int or a tuple, one per axis; Taichi's): the
-    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted."""
+    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted. A
+    quantized dtype (`sd.types.quant...`) gives a field placed through a bit-pack
+    (spirad.data.quant)."""
+    from .quant import is_quant_dtype, quant_field
+    if is_quant_dtype(dtype):
+        return quant_field(dtype, shape, needs_grad, name, needs_dual, offset)
     return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
                  offset=offset)
 
@@ -734,6 +739,12 @@ class SNode:
         """hash SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
+    def quant_array(self, axes, shape, max_num_bits):
+        """Taichi's quant_array: `place(x)` packs the `shape` cells of one quantized int / fixed
+        field into one word (`max_num_bits`: 32 or 64) per cell of this node (spirad.data.quant)."""
+        from .quant import QuantArray
+        return QuantArray(self, axes, shape, max_num_bits)
+
     def bit_struct(self, *a, **k):
         """bit_struct SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("bit_struct")
@@ -743,6 +754,9 @@ class SNode:
         gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
         fields' indices run over [offset, offset + shape)."""
         offset = check_offset(self.shape, offset, placed=True)
+        if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) for f in fields):
+            from .quant import place_bitpacked  # sd.BitpackedFields: its word field goes here
+            fields = place_bitpacked(self, fields)
         fields = [m for f in fields for m in  # a struct field: its members, here together
                   (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:

@@ -265,7 +265,8 @@ class ExprVisitor:
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
         from ..data.field import Field
         from ..data.struct import StructElem, StructField
-        if isinstance(obj, (Field, NdarrayArg, StructField)) and \
+        from ..data.quant import QuantField
+        if isinstance(obj, (Field, NdarrayArg, StructField, QuantField)) and \
                 any(isinstance(x, (tuple, list)) for x in idx):
             idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
         flat = []
@@ -279,10 +280,13 @@ class ExprVisitor:
         from ..data.struct_args import StructView
         if isinstance(obj, StructView) and obj.is_a(_sparse_builder()):
             return _triplet_target(obj, idx)  # `A[i, j] += v` on a SparseMatrixBuilder
-        if isinstance(obj, (Field, NdarrayArg, StructField)):
+        if isinstance(obj, (Field, NdarrayArg, StructField, QuantField)):
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, QuantField):  # a bit-packed field (frontend/quant_ops.py)
+            from .quant_ops import quant_elem
+            return quant_elem(self, obj, idx, node)
         if isinstance(obj, (Field, StructField)) and len(idx) == len(obj.shape or ()) - 1:
             from .sparse_ops import dynamic_row  # `x[i].append(v)` of a dynamic list
             row = dynamic_row(obj, idx)
