@@ -754,7 +754,8 @@ class SNode:
         gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
         fields' indices run over [offset, offset + shape)."""
         offset = check_offset(self.shape, offset, placed=True)
-        if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) for f in fields):
+        if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) or
+               getattr(f, "_quant_vector", False) for f in fields):
             from .quant import place_bitpacked  # sd.BitpackedFields: its word field goes here
             fields = place_bitpacked(self, fields)
         fields = [m for f in fields for m in  # a struct field: its members, here together

@@ -127,9 +127,10 @@ class QuantField:
             return C.decode(A, q, digits, e, shared=self.group is not None)
         return C.decode(A, q, digits)
 
-    def _encode_into(self, w, off, values):
+    def _encode_into(self, w, off, values, others=None):
         """Words `w` with the elements at bit `off` set to `values` (and, for a shared exponent,
-        the other members re-encoded to the new exponent)."""
+        the other members re-encoded to the new exponent; `others`: new values of some of them,
+        stored in the same write)."""
         q, wdt = self.qtype, self._wdt()
         wide = lambda x: A.cast(x, wdt)  # noqa: E731
         shl = lambda x, o: A.shl(wide(x), A.c(o, wdt) if np.isscalar(o) else o.astype(wdt.np))  # noqa: E731
@@ -138,7 +139,8 @@ class QuantField:
             m = shl(A.c((1 << width) - 1, T.u32) if width < 32 else A.c(0xFFFFFFFF, T.u32), o)
             return A.or_(A.and_(w, ~m), A.and_(shl(bits, o), m))
         if self.group is not None:
-            vals = [values if f is self else f._decode(w, f.bit) for f in self.group]
+            others = {**(others or {}), self: values}
+            vals = [others[f] if f in others else f._decode(w, f.bit) for f in self.group]
             exp, digits = C.encode_shared(A, [f.qtype for f in self.group], vals)
             w = put(w, exp, self.exp_bit, q.exp)
             for f, d in zip(self.group, digits):
@@ -227,6 +229,98 @@ class QuantField:
         return f"<spirad quantized field {self.name} {self.qtype} shape={self.shape}>"
 
 
+@api_class
+class QuantVectorField:
+    """A vector / matrix field of a quantized type (`sd.Vector.field(2, dtype=quant...)`): one
+    quantized field per component (`get_scalar_field(i)`), placed together or apart;
+    `BitpackedFields.place(x, shared_exponent=True)` gives its components one exponent."""
+    _quant_vector = True
+
+    def __init__(self, qtype, comp_shape, name=""):
+        self.name = name or creation_name() or "field"
+        self.qtype, self.dtype, self.comp_shape = qtype, qtype.compute, tuple(comp_shape)
+        self.members = [QuantField(qtype, f"{self.name}[{', '.join(map(str, k))}]")
+                        for k in np.ndindex(*self.comp_shape)]
+
+    @property
+    def shape(self):
+        return self.members[0].shape
+
+    @property
+    def n(self) -> int:
+        """Rows of an element."""
+        return self.comp_shape[0]
+
+    @property
+    def m(self) -> int:
+        """Columns of an element (1 for a vector)."""
+        return self.comp_shape[1] if len(self.comp_shape) == 2 else 1
+
+    def get_scalar_field(self, *indices) -> QuantField:
+        """The quantized field of component `indices` (Taichi's)."""
+        if len(indices) != len(self.comp_shape) or not all(
+                isinstance(i, numbers.Integral) and 0 <= i < n
+                for i, n in zip(indices, self.comp_shape)):
+            raise SpiradIndexError(f"get_scalar_field{indices}: field {self.name} has elements "
+                                   f"of shape {self.comp_shape}")
+        return self.members[int(np.ravel_multi_index(indices, self.comp_shape))]
+
+    def __getitem__(self, key):
+        """A copy of the element at `key` that writes through (`x[i][c] = v`), as Taichi's."""
+        from .matrix import host_element
+        vals = np.array([m[key] for m in self.members], self.dtype.np).reshape(self.comp_shape)
+        return host_element(self, key, vals)
+
+    def __setitem__(self, key, value):
+        """Set the element at `key`: members sharing an exponent are encoded together."""
+        vals = np.broadcast_to(np.asarray(value), self.comp_shape).reshape(-1)
+        for m0 in self.members:
+            m0._check()
+        by_word = {}
+        for m, v in zip(self.members, vals):
+            by_word.setdefault(id(m.word), []).append((m, v))
+        for pairs in by_word.values():
+            m0 = pairs[0][0]
+            widx, _ = m0._host_locate(m0._key(key))
+            w = m0._wdt().np.type(m0.word[widx])
+            new = {m: np.asarray(v, self.dtype.np) for m, v in pairs}
+            done = set()
+            for m, v in pairs:
+                if m in done:
+                    continue
+                w = m._encode_into(w, m._host_locate(m._key(key))[1], new[m], new)
+                done.update(m.group or (m,))
+            m0.word[widx] = int(w)
+
+    def to_numpy(self, dtype=None) -> np.ndarray:
+        """The decoded values, component axes last."""
+        out = np.stack([m.to_numpy() for m in self.members], -1)
+        out = out.reshape(tuple(self.shape) + self.comp_shape)
+        return out if dtype is None else out.astype(dtype)
+
+    def from_numpy(self, arr) -> None:
+        """Encode `arr` (shape + element shape), component by component."""
+        arr = np.asarray(arr)
+        flat = arr.reshape(tuple(self.shape) + (-1,))
+        for k, m in enumerate(self.members):
+            m.from_numpy(flat[..., k])
+
+    def fill(self, value) -> None:
+        """Set every element to `value`."""
+        for m in self.members:
+            m.fill(value)
+
+    def __repr__(self):
+        return f"<spirad quantized field {self.name} {self.qtype} {self.comp_shape} shape={self.shape}>"
+
+
+def quant_vector_field(qtype, comp_shape, shape=None, needs_grad=False, name="",
+                       needs_dual=False, offset=None):
+    """`sd.Vector.field(n, dtype=<quantized type>)` / `Matrix.field`: placed through bit-packs."""
+    quant_field(qtype, shape, needs_grad, name, needs_dual, offset)  # the same refusals
+    return QuantVectorField(qtype, comp_shape, name)
+
+
 def quant_field(qtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None):
     """`sd.field(dtype=<quantized type>)`: a field placed later through a bit-pack."""
     if needs_grad or needs_dual:
@@ -248,6 +342,7 @@ def _word_dtype(max_num_bits) -> T.DType:
 
 def _quant_members(fields, what):
     out = []
+    fields = [m for f in fields for m in (f.members if getattr(f, "_quant_vector", False) else (f,))]
     for f in fields:
         if not isinstance(f, QuantField):
             raise SpiradTypeError(f"{what} places quantized fields (sd.field(dtype="
@@ -327,7 +422,7 @@ def place_bitpacked(node, fields) -> list:
             out.append(f._word_field(node))
             for q in f.fields:
                 q.shape, q.extents = node.shape, node.extents
-        elif isinstance(f, QuantField):
+        elif isinstance(f, (QuantField, QuantVectorField)):
             raise SpiradTypeError(f"quantized field {f.name} is placed through "
                                   f"sd.BitpackedFields(...) or root.quant_array(...), not directly")
         else:

@@ -444,16 +444,14 @@ def h_static_assert(v, args, node):
 def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
-    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
+    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size);
+    bit_vectorize (Taichi's: one thread per packed word of a quant_array) too: each cell is
+    its own compare-and-swap on the word, with the same result."""
     unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
                          "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
                                            "block_dim=, parallelize=", node)
-    if kw.get("bit_vectorize"):
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise v.ctx.error(SpiradNotSupportedError, "loop_config(bit_vectorize=True) is not "
-                                                   "supported; remove it", node)
     cfg = {k: v.rvalue(x) for k, x in kw.items()}
     v.ctx.loop_config = cfg
     return None
@@ -480,6 +478,7 @@ HANDLERS = {
     lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),
     lang.eig: lambda v, args, kw, node: _svd_module().h_eig(v, args, kw, node),
     lang.block_local: lambda v, args, kw, node: None, lang.stop_grad: h_stop_grad,
+    lang.cache_read_only: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,

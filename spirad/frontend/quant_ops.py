@@ -194,18 +194,61 @@ def _activate(v, qe) -> None:
     activate_on_write(v, qe.field.word, qe.widx)
 
 
-def store(v, qe, value) -> None:
-    """`x[I] = value`: encode, then replace the member's bits atomically."""
+@dataclass
+class QuantVecElem:
+    """`x[I]` of a vector / matrix field of a quantized type: one QuantElem per component."""
+    elems: tuple
+    comp_shape: tuple
+
+
+def quant_vec_elem(v, f, idx, node) -> QuantVecElem:
+    return QuantVecElem(tuple(quant_elem(v, m, idx, node) for m in f.members), f.comp_shape)
+
+
+def load_vec(v, qv):
+    from .values import VecVal
+    return VecVal(tuple(load(v, e) for e in qv.elems), qv.comp_shape)
+
+
+def store_vec(v, qv, value) -> None:
+    """`x[I] = vector`: component by component; components sharing an exponent in one write
+    (their exponent is the largest of the new values', as Taichi's fused store)."""
+    comps = v._comps_for(v.rvalue(value), qv.comp_shape)
+    new = {e.field: c for e, c in zip(qv.elems, comps)}
+    done = set()
+    for e, c in zip(qv.elems, comps):
+        if e.field in done:
+            continue
+        store(v, e, c, new)
+        done.update(e.field.group or (e.field,))
+
+
+def atomic_add_vec(v, qv, value):
+    from .values import VecVal
+    comps = v._comps_for(v.rvalue(value), qv.comp_shape)
+    return VecVal(tuple(atomic_add(v, e, c) for e, c in zip(qv.elems, comps)), qv.comp_shape)
+
+
+def _typed(v, f, value):
+    q = f.qtype
+    return _value(v, value, T.f32 if isinstance(q, C.QuantInt) and isinstance(value, float)
+                  else f.dtype)
+
+
+def store(v, qe, value, others=None) -> None:
+    """`x[I] = value`: encode, then replace the member's bits atomically (`others`: new values
+    of members sharing its exponent, written in the same store)."""
     A, b = IRArith(v), v.ctx.b
     _activate(v, qe)
     f, q = qe.field, qe.field.qtype
     wdt = f.word.dtype
     ref = f.word.ref()
-    x = _value(v, value, f.dtype if not isinstance(q, C.QuantInt) or
-               not (isinstance(value, float)) else T.f32)
+    x = _typed(v, f, value)
     if f.group is not None:  # a shared exponent: every member re-encoded to the new exponent
         w = _word(v, qe)
-        vals = [x if g is f else _decode(A, g, w, g.bit, wdt) for g in f.group]
+        new = {g: _typed(v, g, c) for g, c in (others or {}).items() if g in f.group}
+        new[f] = x
+        vals = [new[g] if g in new else _decode(A, g, w, g.bit, wdt) for g in f.group]
         exp, digits = C.encode_shared(A, [g.qtype for g in f.group], vals)
         parts = [(exp, f.exp_bit, q.exp)] + [(d, g.bit, g.qtype.width)
                                               for g, d in zip(f.group, digits)]

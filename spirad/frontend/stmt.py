@@ -158,7 +158,7 @@ class StmtVisitor:
                 self.store_struct(lhs, value, target)
                 return
             if not isinstance(lhs, (Slot, GlobalElem, SlotView)) and \
-                    type(lhs).__name__ != "QuantElem":  # a bit-packed field (quant_ops)
+                    type(lhs).__name__ not in ("QuantElem", "QuantVecElem"):  # quant_ops
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
@@ -223,7 +223,7 @@ class StmtVisitor:
                                      "`A[i, j] += v` and `A[i, j] -= v`", node)
             lhs.insert(self, rhs, op == Op.SUB, node)
             return
-        if type(lhs).__name__ == "QuantElem":  # a bit-packed field (frontend/quant_ops)
+        if type(lhs).__name__ in ("QuantElem", "QuantVecElem"):  # bit-packed (frontend/quant_ops)
             if op in (Op.ADD, Op.SUB):
                 rhs = self.rvalue(rhs)
                 if op == Op.SUB:
@@ -403,7 +403,8 @@ class StmtVisitor:
                     dims.append((0, d))
             return dims
         from ..data.field import SNode
-        if isinstance(obj, SNode) or getattr(obj, "_quant", False):  # a node's cells (Taichi's)
+        if isinstance(obj, SNode) or getattr(obj, "_quant", False) or \
+                getattr(obj, "_quant_vector", False):  # a node's cells (Taichi's); quantized
             return [(0, s) for s in obj.shape]
         if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             # Taichi's `offset=`: the loop runs over [offset, offset + shape) (a struct field's
