@@ -168,8 +168,10 @@ class QuantField:
         self._check()
         widx, off = self._host_locate(self._key(key))
         w = self._wdt().np.type(self.word[widx])
-        v = np.asarray(value, dtype=self.dtype.np if self.dtype.is_float or
-                       isinstance(value, numbers.Integral) else np.float64)
+        v = np.asarray(value)
+        if v.dtype.kind not in "biuf" or v.shape != ():
+            raise SpiradValueError(f"cannot store {value!r} in quantized field {self.name}")
+        v = v.astype(np.int64 if v.dtype.kind in "biu" else np.float64)
         self.word[widx] = int(self._encode_into(w, off, v))
 
     def _all_locations(self):

@@ -100,9 +100,15 @@ def _local_update(v, target, op, value):
     return old
 
 
+def _is_global(target) -> bool:
+    """A field / ndarray element (a quantized field's too: frontend/quant_ops), not a local."""
+    return isinstance(target, GlobalElem) or type(target).__name__ in ("QuantElem", "QuantVecElem")
+
+
 def _target(v, args, name, node):
     _arity(v, args, 2, node)
-    if not isinstance(args[0], (GlobalElem, Slot, SlotView)):
+    if not isinstance(args[0], (GlobalElem, Slot, SlotView)) and \
+            type(args[0]).__name__ not in ("QuantElem", "QuantVecElem"):  # frontend/quant_ops
         raise v.ctx.error(SpiradSyntaxError, f"cannot use a non-writable target as the first "
                                              f"operand of {name}: give a field or ndarray "
                                              f"element or a local variable", node)
@@ -111,7 +117,7 @@ def _target(v, args, name, node):
 
 def h_atomic_add(v, args, kw, node):
     target = _target(v, args, "atomic_add", node)
-    if not isinstance(target, GlobalElem):
+    if not _is_global(target):
         return _local_update(v, target, Op.ADD, args[1])
     return v.atomic_add_into(target, args[1])
 
@@ -119,7 +125,7 @@ def h_atomic_add(v, args, kw, node):
 def h_atomic_sub(v, args, kw, node):
     """atomic_sub(x[i], v) is atomic_add(x[i], -v); returns the old value."""
     target = _target(v, args, "atomic_sub", node)
-    if not isinstance(target, GlobalElem):
+    if not _is_global(target):
         return _local_update(v, target, Op.SUB, args[1])
     a = v.rvalue(args[1])
     return v.atomic_add_into(target, -a if is_py_scalar(a) else v.unop(Op.NEG, a))
@@ -129,7 +135,7 @@ def h_atomic_mul(v, args, kw, node):
     """Taichi's atomic_mul: on a field / ndarray element an atomic multiply (a compare-and-swap
     loop in every code generator), on a local the plain update; returns the old value."""
     target = _target(v, args, "atomic_mul", node)
-    if isinstance(target, GlobalElem):
+    if _is_global(target):
         return v.atomic_into(Op.ATOMIC_MUL, target, args[1], "atomic_mul")
     return _local_update(v, target, Op.MUL, args[1])
 

@@ -267,6 +267,19 @@ def store(v, qe, value, others=None) -> None:
     _at_each_offset(v, qe, emit)
 
 
+def _warn_float_add(v) -> None:
+    """Taichi's warning: an atomic add on a quant.float is a plain read-modify-write."""
+    loc = v.ctx.loc()
+    if loc is None or v.ctx.frame.internal:
+        return
+    import warnings
+    from kernel_ir.errors import SpiradWarning
+    warnings.warn_explicit(SpiradWarning(
+        "atomic add on a quant.float field is not atomic (as in Taichi): a read, an add and a "
+        "write; iterations adding to the same element concurrently may lose updates"),
+        SpiradWarning, loc.filename, loc.lineno)
+
+
 def atomic_add(v, qe, value):
     """`x[I] += value` / `sd.atomic_add(x[I], value)`: ints and fixed point, an atomic wrapping
     add inside the member's bits; floats, a read, add and write. Returns the old value."""
@@ -275,6 +288,7 @@ def atomic_add(v, qe, value):
     wdt = f.word.dtype
     _activate(v, qe)
     if isinstance(q, C.QuantFloat):
+        _warn_float_add(v)
         old = load(v, qe)
         store(v, qe, b.binary(Op.ADD, old, _value(v, value, old.dtype)))
         return old
