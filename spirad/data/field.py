@@ -77,6 +77,8 @@ def normalize_shape(shape) -> tuple:
 
 
 HOST_ELEMENT = [None]  # spirad.data.matrix.host_element (set there: matrix imports this module)
+# spirad.data.quant's (quant_field, quant_vector_field, place_bitpacked, QuantArray), set there
+QUANT = [None]
 
 
 _NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
@@ -583,6 +585,12 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
+def is_quant_dtype(dtype) -> bool:
+    """A quantized type (`sd.types.quant...`): its fields are spirad.data.quant's."""
+    from ..types import QUANT_TYPES
+    return isinstance(dtype, QUANT_TYPES)
+
+
 def check_offset(shape, offset, placed: bool = False):
     """`offset=` of a field (or of `place`) as a tuple of ints, or None when not given; Taichi's
     errors for one without a shape or of another length than the shape."""
@@ -612,9 +620,8 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted. A
     quantized dtype (`sd.types.quant...`) gives a field placed through a bit-pack
     (spirad.data.quant)."""
-    from .quant import is_quant_dtype, quant_field
     if is_quant_dtype(dtype):
-        return quant_field(dtype, shape, needs_grad, name, needs_dual, offset)
+        return QUANT[0][0](dtype, shape, needs_grad, name, needs_dual, offset)
     return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
                  offset=offset)
 
@@ -742,8 +749,7 @@ class SNode:
     def quant_array(self, axes, shape, max_num_bits):
         """Taichi's quant_array: `place(x)` packs the `shape` cells of one quantized int / fixed
         field into one word (`max_num_bits`: 32 or 64) per cell of this node (spirad.data.quant)."""
-        from .quant import QuantArray
-        return QuantArray(self, axes, shape, max_num_bits)
+        return QUANT[0][3](self, axes, shape, max_num_bits)
 
     def bit_struct(self, *a, **k):
         """bit_struct SNodes are not supported: raises, naming the dense alternative."""
@@ -756,8 +762,7 @@ class SNode:
         offset = check_offset(self.shape, offset, placed=True)
         if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) or
                getattr(f, "_quant_vector", False) for f in fields):
-            from .quant import place_bitpacked  # sd.BitpackedFields: its word field goes here
-            fields = place_bitpacked(self, fields)
+            fields = QUANT[0][2](self, fields)  # sd.BitpackedFields: its word field goes here
         fields = [m for f in fields for m in  # a struct field: its members, here together
                   (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:

@@ -30,8 +30,9 @@ from kernel_ir.errors import SpiradIndexError, SpiradSyntaxError, SpiradTypeErro
 
 from ..runtime import state as _state
 from ..tracebacks import api_class
+from . import field as _field
 from . import quant_codec as C
-from .field import Field, creation_name, normalize_shape
+from .field import Field, creation_name, resolve_dtype
 
 A = C.NumpyArith()
 
@@ -46,6 +47,7 @@ class QuantField:
 
     def __init__(self, qtype, name=""):
         st = _state.current()
+        qtype = with_compute(qtype)
         self.qtype = qtype
         self.dtype = qtype.compute
         self.comp_shape = ()
@@ -240,6 +242,7 @@ class QuantVectorField:
 
     def __init__(self, qtype, comp_shape, name=""):
         self.name = name or creation_name() or "field"
+        qtype = with_compute(qtype)
         self.qtype, self.dtype, self.comp_shape = qtype, qtype.compute, tuple(comp_shape)
         self.members = [QuantField(qtype, f"{self.name}[{', '.join(map(str, k))}]")
                         for k in np.ndindex(*self.comp_shape)]
@@ -269,9 +272,8 @@ class QuantVectorField:
 
     def __getitem__(self, key):
         """A copy of the element at `key` that writes through (`x[i][c] = v`), as Taichi's."""
-        from .matrix import host_element
         vals = np.array([m[key] for m in self.members], self.dtype.np).reshape(self.comp_shape)
-        return host_element(self, key, vals)
+        return _field.HOST_ELEMENT[0](self, key, vals)  # spirad.data.matrix.host_element
 
     def __setitem__(self, key, value):
         """Set the element at `key`: members sharing an exponent are encoded together."""
@@ -334,6 +336,24 @@ def quant_field(qtype, shape=None, needs_grad=False, name="", needs_dual=False, 
                                "without shape= / offset= and place it with "
                                "sd.BitpackedFields(...).place(x) or root.quant_array(...).place(x)")
     return QuantField(qtype, name)
+
+
+def with_compute(qtype):
+    """`qtype` with its compute type resolved (None: Taichi's defaults, default_ip / u32 for
+    ints, default_fp for fixed point; floats compute in f32)."""
+    from dataclasses import replace
+    c = qtype.compute
+    if c is None:
+        st = _state.current()
+        c = (st.default_ip if qtype.signed else T.u32) if isinstance(qtype, C.QuantInt) else \
+            (st.default_fp if isinstance(qtype, C.QuantFixed) else T.f32)
+    else:
+        c = resolve_dtype(c)[0]
+    if isinstance(qtype, C.QuantInt) and not c.is_int or not isinstance(qtype, C.QuantInt) and \
+            not c.is_float:
+        raise SpiradTypeError(f"{qtype}: compute type {c} is not an "
+                              f"{'integer' if isinstance(qtype, C.QuantInt) else 'float'} type")
+    return replace(qtype, compute=c)
 
 
 def _word_dtype(max_num_bits) -> T.DType:
@@ -476,3 +496,7 @@ class QuantArray:
 
 def is_quant_dtype(dtype) -> bool:
     return isinstance(dtype, C.QUANT_TYPES)
+
+
+# spirad.data.field and .matrix reach this module through QUANT (it imports them)
+_field.QUANT[0] = (quant_field, quant_vector_field, place_bitpacked, QuantArray)

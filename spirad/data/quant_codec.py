@@ -1,4 +1,4 @@
-"""Quantized types (Taichi's `ti.types.quant`) and their encode / decode, written once.
+"""Encode / decode of quantized types (Taichi's `ti.types.quant`, spirad.types), written once.
 
 A quantized value lives in a bit-field of an unsigned word (u32, or u64 with `max_num_bits=64`):
 `quant.int(bits, signed)` stores its two's complement low bits (wrapping on overflow);
@@ -16,118 +16,13 @@ encode and decode with the same code (engineering 15: one definition).
 """
 from __future__ import annotations
 
-import builtins
-from dataclasses import dataclass
-
 import numpy as np
 
 from kernel_ir import dtypes as T
 
-
-@dataclass(frozen=True)
-class QuantInt:
-    """`quant.int(bits, signed, compute)`: a `bits`-wide integer read as `compute`."""
-    bits: int
-    signed: bool
-    compute: T.DType
-
-    @property
-    def width(self) -> int:
-        return self.bits
-
-
-@dataclass(frozen=True)
-class QuantFixed:
-    """`quant.fixed(bits, signed, max_value | scale, compute)`: `digits * scale` with `bits`-wide
-    integer digits, read as `compute` (a float type)."""
-    bits: int
-    signed: bool
-    scale: float
-    compute: T.DType
-
-    @property
-    def width(self) -> int:
-        return self.bits
-
-
-@dataclass(frozen=True)
-class QuantFloat:
-    """`quant.float(exp, frac, signed, compute)`: an `exp`-bit exponent and `frac` digit bits (one
-    of them the sign when signed); f32 compute only (as Taichi)."""
-    exp: int
-    frac: int
-    signed: bool
-    compute: T.DType
-
-    @property
-    def width(self) -> int:
-        """Bits of the digits field (the exponent field is apart: it may be shared)."""
-        return self.frac
-
-    @property
-    def digit_bits(self) -> int:
-        return self.frac - int(self.signed)
-
-    @property
-    def exponent_offset(self) -> int:
-        """f32's exponent bias minus this type's (Taichi's get_exponent_conversion_offset)."""
-        return 127 - (1 << (self.exp - 1)) + 1
-
+from ..types import QuantFixed, QuantFloat, QuantInt  # noqa: F401 - the types the codec reads
 
 QUANT_TYPES = (QuantInt, QuantFixed, QuantFloat)
-
-
-def _bad(msg):
-    from kernel_ir.errors import SpiradValueError
-    raise SpiradValueError(msg)
-
-
-def _compute(dt, default):
-    from .field import resolve_dtype
-    return default if dt is None else resolve_dtype(dt)[0]
-
-
-class _QuantNamespace:
-    """`sd.types.quant` (Taichi's `ti.types.quant`): quantized types for bit-packed fields
-    (`sd.BitpackedFields`, `root.quant_array`)."""
-
-    @staticmethod
-    def int(bits, signed=True, compute=None) -> QuantInt:  # noqa: A003 - Taichi's name
-        """A `bits`-wide integer (1..32), `signed` or not, read as `compute` (default: i32 /
-        u32)."""
-        if not isinstance(bits, builtins.int) or not 1 <= bits <= 32:
-            _bad(f"quant.int: bits must be an int in [1, 32], got {bits!r}")
-        return QuantInt(bits, bool(signed), _compute(compute, T.i32 if signed else T.u32))
-
-    @staticmethod
-    def fixed(bits, signed=True, max_value=1.0, compute=None, scale=None) -> QuantFixed:
-        """A fixed-point real: `bits`-wide integer digits times `scale` (default: `max_value` over
-        2**(bits-1) when signed, 2**bits when not), read as `compute` (default f32)."""
-        if not isinstance(bits, builtins.int) or not 1 <= bits <= 32:
-            _bad(f"quant.fixed: bits must be an int in [1, 32], got {bits!r}")
-        if scale is None:
-            scale = max_value / 2 ** (bits - 1) if signed else max_value / 2 ** bits
-        c = _compute(compute, T.f32)
-        if not c.is_float:
-            _bad(f"quant.fixed: compute must be a float type, got {c}")
-        return QuantFixed(bits, bool(signed), float(scale), c)
-
-    @staticmethod
-    def float(exp, frac, signed=True, compute=None) -> QuantFloat:  # noqa: A003
-        """A float with an `exp`-bit exponent (1..8) and `frac` digit bits (the sign among them
-        when `signed`; at most 23 digits), computed in f32."""
-        if not isinstance(exp, builtins.int) or not 1 <= exp <= 8:
-            _bad(f"quant.float: exp must be an int in [1, 8], got {exp!r}")
-        if not isinstance(frac, builtins.int) or not 1 <= frac - int(bool(signed)) <= 23:
-            _bad(f"quant.float: frac must leave 1..23 digit bits (the sign takes one when "
-                 f"signed), got frac={frac!r}, signed={signed}")
-        c = _compute(compute, T.f32)
-        if c != T.f32:
-            _bad(f"quant.float: compute must be f32 (as Taichi), got {c}")
-        return QuantFloat(exp, frac, bool(signed), c)
-
-
-quant = _QuantNamespace()
 
 
 # -- the codec, over an arithmetic object A ------------------------------------------------------
