@@ -42,6 +42,7 @@ from .data.ndarray import Ndarray, ndarray
 from .data.field import Field
 from .data.fields_builder import FieldsBuilder, SNodeTree
 from .data.quant import BitpackedFields
+from .bitops import bit_shr
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
@@ -255,7 +256,7 @@ __all__ = [
     # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
     # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
-    "BitpackedFields", "cache_read_only",
+    "BitpackedFields", "cache_read_only", "bit_shr",
 ]
 
 

@@ -752,8 +752,11 @@ class SNode:
         return QUANT[0][3](self, axes, shape, max_num_bits)
 
     def bit_struct(self, *a, **k):
-        """bit_struct SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("bit_struct")
+        """Taichi's old `bit_struct` SNode: raises, naming `sd.BitpackedFields`."""
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("root.bit_struct(...) is Taichi's older spelling: pack "
+                                      "quantized fields with bp = sd.BitpackedFields("
+                                      "max_num_bits=32); bp.place(x, y); root.dense(...).place(bp)")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
         """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its
