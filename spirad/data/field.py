@@ -586,8 +586,11 @@ def _comp_type(f):
 
 
 def is_quant_dtype(dtype) -> bool:
-    """A quantized type (`sd.types.quant...`): its fields are spirad.data.quant's."""
+    """A quantized type (`sd.types.quant...`), or a list of them (one per component of a
+    matrix field): its fields are spirad.data.quant's."""
     from ..types import QUANT_TYPES
+    if isinstance(dtype, (list, tuple)) and dtype:  # a matrix field's per-component types
+        return all(is_quant_dtype(d) for d in dtype)
     return isinstance(dtype, QUANT_TYPES)
 
 

@@ -242,10 +242,15 @@ class QuantVectorField:
 
     def __init__(self, qtype, comp_shape, name=""):
         self.name = name or creation_name() or "field"
-        qtype = with_compute(qtype)
-        self.qtype, self.dtype, self.comp_shape = qtype, qtype.compute, tuple(comp_shape)
-        self.members = [QuantField(qtype, f"{self.name}[{', '.join(map(str, k))}]")
-                        for k in np.ndindex(*self.comp_shape)]
+        comp_shape = tuple(comp_shape)
+        types = _component_types(qtype, comp_shape)
+        if len({t.compute for t in types}) != 1:
+            from kernel_ir.errors import SpiradRuntimeError
+            raise SpiradRuntimeError("Member fields of a matrix field must have the same compute "
+                                     f"type (Taichi's rule): got {[str(t.compute) for t in types]}")
+        self.qtype, self.dtype, self.comp_shape = types[0], types[0].compute, comp_shape
+        self.members = [QuantField(t, f"{self.name}[{', '.join(map(str, k))}]")
+                        for t, k in zip(types, np.ndindex(*self.comp_shape))]
 
     @property
     def shape(self):
@@ -318,15 +323,27 @@ class QuantVectorField:
         return f"<spirad quantized field {self.name} {self.qtype} {self.comp_shape} shape={self.shape}>"
 
 
+def _component_types(qtype, comp_shape) -> list:
+    """One resolved quantized type per component: `qtype` for all, or a (nested) list of them
+    in the element's shape (Taichi's matrix fields of different quantized types)."""
+    if isinstance(qtype, C.QUANT_TYPES):
+        return [with_compute(qtype)] * int(np.prod(comp_shape))
+    flat = list(np.array(qtype, dtype=object).reshape(-1)) if \
+        np.array(qtype, dtype=object).shape == comp_shape else None
+    if flat is None or not all(isinstance(t, C.QUANT_TYPES) for t in flat):
+        raise SpiradTypeError(f"a matrix field of quantized types takes one type or a list of "
+                              f"them shaped as its elements {comp_shape}, got {qtype!r}")
+    return [with_compute(t) for t in flat]
+
+
 def quant_vector_field(qtype, comp_shape, shape=None, needs_grad=False, name="",
                        needs_dual=False, offset=None):
     """`sd.Vector.field(n, dtype=<quantized type>)` / `Matrix.field`: placed through bit-packs."""
-    quant_field(qtype, shape, needs_grad, name, needs_dual, offset)  # the same refusals
+    _refusals(qtype, shape, needs_grad, needs_dual, offset)
     return QuantVectorField(qtype, comp_shape, name)
 
 
-def quant_field(qtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None):
-    """`sd.field(dtype=<quantized type>)`: a field placed later through a bit-pack."""
+def _refusals(qtype, shape, needs_grad, needs_dual, offset) -> None:
     if needs_grad or needs_dual:
         raise SpiradTypeError(f"quantized fields ({qtype}) have no gradients: Taichi does not "
                               f"differentiate them; use a float field for values you "
@@ -335,6 +352,14 @@ def quant_field(qtype, shape=None, needs_grad=False, name="", needs_dual=False, 
         raise SpiradValueError("a quantized field is placed through a bit-pack: create it "
                                "without shape= / offset= and place it with "
                                "sd.BitpackedFields(...).place(x) or root.quant_array(...).place(x)")
+
+
+def quant_field(qtype, shape=None, needs_grad=False, name="", needs_dual=False, offset=None):
+    """`sd.field(dtype=<quantized type>)`: a field placed later through a bit-pack."""
+    if not isinstance(qtype, C.QUANT_TYPES):
+        raise SpiradTypeError(f"sd.field takes one quantized type, got {qtype!r}: a list of "
+                              f"them (one per component) makes a sd.Vector.field / Matrix.field")
+    _refusals(qtype, shape, needs_grad, needs_dual, offset)
     return QuantField(qtype, name)
 
 
