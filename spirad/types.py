@@ -198,6 +198,7 @@ class QuantInt:
 
     @property
     def width(self) -> int:
+        """Bits the value takes in its word."""
         return self.bits
 
 
@@ -212,6 +213,7 @@ class QuantFixed:
 
     @property
     def width(self) -> int:
+        """Bits the value takes in its word."""
         return self.bits
 
 
@@ -231,6 +233,7 @@ class QuantFloat:
 
     @property
     def digit_bits(self) -> int:
+        """Significand bits below the leading one (the sign takes one of `frac` when signed)."""
         return self.frac - int(self.signed)
 
     @property

@@ -293,6 +293,18 @@ def test_quant_vector_field(arch):
                        2.0 / 2 ** 15)
     np.testing.assert_allclose(v.to_numpy(), want, atol=2.0 / 2 ** 15)
     assert v.get_scalar_field(1)[None] == v[None][1]
+    m = sd.Matrix.field(2, 2, dtype=[[Q.float(exp=6, frac=10), qf], [qf, Q.float(exp=6, frac=10)]])
+    _pack(m.get_scalar_field(0, 0), m.get_scalar_field(0, 1), shape=2)
+    _pack(m.get_scalar_field(1, 0), m.get_scalar_field(1, 1), shape=2)
+
+    @sd.kernel
+    def fill_m():
+        for i in range(2):
+            m[i] = sd.Matrix([[1.5, -0.25], [0.125, 3.0]]) * (i + 1)
+
+    fill_m()
+    np.testing.assert_array_equal(m.to_numpy(), [[[1.5, -0.25], [0.125, 3.0]],
+                                                 [[3.0, -0.5], [0.25, 6.0]]])
 
 
 def test_quant_errors():
@@ -312,3 +324,5 @@ def test_quant_errors():
         sd.root.dense(sd.i, 4).place(sd.field(Q.int(4)))
     with pytest.raises(sd.SpiradValueError, match="quant.float: exp"):
         Q.float(exp=9, frac=10)
+    with pytest.raises(RuntimeError, match="same compute type"):
+        sd.Vector.field(2, dtype=[Q.int(10), Q.fixed(bits=10, scale=0.1)])
