@@ -251,7 +251,9 @@ class Interpreter:
         arr, idx = self._index(n, len(n.srcs) - 1)
         old = cast_value(arr[idx], n.dtype)
         v, comb = self.value(n.srcs[-1]), ATOMIC_COMBINE[n.op]
-        arr[idx] = cast_value(v, n.dtype) if comb is None else BINARY_IMPL[comb](old, v, n.dtype)
+        new = cast_value(v, n.dtype) if comb is None else BINARY_IMPL[comb](old, v, n.dtype)
+        m = n.arg.mask  # a bit-field of the word: only its bits change (GlobalRef.mask)
+        arr[idx] = new if not m else cast_value((int(old) & ~m) | (int(new) & m), n.dtype)
         self.env[n] = old
 
     op_atomic_min = op_atomic_max = op_atomic_and = op_atomic_or = op_atomic_xor = op_atomic_add

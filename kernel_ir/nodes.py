@@ -68,6 +68,12 @@ class GlobalRef:
     `dual` the forward-mode tangent buffer of an ndarray (fields' gradients and duals are fields
     of their own). Element layout is C order over all `ndim` dimensions, vector/matrix
     components included.
+
+    `mask` (0: the whole element) names a bit-field of an unsigned-int element (a word of a
+    quantized type's bit-packed storage, spirad.data.quant): an atomic on such a ref changes only
+    the masked bits (XCHG sets them to the value's, ADD adds the value and wraps inside them),
+    as one compare-and-swap of the word, and returns the whole old word. Loads and plain
+    stores never carry a mask.
     """
     kind: str
     key: int
@@ -77,6 +83,7 @@ class GlobalRef:
     name: str = ""
     grad: bool = False
     dual: bool = False
+    mask: int = 0
 
     @property
     def buffer(self) -> tuple:
@@ -85,7 +92,8 @@ class GlobalRef:
 
     def __repr__(self) -> str:
         g = ".dual" if self.dual else (".grad" if self.grad else "")
-        return f"{self.kind}:{self.name or self.key}{g}"
+        m = f"&{self.mask:#x}" if self.mask else ""
+        return f"{self.kind}:{self.name or self.key}{g}{m}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -295,11 +295,13 @@ def rmw_op(op, dt) -> str:
             Op.ATOMIC_XCHG: "xchg", Op.ATOMIC_MUL: "mul"}[op]
 
 
-def atomic_update(ctx: FnContext, op: str, p, v, dt, order):
+def atomic_update(ctx: FnContext, op: str, p, v, dt, order, mask: int = 0):
     """`atomicrmw op` of `v` (memory form) at `p`; returns the old value (memory form). "mul"
-    (Taichi's atomic_mul) has no atomicrmw: a compare-and-swap loop on the element's bits."""
+    (Taichi's atomic_mul) has no atomicrmw: a compare-and-swap loop on the element's bits. A
+    `mask` (GlobalRef.mask: a bit-field of an unsigned word) is a compare-and-swap loop too:
+    only the masked bits of the combined value replace the word's."""
     b = ctx.b
-    if op != "mul":
+    if op != "mul" and not mask:
         return b.atomic_rmw(op, p, v, order)
     mt = mem_type(dt)
     fl = dt.is_float
@@ -311,7 +313,12 @@ def atomic_update(ctx: FnContext, op: str, p, v, dt, order):
     b.position_at_end(head)
     cur = b.phi(it)
     cur.add_incoming(start, pre)
-    new = b.bitcast(b.fmul(b.bitcast(cur, mt), v), it) if fl else b.mul(cur, v)
+    if mask:
+        new = {"add": lambda: b.add(cur, v), "xchg": lambda: v}[op]()
+        keep = ir.Constant(it, ~mask & ((1 << dt.bits) - 1))
+        new = b.or_(b.and_(cur, keep), b.and_(new, ir.Constant(it, mask)))
+    else:
+        new = b.bitcast(b.fmul(b.bitcast(cur, mt), v), it) if fl else b.mul(cur, v)
     # the syncscope (GPU targets) is written once, before both orderings
     pair = b.cmpxchg(pi, cur, new, order, order.split()[-1])
     cur.add_incoming(b.extract_value(pair, 0), head)
@@ -328,7 +335,7 @@ def _atomic(ctx: FnContext, n):
     def rmw(p):
         v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
         target = ctx.lib.target
-        old = atomic_update(ctx, op, p, to_memory(ctx.b, v, dt), dt, target.ordering())
+        old = atomic_update(ctx, op, p, to_memory(ctx.b, v, dt), dt, target.ordering(), ref.mask)
         if op == "fadd" and target.fadd_metadata:  # AMDGPU: native float atomic, not a CAS loop
             for md in ("amdgpu.no.fine.grained.memory", "amdgpu.ignore.denormal.mode"):
                 old.set_metadata(md, ctx.lib.module.add_metadata([]))

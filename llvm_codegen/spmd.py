@@ -510,9 +510,10 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
     v = convert(ctx, ctx.value(n.srcs[-1]), n.srcs[-1].dtype, dt)
     idx = n.srcs[:-1]
     mt = mem_type(dt)
-    if n.op == Op.ATOMIC_ADD and n in ctx.own_atomics:
+    if n.op == Op.ATOMIC_ADD and n in ctx.own_atomics and not ref.mask:
         return _own_atomic_add(ctx, n, v, op)
-    if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used:
+    if n.op == Op.ATOMIC_ADD and not any(s in ctx.varying for s in idx) and n not in ctx.used \
+            and not ref.mask:  # a bit-field: lane by lane, each a masked compare-and-swap
         return _one_target_atomic_add(ctx, n, v, op)
     m, free = lane_ok(ctx, n, idx)
     res = zeros(ir.VectorType(mt, w))
@@ -525,7 +526,7 @@ def _spmd_atomic_add(ctx: SpmdContext, n):
         lin = _lin_scalar(ctx, ref, vals, [s.dtype for s in idx]) if idx else ir.Constant(I64, 0)
         p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=True, source_etype=mt)
         lane_v = to_memory(b, b.extract_element(v, ir.Constant(I32, k)), dt)
-        old = atomic_update(ctx, op, p, lane_v, dt, ctx.lib.target.ordering())
+        old = atomic_update(ctx, op, p, lane_v, dt, ctx.lib.target.ordering(), ref.mask)
         got = b.insert_element(res, old, ir.Constant(I32, k))
         on_end = b.block
         b.branch(after)

@@ -69,6 +69,7 @@ def _task(task, private=None):
 
 def plain_atomic(n: Node) -> bool:
     """The atomic's value, result and element have one type (no conversion to keep), not u1
-    (an atomic add of bools is an OR)."""
+    (an atomic add of bools is an OR), not on a bit-field of a word (GlobalRef.mask: a plain
+    store would write the whole word)."""
     dt = n.arg.dtype
-    return n.dtype == dt and n.srcs[-1].dtype == dt and not dt.is_bool
+    return n.dtype == dt and n.srcs[-1].dtype == dt and not dt.is_bool and not n.arg.mask

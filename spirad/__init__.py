@@ -31,8 +31,8 @@ from .real_func import real_func  # Taichi's non-inlined func: spirad inlines it
 from .kernel import Kernel, data_oriented, kernel
 from .data.struct import Struct, dataclass
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
-from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
-                   static_assert, static_print, svd, sym_eig)
+from .lang import (assume_in_range, atan, atomic_sub, block_local, cache_read_only, eig,
+                   polar_decompose, stop_grad, static_assert, static_print, svd, sym_eig)
 from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
                    log, log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select,
                    sin, sqrt, static, tan, tanh)
@@ -42,6 +42,8 @@ from .data.matrix import Matrix, Vector
 from .data.ndarray import Ndarray, ndarray
 from .data.field import Field
 from .data.fields_builder import FieldsBuilder, SNodeTree
+from .data.quant import BitpackedFields
+from .bitops import bit_shr
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
@@ -200,6 +202,8 @@ __all__ = [
     "linalg", "solve",
     # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
+    # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
+    "BitpackedFields", "cache_read_only", "bit_shr",
 ]
 
 

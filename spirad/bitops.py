@@ -1,4 +1,4 @@
-"""`sd.math.popcnt / clz / ffs` in Python scope (numpy integers in, i32 out); in kernels the
+"""`sd.math.popcnt / clz / ffs` and `sd.bit_shr` in Python scope (numpy integers in, i32 out); in kernels the
 frontend builds them from shifts and masks (`spirad.frontend.bits`), keyed by these functions."""
 from __future__ import annotations
 
@@ -29,3 +29,16 @@ def ffs(x):
     import numpy as _np
     u, _ = _np_bits(x)
     return _np.vectorize(lambda v: (int(v) & -int(v)).bit_length())(u).astype(_np.int32)[()]
+
+
+def bit_shr(x, n):
+    """Taichi's `bit_shr`: `x` shifted right by `n` with zeros shifted in (a logical shift of
+    its bit pattern; Python ints as 32-bit), of `x`'s type."""
+    import numpy as _np
+    a = _np.asarray(x)
+    width = a.dtype.itemsize * 8 if a.dtype.kind in "iu" and not isinstance(x, int) else 32
+    u = int(a) & ((1 << width) - 1)
+    r = u >> int(n)
+    if a.dtype.kind == "i" and r >= 1 << (width - 1):
+        r -= 1 << width
+    return r if isinstance(x, int) else a.dtype.type(r)

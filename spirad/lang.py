@@ -165,6 +165,12 @@ def block_local(*fields):
     return None
 
 
+def cache_read_only(*fields):
+    """Taichi's hint that a kernel only reads `fields` (a read-only cache): accepted, no
+    effect (the backend schedules)."""
+    return None
+
+
 def stop_grad(x):
     """Quadrants' / Taichi's `stop_grad(field)`, in a kernel: no gradient flows into `x`'s
     `.grad` from the values read of `x` in the enclosing block (and the blocks within it, @func

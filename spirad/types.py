@@ -1,6 +1,7 @@
 """Kernel argument annotations and compound element types (`sd.types.*`)."""
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 from kernel_ir.dtypes import (DType, f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32,  # noqa: F401
@@ -184,3 +185,107 @@ class _NDArrayAnnotation(NdarrayType):
 
 NDArray = _NDArrayAnnotation()
 Template = Template
+
+
+
+# -- quantized types (Taichi's `ti.types.quant`; bit-packed fields: spirad.data.quant) ------
+@dataclass(frozen=True)
+class QuantInt:
+    """`quant.int(bits, signed, compute)`: a `bits`-wide integer read as `compute`."""
+    bits: int
+    signed: bool
+    compute: object = None  # a DType; None: the default, fixed when a field is created
+
+    @property
+    def width(self) -> int:
+        """Bits the value takes in its word."""
+        return self.bits
+
+
+@dataclass(frozen=True)
+class QuantFixed:
+    """`quant.fixed(bits, signed, max_value | scale, compute)`: `digits * scale` with `bits`-wide
+    integer digits, read as `compute` (a float type)."""
+    bits: int
+    signed: bool
+    scale: float
+    compute: object = None  # a DType; None: the default, fixed when a field is created
+
+    @property
+    def width(self) -> int:
+        """Bits the value takes in its word."""
+        return self.bits
+
+
+@dataclass(frozen=True)
+class QuantFloat:
+    """`quant.float(exp, frac, signed, compute)`: an `exp`-bit exponent and `frac` digit bits (one
+    of them the sign when signed); f32 compute only (as Taichi)."""
+    exp: int
+    frac: int
+    signed: bool
+    compute: object = None  # a DType; None: the default, fixed when a field is created
+
+    @property
+    def width(self) -> int:
+        """Bits of the digits field (the exponent field is apart: it may be shared)."""
+        return self.frac
+
+    @property
+    def digit_bits(self) -> int:
+        """Significand bits below the leading one (the sign takes one of `frac` when signed)."""
+        return self.frac - int(self.signed)
+
+    @property
+    def exponent_offset(self) -> int:
+        """f32's exponent bias minus this type's (Taichi's get_exponent_conversion_offset)."""
+        return 127 - (1 << (self.exp - 1)) + 1
+
+
+QUANT_TYPES = (QuantInt, QuantFixed, QuantFloat)
+
+
+def _bad(msg):
+    from kernel_ir.errors import SpiradValueError
+    raise SpiradValueError(msg)
+
+
+class _QuantNamespace:
+    """`sd.types.quant` (Taichi's `ti.types.quant`): quantized types for bit-packed fields
+    (`sd.BitpackedFields`, `root.quant_array`)."""
+
+    @staticmethod
+    def int(bits, signed=True, compute=None) -> QuantInt:  # noqa: A003 - Taichi's name
+        """A `bits`-wide integer (1..32), `signed` or not, read as `compute` (default: i32 /
+        u32)."""
+        if not isinstance(bits, builtins.int) or not 1 <= bits <= 32:
+            _bad(f"quant.int: bits must be an int in [1, 32], got {bits!r}")
+        return QuantInt(bits, bool(signed), compute)
+
+    @staticmethod
+    def fixed(bits, signed=True, max_value=1.0, compute=None, scale=None) -> QuantFixed:
+        """A fixed-point real: `bits`-wide integer digits times `scale` (default: `max_value` over
+        2**(bits-1) when signed, 2**bits when not), read as `compute` (default f32)."""
+        if not isinstance(bits, builtins.int) or not 1 <= bits <= 32:
+            _bad(f"quant.fixed: bits must be an int in [1, 32], got {bits!r}")
+        if scale is None:
+            scale = max_value / 2 ** (bits - 1) if signed else max_value / 2 ** bits
+        if compute is not None and not (isinstance(compute, DType) and compute.is_float):
+            _bad(f"quant.fixed: compute must be a float type, got {compute}")
+        return QuantFixed(bits, bool(signed), float(scale), compute)
+
+    @staticmethod
+    def float(exp, frac, signed=True, compute=None) -> QuantFloat:  # noqa: A003
+        """A float with an `exp`-bit exponent (1..8) and `frac` digit bits (the sign among them
+        when `signed`; at most 23 digits), computed in f32."""
+        if not isinstance(exp, builtins.int) or not 1 <= exp <= 8:
+            _bad(f"quant.float: exp must be an int in [1, 8], got {exp!r}")
+        if not isinstance(frac, builtins.int) or not 1 <= frac - int(bool(signed)) <= 23:
+            _bad(f"quant.float: frac must leave 1..23 digit bits (the sign takes one when "
+                 f"signed), got frac={frac!r}, signed={signed}")
+        if compute not in (None, f32):
+            _bad(f"quant.float: compute must be f32 (as Taichi), got {compute}")
+        return QuantFloat(exp, frac, bool(signed), f32)
+
+
+quant = _QuantNamespace()

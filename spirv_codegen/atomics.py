@@ -21,6 +21,10 @@
   every store and atomic is a compare-and-swap loop on its word that replaces only those bits
   (`word_rmw`), so neighbours written by other invocations are never lost.
 
+* an atomic on a bit-field of an unsigned word (`GlobalRef.mask`: a quantized type's member,
+  spirad.data.quant): a compare-and-swap loop on the word that replaces only the masked bits
+  (`masked_rmw`), so members of one word written by other invocations are never lost.
+
 All atomics use Device scope and relaxed semantics; each returns the old value. The CAS loop
 counts its back-edges like any loop when a loop-iteration cap is set (see lower.py).
 """
@@ -130,6 +134,29 @@ def _combine_by_cas(L, comb, ptr: int, v: int, dt, ut) -> int:
     def new_bits(cur):
         return cast(ut, lower_binary(E, comb, dt, cast(dt, cur, ut), v), dt)
     return cast(dt, _cas_loop(L, ptr, ut, new_bits), ut)
+
+
+def masked_rmw(L, op, ptr: int, v: int, dt, mask: int) -> int:
+    """ATOMIC_XCHG (set) or ATOMIC_ADD (wrapping add) of `v` on the bits `mask` of the unsigned
+    word (`dt`: u32, or u64 with Int64Atomics) at `ptr`: a compare-and-swap loop that keeps the
+    other bits. Returns the old word."""
+    if op not in (Op.ATOMIC_XCHG, Op.ATOMIC_ADD) or dt.kind != "u":
+        raise RuntimeError(f"{op.name.lower()} on a bit-field of {dt} is not a quantized-type "
+                           f"access (only exchange and add on unsigned words)")
+    if not getattr(L.caps, "profile").compare_exchange:
+        raise RuntimeError("a bit-field store needs a compare-and-swap loop, which the "
+                           f"{L.caps.profile.name} profile forbids (the backend rejects it earlier)")
+    E = L.E
+    if dt.bits == 64:
+        E.m.capability("Int64Atomics")
+    keep = E.c(~mask & ((1 << dt.bits) - 1), dt)
+    bits = E.c(mask, dt)
+
+    def new_bits(cur):
+        new = v if op == Op.ATOMIC_XCHG else E.op("OpIAdd", dt, cur, v)
+        return E.op("OpBitwiseOr", dt, E.op("OpBitwiseAnd", dt, cur, keep),
+                    E.op("OpBitwiseAnd", dt, new, bits))
+    return _cas_loop(L, ptr, dt, new_bits)
 
 
 def word_extract(E, word: int, shift: int, dt) -> int:

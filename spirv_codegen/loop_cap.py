@@ -34,7 +34,7 @@ def bulk_countable(body: Block, caps) -> bool:
     for n in walk(body):
         if n.op in (Op.RANGE_FOR, Op.WHILE, Op.BREAK):
             return False
-        if n.op in ATOMICS and atomics.needs_cas(n.arg.dtype, caps, n.op):
+        if n.op in ATOMICS and (n.arg.mask or atomics.needs_cas(n.arg.dtype, caps, n.op)):
             return False
     return True
 

@@ -471,6 +471,8 @@ class TaskLowerer(BoundsChecks, LoopCap):
         def rmw(ptr, sdt, kind, ptr_as):
             if kind == "words":
                 return atomics.word_rmw(self, n.op, *ptr, self.v(n.srcs[-1]), dt)
+            if n.arg.mask:  # a quantized member's bits of its word (spirad.data.quant)
+                return atomics.masked_rmw(self, n.op, ptr, self.v(n.srcs[-1]), dt, n.arg.mask)
             if self.io.storage.get(k) == "fminmax" and atomics.by_sign(dt, self.caps, n.op):
                 if not self.io.bmap.in_root(k):
                     raise RuntimeError(f"{n.op.name.lower()} on an f32 in its own buffer needs a "

@@ -146,6 +146,13 @@ class MetalBackend(SpirvBackend):
                 f"kernel {tl.name}: {n.op.name.lower()} on an f32 ndarray element is not "
                 f"available on Metal ({self.caps.name}): it has no compare-and-swap loop; keep "
                 f"the value in an f32 field (fields support it) or use another arch"), loc)
+        n, loc = _first_use(tl, lambda n: n.op in ATOMICS and n.arg.mask)
+        if n is not None:
+            raise user_error(SpiradTypeError, (
+                f"kernel {tl.name}: a store or atomic into a quantized field (bit-packed storage) "
+                f"is not available on Metal ({self.caps.name}): it needs a compare-and-swap loop "
+                f"on the packed word, which Metal (through wgpu) lacks; reading quantized fields "
+                f"works; write them from Python scope or use another arch"), loc)
         n, loc = _first_use(tl, lambda n: n.op == Op.ATOMIC_MUL)
         if n is not None:
             raise user_error(SpiradTypeError, (

@@ -77,6 +77,8 @@ def normalize_shape(shape) -> tuple:
 
 
 HOST_ELEMENT = [None]  # spirad.data.matrix.host_element (set there: matrix imports this module)
+# spirad.data.quant's (quant_field, quant_vector_field, place_bitpacked, QuantArray), set there
+QUANT = [None]
 
 
 _NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
@@ -583,6 +585,15 @@ def _comp_type(f):
     return VectorType(cs[0], f.dtype) if len(cs) == 1 else MatrixType(cs[0], cs[1], f.dtype)
 
 
+def is_quant_dtype(dtype) -> bool:
+    """A quantized type (`sd.types.quant...`), or a list of them (one per component of a
+    matrix field): its fields are spirad.data.quant's."""
+    from ..types import QUANT_TYPES
+    if isinstance(dtype, (list, tuple)) and dtype:  # a matrix field's per-component types
+        return all(is_quant_dtype(d) for d in dtype)
+    return isinstance(dtype, QUANT_TYPES)
+
+
 def check_offset(shape, offset, placed: bool = False):
     """`offset=` of a field (or of `place`) as a tuple of ints, or None when not given; Taichi's
     errors for one without a shape or of another length than the shape."""
@@ -609,7 +620,11 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
     (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
     the variable it is assigned to). `offset` (an int or a tuple, one per axis; Taichi's): the
-    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted."""
+    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted. A
+    quantized dtype (`sd.types.quant...`) gives a field placed through a bit-pack
+    (spirad.data.quant)."""
+    if is_quant_dtype(dtype):
+        return QUANT[0][0](dtype, shape, needs_grad, name, needs_dual, offset)
     return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
                  offset=offset)
 
@@ -734,15 +749,26 @@ class SNode:
         """hash SNodes are not supported: raises, naming the dense alternative."""
         self._sparse("hash")
 
+    def quant_array(self, axes, shape, max_num_bits):
+        """Taichi's quant_array: `place(x)` packs the `shape` cells of one quantized int / fixed
+        field into one word (`max_num_bits`: 32 or 64) per cell of this node (spirad.data.quant)."""
+        return QUANT[0][3](self, axes, shape, max_num_bits)
+
     def bit_struct(self, *a, **k):
-        """bit_struct SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("bit_struct")
+        """Taichi's old `bit_struct` SNode: raises, naming `sd.BitpackedFields`."""
+        from kernel_ir.errors import SpiradNotSupportedError
+        raise SpiradNotSupportedError("root.bit_struct(...) is Taichi's older spelling: pack "
+                                      "quantized fields with bp = sd.BitpackedFields("
+                                      "max_num_bits=32); bp.place(x, y); root.dense(...).place(bp)")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
         """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its
         gradient, also after kernels using `x` were compiled. `offset` (Taichi's): the placed
         fields' indices run over [offset, offset + shape)."""
         offset = check_offset(self.shape, offset, placed=True)
+        if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) or
+               getattr(f, "_quant_vector", False) for f in fields):
+            fields = QUANT[0][2](self, fields)  # sd.BitpackedFields: its word field goes here
         fields = [m for f in fields for m in  # a struct field: its members, here together
                   (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:

@@ -255,6 +255,9 @@ class Vector(_Methods):
               offset=None) -> Field:
         """A field whose elements are `n`-vectors of `dtype` (as `sd.field`, plus the component
         count; `offset` as there)."""
+        from .field import QUANT, is_quant_dtype
+        if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
+            return QUANT[0][1](dtype, (n,), shape, needs_grad, name, needs_dual, offset)
         return Field(VectorType(n, dtype), shape, needs_grad, name, needs_dual=needs_dual,
                      offset=offset)
 
@@ -303,6 +306,9 @@ class Matrix(_Methods):
               offset=None) -> Field:
         """A field whose elements are `n` x `m` matrices of `dtype` (`offset` as in
         `sd.field`)."""
+        from .field import QUANT, is_quant_dtype
+        if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
+            return QUANT[0][1](dtype, (n, m), shape, needs_grad, name, needs_dual, offset)
         return Field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual=needs_dual,
                      offset=offset)
 

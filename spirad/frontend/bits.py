@@ -102,6 +102,21 @@ def h_ffs(v, args, kw, node):
     return ffs32(v, x)
 
 
+def h_bit_shr(v, args, kw, node):
+    """`sd.bit_shr(x, n)` (Taichi's): a logical right shift of x's bit pattern, x's type."""
+    if len(args) != 2 or kw:
+        raise v.ctx.error(SpiradTypeError, "bit_shr(x, n) takes two integers", node)
+    x = v.to_node(v.rvalue(args[0]))
+    if not x.dtype.is_int:
+        raise v.ctx.error(SpiradTypeError, f"bit_shr needs an integer, got {x.dtype}", node)
+    ut = T.BY_NAME[f"u{x.dtype.bits}"]
+    n = v.to_node(v.rvalue(args[1]), ut)
+    b = v.ctx.b
+    return b.cast(_bin(v, Op.SHR, b.cast(x, ut) if x.dtype != ut else x,
+                       b.cast(n, ut) if n.dtype != ut else n), x.dtype)
+
+
 def handlers():
     from .. import bitops
-    return {bitops.popcnt: h_popcnt, bitops.clz: h_clz, bitops.ffs: h_ffs}
+    return {bitops.popcnt: h_popcnt, bitops.clz: h_clz, bitops.ffs: h_ffs,
+            bitops.bit_shr: h_bit_shr}

@@ -100,9 +100,15 @@ def _local_update(v, target, op, value):
     return old
 
 
+def _is_global(target) -> bool:
+    """A field / ndarray element (a quantized field's too: frontend/quant_ops), not a local."""
+    return isinstance(target, GlobalElem) or type(target).__name__ in ("QuantElem", "QuantVecElem")
+
+
 def _target(v, args, name, node):
     _arity(v, args, 2, node)
-    if not isinstance(args[0], (GlobalElem, Slot, SlotView)):
+    if not isinstance(args[0], (GlobalElem, Slot, SlotView)) and \
+            type(args[0]).__name__ not in ("QuantElem", "QuantVecElem"):  # frontend/quant_ops
         raise v.ctx.error(SpiradSyntaxError, f"cannot use a non-writable target as the first "
                                              f"operand of {name}: give a field or ndarray "
                                              f"element or a local variable", node)
@@ -111,7 +117,7 @@ def _target(v, args, name, node):
 
 def h_atomic_add(v, args, kw, node):
     target = _target(v, args, "atomic_add", node)
-    if not isinstance(target, GlobalElem):
+    if not _is_global(target):
         return _local_update(v, target, Op.ADD, args[1])
     return v.atomic_add_into(target, args[1])
 
@@ -119,7 +125,7 @@ def h_atomic_add(v, args, kw, node):
 def h_atomic_sub(v, args, kw, node):
     """atomic_sub(x[i], v) is atomic_add(x[i], -v); returns the old value."""
     target = _target(v, args, "atomic_sub", node)
-    if not isinstance(target, GlobalElem):
+    if not _is_global(target):
         return _local_update(v, target, Op.SUB, args[1])
     a = v.rvalue(args[1])
     return v.atomic_add_into(target, -a if is_py_scalar(a) else v.unop(Op.NEG, a))
@@ -129,7 +135,7 @@ def h_atomic_mul(v, args, kw, node):
     """Taichi's atomic_mul: on a field / ndarray element an atomic multiply (a compare-and-swap
     loop in every code generator), on a local the plain update; returns the old value."""
     target = _target(v, args, "atomic_mul", node)
-    if isinstance(target, GlobalElem):
+    if _is_global(target):
         return v.atomic_into(Op.ATOMIC_MUL, target, args[1], "atomic_mul")
     return _local_update(v, target, Op.MUL, args[1])
 
@@ -444,16 +450,14 @@ def h_static_assert(v, args, node):
 def h_loop_config(v, args, kw, node):
     """`sd.loop_config(serialize=..., block_dim=..., parallelize=...)`: applies to the next for
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
-    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size)."""
+    block_dim / parallelize are scheduling hints (accepted, the backend picks the group size);
+    bit_vectorize (Taichi's: one thread per packed word of a quant_array) too: each cell is
+    its own compare-and-swap on the word, with the same result."""
     unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
                          "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "
                                            "block_dim=, parallelize=", node)
-    if kw.get("bit_vectorize"):
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise v.ctx.error(SpiradNotSupportedError, "loop_config(bit_vectorize=True) is not "
-                                                   "supported; remove it", node)
     cfg = {k: v.rvalue(x) for k, x in kw.items()}
     v.ctx.loop_config = cfg
     return None
@@ -480,6 +484,7 @@ HANDLERS = {
     lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),
     lang.eig: lambda v, args, kw, node: _svd_module().h_eig(v, args, kw, node),
     lang.block_local: lambda v, args, kw, node: None, lang.stop_grad: h_stop_grad,
+    lang.cache_read_only: lambda v, args, kw, node: None,
     lang.static_assert: lambda v, args, kw, node: h_static_assert(v, args, node),
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,

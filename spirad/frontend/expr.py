@@ -187,6 +187,8 @@ class ExprVisitor:
     def build_Attribute(self, node):
         obj = self.build(node.value)
         name = node.attr
+        if type(obj).__name__ == "QuantVecElem":  # `x[i].y` of a quantized vector: its value
+            obj = self.rvalue(obj)
         if isinstance(obj, NdarrayArg):
             if name == "shape":
                 return ShapeVal(obj)
@@ -260,12 +262,16 @@ class ExprVisitor:
 
     def build_Subscript(self, node):
         obj = self.build(node.value)
+        if type(obj).__name__ == "QuantVecElem":  # `x[i][c]` of a quantized vector: its value
+            obj = self.rvalue(obj)
         sl = node.slice
         idx = self.build(sl)
         idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)  # lists index too (Quadrants)
         from ..data.field import Field
         from ..data.struct import StructElem, StructField
-        if isinstance(obj, (Field, NdarrayArg, StructField)) and \
+        from ..data.quant import QuantField
+        quant = isinstance(obj, QuantField) or getattr(obj, "_quant_vector", False)
+        if (isinstance(obj, (Field, NdarrayArg, StructField)) or quant) and \
                 any(isinstance(x, (tuple, list)) for x in idx):
             idx = _flatten_indices(idx)  # `I = (i, j)`; `x[f, I, b]`: a tuple spreads too
         flat = []
@@ -279,10 +285,16 @@ class ExprVisitor:
         from ..data.struct_args import StructView
         if isinstance(obj, StructView) and obj.is_a(_sparse_builder()):
             return _triplet_target(obj, idx)  # `A[i, j] += v` on a SparseMatrixBuilder
-        if isinstance(obj, (Field, NdarrayArg, StructField)):
+        if isinstance(obj, (Field, NdarrayArg, StructField)) or quant:
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
                 idx = ()
+        if isinstance(obj, QuantField):  # a bit-packed field (frontend/quant_ops.py)
+            from .quant_ops import quant_elem
+            return quant_elem(self, obj, idx, node)
+        if getattr(obj, "_quant_vector", False):  # its vector / matrix form
+            from .quant_ops import quant_vec_elem
+            return quant_vec_elem(self, obj, idx, node)
         if isinstance(obj, (Field, StructField)) and len(idx) == len(obj.shape or ()) - 1:
             from .sparse_ops import dynamic_row  # `x[i].append(v)` of a dynamic list
             row = dynamic_row(obj, idx)

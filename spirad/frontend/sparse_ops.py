@@ -87,6 +87,9 @@ def loop_guard(obj):
     from ..data.field import Field, SNode
     if isinstance(obj, SNode):
         return (obj.sparse, obj.extents, (0,) * len(obj.shape)) if obj.sparse else None
+    if getattr(obj, "_quant", False):  # a bit-packed field: the sparse levels of its words
+        levels = S.levels_of(obj.word)
+        return (levels, obj.extents, (0,) * len(obj.shape)) if levels else None
     if not isinstance(obj, Field):
         members = getattr(obj, "members", None)
         if not getattr(obj, "_struct_members", False) or not members:

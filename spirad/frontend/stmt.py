@@ -156,7 +156,8 @@ class StmtVisitor:
                                                      f"{lhs.stype.name} element", target)
                 self.store_struct(lhs, value, target)
                 return
-            if not isinstance(lhs, (Slot, GlobalElem, SlotView)):
+            if not isinstance(lhs, (Slot, GlobalElem, SlotView)) and \
+                    type(lhs).__name__ not in ("QuantElem", "QuantVecElem"):  # quant_ops
                 raise ctx.error(SpiradSyntaxError, "this expression cannot be assigned to", target)
             self.store_into(lhs, value)
             return
@@ -220,6 +221,15 @@ class StmtVisitor:
                 raise self.ctx.error(SpiradSyntaxError, "a sparse matrix builder takes only "
                                      "`A[i, j] += v` and `A[i, j] -= v`", node)
             lhs.insert(self, rhs, op == Op.SUB, node)
+            return
+        if type(lhs).__name__ in ("QuantElem", "QuantVecElem"):  # bit-packed (frontend/quant_ops)
+            if op in (Op.ADD, Op.SUB):
+                rhs = self.rvalue(rhs)
+                if op == Op.SUB:
+                    rhs = -rhs if is_py_scalar(rhs) else self.unop(Op.NEG, rhs)
+                self.atomic_add_into(lhs, rhs)
+            else:
+                self.store_into(lhs, self.binop(op, lhs, rhs))
             return
         if isinstance(lhs, GlobalElem) and op in (Op.ADD, Op.SUB):
             if op == Op.SUB:
@@ -392,7 +402,8 @@ class StmtVisitor:
                     dims.append((0, d))
             return dims
         from ..data.field import SNode
-        if isinstance(obj, SNode):  # a struct-for over a node: its cells (Taichi's)
+        if isinstance(obj, SNode) or getattr(obj, "_quant", False) or \
+                getattr(obj, "_quant_vector", False):  # a node's cells (Taichi's); quantized
             return [(0, s) for s in obj.shape]
         if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             # Taichi's `offset=`: the loop runs over [offset, offset + shape) (a struct field's

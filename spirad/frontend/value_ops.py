@@ -49,6 +49,9 @@ class ValueOps:
             return VecVal(tuple(comps), v.comp_shape)
         if isinstance(v, (list, tuple)) and not isinstance(v, VecVal):
             return type(v)(self.rvalue(x) for x in v)
+        if type(v).__name__ in ("QuantElem", "QuantVecElem"):  # bit-packed (frontend/quant_ops)
+            from .quant_ops import load, load_vec
+            return load(self, v) if type(v).__name__ == "QuantElem" else load_vec(self, v)
         return v
 
     def const(self, v, dtype):
@@ -286,6 +289,10 @@ class ValueOps:
                 narrowing(value, ref.dtype)
                 b.global_store(ref, target.indices, self.to_node(value, ref.dtype))
             return
+        if type(target).__name__ in ("QuantElem", "QuantVecElem"):  # frontend/quant_ops
+            from .quant_ops import store, store_vec
+            (store if type(target).__name__ == "QuantElem" else store_vec)(self, target, value)
+            return
         raise self.ctx.error(SpiradSyntaxError, f"cannot assign to {type(target).__name__}")
 
     def atomic_add_into(self, target, value):
@@ -313,6 +320,13 @@ class ValueOps:
             c = self.to_node(value, dt)
             b.store(target.allocas[0], c if comb is None else b.binary(comb, old, c))
             return old
+        if type(target).__name__ in ("QuantElem", "QuantVecElem"):  # frontend/quant_ops
+            if op != Op.ATOMIC_ADD:
+                raise self.ctx.error(SpiradTypeError, f"{what} on a quantized field: only "
+                                                      f"atomic_add (`+=`, `-=`) is supported")
+            from .quant_ops import atomic_add, atomic_add_vec
+            return (atomic_add if type(target).__name__ == "QuantElem" else atomic_add_vec)(
+                self, target, value)
         if not isinstance(target, GlobalElem):
             raise self.ctx.error(SpiradTypeError, f"{what} needs a field or ndarray element or a "
                                                   f"local variable")

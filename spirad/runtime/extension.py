@@ -1,7 +1,8 @@
 """`sd.extension` (Taichi's `ti.extension`): optional features an arch may lack, and
 `is_extension_supported(arch, ext)` to ask. spirad has the adstack, assertions, dynamic indexing,
 block-local hints and sparse SNodes (bitmasked / pointer / dynamic, spirad.data.sparse_layout) everywhere;
-64-bit data where the device has it; no quantized layouts and no meshes."""
+64-bit data where the device has it; quantized types (bit-packed fields, spirad.data.quant)
+where the device has a compare-and-swap (not Metal); no meshes."""
 from __future__ import annotations
 
 import enum
@@ -31,6 +32,8 @@ def is_extension_supported(arch: str, ext: extension) -> bool:
     integers on the device (Metal has no f64)."""
     if ext in _EVERYWHERE:
         return True
+    if ext in (extension.quant, extension.quant_basic):  # stores: a compare-and-swap loop
+        return arch != "metal"
     if ext is extension.data64:
         from . import state
         st = state.current()

@@ -1,4 +1,5 @@
-"""Quadrants' language surface beyond Taichi: u64, `sd.math.popcnt / clz / ffs`, run-time
+"""Quadrants' language surface beyond Taichi: u64, `sd.math.popcnt / clz / ffs` (and Taichi's
+`sd.bit_shr`), run-time
 indexing and slicing of vector / matrix locals (read, write, in place, under reverse mode),
 `fill`, `any`, `all`, `vec @ vec`, `vec @ mat`, `sd.math.outer`."""
 import numpy as np
@@ -54,6 +55,28 @@ def test_bit_counting(arch):
     np.testing.assert_array_equal(out.to_numpy(), want)
     assert sd.math.popcnt(np.uint32(7)) == 3 and sd.math.clz(np.int32(1)) == 31
     assert sd.math.ffs(np.int64(1 << 40)) == 41
+
+
+@test_archs()
+def test_bit_shr_is_logical(arch):
+    vals = np.array([256, -256, -1, 5, -(2 ** 31), 2 ** 31 - 1], np.int32)
+    a = sd.field(sd.i32, shape=6)
+    a.from_numpy(vals)
+    out = sd.field(sd.i32, shape=(6, 3))
+    uout = sd.field(sd.u32, shape=6)
+
+    @sd.kernel
+    def k():
+        for i in range(6):
+            for s in sd.static(range(3)):
+                out[i, s] = sd.bit_shr(a[i], s * 3)
+            uout[i] = sd.bit_shr(sd.cast(a[i], sd.u32), 4)
+
+    k()
+    want = [[(int(v) & 0xFFFFFFFF) >> (3 * s) for s in range(3)] for v in vals]
+    np.testing.assert_array_equal(out.to_numpy(), np.array(want, np.int64).astype(np.int32))
+    np.testing.assert_array_equal(uout.to_numpy(), (vals.astype(np.uint32) >> 4))
+    assert sd.bit_shr(-256, 1) == (2 ** 32 - 256) >> 1 and sd.bit_shr(np.int32(-1), 1) == 2 ** 31 - 1
 
 
 @test_archs()

@@ -37,6 +37,8 @@ import pytest
 # the messages of spirad/backends/metal.py's compile-time refusals -> the reason reported
 METAL_REFUSALS = {"Metal has no 64-bit floats": "f64 (Metal has no 64-bit floats)",
                   "atomic_mul is not available on Metal": "atomic_mul (no compare-and-swap on Metal)",
+                  "into a quantized field (bit-packed storage) is not available on Metal":
+                      "stores into quantized fields (no compare-and-swap on Metal)",
                   "is not available on Metal": "64-bit atomics, or f32 atomic min / max of an ndarray (not on Metal)",
                   "has no 8- or 16-bit integers":
                       "u8 / i8 / u16 / i16 (naga has no 8- / 16-bit integers)",
