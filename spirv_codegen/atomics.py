@@ -143,7 +143,7 @@ def masked_rmw(L, op, ptr: int, v: int, dt, mask: int) -> int:
     if op not in (Op.ATOMIC_XCHG, Op.ATOMIC_ADD) or dt.kind != "u":
         raise RuntimeError(f"{op.name.lower()} on a bit-field of {dt} is not a quantized-type "
                            f"access (only exchange and add on unsigned words)")
-    if not getattr(L.caps, "profile").compare_exchange:
+    if not L.caps.profile.compare_exchange:
         raise RuntimeError("a bit-field store needs a compare-and-swap loop, which the "
                            f"{L.caps.profile.name} profile forbids (the backend rejects it earlier)")
     E = L.E
