@@ -172,15 +172,33 @@ class _HostArray(TensorSurface):
 
     def _view(self) -> np.ndarray:
         """A numpy view of the live memory (the backend has finished all pending work); on a
-        device-memory backend (`host_views` False) a read-only copy."""
+        device-memory backend (`host_views` False) a read-only copy. A field in Taichi's
+        hierarchical layout (`_perm`): a copy in index order."""
+        perm = self._perm()
+        if perm is not None:
+            return self._flat_view()[perm]
         return self._synced().view(self._storage(), self.dtype.np, self.full_shape)
+
+    def _flat_view(self) -> np.ndarray:
+        """The live memory (as `_view`) as one axis, in storage order."""
+        return self._synced().view(self._storage(), self.dtype.np,
+                                   (int(np.prod(self.full_shape, dtype=np.int64)),))
+
+    def _perm(self):
+        """The storage element of each element (`spirad.data.snode_layout.Layout.permutation`)
+        where the storage is not C order, else None."""
+        return None
 
     def _store(self, value, key=None):
         """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
         from `_index`; None: every element). Through the live view where the backend has one;
         else one copy queued on the device's stream (no wait)."""
         be = _state.backend()
-        if be.host_views:
+        perm = self._perm()
+        if be.host_views and perm is not None:  # Taichi's layout: through the permutation
+            flat = self._flat_view()  # _synced: the materialize hook first
+            flat[perm if key is None else perm[key]] = value
+        elif be.host_views:
             view = self._view()  # _synced: the materialize hook first
             if key is None:
                 view[...] = value
@@ -194,11 +212,17 @@ class _HostArray(TensorSurface):
                 shape = self.comp_shape
                 offset = self._element_offset(key)
             data = np.ascontiguousarray(np.broadcast_to(value, shape), dtype=self.dtype.np)
+            if perm is not None and key is None:  # into storage order
+                data, ordered = np.empty(data.size, self.dtype.np), data
+                data[perm.ravel()] = ordered.ravel()
             be.write(self._storage(), data, offset)
         self._host_written()
 
     def _element_offset(self, key) -> int:
         """Byte offset of element `key` (components included) in the storage."""
+        perm = self._perm()
+        if perm is not None:  # components stay together (Taichi's AoS cell)
+            return int(np.asarray(perm[key]).flat[0]) * self.dtype.nbytes
         flat = int(np.ravel_multi_index(key, self.shape)) if self.shape else 0
         return flat * int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
 
@@ -330,7 +354,10 @@ class _HostArray(TensorSurface):
         """The element at `key` (a tuple of ints): a Python number, or for vector / matrix
         elements a copy that writes through (`x[i][c] = v` changes x, as in Taichi)."""
         index = self._index(key)
-        if _state.backend().host_views:
+        perm = self._perm()
+        if _state.backend().host_views and perm is not None:
+            v = self._flat_view()[perm[index]]
+        elif _state.backend().host_views:
             v = self._view()[index]
         else:  # device memory: read this element only
             n = int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
@@ -545,6 +572,17 @@ class Field(_HostArray):
                                          f"gone; place a new field in a new FieldsBuilder")
             raise SpiradRuntimeError(f"field {self.name} is placed on a FieldsBuilder that is not "
                                      f"finalized: call finalize() on it before using the field")
+
+    def _perm(self):
+        from .snode_layout import layout_of
+        layout = layout_of(self)
+        if layout is None:
+            return None
+        cached = self.__dict__.get("_taichi_perm")
+        if cached is None or cached[0] != (layout.key(), layout.shape, layout.comp_shape):
+            cached = ((layout.key(), layout.shape, layout.comp_shape), layout.permutation())
+            self._taichi_perm = cached
+        return cached[1]
 
     def _tree_of(self):
         """The FieldsBuilder tree this field's memory belongs to (a gradient's and a dual's:
