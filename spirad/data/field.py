@@ -647,9 +647,29 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
     (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
     the variable it is assigned to). `offset` (an int or a tuple, one per axis; Taichi's): the
-    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted."""
-    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
-                 offset=offset)
+    indices run over [offset, offset + shape). `order` (Taichi's, e.g. `"ji"`): the axes laid
+    out in memory in that order, outermost first (one dense level per axis, as Taichi places
+    it: spirad.data.snode_layout); `layout` is accepted."""
+    if order is None:
+        return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
+    if shape is None:
+        raise SpiradSyntaxError("shape cannot be None when order is set")
+    shape = normalize_shape(shape)
+    check_offset(shape, offset)
+    if not isinstance(order, str) or len(order) != len(shape):
+        raise SpiradSyntaxError(f"The dimensionality of shape and order must be the same "
+                                f"({len(shape)} != {len(order) if isinstance(order, str) else order!r})")
+    if len(set(order)) != len(order):
+        raise SpiradSyntaxError("The axes in order must be different")
+    node = root
+    for ch in order:
+        axis = ord(ch) - ord("i")
+        if not 0 <= axis < len(shape):
+            raise SpiradSyntaxError(f"Invalid axis {ch}")
+        node = node.dense(Axis(axis), shape[axis])
+    f = Field(dtype, None, needs_grad, name or creation_name() or "", needs_dual=needs_dual)
+    node.place(f, offset=offset)
+    return f
 
 
 class Axis:

@@ -269,3 +269,27 @@ def test_layout_gradients_against_finite_differences(arch):
             fd[idx] = (value(*args) - value(*args_lo)) / (2 * eps)
         np.testing.assert_allclose(field.grad.to_numpy(), fd, rtol=2e-3, atol=2e-3)
     assert np.abs(x.grad.to_numpy()).max() > 0.1
+
+
+@test_archs()
+def test_field_order(arch):
+    """`sd.field(..., order="ji")` (Taichi's): j outermost in memory, one level per axis, so
+    `b[5, 0]` (i beyond its extent 4) is Taichi's cell 5, the element b[1, 1]."""
+    sd.init(arch=arch, debug=False)
+    b = sd.field(sd.f32, shape=(4, 3), order="ji", needs_grad=True)
+    assert b.shape == b.grad.shape == (4, 3)
+
+    @sd.kernel
+    def fill():
+        for i, j in b:
+            b[i, j] = i * 10 + j
+
+    @sd.kernel
+    def at(i: sd.i32, j: sd.i32) -> sd.f32:
+        return b[i, j]
+
+    fill()
+    np.testing.assert_array_equal(b.to_numpy(), np.arange(4)[:, None] * 10 + np.arange(3))
+    assert at(5, 0) == b[1, 1] == 11
+    with pytest.raises(sd.SpiradSyntaxError, match="must be different"):
+        sd.field(sd.f32, shape=(2, 2), order="ii")
