@@ -184,6 +184,10 @@ class _HostArray(TensorSurface):
         return self._synced().view(self._storage(), self.dtype.np,
                                    (int(np.prod(self.full_shape, dtype=np.int64)),))
 
+    def _components_apart(self) -> bool:
+        """Are an element's components apart in storage (Taichi's Layout.SOA)?"""
+        return False
+
     def _perm(self):
         """The storage element of each element (`spirad.data.snode_layout.Layout.permutation`)
         where the storage is not C order, else None."""
@@ -215,13 +219,17 @@ class _HostArray(TensorSurface):
             if perm is not None and key is None:  # into storage order
                 data, ordered = np.empty(data.size, self.dtype.np), data
                 data[perm.ravel()] = ordered.ravel()
-            be.write(self._storage(), data, offset)
+            if perm is not None and key is not None and self._components_apart():
+                for elem, v in zip(np.ravel(perm[key]), data.ravel()):  # SOA: one by one
+                    be.write(self._storage(), v.reshape(1), int(elem) * self.dtype.nbytes)
+            else:
+                be.write(self._storage(), data, offset)
         self._host_written()
 
     def _element_offset(self, key) -> int:
         """Byte offset of element `key` (components included) in the storage."""
         perm = self._perm()
-        if perm is not None:  # components stay together (Taichi's AoS cell)
+        if perm is not None:  # the first component (the others follow it unless SOA)
             return int(np.asarray(perm[key]).flat[0]) * self.dtype.nbytes
         flat = int(np.ravel_multi_index(key, self.shape)) if self.shape else 0
         return flat * int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
@@ -359,6 +367,11 @@ class _HostArray(TensorSurface):
             v = self._flat_view()[perm[index]]
         elif _state.backend().host_views:
             v = self._view()[index]
+        elif perm is not None and self._components_apart():  # device memory, SOA: each one
+            be = self._synced()
+            v = np.array([be.read(self._storage(), self.dtype.nbytes,
+                                  int(e) * self.dtype.nbytes).view(self.dtype.np)[0]
+                          for e in np.ravel(perm[index])]).reshape(self.comp_shape)
         else:  # device memory: read this element only
             n = int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
             raw = self._synced().read(self._storage(), n, self._element_offset(index))
@@ -573,6 +586,11 @@ class Field(_HostArray):
             raise SpiradRuntimeError(f"field {self.name} is placed on a FieldsBuilder that is not "
                                      f"finalized: call finalize() on it before using the field")
 
+    def _components_apart(self) -> bool:
+        from .snode_layout import layout_of
+        layout = layout_of(self)
+        return layout is not None and layout.soa
+
     def _perm(self):
         from .snode_layout import layout_of
         layout = layout_of(self)
@@ -650,11 +668,26 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     indices run over [offset, offset + shape). `order` (Taichi's, e.g. `"ji"`): the axes laid
     out in memory in that order, outermost first (one dense level per axis, as Taichi places
     it: spirad.data.snode_layout); `layout` is accepted."""
-    if order is None:
+    return placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa=False)
+
+
+def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa) -> Field:
+    """`sd.field` / `Vector.field` / `Matrix.field`: a field of its own shape, or, with Taichi's
+    `order=` or components apart (`layout=SOA`), one placed as Taichi places it (one dense level
+    per axis in that order) in hierarchical storage (spirad.data.snode_layout)."""
+    if order is None and not soa:
         return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
     if shape is None:
+        if order is None:  # placed later: its SNode gives the shape, components apart
+            f = Field(dtype, None, needs_grad, name, needs_dual=needs_dual, offset=offset)
+            f._soa = True
+            return f
         raise SpiradSyntaxError("shape cannot be None when order is set")
     shape = normalize_shape(shape)
+    if order is None:
+        order = "ijklmnop"[:len(shape)]
+    if not shape:
+        return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
     check_offset(shape, offset)
     if not isinstance(order, str) or len(order) != len(shape):
         raise SpiradSyntaxError(f"The dimensionality of shape and order must be the same "
@@ -668,6 +701,7 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
             raise SpiradSyntaxError(f"Invalid axis {ch}")
         node = node.dense(Axis(axis), shape[axis])
     f = Field(dtype, None, needs_grad, name or creation_name() or "", needs_dual=needs_dual)
+    f._soa = soa
     node.place(f, offset=offset)
     return f
 

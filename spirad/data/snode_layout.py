@@ -25,7 +25,9 @@ A field whose levels name its axes in increasing order, each once (every `sd.fie
 indices out of its shape: `layout_of` gives None and nothing changes (the same code as before).
 Only the others (an axis split over levels: `dense(i, 4).dense(i, 8)`; axes out of order:
 `dense(l).dense(i)`) get a `Layout`: kernels compute its address (`passes/taichi_layout`),
-host reads and writes go through `permutation` (the storage offset of each element).
+host reads and writes go through `permutation` (the storage offset of each element). So does
+a vector / matrix field with `layout=SOA` (Taichi places each component apart: component-major
+storage, and an index past one component's cells reaches the next component's, as in Taichi).
 
 Each field keeps a storage of its own, in the units of its own elements: fields placed together
 are not interleaved in one buffer (Taichi's AoS cell); an address inside the field's cells is
@@ -59,10 +61,17 @@ class Layout:
     shape: tuple
     comp_shape: tuple
     cells: int
+    soa: bool = False  # components apart (Taichi's Layout.SOA): element = component * cells + cell
 
     def key(self) -> tuple:
         """What identifies the arithmetic (compiled code and the offline cache depend on it)."""
-        return tuple((lv.axes, lv.extents, lv.below) for lv in self.levels)
+        return tuple((lv.axes, lv.extents, lv.below) for lv in self.levels) + (self.soa,)
+
+    def element(self, cell, comp):
+        """The storage element of component `comp` (its C-order number) of `cell`."""
+        if self.soa:
+            return comp * self.cells + cell
+        return cell * math.prod(self.comp_shape) + comp
 
     def cell(self, idx, div, rem):
         """Taichi's cell of the index tuple `idx` (ints, numpy arrays or IR values), with C
@@ -89,7 +98,7 @@ class Layout:
         ncomp = math.prod(self.comp_shape)
         cells = np.asarray(cells, dtype=np.int64).reshape(self.shape + (1,) * len(self.comp_shape))
         comp = np.arange(ncomp, dtype=np.int64).reshape(self.comp_shape)
-        return cells * ncomp + comp
+        return self.element(cells, comp)
 
 
 def levels_of_node(node) -> list:
@@ -109,23 +118,23 @@ def layout_of(f) -> Layout | None:
     node = getattr(owner, "_snode", None)
     if node is None or node.sparse or not f.shape:
         return None
-    cached = getattr(node, "_taichi_layout", False)
-    if cached is False:
+    soa = bool(getattr(owner, "_soa", False)) and math.prod(f.comp_shape) > 1
+    cached = getattr(node, "_taichi_layout", None)
+    if cached is None:
         cached = _build(levels_of_node(node))
         node._taichi_layout = cached
-    if cached is None:
+    levels, shape, c_order = cached
+    if c_order and not soa:
         return None
-    _, shape = cached
     if tuple(shape) != tuple(f.shape):
         raise RuntimeError(f"field {f.name}: shape {f.shape} differs from its node's {shape}")
-    return Layout(cached[0], tuple(f.shape), tuple(f.comp_shape), math.prod(f.shape))
+    return Layout(levels, tuple(f.shape), tuple(f.comp_shape), math.prod(f.shape), soa)
 
 
 def _build(levels):
-    """(levels, shape) of Taichi's arithmetic over `levels`, or None when it is C order."""
+    """(levels, shape, whether it is C order) of Taichi's arithmetic over `levels`."""
     order = [a for lv in levels for a, _ in sorted(lv)]
-    if len(set(order)) == len(order) and order == sorted(order):
-        return None
+    c_order = len(set(order)) == len(order) and order == sorted(order)
     axes = sorted(set(order))
     pos = {a: k for k, a in enumerate(axes)}
     total = {a: 1 for a in axes}
@@ -146,4 +155,4 @@ def _build(levels):
             extents.append(n)
             seen.add(a)
         out.append(Level(tuple(parts), tuple(extents), below))
-    return tuple(out), shape
+    return tuple(out), shape, c_order

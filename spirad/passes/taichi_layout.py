@@ -3,7 +3,8 @@
 A field whose SNode levels are not C order (`spirad.data.snode_layout`: an axis split over
 levels, axes out of order) keeps its `GlobalRef` (shape, dtype, buffer), and each access's
 indices are replaced by the C-order indices of Taichi's address: element = Taichi's cell *
-components + component (C division and remainder, as Taichi's `scalar_pointer_lowerer`), then
+components + component, or component * cells + cell for `layout=SOA` (C division and
+remainder, as Taichi's `scalar_pointer_lowerer`), then
 unravelled over the ref's shape (`flat // stride`, `% extent`). The codegens then linearize
 them back to the same element (every arch, unchanged; fields in C order compile as before).
 
@@ -106,7 +107,8 @@ class _Builder:
             lin = comp[0]
             for c, e in zip(comp[1:], layout.comp_shape[1:]):
                 lin = self.bin(Op.ADD, self.bin(Op.MUL, lin, e), c)
-            flat = self.bin(Op.ADD, self.bin(Op.MUL, flat, math.prod(layout.comp_shape)), lin)
+            flat = (self.bin(Op.ADD, self.bin(Op.MUL, lin, layout.cells), flat) if layout.soa
+                    else self.bin(Op.ADD, self.bin(Op.MUL, flat, math.prod(layout.comp_shape)), lin))
         out, stride = [], math.prod(full_shape)
         for k, e in enumerate(full_shape):
             stride //= e

@@ -293,3 +293,69 @@ def test_field_order(arch):
     assert at(5, 0) == b[1, 1] == 11
     with pytest.raises(sd.SpiradSyntaxError, match="must be different"):
         sd.field(sd.f32, shape=(2, 2), order="ii")
+
+
+@test_archs()
+def test_vector_field_soa_and_order(arch):
+    """`Vector.field(..., layout=sd.Layout.SOA)` stores each component apart (component-major),
+    so an index past one component's cells reaches the next component's, and `order="ji"` with
+    either layout puts j outermost; the values below are Taichi 1.7.4's for the same writes."""
+    sd.init(arch=arch, debug=False)
+    x = sd.Vector.field(2, sd.i32, shape=4, layout=sd.Layout.SOA)
+    y = sd.Vector.field(3, sd.i32, shape=(2, 3), order="ji", layout=sd.Layout.SOA)
+    z = sd.Vector.field(2, sd.i32, shape=(2, 3), order="ji")
+    m = sd.Matrix.field(2, 2, sd.i32, shape=3, layout=sd.Layout.SOA)
+
+    @sd.kernel
+    def w():
+        x[4][0] = 7
+        x[5][0] = 8
+        x[-1][1] = 9
+        y[2, 0][0] = 5
+        y[0, 3][1] = 6
+        z[2, 0][1] = 4
+        m[3][0, 0] = 3  # past component (0, 0)'s cells: component (0, 1) of m[0]
+
+    w()
+    assert x.to_numpy().tolist() == [[0, 7], [0, 8], [0, 0], [9, 0]]
+    assert y.to_numpy().tolist() == [[[0, 0, 6], [5, 0, 0], [0, 0, 0]], [[0] * 3] * 3]
+    assert z.to_numpy().tolist() == [[[0, 0], [0, 4], [0, 0]], [[0, 0]] * 3]
+    assert m.to_numpy()[0].tolist() == [[0, 3], [0, 0]]
+    x[1] = [11, 12]
+    assert list(x[1]) == [11, 12] and x.to_numpy()[1].tolist() == [11, 12]
+    with pytest.raises(sd.SpiradTypeError, match="layout"):
+        sd.Vector.field(2, sd.f32, shape=2, layout="soa")
+
+
+@test_archs()
+def test_soa_gradients_against_finite_differences(arch):
+    """Reverse mode through a component-major (SOA) vector field and its gradient (the
+    gradient is stored as its field is): against central differences."""
+    sd.init(arch=arch, debug=False)
+    v = sd.Vector.field(3, sd.f32, shape=4, layout=sd.Layout.SOA, needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def f():
+        for i in v:
+            loss[None] += v[i].dot(v[i]) * (i + 1) + v[i][0] * v[i][2]
+
+    data = np.linspace(-1, 1, 12).astype(np.float32).reshape(4, 3)
+    v.from_numpy(data)
+    with sd.ad.Tape(loss):
+        f()
+    got = v.grad.to_numpy()
+
+    def value(arr):
+        v.from_numpy(arr.astype(np.float32))
+        loss[None] = 0
+        f()
+        return float(loss[None])
+
+    eps, fd = 1e-2, np.zeros((4, 3))
+    for idx in np.ndindex(4, 3):
+        hi, lo = data.astype(np.float64), data.astype(np.float64)
+        hi[idx] += eps
+        lo[idx] -= eps
+        fd[idx] = (value(hi) - value(lo)) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=2e-3, atol=2e-3)
