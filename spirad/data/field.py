@@ -1,8 +1,10 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
 A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
-slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
-order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is
+Taichi's for the SNode tree the field is placed on (`snode_layout`): C order over `shape +
+comp_shape` (vector/matrix components last) for every field whose levels name its axes in order
+(`shape=`, `dense(ij, ...)`), hierarchy order for the others, components apart for `layout=SOA`. `x.grad` is a field of the same
 shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
 uses it to notice changed loop bounds).
 """
