@@ -344,8 +344,12 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
 
 
 def _layout_lookup(state):
-    """field id -> its Taichi layout (`spirad.data.snode_layout`) or None."""
-    fields = state.field_map()
+    """field id -> its Taichi layout (`spirad.data.snode_layout`) or None. A `Tape(validation=
+    True)` checkbit field is indexed as its field (the same indices reach the same element)."""
+    fields = dict(state.field_map())
+    if state.validation is not None:
+        for fid, cb in state.validation.checkbits.items():
+            fields.setdefault(cb.id, fields.get(fid))
 
     def layout(key):
         f = fields.get(key)

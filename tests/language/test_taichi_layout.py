@@ -359,3 +359,39 @@ def test_soa_gradients_against_finite_differences(arch):
         lo[idx] -= eps
         fd[idx] = (value(hi) - value(lo)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=2e-3, atol=2e-3)
+
+
+@test_archs(archs=("cpu", "vulkan"))
+def test_layout_tape_validation(arch):
+    """`Tape(validation=True)` over a field in hierarchy order indexed past its extent as
+    rigid_body_toi does: the checkbits follow the field's addresses (no false out-of-range),
+    and an overwrite of an element a recorded kernel read is still reported."""
+    sd.init(arch=arch, debug=False)
+    x = sd.field(sd.f32)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+    sd.root.dense(sd.l, 4).dense(sd.i, 1).place(x, x.grad)
+
+    @sd.kernel
+    def step(t: sd.i32):  # reads t, writes t + 1 (allowed)
+        x[t + 1, 0] = x[t, 0] * 2 + 1
+
+    @sd.kernel
+    def reduce():
+        loss[None] += x[3, 0]
+
+    @sd.kernel
+    def clobber():
+        for t in range(2):
+            x[t, 0] = 0.0  # x[0, 0] was read by step(0)
+
+    x[0, 0] = 0.5
+    with sd.ad.Tape(loss=loss, validation=True):
+        for t in range(3):
+            step(t)
+        reduce()
+    assert loss[None] == 11.0 and x.grad[0, 0] == 8.0
+    with pytest.raises(sd.SpiradAutodiffError, match=r"kernel clobber overwrote elements of x "
+                                                      r"\(1 element"):
+        with sd.ad.Tape(loss=loss, validation=True):
+            step(0)
+            clobber()
