@@ -4,9 +4,9 @@ A field's memory is a storage owned by the backend (`allocate_field`: a buffer o
 slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is
 Taichi's for the SNode tree the field is placed on (`snode_layout`): C order over `shape +
 comp_shape` (vector/matrix components last) for every field whose levels name its axes in order
-(`shape=`, `dense(ij, ...)`), hierarchy order for the others, components apart for `layout=SOA`. `x.grad` is a field of the same
-shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
-uses it to notice changed loop bounds).
+(`shape=`, `dense(ij, ...)`), hierarchy order for the others, components apart for
+`layout=SOA`. `x.grad` is a field of the same shape created by `needs_grad=True`. Every host
+write bumps `generation` (the adstack sizing cache uses it to notice changed loop bounds).
 """
 from __future__ import annotations
 
@@ -420,6 +420,7 @@ class Field(_HostArray):
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         self._tree = None  # the FieldsBuilder tree it is placed in (spirad.data.fields_builder)
         self._snode = None  # the SNode it is placed on (place()); None: its own dense node
+        self._soa = False   # components apart (Taichi's Layout.SOA: spirad.data.snode_layout)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -693,7 +694,8 @@ def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa)
     check_offset(shape, offset)
     if not isinstance(order, str) or len(order) != len(shape):
         raise SpiradSyntaxError(f"The dimensionality of shape and order must be the same "
-                                f"({len(shape)} != {len(order) if isinstance(order, str) else order!r})")
+                                f"({len(shape)} != "
+                                f"{len(order) if isinstance(order, str) else repr(order)})")
     if len(set(order)) != len(order):
         raise SpiradSyntaxError("The axes in order must be different")
     node = root

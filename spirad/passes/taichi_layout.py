@@ -107,8 +107,11 @@ class _Builder:
             lin = comp[0]
             for c, e in zip(comp[1:], layout.comp_shape[1:]):
                 lin = self.bin(Op.ADD, self.bin(Op.MUL, lin, e), c)
-            flat = (self.bin(Op.ADD, self.bin(Op.MUL, lin, layout.cells), flat) if layout.soa
-                    else self.bin(Op.ADD, self.bin(Op.MUL, flat, math.prod(layout.comp_shape)), lin))
+            if layout.soa:  # component-major
+                flat = self.bin(Op.ADD, self.bin(Op.MUL, lin, layout.cells), flat)
+            else:
+                ncomp = math.prod(layout.comp_shape)
+                flat = self.bin(Op.ADD, self.bin(Op.MUL, flat, ncomp), lin)
         out, stride = [], math.prod(full_shape)
         for k, e in enumerate(full_shape):
             stride //= e
