@@ -405,6 +405,9 @@ class LlvmGpuBackend(BackendBase):
     def _read_idle(self, array) -> np.ndarray:
         """A field's / ndarray's data while the device is idle, without syncing (the overflow
         message's required size)."""
+        perm = array._perm()  # a field in Taichi's layout: in index order (spirad.data.snode_layout)
+        if perm is not None:
+            return self.view(array._storage(), array.dtype.np, (perm.size,))[perm]
         return self.view(array._storage(), array.dtype.np, array.full_shape)
 
     def _required(self, ln: _Launch, task: int, stack: int):

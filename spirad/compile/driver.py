@@ -42,6 +42,8 @@ from passes.demote_atomics import demote_atomics
 from passes.deterministic import serialise
 from passes.promote_accumulators import promote_accumulators
 from passes.simplify import simplify_kernel, simplify_tasks
+from passes.taichi_layout import taichi_addresses
+from ..data.snode_layout import layout_of
 from ..runtime.logger import logger, ms
 from ..runtime.sizing_cache import ProgramSizing
 
@@ -300,6 +302,7 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
         if state.options.deterministic:  # ordered atomics (passes/deterministic)
             ctl = serialise(ctl, _state.backend().ordered_chunk())
         ctl = demote_atomics(expand_math(ctl))
+        ctl = taichi_addresses(ctl, _layout_lookup(state), bool(state.debug))
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \
@@ -338,6 +341,20 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
                     returns=returns, prints=prints, reads=tuple(reads), backend_tl=ctl)
+
+
+def _layout_lookup(state):
+    """field id -> its Taichi layout (`spirad.data.snode_layout`) or None. A `Tape(validation=
+    True)` checkbit field is indexed as its field (the same indices reach the same element)."""
+    fields = dict(state.field_map())
+    if state.validation is not None:
+        for fid, cb in state.validation.checkbits.items():
+            fields.setdefault(cb.id, fields.get(fid))
+
+    def layout(key):
+        f = fields.get(key)
+        return layout_of(f) if f is not None else None
+    return layout
 
 
 def grad_of_factory(args, state):

@@ -1,10 +1,12 @@
 """Fields (global arrays with a static shape) and their placement (`root.dense(...).place(...)`).
 
 A field's memory is a storage owned by the backend (`allocate_field`: a buffer of its own, or a
-slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is C
-order over `shape + comp_shape` (vector/matrix components last). `x.grad` is a field of the same
-shape created by `needs_grad=True`. Every host write bumps `generation` (the adstack sizing cache
-uses it to notice changed loop bounds).
+slice of a shared root buffer on the SPIR-V backends), allocated on first use. Element layout is
+Taichi's for the SNode tree the field is placed on (`snode_layout`): C order over `shape +
+comp_shape` (vector/matrix components last) for every field whose levels name its axes in order
+(`shape=`, `dense(ij, ...)`), hierarchy order for the others, components apart for
+`layout=SOA`. `x.grad` is a field of the same shape created by `needs_grad=True`. Every host
+write bumps `generation` (the adstack sizing cache uses it to notice changed loop bounds).
 """
 from __future__ import annotations
 
@@ -174,15 +176,37 @@ class _HostArray(TensorSurface):
 
     def _view(self) -> np.ndarray:
         """A numpy view of the live memory (the backend has finished all pending work); on a
-        device-memory backend (`host_views` False) a read-only copy."""
+        device-memory backend (`host_views` False) a read-only copy. A field in Taichi's
+        hierarchical layout (`_perm`): a copy in index order."""
+        perm = self._perm()
+        if perm is not None:
+            return self._flat_view()[perm]
         return self._synced().view(self._storage(), self.dtype.np, self.full_shape)
+
+    def _flat_view(self) -> np.ndarray:
+        """The live memory (as `_view`) as one axis, in storage order."""
+        return self._synced().view(self._storage(), self.dtype.np,
+                                   (int(np.prod(self.full_shape, dtype=np.int64)),))
+
+    def _components_apart(self) -> bool:
+        """Are an element's components apart in storage (Taichi's Layout.SOA)?"""
+        return False
+
+    def _perm(self):
+        """The storage element of each element (`spirad.data.snode_layout.Layout.permutation`)
+        where the storage is not C order, else None."""
+        return None
 
     def _store(self, value, key=None):
         """Host write of `value` (already in the storage dtype) to element `key` (an index tuple
         from `_index`; None: every element). Through the live view where the backend has one;
         else one copy queued on the device's stream (no wait)."""
         be = _state.backend()
-        if be.host_views:
+        perm = self._perm()
+        if be.host_views and perm is not None:  # Taichi's layout: through the permutation
+            flat = self._flat_view()  # _synced: the materialize hook first
+            flat[perm if key is None else perm[key]] = value
+        elif be.host_views:
             view = self._view()  # _synced: the materialize hook first
             if key is None:
                 view[...] = value
@@ -196,11 +220,21 @@ class _HostArray(TensorSurface):
                 shape = self.comp_shape
                 offset = self._element_offset(key)
             data = np.ascontiguousarray(np.broadcast_to(value, shape), dtype=self.dtype.np)
-            be.write(self._storage(), data, offset)
+            if perm is not None and key is None:  # into storage order
+                data, ordered = np.empty(data.size, self.dtype.np), data
+                data[perm.ravel()] = ordered.ravel()
+            if perm is not None and key is not None and self._components_apart():
+                for elem, v in zip(np.ravel(perm[key]), data.ravel()):  # SOA: one by one
+                    be.write(self._storage(), v.reshape(1), int(elem) * self.dtype.nbytes)
+            else:
+                be.write(self._storage(), data, offset)
         self._host_written()
 
     def _element_offset(self, key) -> int:
         """Byte offset of element `key` (components included) in the storage."""
+        perm = self._perm()
+        if perm is not None:  # the first component (the others follow it unless SOA)
+            return int(np.asarray(perm[key]).flat[0]) * self.dtype.nbytes
         flat = int(np.ravel_multi_index(key, self.shape)) if self.shape else 0
         return flat * int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
 
@@ -332,8 +366,16 @@ class _HostArray(TensorSurface):
         """The element at `key` (a tuple of ints): a Python number, or for vector / matrix
         elements a copy that writes through (`x[i][c] = v` changes x, as in Taichi)."""
         index = self._index(key)
-        if _state.backend().host_views:
+        perm = self._perm()
+        if _state.backend().host_views and perm is not None:
+            v = self._flat_view()[perm[index]]
+        elif _state.backend().host_views:
             v = self._view()[index]
+        elif perm is not None and self._components_apart():  # device memory, SOA: each one
+            be = self._synced()
+            v = np.array([be.read(self._storage(), self.dtype.nbytes,
+                                  int(e) * self.dtype.nbytes).view(self.dtype.np)[0]
+                          for e in np.ravel(perm[index])]).reshape(self.comp_shape)
         else:  # device memory: read this element only
             n = int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
             raw = self._synced().read(self._storage(), n, self._element_offset(index))
@@ -380,6 +422,7 @@ class Field(_HostArray):
         self._user = not _is_grad  # a user's field (gradient, dual and internal fields are not)
         self._tree = None  # the FieldsBuilder tree it is placed in (spirad.data.fields_builder)
         self._snode = None  # the SNode it is placed on (place()); None: its own dense node
+        self._soa = False   # components apart (Taichi's Layout.SOA: spirad.data.snode_layout)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -548,6 +591,22 @@ class Field(_HostArray):
             raise SpiradRuntimeError(f"field {self.name} is placed on a FieldsBuilder that is not "
                                      f"finalized: call finalize() on it before using the field")
 
+    def _components_apart(self) -> bool:
+        from .snode_layout import layout_of
+        layout = layout_of(self)
+        return layout is not None and layout.soa
+
+    def _perm(self):
+        from .snode_layout import layout_of
+        layout = layout_of(self)
+        if layout is None:
+            return None
+        cached = self.__dict__.get("_taichi_perm")
+        if cached is None or cached[0] != (layout.key(), layout.shape, layout.comp_shape):
+            cached = ((layout.key(), layout.shape, layout.comp_shape), layout.permutation())
+            self._taichi_perm = cached
+        return cached[1]
+
     def _tree_of(self):
         """The FieldsBuilder tree this field's memory belongs to (a gradient's and a dual's:
         their field's), or None (the default root)."""
@@ -620,13 +679,51 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     None: placed later with `sd.root.dense(...).place(x)`). `needs_grad=True` creates `x.grad`
     (reverse mode), `needs_dual=True` `x.dual` (forward mode); `name` is for messages (default:
     the variable it is assigned to). `offset` (an int or a tuple, one per axis; Taichi's): the
-    indices run over [offset, offset + shape). Taichi's `order` / `layout` are accepted. A
-    quantized dtype (`sd.types.quant...`) gives a field placed through a bit-pack
-    (spirad.data.quant)."""
+    indices run over [offset, offset + shape). `order` (Taichi's, e.g. `"ji"`): the axes laid
+    out in memory in that order, outermost first (one dense level per axis, as Taichi places
+    it: spirad.data.snode_layout); `layout` is accepted. A quantized dtype
+    (`sd.types.quant...`) gives a field placed through a bit-pack (spirad.data.quant)."""
     if is_quant_dtype(dtype):
+        if order is not None:
+            raise SpiradSyntaxError("order= is not supported for quantized fields")
         return QUANT[0][0](dtype, shape, needs_grad, name, needs_dual, offset)
-    return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual,  # order / layout: C order
-                 offset=offset)
+    return placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa=False)
+
+
+def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa) -> Field:
+    """`sd.field` / `Vector.field` / `Matrix.field`: a field of its own shape, or, with Taichi's
+    `order=` or components apart (`layout=SOA`), one placed as Taichi places it (one dense level
+    per axis in that order) in hierarchical storage (spirad.data.snode_layout)."""
+    if order is None and not soa:
+        return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
+    if shape is None:
+        if order is None:  # placed later: its SNode gives the shape, components apart
+            f = Field(dtype, None, needs_grad, name, needs_dual=needs_dual, offset=offset)
+            f._soa = True
+            return f
+        raise SpiradSyntaxError("shape cannot be None when order is set")
+    shape = normalize_shape(shape)
+    if order is None:
+        order = "ijklmnop"[:len(shape)]
+    if not shape:
+        return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
+    check_offset(shape, offset)
+    if not isinstance(order, str) or len(order) != len(shape):
+        raise SpiradSyntaxError(f"The dimensionality of shape and order must be the same "
+                                f"({len(shape)} != "
+                                f"{len(order) if isinstance(order, str) else repr(order)})")
+    if len(set(order)) != len(order):
+        raise SpiradSyntaxError("The axes in order must be different")
+    node = root
+    for ch in order:
+        axis = ord(ch) - ord("i")
+        if not 0 <= axis < len(shape):
+            raise SpiradSyntaxError(f"Invalid axis {ch}")
+        node = node.dense(Axis(axis), shape[axis])
+    f = Field(dtype, None, needs_grad, name or creation_name() or "", needs_dual=needs_dual)
+    f._soa = soa
+    node.place(f, offset=offset)
+    return f
 
 
 class Axis:

@@ -13,12 +13,23 @@ import numpy as np
 
 from kernel_ir.errors import SpiradTypeError
 
-from .field import HOST_ELEMENT, Field
+from .field import HOST_ELEMENT, Field, placed_field
 from .ndarray import Ndarray
 from ..tracebacks import api_class
 from ..types import MatrixType, VectorType, _CompoundType
 
 _SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")  # Taichi's component names
+
+
+def _soa(layout) -> bool:
+    """Whether Taichi's `layout=` asks for components apart (`sd.Layout.SOA`); AOS or None:
+    together."""
+    from .tensor import Layout
+    if layout is None or layout == Layout.AOS:
+        return False
+    if layout == Layout.SOA:
+        return True
+    raise SpiradTypeError(f"layout must be sd.Layout.AOS or sd.Layout.SOA, got {layout!r}")
 
 
 def _swizzle(name: str):
@@ -252,14 +263,15 @@ class Vector(_Methods):
 
     @staticmethod
     def field(n, dtype, shape=None, needs_grad=False, name="", needs_dual=False,
-              offset=None) -> Field:
+              offset=None, order=None, layout=None) -> Field:
         """A field whose elements are `n`-vectors of `dtype` (as `sd.field`, plus the component
-        count; `offset` as there)."""
+        count; `offset` and `order` as there). `layout=sd.Layout.SOA` (Taichi's): each
+        component stored apart (component-major); the default, AOS, keeps them together."""
         from .field import QUANT, is_quant_dtype
         if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
             return QUANT[0][1](dtype, (n,), shape, needs_grad, name, needs_dual, offset)
-        return Field(VectorType(n, dtype), shape, needs_grad, name, needs_dual=needs_dual,
-                     offset=offset)
+        return placed_field(VectorType(n, dtype), shape, needs_grad, name, needs_dual, offset,
+                            order, _soa(layout))
 
     @staticmethod
     def ndarray(n, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
@@ -303,14 +315,14 @@ class Matrix(_Methods):
 
     @staticmethod
     def field(n, m, dtype, shape=None, needs_grad=False, name="", needs_dual=False,
-              offset=None) -> Field:
-        """A field whose elements are `n` x `m` matrices of `dtype` (`offset` as in
-        `sd.field`)."""
+              offset=None, order=None, layout=None) -> Field:
+        """A field whose elements are `n` x `m` matrices of `dtype` (`offset`, `order` as in
+        `sd.field`; `layout` as in `Vector.field`)."""
         from .field import QUANT, is_quant_dtype
         if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
             return QUANT[0][1](dtype, (n, m), shape, needs_grad, name, needs_dual, offset)
-        return Field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual=needs_dual,
-                     offset=offset)
+        return placed_field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual, offset,
+                            order, _soa(layout))
 
     @staticmethod
     def ndarray(n, m, dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:

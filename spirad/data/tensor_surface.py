@@ -31,7 +31,7 @@ class TensorSurface:
         `words_for_bools`: those words, as int32)."""
         from ..runtime import state as _state
         from kernel_ir import dtypes as T
-        if (self.dtype == T.u1 and not words_for_bools) or \
+        if (self.dtype == T.u1 and not words_for_bools) or self._perm() is not None or \
                 _state.backend().host_storage(self._storage()) is None:
             return None
         from ..runtime.program_hooks import materialize_if_needed

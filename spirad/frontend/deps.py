@@ -209,8 +209,11 @@ class _Describer:
         self.field_ids.update(ids)
         sparse = (extents_of(f), tuple((lv.kind, lv.depth, lv.axis, lv.capacity)
                                        for lv in levels)) if levels else None
+        from ..data.snode_layout import layout_of
+        layout = layout_of(f)  # Taichi's address arithmetic is compiled into every access
         return ("field", tuple(ids), f.dtype.name, f.shape, f.comp_shape, f.needs_grad,
-                f.needs_dual, f.offset, sparse)  # the offset is compiled into every index
+                f.needs_dual, f.offset, sparse,  # the offset is compiled into every index
+                layout.key() if layout is not None else None)
 
     def attrs(self, obj, own=None) -> tuple:
         """(name, description) of every attribute of `obj` that some described code names; a

@@ -407,3 +407,31 @@ def test_enum_constants_properties_and_numpy_scalars_are_cached(tmp_path):
         got = _run(tmp_path, ENUMS, "cpu", S=str(s))
         assert got["a"] == [s * 11 + (100 if s > 2 else 0)] * 2
         assert got["stats"]["hits"] == hits and got["stats"]["rejected"] == 0, got["stats"]
+
+
+ORDER = r'''
+import json, os, sys
+import spirad as sd
+from spirad.compile import offline_cache
+sd.init(arch=sys.argv[1])
+x = sd.field(sd.i32, shape=(2, 3), order=os.environ["ORDER"])
+
+@sd.kernel
+def fill():
+    for i, j in x:
+        x[i, j] = i * 10 + j
+
+fill()
+print(json.dumps({"x": x.to_numpy().tolist(), "hits": offline_cache.stats["hits"]}))
+'''
+
+
+@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+def test_field_layout_is_part_of_the_key(tmp_path, arch):
+    """A program compiled for a field in C order is not loaded for the same field in Taichi's
+    hierarchy order (`order="ji"`, spirad.data.snode_layout): the addresses differ."""
+    want = [[0, 1, 2], [10, 11, 12]]
+    assert _run(tmp_path, ORDER, arch, ORDER="ij")["x"] == want
+    got = _run(tmp_path, ORDER, arch, ORDER="ji")
+    assert got["x"] == want and got["hits"] == 0
+    assert _run(tmp_path, ORDER, arch, ORDER="ji")["hits"] == 1  # its own entry is used
