@@ -26,6 +26,7 @@ _MODULES = {
     "taichi.types": "spirad.types",
     "taichi.lang": "spirad.lang",
     "taichi.linalg": "spirad.linalg",
+    "taichi.ui": "spirad.gui.ggui",
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
 
@@ -74,6 +75,7 @@ def install() -> None:
         setattr(lang, sub, mod)  # `ti.lang.impl.current_cfg()` through the attribute path too
     sys.modules["taichi._lib"] = taichi_lang.lib
     sys.modules["taichi._lib.core"] = taichi_lang.lib_core
+    spirad._lib = taichi_lang.lib   # `ti._lib.core.with_vulkan()` through the attribute path
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
 
@@ -83,6 +85,8 @@ def uninstall() -> None:
     from spirad import options
     for name in TAICHI_DEFAULTS:
         options.reset_default(name)
+    import spirad
+    spirad.__dict__.pop("_lib", None)
     for name in [n for n in sys.modules if n == "taichi" or n.startswith("taichi.")]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AliasFinder)]

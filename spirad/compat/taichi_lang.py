@@ -85,9 +85,24 @@ matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vect
 field = _module("field", "Field", Field=__import__("spirad.data.field", fromlist=["Field"]).Field)
 snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist=["SNode"]).SNode)
 
-# `from taichi._lib import core as _ti_core` (Taichi's examples probe `_ti_core.GGUI_AVAILABLE`
-# to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)
-lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad has no GGUI)")
+# `from taichi._lib import core as _ti_core`: Taichi's examples probe `_ti_core.GGUI_AVAILABLE` to
+# choose a window (False: spirad's `ti.ui` draws off screen only, so they choose `ti.GUI`, which
+# opens a window where there is a display), and `ti._lib.core.with_vulkan()` / `with_cuda()` /
+# `with_metal()` to choose an arch (whether spirad can run that arch here)
+lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad's ti.ui draws off "
+                            "screen only), with_vulkan(), with_cuda(), with_metal()")
 lib_core.GGUI_AVAILABLE = False
+
+
+def _with(arch):
+    def probe() -> bool:
+        from spirad.backends import arch_available
+        return arch_available(arch)
+    probe.__doc__ = f"Whether spirad runs arch {arch!r} in this process."
+    return probe
+
+
+lib_core.with_vulkan, lib_core.with_cuda, lib_core.with_metal = (_with("vulkan"), _with("cuda"),
+                                                                  _with("metal"))
 lib = types.ModuleType("taichi._lib", "core")
 lib.core = lib_core
