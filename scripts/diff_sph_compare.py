@@ -82,7 +82,7 @@ def infer(ti, g, frames: int) -> dict:
     return out
 
 
-def train(ti, g, steps: int) -> dict:
+def train(ti, g, steps: int, perturb: str = "") -> dict:
     """The first batch of main()'s training loop, `steps` steps under the Tape."""
     if not 2 <= steps <= 118:
         raise SystemExit("--steps must be in 2..118 (see the module docstring)")
@@ -97,6 +97,12 @@ def train(ti, g, steps: int) -> dict:
         w = layer.weights1
         q1 = np.sqrt(6 / layer.n_input) * 0.01
         w.from_numpy(((rng.random_sample(w.shape) * 2 - 1) * q1).astype(np.float32))
+    if perturb:   # "fc2.bias1:0,31:0.01": a finite-difference probe of one parameter
+        name, index, eps = perturb.split(":")
+        layer, attr = name.split(".")
+        w = getattr(g[layer], attr)
+        idx = tuple(int(k) for k in index.split(","))
+        w[idx] = w[idx] + float(eps)
     fc1.clear()
     fc2.clear()
     with ti.ad.Tape(loss=g["loss"]):
@@ -145,6 +151,9 @@ def main():
     p.add_argument("--mode", choices=["infer", "train"], default="infer")
     p.add_argument("--frames", type=int, default=10)
     p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--perturb", default="", metavar="LAYER.PARAM:I,J:EPS",
+                   help="train: add EPS to one parameter first (a finite-difference probe of "
+                        "its gradient, e.g. fc2.bias1:0,31:0.01)")
     p.add_argument("--out")
     p.add_argument("--compare", nargs=2, metavar="NPZ")
     p.add_argument("script", nargs="?")
@@ -158,7 +167,7 @@ def main():
     t0 = time.perf_counter()
     ti, g = _load(ns)
     t1 = time.perf_counter()
-    out = infer(ti, g, ns.frames) if ns.mode == "infer" else train(ti, g, ns.steps)
+    out = infer(ti, g, ns.frames) if ns.mode == "infer" else train(ti, g, ns.steps, ns.perturb)
     t2 = time.perf_counter()
     np.savez(ns.out, **out)
     print(f"diff_sph {ns.mode} on {ns.impl} {ns.arch}: setup {t1 - t0:.1f} s, run {t2 - t1:.1f} s"

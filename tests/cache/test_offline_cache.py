@@ -347,3 +347,39 @@ def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cac
         hits = offline_cache.stats["hits"]
         assert run_and_count() == (compiled, chunk)
         assert offline_cache.stats["hits"] == hits + 1
+
+
+@test_archs(archs=("metal",))
+def test_a_metal_hit_is_not_checked_again(arch, cache_dir, monkeypatch):
+    """Metal runs spirv-val and its profile's checks on every module it compiles (an invalid
+    module could crash naga); an offline-cache entry passed them when it was stored, under the
+    same cache features, so a hit does not run them again (~6 s of Genesis' box rebuilt from the
+    cache, docs/metal.md). With validation on (`debug=True`, SPIRAD_VALIDATE_SPIRV) it still
+    does."""
+    import spirv_codegen
+    from spirv_codegen import metal_check
+    calls = []
+    validate, check = spirv_codegen.validate, metal_check.check
+    monkeypatch.setattr(spirv_codegen, "validate", lambda *a: (calls.append("val"), validate(*a))[1])
+    monkeypatch.setattr(metal_check, "check", lambda *a: (calls.append("chk"), check(*a))[1])
+
+    def fresh():
+        sd.init(arch=arch)
+        sd._state.backend().validate = False   # as outside tests (CI turns validation on)
+        return sd.field(sd.f32, shape=8)
+
+    x = fresh()
+
+    @sd.kernel
+    def k(s: sd.f32):
+        for i in x:
+            x[i] = s * i
+
+    k(2.0)
+    assert "val" in calls and "chk" in calls           # compiled: both checks ran
+    x = fresh()                                         # a new state, the same options
+    hits, n = offline_cache.stats["hits"], len(calls)
+    k(3.0)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(8) * 3.0)
+    assert offline_cache.stats["hits"] == hits + 1
+    assert len(calls) == n, "a stored module was validated again"
