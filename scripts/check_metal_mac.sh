@@ -40,6 +40,9 @@ print("metal device:", be.caps.name, "| emulated:", be.caps.emulated,
       "| max binding bytes:", be.caps.max_storage_buffer_range,
       "| max buffer bytes:", be.caps.max_buffer_size, "| sd.gpu ->", resolve_arch("gpu"))
 assert not be.caps.emulated, "not the real Metal GPU"
+from gfx_runtime.wgpu.caps import find_adapter
+arrays = sorted(f for f in find_adapter(False).features if "binding-array" in f)
+print("binding arrays the adapter offers (docs/metal.md, 'Binding arrays'):", arrays or "none")
 PY
 python3 "$probes/device.py"
 # the whole suite, metal cases only (f64 cases assert the clear compile error)
@@ -145,6 +148,24 @@ if [ -n "${DIFFTAICHI_EXAMPLES:-}" ] && [ -n "${TAICHI_PYTHON:-}" ]; then
     "$TAICHI_PYTHON" scripts/difftaichi_run.py --impl taichi --arch metal \
         --save jacobian_fwd,jacobian_rev --out "$out/jac_taichi.json" --workdir "$out/w_jac_taichi" \
         "$tx/jacobian.py"
+    # Taichi's diff_sph (GGUI: sd.ui off screen): its interactive loop, 10 frames, and the first
+    # training batch (5 steps under the Tape), stepped by its own kernels (scripts/diff_sph_compare.py;
+    # bounds checks off on both sides: the example writes past its layers' outputs). Taichi's own
+    # Metal backend is the reference; the infer positions must agree within 1e-3 of their largest
+    # value (Taichi's own cpu and vulkan differ by 4.4e-4 after 10 frames: docs/metal.md)
+    for mode in infer train; do
+        python3 scripts/diff_sph_compare.py --impl spirad --arch metal --mode $mode \
+            --out "$out/sph_${mode}_spirad.npz" "$tx/diff_sph/diff_sph.py"
+        "$TAICHI_PYTHON" scripts/diff_sph_compare.py --impl taichi --arch metal --mode $mode \
+            --out "$out/sph_${mode}_taichi.npz" "$tx/diff_sph/diff_sph.py"
+        python3 scripts/diff_sph_compare.py --compare "$out/sph_${mode}_spirad.npz" \
+            "$out/sph_${mode}_taichi.npz" | tee "$out/sph_${mode}.txt"
+    done
+    python3 -c "import sys; w = float(open(sys.argv[1]).read().split()[-1]); \
+assert w <= 1e-3, w" "$out/sph_infer.txt"
+    # the example itself, unchanged, off screen (sd.ui), 3 frames of its interactive loop
+    (cd "$tx/diff_sph" && SPIRAD_GUI_FRAMES=3 python3 -m spirad.compat.run_as_taichi --arch metal \
+        --init check_bounds=false diff_sph.py)
     python3 - "$out" <<'PY'
 import sys, numpy as np
 a, b = (np.load(f"{sys.argv[1]}/jac_{s}.npz") for s in ("spirad", "taichi"))
@@ -158,10 +179,13 @@ else
 fi
 if [ -n "${GENESIS_PYTHON:-}" ]; then
     # plane + box and plane + Franka, float32, fields and ndarrays, 50 steps: Metal vs CPU, 1e-4
+    # (GS_PARA_LEVEL=1: the loops Genesis runs in parallel on a GPU for one env, as gs.metal
+    # would; under gs.cpu it serializes them, and its init loops over Franka's mesh run past
+    # lavapipe's 65,535 iterations per invocation when emulated)
     for scene in box franka; do
         for nd in 0 1; do
             for arch in cpu metal; do
-                SPIRAD_QUADRANTS_ARCH=$arch GS_ENABLE_ZEROCOPY=0 GS_ENABLE_NDARRAY=$nd \
+                SPIRAD_QUADRANTS_ARCH=$arch GS_ENABLE_ZEROCOPY=0 GS_ENABLE_NDARRAY=$nd GS_PARA_LEVEL=1 \
                     PYTHONPATH="$PWD:$PWD/spirad/compat/quadrants_shim:$PWD/benchmarks" \
                     "$GENESIS_PYTHON" benchmarks/genesis_scene.py $scene --steps 50 \
                     --out "$out/genesis_${scene}_${nd}_$arch.json"

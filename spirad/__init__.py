@@ -50,6 +50,7 @@ from .compile.offline_cache import clear as clear_cache  # the offline compile c
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
+from .gui import ggui as ui  # Taichi's ti.ui (GGUI), drawn off screen
 from . import simt, graph, algorithms
 from . import linalg
 from .linalg import solve
@@ -194,6 +195,7 @@ __all__ = [
     "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
     "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
     "Tensor", "tensor", "tools", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
+    "ui",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
     # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul
     "f16", "float16", "i8", "i16", "int8", "int16", "u8", "u16", "uint8", "uint16",

@@ -162,6 +162,10 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_GUI_SHOW", "off", True,
            "`0`: `sd.GUI` opens no window even where there is a display; it draws off screen "
            "and `show(file)` writes images ([gui.md](gui.md))"),
+    Switch("SPIRAD_GUI_FRAMES", "int", None,
+           "off screen, an `sd.ui.Window` (Taichi's `ti.ui`) stops `running` after this many "
+           "`show()` calls, so a program that loops until its window is closed ends "
+           "([gui.md](gui.md))"),
 )}
 
 # read by the test suite itself (documented with the others)

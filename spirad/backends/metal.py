@@ -187,7 +187,7 @@ class MetalBackend(SpirvBackend):
                 extra += (n - m1) * sum(1 for ch, _ in bmap.views if ch == chunk)
         return extra
 
-    def _check_module(self, name: str, mod, emulator: int = 0) -> None:
+    def _check_module(self, name: str, mod, emulator: int = 0, stored: bool = False) -> None:
         from spirv_codegen import metal_check, validate
         limit = self.caps.max_per_stage_storage_buffers
         storage = mod.num_bindings - len(mod.uniform_bindings)
@@ -202,6 +202,11 @@ class MetalBackend(SpirvBackend):
                 f"emulated would not need, past the adapter's own limit of "
                 f"{self.caps.wgpu_storage_buffers}; the device emulated binds {storage - emulator}: "
                 f"split the kernel into kernels that touch fewer large fields, or run on a Mac")
+        if stored and not self.validate:
+            # an offline-cache entry (signed) passed both checks below when it was stored, under
+            # the same cache features (profile, caps): checking it again cost ~6 s of the ~25 s
+            # of Genesis' box rebuilt from the cache on lavapipe (docs/metal.md)
+            return
         validate(mod.words)  # always: an invalid module could crash naga, and the process with it
         metal_check.check(mod.words, name, limit + emulator, storage, mod.uniform_bindings)
 

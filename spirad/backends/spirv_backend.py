@@ -160,9 +160,10 @@ class SpirvBackend(BackendBase):
         (Metal emulated on lavapipe: `metal.py`)."""
         return 0
 
-    def _check_module(self, name: str, mod, emulator: int = 0) -> None:
+    def _check_module(self, name: str, mod, emulator: int = 0, stored: bool = False) -> None:
         """Called on every module (a SpirvTask) before the runtime sees it; spirv-val when
-        validating. `emulator`: `_emulator_bindings` of its task."""
+        validating. `emulator`: `_emulator_bindings` of its task; `stored`: the module comes
+        from the offline cache (checked when it was stored, under the same `cache_features`)."""
         from spirv_codegen import validate
         if self.validate:
             validate(mod.words)
@@ -427,7 +428,7 @@ class SpirvBackend(BackendBase):
             return self._compile(tl, abi, placement, key)
         for i, m in list(enumerate(tasks)) + list(range_mods.items()):
             # a stored module meets this backend's profile too
-            self._check_module(tl.name, m, self._emulator_bindings(maps[i]))
+            self._check_module(tl.name, m, self._emulator_bindings(maps[i]), stored=True)
         return self._build(tl, abi, blob, placement)
 
     def cache_features(self) -> tuple:

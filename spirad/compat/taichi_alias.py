@@ -26,6 +26,7 @@ _MODULES = {
     "taichi.types": "spirad.types",
     "taichi.lang": "spirad.lang",
     "taichi.linalg": "spirad.linalg",
+    "taichi.ui": "spirad.gui.ggui",
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
 
@@ -75,6 +76,7 @@ def install() -> None:
     sys.modules["taichi._lib"] = taichi_lang.lib
     sys.modules["taichi._lib.core"] = taichi_lang.lib_core
     sys.modules["taichi._lib.utils"] = taichi_lang.lib_utils
+    spirad._lib = taichi_lang.lib   # `ti._lib.core.with_vulkan()` through the attribute path
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
 
@@ -84,6 +86,8 @@ def uninstall() -> None:
     from spirad import options
     for name in TAICHI_DEFAULTS:
         options.reset_default(name)
+    import spirad
+    spirad.__dict__.pop("_lib", None)
     for name in [n for n in sys.modules if n == "taichi" or n.startswith("taichi.")]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AliasFinder)]

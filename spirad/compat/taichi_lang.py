@@ -85,13 +85,28 @@ matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vect
 field = _module("field", "Field", Field=__import__("spirad.data.field", fromlist=["Field"]).Field)
 snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist=["SNode"]).SNode)
 
-# `from taichi._lib import core as _ti_core` (Taichi's examples probe `_ti_core.GGUI_AVAILABLE`
-# to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)
-lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad has no GGUI)")
+# `from taichi._lib import core as _ti_core`: Taichi's examples probe `_ti_core.GGUI_AVAILABLE` to
+# choose a window (False: spirad's `ti.ui` draws off screen only, so they choose `ti.GUI`, which
+# opens a window where there is a display), and `ti._lib.core.with_vulkan()` / `with_cuda()` /
+# `with_metal()` to choose an arch (whether spirad can run that arch here)
+lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad's ti.ui draws off "
+                            "screen only), with_vulkan(), with_cuda(), with_metal()")
 lib_core.GGUI_AVAILABLE = False
 # `from taichi._lib.utils import get_os_name` (Taichi's tests choose the fast-GUI byte order by it)
 lib_utils = types.ModuleType("taichi._lib.utils", "get_os_name()")
 lib_utils.get_os_name = __import__("spirad.gui.fast_image", fromlist=["os_name"]).os_name
+
+
+def _with(arch):
+    def probe() -> bool:
+        from spirad.backends import arch_available
+        return arch_available(arch)
+    probe.__doc__ = f"Whether spirad runs arch {arch!r} in this process."
+    return probe
+
+
+lib_core.with_vulkan, lib_core.with_cuda, lib_core.with_metal = (_with("vulkan"), _with("cuda"),
+                                                                  _with("metal"))
 lib = types.ModuleType("taichi._lib", "core, utils")
 lib.core = lib_core
 lib.utils = lib_utils

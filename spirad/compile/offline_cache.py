@@ -45,6 +45,7 @@ off (tests that patch the compiler do).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -177,7 +178,24 @@ def derived_key(parent: CacheKey | None, kind: str) -> CacheKey | None:
 
 
 def _digest(parts) -> str:
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
+    return hashlib.sha256(repr(_canonical(parts)).encode()).hexdigest()
+
+
+def _canonical(x):
+    """`x` with every set in a fixed order, inside tuples, lists, dicts and dataclasses: the repr
+    of a set of strings follows the process's string-hash seed, so a key holding one (the wgpu
+    features in Metal's caps) differed in every process and a stored entry was never hit."""
+    if isinstance(x, (set, frozenset)):
+        return ("set", tuple(sorted((_canonical(v) for v in x), key=repr)))
+    if isinstance(x, (tuple, list)):
+        return type(x)(_canonical(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted(((repr(_canonical(k)), _canonical(v)) for k, v in x.items()),
+                                     key=lambda kv: kv[0])))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__qualname__,
+                tuple((f.name, _canonical(getattr(x, f.name))) for f in dataclasses.fields(x)))
+    return x
 
 
 def _path(key: str, state=None) -> str:

@@ -57,11 +57,12 @@ def _reference(scale, n=3):
     return s, d
 
 
-def _run(tmp_path, arch, scale="1.5"):
+def _run(tmp_path, arch, scale="1.5", hash_seed="1"):
     path = tmp_path / "prog.py"
     path.write_text(SCRIPT)
     env = dict(os.environ, SPIRAD_CACHE_DIR=str(tmp_path / "cache"), SCALE=scale,
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONHASHSEED=hash_seed)
     r = subprocess.run([sys.executable, str(path), arch], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -76,13 +77,16 @@ def _entries(tmp_path):
     return sorted(glob.glob(str(tmp_path / "cache" / "*" / "*.bin")))
 
 
-@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+@pytest.mark.parametrize("arch", ["cpu", "vulkan", "metal"],
+                         ids=["arch=cpu", "arch=vulkan", "arch=metal"])
 def test_second_process_loads_instead_of_compiling(tmp_path, arch):
+    """Also under another string-hash seed: Metal's cache key holds a set of wgpu features,
+    whose repr follows the seed (seeds 1 and 2 order them differently)."""
     arch_or_skip(arch)
     first = _run(tmp_path, arch)
     assert first["hits"] == 0 and first["stores"] == 2  # forward and adjoint
     assert len(_entries(tmp_path)) == 2
-    second = _run(tmp_path, arch)
+    second = _run(tmp_path, arch, hash_seed="2")
     assert second == {"hits": 2, "misses": 0, "stores": 0, "rejected": 0, "evicted": 0}
 
 
@@ -373,3 +377,39 @@ def test_random_seed_is_part_of_the_key(cache_dir, monkeypatch):
     other = draw(2)
     assert offline_cache.stats["hits"] == hits + 1  # another seed: compiled, not loaded
     assert not np.array_equal(other, first)
+
+
+@test_archs(archs=("metal",))
+def test_a_metal_hit_is_not_checked_again(arch, cache_dir, monkeypatch):
+    """Metal runs spirv-val and its profile's checks on every module it compiles (an invalid
+    module could crash naga); an offline-cache entry passed them when it was stored, under the
+    same cache features, so a hit does not run them again (~6 s of Genesis' box rebuilt from the
+    cache, docs/metal.md). With validation on (`debug=True`, SPIRAD_VALIDATE_SPIRV) it still
+    does."""
+    import spirv_codegen
+    from spirv_codegen import metal_check
+    calls = []
+    validate, check = spirv_codegen.validate, metal_check.check
+    monkeypatch.setattr(spirv_codegen, "validate", lambda *a: (calls.append("val"), validate(*a))[1])
+    monkeypatch.setattr(metal_check, "check", lambda *a: (calls.append("chk"), check(*a))[1])
+
+    def fresh():
+        sd.init(arch=arch)
+        sd._state.backend().validate = False   # as outside tests (CI turns validation on)
+        return sd.field(sd.f32, shape=8)
+
+    x = fresh()
+
+    @sd.kernel
+    def k(s: sd.f32):
+        for i in x:
+            x[i] = s * i
+
+    k(2.0)
+    assert "val" in calls and "chk" in calls           # compiled: both checks ran
+    x = fresh()                                         # a new state, the same options
+    hits, n = offline_cache.stats["hits"], len(calls)
+    k(3.0)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(8) * 3.0)
+    assert offline_cache.stats["hits"] == hits + 1
+    assert len(calls) == n, "a stored module was validated again"

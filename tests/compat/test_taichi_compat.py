@@ -56,7 +56,7 @@ def test_alias_refuses_unknown_taichi_modules():
         import taichi
         assert taichi is sd
         with pytest.raises(ModuleNotFoundError, match="alias of spirad"):
-            import taichi.ui  # noqa: F401
+            import taichi.aot  # noqa: F401
     finally:
         taichi_alias.uninstall()
 
