@@ -74,6 +74,7 @@ def install() -> None:
         setattr(lang, sub, mod)  # `ti.lang.impl.current_cfg()` through the attribute path too
     sys.modules["taichi._lib"] = taichi_lang.lib
     sys.modules["taichi._lib.core"] = taichi_lang.lib_core
+    sys.modules["taichi._lib.utils"] = taichi_lang.lib_utils
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
 

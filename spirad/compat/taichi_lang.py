@@ -89,5 +89,19 @@ snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist
 # to choose a window): spirad has no GGUI, so they choose `ti.GUI` (spirad.gui)
 lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad has no GGUI)")
 lib_core.GGUI_AVAILABLE = False
-lib = types.ModuleType("taichi._lib", "core")
+lib = types.ModuleType("taichi._lib", "core, utils")
 lib.core = lib_core
+
+
+def _os_name() -> str:
+    """Taichi's `taichi._lib.utils.get_os_name()`: 'osx', 'win', 'linux' or 'unix'."""
+    import platform
+    name = platform.platform().lower()
+    if name.startswith(("darwin", "macos")):
+        return "osx"
+    return "win" if name.startswith("windows") else "linux" if name.startswith("linux") else "unix"
+
+
+lib_utils = types.ModuleType("taichi._lib.utils", "get_os_name()")
+lib_utils.get_os_name = _os_name
+lib.utils = lib_utils

@@ -95,6 +95,22 @@ def _radii(radius, n: int) -> np.ndarray:
     return r
 
 
+def _fast_words(a: np.ndarray) -> np.ndarray:
+    """Taichi's fast-GUI pixel words of an RGB(A) image `a` (w, h, 3 | 4) of u8 or floats:
+    floats scaled by 255 in their own precision and truncated into [0, 255], as Taichi's
+    conversion kernel does, so a u8 colour c stored as c / 255 gives c back."""
+    if a.ndim != 3 or a.shape[2] not in (3, 4) or a.dtype not in (np.uint8, np.float32, np.float64):
+        raise SpiradValueError(f"GUI(fast_gui=True).set_image takes an RGB / RGBA image of u8, f32 "
+                               f"or f64 (w, h, 3 | 4), got {a.dtype} of shape {a.shape}")
+    if a.dtype == np.uint8:
+        c = a[:, :, :3].astype(np.uint32)
+    else:
+        scaled = a[:, :, :3] * a.dtype.type(255)
+        c = np.clip(np.trunc(scaled), 0, 255).astype(np.uint32)
+    words = (c[..., 0] << 16) + (c[..., 1] << 8) + c[..., 2]   # [x, y], y up
+    return words[:, ::-1].T.reshape(-1)                         # row j from the top: j * w + x
+
+
 class GUI:
     """Taichi's 2-D GUI. `GUI(name='Taichi', res=512, background_color=0x0, show_gui=True,
     fullscreen=False, fast_gui=False)`; `res` is (width, height) or one int for a square."""
@@ -117,7 +133,8 @@ class GUI:
         self.res = (int(res[0]), int(res[1]))
         if self.res[0] <= 0 or self.res[1] <= 0:
             raise SpiradValueError(f"res must be positive, got {res}")
-        self.fast_gui = bool(fast_gui)   # accepted; every image takes the same path here
+        self.fast_gui = bool(fast_gui)   # `img` is then Taichi's packed 0xRRGGBB words
+        self._fast_img = np.zeros(self.res[0] * self.res[1], np.uint32) if self.fast_gui else None
         self.canvas = Canvas(self.res)
         self.background_color = background_color
         self.key_pressed = set()
@@ -287,6 +304,15 @@ class GUI:
         """Replace the canvas with `img`: a numpy array or spirad field / ndarray indexed [x, y]
         (y up) of shape (w, h), (w, h, 2 | 3 | 4), or a vector field of shape (w, h)."""
         self.canvas.img[...] = self.cook_image(img)[:, :, :3]
+        if self.fast_gui:
+            self._fast_img[:] = _fast_words(np.asarray(_host(img)))
+
+    @property
+    def img(self) -> np.ndarray:
+        """The image last shown, as Taichi's GUI keeps it: with `fast_gui=True` one uint32 word
+        0xRRGGBB per pixel, rows from the top (index `row * width + x`); otherwise float32
+        (w, h, 4) RGBA indexed [x, y], y up."""
+        return self._fast_img if self.fast_gui else self.get_image()
 
     def get_image(self) -> np.ndarray:
         """The canvas as float32 (w, h, 4) RGBA, [x, y] with y up (alpha 1)."""

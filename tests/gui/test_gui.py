@@ -235,6 +235,28 @@ def test_fields_and_ndarrays_of_every_arch(arch):
     np.testing.assert_allclose(gui.canvas.img, want.canvas.img, atol=1e-6)
 
 
+def test_fast_gui_img_is_taichis_packed_words():
+    """`GUI(fast_gui=True).img`: one word 0xRRGGBB per pixel, rows from the top, floats
+    scaled by 255 and truncated in their own precision (a u8 colour c stored as c / 255 gives c
+    back, as Taichi's conversion kernel does)."""
+    w, h = 3, 2
+    gui = sd.GUI("t", res=(w, h), show_gui=False, fast_gui=True)
+    rgb = np.zeros((w, h, 3), np.uint8)
+    rgb[2, 1] = (1, 2, 3)            # x = 2, y = 1: the top row (y up), last column
+    rgb[0, 0] = (255, 0, 128)        # bottom-left
+    gui.set_image(rgb)
+    assert gui.img.dtype == np.uint32 and gui.img.shape == (w * h,)
+    assert gui.img[0 * w + 2] == 0x010203 and gui.img[1 * w + 0] == 0xFF0080
+    assert np.count_nonzero(gui.img) == 2
+    for dt in (np.float32, np.float64):
+        for c in (0, 32, 64, 128, 255):
+            gui.set_image(np.full((w, h, 4), dt(c) / dt(255), dt))
+            assert (gui.img == (c << 16) + (c << 8) + c).all()
+    with pytest.raises(ValueError, match="fast_gui=True"):
+        gui.set_image(np.zeros((w, h), np.float32))
+    assert sd.GUI("t", res=(w, h), show_gui=False).img.shape == (w, h, 4)
+
+
 def test_image_layout_is_x_y_with_y_up(tmp_path):
     """img[x, y]: x to the right, y up; the PNG's first row is the top of the window."""
     img = np.zeros((4, 3, 3), np.float32)
