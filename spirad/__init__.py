@@ -48,6 +48,8 @@ from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 from . import simt, graph, algorithms
+from .algorithms.merge_sort import parallel_sort as _parallel_sort
+algorithms.parallel_sort = _parallel_sort  # a layer above spirad.algorithms (it builds kernels)
 from . import linalg
 from .linalg import solve
 from .launch_graph import Graph
@@ -88,6 +90,8 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "short_circuit_operators",
               # False: no default bounds checks (docs/errors_and_environment.md)
               "check_bounds",
+              # with debug=True: Taichi's integer overflow messages (frontend/overflow.py)
+              "check_overflow",
               # True: bit-identical reductions and float atomics (passes/deterministic,
               # docs/interop.md "Deterministic runs")
               "deterministic"}
@@ -158,6 +162,9 @@ def _init(arch=None, **kwargs):
         options.reset_default("SPIRAD_DEBUG")
     if "short_circuit_operators" not in kwargs:  # Quadrants' default through its module
         kwargs["short_circuit_operators"] = options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")
+    if "check_overflow" not in kwargs:  # Taichi's debug-mode checks through its alias
+        kwargs["check_overflow"] = options.get("SPIRAD_CHECK_OVERFLOW")
+    kwargs["check_overflow"] = bool(kwargs["check_overflow"])
     if "deterministic" in kwargs:  # one spelling in the offline cache's key
         kwargs["deterministic"] = bool(kwargs["deterministic"])
     if kwargs.get("log_level") is not None:

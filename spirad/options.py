@@ -82,6 +82,11 @@ SWITCHES = {s.name: s for s in (
            "in kernels (the right side runs only when it decides) instead of Taichi's bitwise "
            "default. Programs run through the `quadrants` module default to on, as Quadrants "
            "does ([coming_from_taichi.md](coming_from_taichi.md))"),
+    Switch("SPIRAD_CHECK_OVERFLOW", "flag", False,
+           "the default of `init(check_overflow=)`: with `debug=True`, integer `+ - * <<` in "
+           "kernels print Taichi's \"Addition overflow detected\" (...) with the source line "
+           "when the result wraps. Programs run through the Taichi alias default to on, as "
+           "Taichi's debug mode checks ([coming_from_taichi.md](coming_from_taichi.md))"),
     Switch("SPIRAD_AD_OVERWRITTEN_READS", "choice", "error",
            "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
            "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "

@@ -36,6 +36,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_AD_OVERWRITTEN_READS": "warn",
     # a launch writing a torch leaf tensor that requires grad, outside a Tape (Taichi writes it)
     "SPIRAD_TORCH_LEAF_WRITES": "warn",
+    # Taichi's debug=True prints integer overflows (frontend/overflow.py)
+    "SPIRAD_CHECK_OVERFLOW": "1",
 }
 
 

@@ -140,7 +140,7 @@ def _options(state) -> tuple:
                                                        "adstack_cache", "static_unroll_limit",
                                                        "max_while_iterations",
                                                        "short_circuit_operators", "check_bounds",
-                                                       "deterministic"))))
+                                                       "check_overflow", "deterministic"))))
 
 
 class CacheKey(str):

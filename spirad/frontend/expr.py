@@ -119,7 +119,11 @@ class ExprVisitor:
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}", node)
-        return self.binop(op, a, b)
+        r = self.binop(op, a, b)
+        if self.ctx.state.debug:  # Taichi's overflow checks, if asked for (frontend/overflow.py)
+            from .overflow import check
+            check(self, op, ra, rb, r, node)
+        return r
 
     def build_UnaryOp(self, node):
         a = self.rvalue(self.build(node.operand))

@@ -103,7 +103,8 @@ LAYERS_INSIDE_SPIRAD = (
     ("kernel", ("spirad.kernel", "spirad.launch_graph")),
     ("ad namespace", ("spirad.ad", "spirad.ad.time_steps")),
     ("surface", ("spirad", "spirad.__main__", "spirad._logging", "spirad.perf_dispatch",
-                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg")),
+                 "spirad.compat", "spirad.gui", "spirad.tools", "spirad.linalg",
+                 "spirad.algorithms.merge_sort")),
 )
 
 
