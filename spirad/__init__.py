@@ -18,7 +18,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradBoundsError, SpiradRuntimeError,
                      SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
 from .data.field import field, i, ij, ijk, ijkl, j, k, l, root
@@ -92,6 +92,8 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               "check_bounds",
               # with debug=True: Taichi's integer overflow messages (frontend/overflow.py)
               "check_overflow",
+              # with debug=True: errors raised at the launch (runtime/launch.py _debug_sync)
+              "debug_sync",
               # True: bit-identical reductions and float atomics (passes/deterministic,
               # docs/interop.md "Deterministic runs")
               "deterministic"}
@@ -165,6 +167,9 @@ def _init(arch=None, **kwargs):
     if "check_overflow" not in kwargs:  # Taichi's debug-mode checks through its alias
         kwargs["check_overflow"] = options.get("SPIRAD_CHECK_OVERFLOW")
     kwargs["check_overflow"] = bool(kwargs["check_overflow"])
+    if "debug_sync" not in kwargs:  # Taichi's synchronous debug mode through its alias
+        kwargs["debug_sync"] = options.get("SPIRAD_DEBUG_SYNC")
+    kwargs["debug_sync"] = bool(kwargs["debug_sync"])
     if "deterministic" in kwargs:  # one spelling in the offline cache's key
         kwargs["deterministic"] = bool(kwargs["deterministic"])
     if kwargs.get("log_level") is not None:
@@ -245,7 +250,7 @@ __all__ = [
     "QuadrantsTypeError", "randn", "random", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
     "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
     "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
-    "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
+    "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
     "SpiradNotSupportedError", "SpiradOutOfBoundsError", "SpiradRuntimeError", "SpiradSyntaxError",
     "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",

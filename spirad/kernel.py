@@ -33,6 +33,8 @@ from .data.ndarray import Ndarray
 from .ad.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
 from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
+from .data.struct import Struct, StructType
+from .data.struct_values import Snapshot, snapshots
 from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
@@ -78,6 +80,8 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            self._struct_values = tuple(k for k, (_, a) in enumerate(self.params)
+                                        if isinstance(a, StructType))
             self._set_struct_params()
         return self.params
 
@@ -195,6 +199,12 @@ class Kernel(PyFunction):
             elif _is_template(ann) and not _struct_arg(ann, a):
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
+            elif isinstance(ann, StructType):  # a compile-time constant (data/struct_values)
+                if not isinstance(a, Snapshot):
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be "
+                                          f"a {ann.name} struct value, got {type(a).__name__}", i)
+                specs.append(("template", a))
+                key.append(("struct value", id(ann), a.key))
             elif is_struct_annotation(ann) or _is_template(ann):
                 if not self._template_structs and _is_template(ann):
                     self._template_structs = True  # from now on `_expand` looks at templates
@@ -376,6 +386,8 @@ class Kernel(PyFunction):
                 return _launch.run(p)
             given = args
             args, copies = self._foreign_args(args)
+            if self._struct_values:  # struct values: their frozen snapshots (struct_values)
+                args = snapshots(args, self._struct_values, self.params)
             foreign = args is not given  # numpy / torch / grad-less views replaced some
             if self._has_structs:  # most kernels: no call
                 args = self._expand(args)
@@ -506,7 +518,7 @@ def _repeatable(args) -> bool:
     a frozen one's members are fixed, as `struct_args.ndarray_leaves` also assumes)."""
     for a in args:
         t = type(a)
-        if t is list or t is dict:
+        if t is list or t is dict or isinstance(a, Struct):  # changed in place
             return False
         params = getattr(t, "__dataclass_params__", None)
         if params is not None and not params.frozen:
@@ -607,7 +619,12 @@ def kernel(fn=None, **options):
     if unknown:
         raise SpiradTypeError(f"kernel() got unknown option(s) {unknown}; known: {list(KERNEL_OPTIONS)}")
     if fn is None:
-        return lambda f: Kernel(f)
+        return lambda f: kernel(f)
+    ret = getattr(fn, "__annotations__", {}).get("return")
+    if getattr(ret, "_is_argpack", False):  # Taichi refuses it at definition
+        from kernel_ir.errors import SpiradSyntaxError
+        raise SpiradSyntaxError(f"kernel {fn.__name__}: an argpack cannot be a return type; "
+                                f"return its members (a tuple or a struct)")
     return Kernel(fn)
 
 

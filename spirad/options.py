@@ -87,6 +87,11 @@ SWITCHES = {s.name: s for s in (
            "kernels print Taichi's \"Addition overflow detected\" (...) with the source line "
            "when the result wraps. Programs run through the Taichi alias default to on, as "
            "Taichi's debug mode checks ([coming_from_taichi.md](coming_from_taichi.md))"),
+    Switch("SPIRAD_DEBUG_SYNC", "flag", False,
+           "the default of `init(debug_sync=)`: with `debug=True`, every launch waits for its "
+           "kernel and raises what it reported (bounds errors, failed asserts) at the launch, as "
+           "Taichi's synchronous debug mode does, instead of at the next synchronisation. "
+           "Programs run through the Taichi alias default to on"),
     Switch("SPIRAD_AD_OVERWRITTEN_READS", "choice", "error",
            "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
            "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "

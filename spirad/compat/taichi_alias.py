@@ -38,6 +38,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_TORCH_LEAF_WRITES": "warn",
     # Taichi's debug=True prints integer overflows (frontend/overflow.py)
     "SPIRAD_CHECK_OVERFLOW": "1",
+    # Taichi's debug=True is synchronous: a kernel's bounds error raises at its launch
+    "SPIRAD_DEBUG_SYNC": "1",
 }
 
 

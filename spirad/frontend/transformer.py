@@ -236,9 +236,9 @@ def _check_returns(ctx, src, fdef):
         for sub in ast.walk(stmt):
             if isinstance(sub, ast.Return) and sub not in allowed and not (i == len(body) - 1 and sub is stmt):
                 from kernel_ir.source import user_error
-                raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
-                                                    "(assign to a variable and return it at the end)",
-                                 src.loc(sub))
+                raise user_error(SpiradSyntaxError, "Return inside non-static if/for is not "
+                                 "supported: a @sd.func may only return as its last statement "
+                                 "(assign to a variable and return it at the end)", src.loc(sub))
 
 
 def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
