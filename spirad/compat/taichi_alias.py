@@ -27,7 +27,8 @@ _MODULES = {
     "taichi.lang": "spirad.lang",
     "taichi.linalg": "spirad.linalg",
 }
-_LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
+_LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode",
+                    "ops")
 
 # spirad.options switch -> its value under the alias: what Taichi accepts, run with a warning
 TAICHI_DEFAULTS = {

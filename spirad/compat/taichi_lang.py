@@ -113,3 +113,6 @@ def _os_name() -> str:
 lib_utils = types.ModuleType("taichi._lib.utils", "get_os_name()")
 lib_utils.get_os_name = _os_name
 lib.utils = lib_utils
+
+
+from . import taichi_ops as ops  # noqa: E402 - `taichi.lang.ops`
