@@ -85,6 +85,12 @@ class SpiradIndexError(SpiradValueError, IndexError):
     errors were before)."""
 
 
+class SpiradArgumentError(SpiradSyntaxError, SpiradTypeError):
+    """A kernel or func called with arguments its parameters do not take (too many, a missing
+    one, an unknown keyword, a value given twice): a TypeError, as Python's own, and a
+    SyntaxError, as Taichi's `TaichiSyntaxError` for the same mistakes."""
+
+
 class SpiradBoundsError(SpiradIndexError, SpiradAssertionError):
     """A bounds check found an index out of range: a kernel's under `init(debug=True)`, or a
     Python-scope `x[i]` of a field. A SpiradIndexError (IndexError, ValueError), and also an
@@ -118,7 +124,7 @@ for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, S
              SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
              SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
              SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradOutOfBoundsError,
-             SpiradBoundsError,
+             SpiradBoundsError, SpiradArgumentError,
              SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

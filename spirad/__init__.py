@@ -18,7 +18,8 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow, SpiradIndexError, SpiradBoundsError, SpiradRuntimeError,
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradBoundsError, SpiradArgumentError,
+                     SpiradRuntimeError,
                      SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
 from .data.field import field, i, ij, ijk, ijkl, j, k, l, root
@@ -250,7 +251,7 @@ __all__ = [
     "QuadrantsTypeError", "randn", "random", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
     "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
     "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
-    "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
+    "SpiradArgumentError", "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
     "SpiradNotSupportedError", "SpiradOutOfBoundsError", "SpiradRuntimeError", "SpiradSyntaxError",
     "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",

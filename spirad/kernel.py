@@ -20,7 +20,7 @@ from operator import is_ as _is
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradArgumentError, SpiradError, SpiradTypeError, SpiradValueError
 
 from .runtime import guard as _guard
 from .runtime import launch as _launch
@@ -156,7 +156,10 @@ class Kernel(PyFunction):
                                   for path, _ in ndarray_leaves(a))
             params = list(params) + hidden
         if len(args) != len(params):
-            raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
+            what = "Too many arguments" if len(args) > len(params) else \
+                self._taichi_words(f"missing a required argument: '{params[len(args)][0]}'")
+            raise self._arg_error(SpiradArgumentError, f"{what}: kernel {kname} takes "
+                                  f"{len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
         key, specs = [], []
         for i, ((name, ann), a) in enumerate(zip(params, args)):
@@ -242,6 +245,24 @@ class Kernel(PyFunction):
                 specs.append(("scalar", dtype))
                 key.append(("scalar", dtype))
         return tuple(key), specs
+
+    def _taichi_words(self, python_msg: str) -> str:
+        """Taichi's words for one of Python's argument-binding messages ("Parameter `a : i32`
+        missing", "Unexpected argument 'c'", "Too many arguments", "Multiple values for
+        argument 'a'")."""
+        import re
+        m = re.search(r"missing a required argument: '(\w+)'", python_msg)
+        if m:
+            ann = dict(self._annotations()).get(m.group(1))
+            ann_s = getattr(ann, "name", None) or getattr(ann, "__name__", None)
+            return f"Parameter `{m.group(1)}" + (f" : {ann_s}`" if ann_s else "`") + " missing"
+        m = re.search(r"unexpected keyword argument '(\w+)'", python_msg)
+        if m:
+            return f"Unexpected argument '{m.group(1)}'"
+        m = re.search(r"multiple values for argument '(\w+)'", python_msg)
+        if m:
+            return f"Multiple values for argument '{m.group(1)}'"
+        return "Too many arguments" if "too many" in python_msg else "Wrong arguments"
 
     def _vector_value(self, ann, a, name, i, st):
         """A vector / matrix argument (`v: sd.math.vec3`): its scalar type and shape, checked."""
@@ -448,7 +469,8 @@ class Kernel(PyFunction):
         try:
             ba = sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
+            raise self._arg_error(SpiradArgumentError, f"{self._taichi_words(str(e))}: kernel "
+                                  f"{self.fn.__name__}: {e}") from None
         bound = tuple(ba.args)
         names = list(sig.parameters)
         if len(bound) == len(args) + len(kwargs) and all(

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from kernel_ir.errors import SpiradError, SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import SpiradArgumentError, SpiradError, SpiradSyntaxError, SpiradTypeError
 from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
@@ -73,8 +73,10 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         defaults = func.fn.__defaults__ or ()
         for p, d in zip(params[len(params) - len(defaults):], defaults):
             bound.setdefault(p, d)  # Python-side default values are compile-time constants
-        if len(args) > len(params) or any(k not in params for k in kwargs) or len(bound) != len(params):
-            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
+        if len(args) > len(params) or any(k not in params or params.index(k) < len(args)
+                                          for k in kwargs) or len(bound) != len(params):
+            raise ctx.error(SpiradArgumentError, _argument_mistake(params, args, kwargs, bound) +
+                            f": {func.fn.__name__}() takes parameters {params}", node)
         early = getattr(func, "_real_func", False) and _early_rewrite(func, fdef, ctx)
         if early:
             fdef = early
@@ -237,6 +239,19 @@ def _static_returns(stmt) -> set:
         for s in stmt.body + stmt.orelse:
             out |= _static_returns(s)
     return out
+
+
+def _argument_mistake(params, args, kwargs, bound) -> str:
+    """What is wrong with a func call's arguments, in Taichi's words."""
+    if len(args) > len(params):
+        return "Too many arguments"
+    for k in kwargs:
+        if k not in params:
+            return f"Unexpected argument '{k}'"
+        if params.index(k) < len(args):
+            return f"Multiple values for argument '{k}'"
+    missing = [p for p in params if p not in bound]
+    return f"Parameter `{missing[0]}` missing" if missing else "wrong arguments"
 
 
 def _early_rewrite(func, fdef, ctx):
