@@ -48,6 +48,7 @@ from .compile.offline_cache import clear as clear_cache  # the offline compile c
 from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
+from .tools import sparse_grid as sparse  # `sd.sparse.grid` / `usage` (Taichi's ti.sparse)
 from . import simt, graph, algorithms
 from .algorithms.merge_sort import parallel_sort as _parallel_sort
 algorithms.parallel_sort = _parallel_sort  # a layer above spirad.algorithms (it builds kernels)
@@ -257,7 +258,7 @@ __all__ = [
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",
     "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
     "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
-    "Tensor", "tensor", "tools", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
+    "Tensor", "tensor", "tools", "sparse", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
     # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul
     "f16", "float16", "i8", "i16", "int8", "int16", "u8", "u16", "uint8", "uint16",
