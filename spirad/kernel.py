@@ -53,6 +53,7 @@ class Kernel(PyFunction):
         self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
         self._template_structs = False  # a template() parameter was given a dataclass of ndarrays
         self._nd_params = None      # indices of the types.ndarray() parameters
+        self._struct_values = ()    # indices of the struct-typed parameters (`_annotations`)
         self._constant_params = ()  # those annotated needs_grad=False (`_gradless`)
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
