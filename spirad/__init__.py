@@ -30,6 +30,7 @@ from .func import func
 from .real_func import real_func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
 from .data.struct import Struct, dataclass
+from .data import argpack as _argpack  # noqa: F401 - installs sd.types.argpack
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
 from .lang import (assume_in_range, atan, atomic_sub, block_local, eig, polar_decompose, stop_grad,
                    static_assert, static_print, svd, sym_eig)

@@ -250,9 +250,11 @@ class Struct:
         self._entries[name] = _host_member(t, value) if t is not None else value
 
     def __getitem__(self, name):
+        """The member `name` (`s["a"]` is `s.a`)."""
         return self._entries[name]
 
     def __setitem__(self, name, value):
+        """Set member `name`, converted to its type (`s["a"] = v` is `s.a = v`)."""
         self.__setattr__(name, value)
 
     def keys(self):
@@ -308,5 +310,3 @@ def dataclass(cls) -> StructType:
 from .. import types as _types  # noqa: E402 - install the constructor behind sd.types.struct
 
 _types._makers_struct[0] = StructType
-
-from . import argpack as _argpack  # noqa: E402,F401 - installs sd.types.argpack
