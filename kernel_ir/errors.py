@@ -85,6 +85,19 @@ class SpiradIndexError(SpiradValueError, IndexError):
     errors were before)."""
 
 
+class SpiradArgumentError(SpiradSyntaxError, SpiradTypeError):
+    """A kernel or func called with arguments its parameters do not take (too many, a missing
+    one, an unknown keyword, a value given twice): a TypeError, as Python's own, and a
+    SyntaxError, as Taichi's `TaichiSyntaxError` for the same mistakes."""
+
+
+class SpiradBoundsError(SpiradIndexError, SpiradAssertionError):
+    """A bounds check found an index out of range: a kernel's under `init(debug=True)`, or a
+    Python-scope `x[i]` of a field. A SpiradIndexError (IndexError, ValueError), and also an
+    AssertionError / RuntimeError, as Taichi raises its bounds checks (`TaichiAssertionError`
+    from a kernel, an AssertionError in Python scope)."""
+
+
 class SpiradOutOfBoundsError(SpiradRuntimeError, IndexError):
     """A kernel launched without `init(debug=True)` indexed a field / ndarray out of range: the
     default bounds check skipped the access (a load read 0, a store wrote nothing) and the next
@@ -111,6 +124,7 @@ for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, S
              SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
              SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
              SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradOutOfBoundsError,
+             SpiradBoundsError, SpiradArgumentError,
              SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

@@ -19,7 +19,8 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradGradCheckError,
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
-                     SpiradAdStackOverflow, SpiradIndexError, SpiradRuntimeError,
+                     SpiradAdStackOverflow, SpiradIndexError, SpiradBoundsError, SpiradArgumentError,
+                     SpiradRuntimeError,
                      SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
 from .data.field import field, i, ij, ijk, ijkl, j, k, l, root
@@ -30,6 +31,7 @@ from .func import func
 from .real_func import real_func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
 from .data.struct import Struct, dataclass
+from .data import argpack as _argpack  # noqa: F401 - installs sd.types.argpack
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
 from .lang import (assume_in_range, atan, atomic_sub, block_local, cache_read_only, eig,
                    polar_decompose, stop_grad, static_assert, static_print, svd, sym_eig)
@@ -51,6 +53,7 @@ from .types import template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 from .gui import ggui as ui  # Taichi's ti.ui (GGUI), drawn off screen
+from .tools import sparse_grid as sparse  # `sd.sparse.grid` / `usage` (Taichi's ti.sparse)
 from . import simt, graph, algorithms
 from . import linalg
 from .linalg import solve
@@ -188,13 +191,13 @@ __all__ = [
     "QuadrantsTypeError", "randn", "random", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
     "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
     "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
-    "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
+    "SpiradArgumentError", "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
     "SpiradNotSupportedError", "SpiradOutOfBoundsError", "SpiradRuntimeError", "SpiradSyntaxError",
     "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",
     "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
     "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
-    "Tensor", "tensor", "tools", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
+    "Tensor", "tensor", "tools", "sparse", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
     "ui",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
     # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul

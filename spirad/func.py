@@ -80,9 +80,12 @@ def plain_func(fn) -> PlainFunc:
 
 
 def is_plain_python_function(fn) -> bool:
-    """A user's Python function (def or lambda), not spirad's or numpy's own helpers."""
+    """A user's Python function (def or lambda), not spirad's or numpy's own helpers (except
+    those marked `_kernel_inline`: `taichi.lang.ops`' operator functions)."""
     import types
     if not isinstance(fn, types.FunctionType):
         return False
+    if getattr(fn, "_kernel_inline", False):
+        return True
     mod = getattr(fn, "__module__", "") or ""
     return not (mod == "numpy" or mod.startswith(("numpy.", "spirad.", "kernel_ir.")) or mod == "spirad")

@@ -20,7 +20,7 @@ from operator import is_ as _is
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradError, SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradArgumentError, SpiradError, SpiradTypeError, SpiradValueError
 
 from .runtime import guard as _guard
 from .runtime import launch as _launch
@@ -33,6 +33,8 @@ from .data.ndarray import Ndarray
 from .ad.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
 from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
+from .data.struct import Struct, StructType
+from .data.struct_values import Snapshot, snapshots
 from .tracebacks import api, api_class, reraise_stripped
 from .types import MatrixType, NdarrayType, Template, VectorType
 
@@ -51,6 +53,7 @@ class Kernel(PyFunction):
         self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
         self._template_structs = False  # a template() parameter was given a dataclass of ndarrays
         self._nd_params = None      # indices of the types.ndarray() parameters
+        self._struct_values = ()    # indices of the struct-typed parameters (`_annotations`)
         self._constant_params = ()  # those annotated needs_grad=False (`_gradless`)
         self._arrays = None         # interop.arrays.KernelArrays: aliases of numpy / torch arguments
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
@@ -78,6 +81,8 @@ class Kernel(PyFunction):
                             else self._resolve_annotation(p.annotation))
                            for k, p in enumerate(params)]  # a method's self: a template
             self._has_vectors = any(isinstance(a, (VectorType, MatrixType)) for _, a in self.params)
+            self._struct_values = tuple(k for k, (_, a) in enumerate(self.params)
+                                        if isinstance(a, StructType))
             self._set_struct_params()
         return self.params
 
@@ -152,7 +157,10 @@ class Kernel(PyFunction):
                                   for path, _ in ndarray_leaves(a))
             params = list(params) + hidden
         if len(args) != len(params):
-            raise self._arg_error(SpiradTypeError, f"kernel {kname} takes {len(params)} argument(s) "
+            what = "Too many arguments" if len(args) > len(params) else \
+                self._taichi_words(f"missing a required argument: '{params[len(args)][0]}'")
+            raise self._arg_error(SpiradArgumentError, f"{what}: kernel {kname} takes "
+                                  f"{len(params)} argument(s) "
                                   f"({', '.join(p for p, _ in params)}), got {len(args)}")
         key, specs = [], []
         for i, ((name, ann), a) in enumerate(zip(params, args)):
@@ -195,6 +203,12 @@ class Kernel(PyFunction):
             elif _is_template(ann) and not _struct_arg(ann, a):
                 specs.append(("template", a))
                 key.append(("template", _template_key(a)))
+            elif isinstance(ann, StructType):  # a compile-time constant (data/struct_values)
+                if not isinstance(a, Snapshot):
+                    raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be "
+                                          f"a {ann.name} struct value, got {type(a).__name__}", i)
+                specs.append(("template", a))
+                key.append(("struct value", id(ann), a.key))
             elif is_struct_annotation(ann) or _is_template(ann):
                 if not self._template_structs and _is_template(ann):
                     self._template_structs = True  # from now on `_expand` looks at templates
@@ -232,6 +246,24 @@ class Kernel(PyFunction):
                 specs.append(("scalar", dtype))
                 key.append(("scalar", dtype))
         return tuple(key), specs
+
+    def _taichi_words(self, python_msg: str) -> str:
+        """Taichi's words for one of Python's argument-binding messages ("Parameter `a : i32`
+        missing", "Unexpected argument 'c'", "Too many arguments", "Multiple values for
+        argument 'a'")."""
+        import re
+        m = re.search(r"missing a required argument: '(\w+)'", python_msg)
+        if m:
+            ann = dict(self._annotations()).get(m.group(1))
+            ann_s = getattr(ann, "name", None) or getattr(ann, "__name__", None)
+            return f"Parameter `{m.group(1)}" + (f" : {ann_s}`" if ann_s else "`") + " missing"
+        m = re.search(r"unexpected keyword argument '(\w+)'", python_msg)
+        if m:
+            return f"Unexpected argument '{m.group(1)}'"
+        m = re.search(r"multiple values for argument '(\w+)'", python_msg)
+        if m:
+            return f"Multiple values for argument '{m.group(1)}'"
+        return "Too many arguments" if "too many" in python_msg else "Wrong arguments"
 
     def _vector_value(self, ann, a, name, i, st):
         """A vector / matrix argument (`v: sd.math.vec3`): its scalar type and shape, checked."""
@@ -376,6 +408,8 @@ class Kernel(PyFunction):
                 return _launch.run(p)
             given = args
             args, copies = self._foreign_args(args)
+            if self._struct_values:  # struct values: their frozen snapshots (struct_values)
+                args = snapshots(args, self._struct_values, self.params)
             foreign = args is not given  # numpy / torch / grad-less views replaced some
             if self._has_structs:  # most kernels: no call
                 args = self._expand(args)
@@ -436,7 +470,8 @@ class Kernel(PyFunction):
         try:
             ba = sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise self._arg_error(SpiradTypeError, f"kernel {self.fn.__name__}: {e}") from None
+            raise self._arg_error(SpiradArgumentError, f"{self._taichi_words(str(e))}: kernel "
+                                  f"{self.fn.__name__}: {e}") from None
         bound = tuple(ba.args)
         names = list(sig.parameters)
         if len(bound) == len(args) + len(kwargs) and all(
@@ -506,7 +541,7 @@ def _repeatable(args) -> bool:
     a frozen one's members are fixed, as `struct_args.ndarray_leaves` also assumes)."""
     for a in args:
         t = type(a)
-        if t is list or t is dict:
+        if t is list or t is dict or isinstance(a, Struct):  # changed in place
             return False
         params = getattr(t, "__dataclass_params__", None)
         if params is not None and not params.frozen:
@@ -607,7 +642,12 @@ def kernel(fn=None, **options):
     if unknown:
         raise SpiradTypeError(f"kernel() got unknown option(s) {unknown}; known: {list(KERNEL_OPTIONS)}")
     if fn is None:
-        return lambda f: Kernel(f)
+        return lambda f: kernel(f)
+    ret = getattr(fn, "__annotations__", {}).get("return")
+    if getattr(ret, "_is_argpack", False):  # Taichi refuses it at definition
+        from kernel_ir.errors import SpiradSyntaxError
+        raise SpiradSyntaxError(f"kernel {fn.__name__}: an argpack cannot be a return type; "
+                                f"return its members (a tuple or a struct)")
     return Kernel(fn)
 
 

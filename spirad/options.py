@@ -88,6 +88,16 @@ SWITCHES = {s.name: s for s in (
            "in kernels (the right side runs only when it decides) instead of Taichi's bitwise "
            "default. Programs run through the `quadrants` module default to on, as Quadrants "
            "does ([coming_from_taichi.md](coming_from_taichi.md))"),
+    Switch("SPIRAD_CHECK_OVERFLOW", "flag", False,
+           "the default of `init(check_overflow=)`: with `debug=True`, integer `+ - * <<` in "
+           "kernels print Taichi's \"Addition overflow detected\" (...) with the source line "
+           "when the result wraps. Programs run through the Taichi alias default to on, as "
+           "Taichi's debug mode checks ([coming_from_taichi.md](coming_from_taichi.md))"),
+    Switch("SPIRAD_DEBUG_SYNC", "flag", False,
+           "the default of `init(debug_sync=)`: with `debug=True`, every launch waits for its "
+           "kernel and raises what it reported (bounds errors, failed asserts) at the launch, as "
+           "Taichi's synchronous debug mode does, instead of at the next synchronisation. "
+           "Programs run through the Taichi alias default to on"),
     Switch("SPIRAD_AD_OVERWRITTEN_READS", "choice", "error",
            "reverse mode: a kernel that reads a global it may also overwrite (the adjoint would "
            "see the new value) is a compile error (`error`), or, as Quadrants and Taichi run it, "
@@ -271,6 +281,12 @@ INIT_OPTIONS = {o.name: o for o in (
                switch="SPIRAD_SHORT_CIRCUIT_OPERATORS"),
     InitOption("check_bounds", bool, True, True,
                "False: no default bounds checks (docs/errors_and_environment.md)"),
+    InitOption("check_overflow", bool, False, True,
+               "with debug=True, integer + - * << print Taichi's overflow messages "
+               "(frontend/overflow.py)", switch="SPIRAD_CHECK_OVERFLOW"),
+    InitOption("debug_sync", bool, False, False,
+               "with debug=True, a kernel's bounds errors and asserts are raised at its launch "
+               "(runtime/launch.py)", switch="SPIRAD_DEBUG_SYNC"),
     InitOption("deterministic", bool, False, True, "bit-identical reductions and float atomics "
                                                    "(docs/interop.md, \"Deterministic runs\")"),
     InitOption("ad_stack_memory", object, None, False,

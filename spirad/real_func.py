@@ -1,6 +1,7 @@
 """`sd.real_func` (Taichi's `ti.real_func`): a func Taichi compiles as a function of its own.
 
-spirad inlines it like any `@sd.func` (so recursion is an error), but keeps Taichi's contract
+spirad inlines it like any `@sd.func` (so recursion is an error; unlike a func, it may
+`return` from inside loops and branches: frontend/early_return.py), but keeps Taichi's contract
 of a real function, which is what lets a program move between the two: every parameter is
 annotated with its type, and a function that returns a value annotates its return type. A
 real_func without them is refused when it is decorated, as Taichi refuses it.
@@ -27,7 +28,9 @@ def real_func(fn) -> Func:
     if sig.return_annotation is inspect.Signature.empty and _returns_a_value(fn):
         raise SpiradSyntaxError(f"real function {where}: its return value must be annotated "
                                 f"(def f(...) -> ti.i32:)")
-    return func(fn)
+    f = func(fn)
+    f._real_func = True  # may return anywhere (frontend/early_return.py)
+    return f
 
 
 def _returns_a_value(fn) -> bool:

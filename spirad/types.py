@@ -153,6 +153,15 @@ def struct(**members):
 _makers_struct = [None]  # set by spirad.data.struct (this module imports nothing of spirad)
 
 
+def argpack(**members):
+    """`types.argpack(a=sd.i32, arr=types.ndarray(...), s=S)`: an argument-pack type, a kernel
+    parameter bundling values and ndarrays (`spirad.data.argpack`)."""
+    return _makers_argpack[0](**members)
+
+
+_makers_argpack = [None]  # set by spirad.data.argpack
+
+
 def sparse_matrix_builder():
     """The annotation of a `sd.linalg.SparseMatrixBuilder` kernel parameter (Taichi's
     `ti.types.sparse_matrix_builder()`): `A[i, j] += v` in the kernel appends a triplet."""

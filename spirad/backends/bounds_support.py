@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from kernel_ir.abi import EXTENT_FORMAT
-from kernel_ir.errors import SpiradIndexError, SpiradOutOfBoundsError
+from kernel_ir.errors import SpiradBoundsError, SpiradIndexError, SpiradOutOfBoundsError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import GLOBAL_ACCESS
 
@@ -73,7 +73,7 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         value += first
         shape_s += f" and offset {_field_offset(ref, None)}"
     valid = f"{first}..{first + extent - 1}" if extent > 0 else "none: the axis is empty"
-    err = SpiradIndexError(
+    err = SpiradBoundsError(
         f"{format_loc(loc)}index out of range in kernel {kernel} ({tdesc}): {what}{shape_s} "
         f"indexed with {value} on axis {axis} (extent {extent}; valid {valid}). The access was "
         f"skipped (a load read 0), so this launch's results are wrong. (Found by the bounds "

@@ -28,7 +28,8 @@ _MODULES = {
     "taichi.linalg": "spirad.linalg",
     "taichi.ui": "spirad.gui.ggui",
 }
-_LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode")
+_LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode",
+                    "ops")
 
 # spirad.options switch -> its value under the alias: what Taichi accepts, run with a warning
 TAICHI_DEFAULTS = {
@@ -37,6 +38,10 @@ TAICHI_DEFAULTS = {
     "SPIRAD_AD_OVERWRITTEN_READS": "warn",
     # a launch writing a torch leaf tensor that requires grad, outside a Tape (Taichi writes it)
     "SPIRAD_TORCH_LEAF_WRITES": "warn",
+    # Taichi's debug=True prints integer overflows (frontend/overflow.py)
+    "SPIRAD_CHECK_OVERFLOW": "1",
+    # Taichi's debug=True is synchronous: a kernel's bounds error raises at its launch
+    "SPIRAD_DEBUG_SYNC": "1",
 }
 
 

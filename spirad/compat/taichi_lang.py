@@ -36,8 +36,16 @@ def _module(name: str, doc: str, **attrs) -> types.ModuleType:
     return m
 
 
-impl = _module("impl", "current_cfg() and the field / ndarray entry points",
-               current_cfg=_current_cfg, field=_sd.field, ndarray=_sd.ndarray, root=_sd.root)
+def _get_runtime():
+    """`impl.get_runtime()`: spirad's program object (default_fp / default_ip,
+    materialize(), get_num_compiled_functions(), prog.config())."""
+    from spirad.runtime.program_hooks import get_runtime
+    return get_runtime()
+
+
+impl = _module("impl", "current_cfg(), get_runtime() and the field / ndarray entry points",
+               current_cfg=_current_cfg, get_runtime=_get_runtime, field=_sd.field,
+               ndarray=_sd.ndarray, root=_sd.root)
 misc = _module("misc", "arch lists",
                get_host_arch_list=lambda: [_sd.cpu], cpu=_sd.cpu, gpu=_sd.gpu,
                vulkan=_sd.vulkan, metal=_sd.metal, cuda=_sd.cuda)
@@ -110,3 +118,6 @@ lib_core.with_vulkan, lib_core.with_cuda, lib_core.with_metal = (_with("vulkan")
 lib = types.ModuleType("taichi._lib", "core, utils")
 lib.core = lib_core
 lib.utils = lib_utils
+
+
+from . import taichi_ops as ops  # noqa: E402 - `taichi.lang.ops`

@@ -1,13 +1,14 @@
 """Kernel return values: `def k(...) -> sd.f32:` (a dtype, `float` / `int` / `bool`, a
-`sd.types.vector` / `sd.types.matrix` type, or a tuple of those: `-> (sd.i32, sd.f32)` or
-`-> tuple[sd.i32, sd.f32]`).
+`sd.types.vector` / `sd.types.matrix` type, a tuple of those: `-> (sd.i32, sd.f32)` or
+`-> tuple[sd.i32, sd.f32]`, or a struct type of those, returned as a struct value).
 
 Why internal fields: a returned value is lowered onto what every backend has — each value gets a
 0-d internal field (`field.internal_field`) that the kernel's `return` stores to, like any
 field store — so no backend needs return-value support. After the launch the host reads the
 fields back through the backend (`read`, which syncs: a kernel that returns a value waits for
 its result, as in Taichi). Scalars come back as Python numbers (cast to the declared type),
-vectors / matrices as numpy arrays of their shape, tuples as tuples.
+vectors / matrices as vector values (`MatrixValue`, numpy arrays of their shape whose `==`
+answers for the whole value, as Taichi's vectors do), tuples as tuples.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 
+from ..data.matrix import MatrixValue
 from ..types import MatrixType, VectorType
 
 
@@ -27,6 +29,7 @@ from ..types import MatrixType, VectorType
 class KernelReturn:
     fields: tuple       # one internal 0-d field per returned value (its dtype and comp shape)
     is_tuple: bool      # `-> (a, b)`: the kernel returns a tuple
+    struct: object = None  # `-> P` (a struct type): one field per member, read back as a P
 
     def read(self, backend):
         vals = []
@@ -35,7 +38,9 @@ class KernelReturn:
             a = np.frombuffer(raw.tobytes(), f.dtype.np).reshape(f.comp_shape)
             if f.dtype == T.u1:
                 a = a.astype(bool)
-            vals.append(a.copy() if f.comp_shape else a.reshape(()).item())
+            vals.append(a.copy().view(MatrixValue) if f.comp_shape else a.reshape(()).item())
+        if self.struct is not None:
+            return _rebuild(self.struct, iter(vals))
         return tuple(vals) if self.is_tuple else vals[0]
 
 
@@ -48,9 +53,14 @@ def return_spec(kernel, state):
     if ann is None:
         return None
     from ..data.field import internal_field
+    from ..data.struct import StructType
+    name = kernel.fn.__name__
+    if isinstance(ann, StructType):  # one field per member, nested structs flattened
+        fields = tuple(internal_field(_element_type(t, state, name), (), f"{name}.return.{m}")
+                       for m, t in struct_leaves(ann))
+        return KernelReturn(fields, False, ann)
     is_tuple = isinstance(ann, tuple) or typing.get_origin(ann) is tuple
     items = (ann if isinstance(ann, tuple) else typing.get_args(ann)) if is_tuple else (ann,)
-    name = kernel.fn.__name__
     fields = tuple(internal_field(_element_type(t, state, name), (), f"{name}.return{k}")
                    for k, t in enumerate(items))
     return KernelReturn(fields, is_tuple)
@@ -63,3 +73,23 @@ def _element_type(t, state, name):
     raise SpiradTypeError(f"kernel {name} has return type {t!r}; use a dtype (sd.f32, int, ...), "
                           f"sd.types.vector(n, dtype), sd.types.matrix(n, m, dtype) or a tuple of "
                           f"those")
+
+
+def struct_leaves(stype, prefix=""):
+    """[(dotted member path, element type)] of a struct type, nested structs flattened in
+    member order (the return fields of `-> stype`)."""
+    from ..data.struct import StructType
+    out = []
+    for m, t in stype.members.items():
+        if isinstance(t, StructType):
+            out.extend(struct_leaves(t, f"{prefix}{m}."))
+        else:
+            out.append((prefix + m, t))
+    return out
+
+
+def _rebuild(stype, vals):
+    """The struct value of `stype` from its leaf values in `struct_leaves` order."""
+    from ..data.struct import StructType
+    return stype(**{m: _rebuild(t, vals) if isinstance(t, StructType) else next(vals)
+                    for m, t in stype.members.items()})

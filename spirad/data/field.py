@@ -19,7 +19,7 @@ import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
-from kernel_ir.errors import (SpiradIndexError, SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
+from kernel_ir.errors import (SpiradBoundsError, SpiradIndexError, SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
                               SpiradValueError)
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
@@ -357,7 +357,7 @@ class _HostArray(TensorSurface):
                                       f"got {k!r} ({type(k).__name__})")
             if not o <= k < o + n:
                 where = f" of shape {self.shape}" + (f" and offset {offset}" if any(offset) else "")
-                raise SpiradIndexError(f"index {key} is out of range for {self._kind} "
+                raise SpiradBoundsError(f"index {key} is out of range for {self._kind} "
                                        f"{self._label()}{where}")
         return tuple(int(k) - o for k, o in zip(key, offset))
 

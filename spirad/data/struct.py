@@ -20,6 +20,9 @@ class StructType:
     def __init__(self, members: dict, name: str = "struct"):
         if not members:
             raise SpiradTypeError("a struct needs at least one member")
+        for t in members.values():
+            if getattr(t, "_is_argpack", False):  # Taichi's ValueError and text
+                raise ValueError(f"Invalid data type {t!r}")
         self.members = dict(members)
         self.name = name
 
@@ -31,11 +34,18 @@ class StructType:
         either way, with the same values."""
         return StructField(self, shape, needs_grad, name, needs_dual, offset)
 
-    def __call__(self, *a, **k):
-        """Struct values exist only in kernels (`P(a=1.0)` there); from Python this raises."""
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError(f"{self.name}(...) struct values exist only inside kernels; "
-                                      f"in Python scope use a {self.name}.field(...)")
+    def __call__(self, *args, **kwargs):
+        """A struct value of this type (in kernels: a kernel-local struct, `frontend/expr.py`):
+        members from the positional arguments in order, then the keywords; members not given
+        are zero; values converted to the member types (`2.5` of an int member is 2; a scalar
+        of a vector member fills it)."""
+        names = list(self.members)
+        if len(args) > len(names) or any(k not in names for k in kwargs):
+            raise SpiradTypeError(f"{self.name}() takes the members {names}")
+        values = dict(zip(names, args))
+        values.update(kwargs)
+        return Struct._typed(self, {m: _host_member(t, values.get(m, 0))
+                                    for m, t in self.members.items()})
 
     def __repr__(self):
         return f"<spirad struct {self.name} {list(self.members)}>"
@@ -167,8 +177,116 @@ def struct(**members) -> StructType:
     return StructType(members)
 
 
+def _host_member(t, v):
+    """`v` as a Python-scope value of member type `t`: a number of the type, a vector / matrix
+    value (`MatrixValue`), or a nested struct value."""
+    import numpy as np
+    from kernel_ir import dtypes as T
+    from ..types import MatrixType, VectorType
+    from ..runtime import state as _state
+    if isinstance(t, StructType):
+        if isinstance(v, Struct):
+            v = v.to_dict()
+        return t(**v) if isinstance(v, dict) else t(v)
+    if isinstance(t, (VectorType, MatrixType)):
+        from .matrix import matrix_value
+        flat = t.flat_values([v])
+        return matrix_value(np.array(flat, dtype=float).reshape(t.comp_shape), t.dtype)
+    st = _state.current()
+    dt = T.from_python(t, st.default_fp, st.default_ip)
+    if not isinstance(dt, T.DType):
+        raise SpiradTypeError(f"unsupported struct member type {t!r}")
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v.item()
+    if dt == T.u1:
+        return int(bool(v))
+    if dt.is_int:  # wrapped into the type, as a cast in Taichi does
+        x = int(v) & ((1 << dt.bits) - 1)
+        return x - (1 << dt.bits) if dt.is_signed and x >> (dt.bits - 1) else x
+    return float(np.array(v, dtype=dt.np))
+
+
 class Struct:
-    """Taichi's `ti.Struct`: `sd.Struct.field({'a': float, 'v': vec3}, shape=n)`."""
+    """Taichi's `ti.Struct`: `sd.Struct.field({'a': float, 'v': vec3}, shape=n)` makes a struct
+    field; `sd.Struct(a=1, v=sd.Vector([...]))` or `sd.Struct({'a': 1, ...})` a struct value
+    (Python scope or kernels), whose members are attributes. A struct type called in Python
+    (`P(a=1.0)`) gives one too, with the members converted to their types. Struct values are
+    passed to kernel parameters annotated with their type, returned by kernels whose return
+    type is one, and captured by kernels as constants."""
+
+    def __init__(self, *args, **kwargs):
+        if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
+            entries = dict(args[0])
+        elif not args:
+            entries = dict(kwargs)
+        else:
+            raise SpiradTypeError("sd.Struct(...) takes a dict of members or members as keywords")
+        for m, v in entries.items():
+            if isinstance(v, dict):
+                entries[m] = Struct(v)
+            elif isinstance(v, (list, tuple)):
+                from .matrix import matrix_value
+                entries[m] = matrix_value(v)
+        object.__setattr__(self, "_entries", entries)
+        object.__setattr__(self, "_stype", None)
+
+    @classmethod
+    def _typed(cls, stype, entries: dict) -> "Struct":
+        s = object.__new__(cls)
+        object.__setattr__(s, "_entries", entries)
+        object.__setattr__(s, "_stype", stype)
+        return s
+
+    def __getattr__(self, name):
+        entries = self.__dict__.get("_entries", {})
+        if name in entries:
+            return entries[name]
+        raise AttributeError(f"struct has no member {name!r} (members: {list(entries)})")
+
+    def __setattr__(self, name, value):
+        if name not in self._entries:
+            raise AttributeError(f"struct has no member {name!r} (members: {list(self._entries)})")
+        t = self._stype.members[name] if self._stype is not None else None
+        self._entries[name] = _host_member(t, value) if t is not None else value
+
+    def __getitem__(self, name):
+        """The member `name` (`s["a"]` is `s.a`)."""
+        return self._entries[name]
+
+    def __setitem__(self, name, value):
+        """Set member `name`, converted to its type (`s["a"] = v` is `s.a = v`)."""
+        self.__setattr__(name, value)
+
+    def keys(self):
+        """The member names, in order."""
+        return self._entries.keys()
+
+    def items(self):
+        """(member name, value) pairs, in order."""
+        return self._entries.items()
+
+    @property
+    def entries(self) -> dict:
+        """Member name -> value (Taichi's `Struct.entries`)."""
+        return self._entries
+
+    def to_dict(self) -> dict:
+        """Member name -> value, nested structs as dicts."""
+        return {m: v.to_dict() if isinstance(v, Struct) else v for m, v in self._entries.items()}
+
+    def __eq__(self, other):
+        if isinstance(other, Struct):
+            other = other.to_dict()
+        if not isinstance(other, dict) or list(other) != list(self._entries):
+            return False
+        import numpy as np
+        return all(np.all(np.asarray(self.to_dict()[m]) == np.asarray(other[m])) for m in other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Struct({self.to_dict()!r})"
+
     @staticmethod
     def field(members: dict, shape=None, needs_grad=False, name="", needs_dual=False,
               offset=None):

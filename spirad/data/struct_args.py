@@ -18,7 +18,11 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
+import numpy as np
+
 from kernel_ir import dtypes as T
+
+from .struct import Struct
 
 
 def is_struct_annotation(ann) -> bool:
@@ -89,6 +93,10 @@ def struct_key(obj):
             parts.append((name, struct_key(v)))
         elif isinstance(v, (bool, numbers.Number, str, T.DType)) or v is None:
             parts.append((name, "value", type(v), v))
+        elif isinstance(v, np.ndarray):  # a vector value (argpacks): by value
+            parts.append((name, "array", v.dtype.str, v.shape, v.tobytes()))
+        elif isinstance(v, Struct):  # a struct value (argpacks): by value
+            parts.append((name, "struct value", repr(v.to_dict())))
         else:
             parts.append((name, "id", id(v)))
     return tuple(parts)

@@ -87,6 +87,28 @@ def h_abs(v, args, kw, node):
     return py.abs(a) if is_py_scalar(a) else v.unop(Op.ABS, a)
 
 
+def _all_any(op, pyfn):
+    """Python's `all(x)` / `any(x)` in a kernel, as Taichi reads them: of a vector / matrix,
+    whether every / some component is non-zero (a kernel value); of a list or tuple, the same
+    over its items; of compile-time values, Python's own answer."""
+    def h(v, args, kw, node):
+        _arity(v, args, 1, node)
+        a = v.rvalue(args[0])
+        items = a.comps if isinstance(a, VecVal) else a if isinstance(a, (list, tuple)) else None
+        if items is None:
+            raise v.ctx.error(SpiradTypeError, f"{pyfn.__name__}() takes a vector, a matrix or a "
+                                               f"list in a kernel", node)
+        items = [v.rvalue(x) for x in items]
+        if all(is_py_scalar(x) for x in items):
+            return pyfn(items)
+        acc = None
+        for x in items:
+            c = v.to_cond(x)
+            acc = c if acc is None else v.ctx.b.binary(op, acc, c)
+        return acc
+    return h
+
+
 def h_select(v, args, kw, node):
     _arity(v, args, 3, node)
     return v.select(*args)
@@ -471,6 +493,7 @@ HANDLERS = {
     Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
     lang.atan2: _binary(Op.ATAN2), lang.pow: _binary(Op.POW),
     lang.min: _minmax(Op.MIN), lang.max: _minmax(Op.MAX), py.min: _minmax(Op.MIN), py.max: _minmax(Op.MAX),
+    py.all: _all_any(Op.AND, py.all), py.any: _all_any(Op.OR, py.any),
     lang.select: h_select, lang.cast: h_cast, py.float: h_float, py.int: h_int,
     lang.atomic_add: h_atomic_add, lang.atomic_sub: h_atomic_sub, lang.atomic_mul: h_atomic_mul,
     lang.zero: lambda v, args, kw, node: _zero(v, args, node), _func_decorator: h_func,

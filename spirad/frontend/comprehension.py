@@ -1,4 +1,5 @@
-"""List comprehensions in kernels: `[H[j, k] for j in range(3)]`.
+"""List and dict comprehensions in kernels: `[H[j, k] for j in range(3)]`,
+`{j: x[j] for j in range(3)}`.
 
 Quadrants and Taichi unroll a comprehension at compile time: every iterable must be known then
 (`range` of constants, a tuple or list, `static(...)`), each element is built once per item, and
@@ -17,6 +18,19 @@ def list_comp(v, node: ast.ListComp, is_compile_time) -> list:
     `is_compile_time(value)`: its test for a value known at compile time)."""
     out = []
     _generate(v, node, 0, out, is_compile_time)
+    return out
+
+
+def dict_comp(v, node: ast.DictComp, is_compile_time) -> dict:
+    """The dict a comprehension builds, unrolled; its keys must be known at compile time."""
+    pairs = []
+    _generate(v, node, 0, pairs, is_compile_time)
+    out = {}
+    for key, value in pairs:
+        if not is_compile_time(key):
+            raise v.ctx.error(SpiradSyntaxError, "a dict's keys must be known at compile time "
+                                                 "in kernels", node.key)
+        out[key] = value
     return out
 
 
@@ -44,7 +58,10 @@ def _bind(v, target, item):
 
 def _generate(v, node, k, out, is_compile_time):
     if k == len(node.generators):
-        out.append(v.rvalue(v.build(node.elt)))
+        if isinstance(node, ast.DictComp):
+            out.append((v.rvalue(v.build(node.key)), v.rvalue(v.build(node.value))))
+        else:
+            out.append(v.rvalue(v.build(node.elt)))
         return
     gen = node.generators[k]
     if gen.is_async:

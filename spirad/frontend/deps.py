@@ -137,6 +137,9 @@ class _Describer:
                     hashlib.sha256(np.ascontiguousarray(v)).hexdigest())
         if isinstance(v, Field):
             return self.field(v)
+        from ..data.struct import Struct
+        if isinstance(v, Struct):  # a struct value: its members by value (a kernel constant)
+            return ("struct value", self.value(v.to_dict()))
         if isinstance(v, (tuple, list)):
             return (type(v).__name__,) + tuple(self.value(x) for x in v)
         if isinstance(v, dict):

@@ -47,7 +47,40 @@ class ExprVisitor:
             t = self.ctx.default_fp if v.dtype.kind == "f" else self.ctx.default_ip
             return VecVal(tuple(self.const(x, t) for x in np.asarray(v).reshape(-1).tolist()),
                           tuple(v.shape))
+        from ..data.struct import Struct
+        if isinstance(v, Struct):  # a Python-scope struct value: a kernel-local copy
+            values = {m: self.py_constant(x) for m, x in v.items()}
+            stype = v._stype or self.struct_type_of(values, None)
+            return self.struct_value(stype, (), {}, None, values=values)
         return _numpy_constant(v)
+
+    def struct_type_of(self, values: dict, node):
+        """The StructType `sd.Struct(a=..., b=...)` gets from its member values: kernel
+        values keep their types, Python ints / floats take the default types, vectors their
+        shape (Taichi infers them the same way)."""
+        from ..data.struct import StructType, StructVal
+        from ..types import MatrixType, VectorType
+        members = {}
+        for m, x in values.items():
+            x = self.rvalue(x)
+            if isinstance(x, (list, tuple)):
+                x = self.compound_value(VectorType(len(x), _common_type(self, x)), [x], node)
+            if isinstance(x, VecVal):
+                dt = x.comps[0].dtype if hasattr(x.comps[0], "dtype") else self.ctx.default_fp
+                members[m] = VectorType(x.shape[0], dt) if len(x.shape) == 1 else \
+                    MatrixType(x.shape[0], x.shape[1], dt)
+            elif isinstance(x, bool) or isinstance(x, int):
+                members[m] = self.ctx.default_ip
+            elif isinstance(x, float):
+                members[m] = self.ctx.default_fp
+            elif hasattr(x, "dtype"):
+                members[m] = x.dtype
+            else:
+                what = "a nested struct" if isinstance(x, StructVal) else type(x).__name__
+                raise self.ctx.error(SpiradTypeError, f"struct member {m!r}: {what} is not "
+                                     f"supported in a kernel struct value (numbers and vectors "
+                                     f"are)", node)
+        return StructType(members)
 
     def struct_value(self, stype, args, kwargs, node, values=None):
         """A fresh StructVal of `stype`: members from `values` (name -> value), or from the
@@ -61,10 +94,15 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"{stype.name}() takes members {names}", node)
             values = dict(zip(names, args))
             values.update(kwargs)
+        from ..data.struct import StructElem, StructType
         slots = {}
         for m, ty in stype.members.items():
             v = values.get(m, 0)
-            if isinstance(ty, (VectorType, MatrixType)):
+            if isinstance(ty, StructType):  # a nested struct: its own StructVal
+                sub = self.struct_members(v, node) if isinstance(v, (StructVal, StructElem)) \
+                    else v if isinstance(v, dict) else {k: v for k in ty.members}
+                slots[m] = self.struct_value(ty, (), {}, node, values=sub)
+            elif isinstance(ty, (VectorType, MatrixType)):
                 v = self.compound_value(ty, [v], node)
                 slots[m] = self.new_slot(v, f"{stype.name}.{m}")
             else:
@@ -119,7 +157,11 @@ class ExprVisitor:
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}", node)
-        return self.binop(op, a, b)
+        r = self.binop(op, a, b)
+        if self.ctx.state.debug:  # Taichi's overflow checks, if asked for (frontend/overflow.py)
+            from .overflow import check
+            check(self, op, ra, rb, r, node)
+        return r
 
     def build_UnaryOp(self, node):
         a = self.rvalue(self.build(node.operand))
@@ -492,9 +534,16 @@ class ExprVisitor:
         from ..types import MatrixType, VectorType
         if isinstance(fn, (VectorType, MatrixType)):
             return self.compound_value(fn, args, node)
-        from ..data.struct import StructType
+        from ..data.struct import Struct, StructType
         if isinstance(fn, StructType):
             return self.struct_value(fn, args, kwargs, node)
+        if fn is Struct:  # `sd.Struct(a=..., b=...)` / `sd.Struct({...})` in a kernel
+            values = self.rvalue(args[0]) if len(args) == 1 and not kwargs else dict(kwargs)
+            if args and not (len(args) == 1 and isinstance(values, dict)) or not values:
+                raise self.ctx.error(SpiradTypeError, "sd.Struct(...) takes a dict of members "
+                                     "or members as keywords", node)
+            return self.struct_value(self.struct_type_of(values, node), (), {}, node,
+                                     values=values)
         if isinstance(fn, type) and issubclass(fn, np.generic) and len(args) == 1:
             try:  # np.float32(x) casts like sd.f32(x)
                 dt = T.from_numpy(np.dtype(fn))
@@ -531,6 +580,28 @@ class ExprVisitor:
             if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
                 raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+    def build_Dict(self, node):
+        """`{"a": x, "b": y}`: a compile-time dict (keys known at compile time; values any
+        kernel value), as `sd.Struct({...})` and Taichi's kernels read them."""
+        out = {}
+        for k, val in zip(node.keys, node.values):
+            if k is None:  # `{**other}`
+                more = self.rvalue(self.build(val))
+                if not isinstance(more, dict):
+                    raise self.ctx.error(SpiradSyntaxError, "** in a kernel dict needs a dict", val)
+                out.update(more)
+                continue
+            key = self.rvalue(self.build(k))
+            if not _is_compile_time(key):
+                raise self.ctx.error(SpiradSyntaxError, "a dict's keys must be known at compile "
+                                                        "time in kernels", k)
+            out[key] = self.rvalue(self.build(val))
+        return out
+
+    def build_DictComp(self, node):
+        from .comprehension import dict_comp
+        return dict_comp(self, node, _is_compile_time)
 
     def build_ListComp(self, node):
         from .comprehension import list_comp  # unrolled at compile time, as Quadrants does
@@ -818,3 +889,12 @@ def _sparse_builder():
 def _triplet_target(view, idx):
     from ..linalg.builder import TripletTarget
     return TripletTarget(view, idx)
+
+
+def _common_type(v, items):
+    """The scalar type of a vector built from `items` (a kernel value's type, else the
+    default float type if any item is a float, else the default int type)."""
+    for x in items:
+        if hasattr(x, "dtype"):
+            return x.dtype
+    return v.ctx.default_fp if any(isinstance(x, float) for x in items) else v.ctx.default_ip

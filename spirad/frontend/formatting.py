@@ -213,10 +213,21 @@ def h_print(v, args, kw, node):
             b.text(sep)
         b.value(v.rvalue(a))
     b.text(end)
+    _emit(v, b)
+    return None
+
+
+def emit_text(v, node, text: str) -> None:
+    """A PRINT of the constant `text` (the debug checks' messages: frontend/overflow.py)."""
+    b = _Builder(v, node)
+    b.text(text)
+    _emit(v, b)
+
+
+def _emit(v, b) -> None:
     st = v.ctx.state
     if st.prints is None:  # the first kernel of this init() that prints
         from ..data.field import internal_field
         st.prints = printing.PrintBuffer(internal_field)
     fid = st.prints.register(printing.PrintFormat(tuple(b.pieces)))
     v.ctx.b.emit(Op.PRINT, None, tuple(b.srcs), fid)
-    return None

@@ -189,6 +189,16 @@ class StmtVisitor:
         site = a.site(msg, ctx.loc(node))
         a.record(ctx.b, ctx.b.unary(Op.NOT, self.to_cond(cond)), site)
 
+    def _struct_leaves(self, value, node):
+        """The leaf values of a struct value, nested structs flattened in member order (as
+        `compile.kernel_return.struct_leaves` orders the return fields)."""
+        from ..data.struct import StructElem, StructVal
+        for v in self.struct_members(value, node).values():
+            if isinstance(v, (StructVal, StructElem)):
+                yield from self._struct_leaves(v, node)
+            else:
+                yield v
+
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
         from ..data.struct import StructVal
@@ -196,6 +206,9 @@ class StmtVisitor:
         for m, v in vals.items():
             dst = lhs.members[m] if isinstance(lhs, StructVal) else \
                 self.field_elem(lhs.sf.members[m], lhs.idx, node)
+            if isinstance(dst, StructVal):  # a nested struct member
+                self.store_struct(dst, v, node)
+                continue
             self.store_into(dst, v)
 
     def build_AugAssign(self, node):
@@ -636,9 +649,9 @@ class StmtVisitor:
             raise self.ctx.error(SpiradSyntaxError, "a @sd.func may only return once, as its last statement", node)
         if self.ctx.nested_scopes > frame.scope_base or \
                 any(k != "static" for k in self.ctx.loops[frame.loop_base:]):
-            raise self.ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while "
-                                 "of a @sd.func is not supported; assign the value to a variable "
-                                 "and return it at the end", node)
+            raise self.ctx.error(SpiradSyntaxError, "Return inside non-static if/for is not "
+                                 "supported (nor inside a while) in a @sd.func; assign the value "
+                                 "to a variable and return it at the end", node)
         frame.ret = self.rvalue(self.build(node.value)) if node.value is not None else None
         frame.returned = True  # a return under sd.static if / for: the rest is not compiled
 
@@ -654,11 +667,19 @@ class StmtVisitor:
             frame.returned = True
             return
         if ctx.nested_scopes or any(k != "static" for k in ctx.loops):
-            raise ctx.error(SpiradSyntaxError, "return inside a non-static if / for / while is "
-                            "not supported (as in Taichi); assign the value to a variable and "
-                            "return it at the end of the kernel", node)
+            raise ctx.error(SpiradSyntaxError, "Return inside non-static if/for is not "
+                            "supported (nor inside a while; as in Taichi); assign the value to a "
+                            "variable and return it at the end of the kernel", node)
         fields = frame.returns.fields
         values = value if frame.returns.is_tuple else (value,)
+        stype = frame.returns.struct
+        if stype is not None:  # `-> P`: the members, in order
+            from ..data.struct import StructElem, StructVal
+            if not isinstance(value, (StructVal, StructElem)) or \
+                    list(value.stype.members.items()) != list(stype.members.items()):
+                raise ctx.error(SpiradTypeError, f"the kernel returns a {stype.name} struct; "
+                                f"return a value of that type", node)
+            values = tuple(self._struct_leaves(value, node))
         if not isinstance(values, (tuple, list)) or len(values) != len(fields):
             raise ctx.error(SpiradTypeError, f"the kernel's return type has {len(fields)} "
                             f"value(s); return a tuple of {len(fields)}", node)

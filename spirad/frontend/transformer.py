@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from kernel_ir.errors import SpiradError, SpiradSyntaxError, SpiradTypeError
+from kernel_ir.errors import SpiradArgumentError, SpiradError, SpiradSyntaxError, SpiradTypeError
 from kernel_ir.nodes import ArgSpec, CallArg, KernelIR, Node
 from kernel_ir.ops import Op
 from .context import Ctx, FuncFrame
@@ -73,8 +73,13 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         defaults = func.fn.__defaults__ or ()
         for p, d in zip(params[len(params) - len(defaults):], defaults):
             bound.setdefault(p, d)  # Python-side default values are compile-time constants
-        if len(args) > len(params) or any(k not in params for k in kwargs) or len(bound) != len(params):
-            raise ctx.error(SpiradTypeError, f"{func.fn.__name__}() takes parameters {params}", node)
+        if len(args) > len(params) or any(k not in params or params.index(k) < len(args)
+                                          for k in kwargs) or len(bound) != len(params):
+            raise ctx.error(SpiradArgumentError, _argument_mistake(params, args, kwargs, bound) +
+                            f": {func.fn.__name__}() takes parameters {params}", node)
+        early = getattr(func, "_real_func", False) and _early_rewrite(func, fdef, ctx)
+        if early:
+            fdef = early
         _check_returns(ctx, src, fdef)
         if ctx.call_depth > 32:
             raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
@@ -115,8 +120,17 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             try:
                 for p, (kind, v) in values.items():
                     frame.scopes[0][p] = self.new_slot(v, p) if kind == "slot" else v
+                if early:  # the helpers the rewritten body names (frontend/early_return.py)
+                    from .. import lang
+                    frame.scopes[0].update({"__sd_cast": lang.cast, "__sd_ret_t": ret_type,
+                                            "__sd_loop_config": lang.loop_config})
                 self.build_stmts(fdef.body)
                 ret = frame.ret
+                if ret is None and ret_type is not None and not frame.returned:
+                    raise user_error(SpiradSyntaxError, f"Function has a return type but does not "
+                                     f"have a return statement ({func.fn.__name__}); return a "
+                                     f"value at its end, or remove the `-> ...` annotation",
+                                     src.loc(fdef))
                 if ret is not None:
                     ret = self.rvalue(ret)
                     if is_py_scalar(ret) and assigned is None:  # an @sd.func returns a value
@@ -227,6 +241,40 @@ def _static_returns(stmt) -> set:
     return out
 
 
+def _argument_mistake(params, args, kwargs, bound) -> str:
+    """What is wrong with a func call's arguments, in Taichi's words."""
+    if len(args) > len(params):
+        return "Too many arguments"
+    for k in kwargs:
+        if k not in params:
+            return f"Unexpected argument '{k}'"
+        if params.index(k) < len(args):
+            return f"Multiple values for argument '{k}'"
+    missing = [p for p in params if p not in bound]
+    return f"Parameter `{missing[0]}` missing" if missing else "wrong arguments"
+
+
+def _early_rewrite(func, fdef, ctx):
+    """A real_func's body rewritten to return at its end (frontend/early_return.py), or None
+    when it already does. Cached on the func."""
+    from . import early_return
+    cached = getattr(func, "_early_fdef", None)
+    if cached is not None and cached[0] is fdef:
+        return cached[1]
+    out = None
+    if early_return.needs_rewrite(fdef):
+        _, ret_type = declared_types(func, ctx.default_fp, ctx.default_ip)
+        if ret_type is None:
+            from kernel_ir.source import user_error
+            raise user_error(SpiradSyntaxError, "a real_func that returns from inside a loop or "
+                             "branch needs its return type annotated (def f(...) -> ti.i32:)",
+                             func.source().loc(fdef))
+        from kernel_ir.dtypes import DType
+        out = early_return.rewrite(fdef, isinstance(ret_type, DType))
+    func._early_fdef = (fdef, out)
+    return out
+
+
 def _check_returns(ctx, src, fdef):
     body = fdef.body
     allowed = set()
@@ -236,9 +284,9 @@ def _check_returns(ctx, src, fdef):
         for sub in ast.walk(stmt):
             if isinstance(sub, ast.Return) and sub not in allowed and not (i == len(body) - 1 and sub is stmt):
                 from kernel_ir.source import user_error
-                raise user_error(SpiradSyntaxError, "a @sd.func may only return as its last statement "
-                                                    "(assign to a variable and return it at the end)",
-                                 src.loc(sub))
+                raise user_error(SpiradSyntaxError, "Return inside non-static if/for is not "
+                                 "supported: a @sd.func may only return as its last statement "
+                                 "(assign to a variable and return it at the end)", src.loc(sub))
 
 
 def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
@@ -312,7 +360,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
                          where[0].loc(where[1]) if where else src.loc(fdef)) from None
     rng.finish_kernel(ctx)
     if returns is not None and not frame.returned:
-        raise user_error(SpiradSyntaxError, f"kernel {kernel.fn.__name__} has a return type but no "
-                         f"return statement; return a value at its end, or remove the `-> ...` "
-                         f"annotation", src.loc(fdef))
+        raise user_error(SpiradSyntaxError, f"Kernel has a return type but does not have a "
+                         f"return statement (kernel {kernel.fn.__name__}); return a value at its "
+                         f"end, or remove the `-> ...` annotation", src.loc(fdef))
     return KernelIR(kernel.fn.__name__, tuple(args), ctx.b.finish(), src.loc(fdef))

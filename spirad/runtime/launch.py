@@ -282,12 +282,25 @@ def run(p: LaunchPlan):
             _launch(p)
         finally:
             _bump(p)
+        st = _state.state
+        if st.debug and st.options.debug_sync:  # Taichi's synchronous debug mode
+            _debug_sync(st)
         c = p.compiled
         if c.returns is not None:
             value = c.returns.read(_state.backend())
             printing.flush(_state.current())
             return value
     return None
+
+
+def _debug_sync(st) -> None:
+    """`init(debug=True, debug_sync=True)`: wait for the launch and raise what it reported (a
+    bounds error, a failed assert) here, at the launch, as Taichi's debug mode does; without
+    `debug_sync` such errors are raised at the next synchronisation."""
+    from . import asserts
+    st.backend.sync()
+    printing.flush(st)
+    asserts.check(st)
 
 
 def _launch(p: LaunchPlan) -> None:

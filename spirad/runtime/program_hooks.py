@@ -39,6 +39,20 @@ class Program:
     def default_ip(self):
         return _state.current().default_ip
 
+    def get_num_compiled_functions(self) -> int:
+        """How many kernel programs this init() compiled (one per kernel and argument
+        signature, as Taichi counts its kernel instances; adjoints not counted)."""
+        st = _state.current()
+        return sum(1 for k in list(_state.kernels) for key in getattr(k, "_cache", {})
+                   if key[0] == st.epoch)
+
+    def config(self):
+        """The current init()'s arch and debug flag (Taichi's `prog.config()`)."""
+        import types
+        st = _state.current()
+        return types.SimpleNamespace(arch=st.arch, debug=st.debug, default_fp=st.default_fp,
+                                     default_ip=st.default_ip)
+
     def synchronize(self) -> None:
         st = _state.current()
         if st.backend is not None:

@@ -188,3 +188,30 @@ def test_taichi_init_knobs_accepted(arch):
         sd.init(arch=arch, default_up=sd.u32)  # Taichi refuses it too
     with pytest.raises(sd.SpiradValueError, match="foo_bar"):
         sd.init(arch=arch, foo_bar=1)
+
+
+@test_archs()
+def test_python_all_and_any(arch):
+    """Python's `all(v)` / `any(v)` in a kernel: of a vector / matrix, whether every / some
+    component is non-zero (Taichi's reading); of compile-time lists, Python's answer."""
+    x = sd.Vector.field(3, sd.f32, shape=4)
+    r = sd.field(sd.i32, shape=(4, 2))
+
+    @sd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            r[i, 0] = all(v > 0.5)
+            r[i, 1] = any(sd.Matrix([[v[0], 0.0], [v[2], 0.0]]) > 0.5)
+            assert all([1, 2]) and not any((0, 0))
+
+    x.from_numpy(np.array([[1, 1, 1], [0, 1, 1], [0, 0, 0], [1, 0, 0]], np.float32))
+    k()
+    np.testing.assert_array_equal(r.to_numpy(), [[1, 1], [0, 1], [0, 0], [0, 1]])
+
+    @sd.kernel
+    def bad(a: sd.f32) -> sd.i32:
+        return all(a)
+
+    with pytest.raises(sd.SpiradTypeError, match=r"all\(\) takes a vector"):
+        bad(1.0)

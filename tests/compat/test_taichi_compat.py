@@ -164,3 +164,61 @@ def test_alias_writes_torch_leaf_as_taichi(arch, alias, monkeypatch):
     with pytest.raises(sd.SpiradValueError, match="torch leaf tensor that requires grad"):
         add(y)
     assert y.detach().tolist() == [1, 1, 1]  # refused before the launch
+
+
+def test_taichi_impl_get_runtime():
+    """`taichi.lang.impl.get_runtime()`: default types, the arch through `prog.config()`, and
+    the count of kernel programs compiled in this init() (one per kernel and signature)."""
+    from spirad.compat import taichi_alias
+    taichi_alias.install()
+    try:
+        from taichi.lang import impl
+        sd.init(arch=sd.cpu, default_fp=sd.f64)
+        rt = impl.get_runtime()
+        assert rt.default_fp == sd.f64 and rt.default_ip == sd.i32
+        assert rt.prog.config().arch == sd.cpu
+        assert rt.get_num_compiled_functions() == 0
+
+        @sd.kernel
+        def k(a: sd.types.ndarray()):
+            for i in a:
+                a[i] += 1
+
+        k(sd.ndarray(sd.f32, 3))
+        k(sd.ndarray(sd.f32, 4))  # the same signature: no new program
+        assert rt.get_num_compiled_functions() == 1
+        k(sd.ndarray(sd.i32, 3))
+        assert rt.get_num_compiled_functions() == 2
+        rt.materialize()
+        sd.init(arch=sd.cpu)
+        assert rt.get_num_compiled_functions() == 0
+    finally:
+        taichi_alias.uninstall()
+
+
+@test_archs(["cpu", "vulkan"])
+def test_taichi_lang_ops_in_python_scope_and_kernels(arch):
+    """`taichi.lang.ops` (Taichi's operator functions): the same functions in Python scope and
+    in kernels."""
+    from spirad.compat import taichi_alias
+    taichi_alias.install()
+    try:
+        import taichi as ti
+        ops = ti.lang.ops
+        v = sd.Vector([2, 0, 3])
+        np.testing.assert_array_equal(ops.add(v, sd.Vector([1, 1, 1])), [3, 1, 4])
+        np.testing.assert_array_equal(ops.logical_not(v), [False, True, False])
+        assert ops.abs(-2.5) == 2.5
+        out = sd.field(sd.i32, shape=3)
+
+        @sd.kernel
+        def k():
+            w = ops.mul(sd.Vector([1, 2, 3]), 2)
+            out[0] = ops.add(w[0], w[2])
+            out[1] = ops.logical_not(w[1])
+            ops.atomic_add(out[2], ops.neg(w[1]))
+
+        k()
+        np.testing.assert_array_equal(out.to_numpy(), [8, 0, -4])
+    finally:
+        taichi_alias.uninstall()

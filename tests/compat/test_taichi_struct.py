@@ -68,8 +68,10 @@ def test_struct_errors(arch):
 
     with pytest.raises(sd.SpiradTypeError, match="no member 'nope'"):
         k()
-    with pytest.raises(sd.SpiradNotSupportedError, match="only inside kernels"):
-        Particle(pos=tm.vec2(0), mass=1.0, tag=0)
+    p = Particle(pos=tm.vec2(0), mass=1.0, tag=0)  # a Python-scope struct value (Taichi's)
+    assert p.mass == 1.0 and list(p.pos) == [0.0, 0.0]
+    with pytest.raises(sd.SpiradTypeError, match="takes the members"):
+        Particle(pos=tm.vec2(0), nope=1.0)
 
 
 @test_archs(archs=("cpu",))

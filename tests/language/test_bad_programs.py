@@ -324,7 +324,7 @@ def func_early_return(arch):
     k()
 
 
-@row(SyntaxError, r"has a return type but no return statement", caret=True)
+@row(SyntaxError, r"Kernel has a return type but does not have a return statement", caret=True)
 def missing_return(arch):
     @sd.kernel
     def k() -> sd.f32:
@@ -695,7 +695,7 @@ def test_uncaught_compile_error_shows_user_frames_only(tmp_path):
 def test_uncaught_error_with_spirad_debug_shows_every_frame(tmp_path):
     r = _python("import spirad as sd\nsd.init(arch=sd.cpu)\nx = sd.field(sd.f32, shape=4)\n"
                 "x[4] = 1.0\n", tmp_path, env={"SPIRAD_DEBUG": "1"})
-    assert "spirad.SpiradIndexError: index (4,) is out of range for field x" in r.stderr
+    assert "spirad.SpiradBoundsError: index (4,) is out of range for field x" in r.stderr
     assert "spirad/data/field.py" in r.stderr, r.stderr
 
 

@@ -163,3 +163,36 @@ def test_kernel_cannot_call_kernel(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="@sd.func"):
         outer()
+
+
+@test_archs(archs=("cpu",))
+def test_argument_mistakes_name_the_parameter(arch):
+    """A func or kernel called with the wrong arguments: `SpiradArgumentError`, a TypeError (as
+    Python's) and a SyntaxError (as Taichi's), in Taichi's words."""
+    @sd.func
+    def f(a, b, c=3):
+        return a + b + c
+
+    calls = {"Too many arguments": lambda: f(1, 2, 3, 4),
+             "Unexpected argument 'd'": lambda: f(1, 2, 3, d=3),
+             "Parameter `b` missing": lambda: f(1, c=3),
+             "Multiple values for argument 'a'": lambda: f(1, a=3, b=3)}
+    for words, call in calls.items():
+        @sd.kernel
+        def k() -> sd.i32:
+            return call()
+
+        with pytest.raises(sd.SpiradArgumentError, match=words) as e:
+            k()
+        assert isinstance(e.value, TypeError) and isinstance(e.value, SyntaxError)
+
+    @sd.kernel
+    def kern(a: sd.i32, b: sd.i32) -> sd.i32:
+        return a + b
+
+    assert kern(1, b=2) == 3
+    for words, call in {"Parameter `a : i32` missing": lambda: kern(b=2),
+                        "Unexpected argument 'c'": lambda: kern(1, 2, c=2),
+                        "Too many arguments": lambda: kern(1, 2, 3)}.items():
+        with pytest.raises(sd.SpiradArgumentError, match=words):
+            call()

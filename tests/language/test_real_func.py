@@ -1,8 +1,11 @@
 """`sd.real_func` keeps Taichi's contract of a real function (typed parameters, an annotated
-return value) and is refused at decoration without it (spirad/real_func.py); it runs inlined."""
+return value) and is refused at decoration without it (spirad/real_func.py); it runs inlined,
+and may return from inside loops and branches (frontend/early_return.py)."""
+import numpy as np
 import pytest
 
 import spirad as sd
+from tests.support.archs import test_archs
 
 
 def test_real_func_needs_annotations():
@@ -33,3 +36,73 @@ def test_real_func_needs_annotations():
 
     k()
     assert x[None] == 32
+
+
+@test_archs()
+def test_real_func_returns_from_loops_and_branches(arch):
+    """A real_func may `return` inside `if`, `for` and `while` (Taichi's real functions do;
+    spirad rewrites the inlined body: frontend/early_return.py), also when inlined at a
+    kernel's top level (its loops are serialized) and from nested loops."""
+    x = sd.field(sd.i32, shape=())
+
+    @sd.real_func
+    def step(val: sd.i32) -> sd.i32:
+        if x[None] > 10:
+            if x[None] > 20:
+                return 1
+            x[None] += 1
+        x[None] += val
+        return 0
+
+    @sd.real_func
+    def partial_sum(a: sd.i32) -> sd.i32:
+        s = 0
+        for i in range(100):
+            if i == a + 1:
+                return s
+            s = s + i
+        return s
+
+    @sd.real_func
+    def first(a: sd.i32) -> sd.math.vec2:
+        for i in range(3):
+            j = 0
+            while j < 3:
+                if i * 3 + j == a:
+                    return sd.math.vec2(i, j)
+                j += 1
+        return sd.math.vec2(-1, -1)
+
+    @sd.kernel
+    def run() -> sd.i32:
+        return step(15) * 100 + step(10) * 10 + step(100)
+
+    @sd.kernel
+    def sums(a: sd.i32) -> sd.i32:
+        return partial_sum(a)
+
+    out = sd.Vector.field(2, sd.f32, shape=8)
+
+    @sd.kernel
+    def firsts():
+        for k in range(8):
+            out[k] = first(k + 3)
+
+    assert run() == 1 and x[None] == 26
+    assert sums(10) == 55 and sums(200) == 4950
+    firsts()
+    np.testing.assert_array_equal(out.to_numpy(), [[1, 0], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2],
+                                                   [-1, -1], [-1, -1]])
+
+    @sd.func
+    def plain(a):
+        if a > 0:
+            return 1.0
+        return 0.0
+
+    @sd.kernel
+    def refused(a: sd.f32) -> sd.f32:
+        return plain(a)
+
+    with pytest.raises(sd.SpiradSyntaxError, match="Return inside non-static if/for"):
+        refused(1.0)

@@ -144,9 +144,9 @@ def test_return_errors(arch):
         return None
 
     for k, cls, what in ((untyped, sd.SpiradSyntaxError, "return type annotation"),
-                         (in_loop, sd.SpiradSyntaxError, "non-static if / for"),
-                         (in_if, sd.SpiradSyntaxError, "non-static if / for"),
-                         (missing, sd.SpiradSyntaxError, "no return statement"),
+                         (in_loop, sd.SpiradSyntaxError, "Return inside non-static if/for"),
+                         (in_if, sd.SpiradSyntaxError, "Return inside non-static if/for"),
+                         (missing, sd.SpiradSyntaxError, "does not have a return statement"),
                          (vec_for_scalar, sd.SpiradTypeError, r"shape \(3,\)"),
                          (wrong_size, sd.SpiradTypeError, r"vector\(4, f32\)")):
         with pytest.raises(cls, match=what):

@@ -18,8 +18,8 @@ import spirad as sd
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # modules that are part of the surface (`sd.math.vec3`); every other submodule is internal
-PUBLIC_MODULES = {"ad", "algorithms", "graph", "linalg", "math", "profiler", "simt", "tools",
-                  "types", "ui"}
+PUBLIC_MODULES = {"ad", "algorithms", "graph", "linalg", "math", "profiler", "simt", "sparse",
+                  "tools", "types", "ui"}
 # constants of built-in types carry no docstring of their own (`sd.cpu == "cpu"`); docs/api.md
 # and the guide document them
 CONSTANT_TYPES = (str, int, float, tuple)
