@@ -74,7 +74,9 @@ _INIT_KEYS = {"arch", "default_fp", "default_ip", "debug", "ad_stack_size", "def
               # Taichi options accepted without effect (scheduling / compiler knobs of Taichi's)
               "flatten_if", "enable_fallback", "advanced_optimization", "fast_math",
               "print_ir", "verbose", "dynamic_index", "packed", "cfg_optimization",
-              "make_thread_local", "make_block_local", "check_out_of_bound",
+              "make_thread_local", "make_block_local",
+              # False: spirad's default bounds checks off, as `check_bounds=False` (_init)
+              "check_out_of_bound",
               "device_memory_GB_per_thread", "cuda_stack_limit", "print_kernel_llvm_ir",
               "excepthook", "real_matrix_scalarize", "opt_level",
               # the offline cache's directory and size cap (docs/cache.md), the unroll cap
@@ -158,6 +160,11 @@ def _init(arch=None, **kwargs):
         options.reset_default("SPIRAD_DEBUG")
     if "short_circuit_operators" not in kwargs:  # Quadrants' default through its module
         kwargs["short_circuit_operators"] = options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")
+    if kwargs.get("check_out_of_bound", True) is False and "check_bounds" not in kwargs:
+        # Taichi's / Quadrants' explicit opt-out of bounds checks (Genesis passes
+        # `check_out_of_bound=debug`): spirad's default checks off too, as under
+        # `check_bounds=False` (docs/errors_and_environment.md); True changes nothing
+        kwargs["check_bounds"] = False
     if "deterministic" in kwargs:  # one spelling in the offline cache's key
         kwargs["deterministic"] = bool(kwargs["deterministic"])
     if kwargs.get("log_level") is not None:

@@ -189,6 +189,29 @@ def test_unchecked_off_by_one_never_hits_the_status_words(arch):
     x.to_numpy()
 
 
+@test_archs(("cpu", "vulkan"))
+def test_check_out_of_bound_false_drops_the_default_checks(arch):
+    """Taichi's / Quadrants' `check_out_of_bound=False` (Genesis passes it unless debugging) is
+    `check_bounds=False`: a row overflow of a 4x4 field reads the next row, unreported; True or
+    leaving it out keeps the default checks."""
+    for flag, checked in ((False, False), (True, True), (None, True)):
+        sd.init(arch=arch, **({} if flag is None else {"check_out_of_bound": flag}))
+        y = sd.field(sd.f32, shape=(4, 4), name="y")
+        out = sd.field(sd.f32, shape=(), name="out")
+        y.from_numpy(np.arange(16, dtype=np.float32).reshape(4, 4))
+
+        @sd.kernel
+        def rd(j: sd.i32):
+            out[None] = y[0, j]
+
+        rd(4)
+        if checked:
+            with _raises_oob("rd", "y"):
+                sd.sync()
+        else:
+            assert out[None] == 4.0  # y[1, 0]
+
+
 @test_archs(ARCHS)
 def test_pending_error_at_init_is_reported(arch):
     """A bounds error (debug or default) still pending at sd.init() is warned about there, and
