@@ -45,12 +45,14 @@ class CpuProgram(Program):
         self.oob = bool(oob_check) and not bounds_check  # the default checks write the status
         self.module = module  # the JIT module: keeps the task functions alive
         fns = [module.function(s) for s in blob[1]]
+        directs = [module.direct(s) for s in blob[1]]  # called with prebuilt ctypes instances
         n = len(tl.tasks)
         marks, limits, works, copies = blob[5]
         self.fns = fns[:n]
         # per task: its one-thread variant (plain read-modify-writes), run when a launch is not
         # split, or None (CpuBackend._one_thread_variants)
         self.fns_1t = [fns[n + m] if type(m) is int else None for m in marks]
+        direct_1t = [directs[n + m] if type(m) is int else None for m in marks]
         atomics = [any(x.op in ATOMICS for x in walk(t.body)) for t in tl.tasks]
         # per task: the iterations from which a launch is split (range tasks with atomics)
         self.min_split = tuple(NEVER if m == ONLY else lim if a else None
@@ -77,6 +79,7 @@ class CpuProgram(Program):
         size = copy_slot(abi, len(copies)) if copies else \
             nbind + (len(LLVM_EXTRA_BUFFERS) if extra else 0)
         self.bufs = (ctypes.c_void_p * max(size, 1))()
+        self.bufs_ref = ctypes.c_void_p(ctypes.addressof(self.bufs))  # for the direct calls
         self.status = np.zeros(STATUS_WORDS, np.uint32)
         self.status_addr = self.status.__array_interface__["data"][0]
         self.status_word = ctypes.c_uint32.from_address(
@@ -85,12 +88,24 @@ class CpuProgram(Program):
         if extra:
             self.bufs[nbind + LLVM_STATUS] = self.status_addr
         self.last_storages = None
+        # the last launch's argument bytes, their address and its c_void_p (`launch`)
+        self.last_argbuf = self.last_addr = self.last_ref = None
         # per task: HostBounds of a range read from globals, else None
         self.host_bounds = tuple(HostBounds(tl, t, abi) if r else None
                                  for t, r in zip(tl.tasks, abi.device_ranges))
         # per task, what a launch reads of it, in one tuple (one unpacking per task and launch)
         self.launch_tasks = tuple(zip(self.fns, self.kinds, self.stacks, self.fns_1t,
                                       self.adaptive, self.scatter, self.min_split))
+        # per task, the direct functions of its own code and of its one-thread variant (for
+        # the calls that run on the calling thread anyway: serial tasks, unsplit variants)
+        self.direct = tuple(zip(directs[:n], direct_1t))
+        # a program of one serial task without adstacks, privatised scatter or one-thread
+        # variant (every Genesis kernel on the CPU, where it serialises its loops): its direct
+        # function, which `launch` calls with nothing else of the task loop; else None
+        self.lone_serial = directs[0] if n == 1 and self.kinds[0] == "serial" and \
+            not self.stacks[0] and self.scatter[0] is None and self.fns_1t[0] is None and \
+            self.host_bounds[0] is None else None
+        self.lone_ranges = self.lone_bounds = None  # its last ranges, and their c_int64s
 
 
 def target_summary() -> str:
@@ -300,15 +315,36 @@ class CpuBackend(BackendBase):
                                      any(a is not b for a, b in zip(storages, last))):
             _fill_buffers(bufs, program, storages)
         program.last_storages = storages  # a plan's list, never changed (launch.LaunchPlan)
-        args = ctypes.c_char_p(argbuf)
-        addr = ctypes.cast(args, ctypes.c_void_p).value
+        if argbuf is program.last_argbuf:  # a repeated launch: its bytes' address again
+            addr, aref = program.last_addr, program.last_ref
+        else:  # (ctypes' c_char_p + cast: ~1.5 us, a fifth of a small launch's host time)
+            addr = ctypes.cast(ctypes.c_char_p(argbuf), ctypes.c_void_p).value
+            aref = ctypes.c_void_p(addr)
+            # kept: the bytes stay alive, so their address stays valid
+            program.last_argbuf, program.last_addr, program.last_ref = argbuf, addr, aref
+        bref = program.bufs_ref
+        checked = program.bounds is not None or program.oob
+        lone = program.lone_serial
+        if lone is not None:  # one serial task: one call (the loop below, less its branches)
+            if self.rt.cancelled():
+                return
+            if ranges is not program.lone_ranges:  # a plan's tuple, never changed
+                b, e = ranges[0]
+                program.lone_ranges, program.lone_bounds = ranges, (
+                    (_i64(b), _i64(e)) if e > b else None)
+            be = program.lone_bounds
+            if be is not None:
+                with self.rt.calls_lock():
+                    lone(bref, aref, be[0], be[1], _WORKER0)
+                if checked and program.status_word.value:
+                    self._status(program, argbuf, adstack)  # kept for the next sync
+            return
         run = self.rt.run
         n = program.nbind
-        checked = program.bounds is not None or program.oob
         plan = None if adstack is None else adstack.tasks
         overflow = None
-        for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), rng) in enumerate(
-                zip(program.launch_tasks, ranges)):
+        for ti, ((fn, kind, stacks, fn1, adaptive, scatter, min_split), (dfn, dfn1), rng) in \
+                enumerate(zip(program.launch_tasks, program.direct, ranges)):
             if self.rt.cancelled():  # interrupted (spirad.runtime.guard): the later tasks do not run
                 return
             b, e = rng if rng is not None else program.host_bounds[ti].evaluate(
@@ -335,9 +371,13 @@ class CpuBackend(BackendBase):
             elif adaptive is not None:  # no atomics: split by the measured time
                 adaptive.run(run, fn, bufs, addr, b, e)
             elif fn1 is not None and e - b < min_split:  # one thread: no atomics
-                run(fn1, bufs, addr, b, e, False)
+                with self.rt.calls_lock():
+                    dfn1(bref, aref, _i64(b), _i64(e), _WORKER0)
+            elif kind != "range":  # a serial task: one call on this thread
+                with self.rt.calls_lock():
+                    dfn(bref, aref, _i64(b), _i64(e), _WORKER0)
             else:
-                run(fn, bufs, addr, b, e, kind == "range", min_split)
+                run(fn, bufs, addr, b, e, True, min_split)
             if (stacks or checked) and program.status_word.value:
                 err = self._status(program, argbuf, adstack)
                 if isinstance(err, SpiradAdStackOverflow):
@@ -356,8 +396,9 @@ class CpuBackend(BackendBase):
         return err
 
     def replay_entry(self, program, storages, argbuf, ranges):
-        """(program, ((task function, begin, end), ...), buffer table, argument address,
-        argument bytes, checked) when every task of the launch would run on the calling thread
+        """(program, ((direct task function, c_int64 begin, c_int64 end), ...), c_void_p of
+        the buffer table, c_void_p of the argument bytes, (buffer table, argument bytes): kept
+        alive, checked) when every task of the launch would run on the calling thread
         as one call (`launch`'s own choice for these ranges at capture: no adstack, no
         privatised scatter, no range read from globals, too short to split), else None. Its
         own buffer table: one program launched with other arrays in the same graph keeps its
@@ -367,8 +408,8 @@ class CpuBackend(BackendBase):
             return None
         calls = []
         rt = self.rt
-        for (fn, kind, stacks, fn1, adaptive, scatter, min_split), rng in zip(
-                program.launch_tasks, ranges):
+        for (_, kind, stacks, _, adaptive, scatter, min_split), (fn, fn1), rng in zip(
+                program.launch_tasks, program.direct, ranges):
             if rng is None:
                 return None
             b, e = rng
@@ -390,19 +431,20 @@ class CpuBackend(BackendBase):
         bufs = (ctypes.c_void_p * len(program.bufs)).from_buffer_copy(program.bufs)
         _fill_buffers(bufs, program, storages)
         addr = ctypes.cast(ctypes.c_char_p(argbuf), ctypes.c_void_p).value
-        return (program, tuple(calls), bufs, addr, argbuf,
-                program.bounds is not None or program.oob)
+        calls = tuple((fn, ctypes.c_int64(b), ctypes.c_int64(e)) for fn, b, e in calls)
+        return (program, calls, ctypes.c_void_p(ctypes.addressof(bufs)), ctypes.c_void_p(addr),
+                (bufs, argbuf), program.bounds is not None or program.oob)
 
     def replay(self, entries) -> None:
         """Call each record's task functions in order (ctypes calls, nothing else between them
         but the interrupt check and, for checked programs, the status word)."""
         cancelled = self.rt.cancelled
         with self.rt.calls_lock():
-            for program, calls, bufs, addr, argbuf, checked in entries:
+            for program, calls, bufs, addr, (_, argbuf), checked in entries:
                 if cancelled():
                     return
-                for fn, b, e in calls:
-                    fn(bufs, addr, b, e, 0)
+                for fn, b, e in calls:  # direct functions, prebuilt ctypes instances
+                    fn(bufs, addr, b, e, _WORKER0)
                 if checked and program.status_word.value:
                     self._status(program, argbuf, None)
 
@@ -434,6 +476,20 @@ class CpuBackend(BackendBase):
 
     def close(self):
         self.rt.close()
+
+
+_WORKER0 = ctypes.c_int32(0)  # the worker slot of a call on the calling thread
+_I64S: dict = {}  # c_int64 instances of the task bounds direct calls pass (never changed)
+
+
+def _i64(v: int):
+    """A c_int64 of `v`, built once (a few thousand kept: serial tasks run over (0, 1))."""
+    c = _I64S.get(v)
+    if c is None:
+        c = ctypes.c_int64(v)
+        if len(_I64S) < 4096:
+            _I64S[v] = c
+    return c
 
 
 def _fill_buffers(bufs, program, storages) -> None:

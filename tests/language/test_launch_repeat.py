@@ -5,6 +5,7 @@ new member, a list changes in place), and keyword arguments bind as Python binds
 import dataclasses
 
 import numpy as np
+import pytest
 
 import spirad as sd
 from tests.support.archs import test_archs
@@ -82,3 +83,29 @@ def test_keywords_bind_like_python(arch):
         np.testing.assert_array_equal(y.to_numpy(), [1, 2, 3])
         put(c=6.0, a=4.0, b=5.0)
         np.testing.assert_array_equal(y.to_numpy(), [4, 5, 6])
+
+
+@test_archs()
+def test_serial_kernel_repeats_with_new_scalars_arrays_and_errors(arch):
+    """A one-task serial kernel (the CPU backend's one-call path, its argument address and
+    bounds kept between launches): each launch sees its own scalars and arrays, an
+    out-of-range index is still raised at the next sync, and the launch after it runs."""
+    @sd.kernel
+    def put(a: sd.types.ndarray(), v: sd.i32, at: sd.i32):
+        sd.loop_config(serialize=True)
+        for i in range(4):
+            a[i] += v
+        a[at] += 100
+
+    one, two = sd.ndarray(sd.i32, 4), sd.ndarray(sd.i32, 4)
+    for _ in range(2):
+        put(one, 1, 0)
+        put(two, 2, 3)
+        put(one, 1, 0)
+    np.testing.assert_array_equal(one.to_numpy(), [404, 4, 4, 4])
+    np.testing.assert_array_equal(two.to_numpy(), [4, 4, 4, 204])
+    put(one, 5, 4)  # out of range
+    with pytest.raises(IndexError, match="out of range"):  # the default or debug=True checks
+        sd.sync()
+    put(one, 1, 1)
+    np.testing.assert_array_equal(one.to_numpy(), [410, 110, 10, 10])
