@@ -312,7 +312,8 @@ def test_taichi_names():
     assert issubclass(sd.TaichiIndexError, sd.SpiradError)
     assert sd.is_extension_supported(sd.cpu, sd.extension.adstack)
     assert sd.is_extension_supported(sd.cpu, sd.extension.sparse)  # tests/sparse
-    assert not sd.is_extension_supported(sd.cpu, sd.extension.quant)
+    assert sd.is_extension_supported(sd.cpu, sd.extension.quant)  # tests/language/test_quant.py
+    assert not sd.is_extension_supported(sd.metal, sd.extension.quant)  # no compare-and-swap
     with pytest.raises(sd.SpiradArchError):
         sd.init(arch=sd.opengl)
     sd.init(arch=sd.cpu, flatten_if=True, enable_fallback=False)  # Taichi knobs are accepted
