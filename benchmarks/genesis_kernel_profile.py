@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 
-from genesis_scene import FRANKA_TARGET, add_init_keywords, build_scene
+from genesis_scene import add_init_keywords, built_stepping_scene
 
 
 def main():
@@ -26,18 +25,14 @@ def main():
     ap.add_argument("--warm", type=int, default=5)
     ap.add_argument("--n-envs", type=int, default=0)
     ap.add_argument("--qd-init", nargs="*", metavar="KEY=JSON", default=[],
-                    help="more keywords for Genesis' qd.init, e.g. check_bounds=true (spirad: "
-                    "its default bounds checks, which Genesis' check_out_of_bound=False drops)")
+                    help="more keywords for Genesis' qd.init, e.g. check_bounds=false (spirad: "
+                    "drops its default bounds checks)")
     a = ap.parse_args()
     import genesis as gs
     import quadrants as qd
     add_init_keywords(qd, ["kernel_profiler=true"] + a.qd_init)
     gs.init(backend=gs.cpu, logging_level="warning", precision="32", seed=0)
-    scene, ent, _ = build_scene(gs, qd, a.scene)
-    scene.build(**({"n_envs": a.n_envs} if a.n_envs else {}))
-    if a.scene == "franka":
-        t = np.array(FRANKA_TARGET, np.float32)
-        ent.control_dofs_position(np.tile(t, (a.n_envs, 1)) if a.n_envs else t)
+    scene = built_stepping_scene(gs, qd, a.scene, a.n_envs)
     for _ in range(a.warm):
         scene.step()
     qd.profiler.clear_kernel_profiler_info()

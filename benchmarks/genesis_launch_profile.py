@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from genesis_scene import FRANKA_TARGET, build_scene
+from genesis_scene import built_stepping_scene
 
 
 def _best_us(fn, reps=400, rounds=5) -> float:
@@ -137,11 +137,7 @@ def main():
     K = importlib.import_module("spirad.kernel")  # `spirad.kernel` is also the decorator
     L = importlib.import_module("spirad.runtime.launch")
     gs.init(backend=gs.cpu, logging_level="warning", precision="32", seed=0)
-    scene, ent, _ = build_scene(gs, qd, a.scene)
-    scene.build(**({"n_envs": a.n_envs} if a.n_envs else {}))
-    if a.scene == "franka":
-        t = np.array(FRANKA_TARGET, np.float32)
-        ent.control_dofs_position(np.tile(t, (a.n_envs, 1)) if a.n_envs else t)
+    scene = built_stepping_scene(gs, qd, a.scene, a.n_envs)
     step = scene.step
     if a.graph:
         from genesis_scene import graph_step

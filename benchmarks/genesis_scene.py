@@ -63,6 +63,17 @@ def _smoke_jet(qd, gs):
     return Jet(centre=[0.5, 0.5, 0.5], radius=0.1)
 
 
+def built_stepping_scene(gs, qd, name, n_envs):
+    """`build_scene`'s rigid scene built for `n_envs` environments (None: unbatched), with
+    Franka's position target set as the step benchmarks drive it; returns the scene."""
+    scene, ent, _ = build_scene(gs, qd, name)
+    scene.build(**({"n_envs": n_envs} if n_envs else {}))
+    if name == "franka":
+        t = np.array(FRANKA_TARGET, np.float32)
+        ent.control_dofs_position(np.tile(t, (n_envs, 1)) if n_envs else t)
+    return scene
+
+
 def build_scene(gs, qd, name):
     """The scene, and a function returning the positions to compare (an array per call)."""
     if name in ("box", "franka"):

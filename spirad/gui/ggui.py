@@ -158,6 +158,22 @@ class Camera:
         self.lookat(*(np.asarray(self.position_xyz) + front))
 
 
+
+def _groups(n_vertices, indices, vertex_offset, vertex_count, index_offset, index_count, k):
+    """(m, k) vertex indices of the triangles (k = 3) or segments (k = 2) Taichi's `mesh` /
+    `lines` draw: consecutive vertices from `vertex_offset` (`vertex_count` of them), or the
+    index field / array `indices` from `index_offset` (`index_count` of them) shifted by
+    `vertex_offset`; a trailing incomplete group is dropped."""
+    v0 = int(vertex_offset)
+    if indices is None:
+        idx = np.arange(v0, n_vertices if vertex_count is None else v0 + int(vertex_count))
+    else:
+        idx = np.asarray(indices.to_numpy() if hasattr(indices, "to_numpy") else indices,
+                         np.int64).reshape(-1)
+        i0 = int(index_offset)
+        idx = idx[i0:len(idx) if index_count is None else i0 + int(index_count)] + v0
+    return idx[: len(idx) // k * k].reshape(-1, k)
+
 class Scene:
     """GGUI's 3-D scene, re-declared every frame: `set_camera`, `particles`, `mesh`, `lines`,
     `point_light`, `ambient_light`; drawn by `canvas.scene(scene)`."""
@@ -207,16 +223,7 @@ class Scene:
         `indices`), flat shaded; a triangle's colour is the mean of its corners' colours."""
         v = _rows3(vertices, "vertices")
         c = self._colors(len(v), color, per_vertex_color)
-        v0 = int(vertex_offset)
-        v1 = len(v) if vertex_count is None else v0 + int(vertex_count)
-        if indices is None:
-            idx = np.arange(v0, v1)
-        else:
-            idx = np.asarray(indices.to_numpy() if hasattr(indices, "to_numpy") else indices,
-                             np.int64).reshape(-1)
-            i0 = int(index_offset)
-            idx = idx[i0:len(idx) if index_count is None else i0 + int(index_count)] + v0
-        idx = idx[: len(idx) // 3 * 3].reshape(-1, 3)
+        idx = _groups(len(v), indices, vertex_offset, vertex_count, index_offset, index_count, 3)
         self._items.append(("mesh", (v[idx], c[idx].mean(axis=1))))
 
     def lines(self, vertices, width, indices=None, color=(0.5, 0.5, 0.5),
@@ -225,16 +232,7 @@ class Scene:
         """Segments between consecutive pairs of `vertices` (or of `indices`), `width` pixels."""
         v = _rows3(vertices, "vertices")
         c = self._colors(len(v), color, per_vertex_color)
-        v0 = int(vertex_offset)
-        v1 = len(v) if vertex_count is None else v0 + int(vertex_count)
-        if indices is None:
-            idx = np.arange(v0, v1)
-        else:
-            idx = np.asarray(indices.to_numpy() if hasattr(indices, "to_numpy") else indices,
-                             np.int64).reshape(-1)
-            i0 = int(index_offset)
-            idx = idx[i0:len(idx) if index_count is None else i0 + int(index_count)] + v0
-        idx = idx[: len(idx) // 2 * 2].reshape(-1, 2)
+        idx = _groups(len(v), indices, vertex_offset, vertex_count, index_offset, index_count, 2)
         self._items.append(("lines", (v[idx], c[idx].mean(axis=1), float(width))))
 
     def mesh_instance(self, *args, **kwargs):
