@@ -63,8 +63,8 @@ from .frontend.sparse_api import activate, append, deactivate, is_active, length
 from .math import outer
 
 from . import profiler
-from .runtime import asserts as _asserts, guard as _guard
-from . import printing as _printing  # sync(): bound once
+from .runtime import guard as _guard
+from .runtime.launch import synchronise as _synchronise  # sync(): bound once
 from .profiler import print_kernel_profiler_info  # Taichi's old top-level name
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgpu", "gpu"
@@ -141,9 +141,7 @@ def _sync():
     # no import statements here: each one cost about 1 us of every `launch; sync()`
     st = _state.current()
     if st.backend is not None:
-        st.backend.sync()
-        _printing.flush(st)
-        _asserts.check(st)
+        _synchronise(st)
 
 
 def reset():

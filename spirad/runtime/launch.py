@@ -26,6 +26,7 @@ import numpy as np
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradValueError
 
+from . import asserts as _asserts
 from . import guard as _guard
 from . import logger as _log
 from .. import printing
@@ -284,7 +285,7 @@ def run(p: LaunchPlan):
             _bump(p)
         st = _state.state
         if st.debug and st.options.debug_sync:  # Taichi's synchronous debug mode
-            _debug_sync(st)
+            synchronise(st)
         c = p.compiled
         if c.returns is not None:
             value = c.returns.read(_state.backend())
@@ -293,14 +294,14 @@ def run(p: LaunchPlan):
     return None
 
 
-def _debug_sync(st) -> None:
-    """`init(debug=True, debug_sync=True)`: wait for the launch and raise what it reported (a
-    bounds error, a failed assert) here, at the launch, as Taichi's debug mode does; without
-    `debug_sync` such errors are raised at the next synchronisation."""
-    from . import asserts
+def synchronise(st) -> None:
+    """Wait for the launched work of state `st`, print what its kernels printed and raise what
+    they reported (a bounds error, a failed assert): `sd.sync()`, and every launch under
+    `init(debug=True, debug_sync=True)` (Taichi's synchronous debug mode; without `debug_sync`
+    such errors are raised at the next synchronisation)."""
     st.backend.sync()
     printing.flush(st)
-    asserts.check(st)
+    _asserts.check(st)
 
 
 def _launch(p: LaunchPlan) -> None:
