@@ -79,8 +79,13 @@ def normalize_shape(shape) -> tuple:
 
 
 HOST_ELEMENT = [None]  # spirad.data.matrix.host_element (set there: matrix imports this module)
-# spirad.data.quant's (quant_field, quant_vector_field, place_bitpacked, QuantArray), set there
-QUANT = [None]
+class _QuantHooks:
+    """spirad.data.quant's entry points, set there: quant imports this module (and matrix), so
+    field and matrix reach quantized fields through these names instead of an import circle."""
+    quant_field = quant_vector_field = place_bitpacked = QuantArray = None
+
+
+QUANT = _QuantHooks()
 
 
 _NAMES: dict = {}  # (code object, instruction offset) -> the assigned name, or None
@@ -686,7 +691,7 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     if is_quant_dtype(dtype):
         if order is not None:
             raise SpiradSyntaxError("order= is not supported for quantized fields")
-        return QUANT[0][0](dtype, shape, needs_grad, name, needs_dual, offset)
+        return QUANT.quant_field(dtype, shape, needs_grad, name, needs_dual, offset)
     return placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa=False)
 
 
@@ -849,7 +854,7 @@ class SNode:
     def quant_array(self, axes, shape, max_num_bits):
         """Taichi's quant_array: `place(x)` packs the `shape` cells of one quantized int / fixed
         field into one word (`max_num_bits`: 32 or 64) per cell of this node (spirad.data.quant)."""
-        return QUANT[0][3](self, axes, shape, max_num_bits)
+        return QUANT.QuantArray(self, axes, shape, max_num_bits)
 
     def bit_struct(self, *a, **k):
         """Taichi's old `bit_struct` SNode: raises, naming `sd.BitpackedFields`."""
@@ -865,7 +870,7 @@ class SNode:
         offset = check_offset(self.shape, offset, placed=True)
         if any(getattr(f, "_bitpacked", False) or getattr(f, "_quant", False) or
                getattr(f, "_quant_vector", False) for f in fields):
-            fields = QUANT[0][2](self, fields)  # sd.BitpackedFields: its word field goes here
+            fields = QUANT.place_bitpacked(self, fields)  # sd.BitpackedFields: its word field goes here
         fields = [m for f in fields for m in  # a struct field: its members, here together
                   (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:

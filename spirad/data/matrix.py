@@ -269,7 +269,7 @@ class Vector(_Methods):
         component stored apart (component-major); the default, AOS, keeps them together."""
         from .field import QUANT, is_quant_dtype
         if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
-            return QUANT[0][1](dtype, (n,), shape, needs_grad, name, needs_dual, offset)
+            return QUANT.quant_vector_field(dtype, (n,), shape, needs_grad, name, needs_dual, offset)
         return placed_field(VectorType(n, dtype), shape, needs_grad, name, needs_dual, offset,
                             order, _soa(layout))
 
@@ -320,7 +320,7 @@ class Matrix(_Methods):
         `sd.field`; `layout` as in `Vector.field`)."""
         from .field import QUANT, is_quant_dtype
         if is_quant_dtype(dtype):  # components of a quantized type (spirad.data.quant)
-            return QUANT[0][1](dtype, (n, m), shape, needs_grad, name, needs_dual, offset)
+            return QUANT.quant_vector_field(dtype, (n, m), shape, needs_grad, name, needs_dual, offset)
         return placed_field(MatrixType(n, m, dtype), shape, needs_grad, name, needs_dual, offset,
                             order, _soa(layout))
 

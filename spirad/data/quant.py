@@ -524,4 +524,5 @@ def is_quant_dtype(dtype) -> bool:
 
 
 # spirad.data.field and .matrix reach this module through QUANT (it imports them)
-_field.QUANT[0] = (quant_field, quant_vector_field, place_bitpacked, QuantArray)
+_field.QUANT.quant_field, _field.QUANT.quant_vector_field = quant_field, quant_vector_field
+_field.QUANT.place_bitpacked, _field.QUANT.QuantArray = place_bitpacked, QuantArray
