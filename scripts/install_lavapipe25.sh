@@ -13,10 +13,16 @@
 #
 # DIR: $SPIRAD_LAVAPIPE25, else ~/.cache/spirad/lavapipe25 (a cache directory outside the
 # checkout: CI clones afresh, the download is kept). tests/support/lavapipe25.py reads the same.
-# Linux on x86-64 only; elsewhere this prints why and exits 0 (a Mac runs Metal itself).
+# Linux on x86-64 with apt (Debian's archive keyring) only; elsewhere this prints why and exits 0
+# (a Mac runs Metal itself; the tests then say what is missing).
 set -euo pipefail
 if [ "$(uname -s)" != "Linux" ] || [ "$(uname -m)" != "x86_64" ]; then
     echo "install_lavapipe25.sh: Linux x86-64 only (this is $(uname -s) $(uname -m)); skipped" >&2
+    exit 0
+fi
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg  # signs bookworm-backports
+if [ ! -f "$KEYRING" ] || ! command -v apt-get >/dev/null || ! command -v dpkg >/dev/null; then
+    echo "install_lavapipe25.sh: needs apt-get, dpkg and Debian's archive keyring ($KEYRING); skipped" >&2
     exit 0
 fi
 DIR="${SPIRAD_LAVAPIPE25:-${XDG_CACHE_HOME:-$HOME/.cache}/spirad/lavapipe25}"
@@ -31,8 +37,8 @@ if [ -f "$DIR/lvp25.json" ] && [ -f "$LIB/libvulkan_lvp.so" ] && [ -f "$DIR/.com
     exit 0  # unpacked by an earlier run
 fi
 mkdir -p "$DIR/apt/lists/partial" "$DIR/apt/archives/partial" "$DIR/debs"
-cat > "$DIR/apt/sources.list" <<'EOF'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+cat > "$DIR/apt/sources.list" <<EOF
+deb [signed-by=$KEYRING] http://deb.debian.org/debian bookworm-backports main
 EOF
 APT=(-o "Dir::Etc::SourceList=$DIR/apt/sources.list" -o "Dir::Etc::SourceParts=-"
      -o "Dir::State::Lists=$DIR/apt/lists" -o "Dir::Cache::Archives=$DIR/apt/archives"
