@@ -14,3 +14,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
 python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -c scripts/ci-constraints.txt \
     -e '.[vulkan,metal,cuda,linalg,test,examples,gui,docs]'
+# Mesa 25's lavapipe unpacked beside the system's (no install): the adapter with binding arrays
+# that tests/metal/test_binding_arrays.py probes (docs/metal.md, "Binding arrays")
+bash scripts/install_lavapipe25.sh

@@ -191,6 +191,10 @@ TEST_SWITCHES = {
     "SPIRAD_SPIRV_RANDOM_SEEDS": ("N", "tests: how many random SPIR-V programs to run"),
     "SPIRAD_TAICHI_ARCHS": ("cpu,vulkan", "Taichi's own test suite run on spirad "
                                           "(scripts/taichi_tests.py): the archs"),
+    "SPIRAD_LAVAPIPE25": ("DIR", "tests: where scripts/install_lavapipe25.sh unpacked Mesa 25's "
+                                 "lavapipe (default `~/.cache/spirad/lavapipe25`), the adapter "
+                                 "with binding arrays that tests/metal/test_binding_arrays.py "
+                                 "probes ([metal.md](metal.md))"),
 }
 
 
