@@ -226,8 +226,8 @@ def h_polar_decompose(v, args, kw, node):
     if not isinstance(a, VecVal) or a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
         shape = a.shape if isinstance(a, VecVal) else "a scalar"
-        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 and 3x3 "
-                                                   f"matrices (got {shape})", node)
+        raise v.ctx.error(SpiradNotSupportedError, f"Polar decomposition only supports 2D and "
+                                                   f"3D matrices. (got {shape})", node)
     a00, a01, a10, a11 = a.comps
     x = v.binop(Op.ADD, a00, a11)
     y = v.binop(Op.SUB, a10, a01)
@@ -460,8 +460,9 @@ def h_stop_grad(v, args, kw, node):
 def h_static_assert(v, args, node):
     vals = [v.rvalue(a) for a in args]
     if not vals or not all(is_py_scalar(x) or isinstance(x, str) for x in vals):
-        raise v.ctx.error(SpiradTypeError, "static_assert(cond, msg) needs a compile-time "
-                                           "condition", node)
+        raise v.ctx.error(SpiradTypeError, "Static assert with non-static condition: "
+                                           "static_assert(cond, msg) needs a condition known at "
+                                           "compile time (assert checks at run time)", node)
     if not vals[0]:
         from kernel_ir.errors import SpiradValueError
         msg = vals[1] if len(vals) > 1 else ""

@@ -223,6 +223,10 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
+        if isinstance(c, VecVal):  # Python's truth of a vector is ambiguous (Taichi refuses too)
+            raise self.ctx.error(SpiradSyntaxError, "a conditional expression needs a scalar "
+                                 "condition, got a vector / matrix. Please use \"ti.select\" "
+                                 "instead. (sd.select(cond, a, b) selects element-wise)", node.test)
         from .conditional import build_conditional  # only the chosen side runs
         return build_conditional(self, node, c)
 
@@ -429,7 +433,7 @@ class ExprVisitor:
                 continue
             n = self.to_node(v, it if wide and is_py_scalar(v) else None)
             if not (n.dtype.is_int or n.dtype == T.u1):
-                raise self.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}")
+                raise self.ctx.error(SpiradTypeError, f"indices must be integers, got {n.dtype}")
             out.append(self.ctx.b.cast(n, it))
         return tuple(out)
 
@@ -578,7 +582,8 @@ class ExprVisitor:
             self.ctx.static_depth -= 1
         for v in vals:  # a sequence known at compile time may hold run-time values (unrolled)
             if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
-                raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
+                raise self.ctx.error(SpiradSyntaxError, "Input to static() must be compile-time constants: "
+                                                         "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def build_Dict(self, node):

@@ -93,14 +93,26 @@ class StmtVisitor:
         if not isinstance(dtype, T.DType):
             raise self.ctx.error(SpiradTypeError, "annotation must be a dtype such as sd.f32", node.annotation)
         value = self.build(node.value)
+        self.check_not_kernel_arg(node.target, node)
         if self.ctx.find_local(node.target.id) is not None:
             raise self.ctx.error(SpiradSyntaxError, f"'{node.target.id}' is already defined", node)
         self.ctx.bind(node.target.id, self.new_slot(value, node.target.id, dtype))
+
+    def check_not_kernel_arg(self, target, node):
+        """A kernel's own parameters are read-only in its body, as in Taichi and Quadrants: a
+        launch argument is a value, and rebinding its name would hide that (a @func's
+        parameters are the func's locals and may be assigned)."""
+        frame = self.ctx.frame
+        if isinstance(target, ast.Name) and frame.is_kernel and target.id in frame.param_names:
+            raise self.ctx.error(SpiradSyntaxError, f'Kernel argument "{target.id}" is immutable '
+                                 f"in the kernel. If you want to change its value, please "
+                                 f"create a new variable (`{target.id}_ = {target.id}`)", node)
 
     def assign(self, target, value):
         ctx = self.ctx
         from ..data.struct import StructElem, StructVal
         if isinstance(target, ast.Name):
+            self.check_not_kernel_arg(target, target)
             existing = ctx.find_local(target.id)
             if isinstance(existing, (Slot, SlotView, GlobalElem)):  # the last two: a func's
                 self.store_into(existing, value)  # template() parameter, bound by reference
@@ -216,6 +228,7 @@ class StmtVisitor:
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}=", node)
         if isinstance(node.target, ast.Name):
+            self.check_not_kernel_arg(node.target, node)
             slot = self.ctx.find_local(node.target.id)
             if isinstance(slot, Slot):
                 self.store_into(slot, self.binop(op, slot, self.build(node.value)))
@@ -395,7 +408,9 @@ class StmtVisitor:
 
     def range_args(self, call):
         if call.keywords or not 1 <= len(call.args) <= 2:
-            raise self.ctx.error(SpiradSyntaxError, "range() takes 1 or 2 arguments in kernels (no step)", call)
+            raise self.ctx.error(SpiradSyntaxError, f"Range should have 1 or 2 arguments, found "
+                                                    f"{len(call.args) + len(call.keywords)}: range() "
+                                                    f"in kernels has no step", call)
         args = [self.rvalue(self.build(a)) for a in call.args]
         if len(args) == 1:
             args = [0] + args
@@ -637,8 +652,9 @@ class StmtVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"'{what}' inside a multi-dimensional serial loop is "
                                                     f"ambiguous; use nested range() loops", node)
         if kind == "parallel" and what == "break":
-            raise self.ctx.error(SpiradSyntaxError, "'break' is not allowed in the outermost (parallel) loop "
-                                                    "of a kernel; use 'continue' or an if", node)
+            raise self.ctx.error(SpiradSyntaxError, "Cannot break in the outermost loop: 'break' is not "
+                                                    "allowed in the outermost (parallel) loop of a "
+                                                    "kernel; use 'continue' or an if", node)
 
     # -- return -------------------------------------------------------------------------------
     def build_Return(self, node):

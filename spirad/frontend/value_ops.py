@@ -116,7 +116,8 @@ class ValueOps:
             t = true_div_type(ip if _int_literal(a) else ta, ip if _int_literal(b) else tb, fp)
         elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
             sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.SHL: "<<", Op.SHR: ">>"}[op]
-            raise self.ctx.error(SpiradTypeError, f"bit operation {sym} needs integers, got {t}; "
+            raise self.ctx.error(SpiradTypeError, f"unsupported operand type(s) for '{sym}': bit "
+                                                  f"operation {sym} needs integers, got {t}; "
                                                   f"convert first, e.g. sd.cast(v, sd.i32)")
         elif op == Op.POW and is_py_scalar(b) and isinstance(b, numbers.Integral) and 0 <= b <= 8:
             return self._int_power(self.to_node(a, t), int(b))
@@ -203,8 +204,9 @@ class ValueOps:
         if vecs:  # component-wise (a vector condition too: `select(v < 0, -1.0, 1.0)`)
             n, shape = len(vecs[0].comps), vecs[0].shape
             if any(x.shape != shape for x in vecs):
-                raise self.ctx.error(SpiradTypeError, f"select of vectors / matrices of "
-                                                      f"different shapes {[x.shape for x in vecs]}")
+                raise self.ctx.error(SpiradTypeError, f"Cannot broadcast tensor to tensor: select "
+                                                      f"of vectors / matrices of different shapes "
+                                                      f"{[x.shape for x in vecs]}")
             ca = a.comps if isinstance(a, VecVal) else (a,) * n
             cb = b.comps if isinstance(b, VecVal) else (b,) * n
             cc = c.comps if isinstance(c, VecVal) else (c,) * n
