@@ -243,7 +243,11 @@ def _shared_updates(loop: Node, top_allocas) -> dict:
     {STORE: (atomic op, operand)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an atomic on the
     kernel temporary), {STORE: ("store", None)} for a value every iteration computes alike
     (constants, scalar arguments). The loop may read such a local only inside those updates.
-    Anything else races: a compile error naming the store."""
+    Anything else races: a compile error naming the store. A loop of one iteration
+    (`for _ in range(1):`, constant bounds) has nothing to race with: its stores stay plain."""
+    if len(loop.srcs) == 2 and all(b.op == Op.CONST for b in loop.srcs) \
+            and loop.srcs[1].arg - loop.srcs[0].arg <= 1:
+        return {}
     out, update_loads = {}, set()
     stores, loads = [], []
     for n in walk(loop.blocks[0]):

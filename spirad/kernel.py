@@ -239,7 +239,9 @@ class Kernel(PyFunction):
                                           f"number ({dtype}), got {type(a).__name__}", i)
                 if dtype.is_int and isinstance(a, (float, np.floating)):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} is {dtype} but "
-                                          f"got the float {a!r}; pass an int", i)
+                                          f"got the float {a!r}; pass an int (Taichi: Argument "
+                                          f"({i},) (type={type(a)}) cannot be converted into "
+                                          f"required type {dtype})", i)
                 if dtype.is_int and not np.iinfo(dtype.np).min <= int(a) <= np.iinfo(dtype.np).max:
                     raise self._arg_error(SpiradValueError, f"argument '{name}' = {a} does not fit "
                                           f"{dtype}; annotate it with a wider type (sd.i64)", i)

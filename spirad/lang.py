@@ -105,8 +105,13 @@ def max(*xs):  # noqa: A001
 
 
 def select(cond, a, b):
-    """`a` where `cond` is true, else `b` (both are evaluated; element-wise on vectors)."""
-    return np.where(cond, a, b)
+    """`a` where `cond` is true, else `b` (both are evaluated; element-wise on vectors, and
+    an `sd.Vector` / `sd.Matrix` in gives one out, as Taichi's)."""
+    r = np.where(cond, a, b)
+    from .data.matrix import MatrixValue
+    if r.ndim and any(isinstance(x, MatrixValue) for x in (cond, a, b)):
+        return r.view(MatrixValue)
+    return r
 
 
 def cast(x, dtype):

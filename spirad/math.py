@@ -41,9 +41,9 @@ def _both(fn) -> MathFunc:
 
 
 @_both
-def ceil(x):
-    """The smallest integer >= x (as a float)."""
-    return -floor(-x)
+def ceil(x, dtype=None):
+    """The smallest integer >= x (as a float; `dtype=int` gives an integer, as Taichi's)."""
+    return -floor(-x, dtype)
 
 
 @_both
@@ -53,12 +53,13 @@ def trunc(x):
 
 
 @_both
-def round(x):  # noqa: A001 - half away from zero, like C's round (Taichi's ti.round)
-    """x rounded to the nearest integer, halves away from zero (as C's round; a float)."""
+def round(x, dtype=None):  # noqa: A001 - half away from zero, like C's round (Taichi's ti.round)
+    """x rounded to the nearest integer, halves away from zero (as C's round; a float, or
+    `dtype`'s value, as Taichi's `round(x, dtype)`)."""
     a = abs(x)
     t = floor(a)
     r = t + select(a - t >= 0.5, 1.0, 0.0)
-    return select(x < 0, -r, r)
+    return floor(select(x < 0, -r, r), dtype)
 
 
 @_both

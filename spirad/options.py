@@ -83,11 +83,11 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_CACHE_MAX_SIZE", "str", None,
            "size cap of the offline cache directory: bytes, or a number with K, M or G "
            "(default 1G)", hint="bytes, 500M, 2G"),
-    Switch("SPIRAD_SHORT_CIRCUIT_OPERATORS", "flag", False,
-           "the default of `init(short_circuit_operators=)`: Python's short-circuit `and` / `or` "
-           "in kernels (the right side runs only when it decides) instead of Taichi's bitwise "
-           "default. Programs run through the `quadrants` module default to on, as Quadrants "
-           "does ([coming_from_taichi.md](coming_from_taichi.md))"),
+    Switch("SPIRAD_SHORT_CIRCUIT_OPERATORS", "off", True,
+           "the default of `init(short_circuit_operators=)`: on, as in Taichi 1.7.4 and "
+           "Quadrants, `and` / `or` in kernels are Python's (the deciding operand; the right "
+           "side runs only when it decides); `0`: the bitwise `&` / `|` of all operands "
+           "([coming_from_taichi.md](coming_from_taichi.md))"),
     Switch("SPIRAD_CHECK_OVERFLOW", "flag", False,
            "the default of `init(check_overflow=)`: with `debug=True`, integer `+ - * <<` in "
            "kernels print Taichi's \"Addition overflow detected\" (...) with the source line "
@@ -110,6 +110,11 @@ SWITCHES = {s.name: s for s in (
            "Tape, is an error (`error`: torch refuses such in-place changes), or, as Taichi "
            "writes it, a warning (`warn`). Programs run through the Taichi alias default to "
            "`warn`", ("error", "warn")),
+    Switch("SPIRAD_PRINT_FLOATS", "choice", "shortest",
+           "how a kernel's `print` shows a float without a format spec: `shortest`, Python's "
+           "shortest repr of its dtype (`233.3`), or `printf`, Taichi's C `%f` (`233.300003`; "
+           "f64: 12 decimals). Programs run through the Taichi alias default to `printf`",
+           ("shortest", "printf")),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
            "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes, "
            "the stacks the counting pass measured, and the loops checkpointed to stay within "
@@ -281,7 +286,7 @@ INIT_OPTIONS = {o.name: o for o in (
                                                      "iterations with an error (0: no cap; "
                                                      "docs/autodiff.md)"),
     InitOption("short_circuit_operators", bool, None, True,
-               "Python's `and` / `or` in kernels instead of Taichi's bitwise default",
+               "Python's `and` / `or` in kernels (Taichi's default); False: bitwise & / |",
                switch="SPIRAD_SHORT_CIRCUIT_OPERATORS"),
     InitOption("check_bounds", bool, True, True,
                "False: no default bounds checks (docs/errors_and_environment.md)"),

@@ -27,7 +27,8 @@ The host (`flush`, called by `sd.sync()`, by every host read of a field / ndarra
 that returns a value, by `init()` and at exit) walks the records in claim order, formats each
 with Python's formatting of its values (`format(value, spec)`, or `spec % value` for Taichi's
 printf specs, checked against the dtype when the kernel compiled: numpy scalars of the printed
-dtype, so an f32 prints as its shortest repr; u1 as a bool; vectors / matrices as nested lists),
+dtype, so an f32 prints as its shortest repr, or as Taichi's C `%f` with
+SPIRAD_PRINT_FLOATS=printf, the Taichi alias' default; u1 as a bool; vectors / matrices as nested lists),
 writes them to `sys.stdout` and resets the claims.
 """
 from __future__ import annotations
@@ -200,7 +201,15 @@ def _one(x, p: Value) -> str:
         x = {"r": repr, "s": str, "a": ascii}[p.conv](_plain(x))
     if p.printf:
         return p.spec % _plain(x)
+    if not p.spec and isinstance(x, np.floating) and _printf_floats():
+        return ("%.12f" if x.dtype == np.float64 else "%f") % float(x)  # Taichi's printf
     return format(x, p.spec) if p.spec else str(x)
+
+
+def _printf_floats() -> bool:
+    """Whether floats without a spec print as Taichi's C `%f` (SPIRAD_PRINT_FLOATS)."""
+    from . import options
+    return options.get("SPIRAD_PRINT_FLOATS") == "printf"
 
 
 def _plain(x):

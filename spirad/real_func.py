@@ -3,7 +3,7 @@
 spirad inlines it like any `@sd.func` (so recursion is an error; unlike a func, it may
 `return` from inside loops and branches: frontend/early_return.py), but keeps Taichi's contract
 of a real function, which is what lets a program move between the two: every parameter is
-annotated with its type, and a function that returns a value annotates its return type. A
+annotated with its type (but a method's `self`), and a function that returns a value annotates its return type. A
 real_func without them is refused when it is decorated, as Taichi refuses it.
 """
 from __future__ import annotations
@@ -21,7 +21,9 @@ def real_func(fn) -> Func:
     parameter and a returned value are type-annotated."""
     where = f"{fn.__qualname__} ({inspect.getsourcefile(fn)}:{fn.__code__.co_firstlineno})"
     sig = inspect.signature(fn)
-    for name, p in sig.parameters.items():
+    for k, (name, p) in enumerate(sig.parameters.items()):
+        if k == 0 and name == "self":
+            continue  # a method of a data_oriented class: `self` is the object, as in Taichi
         if p.annotation is inspect.Parameter.empty:
             raise SpiradSyntaxError(f"Argument '{name}' of real function {where} must be type "
                                     f"annotated (a real_func's parameters are typed)")

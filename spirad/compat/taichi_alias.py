@@ -42,6 +42,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_CHECK_OVERFLOW": "1",
     # Taichi's debug=True is synchronous: a kernel's bounds error raises at its launch
     "SPIRAD_DEBUG_SYNC": "1",
+    # Taichi prints a float without a spec as C's %f (233.300003), spirad as its shortest repr
+    "SPIRAD_PRINT_FLOATS": "printf",
 }
 
 
@@ -82,6 +84,7 @@ def install() -> None:
     sys.modules["taichi._lib.core"] = taichi_lang.lib_core
     sys.modules["taichi._lib.utils"] = taichi_lang.lib_utils
     spirad._lib = taichi_lang.lib   # `ti._lib.core.with_vulkan()` through the attribute path
+    spirad.experimental = taichi_lang.experimental  # `ti.experimental.real_func` (deprecated)
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
 
@@ -93,6 +96,7 @@ def uninstall() -> None:
         options.reset_default(name)
     import spirad
     spirad.__dict__.pop("_lib", None)
+    spirad.__dict__.pop("experimental", None)
     for name in [n for n in sys.modules if n == "taichi" or n.startswith("taichi.")]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AliasFinder)]

@@ -43,9 +43,23 @@ def _get_runtime():
     return get_runtime()
 
 
-impl = _module("impl", "current_cfg(), get_runtime() and the field / ndarray entry points",
+impl = _module("impl", "current_cfg(), get_runtime(), the field / ndarray entry points and "
+               "ti_float / ti_int (a cast to the default float / int, in kernels too)",
                current_cfg=_current_cfg, get_runtime=_get_runtime, field=_sd.field,
-               ndarray=_sd.ndarray, root=_sd.root)
+               ndarray=_sd.ndarray, root=_sd.root, ti_float=float, ti_int=int)
+
+
+def _experimental_real_func(fn):
+    """`ti.experimental.real_func`: Taichi 1.7's deprecated spelling of `ti.real_func`."""
+    import warnings
+    warnings.warn("ti.experimental.real_func is deprecated because it is no longer experimental. "
+                  "Use ti.real_func instead.", DeprecationWarning, stacklevel=2)
+    return _sd.real_func(fn)
+
+
+# `ti.experimental` (an attribute of the alias, as `ti._lib`): what Taichi 1.7 still keeps there
+experimental = types.ModuleType("taichi.experimental", "real_func (deprecated: ti.real_func)")
+experimental.real_func = _experimental_real_func
 misc = _module("misc", "arch lists",
                get_host_arch_list=lambda: [_sd.cpu], cpu=_sd.cpu, gpu=_sd.gpu,
                vulkan=_sd.vulkan, metal=_sd.metal, cuda=_sd.cuda)

@@ -809,6 +809,8 @@ class SNode:
         if isinstance(shape, numbers.Integral):
             shape = (int(shape),) * n  # Taichi: dense(ti.ij, n) is n along every axis
         shape = normalize_shape(shape)
+        if len(shape) == 1 and n > 1:
+            shape = shape * n  # Taichi: a one-element shape, (n,), is n along every axis too
         if len(shape) != n:
             raise SpiradValueError(f"dense(): {n} axes but shape {shape}")
         return self._child(self.extents + tuple(zip(dims, shape)))

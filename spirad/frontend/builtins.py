@@ -226,8 +226,8 @@ def h_polar_decompose(v, args, kw, node):
     if not isinstance(a, VecVal) or a.shape != (2, 2):
         from kernel_ir.errors import SpiradNotSupportedError
         shape = a.shape if isinstance(a, VecVal) else "a scalar"
-        raise v.ctx.error(SpiradNotSupportedError, f"polar_decompose supports 2x2 and 3x3 "
-                                                   f"matrices (got {shape})", node)
+        raise v.ctx.error(SpiradNotSupportedError, f"Polar decomposition only supports 2D and "
+                                                   f"3D matrices. (got {shape})", node)
     a00, a01, a10, a11 = a.comps
     x = v.binop(Op.ADD, a00, a11)
     y = v.binop(Op.SUB, a10, a01)
@@ -261,14 +261,49 @@ def _rows_or_cols(cols):
     return h
 
 
+def h_bool(v, args, kw, node):
+    """`bool(x)` in a kernel: `x != 0` as a u1 (a compile-time value: Python's bool)."""
+    _arity(v, args, 1, node)
+    x = v.rvalue(args[0])
+    if not isinstance(x, VecVal) and (is_py_scalar(x) or not hasattr(x, "dtype")):
+        return py.bool(x)
+    if isinstance(x, VecVal):
+        raise v.ctx.error(SpiradTypeError, "bool() of a vector / matrix is ambiguous; use "
+                                           "all(v) or any(v)", node)
+    return v.to_cond(x)
+
+
+def h_sum(v, args, kw, node):
+    """`sum(seq[, start])` over a compile-time sequence (a list, a tuple, a comprehension's
+    result, dict values) or a vector's components: unrolled additions, as Python adds."""
+    if not 1 <= len(args) <= 2 or kw:
+        raise v.ctx.error(SpiradTypeError, "sum(seq[, start]) takes one or two arguments", node)
+    seq = v.rvalue(args[0])
+    items = seq.comps if isinstance(seq, VecVal) else seq
+    if not isinstance(items, (list, tuple, type({}.values()))):
+        raise v.ctx.error(SpiradTypeError, f"sum() in a kernel needs a list, tuple or vector "
+                                           f"known at compile time, got {type(seq).__name__}", node)
+    acc = v.rvalue(args[1]) if len(args) == 2 else 0
+    for x in items:
+        acc = v.binop(Op.ADD, acc, x)
+    return acc
+
+
 def h_atan(v, args, kw, node):
     _arity(v, args, 1, node)
     return v.binop(Op.ATAN2, args[0], 1.0)
 
 
 def h_floor(v, args, kw, node):
-    """floor(x, dtype=None): Taichi's optional result type."""
+    """floor(x, dtype=None): Taichi's optional result type. An integer kernel value is refused,
+    as in Taichi (its floor is itself: a likely mistake, such as an integer division)."""
     dtype = args[1] if len(args) > 1 else kw.get("dtype")
+    a = v.rvalue(args[0]) if args else None
+    from kernel_ir.nodes import Node
+    if any(isinstance(c, Node) and not c.dtype.is_float
+           for c in (a.comps if isinstance(a, VecVal) else (a,))):
+        raise v.ctx.error(SpiradTypeError, "'floor' takes real inputs only (floor / ceil / round "
+                                           "of an integer is the integer itself)", node)
     r = _unary(Op.FLOOR, math.floor)(v, args[:1], {}, node)
     if dtype is None:
         return r
@@ -276,6 +311,7 @@ def h_floor(v, args, kw, node):
 
 
 def h_vector(v, args, kw, node):
+    args, kw = _dt_positional(args, kw)
     _arity(v, args, 1, node)
     items = v.rvalue(args[0])
     if isinstance(items, VecVal):
@@ -285,7 +321,15 @@ def h_vector(v, args, kw, node):
     return _build(v, list(items), (len(items),), kw.get("dt"))
 
 
+def _dt_positional(args, kw):
+    """`Matrix(rows, sd.f32)` / `Vector(items, sd.f32)`: Taichi's `dt` may come second."""
+    if len(args) == 2 and "dt" not in kw:
+        return args[:1], dict(kw, dt=args[1])
+    return args, kw
+
+
 def h_matrix(v, args, kw, node):
+    args, kw = _dt_positional(args, kw)
     _arity(v, args, 1, node)
     rows = v.rvalue(args[0])
     if isinstance(rows, (list, tuple)) and rows and not any(
@@ -460,8 +504,9 @@ def h_stop_grad(v, args, kw, node):
 def h_static_assert(v, args, node):
     vals = [v.rvalue(a) for a in args]
     if not vals or not all(is_py_scalar(x) or isinstance(x, str) for x in vals):
-        raise v.ctx.error(SpiradTypeError, "static_assert(cond, msg) needs a compile-time "
-                                           "condition", node)
+        raise v.ctx.error(SpiradTypeError, "Static assert with non-static condition: "
+                                           "static_assert(cond, msg) needs a condition known at "
+                                           "compile time (assert checks at run time)", node)
     if not vals[0]:
         from kernel_ir.errors import SpiradValueError
         msg = vals[1] if len(vals) > 1 else ""
@@ -512,7 +557,7 @@ HANDLERS = {
     lang.static_print: lambda v, args, kw, node: lang.static_print(*[v.rvalue(a) for a in args]),
     lang.assume_in_range: lambda v, args, kw, node: args[0], Vector: h_vector, Matrix: h_matrix,
     lang.static: h_static, lang.ndrange: h_ndrange, lang.grouped: h_grouped, py.range: h_range, py.len: h_len,
-    py.print: _print, py.pow: h_pow, Matrix.diag: h_diag, lang.randn: h_randn,
+    py.print: _print, py.pow: h_pow, py.bool: h_bool, py.sum: h_sum, Matrix.diag: h_diag, lang.randn: h_randn,
     # Python's math module (Taichi folds these on constants; spirad also takes kernel values)
     math.log: lambda v, args, kw, node: _math_log(v, args, node),
     math.fabs: _math(Op.ABS, math.fabs),

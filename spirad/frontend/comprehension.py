@@ -38,9 +38,16 @@ def _iterable(v, gen):
     seq = v.rvalue(v.build(gen.iter))
     if isinstance(seq, (range, tuple, list)):
         return list(seq)
+    from .values import VecVal
+    if isinstance(seq, VecVal) and len(seq.shape) == 1:  # a vector's components
+        return list(seq.comps)
+    if isinstance(seq, VecVal) and len(seq.shape) == 2:  # a matrix's rows, as in Taichi
+        m = seq.shape[1]
+        return [VecVal(seq.comps[r * m:(r + 1) * m], (m,)) for r in range(seq.shape[0])]
     raise v.ctx.error(SpiradSyntaxError, "a list comprehension in a kernel needs an iterable "
                                          "known at compile time (range of constants, a tuple or "
-                                         "list, static(...)); write a loop instead", gen.iter)
+                                         "list, static(...), a vector or matrix); write a loop "
+                                         "instead", gen.iter)
 
 
 def _bind(v, target, item):

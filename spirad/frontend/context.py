@@ -17,6 +17,8 @@ class FuncFrame:
         self.fn = fn
         self.src = src
         self.is_kernel = is_kernel
+        args = src.func_def.args  # a kernel's own parameters are read-only (stmt.py)
+        self.param_names = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
         self.scopes: list[dict] = [{}]
         self.loop_base = self.scope_base = 0  # a func's own loops / scopes start there
         closure = {}
@@ -84,7 +86,7 @@ class Ctx:
             return g[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise self.error(SpiradNameError, f"name '{name}' is not defined; assign it before this "
+        raise self.error(SpiradNameError, f"Name \"{name}\" is not defined; assign it before this "
                                           f"line (a variable first assigned inside an if / for / "
                                           f"while body exists only in that body)", node)
 

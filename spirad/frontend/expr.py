@@ -223,6 +223,10 @@ class ExprVisitor:
         c = self.rvalue(self.build(node.test))
         if is_py_scalar(c):
             return self.build(node.body if c else node.orelse)
+        if isinstance(c, VecVal):  # Python's truth of a vector is ambiguous (Taichi refuses too)
+            raise self.ctx.error(SpiradSyntaxError, "a conditional expression needs a scalar "
+                                 "condition, got a vector / matrix. Please use \"ti.select\" "
+                                 "instead. (sd.select(cond, a, b) selects element-wise)", node.test)
         from .conditional import build_conditional  # only the chosen side runs
         return build_conditional(self, node, c)
 
@@ -429,7 +433,7 @@ class ExprVisitor:
                 continue
             n = self.to_node(v, it if wide and is_py_scalar(v) else None)
             if not (n.dtype.is_int or n.dtype == T.u1):
-                raise self.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}")
+                raise self.ctx.error(SpiradTypeError, f"indices must be integers, got {n.dtype}")
             out.append(self.ctx.b.cast(n, it))
         return tuple(out)
 
@@ -489,6 +493,38 @@ class ExprVisitor:
             acc = self.binop(Op.ADD, acc, self.binop(Op.MUL, x, y))
         return acc
 
+    def primitive_call(self, dtype, args, kwargs, node):
+        """`sd.f32(x)`: a cast of one scalar, with Taichi's rules for a primitive type's call
+        (Taichi and Quadrants refuse the rest): one argument and no vector (`v.cast(sd.f32)`
+        converts a vector), and a literal written in the call has the type's kind and fits it
+        (`sd.f32(0)`, `sd.i32(0.5)`, `sd.u16(-1)` are refused; `sd.cast` converts them)."""
+        if len(args) != 1 or kwargs:
+            raise self.ctx.error(SpiradSyntaxError, f"A primitive type can only decorate a single "
+                                 f"expression. ({dtype}(x) converts one value)", node)
+        v = self.rvalue(args[0])
+        from ..data.struct import StructElem, StructVal
+        if isinstance(v, (VecVal, StructVal, StructElem)):
+            raise self.ctx.error(SpiradSyntaxError, f"A primitive type cannot decorate an "
+                                 f"expression with a compound type. (convert a vector with "
+                                 f"v.cast(sd.{dtype}))", node)
+        lit = node.args[0]
+        if isinstance(lit, ast.UnaryOp) and isinstance(lit.op, (ast.USub, ast.UAdd)):
+            lit = lit.operand
+        if isinstance(lit, ast.Constant) and is_py_scalar(v) and not isinstance(v, bool) \
+                and dtype != T.u1:
+            if isinstance(v, numbers.Integral) and dtype.is_float:
+                raise self.ctx.error(SpiradTypeError, f"Integer literals must be annotated with a "
+                                     f"integer type. For type casting, use `ti.cast`. (write "
+                                     f"{v}.0, or sd.cast({v}, sd.{dtype}))", node)
+            if not isinstance(v, numbers.Integral) and dtype.is_int:
+                raise self.ctx.error(SpiradTypeError, f"Floating-point literals must be annotated "
+                                     f"with a floating-point type. For type casting, use "
+                                     f"`ti.cast`. (sd.cast({v}, sd.{dtype}) truncates)", node)
+            if dtype.is_int and not np.iinfo(dtype.np).min <= v <= np.iinfo(dtype.np).max:
+                raise self.ctx.error(SpiradTypeError, f"Integer literal {v} exceeded the range of "
+                                     f"specified dtype: {dtype} (sd.cast({v}, sd.{dtype}) wraps)", node)
+        return self.cast(v, dtype)
+
     def build_Call(self, node):
         fn = self.build(node.func)
         if fn is _static_marker():
@@ -499,6 +535,8 @@ class ExprVisitor:
                 seq = self.rvalue(self.build(a.value))
                 if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
                     seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
+                if isinstance(seq, VecVal) and len(seq.shape) == 1:  # `min(*v)`: its components
+                    seq = list(seq.comps)
                 if not isinstance(seq, (tuple, list)):
                     raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
                                                             "compile time in kernels", a)
@@ -530,7 +568,7 @@ class ExprVisitor:
             return self.inline_func(plain_func(fn.__func__), [fn.__self__] + args, kwargs, node)
         from kernel_ir.dtypes import DType
         if isinstance(fn, DType):  # sd.f32(x) casts
-            return self.cast(args[0], fn)
+            return self.primitive_call(fn, args, kwargs, node)
         from ..types import MatrixType, VectorType
         if isinstance(fn, (VectorType, MatrixType)):
             return self.compound_value(fn, args, node)
@@ -558,6 +596,13 @@ class ExprVisitor:
                                                          for x in vals):
             return list(fn(*vals))  # enumerate / zip / reversed over compile-time sequences
         kvals = {k: self.rvalue(x) for k, x in kwargs.items()}
+        if fn in (np.array, np.asarray) and all(_is_compile_time(x) for x in vals + list(kvals.values())):
+            arr = np.asarray(fn(*vals, **kvals))  # Taichi: a 0-d array of constants is a scalar
+            if arr.ndim != 0:
+                raise self.ctx.error(SpiradTypeError, f"Only 0-dimensional numpy array can be used "
+                                     f"to initialize a scalar expression (got shape {arr.shape}); "
+                                     f"use sd.Vector / sd.Matrix for several values", node)
+            return self.py_constant(arr[()])
         if self.ctx.static_depth and callable(fn) and \
                 all(_is_compile_time(x) for x in vals + list(kvals.values())):
             try:  # inside sd.static(...), a Python call on compile-time values runs now (Quadrants)
@@ -578,7 +623,8 @@ class ExprVisitor:
             self.ctx.static_depth -= 1
         for v in vals:  # a sequence known at compile time may hold run-time values (unrolled)
             if not _is_compile_time(v) and not isinstance(v, (tuple, list)):
-                raise self.ctx.error(SpiradSyntaxError, "static() needs a value known at compile time", node)
+                raise self.ctx.error(SpiradSyntaxError, "Input to static() must be compile-time constants: "
+                                                         "static() needs a value known at compile time", node)
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def build_Dict(self, node):

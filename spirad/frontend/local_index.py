@@ -38,7 +38,7 @@ def _axis_positions(v, k, size, node):
         return [k % size], False
     n = v.to_node(k)
     if not (n.dtype.is_int or n.dtype == T.u1):
-        raise v.ctx.error(SpiradTypeError, f"index must be an integer, got {n.dtype}", node)
+        raise v.ctx.error(SpiradTypeError, f"indices must be integers, got {n.dtype}", node)
     i = v.ctx.b.cast(n, T.i32)
     if v.ctx.state.debug:
         _check_in_range(v, i, size, node)

@@ -72,6 +72,19 @@ class StmtVisitor:
         value = self.build(node.value)
         if len(node.targets) > 1:
             value = self.rvalue(value)
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static:
+            names = [n for t in node.targets
+                     for n in (t.elts if isinstance(t, ast.Tuple) else (t,))]
+            for t in names:  # Taichi's rules for naming a compile-time value
+                if isinstance(t, ast.Subscript):
+                    raise self.ctx.error(SpiradSyntaxError, "Static assign cannot be used on "
+                                         "elements in arrays: `X = sd.static(v)` names a "
+                                         "compile-time value", t)
+                if isinstance(t, ast.Name) and \
+                        isinstance(self.ctx.find_local(t.id), (Slot, SlotView)):
+                    raise self.ctx.error(SpiradSyntaxError, f"Recreating variables is not "
+                                         f"allowed: '{t.id}' is a variable here; name the "
+                                         f"sd.static(...) value anew", t)
         if isinstance(node.value, ast.Call) and self._callee(node.value) is lang.static \
                 and all(isinstance(t, ast.Name) and self.ctx.find_local(t.id) is None
                         for t in node.targets):
@@ -85,6 +98,11 @@ class StmtVisitor:
         for t in node.targets:
             self.assign(t, value)
 
+    def build_NamedExpr(self, node):
+        """`(a := v)`: assigns `a` as `a = v` does, and is the value of `a` (Taichi too)."""
+        self.assign(node.target, self.build(node.value))
+        return self.build(node.target)
+
     def build_AnnAssign(self, node):
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise self.ctx.error(SpiradSyntaxError, "annotated assignment needs a name and a value", node)
@@ -93,14 +111,26 @@ class StmtVisitor:
         if not isinstance(dtype, T.DType):
             raise self.ctx.error(SpiradTypeError, "annotation must be a dtype such as sd.f32", node.annotation)
         value = self.build(node.value)
+        self.check_not_kernel_arg(node.target, node)
         if self.ctx.find_local(node.target.id) is not None:
             raise self.ctx.error(SpiradSyntaxError, f"'{node.target.id}' is already defined", node)
         self.ctx.bind(node.target.id, self.new_slot(value, node.target.id, dtype))
+
+    def check_not_kernel_arg(self, target, node):
+        """A kernel's own parameters are read-only in its body, as in Taichi and Quadrants: a
+        launch argument is a value, and rebinding its name would hide that (a @func's
+        parameters are the func's locals and may be assigned)."""
+        frame = self.ctx.frame
+        if isinstance(target, ast.Name) and frame.is_kernel and target.id in frame.param_names:
+            raise self.ctx.error(SpiradSyntaxError, f'Kernel argument "{target.id}" is immutable '
+                                 f"in the kernel. If you want to change its value, please "
+                                 f"create a new variable (`{target.id}_ = {target.id}`)", node)
 
     def assign(self, target, value):
         ctx = self.ctx
         from ..data.struct import StructElem, StructVal
         if isinstance(target, ast.Name):
+            self.check_not_kernel_arg(target, target)
             existing = ctx.find_local(target.id)
             if isinstance(existing, (Slot, SlotView, GlobalElem)):  # the last two: a func's
                 self.store_into(existing, value)  # template() parameter, bound by reference
@@ -122,6 +152,9 @@ class StmtVisitor:
         if isinstance(target, (ast.Tuple, ast.List)):
             v = self.rvalue(value)
             items = v.comps if isinstance(v, VecVal) else v
+            if isinstance(v, VecVal) and len(v.shape) == 2:  # a matrix unpacks into its rows
+                m = v.shape[1]
+                items = tuple(VecVal(v.comps[r * m:(r + 1) * m], (m,)) for r in range(v.shape[0]))
             elts = target.elts
             if not isinstance(items, (tuple, list)):
                 raise ctx.error(SpiradTypeError, f"cannot unpack a {_kind_of(items)} into "
@@ -178,11 +211,10 @@ class StmtVisitor:
         cond = self.rvalue(self.build(node.test))
         if not ctx.state.debug:
             return
-        if is_py_scalar(cond):
-            if not cond:
-                raise ctx.error(SpiradSyntaxError,
-                                f"this assert always fails: {msg or 'assertion failed'}", node)
+        if is_py_scalar(cond) and cond:
             return
+        # `assert False, "unreachable"` fails where it runs (under a run-time `if`: only when
+        # that branch is taken), as in Taichi: a run-time failure, not a compile error
         from ..runtime.asserts import state_of
         from ..data.field import internal_field
         a = state_of(ctx.state, internal_field)
@@ -216,6 +248,7 @@ class StmtVisitor:
         if op is None:
             raise self.ctx.error(SpiradSyntaxError, f"unsupported operator {type(node.op).__name__}=", node)
         if isinstance(node.target, ast.Name):
+            self.check_not_kernel_arg(node.target, node)
             slot = self.ctx.find_local(node.target.id)
             if isinstance(slot, Slot):
                 self.store_into(slot, self.binop(op, slot, self.build(node.value)))
@@ -341,6 +374,10 @@ class StmtVisitor:
             return self._for_over_chosen_iterable(node)
         cfg, ctx.loop_config = ctx.loop_config, None  # sd.loop_config(...) applies to this loop
         if isinstance(it, ast.Call) and self._callee(it) is lang.static:
+            if len(it.args) == 1 and isinstance(it.args[0], ast.Call) \
+                    and self._callee(it.args[0]) is lang.static:
+                raise ctx.error(SpiradSyntaxError, "'ti.static' cannot be nested: write one "
+                                                   "sd.static(...)", it.args[0])
             return self.static_for(node, self.build(it))
         # The outermost scope of the kernel, reached through @func calls and sd.static
         # if / for (see docs/parallel_loops.md); decided here, never by constant folding.
@@ -351,6 +388,11 @@ class StmtVisitor:
             if not isinstance(t, ast.Name):
                 raise ctx.error(SpiradSyntaxError, "loop targets must be names", t)
         names = [t.id for t in targets]
+        for t in targets:  # Python would leave it at the last index; a kernel's index is the loop's
+            if ctx.find_local(t.id) is not None:
+                raise ctx.error(SpiradSyntaxError, f"Variable '{t.id}' is already declared in the "
+                                                   f"outer scope and cannot be used as loop "
+                                                   f"variable: name the index anew", node)
         if iterable is None:
             begin, end = self.range_args(it)
             if len(names) != 1:
@@ -395,7 +437,9 @@ class StmtVisitor:
 
     def range_args(self, call):
         if call.keywords or not 1 <= len(call.args) <= 2:
-            raise self.ctx.error(SpiradSyntaxError, "range() takes 1 or 2 arguments in kernels (no step)", call)
+            raise self.ctx.error(SpiradSyntaxError, f"Range should have 1 or 2 arguments, found "
+                                                    f"{len(call.args) + len(call.keywords)}: range() "
+                                                    f"in kernels has no step", call)
         args = [self.rvalue(self.build(a)) for a in call.args]
         if len(args) == 1:
             args = [0] + args
@@ -526,6 +570,10 @@ class StmtVisitor:
         if isinstance(values, tuple) and len(values) == 1 and not isinstance(values[0], numbers.Number):
             values = values[0]
         if isinstance(values, lang.grouped):
+            if not isinstance(values.target, lang.ndrange):  # Taichi's rule too
+                raise ctx.error(SpiradSyntaxError, "Only 'ti.ndrange' is allowed in "
+                                "'ti.static(ti.grouped(...))': unroll an sd.ndrange of constants, "
+                                "or loop over a field with `for I in sd.grouped(x)`", node.iter)
             values = [tuple(x) for x in iter(values.target)]
             grouped = True
         else:
@@ -637,8 +685,9 @@ class StmtVisitor:
             raise self.ctx.error(SpiradSyntaxError, f"'{what}' inside a multi-dimensional serial loop is "
                                                     f"ambiguous; use nested range() loops", node)
         if kind == "parallel" and what == "break":
-            raise self.ctx.error(SpiradSyntaxError, "'break' is not allowed in the outermost (parallel) loop "
-                                                    "of a kernel; use 'continue' or an if", node)
+            raise self.ctx.error(SpiradSyntaxError, "Cannot break in the outermost loop: 'break' is not "
+                                                    "allowed in the outermost (parallel) loop of a "
+                                                    "kernel; use 'continue' or an if", node)
 
     # -- return -------------------------------------------------------------------------------
     def build_Return(self, node):

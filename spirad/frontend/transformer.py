@@ -46,8 +46,12 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if method is None:
             kind = type(node).__name__
             hint = UNSUPPORTED_HINTS.get(kind, "rewrite it with assignments, if, for and while")
+            if kind == "FunctionDef":  # Taichi's words first (its tests match them)
+                where = "kernel" if self.ctx.frame.is_kernel else "func"
+                raise self.ctx.error(SpiradSyntaxError, f"Function definition is not allowed in "
+                                                        f"'ti.{where}': {hint}", node)
             raise self.ctx.error(SpiradSyntaxError, f"unsupported Python syntax in a kernel: "
-                                                    f"{kind}; {hint}", node)
+                                                    f"{kind}; {hint} (Unsupported node \"{kind}\")", node)
         self.ctx.node_stack.append(node)
         old = self.ctx.b.loc
         self.ctx.b.loc = self.ctx.loc(node)

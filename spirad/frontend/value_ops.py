@@ -85,8 +85,9 @@ class ValueOps:
         hi = (1 << t.bits) - 1 if not t.is_signed else (1 << (t.bits - 1)) - 1
         if not lo <= v <= hi:
             wide = "sd.i64" if -(1 << 63) <= v < (1 << 63) else "a smaller value"
+            why = ": it exceeded the range of default_ip" if t == self.ctx.default_ip else ""
             raise self.ctx.error(SpiradTypeError, f"integer literal {v} does not fit {t} (the type "
-                                 f"it takes here); write {wide}({v}) to type it, or use "
+                                 f"it takes here{why}); write {wide}({v}) to type it, or use "
                                  f"sd.init(default_ip=sd.i64)")
 
     def to_cond(self, v) -> Node:
@@ -98,6 +99,8 @@ class ValueOps:
     # -- arithmetic ---------------------------------------------------------------------------
     def binop(self, op: Op, a, b):
         a, b = self.rvalue(a), self.rvalue(b)
+        if op == Op.ADD and type(a) is type(b) and isinstance(a, (list, tuple)):
+            return a + b  # compile-time sequences (of any values) concatenate, as in Python
         if isinstance(a, VecVal) or isinstance(b, VecVal):
             return self._vec_binop(op, a, b)
         if is_py_scalar(a) and is_py_scalar(b):
@@ -116,7 +119,8 @@ class ValueOps:
             t = true_div_type(ip if _int_literal(a) else ta, ip if _int_literal(b) else tb, fp)
         elif op in (Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR) and t.is_float:
             sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.SHL: "<<", Op.SHR: ">>"}[op]
-            raise self.ctx.error(SpiradTypeError, f"bit operation {sym} needs integers, got {t}; "
+            raise self.ctx.error(SpiradTypeError, f"unsupported operand type(s) for '{sym}': bit "
+                                                  f"operation {sym} needs integers, got {t}; "
                                                   f"convert first, e.g. sd.cast(v, sd.i32)")
         elif op == Op.POW and is_py_scalar(b) and isinstance(b, numbers.Integral) and 0 <= b <= 8:
             return self._int_power(self.to_node(a, t), int(b))
@@ -124,8 +128,10 @@ class ValueOps:
             t = fp
         elif op == Op.ATAN2 and t == T.f16:
             t = T.f32  # Taichi: atan2 is an f32 unless an operand is an f64
-        elif op == Op.POW and t.is_int and is_py_scalar(b) and b < 0:
+        elif op == Op.POW and t.is_int and is_py_scalar(b) and b < 0 and not self.ctx.state.debug:
             raise self.ctx.error(SpiradTypeError, "integer power with a negative exponent")
+        if op == Op.POW and t.is_int and self.ctx.state.debug:
+            self._check_int_exponent(b)
         if op in (Op.SHL, Op.SHR) and t == T.u1:
             t = ip
         if op == Op.POW and t == T.f16:  # computed in f32, as every f16 math function
@@ -133,6 +139,24 @@ class ValueOps:
             return self.ctx.b.cast(self.ctx.b.binary(op, na, nb), t)
         na, nb = self.to_node(a, t), self.to_node(b, t)
         return self.ctx.b.binary(op, na, nb)
+
+    def _check_int_exponent(self, e):
+        """Under debug, an integer power fails where its exponent is negative, as Taichi's debug
+        mode checks it (a SpiradAssertionError at the launch's sync; without debug a constant
+        negative exponent is a compile error and a run-time one gives 0)."""
+        if is_py_scalar(e):
+            if e >= 0:
+                return
+            failed = self.ctx.b.const(True, T.u1)
+        elif e.dtype.is_signed:
+            failed = self.ctx.b.binary(Op.CMP_LT, e, self.const(0, e.dtype))
+        else:
+            return
+        from ..runtime.asserts import state_of
+        from ..data.field import internal_field
+        a = state_of(self.ctx.state, internal_field)
+        a.record(self.ctx.b, failed, a.site("Negative exponent in pow(int, int) is not allowed.",
+                                            self.ctx.b.loc))
 
     def _int_power(self, x: Node, k: int) -> Node:
         b = self.ctx.b
@@ -182,10 +206,13 @@ class ValueOps:
             # path for every backend, and no half-precision library needed anywhere
             b = self.ctx.b
             return b.cast(b.unary(op, b.cast(a, T.f32)), T.f16)
+        if op in (Op.NOT, Op.BIT_NOT) and a.dtype.is_float:  # Taichi refuses both
+            sym, fix = ("not", "compare instead (`x == 0`)") if op == Op.NOT else \
+                ("~", "convert first, e.g. sd.cast(v, sd.i32)")
+            raise self.ctx.error(SpiradTypeError, f"'{sym}' takes integral inputs only (an "
+                                                  f"integer), got {a.dtype}; {fix}")
         if op == Op.NOT:
             return self.ctx.b.unary(Op.NOT, self.to_cond(a))
-        if op == Op.BIT_NOT and a.dtype.is_float:
-            raise self.ctx.error(SpiradTypeError, "~ needs an integer")
         return self.ctx.b.unary(op, a)
 
     def select(self, c, a, b):
@@ -203,8 +230,9 @@ class ValueOps:
         if vecs:  # component-wise (a vector condition too: `select(v < 0, -1.0, 1.0)`)
             n, shape = len(vecs[0].comps), vecs[0].shape
             if any(x.shape != shape for x in vecs):
-                raise self.ctx.error(SpiradTypeError, f"select of vectors / matrices of "
-                                                      f"different shapes {[x.shape for x in vecs]}")
+                raise self.ctx.error(SpiradTypeError, f"Cannot broadcast tensor to tensor: select "
+                                                      f"of vectors / matrices of different shapes "
+                                                      f"{[x.shape for x in vecs]}")
             ca = a.comps if isinstance(a, VecVal) else (a,) * n
             cb = b.comps if isinstance(b, VecVal) else (b,) * n
             cc = c.comps if isinstance(c, VecVal) else (c,) * n
@@ -268,7 +296,7 @@ class ValueOps:
             return
         if isinstance(target, Slot):
             if target.shape:
-                comps = self._comps_for(value, target.shape)
+                comps = self._comps_for(value, target.shape, target.dtype)
                 for a, c in zip(target.allocas, comps):
                     narrowing(c, target.dtype)
                     b.store(a, self.to_node(c, target.dtype))
@@ -280,7 +308,7 @@ class ValueOps:
             ref = target.ref
             _activate(self, target)  # a field below a sparse SNode (frontend/sparse_ops.py)
             if target.comp_shape:
-                comps = self._comps_for(value, target.comp_shape)
+                comps = self._comps_for(value, target.comp_shape, ref.dtype)
                 for k, c in zip(_comp_indices(target.comp_shape), comps):
                     idx = target.indices + tuple(b.const(x, T.i32) for x in k)
                     narrowing(c, ref.dtype)
@@ -344,13 +372,17 @@ class ValueOps:
         self.narrowing(value, ref.dtype, "atomic add")
         return b.atomic(op, ref, target.indices, self.to_node(value, ref.dtype))
 
-    def _comps_for(self, value, shape):
+    def _comps_for(self, value, shape, dtype=None):
         n = 1
         for s in shape:
             n *= s
         if isinstance(value, VecVal):
             if value.shape != shape:
-                raise self.ctx.error(SpiradTypeError, f"cannot assign shape {value.shape} to shape {shape}")
+                src = self.to_node(value.comps[0]).dtype if value.comps else ""
+                tensor = lambda sh, t: f"[Tensor ({', '.join(map(str, sh))}) {t}]"  # noqa: E731
+                taichi = f"'{tensor(value.shape, src)}' to '{tensor(shape, dtype)}': " if dtype else ""
+                raise self.ctx.error(SpiradTypeError, f"cannot assign {taichi}shape {value.shape} "
+                                                      f"to shape {shape}")
             return value.comps
         if isinstance(value, (list, tuple)):  # x[i] = [a, b] (Taichi): a list of components
             flat = [self.rvalue(c) for c in value]

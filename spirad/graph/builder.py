@@ -45,6 +45,27 @@ _ALLOWED = {ArgKind.SCALAR: ("tag", "name", "dtype"),
             ArgKind.MATRIX: ("tag", "name", "dtype")}
 
 
+def _removed_texture_arguments(tag, kwargs) -> None:
+    """Texture arguments Taichi 1.7 removed: its errors, in its order (a program that passes
+    them learns what changed before it learns that spirad has no textures)."""
+    if "shape" in kwargs:
+        raise SpiradRuntimeError("The shape argument for texture is deprecated in v1.6.0, and it "
+                                 "is removed in v1.7.0. Please use ndim instead. (Note that you "
+                                 "no longer need the exact texture size.)")
+    if "channel_format" in kwargs or "num_channels" in kwargs:
+        if "fmt" in kwargs:
+            raise SpiradRuntimeError("channel_format and num_channels are deprecated, please do "
+                                     "not specify channel_format/num_channels and fmt at the "
+                                     "same time.")
+        if tag is ArgKind.RWTEXTURE:
+            raise SpiradRuntimeError("The channel_format and num_channels arguments for texture "
+                                     "are deprecated in v1.6.0, and they are removed in v1.7.0. "
+                                     "Please use fmt instead.")
+        raise SpiradRuntimeError("The channel_format and num_channels arguments are no longer "
+                                 "required for non-RW textures since v1.6.0, and they are "
+                                 "removed in v1.7.0. Please remove them.")
+
+
 class Arg:
     """A named symbolic argument of a graph: `Arg(tag, name, dtype, ndim=...)` (Taichi's
     positional order: tag, name, dtype, ndim, field_dim, element_shape, ...). An NDARRAY's
@@ -59,6 +80,7 @@ class Arg:
         if not isinstance(tag, ArgKind):
             raise SpiradRuntimeError(f"tag must be a ArgKind variant, but found {type(tag)}.")
         if tag in (ArgKind.TEXTURE, ArgKind.RWTEXTURE):
+            _removed_texture_arguments(tag, kwargs)  # Taichi's errors for them come first
             raise SpiradNotSupportedError("graph arguments of kind TEXTURE / RWTEXTURE: spirad "
                                           "has no textures")
         if "field_dim" in kwargs:

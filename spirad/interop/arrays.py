@@ -473,9 +473,10 @@ class KernelArrays:
             if arr is None:
                 arr = host_array(obj)
             if arr is None:
-                raise SpiradTypeError(f"{what} must be an sd.ndarray, a numpy array or a "
-                                      f"torch tensor, got {type(obj).__name__}; fields go "
-                                      f"to sd.template() parameters")
+                raise SpiradTypeError(f"Invalid type for argument {name}, got {obj!r}: {what} "
+                                      f"must be an sd.ndarray, a numpy array or a torch "
+                                      f"tensor, got {type(obj).__name__}; fields go to "
+                                      f"sd.template() parameters")
             if arr.dtype == np.bool_:  # a copy as u1 words, copied back after a write
                 if not arr.flags.c_contiguous:
                     raise SpiradTypeError(f"{what} must be C-contiguous")

@@ -225,7 +225,7 @@ def test_quadrants_module_short_circuits(tmp_path):
     """Through the `quadrants` module, `and` / `or` short-circuit as Quadrants' default
     (`short_circuit_operators=True`): Genesis guards a read past an ndarray's end with
     `joint_type == FREE and (ctrl_mode[d + 3, b] == ...)`; with debug bounds checks on, the
-    unneeded right side must not run. `import spirad` keeps Taichi's default (bitwise)."""
+    unneeded right side must not run. `import spirad` has the same default (Taichi's)."""
     import os
     import subprocess
     import sys
@@ -260,25 +260,29 @@ def test_quadrants_module_short_circuits(tmp_path):
     assert r.stdout.split("\n")[-2] == "[[4, 4], [3, 3], [3, 3], [3, 3]]"
     from spirad import options
     if "SPIRAD_SHORT_CIRCUIT_OPERATORS" not in os.environ:
-        assert not options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")  # spirad's own default
+        assert options.get("SPIRAD_SHORT_CIRCUIT_OPERATORS")  # spirad's own default: Taichi's
 
 
 @test_archs()
 def test_short_circuit_switch_is_the_init_default(arch, monkeypatch):
-    """`SPIRAD_SHORT_CIRCUIT_OPERATORS=1` makes Python's `and` / `or` the default of `init`;
-    an explicit `init(short_circuit_operators=False)` still wins."""
+    """`SPIRAD_SHORT_CIRCUIT_OPERATORS=0` makes the bitwise `and` / `or` the default of `init`
+    (Python's, Taichi's default, otherwise); an explicit `init(short_circuit_operators=...)`
+    still wins."""
     def two_and_one():
         out = sd.field(sd.i32, shape=1)
 
         @sd.kernel
         def k():
-            out[0] = 2 and 1  # bitwise (Taichi): 0; Python: 1
+            out[0] = 2 and 1  # bitwise: 0; Python (Taichi's default): 1
 
         k()
         return out[0]
 
-    monkeypatch.setenv("SPIRAD_SHORT_CIRCUIT_OPERATORS", "1")
+    monkeypatch.delenv("SPIRAD_SHORT_CIRCUIT_OPERATORS", raising=False)
     sd.init(arch=arch, debug=True)
     assert two_and_one() == 1
-    sd.init(arch=arch, debug=True, short_circuit_operators=False)
+    monkeypatch.setenv("SPIRAD_SHORT_CIRCUIT_OPERATORS", "0")
+    sd.init(arch=arch, debug=True)
     assert two_and_one() == 0
+    sd.init(arch=arch, debug=True, short_circuit_operators=True)
+    assert two_and_one() == 1

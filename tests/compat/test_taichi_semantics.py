@@ -32,8 +32,8 @@ def test_abs_slope_is_sign_in_both_modes(arch):
 
 
 # `a and b` / `a or b` on i32 kernel values (a, b); Taichi 1.7.4's results:
-# short_circuit_operators=False (its default): the bitwise & / | of the operands
-# short_circuit_operators=True: Python's operand (`2 and 3` is 3)
+# short_circuit_operators=True (its default, and spirad's): Python's operand (`2 and 3` is 3)
+# short_circuit_operators=False: the bitwise & / | of the operands
 BOOLOP_CASES = [(2, 3), (0, 5), (5, 0), (0, 0), (-1, 7), (6, 1)]
 TAICHI_BITWISE = {"and": [2, 0, 0, 0, 7, 0], "or": [3, 5, 5, 0, -1, 7]}
 TAICHI_PYTHON = {"and": [3, 0, 0, 0, 7, 1], "or": [2, 5, 5, 0, -1, 6]}
@@ -46,7 +46,7 @@ def _boolop_kernels():
             out[i, 0] = a[i, 0] and a[i, 1]
             out[i, 1] = a[i, 0] or a[i, 1]
             out[i, 2] = 0
-            if a[i, 0] and a[i, 1]:  # Taichi's default: `if 6 and 1` does not run its body
+            if a[i, 0] and a[i, 1]:  # bitwise (False): `if 6 and 1` does not run its body
                 out[i, 2] = 1
 
     @sd.kernel
@@ -56,10 +56,11 @@ def _boolop_kernels():
     return both, literals
 
 
-@pytest.mark.parametrize("short", [False, True], ids=["default", "short_circuit"])
+@pytest.mark.parametrize("short", [False, True, None], ids=["bitwise", "short_circuit", "default"])
 @test_archs()
 def test_and_or_on_integers(arch, short):
-    sd.init(arch=arch, debug=True, short_circuit_operators=short)
+    sd.init(arch=arch, debug=True, **({} if short is None else dict(short_circuit_operators=short)))
+    short = short is not False  # the default is Taichi's: short_circuit_operators=True
     both, literals = _boolop_kernels()
     a = sd.ndarray(sd.i32, (len(BOOLOP_CASES), 2))
     a.from_numpy(np.array(BOOLOP_CASES, np.int32))
@@ -93,13 +94,38 @@ def test_short_circuit_guards_the_right_operand(arch):
 
 @test_archs(archs=("cpu",))
 def test_and_or_refuse_floats(arch):
-    # Taichi 1.7.4 refuses `x and y` on f32 operands (no bitwise & of floats)
+    # Taichi 1.7.4 refuses `x and y` on f32 operands, by default ("unsupported operand type(s)
+    # for '&&': 'f32' and 'f32'") and with short_circuit_operators=False (no bitwise & of floats)
     @sd.kernel
     def k(x: sd.f32, y: sd.f32) -> sd.f32:
         return x and y
 
+    @sd.kernel
+    def mixed(x: sd.i32, y: sd.f32) -> sd.f32:
+        return x or y
+
+    for kern, words in ((k, "for '&&'"), (mixed, "for '[|][|]'")):
+        with pytest.raises(sd.SpiradTypeError, match=words) as e:
+            kern(1, 2.0)
+        assert "^" in str(e.value)
+    sd.init(arch=arch, short_circuit_operators=False)
     with pytest.raises(sd.SpiradTypeError, match="float operand"):
         k(1.0, 2.0)
+
+
+@test_archs()
+def test_and_or_of_vectors_are_element_wise_logical(arch):
+    # Taichi 1.7.4: [2, 0, 3] and [5, 4, 0] is [1, 0, 0]; `or` is [1, 1, 1]
+
+    @sd.kernel
+    def both() -> sd.types.matrix(2, 3, sd.i32):
+        a = sd.Vector([2, 0, 3])
+        b = sd.Vector([5, 4, 0])
+        c = a and b
+        d = a or b
+        return sd.Matrix([[c[0], c[1], c[2]], [d[0], d[1], d[2]]])
+
+    assert both().tolist() == [[1, 0, 0], [1, 1, 1]]
 
 
 @sd.func

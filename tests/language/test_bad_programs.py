@@ -32,7 +32,7 @@ def row(kind, pattern, caret=False, warns=None):
 
 
 # -- compile errors: kernel code ------------------------------------------------------------------
-@row(NameError, r"name 'undefined_thing' is not defined; assign it before", caret=True)
+@row(NameError, r'Name "undefined_thing" is not defined; assign it before', caret=True)
 def undefined_name(arch):
     x = sd.field(sd.f32, shape=4)
 

@@ -199,7 +199,7 @@ CASES = [  # kernel, error class, text of the quoted source line, what the messa
     (vector_into_scalar, sd.SpiradTypeError, "x[i] = v3[i]", "vector"),
     (bitop_on_float, sd.SpiradTypeError, "xi[i] & 1.5", "needs integers"),
     (wrong_index_count, sd.SpiradTypeError, "x[i, 0] = 1", "indexed with 2"),
-    (float_index, sd.SpiradTypeError, "x[0.5]", "index must be an integer"),
+    (float_index, sd.SpiradTypeError, "x[0.5]", "indices must be integers"),
     (unknown_attribute, sd.SpiradSyntaxError, "x.no_such_attribute", "no attribute"),
     (string_value, sd.SpiradTypeError, 'x[i] = "abc"', "expected a number"),
     (break_in_parallel, sd.SpiradSyntaxError, "break", "outermost (parallel) loop"),

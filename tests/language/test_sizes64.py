@@ -130,7 +130,7 @@ def test_integer_literal_outside_its_type_is_an_error(arch):
     @sd.kernel
     def typed():
         y[0] = sd.i64(3000000000) + y[1] * 3000000000  # the i64 operand types the literal
-        x[2] = sd.i32(3000000000)                       # an explicit cast wraps, as in C
+        x[2] = sd.cast(3000000000, sd.i32)              # an explicit cast wraps, as in C
 
     for k in (wraps, wraps_in_expression):
         with pytest.raises(sd.SpiradTypeError, match="integer literal 3000000000 does not fit i32") \

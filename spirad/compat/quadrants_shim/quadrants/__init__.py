@@ -30,9 +30,8 @@ def init(arch=None, **kwargs):
 # spirad.options switch -> its value here: Quadrants' semantics where spirad's default differs
 # (Taichi's), and what Quadrants accepts that spirad refuses, run with a warning
 QUADRANTS_DEFAULTS = {
-    # `a and b` / `a or b` short-circuit (Quadrants' `short_circuit_operators` defaults to True;
-    # Genesis guards out-of-range reads with it: `joint_type == FREE and (ctrl_mode[d + 3] ...)`)
-    "SPIRAD_SHORT_CIRCUIT_OPERATORS": "1",
+    # (`and` / `or` short-circuit as in Quadrants: `short_circuit_operators=True` is spirad's
+    # default too, Taichi's; Genesis guards out-of-range reads with it)
     # a kernel that reads a differentiated global it also overwrites (Quadrants differentiates it
     # with the overwritten value, silently)
     "SPIRAD_AD_OVERWRITTEN_READS": "warn",
