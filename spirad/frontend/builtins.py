@@ -411,7 +411,7 @@ def h_grouped(v, args, kw, node):
 
 
 def _filled(kind):
-    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants. The
+    """Vector.zero / one / unit and Matrix.identity / zero / one called in a kernel: constants. The
     arguments bind as in Python scope, keywords included (`Matrix.identity(dt=f32, n=3)`, as
     Genesis writes it)."""
     def h(v, args, kw, node):
@@ -422,7 +422,7 @@ def _filled(kind):
             import numpy as np
             from ..data.matrix import Matrix as M, Vector as V
             fn = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
-                  "mzero": M.zero}[kind]
+                  "mzero": M.zero, "mone": M.one}[kind]
             bound = inspect.signature(fn).bind(*vals, **kvals)
             bound.apply_defaults()
             value = fn(*bound.args, **bound.kwargs)
@@ -488,6 +488,7 @@ def h_loop_config(v, args, kw, node):
 HANDLERS = {
     Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
     Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
+    Matrix.one: _filled("mone"),
     lang.loop_config: h_loop_config, lang.random: h_random,
     lang.floor: h_floor, lang.atan: h_atan,
     Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,

@@ -15,6 +15,7 @@ from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_
 from .builtins import HANDLERS
 from .value_ops import is_py_scalar
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
+from ..data.matrix import _swizzle, swizzle_range_error
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
@@ -22,7 +23,6 @@ BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.RShift: Op.SHR, ast.BitAnd: Op.AND, ast.BitOr: Op.OR, ast.BitXor: Op.XOR}
 CMPOPS = {ast.Lt: Op.CMP_LT, ast.LtE: Op.CMP_LE, ast.Gt: Op.CMP_GT, ast.GtE: Op.CMP_GE,
           ast.Eq: Op.CMP_EQ, ast.NotEq: Op.CMP_NE}
-VEC_ATTRS = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class BoundMethod:
@@ -290,11 +290,17 @@ class ExprVisitor:
 
     def vec_attr(self, obj, name, node):
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
-        if name in VEC_ATTRS and len(shape) == 1:
-            k = VEC_ATTRS[name]
-            if k >= shape[0]:
-                raise self.ctx.error(SpiradTypeError, f"vector of size {shape[0]} has no '.{name}'", node)
-            return self.component(obj, (k,), node)
+        ks = _swizzle(name) if len(shape) == 1 else None
+        if ks is not None:  # Taichi's swizzles: `v.x`, `v.zyx`, `v.rg`, `v.stp`
+            bad = swizzle_range_error(shape[0], name)
+            if bad:
+                raise self.ctx.error(SpiradSyntaxError, bad, node)
+            if len(ks) == 1:
+                return self.component(obj, ks, node)
+            if isinstance(obj, Slot):  # a local: its components, read and written in place
+                return Slot(tuple(obj.allocas[k] for k in ks), (len(ks),), obj.dtype)
+            comps = self.rvalue(obj).comps  # a value or a global element: read only
+            return VecVal(tuple(comps[k] for k in ks), (len(ks),))
         if name in VEC_PROPERTIES and shape:  # Taichi's `v.n` / `m.m`: compile-time sizes
             return VEC_PROPERTIES[name](shape)
         method = VEC_METHODS.get(name)
