@@ -95,6 +95,11 @@ class MatrixValue(np.ndarray):
         """A plain numpy array copy."""
         return np.array(self)
 
+    @property
+    def entries(self) -> np.ndarray:
+        """Taichi's `m.entries`: the values as a plain numpy array (a view)."""
+        return np.asarray(self)
+
     def to_list(self):
         """The values as (nested) Python lists."""
         return np.asarray(self).tolist()

@@ -448,7 +448,9 @@ class ExprVisitor:
             return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
             if len(idx) != len(shape):
-                raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
+                raise self.ctx.error(SpiradTypeError, f"Expected {len(shape)} indices, got "
+                                                      f"{len(idx)}: element of shape {shape} "
+                                                      f"indexed with {len(idx)} indices", node)
             return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
         ks = [self.rvalue(k) for k in idx]
         if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
@@ -459,6 +461,10 @@ class ExprVisitor:
             r = ks[0]
             comps = self.rvalue(obj).comps
             return VecVal(comps[r * shape[1]:(r + 1) * shape[1]], (shape[1],))
+        if len(ks) > len(shape):  # Taichi's text
+            raise self.ctx.error(SpiradIndexError, f"Expected {len(shape)} indices, got "
+                                                   f"{len(ks)}: index {tuple(ks)} of a value of "
+                                                   f"shape {shape}", node)
         if len(ks) != len(shape) or any(not 0 <= k < s for k, s in zip(ks, shape)):
             raise self.ctx.error(SpiradIndexError, f"index {tuple(ks)} is out of range for shape {shape}", node)
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
@@ -759,7 +765,9 @@ def _m_sum(v, obj, args, node):
 def _m_transpose(v, obj, args, node):
     a = v.rvalue(obj)
     if len(a.shape) != 2:
-        raise v.ctx.error(SpiradTypeError, "transpose() needs a matrix", node)
+        raise v.ctx.error(SpiradTypeError, "`transpose()` cannot apply to a vector. If you want "
+                                           "something like `a @ b.transpose()`, write "
+                                           "`a.outer_product(b)` instead.", node)  # Taichi's
     n, m = a.shape
     return VecVal(tuple(a.comps[r * m + c] for c in range(m) for r in range(n)), (m, n))
 

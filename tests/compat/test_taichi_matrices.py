@@ -132,3 +132,107 @@ def test_vector_field_host_shapes():
         c.from_numpy(vals.reshape(2, 2, 1, 3))  # a 3 x 1 matrix field takes no 1 x 3 rows
     with pytest.raises(sd.SpiradValueError, match="does not match"):
         v.from_numpy(vals.reshape(2, 2, 3, 1)[:, :, :2])
+
+
+@test_archs()
+def test_element_type_argument_and_operator_functions(arch):
+    import operator
+    out = sd.Vector.field(3, sd.f32, shape=3)
+    mo = sd.Matrix.field(2, 2, sd.i32, shape=2)
+    m1 = sd.Matrix([[1, 2], [3, 4]])
+
+    @sd.kernel
+    def k():
+        a = sd.Vector([1, 2, 3], sd.f32)      # Taichi's positional dtype
+        a /= 2
+        out[0] = a
+        out[1] = sd.Vector([1.5, 2.5, -3.5], sd.i32)  # converted as a cast (toward zero)
+        out[2] = operator.sub(operator.add(a, a), sd.Vector([1.0, 1.0, 1.0]))
+        mo[0] = operator.matmul(m1, sd.Matrix([[2, 8], [-1, 3]], sd.i32))
+        mo[1] = sd.Matrix([[1.9, 2.1], [3.0, -4.7]], sd.i32)
+
+    k()
+    np.testing.assert_allclose(out.to_numpy(), [[0.5, 1.0, 1.5], [1, 2, -3], [0, 1, 2]])
+    np.testing.assert_array_equal(mo.to_numpy(), [np.array([[1, 2], [3, 4]]) @ [[2, 8], [-1, 3]],
+                                                  [[1, 2], [3, -4]]])
+    assert sd.types.vector(3, sd.f32)([0, 1, 2]).entries.dtype == np.float32
+
+
+@test_archs()
+def test_index_count_errors(arch):
+    f = sd.Matrix.field(3, 3, sd.f32, shape=())
+
+    @sd.kernel
+    def few():
+        f[None][0] = sd.Vector([1.0, 2.0, 3.0])
+
+    @sd.kernel
+    def many():
+        v = sd.Vector([1, 2, 3])
+        f[None][0, 0] = v[0, 0]
+
+    @sd.kernel
+    def transposed():
+        v = sd.Vector([1, 2, 3])
+        f[None][0, 0] = (v @ v.transpose())[0, 0]
+
+    for k, pattern in ((few, "Expected 2 indices, got 1"), (many, "Expected 1 indices, got 2"),
+                       (transposed, r"write `a\.outer_product\(b\)` instead")):
+        with pytest.raises(sd.SpiradError, match=pattern) as e:
+            k()
+        assert "^" in str(e.value)
+    x = sd.field(sd.f32, shape=(2, 3), name="x")
+    with pytest.raises(AssertionError, match=r"Slicing is not supported on ti\.field: field x "):
+        x[0] = 1.0
+    with pytest.raises(TypeError, match="Detected illegal element of type: slice"):
+        print(x[0, :])
+    with pytest.raises(NotImplementedError, match="Struct for is only available in Taichi scope"):
+        for _ in x:
+            pass
+    with pytest.raises(TypeError, match="copy_from takes a field or an ndarray"):
+        x.copy_from(np.zeros((2, 3)))
+    a = sd.ndarray(sd.f32, shape=(4, 4))
+    with pytest.raises(IndexError, match=r"2d ndarray indexed with 1d indices: \(0,\)"):
+        print(a[0])
+    assert x._name == "x" and x.snode._name == "x"
+
+
+@test_archs(archs=("cpu",))
+def test_array_argument_mismatches(arch):
+    @sd.kernel
+    def vec2(a: sd.types.ndarray(dtype=sd.types.vector(2, sd.i32))):
+        pass
+
+    @sd.kernel
+    def scalar2d(a: sd.types.ndarray(dtype=sd.f32, ndim=2)):
+        pass
+
+    @sd.kernel
+    def mat3(a: sd.types.ndarray(dtype=sd.types.matrix(3, 3, sd.f32), ndim=2)):
+        pass
+
+    cases = [
+        (vec2, sd.Matrix.ndarray(2, 1, sd.i32, shape=3), ValueError,
+         r"required element type: VectorType\[2, i32\], but MatrixType\[2,1, i32\] is provided"),
+        (scalar2d, sd.ndarray(sd.i32, shape=(2, 2)), TypeError,
+         r"Expect element type f32 for argument a, but get i32"),
+        (scalar2d, sd.Vector.ndarray(3, sd.f32, shape=(2, 2)), TypeError,
+         r"but get \[Tensor \(3\) f32\]"),
+        (scalar2d, sd.ndarray(sd.f32, shape=3), ValueError,
+         r"required ndim=2, but 1d ndarray with shape \(3,\) is provided"),
+        (scalar2d, np.zeros((2, 2), np.float64), ValueError,
+         r"required array has dtype=f32, array with dtype=f64 is provided"),
+        (scalar2d, np.zeros((2, 2, 2), np.float32), ValueError,
+         r"required array has ndim=2, array with 3 dimensions is provided"),
+        (mat3, np.zeros((2, 2, 3), np.float32), ValueError,
+         r"required array has ndim=2 element_dim=2, array with 3 dimensions is provided"),
+        (mat3, np.zeros((2, 2, 2, 3), np.float32), ValueError,
+         r"required element_shape=\(3, 3\), array with element shape of \(2, 3\) is provided"),
+        (scalar2d, np.zeros((4, 4), np.float32)[::2], ValueError,
+         "Non contiguous numpy arrays are not supported"),
+    ]
+    for k, arg, cls, pattern in cases:
+        with pytest.raises(cls, match="Invalid value for argument a - " + pattern
+                           if cls is ValueError and "contiguous" not in pattern else pattern) as e:
+            k(arg)
+        assert isinstance(e.value, sd.SpiradTypeError) and "^" in str(e.value)
