@@ -167,7 +167,7 @@ def offload(k: KernelIR) -> TaskList:
                 zero = Node(Op.CONST, i32, (), 0, (), n.loc)
                 how = shared.get(n)
                 if how is not None and how[0] != "store":  # `s += v`: an atomic on the temporary
-                    atomic_op, operand = how
+                    atomic_op, operand, old_load = how
                     neg = isinstance(operand, tuple)
                     operand = operand[1] if neg else operand
                     val = srcs[1].srcs[n.srcs[1].srcs.index(operand)]  # rebuilt `v`
@@ -175,7 +175,10 @@ def offload(k: KernelIR) -> TaskList:
                     if neg:  # `s -= v`: add -v
                         val = Node(Op.NEG, val.dtype, (val,), None, (), n.loc)
                         pre.append(val)
-                    return Splice(pre + [Node(atomic_op, slot.dtype, (zero, val), ref, (), n.loc)])
+                    atomic = Node(atomic_op, slot.dtype, (zero, val), ref, (), n.loc)
+                    if old_load is not None:  # `m = sd.atomic_add(s, 1)`: m is the atomic's result
+                        env[old_load] = atomic
+                    return Splice(pre + [atomic])
                 if n.op == Op.ALLOCA:
                     z = Node(Op.CONST, slot.dtype, (), 0, (), n.loc)
                     return Splice([zero, z, Node(Op.GLOBAL_STORE, None, (zero, z), ref, (), n.loc)])
@@ -240,10 +243,12 @@ _COMBINE_ATOMIC = {Op.ADD: Op.ATOMIC_ADD, Op.MIN: Op.ATOMIC_MIN, Op.MAX: Op.ATOM
 
 def _shared_updates(loop: Node, top_allocas) -> dict:
     """The parallel loop's stores to top-level locals, each as Quadrants runs it without a race:
-    {STORE: (atomic op, operand)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an atomic on the
-    kernel temporary), {STORE: ("store", None)} for a value every iteration computes alike
-    (constants, scalar arguments). The loop may read such a local only inside those updates.
-    Anything else races: a compile error naming the store."""
+    {STORE: (atomic op, operand, old-value load)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an
+    atomic on the kernel temporary; the load is not None where the old value is used after the
+    update too, as `m = sd.atomic_add(s, 1)` uses it: those uses read the atomic's result),
+    {STORE: ("store", None)} for a value every iteration computes alike (constants, scalar
+    arguments). The loop may read such a local only inside those updates. Anything else races:
+    a compile error naming the store."""
     out, update_loads = {}, set()
     stores, loads = [], []
     for n in walk(loop.blocks[0]):
@@ -260,12 +265,14 @@ def _shared_updates(loop: Node, top_allocas) -> dict:
         name = slot.arg or "a local"
         how = None
         if v.op in _COMBINE_ATOMIC or v.op == Op.SUB:
-            mine = [x for x in v.srcs if x.op == Op.LOAD and x.srcs[0] is slot and uses.get(x) == 1]
+            mine = [x for x in v.srcs if x.op == Op.LOAD and x.srcs[0] is slot and
+                    (uses.get(x) == 1 or _old_value_after(loop, x, st, v))]
             if mine and (v.op != Op.SUB or v.srcs[0] is mine[0]):
                 other = v.srcs[1] if v.srcs[0] is mine[0] else v.srcs[0]
                 if not _reads(other, slot):
-                    how = (Op.ATOMIC_ADD, ("neg", other)) if v.op == Op.SUB else \
-                        (_COMBINE_ATOMIC[v.op], other)
+                    old = mine[0] if uses.get(mine[0]) != 1 else None
+                    how = (Op.ATOMIC_ADD, ("neg", other), old) if v.op == Op.SUB else \
+                        (_COMBINE_ATOMIC[v.op], other, old)
                     update_loads.add(mine[0])
         if how is None and _uniform(v):
             how = ("store", None)
@@ -283,6 +290,26 @@ def _shared_updates(loop: Node, top_allocas) -> dict:
                              f"updates and which is declared outside it: iterations would race. "
                              f"Read it after the loop", ld.loc)
     return out
+
+
+def _old_value_after(loop: Node, load: Node, st: Node, v: Node) -> bool:
+    """Whether `load` (the old value of an update `st` = STORE(slot, v)) is, apart from `v`,
+    used only after the update: load and store in one block, nothing between them but `v` (and
+    its operand) reading the load. The atomic that replaces the store then gives those later
+    uses the old value (every later use is dominated by the store's position)."""
+    def blocks(b):
+        yield b
+        for n in b.nodes:
+            for sub in n.blocks:
+                yield from blocks(sub)
+    for b in blocks(loop.blocks[0]):
+        ids = [id(n) for n in b.nodes]
+        if id(load) in ids and id(st) in ids:
+            i, j = ids.index(id(load)), ids.index(id(st))
+            between = [n for n in b.nodes[i + 1:j] if n is not v]
+            return i < j and not any(load in x.srcs for n in between
+                                     for x in walk(Block((n,))))
+    return False
 
 
 def _reads(n: Node, slot, depth=0) -> bool:
