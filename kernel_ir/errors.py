@@ -112,6 +112,12 @@ class SpiradShapeError(SpiradValueError, SpiradRuntimeError):
     ndarray") is."""
 
 
+class SpiradArgumentValueError(SpiradTypeError, ValueError):
+    """An array passed for an ndarray parameter whose element type, dimensions or element shape
+    the annotation does not take: a TypeError, as spirad's other argument errors, and a
+    ValueError, as Taichi's `Invalid value for argument ...` for the same mistakes."""
+
+
 class SpiradWarning(UserWarning):
     """A program that runs but probably does not do what its author meant: a narrowing store
     (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without
@@ -124,7 +130,7 @@ for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, S
              SpiradRuntimeError, SpiradDeviceError, SpiradValueError, SpiradAutodiffError,
              SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
              SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradOutOfBoundsError,
-             SpiradBoundsError, SpiradArgumentError,
+             SpiradBoundsError, SpiradArgumentError, SpiradArgumentValueError,
              SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

@@ -166,8 +166,8 @@ def offload(k: KernelIR) -> TaskList:
                 ref = temps[slot]
                 zero = Node(Op.CONST, i32, (), 0, (), n.loc)
                 how = shared.get(n)
-                if how is not None and how[0] != "store":  # `s += v`: an atomic on the temporary
-                    atomic_op, operand = how
+                if how is not None and how[0] not in ("store", "masked"):  # `s += v`: an atomic
+                    atomic_op, operand, old_load = how
                     neg = isinstance(operand, tuple)
                     operand = operand[1] if neg else operand
                     val = srcs[1].srcs[n.srcs[1].srcs.index(operand)]  # rebuilt `v`
@@ -175,7 +175,19 @@ def offload(k: KernelIR) -> TaskList:
                     if neg:  # `s -= v`: add -v
                         val = Node(Op.NEG, val.dtype, (val,), None, (), n.loc)
                         pre.append(val)
-                    return Splice(pre + [Node(atomic_op, slot.dtype, (zero, val), ref, (), n.loc)])
+                    atomic = Node(atomic_op, slot.dtype, (zero, val), ref, (), n.loc)
+                    if old_load is not None:  # `m = sd.atomic_add(s, 1)`: m is the atomic's result
+                        env[old_load] = atomic
+                    return Splice(pre + [atomic])
+                if how is not None and how[0] == "masked":  # `v[i] = c`: only where i names it
+                    sel = srcs[1]
+                    if sel.op != Op.SELECT:
+                        raise RuntimeError(f"offload: masked store of {slot!r} lost its select")
+                    z0 = Node(Op.CONST, i32, (), 0, (), n.loc)
+                    then = Block((z0, Node(Op.GLOBAL_STORE, None, (z0, sel.srcs[1]), ref, (),
+                                           n.loc)))
+                    return Splice([Node(Op.IF, None, (sel.srcs[0],), None, (then, Block(())),
+                                        n.loc)])
                 if n.op == Op.ALLOCA:
                     z = Node(Op.CONST, slot.dtype, (), 0, (), n.loc)
                     return Splice([zero, z, Node(Op.GLOBAL_STORE, None, (zero, z), ref, (), n.loc)])
@@ -240,15 +252,18 @@ _COMBINE_ATOMIC = {Op.ADD: Op.ATOMIC_ADD, Op.MIN: Op.ATOMIC_MIN, Op.MAX: Op.ATOM
 
 def _shared_updates(loop: Node, top_allocas) -> dict:
     """The parallel loop's stores to top-level locals, each as Quadrants runs it without a race:
-    {STORE: (atomic op, operand)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an atomic on the
-    kernel temporary), {STORE: ("store", None)} for a value every iteration computes alike
-    (constants, scalar arguments). The loop may read such a local only inside those updates.
-    Anything else races: a compile error naming the store. A loop of one iteration
-    (`for _ in range(1):`, constant bounds) has nothing to race with: its stores stay plain."""
+    {STORE: (atomic op, operand, old-value load)} for `s = s <op> v` (`+=`, `|=`, `min` ...: an
+    atomic on the kernel temporary; the load is not None where the old value is used after the
+    update too, as `m = sd.atomic_add(s, 1)` uses it: those uses read the atomic's result),
+    {STORE: ("store", None)} for a value every iteration computes alike (constants, scalar
+    arguments), {STORE: ("masked", None)} for `v[i] = c` (`_masked_old`). The loop may read such
+    a local only inside those updates (a masked one anywhere). Anything else races: a compile
+    error naming the store. A loop of one iteration (`for _ in range(1):`, constant bounds) has
+    nothing to race with: its stores stay plain."""
     if len(loop.srcs) == 2 and all(b.op == Op.CONST for b in loop.srcs) \
             and loop.srcs[1].arg - loop.srcs[0].arg <= 1:
         return {}
-    out, update_loads = {}, set()
+    out, update_loads, masked = {}, set(), set()
     stores, loads = [], []
     for n in walk(loop.blocks[0]):
         if n.op == Op.STORE and n.srcs[0] in top_allocas:
@@ -264,15 +279,21 @@ def _shared_updates(loop: Node, top_allocas) -> dict:
         name = slot.arg or "a local"
         how = None
         if v.op in _COMBINE_ATOMIC or v.op == Op.SUB:
-            mine = [x for x in v.srcs if x.op == Op.LOAD and x.srcs[0] is slot and uses.get(x) == 1]
+            mine = [x for x in v.srcs if x.op == Op.LOAD and x.srcs[0] is slot and
+                    (uses.get(x) == 1 or _old_value_after(loop, x, st, v))]
             if mine and (v.op != Op.SUB or v.srcs[0] is mine[0]):
                 other = v.srcs[1] if v.srcs[0] is mine[0] else v.srcs[0]
                 if not _reads(other, slot):
-                    how = (Op.ATOMIC_ADD, ("neg", other)) if v.op == Op.SUB else \
-                        (_COMBINE_ATOMIC[v.op], other)
+                    old = mine[0] if uses.get(mine[0]) != 1 else None
+                    how = (Op.ATOMIC_ADD, ("neg", other), old) if v.op == Op.SUB else \
+                        (_COMBINE_ATOMIC[v.op], other, old)
                     update_loads.add(mine[0])
         if how is None and _uniform(v):
             how = ("store", None)
+        if how is None and v.op == Op.SELECT and _index_hit(v.srcs[0]) and \
+                _masked_old(v.srcs[2], slot):
+            how = ("masked", None)  # a component picked by a run-time index: `tmp[i] = c`
+            masked.add(slot)
         if how is None:
             raise user_error(SpiradSyntaxError, f"the parallel loop assigns to '{name}', which is "
                              f"declared outside it: iterations would race. Update it with `+=`, "
@@ -281,12 +302,54 @@ def _shared_updates(loop: Node, top_allocas) -> dict:
                              f"loop, or accumulate into a field", st.loc)
         out[st] = how
     for ld in loads:
+        if ld.srcs[0] in masked:  # read from the kernel temporary, as Taichi reads its own
+            continue
         if ld not in update_loads and ld.srcs[0] in {st.srcs[0] for st in out}:
             name = ld.srcs[0].arg or "a local"
             raise user_error(SpiradSyntaxError, f"the parallel loop reads '{name}', which it also "
                              f"updates and which is declared outside it: iterations would race. "
                              f"Read it after the loop", ld.loc)
     return out
+
+
+def _index_hit(c: Node) -> bool:
+    """`k == p` with p a constant: how the frontend tests which component a run-time index names
+    (a plain `s = select(c, v, s)` of the user's stays a race)."""
+    return c.op == Op.CMP_EQ and c.srcs[1].op == Op.CONST
+
+
+def _masked_old(n: Node, slot, depth=0) -> bool:
+    """Whether `n` is the slot's own value in a store `slot = select(hit, c, n)`: its load, or the
+    value of an earlier such store (forwarded). The frontend writes a component picked by a
+    run-time index that way (frontend/local_index.py); in the parallel loop the store becomes
+    `if hit: temporary = c`, so iterations that write different components do not race (as in
+    Taichi, where the local is a global temporary; the same component from two iterations is
+    the program's race)."""
+    if depth > 64:
+        return False
+    if n.op == Op.LOAD:
+        return n.srcs[0] is slot
+    return n.op == Op.SELECT and _masked_old(n.srcs[2], slot, depth + 1)
+
+
+def _old_value_after(loop: Node, load: Node, st: Node, v: Node) -> bool:
+    """Whether `load` (the old value of an update `st` = STORE(slot, v)) is, apart from `v`,
+    used only after the update: load and store in one block, nothing between them but `v` (and
+    its operand) reading the load. The atomic that replaces the store then gives those later
+    uses the old value (every later use is dominated by the store's position)."""
+    def blocks(b):
+        yield b
+        for n in b.nodes:
+            for sub in n.blocks:
+                yield from blocks(sub)
+    for b in blocks(loop.blocks[0]):
+        ids = [id(n) for n in b.nodes]
+        if id(load) in ids and id(st) in ids:
+            i, j = ids.index(id(load)), ids.index(id(st))
+            between = [n for n in b.nodes[i + 1:j] if n is not v]
+            return i < j and not any(load in x.srcs for n in between
+                                     for x in walk(Block((n,))))
+    return False
 
 
 def _reads(n: Node, slot, depth=0) -> bool:

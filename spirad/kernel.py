@@ -173,16 +173,10 @@ class Kernel(PyFunction):
                 if a.epoch != st.epoch:
                     raise self._arg_error(SpiradValueError, f"ndarray argument '{name}' belongs to a "
                                           f"previous sd.init(); create it again after the last init()", i)
-                if ann.dtype is not None:
-                    from .data.field import resolve_dtype
-                    want, comp = resolve_dtype(ann.dtype)
-                    if want != a.dtype or comp != a.comp_shape:
-                        raise self._arg_error(SpiradTypeError, f"argument '{name}' must have dtype "
-                                              f"{ann.dtype}, got {a.dtype}; convert it or change the "
-                                              f"annotation", i)
-                if ann.ndim is not None and ann.ndim != len(a.shape):
-                    raise self._arg_error(SpiradTypeError, f"argument '{name}' must have {ann.ndim} "
-                                          f"dimension(s), got {len(a.shape)} (shape {a.shape})", i)
+                from .data.arg_texts import ndarray_mismatch  # Taichi's classes and texts
+                bad = ndarray_mismatch(name, ann, a.dtype, a.comp_shape, a.shape)
+                if bad is not None:
+                    raise self._arg_error(type(bad), str(bad), i)
                 if ann.needs_grad is not None and bool(ann.needs_grad) != a.needs_grad:
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' is annotated "
                                           f"needs_grad={bool(ann.needs_grad)} but the ndarray was "

@@ -224,6 +224,65 @@ def cconj(a):
     return Vector([a[0], -a[1]])
 
 
+@_both
+def rotation2d(angle):
+    """Taichi's name of `rot2`: the 2x2 counter-clockwise rotation by `angle` (radians)."""
+    return rot2(angle)
+
+
+@_both
+def translate(dx, dy, dz):
+    """The 4x4 homogeneous matrix that translates by (dx, dy, dz)."""
+    return Matrix([[1.0, 0.0, 0.0, dx], [0.0, 1.0, 0.0, dy], [0.0, 0.0, 1.0, dz],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+@_both
+def scale(sx, sy, sz):
+    """The 4x4 homogeneous matrix that scales the axes by (sx, sy, sz)."""
+    return Matrix([[sx, 0.0, 0.0, 0.0], [0.0, sy, 0.0, 0.0], [0.0, 0.0, sz, 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+@_both
+def rot_by_axis(axis, angle):
+    """The 4x4 homogeneous rotation by `angle` (radians) about the 3-vector `axis` (normalised
+    here), laid out as Taichi's `ti.math.rot_by_axis` (the transpose of Rodrigues' matrix)."""
+    c = cos(angle)
+    s = sin(angle)
+    a = normalize(axis)
+    t = (1.0 - c) * a
+    return Matrix([[c + t[0] * a[0], t[0] * a[1] + s * a[2], t[0] * a[2] - s * a[1], 0.0],
+                   [t[1] * a[0] - s * a[2], c + t[1] * a[1], t[1] * a[2] + s * a[0], 0.0],
+                   [t[2] * a[0] + s * a[1], t[2] * a[1] - s * a[0], c + t[2] * a[2], 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+@_both
+def rot_yaw_pitch_roll(yaw, pitch, roll):
+    """The 4x4 homogeneous rotation by Euler angles (radians), in Taichi's convention: about Y
+    (yaw) first, then X (pitch), then Z (roll)."""
+    ch, sh = cos(yaw), sin(yaw)
+    cp, sp = cos(pitch), sin(pitch)
+    cb, sb = cos(roll), sin(roll)
+    return Matrix([[ch * cb + sh * sp * sb, sb * cp, -sh * cb + ch * sp * sb, 0.0],
+                   [-ch * sb + sh * sp * cb, cb * cp, sb * sh + ch * sp * cb, 0.0],
+                   [sh * cp, -sp, ch * cp, 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+@_both
+def rotation3d(ang_x, ang_y, ang_z):
+    """`rot_yaw_pitch_roll(ang_z, ang_x, ang_y)`, as Taichi's `ti.math.rotation3d`."""
+    return rot_yaw_pitch_roll(ang_z, ang_x, ang_y)
+
+
+@_both
+def mod(x, y):
+    """x - y * floor(x / y): the remainder with the sign of y (GLSL's mod)."""
+    return x - y * floor(x / y)
+
+
 def eye(n: int):
     """The n x n identity matrix (Python scope; in kernels use sd.Matrix.identity(float, n))."""
     import numpy as np

@@ -20,6 +20,7 @@ class _Config:
     debug: bool
     ad_stack_size: int
     random_seed: int
+    fast_math: bool = False  # spirad keeps IEEE math whatever init(fast_math=) says
 
 
 def _current_cfg() -> _Config:

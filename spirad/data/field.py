@@ -19,7 +19,8 @@ import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
-from kernel_ir.errors import (SpiradBoundsError, SpiradIndexError, SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
+from kernel_ir.errors import (SpiradBoundsError, SpiradIndexError, SpiradNotSupportedError,
+                              SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
                               SpiradValueError)
 from kernel_ir import dtypes as T
 from kernel_ir.nodes import GlobalRef
@@ -299,6 +300,9 @@ class _HostArray(TensorSurface):
 
     def copy_from(self, other) -> None:
         """Copy another field's / ndarray's values (same shape)."""
+        if not isinstance(other, _HostArray):  # Taichi's TypeError: numpy goes to from_numpy
+            raise SpiradTypeError(f"copy_from takes a field or an ndarray, got "
+                                  f"{type(other).__name__}; use from_numpy / from_torch")
         self.from_numpy(other.to_numpy())
 
     def to_torch(self, device=None, *, copy=True):
@@ -352,14 +356,21 @@ class _HostArray(TensorSurface):
             key = ()
         if not isinstance(key, tuple):
             key = (key,)
-        if len(key) != len(self.shape):
-            raise SpiradIndexError(f"{self._kind} {self._label()} of shape {self.shape} needs "
-                                   f"{len(self.shape)} indices, got {len(key)}")
+        if len(key) != len(self.shape):  # Taichi's texts (a field's: an AssertionError too)
+            named = f"{self._kind} {getattr(self, 'name', '') or ''}".rstrip()
+            need = f"{named} of shape {self.shape} needs {len(self.shape)} indices, got {len(key)}"
+            if self._kind == "field":
+                raise SpiradBoundsError(f"Slicing is not supported on ti.field: {need}")
+            raise SpiradIndexError(f"{len(self.shape)}d ndarray indexed with {len(key)}d "
+                                   f"indices: {key}: {need}")
         offset = self._index_offset()
         for k, n, o in zip(key, self.shape, offset):
             if not isinstance(k, numbers.Integral):
-                raise SpiradTypeError(f"{self._kind} {self._label()} is indexed with integers, "
-                                      f"got {k!r} ({type(k).__name__})")
+                taichi = f"Detected illegal element of type: {type(k).__name__}. Please be " \
+                         f"aware that slicing a ti.field is not supported so far. " \
+                    if isinstance(k, slice) else ""
+                raise SpiradTypeError(f"{taichi}{self._kind} {self._label()} is indexed with "
+                                      f"integers, got {k!r} ({type(k).__name__})")
             if not o <= k < o + n:
                 where = f" of shape {self.shape}" + (f" and offset {offset}" if any(offset) else "")
                 raise SpiradBoundsError(f"index {key} is out of range for {self._kind} "
@@ -448,7 +459,21 @@ class Field(_HostArray):
         from .field import SNode
         owner = self._primal or self._dual_of or self
         node = owner._snode or SNode(tuple((k, n) for k, n in enumerate(self.shape or ())))
-        return SNode(node.extents, node.sparse, node)
+        cells = SNode(node.extents, node.sparse, node)
+        cells._name = self.name  # Taichi's `x.snode._name`: the field's name
+        return cells
+
+    @property
+    def _name(self) -> str:
+        """Taichi's `x._name`: the field's name."""
+        return self.name
+
+    def __iter__(self):
+        """`for i in x:` is the parallel loop over x's indices in kernels only; in Python scope
+        it would read elements until one is out of range (Taichi refuses it too)."""
+        raise SpiradNotSupportedError(f"Struct for is only available in Taichi scope: `for i in "
+                                      f"{self.name}:` runs in kernels; in Python use "
+                                      f"np.ndindex({self.name}.shape) or {self.name}.to_numpy()")
 
     def parent(self, n: int = 1):
         """The node `n` levels above the field's cells: 1 is the node it was placed on."""
@@ -463,9 +488,39 @@ class Field(_HostArray):
         else:
             _HostArray.fill(self, value)
 
+    def _column_shape(self, keep_dims: bool):
+        """Taichi's host shape of an n x 1 matrix / n-vector field: `shape + (n,)`, or with
+        `keep_dims=True` `shape + (n, 1)` (a vector is an n x 1 matrix there); None for the
+        other fields, whose host shape is `full_shape`."""
+        cs = tuple(self.comp_shape)
+        if len(cs) == 1 or len(cs) == 2 and cs[1] == 1:
+            return tuple(self.shape) + ((cs[0], 1) if keep_dims else (cs[0],))
+        return None
+
+    def to_numpy(self, dtype=None, *, copy=True, keep_dims=False) -> np.ndarray:
+        """A numpy copy of the values. As Taichi's, an n x 1 matrix field gives `shape + (n,)`
+        unless `keep_dims=True`, which gives every vector / matrix field `shape + (n, m)`."""
+        out = _HostArray.to_numpy(self, dtype, copy=copy)
+        cols = self._column_shape(keep_dims)
+        return out if cols is None else out.reshape(cols)
+
+    def to_torch(self, device=None, *, copy=True, keep_dims=False):
+        """A torch tensor of the values (`copy` as in `_HostArray.to_torch`; `keep_dims` as in
+        `to_numpy`)."""
+        t = _HostArray.to_torch(self, device, copy=copy)
+        cols = self._column_shape(keep_dims)
+        return t if cols is None else t.reshape(cols)
+
     @_guard.locked
     def from_numpy(self, arr) -> None:
-        """Copy `arr` into the field (below a sparse node: every cell becomes active)."""
+        """Copy `arr` into the field (below a sparse node: every cell becomes active). An n x 1
+        matrix / n-vector field takes `shape + (n,)` and `shape + (n, 1)` alike, as Taichi's (a
+        vector field also `shape + (1, n)`: the same values in C order)."""
+        arr = np.asarray(arr)
+        cols = self._column_shape(False)
+        if cols is not None and (arr.shape in (cols, self._column_shape(True)) or len(
+                self.comp_shape) == 1 and arr.shape == tuple(self.shape) + (1, cols[-1])):
+            arr = arr.reshape(self.full_shape)
         _HostArray.from_numpy(self, arr)
         from .sparse_layout import activate_everything, is_sparse_primal
         if is_sparse_primal(self):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_ir.errors import SpiradTypeError
+from kernel_ir.errors import SpiradRuntimeError, SpiradSyntaxError, SpiradTypeError
 
 from .field import HOST_ELEMENT, Field, placed_field
 from .ndarray import Ndarray
@@ -43,13 +43,27 @@ def _swizzle(name: str):
     return None
 
 
+def swizzle_range_error(n: int, name: str):
+    """Taichi's text for a swizzle naming a component a `n`-vector lacks (`v.z` of a vec2:
+    "vec2 only has attributes=('x', 'y'), got=('z',)"), or None when every component exists.
+    Shared by Python scope (MatrixValue) and kernels (frontend.expr)."""
+    ks = _swizzle(name)
+    if ks is None or max(ks) < n:
+        return None
+    group = next(g for g in _SWIZZLE_GROUPS if all(c in g for c in name))
+    return f"vec{n} only has attributes={tuple(sorted(group[:n]))}, got={tuple(name)}"
+
+
 class MatrixValue(np.ndarray):
     """A Python-scope vector (1-d) or matrix (2-d): numpy arithmetic plus Taichi's methods,
     and a vector's swizzles (`v.x`, `v.zyx`, `v.rg`), read and written as in Taichi."""
 
     def __getattr__(self, name):
         ks = _swizzle(name) if self.ndim == 1 else None
-        if ks is not None and max(ks) < self.shape[0]:
+        if ks is not None:
+            bad = swizzle_range_error(self.shape[0], name)
+            if bad:  # Taichi's TaichiSyntaxError and text
+                raise SpiradSyntaxError(bad)
             return self[ks[0]].item() if len(ks) == 1 else \
                 np.array(self[list(ks)]).view(MatrixValue)
         raise AttributeError(name)
@@ -58,12 +72,12 @@ class MatrixValue(np.ndarray):
         ks = _swizzle(name) if self.ndim == 1 else None
         if ks is None:
             return super().__setattr__(name, value)
-        if max(ks) >= self.shape[0]:  # was a new Python attribute: the write was lost (#35)
-            raise AttributeError(f"a {self.shape[0]}-vector has no component {name!r}")
+        bad = swizzle_range_error(self.shape[0], name)
+        if bad:  # was a new Python attribute: the write was lost (#35)
+            raise SpiradSyntaxError(bad)
         vals = [value] if len(ks) == 1 else list(np.asarray(value).reshape(-1))
-        if len(vals) != len(ks):
-            raise SpiradTypeError(f"{len(vals)} values for the swizzle {name!r} of "
-                                  f"{len(ks)} components")
+        if len(vals) != len(ks):  # Taichi's TaichiRuntimeError and text
+            raise SpiradRuntimeError(f"value len does not match the swizzle pattern={name}")
         for k, x in zip(ks, vals):  # one at a time, as Taichi (`v.yy = [1, 2]`: the last wins)
             self[k] = x
 
@@ -80,6 +94,11 @@ class MatrixValue(np.ndarray):
     def to_numpy(self):
         """A plain numpy array copy."""
         return np.array(self)
+
+    @property
+    def entries(self) -> np.ndarray:
+        """Taichi's `m.entries`: the values as a plain numpy array (a view)."""
+        return np.asarray(self)
 
     def to_list(self):
         """The values as (nested) Python lists."""
@@ -354,6 +373,11 @@ class Matrix(_Methods):
     def zero(dt, n, m=None):
         """The zero matrix, `n` x `n` (or `n` x `m`), of type `dt`."""
         return matrix_value(np.zeros((n, n if m is None else m)), dt)
+
+    @staticmethod
+    def one(dt, n, m=None):
+        """The matrix of ones, `n` x `n` (or `n` x `m`), of type `dt`."""
+        return matrix_value(np.ones((n, n if m is None else m)), dt)
 
 
 _CompoundType._makers.update(value=matrix_value, field=Field, ndarray=Ndarray)

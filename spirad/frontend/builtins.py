@@ -310,27 +310,29 @@ def h_floor(v, args, kw, node):
     return h_cast(v, [r, dtype], {}, node)
 
 
+def _element_dtype(v, args, kw, node):
+    """The element type of `Vector(items, dt)` / `Matrix(rows, dt)` (positional or keyword, as
+    in Python scope; Taichi's), or None: from the items."""
+    if len(args) not in (1, 2):
+        raise v.ctx.error(SpiradTypeError, f"expected 1 or 2 argument(s) (the items, a dtype), "
+                                           f"got {len(args)}", node)
+    dt = v.rvalue(args[1]) if len(args) == 2 else kw.get("dt")
+    return None if dt is None else from_python(dt, v.ctx.default_fp, v.ctx.default_ip)
+
+
 def h_vector(v, args, kw, node):
-    args, kw = _dt_positional(args, kw)
-    _arity(v, args, 1, node)
+    dt = _element_dtype(v, args, kw, node)
     items = v.rvalue(args[0])
     if isinstance(items, VecVal):
-        return items
+        return items if dt is None else VecVal(tuple(v.cast(c, dt) for c in items.comps),
+                                               items.shape)
     if not isinstance(items, (list, tuple)) or not items:
         raise v.ctx.error(SpiradTypeError, "Vector([...]) needs a non-empty list", node)
-    return _build(v, list(items), (len(items),), kw.get("dt"))
-
-
-def _dt_positional(args, kw):
-    """`Matrix(rows, sd.f32)` / `Vector(items, sd.f32)`: Taichi's `dt` may come second."""
-    if len(args) == 2 and "dt" not in kw:
-        return args[:1], dict(kw, dt=args[1])
-    return args, kw
+    return _build(v, list(items), (len(items),), dt)
 
 
 def h_matrix(v, args, kw, node):
-    args, kw = _dt_positional(args, kw)
-    _arity(v, args, 1, node)
+    _element_dtype(v, args, kw, node)
     rows = v.rvalue(args[0])
     if isinstance(rows, (list, tuple)) and rows and not any(
             isinstance(r, (list, tuple, VecVal)) for r in rows):
@@ -342,7 +344,7 @@ def h_matrix(v, args, kw, node):
     m = len(rows[0])
     if any(len(r) != m for r in rows):
         raise v.ctx.error(SpiradTypeError, "Matrix rows must have equal length", node)
-    return _build(v, [x for r in rows for x in r], (len(rows), m), kw.get("dt"))
+    return _build(v, [x for r in rows for x in r], (len(rows), m), _element_dtype(v, args, kw, node))
 
 
 def _build(v, flat, shape, dt):
@@ -455,7 +457,7 @@ def h_grouped(v, args, kw, node):
 
 
 def _filled(kind):
-    """Vector.zero / one / unit and Matrix.identity / zero called in a kernel: constants. The
+    """Vector.zero / one / unit and Matrix.identity / zero / one called in a kernel: constants. The
     arguments bind as in Python scope, keywords included (`Matrix.identity(dt=f32, n=3)`, as
     Genesis writes it)."""
     def h(v, args, kw, node):
@@ -466,7 +468,7 @@ def _filled(kind):
             import numpy as np
             from ..data.matrix import Matrix as M, Vector as V
             fn = {"zero": V.zero, "one": V.one, "unit": V.unit, "identity": M.identity,
-                  "mzero": M.zero}[kind]
+                  "mzero": M.zero, "mone": M.one}[kind]
             bound = inspect.signature(fn).bind(*vals, **kvals)
             bound.apply_defaults()
             value = fn(*bound.args, **bound.kwargs)
@@ -533,6 +535,7 @@ def h_loop_config(v, args, kw, node):
 HANDLERS = {
     Vector.zero: _filled("zero"), Vector.one: _filled("one"), Vector.unit: _filled("unit"),
     Matrix.identity: _filled("identity"), Matrix.zero: _filled("mzero"),
+    Matrix.one: _filled("mone"),
     lang.loop_config: h_loop_config, lang.random: h_random,
     lang.floor: h_floor, lang.atan: h_atan,
     Matrix.rows: _rows_or_cols(False), Matrix.cols: _rows_or_cols(True), lang.abs: h_abs, py.abs: h_abs,
@@ -596,3 +599,29 @@ from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
 HANDLERS.update(_simt_handlers())
 from .sparse_ops import handlers as _sparse_handlers  # noqa: E402 (sd.is_active, sd.append, ...)
 HANDLERS.update(_sparse_handlers())
+
+
+def _operator_handlers():
+    """Python's `operator.add` / `sub` / `mul` / `matmul` / ... called in a kernel (Taichi's tests
+    pass them around as `ops(a, b)`): the operator itself, on any operands it takes."""
+    import operator as o
+    binary = {o.add: Op.ADD, o.sub: Op.SUB, o.mul: Op.MUL, o.truediv: Op.DIV,
+              o.floordiv: Op.FLOORDIV, o.mod: Op.MOD, o.pow: Op.POW, o.and_: Op.AND,
+              o.or_: Op.OR, o.xor: Op.XOR, o.lshift: Op.SHL, o.rshift: Op.SHR}
+
+    def bin_handler(op):
+        def h(v, args, kw, node):
+            _arity(v, args, 2, node)
+            return v.binop(op, args[0], args[1])
+        return h
+
+    def matmul(v, args, kw, node):
+        _arity(v, args, 2, node)
+        return v.matmul(v.rvalue(args[0]), v.rvalue(args[1]), node)
+
+    out = {f: bin_handler(op) for f, op in binary.items()}
+    out[o.matmul] = matmul
+    return out
+
+
+HANDLERS.update(_operator_handlers())

@@ -15,6 +15,7 @@ from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_
 from .builtins import HANDLERS
 from .value_ops import is_py_scalar
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
+from ..data.matrix import _swizzle, swizzle_range_error
 from .values import GlobalElem, NdarrayArg, ShapeVal, Slot, SlotView, StaticIndexVec, VecVal
 
 BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
@@ -22,7 +23,6 @@ BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.RShift: Op.SHR, ast.BitAnd: Op.AND, ast.BitOr: Op.OR, ast.BitXor: Op.XOR}
 CMPOPS = {ast.Lt: Op.CMP_LT, ast.LtE: Op.CMP_LE, ast.Gt: Op.CMP_GT, ast.GtE: Op.CMP_GE,
           ast.Eq: Op.CMP_EQ, ast.NotEq: Op.CMP_NE}
-VEC_ATTRS = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class BoundMethod:
@@ -294,11 +294,17 @@ class ExprVisitor:
 
     def vec_attr(self, obj, name, node):
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
-        if name in VEC_ATTRS and len(shape) == 1:
-            k = VEC_ATTRS[name]
-            if k >= shape[0]:
-                raise self.ctx.error(SpiradTypeError, f"vector of size {shape[0]} has no '.{name}'", node)
-            return self.component(obj, (k,), node)
+        ks = _swizzle(name) if len(shape) == 1 else None
+        if ks is not None:  # Taichi's swizzles: `v.x`, `v.zyx`, `v.rg`, `v.stp`
+            bad = swizzle_range_error(shape[0], name)
+            if bad:
+                raise self.ctx.error(SpiradSyntaxError, bad, node)
+            if len(ks) == 1:
+                return self.component(obj, ks, node)
+            if isinstance(obj, Slot):  # a local: its components, read and written in place
+                return Slot(tuple(obj.allocas[k] for k in ks), (len(ks),), obj.dtype)
+            comps = self.rvalue(obj).comps  # a value or a global element: read only
+            return VecVal(tuple(comps[k] for k in ks), (len(ks),))
         if name in VEC_PROPERTIES and shape:  # Taichi's `v.n` / `m.m`: compile-time sizes
             return VEC_PROPERTIES[name](shape)
         method = VEC_METHODS.get(name)
@@ -446,7 +452,9 @@ class ExprVisitor:
             return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
             if len(idx) != len(shape):
-                raise self.ctx.error(SpiradTypeError, f"element of shape {shape} indexed with {len(idx)} indices", node)
+                raise self.ctx.error(SpiradTypeError, f"Expected {len(shape)} indices, got "
+                                                      f"{len(idx)}: element of shape {shape} "
+                                                      f"indexed with {len(idx)} indices", node)
             return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
         ks = [self.rvalue(k) for k in idx]
         if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
@@ -457,6 +465,10 @@ class ExprVisitor:
             r = ks[0]
             comps = self.rvalue(obj).comps
             return VecVal(comps[r * shape[1]:(r + 1) * shape[1]], (shape[1],))
+        if len(ks) > len(shape):  # Taichi's text
+            raise self.ctx.error(SpiradIndexError, f"Expected {len(shape)} indices, got "
+                                                   f"{len(ks)}: index {tuple(ks)} of a value of "
+                                                   f"shape {shape}", node)
         if len(ks) != len(shape) or any(not 0 <= k < s for k, s in zip(ks, shape)):
             raise self.ctx.error(SpiradIndexError, f"index {tuple(ks)} is out of range for shape {shape}", node)
         flat = ks[0] if len(shape) == 1 else ks[0] * shape[1] + ks[1]
@@ -799,7 +811,9 @@ def _m_sum(v, obj, args, node):
 def _m_transpose(v, obj, args, node):
     a = v.rvalue(obj)
     if len(a.shape) != 2:
-        raise v.ctx.error(SpiradTypeError, "transpose() needs a matrix", node)
+        raise v.ctx.error(SpiradTypeError, "`transpose()` cannot apply to a vector. If you want "
+                                           "something like `a @ b.transpose()`, write "
+                                           "`a.outer_product(b)` instead.", node)  # Taichi's
     n, m = a.shape
     return VecVal(tuple(a.comps[r * m + c] for c in range(m) for r in range(n)), (m, n))
 

@@ -101,6 +101,12 @@ class ValueOps:
         a, b = self.rvalue(a), self.rvalue(b)
         if op == Op.ADD and type(a) is type(b) and isinstance(a, (list, tuple)):
             return a + b  # compile-time sequences (of any values) concatenate, as in Python
+        from ..data.field import _HostArray
+        if isinstance(a, _HostArray) or isinstance(b, _HostArray):  # `v * x`, x a whole field
+            raise self.ctx.error(SpiradTypeError, f"unsupported operand type(s) for {op.name}: "
+                                                  f"'{type(a).__name__}' and "
+                                                  f"'{type(b).__name__}' (index a field or "
+                                                  f"ndarray first: x[i], or x[None] for shape ())")
         if isinstance(a, VecVal) or isinstance(b, VecVal):
             return self._vec_binop(op, a, b)
         if is_py_scalar(a) and is_py_scalar(b):

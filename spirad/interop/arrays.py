@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradArgumentValueError, SpiradTypeError, SpiradValueError
 from llvm_codegen.device_runtime import dlpack as DL
 
 from ..runtime import guard as _guard
@@ -208,10 +208,13 @@ def host_array(obj) -> np.ndarray | None:
                               f"(tensor.cpu())") from None
 
 
-def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
+def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None, name=None,
+                 ndim=None, kind="array"):
     """(spirad dtype, element shape, ndarray shape) of host array `arr` for a parameter annotated
     with element type `ann_dtype` (None: any scalar type; `element_dim` 1 / 2: its last axes
-    are a vector / matrix element); a clear error when it does not fit."""
+    are a vector / matrix element); a clear error when it does not fit. A kernel argument passes
+    its parameter's `name` and `ndim` and the array's `kind` ('numpy array', 'torch tensor'):
+    its errors are then Taichi's (`spirad.data.arg_texts`)."""
     from ..data.field import resolve_dtype
     dt = _NP_TO_DTYPE.get(arr.dtype)
     if dt is None:
@@ -220,10 +223,19 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
     comp = ()
     if ann_dtype is not None:
         want, comp = resolve_dtype(ann_dtype)
+        if name is not None:
+            from ..data.arg_texts import external_mismatch
+            bad = external_mismatch(what, name, arr, want, comp, ndim)
+            if bad is not None:
+                raise bad
         if want != dt:
-            raise SpiradTypeError(f"{what} must have dtype {want.np.name} ({ann_dtype}), got "
-                                  f"{arr.dtype}; convert it (arr.astype(...)) or change the "
-                                  f"annotation")
+            msg = (f"{what} must have dtype {want.np.name} ({ann_dtype}), got {arr.dtype}; "
+                   f"convert it (arr.astype(...)) or change the annotation")
+            if name is None:
+                raise SpiradTypeError(msg)
+            raise SpiradArgumentValueError(f"Invalid value for argument {name} - required array "
+                                           f"has dtype={want}, array with dtype={dt} is "
+                                           f"provided: {msg}")
         if tuple(arr.shape[arr.ndim - len(comp):]) != tuple(comp) or arr.ndim < len(comp):
             raise SpiradTypeError(f"{what} of shape {arr.shape} must end with the element shape "
                                   f"{comp} of {ann_dtype}")
@@ -232,9 +244,12 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None):
             raise SpiradTypeError(f"{what} of shape {arr.shape} has no room for element_dim="
                                   f"{element_dim} element axes")
         comp = tuple(arr.shape[arr.ndim - element_dim:])
-    if not arr.flags.c_contiguous:
-        raise SpiradTypeError(f"{what} is not C-contiguous (strides {arr.strides}); pass "
-                              f"np.ascontiguousarray(x) or tensor.contiguous()")
+    if not arr.flags.c_contiguous:  # Taichi's ValueError and text (tensors: its other one)
+        taichi = "Non contiguous tensors are not supported" if kind == "torch tensor" else \
+            "Non contiguous numpy arrays are not supported"
+        raise SpiradArgumentValueError(f"{taichi}: {what} is not C-contiguous (strides "
+                                       f"{arr.strides}); pass np.ascontiguousarray(x) or "
+                                       f"tensor.contiguous()")
     if not arr.flags.writeable:
         raise SpiradTypeError(f"{what} is read-only; pass a writeable copy (arr.copy())")
     return dt, comp, tuple(arr.shape[:arr.ndim - len(comp)])
@@ -482,14 +497,17 @@ class KernelArrays:
                     raise SpiradTypeError(f"{what} must be C-contiguous")
                 dt, comp, shape = T.u1, (), tuple(arr.shape)
             else:
-                dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim)
+                dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim, name,
+                                               ann.ndim, _kind(obj))
             narrow = dt == T.f64 and ann.dtype is None and not isinstance(arr, DeviceArray) \
                 and not _state.backend().capabilities().get("f64", True)
-            if ann.ndim is not None and ann.ndim != len(shape):
-                raise SpiradTypeError(f"{what} must have {ann.ndim} dimension(s), got "
-                                      f"{len(shape)} (shape {shape})")
+            if ann.ndim is not None and ann.ndim != len(shape):  # Taichi's ValueError and text
+                raise SpiradArgumentValueError(
+                    f"Invalid value for argument {name} - required array has ndim={ann.ndim}, "
+                    f"array with {arr.ndim} dimensions is provided: {what} must have "
+                    f"{ann.ndim} dimension(s), got {len(shape)} (shape {shape})")
         except SpiradTypeError as err:
-            raise kernel._arg_error(SpiradTypeError, str(err), index) from None
+            raise kernel._arg_error(type(err), str(err), index) from None
         if dt == T.u1:
             nd, zero_copy = Ndarray(T.u1, shape), False
         elif narrow:  # no f64 on the device (Metal): an f32 copy, converted at each copy

@@ -307,3 +307,32 @@ def test_atomic_exchange(arch):
     k()
     seen = sorted(got.to_numpy().tolist() + [slot[None]])
     assert seen == [-1] + list(range(64)) and f[None] == 2.5
+
+
+@test_archs()
+def test_old_value_of_an_atomic_on_a_kernel_local(arch):
+    # Taichi's implicit_fem: `m = ti.atomic_add(cnt, 1)` on a local declared before the parallel
+    # loop hands every iteration its own slot (the atomic's old value, not a racy re-read)
+    out = sd.field(sd.i32, shape=N)
+    taken = sd.field(sd.i32, shape=N)
+
+    @sd.kernel
+    def compact() -> sd.i32:
+        cnt = 0
+        total = 0
+        for i in range(N):
+            if i % 3 == 1:
+                m = sd.atomic_add(cnt, 1)
+                out[m] = i
+                taken[m] += 1
+                s = sd.atomic_sub(total, 2)  # the old value, also of a subtraction
+                if s > 0 or s % 2 != 0 or s < -2 * N:
+                    out[0] = -1
+        return cnt * 1000 + total
+
+    r = compact()
+    n = r // 1000 + 1  # total is -2 n, so r = 1000 n - 2 n
+    assert (n, r) == (len(range(1, N, 3)), 998 * n)
+    got = out.to_numpy()[:n]
+    assert sorted(got.tolist()) == list(range(1, N, 3))
+    assert (taken.to_numpy()[:n] == 1).all()

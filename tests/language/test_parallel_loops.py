@@ -422,3 +422,31 @@ def test_kernel_locals_updated_in_the_parallel_loop(arch):
     assert valid() == 0
     with pytest.raises(sd.SpiradAutodiffError, match="not differentiated"):
         total.grad()
+
+
+@test_archs()
+def test_parallel_loop_writes_components_of_an_outer_local(arch):
+    # Taichi keeps a local declared before the parallel loop in a global temporary: iterations
+    # that write different components by a run-time index (`v[i] = c`) do not race, and each
+    # reads its own back. spirad stores `if i == p: temporary[p] = c` (passes/offload.py)
+    vo = sd.Vector.field(4, sd.i32, shape=())
+    mo = sd.Matrix.field(2, 3, sd.i32, shape=())
+
+    @sd.kernel
+    def k(n: sd.i32) -> sd.i32:
+        v = sd.Vector([5, 5, 5, 5])
+        m = sd.Matrix([[-1, -1, -1], [-1, -1, -1]])
+        total = 0
+        for i in range(n):
+            v[i] = (i + 1) * 10
+            v[i] += v[i] // 10        # its own component, written above
+            for j in range(3):
+                m[i % 2, j] = i * 3 + j
+                total += m[i % 2, j]
+        vo[None] = v
+        mo[None] = m
+        return total
+
+    assert k(2) == sum(range(6))
+    np.testing.assert_array_equal(vo.to_numpy(), [11, 22, 5, 5])   # v[2:] untouched
+    np.testing.assert_array_equal(mo.to_numpy(), [[0, 1, 2], [3, 4, 5]])

@@ -188,7 +188,8 @@ def test_vector_errors(arch):
     assert dyn_index(1) is None and out[0] == 2.0  # run-time indices work (test_quadrants_surface)
     for k, args, pattern, kind in [(bad_shape, (), "shape", sd.SpiradTypeError),
                                    (out_of_range, (), "out of range", IndexError),
-                                   (no_z, (), "no '.z'", sd.SpiradTypeError)]:
+                                   (no_z, (), r"vec2 only has attributes=\('x', 'y'\), got=\('z',\)",
+                                    sd.SpiradSyntaxError)]:
         with pytest.raises(kind, match=pattern) as ei:
             k(*args)
         assert "^" in str(ei.value)
