@@ -42,6 +42,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_CHECK_OVERFLOW": "1",
     # Taichi's debug=True is synchronous: a kernel's bounds error raises at its launch
     "SPIRAD_DEBUG_SYNC": "1",
+    # a kernel-profiler call with the profiler off (Taichi warns and reports nothing)
+    "SPIRAD_PROFILER_OFF": "warn",
 }
 
 

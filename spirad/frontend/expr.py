@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import collections.abc
 import numbers
 
 import numpy as np
@@ -499,6 +500,8 @@ class ExprVisitor:
                 seq = self.rvalue(self.build(a.value))
                 if isinstance(seq, np.ndarray):  # a numpy array of sizes (Genesis' grid_res)
                     seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
+                if isinstance(seq, (range, collections.abc.Iterator)):  # a range, a generator
+                    seq = list(seq)
                 if not isinstance(seq, (tuple, list)):
                     raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
                                                             "compile time in kernels", a)

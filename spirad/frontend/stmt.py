@@ -523,8 +523,6 @@ class StmtVisitor:
 
     def static_for(self, node, values):
         ctx = self.ctx
-        if isinstance(values, tuple) and len(values) == 1 and not isinstance(values[0], numbers.Number):
-            values = values[0]
         if isinstance(values, lang.grouped):
             values = [tuple(x) for x in iter(values.target)]
             grouped = True

@@ -166,6 +166,24 @@ def test_alias_writes_torch_leaf_as_taichi(arch, alias, monkeypatch):
     assert y.detach().tolist() == [1, 1, 1]  # refused before the launch
 
 
+def test_alias_profiler_off_warns_as_taichi(alias, monkeypatch):
+    """Taichi warns and reports nothing when a profiler call finds the profiler off; plain
+    spirad refuses (nothing was recorded). Through the alias: a SpiradWarning and no table;
+    SPIRAD_PROFILER_OFF=error restores the refusal."""
+    sd.init(arch=sd.cpu)
+    with pytest.warns(sd.SpiradWarning, match="kernel profiler is off"):
+        sd.profiler.print_kernel_profiler_info()
+    with pytest.warns(sd.SpiradWarning, match="kernel profiler is off"):
+        assert sd.profiler.get_kernel_profiler_total_time() == 0.0
+    monkeypatch.setenv("SPIRAD_PROFILER_OFF", "error")
+    with pytest.raises(sd.SpiradError, match="kernel profiler is off"):
+        sd.profiler.print_kernel_profiler_info()
+    monkeypatch.delenv("SPIRAD_PROFILER_OFF")
+    alias.uninstall()
+    with pytest.raises(sd.SpiradError, match="kernel profiler is off"):
+        sd.profiler.clear_kernel_profiler_info()
+
+
 def test_taichi_impl_get_runtime():
     """`taichi.lang.impl.get_runtime()`: default types, the arch through `prog.config()`, and
     the count of kernel programs compiled in this init() (one per kernel and signature)."""
