@@ -867,7 +867,7 @@ class SNode:
                getattr(f, "_quant_vector", False) for f in fields):
             fields = QUANT[0][2](self, fields)  # sd.BitpackedFields: its word field goes here
         fields = [m for f in fields for m in  # a struct field: its members, here together
-                  (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
+                  (f.leaves() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:
             if offset is not None and isinstance(f, Field) and f._primal is None \
                     and f._dual_of is None:  # a gradient / dual has its primal's offset

@@ -49,7 +49,7 @@ def _extents(x):
         return x.extents
     members = getattr(x, "members", None)  # a struct field: its members share their node
     if members:
-        return next(iter(members.values())).snode.extents
+        return x.leaves()[0].snode.extents
     raise TypeError(f"rescale_index needs a field or an SNode, got {type(x).__name__}")
 
 

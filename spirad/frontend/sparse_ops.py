@@ -95,7 +95,7 @@ def loop_guard(obj):
         members = getattr(obj, "members", None)
         if not getattr(obj, "_struct_members", False) or not members:
             return None
-        obj = next(iter(members.values()))
+        obj = obj.leaves()[0]
     levels = S.levels_of(obj)
     return (levels, S.extents_of(obj), obj.offset) if levels else None
 
@@ -320,7 +320,7 @@ class DynamicRow:
 def dynamic_row(field, indices):
     """The DynamicRow of `field[indices]`, or None where that is not a list of a dynamic node
     (`indices` one fewer than the field's axes, the field placed on the dynamic node)."""
-    base = next(iter(field.members.values())) if getattr(field, "_struct_members", False) \
+    base = field.leaves()[0] if getattr(field, "_struct_members", False) \
         else field  # a struct field's members share their node
     node = getattr(base._primal or base, "_snode", None)
     if node is None or node.level is None or node.level.kind != "dynamic":
