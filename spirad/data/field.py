@@ -393,6 +393,9 @@ class _HostArray(TensorSurface):
         self._store(self._to_storage(value), self._index(key))
 
 
+_ORDER = itertools.count()  # creation / placement order of fields and SNodes
+
+
 @api_class
 class Field(_HostArray):
     """A global array with a static shape, created by `sd.field` / `sd.Vector.field` / placement.
@@ -403,6 +406,7 @@ class Field(_HostArray):
     def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
                  needs_dual=False, offset=None):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
+        self._order = next(_ORDER)  # creation order (spirad.data.snode_bytes)
         self._offset = check_offset(shape, offset)  # None: from 0 (or set when placed)
         st = _state.current()
         self.id = st.new_id()
@@ -443,7 +447,9 @@ class Field(_HostArray):
         from .field import SNode
         owner = self._primal or self._dual_of or self
         node = owner._snode or SNode(tuple((k, n) for k, n in enumerate(self.shape or ())))
-        return SNode(node.extents, node.sparse, node)
+        cells = SNode(node.extents, node.sparse, node)
+        cells._field = owner
+        return cells
 
     def parent(self, n: int = 1):
         """The node `n` levels above the field's cells: 1 is the node it was placed on."""
@@ -770,6 +776,8 @@ class SNode:
         self.sparse = sparse    # the sparse levels from the root down (spirad.data.sparse_layout)
         self.level = None       # this node's own, where it is sparse
         self._parent = parent
+        self._order = next(_ORDER)  # creation order: a cell's members (spirad.data.snode_bytes)
+        self._field = None      # `x.snode`: the field whose cells this is (Taichi's place node)
 
     def parent(self, n: int = 1):
         """The node `n` levels above this one (Taichi's `snode.parent()`); None above the root."""
@@ -777,6 +785,23 @@ class SNode:
         for _ in range(n):
             node = node._parent if node is not None else None
         return node
+
+    @property
+    def _cell_size_bytes(self) -> int:
+        """Taichi's bytes of one cell of this node (spirad.data.snode_bytes)."""
+        from .snode_bytes import cell_size_bytes
+        return cell_size_bytes(self)
+
+    @property
+    def _offset_bytes_in_parent_cell(self) -> int:
+        """Taichi's byte offset of this node in its parent's cell (spirad.data.snode_bytes)."""
+        from .snode_bytes import offset_bytes_in_parent_cell
+        return offset_bytes_in_parent_cell(self)
+
+    def _physical_index_position(self) -> dict:
+        """Taichi's map from the position of an index to the axis it runs along (`x[a, b]` of
+        a field on axes i and l: {0: 0, 1: 3})."""
+        return dict(enumerate(sorted({a for a, _ in self.extents})))
 
     def deactivate_all(self) -> None:
         """Deactivate every cell of every sparse node at or below this one (Taichi's); the
@@ -895,6 +920,7 @@ class SNode:
             check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
             f._snode = self
+            f._place_order = next(_ORDER)
             if self.sparse:
                 from .sparse_layout import placed
                 placed(self, f)
