@@ -402,7 +402,31 @@ def h_len(v, args, kw, node):
 
 
 def h_ndrange(v, args, kw, node):
-    return lang.ndrange(*[v.rvalue(a) for a in args])
+    """`ndrange(n, (a, b), ...)`: each entry an integer or an (begin, end) pair of integers
+    (Taichi's errors and texts otherwise); numpy integers count as integers."""
+    dims = []
+    for a in args:
+        d = v.rvalue(a)
+        if isinstance(d, (tuple, list)):
+            if len(d) != 2:
+                raise v.ctx.error(SpiradSyntaxError, "Every argument of ndrange should be a scalar "
+                                  "or a tuple/list like (begin, end)", node)
+            d = tuple(_ndrange_int(v, v.rvalue(x), node) for x in d)
+        else:
+            d = _ndrange_int(v, d, node)
+        dims.append(d)
+    return lang.ndrange(*dims)
+
+
+def _ndrange_int(v, x, node):
+    import numbers
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return int(x)
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, DType) and dt.is_int:
+        return x
+    raise v.ctx.error(SpiradTypeError, "Every argument of ndrange should be an integer scalar or "
+                      "a tuple/list of (int, int)", node)
 
 
 def h_grouped(v, args, kw, node):

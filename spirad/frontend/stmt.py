@@ -364,8 +364,11 @@ class StmtVisitor:
         from .sparse_ops import loop_guard  # a struct-for over a sparse field / node
         self._sparse_guard = loop_guard(iterable)
         if not grouped and len(names) != len(dims):
-            raise ctx.error(SpiradSyntaxError, f"loop over {len(dims)} dimension(s) needs {len(dims)} "
-                                               f"index name(s), got {len(names)}", node.target)
+            what = "Ndrange for loop with number of the loop variables not equal to the " \
+                   "dimension of the ndrange is not supported: " \
+                if isinstance(iterable, lang.ndrange) else ""  # Taichi's text
+            raise ctx.error(SpiradSyntaxError, f"{what}loop over {len(dims)} dimension(s) needs "
+                            f"{len(dims)} index name(s), got {len(names)}", node.target)
         if grouped and len(names) != 1:
             raise ctx.error(SpiradSyntaxError, "grouped() yields one index vector", node.target)
         return self.emit_loop(dims, names, node, parallel, grouped)
@@ -408,9 +411,7 @@ class StmtVisitor:
             dims = []
             for d in obj.dims:
                 d = self.rvalue(d)
-                if isinstance(d, tuple):
-                    if len(d) != 2:
-                        raise self.ctx.error(SpiradSyntaxError, "ndrange entries are n or (begin, end)", node.iter)
+                if isinstance(d, tuple):  # h_ndrange checked the entries
                     dims.append(d)
                 else:
                     dims.append((0, d))

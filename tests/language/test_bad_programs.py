@@ -43,6 +43,36 @@ def undefined_name(arch):
     k()
 
 
+@row(SyntaxError, r"Every argument of ndrange should be a scalar or a tuple/list like "
+                  r"\(begin, end\)", caret=True)
+def ndrange_entry_of_three(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange((1, 2, 3)):
+            pass
+    k()
+
+
+@row(TypeError, r"Every argument of ndrange should be an integer scalar or a tuple/list of "
+                r"\(int, int\)", caret=True)
+def ndrange_float_bounds(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange((1.1, 10.5)):
+            pass
+    k()
+
+
+@row(SyntaxError, r"Ndrange for loop with number of the loop variables not equal to the "
+                  r"dimension of the ndrange is not supported: loop over 2 dimension", caret=True)
+def ndrange_too_few_names(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange(4, 4):
+            pass
+    k()
+
+
 @row(SyntaxError, r"cannot call np\.sin inside a kernel: numpy functions run on the host.*use sd\.sin",
      caret=True)
 def numpy_sin(arch):

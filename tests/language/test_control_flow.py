@@ -186,10 +186,11 @@ def test_static_if_and_unroll(arch):
 @test_archs()
 def test_static_loop_over_one_tuple_and_star_of_a_generator(arch):
     """`sd.static(((0,),))` iterates once, binding the tuple `(0,)` (it is not unwrapped into
-    its element); `f(*gen)` takes a generator known at compile time, as a tuple."""
+    its element); `f(*gen)` takes a generator known at compile time, as a tuple; an ndrange
+    entry may be a list [begin, end]."""
     out = sd.field(sd.i32, shape=8)
     stencil = ((1,),)
-    bounds = ((2, 6) for _ in range(1))
+    bounds = ([2, 6] for _ in range(1))  # a list entry: (begin, end) as a tuple is
 
     @sd.kernel
     def k():
