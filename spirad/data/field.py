@@ -530,7 +530,8 @@ class Field(_HostArray):
                     f"fields have gradients")
         return (f"field '{self.name}' has no gradient: create it with needs_grad=True, place "
                 f"{self.name}.grad (sd.root.dense(...).place({self.name}, {self.name}.grad)) or "
-                f"call sd.root.lazy_grad() before using it")
+                f"call sd.root.lazy_grad() before using it (Taichi: Gradient {self.name}.grad has "
+                f"not been placed, check whether `needs_grad=True`)")
 
     def _add_grad(self):
         """Give this field its gradient (`needs_grad=True`, `place(x.grad)`, `root.lazy_grad()`);

@@ -498,8 +498,10 @@ def h_loop_config(v, args, kw, node):
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
     block_dim / parallelize are scheduling hints (accepted, the backend picks the group size);
     bit_vectorize (Taichi's: one thread per packed word of a quant_array) too: each cell is
-    its own compare-and-swap on the word, with the same result."""
+    its own compare-and-swap on the word, with the same result. block_dim_adaptive (Taichi's
+    CPU block-size heuristic switch) is a scheduling hint too."""
     unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
+                         "block_dim_adaptive",
                          "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "

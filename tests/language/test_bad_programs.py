@@ -362,8 +362,9 @@ def missing_return(arch):
     k()
 
 
-@row(sd.SpiradAutodiffError, r"field 'w' has no gradient: create it with needs_grad=True",
-     caret=True)
+@row(sd.SpiradAutodiffError, r"field 'w' has no gradient: create it with needs_grad=True.*"
+                             r"\(Taichi: Gradient w\.grad has not been placed, check whether "
+                             r"`needs_grad=True`\)", caret=True)
 def grad_of_field_without_grad_in_kernel(arch):
     w = sd.field(sd.f32, shape=3)
 

@@ -190,7 +190,7 @@ def test_static_loop_over_one_tuple_and_star_of_a_generator(arch):
     entry may be a list [begin, end]."""
     out = sd.field(sd.i32, shape=8)
     stencil = ((1,),)
-    bounds = ([2, 6] for _ in range(1))  # a list entry: (begin, end) as a tuple is
+    bounds = ([2, 6] for _ in range(1))  # a list entry, as (begin, end)
 
     @sd.kernel
     def k():
