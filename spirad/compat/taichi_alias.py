@@ -27,6 +27,7 @@ _MODULES = {
     "taichi.lang": "spirad.lang",
     "taichi.linalg": "spirad.linalg",
     "taichi.ui": "spirad.gui.ggui",
+    "taichi.lang.simt": "spirad.simt",  # `from taichi.lang.simt import subgroup`
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode",
                     "ops")
