@@ -422,3 +422,19 @@ def test_kernel_locals_updated_in_the_parallel_loop(arch):
     assert valid() == 0
     with pytest.raises(sd.SpiradAutodiffError, match="not differentiated"):
         total.grad()
+
+
+@test_archs()
+def test_sum_of_a_long_vector_argument_indexed_in_the_loop(arch):
+    """`ret += a[i]` over a 300-component vector argument: the run-time index is a select chain
+    300 deep; the race check still sees a plain update of `ret` (it gave up past depth 200)."""
+    vec = sd.types.vector(300, sd.i32)
+
+    @sd.kernel
+    def total(a: vec) -> sd.i32:
+        ret = 0
+        for i in range(300):
+            ret += a[i]
+        return ret
+
+    assert total(vec(list(range(300)))) == 299 * 300 // 2
