@@ -455,6 +455,12 @@ class ExprVisitor:
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        for k in idx:  # Taichi's and Quadrants' rule for vectors / matrices (fields allow them)
+            k = self.rvalue(k)
+            parts = (k.start, k.stop) if isinstance(k, slice) else (k,)
+            if any(isinstance(p, numbers.Integral) and p < 0 for p in parts):
+                raise self.ctx.error(SpiradSyntaxError, "Negative indices are not supported in "
+                                     "Taichi kernels. Count from the front (v[n - 1]).", node)
         if isinstance(obj, GlobalElem) and any(isinstance(k, slice) for k in idx):
             return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):

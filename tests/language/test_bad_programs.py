@@ -43,6 +43,17 @@ def undefined_name(arch):
     k()
 
 
+@row(SyntaxError, r"Negative indices are not supported in Taichi kernels", caret=True)
+def negative_vector_slice(arch):
+    x = sd.field(sd.i32, shape=2)
+
+    @sd.kernel
+    def k(i: sd.i32):
+        v = sd.Vector([i, i + 1, i + 2])
+        x[0] = v[:-1].sum()
+    k(0)
+
+
 @row(SyntaxError, r"Every argument of ndrange should be a scalar or a tuple/list like "
                   r"\(begin, end\)", caret=True)
 def ndrange_entry_of_three(arch):
