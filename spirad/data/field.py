@@ -407,6 +407,7 @@ class Field(_HostArray):
                  needs_dual=False, offset=None):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         self._order = next(_ORDER)  # creation order (spirad.data.snode_bytes)
+        self._tree_id = _state.current().snode_trees  # Taichi's SNode tree (`_snode_tree_id`)
         self._offset = check_offset(shape, offset)  # None: from 0 (or set when placed)
         st = _state.current()
         self.id = st.new_id()
@@ -798,6 +799,20 @@ class SNode:
         """Taichi's byte offset of this node in its parent's cell (spirad.data.snode_bytes)."""
         from .snode_bytes import offset_bytes_in_parent_cell
         return offset_bytes_in_parent_cell(self)
+
+    @property
+    def _snode_tree_id(self) -> int:
+        """Taichi's SNode tree of this node: fields declared between two launches share one
+        (0 before the first launch that follows fields, then 1, ...)."""
+        if self._field is not None:
+            return self._field._tree_id
+        for f in _state.current().fields:
+            n = f._snode
+            while n is not None and n is not self:
+                n = n._parent
+            if n is self:
+                return f._tree_id
+        raise SpiradValueError("no field is placed below this SNode: it belongs to no tree")
 
     def _physical_index_position(self) -> dict:
         """Taichi's map from the position of an index to the axis it runs along (`x[a, b]` of

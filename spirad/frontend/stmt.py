@@ -63,8 +63,9 @@ class StmtVisitor:
         pass
 
     def build_Expr(self, node):
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # docstring
+        if isinstance(node.value, ast.Constant) and (isinstance(node.value.value, str) or
+                                                     node.value.value is Ellipsis):
+            return  # a docstring, or `...` (an empty body, as `pass`)
         self.build(node.value)
 
     # -- assignment ---------------------------------------------------------------------------

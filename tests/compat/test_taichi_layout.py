@@ -420,3 +420,20 @@ def test_cell_sizes_and_offsets_match_taichi(arch):
     sd.root.pointer(sd.i, 4).place(p)
     with pytest.raises(sd.SpiradNotSupportedError, match="sparse SNode"):
         p.snode.parent()._cell_size_bytes
+
+
+@test_archs(archs=("cpu",))
+def test_snode_tree_ids_follow_launches(arch):
+    """Taichi's `x.snode._snode_tree_id`: fields declared between two launches share a tree
+    (0 first); a launch before any field opens none. A kernel body of `...` is empty."""
+    @sd.kernel
+    def touch(_: sd.template()): ...
+
+    touch(0)
+    a, b = sd.field(sd.i32, shape=()), sd.field(sd.f32)
+    sd.root.dense(sd.i, 4).place(b)
+    touch(a)
+    c = sd.field(sd.i32, shape=2)
+    touch(c)
+    assert (a.snode._snode_tree_id, b.snode._snode_tree_id, c.snode._snode_tree_id) == (0, 0, 1)
+    assert b.snode.parent()._snode_tree_id == 0
