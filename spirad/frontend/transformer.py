@@ -103,6 +103,8 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                 v = self.rvalue(bound[p])
                 if p in declared and isinstance(v, VecVal):
                     _check_matrix_arg(ctx, p, declared[p], v, node)
+                if isinstance(v, NdarrayArg):
+                    _check_ndarray_arg(ctx, func, p, v, node)
                 if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
                                                              is_py_scalar(v)):
                     v = convert(self, v, declared[p])
@@ -198,6 +200,31 @@ def _check_matrix_arg(ctx, name, t, value, node):
     else:
         msg = f"{what} m {want[1]}, but got {got[1]}."
     raise ctx.error(SpiradSyntaxError, msg, node)
+
+
+def _check_ndarray_arg(ctx, func, name, arr, node):
+    """An ndarray passed to a func parameter annotated `types.ndarray(dtype=..., ndim=...)`
+    that says otherwise: Taichi's "Invalid value for argument" (a compile error)."""
+    import inspect
+    from ..types import NdarrayType
+    try:
+        ann = inspect.signature(func.fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return
+    if not isinstance(ann, NdarrayType):
+        return
+    why = None
+    if ann.ndim is not None and ann.ndim != arr.ndim:
+        why = f"ndim {ann.ndim} expected, the ndarray has {arr.ndim}"
+    elif ann.dtype is not None:
+        from ..data.field import resolve_dtype
+        dt, comp = resolve_dtype(ann.dtype)
+        if (dt, tuple(comp)) != (arr.dtype, tuple(arr.comp_shape)):
+            what = lambda d, c: f"{d}" + (f" of shape {c}" if c else "")  # noqa: E731
+            why = (f"elements of {what(dt, tuple(comp))} expected, the ndarray holds "
+                   f"{what(arr.dtype, tuple(arr.comp_shape))}")
+    if why:
+        raise ctx.error(SpiradTypeError, f"Invalid value for argument {name}: {why}", node)
 
 
 class _Returned:

@@ -155,3 +155,22 @@ def test_func_vector_parameter_of_another_shape_is_taichis_error(arch):
     with pytest.raises(sd.TaichiSyntaxError, match="Argument a of type .* is expected to be a "
                                                    "Matrix with n 3, but got 2"):
         k()
+
+
+@test_archs(archs=("cpu",))
+def test_func_ndarray_parameter_of_another_element_is_taichis_error(arch):
+    @sd.func
+    def put(a: sd.types.ndarray(dtype=sd.math.vec2, ndim=1)):
+        a[0] = [100, 100]
+
+    @sd.kernel
+    def k(x: sd.types.ndarray(ndim=1)):
+        put(x)
+
+    arr = sd.ndarray(sd.math.vec3, shape=4)
+    with pytest.raises(sd.TaichiCompilationError, match=r"Invalid value for argument a: elements "
+                                                        r"of f32 of shape \(2,\) expected"):
+        k(arr)
+    ok = sd.ndarray(sd.math.vec2, shape=4)
+    k(ok)
+    assert ok.to_numpy()[0].tolist() == [100, 100]
