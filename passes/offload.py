@@ -352,12 +352,22 @@ def _old_value_after(loop: Node, load: Node, st: Node, v: Node) -> bool:
     return False
 
 
-def _reads(n: Node, slot, depth=0) -> bool:
-    if depth > 200:
-        return True
-    if n.op == Op.LOAD:
-        return n.srcs[0] is slot
-    return any(_reads(s, slot, depth + 1) for s in n.srcs)
+def _reads(n: Node, slot) -> bool:
+    """Whether expression `n` loads `slot`: an iterative walk over the expression DAG, each
+    node once (a vector argument indexed at run time is a select chain as long as the vector,
+    1,024 deep in Taichi's `test_arg_4k`)."""
+    seen, todo = set(), [n]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op == Op.LOAD:
+            if x.srcs[0] is slot:
+                return True
+            continue
+        todo.extend(x.srcs)
+    return False
 
 
 def _uniform(n: Node, depth=0) -> bool:

@@ -50,7 +50,7 @@ from .bitops import bit_shr
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
-from .types import template
+from .types import ref, template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 from .gui import ggui as ui  # Taichi's ti.ui (GGUI), drawn off screen
@@ -195,7 +195,7 @@ __all__ = [
     "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",
     "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
-    "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template",
+    "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template", "ref",
     "Tensor", "tensor", "tools", "sparse", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
     "ui",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",

@@ -115,6 +115,12 @@ SWITCHES = {s.name: s for s in (
            "shortest repr of its dtype (`233.3`), or `printf`, Taichi's C `%f` (`233.300003`; "
            "f64: 12 decimals). Programs run through the Taichi alias default to `printf`",
            ("shortest", "printf")),
+    Switch("SPIRAD_PROFILER_OFF", "choice", "error",
+           "a kernel-profiler call (`print_kernel_profiler_info`, `clear_...`, `query_...`, "
+           "`get_kernel_profiler_total_time`) without `init(kernel_profiler=True)` is an error "
+           "(`error`: there is nothing to report), or, as in Taichi, a warning that reports "
+           "nothing (`warn`). Programs run through the Taichi alias default to `warn`",
+           ("error", "warn")),
     Switch("SPIRAD_DEBUG_ADSTACK", "flag", False,
            "print, per reverse-mode launch, sizer bytecode, stack sizes, strides and heap sizes, "
            "the stacks the counting pass measured, and the loops checkpointed to stay within "

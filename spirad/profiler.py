@@ -124,11 +124,23 @@ def enable(backend) -> None:
     current = KernelProfiler(backend) if backend is not None else None
 
 
+_OFF = "the kernel profiler is off: call sd.init(..., kernel_profiler=True) before launching " \
+       "the kernels to profile"
+
+
 def _active() -> KernelProfiler:
+    """The live profiler, or None (with a warning) when it is off and SPIRAD_PROFILER_OFF=warn
+    (Taichi's behaviour: a warning, nothing reported); off otherwise is an error."""
     if current is None or current.backend is not _backend():
+        from . import options
+        if options.get("SPIRAD_PROFILER_OFF") == "warn":
+            import warnings
+            from kernel_ir.errors import SpiradWarning
+            warnings.warn(f"{_OFF} (SPIRAD_PROFILER_OFF=warn: nothing reported)", SpiradWarning,
+                          stacklevel=3)
+            return None
         from kernel_ir.errors import SpiradError
-        raise SpiradError("the kernel profiler is off: call sd.init(..., kernel_profiler=True) "
-                          "before launching the kernels to profile")
+        raise SpiradError(_OFF)
     return current
 
 
@@ -139,24 +151,32 @@ def _backend():
 
 def print_kernel_profiler_info(mode: str = "count") -> None:
     """Print per-kernel launch count and total / mean / min / max time (module doc)."""
-    print(_active().report(mode))
+    p = _active()
+    if p is not None:
+        print(p.report(mode))
 
 
 def query_kernel_profiler_info(name: str) -> KernelStats:
     """Count and times (ms) of the program `name`; all zero if it was not launched."""
-    return _active().stats().get(name, KernelStats(0, 0.0, 0.0, 0.0, 0.0))
+    p = _active()
+    return KernelStats(0, 0.0, 0.0, 0.0, 0.0) if p is None else \
+        p.stats().get(name, KernelStats(0, 0.0, 0.0, 0.0, 0.0))
 
 
 def get_kernel_profiler_total_time() -> float:
     """Total time of every profiled launch, in seconds."""
-    return sum(s.total for s in _active().stats().values()) / 1e3
+    p = _active()
+    return 0.0 if p is None else sum(s.total for s in p.stats().values()) / 1e3
 
 
 def clear_kernel_profiler_info() -> None:
     """Forget every launch recorded so far."""
-    _active().clear()
+    p = _active()
+    if p is not None:
+        p.clear()
 
 
 def kernel_profiler_report(mode: str = "count") -> str:
     """The text `print_kernel_profiler_info` prints."""
-    return _active().report(mode)
+    p = _active()
+    return "" if p is None else p.report(mode)

@@ -134,6 +134,19 @@ def template() -> Template:
     return Template()
 
 
+class Ref(Template):
+    """`ref(dtype)`: a func parameter bound by reference (a template() parameter of that type)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def ref(dtype) -> Ref:
+    """Taichi's `ti.ref(dtype)`: the annotation of a func / real_func parameter passed by
+    reference: `a = v` or `a += v` in the func changes the caller's variable or element."""
+    return Ref(dtype)
+
+
 def vector(n: int, dtype=float, unpacked=False) -> VectorType:
     """The vector type of `n` components of `dtype` (an annotation, a field element type, a
     constructor); without a dtype (Quadrants) the default float type."""

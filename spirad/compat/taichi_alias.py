@@ -27,6 +27,7 @@ _MODULES = {
     "taichi.lang": "spirad.lang",
     "taichi.linalg": "spirad.linalg",
     "taichi.ui": "spirad.gui.ggui",
+    "taichi.lang.simt": "spirad.simt",  # `from taichi.lang.simt import subgroup`
 }
 _LANG_SUBMODULES = ("impl", "misc", "enums", "exception", "util", "matrix", "field", "snode",
                     "ops")
@@ -44,6 +45,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_DEBUG_SYNC": "1",
     # Taichi prints a float without a spec as C's %f (233.300003), spirad as its shortest repr
     "SPIRAD_PRINT_FLOATS": "printf",
+    # a kernel-profiler call with the profiler off (Taichi warns and reports nothing)
+    "SPIRAD_PROFILER_OFF": "warn",
 }
 
 

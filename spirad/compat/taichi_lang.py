@@ -61,9 +61,18 @@ def _experimental_real_func(fn):
 # `ti.experimental` (an attribute of the alias, as `ti._lib`): what Taichi 1.7 still keeps there
 experimental = types.ModuleType("taichi.experimental", "real_func (deprecated: ti.real_func)")
 experimental.real_func = _experimental_real_func
-misc = _module("misc", "arch lists",
+
+
+def _loop_unique(val, covers=None):
+    """Taichi's `loop_unique(val, covers=None)`: a promise that `val` differs between the
+    iterations of the parallel loop (a hint for Taichi's atomics demotion); the value itself."""
+    return val
+
+
+_loop_unique._kernel_inline = True  # inlined by kernels like a user's function (taichi_ops)
+misc = _module("misc", "arch lists, loop_unique",
                get_host_arch_list=lambda: [_sd.cpu], cpu=_sd.cpu, gpu=_sd.gpu,
-               vulkan=_sd.vulkan, metal=_sd.metal, cuda=_sd.cuda)
+               vulkan=_sd.vulkan, metal=_sd.metal, cuda=_sd.cuda, loop_unique=_loop_unique)
 
 
 class SNodeGradType(enum.Enum):
@@ -101,8 +110,9 @@ def _has_pytorch() -> bool:
 
 
 util = _module("util", "has_pytorch(), has_paddle() (always False: spirad has no Paddle "
-               "interop), to_numpy_type(dtype)",
-               has_pytorch=_has_pytorch, has_paddle=lambda: False,
+               "interop), has_clangpp() (always False: spirad has no SourceBuilder, Taichi's "
+               "external C++ functions compiled by clang++), to_numpy_type(dtype)",
+               has_pytorch=_has_pytorch, has_paddle=lambda: False, has_clangpp=lambda: False,
                to_numpy_type=lambda dt: dt.np.type)
 matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
 field = _module("field", "Field", Field=__import__("spirad.data.field", fromlist=["Field"]).Field)

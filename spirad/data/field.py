@@ -409,6 +409,9 @@ class _HostArray(TensorSurface):
         self._store(self._to_storage(value), self._index(key))
 
 
+_ORDER = itertools.count()  # creation / placement order of fields and SNodes
+
+
 @api_class
 class Field(_HostArray):
     """A global array with a static shape, created by `sd.field` / `sd.Vector.field` / placement.
@@ -419,6 +422,8 @@ class Field(_HostArray):
     def __init__(self, dtype, shape=None, needs_grad=False, name="", _is_grad=False,
                  needs_dual=False, offset=None):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
+        self._order = next(_ORDER)  # creation order (spirad.data.snode_bytes)
+        self._tree_id = _state.current().snode_trees  # Taichi's SNode tree (`_snode_tree_id`)
         self._offset = check_offset(shape, offset)  # None: from 0 (or set when placed)
         st = _state.current()
         self.id = st.new_id()
@@ -461,6 +466,7 @@ class Field(_HostArray):
         node = owner._snode or SNode(tuple((k, n) for k, n in enumerate(self.shape or ())))
         cells = SNode(node.extents, node.sparse, node)
         cells._name = self.name  # Taichi's `x.snode._name`: the field's name
+        cells._field = owner
         return cells
 
     @property
@@ -584,7 +590,8 @@ class Field(_HostArray):
                     f"fields have gradients")
         return (f"field '{self.name}' has no gradient: create it with needs_grad=True, place "
                 f"{self.name}.grad (sd.root.dense(...).place({self.name}, {self.name}.grad)) or "
-                f"call sd.root.lazy_grad() before using it")
+                f"call sd.root.lazy_grad() before using it (Taichi: Gradient {self.name}.grad has "
+                f"not been placed, check whether `needs_grad=True`)")
 
     def _add_grad(self):
         """Give this field its gradient (`needs_grad=True`, `place(x.grad)`, `root.lazy_grad()`);
@@ -830,6 +837,8 @@ class SNode:
         self.sparse = sparse    # the sparse levels from the root down (spirad.data.sparse_layout)
         self.level = None       # this node's own, where it is sparse
         self._parent = parent
+        self._order = next(_ORDER)  # creation order: a cell's members (spirad.data.snode_bytes)
+        self._field = None      # `x.snode`: the field whose cells this is (Taichi's place node)
 
     def parent(self, n: int = 1):
         """The node `n` levels above this one (Taichi's `snode.parent()`); None above the root."""
@@ -837,6 +846,37 @@ class SNode:
         for _ in range(n):
             node = node._parent if node is not None else None
         return node
+
+    @property
+    def _cell_size_bytes(self) -> int:
+        """Taichi's bytes of one cell of this node (spirad.data.snode_bytes)."""
+        from .snode_bytes import cell_size_bytes
+        return cell_size_bytes(self)
+
+    @property
+    def _offset_bytes_in_parent_cell(self) -> int:
+        """Taichi's byte offset of this node in its parent's cell (spirad.data.snode_bytes)."""
+        from .snode_bytes import offset_bytes_in_parent_cell
+        return offset_bytes_in_parent_cell(self)
+
+    @property
+    def _snode_tree_id(self) -> int:
+        """Taichi's SNode tree of this node: fields declared between two launches share one
+        (0 before the first launch that follows fields, then 1, ...)."""
+        if self._field is not None:
+            return self._field._tree_id
+        for f in _state.current().fields:
+            n = f._snode
+            while n is not None and n is not self:
+                n = n._parent
+            if n is self:
+                return f._tree_id
+        raise SpiradValueError("no field is placed below this SNode: it belongs to no tree")
+
+    def _physical_index_position(self) -> dict:
+        """Taichi's map from the position of an index to the axis it runs along (`x[a, b]` of
+        a field on axes i and l: {0: 0, 1: 3})."""
+        return dict(enumerate(sorted({a for a, _ in self.extents})))
 
     def deactivate_all(self) -> None:
         """Deactivate every cell of every sparse node at or below this one (Taichi's); the
@@ -929,7 +969,7 @@ class SNode:
                getattr(f, "_quant_vector", False) for f in fields):
             fields = QUANT.place_bitpacked(self, fields)  # sd.BitpackedFields: its word field goes here
         fields = [m for f in fields for m in  # a struct field: its members, here together
-                  (f.members.values() if getattr(f, "_struct_members", False) else (f,))]
+                  (f.leaves() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:
             if offset is not None and isinstance(f, Field) and f._primal is None \
                     and f._dual_of is None:  # a gradient / dual has its primal's offset
@@ -957,6 +997,7 @@ class SNode:
             check_elements(self.shape, f.comp_shape, f"field {f.name}")
             f.shape = self.shape
             f._snode = self
+            f._place_order = next(_ORDER)
             if self.sparse:
                 from .sparse_layout import placed
                 placed(self, f)

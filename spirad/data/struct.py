@@ -17,14 +17,16 @@ from ..tracebacks import api_class
 class StructType:
     """`sd.types.struct(a=float, v=sd.math.vec3)`: member name -> element type, in order."""
 
-    def __init__(self, members: dict, name: str = "struct"):
-        if not members:
-            raise SpiradTypeError("a struct needs at least one member")
+    def __init__(self, members: dict, name: str = "struct", methods: dict | None = None):
         for t in members.values():
             if getattr(t, "_is_argpack", False):  # Taichi's ValueError and text
                 raise ValueError(f"Invalid data type {t!r}")
         self.members = dict(members)
         self.name = name
+        # `@sd.dataclass` methods: name -> function (an @sd.func, or a Python function), called
+        # on a value or an element as `p.area()` in kernels (inlined, `self` the struct by
+        # reference) and in Python scope
+        self.methods = dict(methods or {})
 
     def field(self, shape=None, needs_grad=False, name="", needs_dual=False,
               layout=None, offset=None) -> "StructField":
@@ -32,6 +34,9 @@ class StructType:
         every float member a gradient; `offset` as in `sd.field`, shared by the members).
         `layout` (Quadrants' `qd.Layout.SOA / AOS`): accepted; spirad stores members apart (SOA)
         either way, with the same values."""
+        if not self.members:
+            raise SpiradTypeError(f"struct {self.name} has no members: a field of it would hold "
+                                  f"nothing")
         return StructField(self, shape, needs_grad, name, needs_dual, offset)
 
     def __call__(self, *args, **kwargs):
@@ -65,6 +70,10 @@ class StructField:
         self.name = name or creation_name() or stype.name
         self.members = {}
         for m, dt in stype.members.items():
+            if isinstance(dt, StructType):  # a struct member: a struct field of its own
+                self.members[m] = StructField(dt, shape, needs_grad, f"{self.name}.{m}",
+                                              needs_dual, offset)
+                continue
             f = Field(dt, shape, name=f"{self.name}.{m}", needs_dual=False, offset=offset)
             if needs_grad and f.dtype.is_float:
                 f._add_grad()
@@ -78,17 +87,24 @@ class StructField:
             return members[name]
         raise AttributeError(f"struct field {self.__dict__.get('name')} has no member {name!r}")
 
+    def leaves(self) -> list:
+        """Every member field, nested struct fields' members in their place (member order):
+        what `place` places, and where the shared node, shape and offset are read."""
+        return [x for f in self.members.values()
+                for x in (f.leaves() if isinstance(f, StructField) else (f,))]
+
     @property
     def shape(self):
         """The shape shared by every member field."""
-        return next(iter(self.members.values())).shape
+        return self.leaves()[0].shape
 
     @property
     def grad(self):
         """The gradients as a struct field (`s.grad[i].x` is `s.x.grad[i]`, as in Quadrants):
         the float members that have one; None when none has."""
         members = {m: f.grad for m, f in self.members.items()
-                   if f.dtype.is_float and f.needs_grad}
+                   if (f.grad is not None if isinstance(f, StructField) else
+                       f.dtype.is_float and f.needs_grad)}
         if not members:
             return None
         g = object.__new__(StructField)
@@ -138,6 +154,9 @@ class HostStruct(dict):
     def __getattr__(self, name):
         if name in self:
             return self[name]
+        method = _method(self.__dict__["_at"][0].stype, name, self)
+        if method is not None:
+            return method
         raise AttributeError(f"struct element has no member {name!r} (members: {list(self)})")
 
     def __setattr__(self, name, value):
@@ -170,6 +189,15 @@ class StructVal:
 
     def __init__(self, stype: StructType, members: dict):
         self.stype, self.members = stype, members
+
+
+def _method(stype, name: str, obj):
+    """`obj.name` of a dataclass method in Python scope: the function bound to `obj`."""
+    import types
+    fn = stype.methods.get(name) if stype is not None else None
+    if fn is None:
+        return None
+    return types.MethodType(fn, obj)  # an @sd.func: its Python-scope error
 
 
 def struct(**members) -> StructType:
@@ -241,6 +269,9 @@ class Struct:
         entries = self.__dict__.get("_entries", {})
         if name in entries:
             return entries[name]
+        method = _method(self.__dict__.get("_stype"), name, self)
+        if method is not None:
+            return method
         raise AttributeError(f"struct has no member {name!r} (members: {list(entries)})")
 
     def __setattr__(self, name, value):
@@ -296,15 +327,22 @@ class Struct:
 
 
 def dataclass(cls) -> StructType:
-    """`@sd.dataclass class P: x: float; v: vec3` -> a StructType (`P.field(shape=n)`).
-    Methods are not carried over."""
+    """`@sd.dataclass class P: x: float; v: vec3` -> a StructType (`P.field(shape=n)`). The
+    class's methods (`@sd.func` or plain) are the struct's: `p.area()` on a value or an element,
+    in kernels and in Python scope. A member with a default value is an error (Taichi's)."""
+    from kernel_ir.errors import SpiradSyntaxError
     ann = dict(getattr(cls, "__annotations__", {}))
+    for k in ann:
+        if hasattr(cls, k):
+            raise SpiradSyntaxError("Default value in @dataclass is not supported.")
+    methods = {k: getattr(cls, k) for k in dir(cls)
+               if not k.startswith("__") and callable(getattr(cls, k))}
     import sys
     scope = dict(vars(sys.modules[cls.__module__])) if cls.__module__ in sys.modules else {}
     for k, v in ann.items():
         if isinstance(v, str):  # from __future__ import annotations
             ann[k] = eval(v, scope)  # noqa: S307 - the user's own annotation expression
-    return StructType(ann, cls.__name__)
+    return StructType(ann, cls.__name__, methods)
 
 
 from .. import types as _types  # noqa: E402 - install the constructor behind sd.types.struct

@@ -448,7 +448,31 @@ def h_len(v, args, kw, node):
 
 
 def h_ndrange(v, args, kw, node):
-    return lang.ndrange(*[v.rvalue(a) for a in args])
+    """`ndrange(n, (a, b), ...)`: each entry an integer or an (begin, end) pair of integers
+    (Taichi's errors and texts otherwise); numpy integers count as integers."""
+    dims = []
+    for a in args:
+        d = v.rvalue(a)
+        if isinstance(d, (tuple, list)):
+            if len(d) != 2:
+                raise v.ctx.error(SpiradSyntaxError, "Every argument of ndrange should be a scalar "
+                                  "or a tuple/list like (begin, end)", node)
+            d = tuple(_ndrange_int(v, v.rvalue(x), node) for x in d)
+        else:
+            d = _ndrange_int(v, d, node)
+        dims.append(d)
+    return lang.ndrange(*dims)
+
+
+def _ndrange_int(v, x, node):
+    import numbers
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return int(x)
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, DType) and dt.is_int:
+        return x
+    raise v.ctx.error(SpiradTypeError, "Every argument of ndrange should be an integer scalar or "
+                      "a tuple/list of (int, int)", node)
 
 
 def h_grouped(v, args, kw, node):
@@ -521,8 +545,10 @@ def h_loop_config(v, args, kw, node):
     loop. serialize=True runs it serially (in order, on one thread; break is allowed);
     block_dim / parallelize are scheduling hints (accepted, the backend picks the group size);
     bit_vectorize (Taichi's: one thread per packed word of a quant_array) too: each cell is
-    its own compare-and-swap on the word, with the same result."""
+    its own compare-and-swap on the word, with the same result. block_dim_adaptive (Taichi's
+    CPU block-size heuristic switch) is a scheduling hint too."""
     unknown = set(kw) - {"serialize", "block_dim", "parallelize", "uniform", "bit_vectorize",
+                         "block_dim_adaptive",
                          "name"}  # name: Quadrants' label of the loop (profiling), accepted
     if args or unknown:
         raise v.ctx.error(SpiradTypeError, "loop_config takes keyword arguments serialize=, "

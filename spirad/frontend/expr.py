@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import collections.abc
 import numbers
 
 import numpy as np
@@ -100,7 +101,7 @@ class ExprVisitor:
             v = values.get(m, 0)
             if isinstance(ty, StructType):  # a nested struct: its own StructVal
                 sub = self.struct_members(v, node) if isinstance(v, (StructVal, StructElem)) \
-                    else v if isinstance(v, dict) else {k: v for k in ty.members}
+                    else v if isinstance(v, dict) else dict(zip(ty.members, [v]))  # as ty(v)
                 slots[m] = self.struct_value(ty, (), {}, node, values=sub)
             elif isinstance(ty, (VectorType, MatrixType)):
                 v = self.compound_value(ty, [v], node)
@@ -115,7 +116,20 @@ class ExprVisitor:
         from ..data.struct import StructVal
         if isinstance(v, StructVal):
             return {m: self.rvalue(s) for m, s in v.members.items()}
-        return {m: self.rvalue(self.field_elem(f, v.idx, node)) for m, f in v.sf.members.items()}
+        return {m: self.rvalue(self.member_elem(f, v.idx, node)) for m, f in v.sf.members.items()}
+
+    def struct_method(self, obj, name):
+        """`p.area` of a dataclass method in a kernel: the method bound to the struct value or
+        element `p` (inlined with `self` = p, by reference: `self.x = v` writes p's member)."""
+        from ..func import BoundFunc, Func, plain_func
+        fn = obj.stype.methods[name]
+        return BoundFunc(fn if isinstance(fn, Func) else plain_func(fn), obj)
+
+    def member_elem(self, f, idx, node):
+        """Element `idx` of a struct field's member `f`: a field element, or for a struct member
+        (a struct field of its own) its StructElem."""
+        from ..data.struct import StructElem, StructField
+        return StructElem(f, idx) if isinstance(f, StructField) else self.field_elem(f, idx, node)
 
     def compound_value(self, ty, args, node):
         """`vec3(x, y, z)`, `vec3(0)`, `vec3(v2, z)`, `mat2(a, b, c, d)`: a vector / matrix type
@@ -253,6 +267,9 @@ class ExprVisitor:
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
         from ..data.struct import StructElem, StructVal
+        if isinstance(obj, (StructVal, StructElem)) and name in obj.stype.methods and \
+                name not in (obj.members if isinstance(obj, StructVal) else obj.sf.members):
+            return self.struct_method(obj, name)
         if isinstance(obj, StructVal):
             if name not in obj.members:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.stype.name} has no member "
@@ -263,7 +280,7 @@ class ExprVisitor:
             if f is None:
                 raise self.ctx.error(SpiradTypeError, f"struct {obj.sf.name} has no member "
                                                       f"'{name}' (members: {list(obj.sf.members)})", node)
-            return self.field_elem(f, obj.idx, node)
+            return self.member_elem(f, obj.idx, node)
         from ..data.field import Field
         if isinstance(obj, Field) and obj._primal is None and (
                 name == "grad" and not obj.needs_grad or name == "dual" and not obj.needs_dual):
@@ -448,6 +465,12 @@ class ExprVisitor:
         shape = obj.shape if isinstance(obj, (Slot, VecVal, SlotView)) else obj.comp_shape
         if not shape:
             raise self.ctx.error(SpiradTypeError, "scalar is not subscriptable", node)
+        for k in idx:  # Taichi's and Quadrants' rule for vectors / matrices (fields allow them)
+            k = self.rvalue(k)
+            parts = (k.start, k.stop) if isinstance(k, slice) else (k,)
+            if any(isinstance(p, numbers.Integral) and p < 0 for p in parts):
+                raise self.ctx.error(SpiradSyntaxError, "Negative indices are not supported in "
+                                     "Taichi kernels. Count from the front (v[n - 1]).", node)
         if isinstance(obj, GlobalElem) and any(isinstance(k, slice) for k in idx):
             return self.component(self.rvalue(obj), idx, node)  # a slice reads the element
         if isinstance(obj, GlobalElem):
@@ -549,6 +572,8 @@ class ExprVisitor:
                     seq = [x.item() if isinstance(x, np.generic) else x for x in seq.tolist()]
                 if isinstance(seq, VecVal) and len(seq.shape) == 1:  # `min(*v)`: its components
                     seq = list(seq.comps)
+                if isinstance(seq, (range, collections.abc.Iterator)):  # a range, a generator
+                    seq = list(seq)
                 if not isinstance(seq, (tuple, list)):
                     raise self.ctx.error(SpiradSyntaxError, "*args needs a tuple or list known at "
                                                             "compile time in kernels", a)

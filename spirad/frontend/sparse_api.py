@@ -49,20 +49,41 @@ def _extents(x):
         return x.extents
     members = getattr(x, "members", None)  # a struct field: its members share their node
     if members:
-        return next(iter(members.values())).snode.extents
+        return x.leaves()[0].snode.extents
     raise TypeError(f"rescale_index needs a field or an SNode, got {type(x).__name__}")
 
 
+def _shape(x) -> tuple:
+    """The index-space shape of field / SNode `x`: one size per axis used, in axis order."""
+    sizes = {}
+    for axis, n in _extents(x):
+        sizes[axis] = sizes.get(axis, 1) * n
+    return tuple(sizes[k] for k in sorted(sizes))
+
+
+def rescale_ratios(a, b, n: int) -> list:
+    """Per index position of an n-index of `a`: ('div', k), ('mul', k) or None (kept).
+    Taichi's rule: position d < min(n, dims of a, dims of b) is divided by a's size over b's
+    where a is larger there, multiplied by b's over a's where it is smaller; the others stay."""
+    sa, sb = _shape(a), _shape(b)
+    out = []
+    for d in range(n):
+        if d < min(len(sa), len(sb)) and sa[d] > sb[d]:
+            out.append(("div", sa[d] // sb[d]))
+        elif d < min(len(sa), len(sb)) and sa[d] < sb[d]:
+            out.append(("mul", sb[d] // sa[d]))
+        else:
+            out.append(None)
+    return out
+
+
 def rescale_index(a, b, indices):
-    """`indices` of field / SNode `a` mapped to the index space of SNode `b` above it (Taichi's):
-    each axis divided by how many of a's indices one cell of b spans. Works on Python ints and,
-    in kernels, on kernel values."""
-    from ..data.sparse_layout import axes_of, factor
-    ea, eb = _extents(a), _extents(b)
-    if eb != ea[:len(eb)]:
-        raise ValueError("rescale_index: the second node must be an ancestor of the first")
+    """Index `indices` of field / SNode `a` mapped to the index space of field / SNode `b`, as
+    Taichi's `rescale_index`: index d is divided by how many of a's indices one of b's spans
+    there (b coarser: a pointer block above a's cells), or multiplied (b finer); one entry per
+    index given. Works on Python ints and, in kernels, on kernel values (a vector there)."""
     idx = list(indices) if isinstance(indices, (tuple, list)) else [indices]
-    pos = {ax: k for k, ax in enumerate(axes_of(ea))}
-    if len(idx) != len(pos):
-        raise ValueError(f"rescale_index: {len(pos)} indices needed, got {len(idx)}")
-    return [idx[pos[ax]] // factor(ea, len(eb), ax) for ax in axes_of(eb)]
+    out = []
+    for x, r in zip(idx, rescale_ratios(a, b, len(idx))):
+        out.append(x if r is None else x // r[1] if r[0] == "div" else x * r[1])
+    return out

@@ -20,6 +20,7 @@ from kernel_ir.ops import Op
 
 from ..data import sparse_layout as S
 from . import sparse_api as api
+from .values import VecVal
 
 
 def _div(b):
@@ -94,7 +95,7 @@ def loop_guard(obj):
         members = getattr(obj, "members", None)
         if not getattr(obj, "_struct_members", False) or not members:
             return None
-        obj = next(iter(members.values()))
+        obj = obj.leaves()[0]
     levels = S.levels_of(obj)
     return (levels, S.extents_of(obj), obj.offset) if levels else None
 
@@ -319,7 +320,7 @@ class DynamicRow:
 def dynamic_row(field, indices):
     """The DynamicRow of `field[indices]`, or None where that is not a list of a dynamic node
     (`indices` one fewer than the field's axes, the field placed on the dynamic node)."""
-    base = next(iter(field.members.values())) if getattr(field, "_struct_members", False) \
+    base = field.leaves()[0] if getattr(field, "_struct_members", False) \
         else field  # a struct field's members share their node
     node = getattr(base._primal or base, "_snode", None)
     if node is None or node.level is None or node.level.kind != "dynamic":
@@ -336,17 +337,25 @@ def h_no_activate(v, args, kw, call):
 
 
 def h_rescale_index(v, args, kw, call):
+    """`sd.rescale_index(a, b, I)` in a kernel: sparse_api.rescale_index's rule on i32 values,
+    a vector (Taichi's result type)."""
     b = v.ctx.b
     a, c = v.rvalue(args[0]), v.rvalue(args[1])
     idx = _index_list(v, args[2])
-    ea, eb = api._extents(a), api._extents(c)
-    pos = {ax: k for k, ax in enumerate(S.axes_of(ea))}
+    if not idx:
+        raise v.ctx.error(SpiradTypeError, "rescale_index needs an index (a list or a vector)",
+                          call)
+    try:
+        ratios = api.rescale_ratios(a, c, len(idx))
+    except TypeError as e:
+        raise v.ctx.error(SpiradTypeError, str(e), call) from None
     out = []
-    for ax in S.axes_of(eb):
-        x = v.rvalue(idx[pos[ax]])
-        k = S.factor(ea, len(eb), ax)
-        out.append(x // k if isinstance(x, int) else _div(b)(_i32(v, x), k))
-    return out
+    for x, r in zip(idx, ratios):
+        x = _i32(v, x)
+        if r is not None and r[1] != 1:
+            x = b.binary(Op.FLOORDIV if r[0] == "div" else Op.MUL, x, b.const(r[1], T.i32))
+        out.append(x)
+    return VecVal(tuple(out), (len(out),))
 
 
 def handlers() -> dict:

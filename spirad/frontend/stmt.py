@@ -63,8 +63,9 @@ class StmtVisitor:
         pass
 
     def build_Expr(self, node):
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # docstring
+        if isinstance(node.value, ast.Constant) and (isinstance(node.value.value, str) or
+                                                     node.value.value is Ellipsis):
+            return  # a docstring, or `...` (an empty body, as `pass`)
         self.build(node.value)
 
     # -- assignment ---------------------------------------------------------------------------
@@ -184,7 +185,8 @@ class StmtVisitor:
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             lhs = self.build(target)
             if isinstance(lhs, (StructElem, StructVal)):
-                if not isinstance(value, (StructVal, StructElem)) or value.stype is not lhs.stype:
+                if not isinstance(value, (StructVal, StructElem)) or \
+                        not same_members(value.stype, lhs.stype):
                     raise ctx.error(SpiradTypeError, f"assign a {lhs.stype.name} value to a "
                                                      f"{lhs.stype.name} element", target)
                 self.store_struct(lhs, value, target)
@@ -233,12 +235,12 @@ class StmtVisitor:
 
     def store_struct(self, lhs, value, node):
         """Member-wise store of a struct value into a StructVal or a struct field element."""
-        from ..data.struct import StructVal
+        from ..data.struct import StructElem, StructVal
         vals = self.struct_members(value, node)
         for m, v in vals.items():
             dst = lhs.members[m] if isinstance(lhs, StructVal) else \
-                self.field_elem(lhs.sf.members[m], lhs.idx, node)
-            if isinstance(dst, StructVal):  # a nested struct member
+                self.member_elem(lhs.sf.members[m], lhs.idx, node)
+            if isinstance(dst, (StructVal, StructElem)):  # a nested struct member
                 self.store_struct(dst, v, node)
                 continue
             self.store_into(dst, v)
@@ -405,8 +407,11 @@ class StmtVisitor:
         from .sparse_ops import loop_guard  # a struct-for over a sparse field / node
         self._sparse_guard = loop_guard(iterable)
         if not grouped and len(names) != len(dims):
-            raise ctx.error(SpiradSyntaxError, f"loop over {len(dims)} dimension(s) needs {len(dims)} "
-                                               f"index name(s), got {len(names)}", node.target)
+            what = "Ndrange for loop with number of the loop variables not equal to the " \
+                   "dimension of the ndrange is not supported: " \
+                if isinstance(iterable, lang.ndrange) else ""  # Taichi's text
+            raise ctx.error(SpiradSyntaxError, f"{what}loop over {len(dims)} dimension(s) needs "
+                            f"{len(dims)} index name(s), got {len(names)}", node.target)
         if grouped and len(names) != 1:
             raise ctx.error(SpiradSyntaxError, "grouped() yields one index vector", node.target)
         return self.emit_loop(dims, names, node, parallel, grouped)
@@ -451,9 +456,7 @@ class StmtVisitor:
             dims = []
             for d in obj.dims:
                 d = self.rvalue(d)
-                if isinstance(d, tuple):
-                    if len(d) != 2:
-                        raise self.ctx.error(SpiradSyntaxError, "ndrange entries are n or (begin, end)", node.iter)
+                if isinstance(d, tuple):  # h_ndrange checked the entries
                     dims.append(d)
                 else:
                     dims.append((0, d))
@@ -465,7 +468,7 @@ class StmtVisitor:
         if isinstance(obj, Field) or getattr(obj, "_struct_members", False):
             # Taichi's `offset=`: the loop runs over [offset, offset + shape) (a struct field's
             # members share theirs; a member named `offset` must not shadow it)
-            f = obj if isinstance(obj, Field) else next(iter(obj.members.values()))
+            f = obj if isinstance(obj, Field) else obj.leaves()[0]
             return [(o, o + s) for o, s in zip(f.offset, obj.shape)]
         if isinstance(obj, NdarrayArg):
             return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
@@ -567,8 +570,6 @@ class StmtVisitor:
 
     def static_for(self, node, values):
         ctx = self.ctx
-        if isinstance(values, tuple) and len(values) == 1 and not isinstance(values[0], numbers.Number):
-            values = values[0]
         if isinstance(values, lang.grouped):
             if not isinstance(values.target, lang.ndrange):  # Taichi's rule too
                 raise ctx.error(SpiradSyntaxError, "Only 'ti.ndrange' is allowed in "
@@ -743,6 +744,19 @@ class StmtVisitor:
                                 f"but its return type is {_type_name(f)}", node)
             self.store_into(GlobalElem(f.ref(), (), f.comp_shape, f), v, warn=False)  # declared
         frame.returned = True
+
+
+def same_members(a, b) -> bool:
+    """Whether struct types `a` and `b` have the same member names (nested struct members
+    alike): a value of `a` then stores into `b` member by member, each converted to its type
+    (`x[i] = sd.Struct(a=2 * i, b=1.0)` into a field of `P(a=f32, b=i32)`, as Taichi)."""
+    from ..data.struct import StructType
+    if a is b:
+        return True
+    if set(a.members) != set(b.members):
+        return False
+    return all(same_members(a.members[m], t) if isinstance(t, StructType) else
+               not isinstance(a.members[m], StructType) for m, t in b.members.items())
 
 
 def _loop_jumps(body) -> set:

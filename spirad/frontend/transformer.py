@@ -105,6 +105,10 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                     values[p] = ("obj", bound[p])
                     continue
                 v = self.rvalue(bound[p])
+                if p in declared and isinstance(v, VecVal):
+                    _check_matrix_arg(ctx, p, declared[p], v, node)
+                if isinstance(v, NdarrayArg):
+                    _check_ndarray_arg(ctx, func, p, v, node)
                 if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
                                                              is_py_scalar(v)):
                     v = convert(self, v, declared[p])
@@ -120,6 +124,10 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             ctx.call_depth += 1
             saved_loops = ctx.loops
             ctx.loops = list(saved_loops)
+            # a real_func is a function call in Taichi: its loops run serially in the calling
+            # thread (break allowed), never as the kernel's parallel loop, even at its top level
+            real = 1 if getattr(func, "_real_func", False) else 0
+            ctx.nested_scopes += real
             frame.loop_base, frame.scope_base = len(ctx.loops), ctx.nested_scopes
             try:
                 for p, (kind, v) in values.items():
@@ -143,6 +151,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                         ret = convert(self, ret, ret_type)
                     ret_slot = self._return_slots(ret, f"{func.fn.__name__}.ret")
             finally:
+                ctx.nested_scopes -= real
                 ctx.loops = saved_loops
                 ctx.call_depth -= 1
                 ctx.frames.pop()
@@ -176,6 +185,50 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if isinstance(ret_slot, (tuple, list)):
             return type(ret_slot)(self._returned(x) for x in ret_slot)
         return ret_slot.value
+
+
+def _check_matrix_arg(ctx, name, t, value, node):
+    """A vector / matrix value passed to a func parameter declared as a vector / matrix type of
+    another shape: Taichi's TaichiSyntaxError and text."""
+    from ..types import MatrixType, VectorType
+    if not isinstance(t, (VectorType, MatrixType)):
+        return
+    want, got = tuple(t.comp_shape), tuple(value.shape)
+    if want == got:
+        return
+    what = f"Argument {name} of type {t} is expected to be a Matrix with"
+    if len(want) != len(got):
+        msg = f"{what} ndim {len(want)}, but got {len(got)}."
+    elif want[0] != got[0]:
+        msg = f"{what} n {want[0]}, but got {got[0]}."
+    else:
+        msg = f"{what} m {want[1]}, but got {got[1]}."
+    raise ctx.error(SpiradSyntaxError, msg, node)
+
+
+def _check_ndarray_arg(ctx, func, name, arr, node):
+    """An ndarray passed to a func parameter annotated `types.ndarray(dtype=..., ndim=...)`
+    that says otherwise: Taichi's "Invalid value for argument" (a compile error)."""
+    import inspect
+    from ..types import NdarrayType
+    try:
+        ann = inspect.signature(func.fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return
+    if not isinstance(ann, NdarrayType):
+        return
+    why = None
+    if ann.ndim is not None and ann.ndim != arr.ndim:
+        why = f"ndim {ann.ndim} expected, the ndarray has {arr.ndim}"
+    elif ann.dtype is not None:
+        from ..data.field import resolve_dtype
+        dt, comp = resolve_dtype(ann.dtype)
+        if (dt, tuple(comp)) != (arr.dtype, tuple(arr.comp_shape)):
+            what = lambda d, c: f"{d}" + (f" of shape {c}" if c else "")  # noqa: E731
+            why = (f"elements of {what(dt, tuple(comp))} expected, the ndarray holds "
+                   f"{what(arr.dtype, tuple(arr.comp_shape))}")
+    if why:
+        raise ctx.error(SpiradTypeError, f"Invalid value for argument {name}: {why}", node)
 
 
 class _Returned:

@@ -75,6 +75,8 @@ def materialize_if_needed() -> None:
         st.materialized = True  # first: fields the hook declares call it again next launch
         type(_program).materialize(_program)
         _refuse_unplaced(st)
+        if any(getattr(f, "_tree_id", -1) == st.snode_trees for f in st.fields):
+            st.snode_trees += 1  # Taichi's tree ids: fields declared after this launch, the next
 
 
 def _refuse_unplaced(st) -> None:

@@ -26,6 +26,7 @@ class State:
     epoch: int = 0
     fields: list = field(default_factory=list)
     materialized: bool = False  # no field declared since the last materialize hook (spirad.runtime.program_hooks)
+    snode_trees: int = 0  # Taichi's SNode trees closed so far: a launch closes the fields declared before it
     layout_version: int = 0  # bumped when a placement or gradient is added (compiled kernels key on it)
     asserts: object = None     # asserts.AssertState, made by the first assert compiled in debug
     validation: object = None  # tape_validation.Validation, made by the first Tape(validation=True)

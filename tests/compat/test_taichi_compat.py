@@ -166,6 +166,24 @@ def test_alias_writes_torch_leaf_as_taichi(arch, alias, monkeypatch):
     assert y.detach().tolist() == [1, 1, 1]  # refused before the launch
 
 
+def test_alias_profiler_off_warns_as_taichi(alias, monkeypatch):
+    """Taichi warns and reports nothing when a profiler call finds the profiler off; plain
+    spirad refuses (nothing was recorded). Through the alias: a SpiradWarning and no table;
+    SPIRAD_PROFILER_OFF=error restores the refusal."""
+    sd.init(arch=sd.cpu)
+    with pytest.warns(sd.SpiradWarning, match="kernel profiler is off"):
+        sd.profiler.print_kernel_profiler_info()
+    with pytest.warns(sd.SpiradWarning, match="kernel profiler is off"):
+        assert sd.profiler.get_kernel_profiler_total_time() == 0.0
+    monkeypatch.setenv("SPIRAD_PROFILER_OFF", "error")
+    with pytest.raises(sd.SpiradError, match="kernel profiler is off"):
+        sd.profiler.print_kernel_profiler_info()
+    monkeypatch.delenv("SPIRAD_PROFILER_OFF")
+    alias.uninstall()
+    with pytest.raises(sd.SpiradError, match="kernel profiler is off"):
+        sd.profiler.clear_kernel_profiler_info()
+
+
 def test_taichi_impl_get_runtime():
     """`taichi.lang.impl.get_runtime()`: default types, the arch through `prog.config()`, and
     the count of kernel programs compiled in this init() (one per kernel and signature)."""
@@ -222,3 +240,25 @@ def test_taichi_lang_ops_in_python_scope_and_kernels(arch):
         np.testing.assert_array_equal(out.to_numpy(), [8, 0, -4])
     finally:
         taichi_alias.uninstall()
+
+
+@test_archs()
+def test_alias_lang_simt_loop_unique_has_clangpp(arch, alias):
+    """`from taichi.lang.simt import subgroup` is spirad.simt's; `taichi.lang.misc.loop_unique`
+    (a hint) returns its value in kernels; `taichi.lang.util.has_clangpp()` is False (no
+    SourceBuilder: Taichi's tests of external C++ functions skip)."""
+    from taichi.lang.misc import loop_unique
+    from taichi.lang.simt import subgroup
+    from taichi.lang.util import has_clangpp
+    assert subgroup is sd.simt.subgroup and has_clangpp() is False
+    x = sd.field(sd.i32, shape=4)
+    y = sd.field(sd.i32, shape=8)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            y[loop_unique(x[i] + 1)] += 1
+
+    x.from_numpy(np.array([0, 2, 4, 6], np.int32))
+    k()
+    assert y.to_numpy().tolist() == [0, 1, 0, 1, 0, 1, 0, 1]

@@ -395,3 +395,45 @@ def test_layout_tape_validation(arch):
         with sd.ad.Tape(loss=loss, validation=True):
             step(0)
             clobber()
+
+
+@test_archs(archs=("cpu",))
+def test_cell_sizes_and_offsets_match_taichi(arch):
+    """Taichi's `_cell_size_bytes` / `_offset_bytes_in_parent_cell` / `_physical_index_position`
+    of a tree with a shape= field, a vector field, mixed widths and axes out of order: every
+    number below is what Taichi 1.7.4 prints for the same program (arch=cpu)."""
+    sd.field(sd.u8, shape=3)                       # root.dense(i, 3).place(a), made first
+    v, w, s, b = sd.Vector.field(3, sd.f32), sd.field(sd.f64), sd.field(sd.i16), sd.field(sd.u8)
+    n1 = sd.root.dense(sd.ij, (2, 5))
+    n1.place(s)
+    n2 = n1.dense(sd.i, 3)
+    n2.place(v, w)                                 # cell {f32 x3, f64}: 24 bytes
+    n3 = sd.root.dense(sd.k, 3).dense(sd.j, 2)
+    n3.place(b)
+    assert (n1._cell_size_bytes, n1._offset_bytes_in_parent_cell) == (80, 8)
+    assert (n2._cell_size_bytes, n2._offset_bytes_in_parent_cell) == (24, 8)
+    assert (v.snode._offset_bytes_in_parent_cell, w.snode._offset_bytes_in_parent_cell,
+            s.snode._offset_bytes_in_parent_cell, v.snode._cell_size_bytes) == (0, 16, 0, 0)
+    assert n3.parent()._cell_size_bytes == 2
+    assert b.snode._physical_index_position() == {0: 1, 1: 2}
+    p = sd.field(sd.f32)
+    sd.root.pointer(sd.i, 4).place(p)
+    with pytest.raises(sd.SpiradNotSupportedError, match="sparse SNode"):
+        p.snode.parent()._cell_size_bytes
+
+
+@test_archs(archs=("cpu",))
+def test_snode_tree_ids_follow_launches(arch):
+    """Taichi's `x.snode._snode_tree_id`: fields declared between two launches share a tree
+    (0 first); a launch before any field opens none. A kernel body of `...` is empty."""
+    @sd.kernel
+    def touch(_: sd.template()): ...
+
+    touch(0)
+    a, b = sd.field(sd.i32, shape=()), sd.field(sd.f32)
+    sd.root.dense(sd.i, 4).place(b)
+    touch(a)
+    c = sd.field(sd.i32, shape=2)
+    touch(c)
+    assert (a.snode._snode_tree_id, b.snode._snode_tree_id, c.snode._snode_tree_id) == (0, 0, 1)
+    assert b.snode.parent()._snode_tree_id == 0

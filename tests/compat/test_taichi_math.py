@@ -157,7 +157,7 @@ def test_loop_config_serialize(arch):
         sd.loop_config(serialize=True)
         for i in range(1, 16):   # each iteration reads the previous one: only correct serially
             x[i] += x[i - 1]
-        sd.loop_config(block_dim=64)
+        sd.loop_config(block_dim=64, block_dim_adaptive=False)
         for i in range(16):      # block_dim is a hint: still parallel
             sd.block_local(x)    # hints: no effect
             x[sd.assume_in_range(i, 0, 0, 16)] *= 2

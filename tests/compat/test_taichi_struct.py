@@ -159,3 +159,112 @@ def test_kernel_asserts_in_debug(arch):
     k2()
     sd.sync()
     assert y[0] == 2.0
+
+
+Line = sd.types.struct(d=tm.vec3, n=float)
+Segment = sd.types.struct(line=Line, idx=int)
+
+
+@test_archs()
+def test_struct_types_as_struct_members(arch):
+    """A struct member of a struct field is a struct field of its own: read, written and
+    filled through the outer element, in kernels and in Python scope; `Segment(1)` gives its
+    first member (`line`) 1, as `Line(1)` (d = 1, n = 0), as Taichi does."""
+    s = Segment.field(shape=4)
+    ln = Line.field(shape=4)
+
+    @sd.kernel
+    def ones():
+        for i in s:
+            s[i] = Segment(1)
+
+    @sd.kernel
+    def build():
+        for i in ln:
+            ln[i] = Line(d=tm.vec3(i), n=i + 0.5)
+        for i in s:
+            s[i].idx = i
+            s[i].line = ln[i]
+            s[i].line.n += 1.0
+
+    ones()
+    assert s.idx.to_numpy().tolist() == [0] * 4
+    assert s.line.d.to_numpy().tolist() == [[1.0] * 3] * 4 and s[2].line.n == 0.0
+    build()
+    assert s.idx.to_numpy().tolist() == [0, 1, 2, 3]
+    assert s.line.n.to_numpy().tolist() == [1.5, 2.5, 3.5, 4.5]
+    assert s[3].line.d.to_numpy().tolist() == [3.0, 3.0, 3.0]
+    s[1] = sd.Struct({"line": {"d": tm.vec3(7), "n": 0.25}, "idx": 9})
+    assert s[1].idx == 9 and s[1].line.n == 0.25 and s[1].line.d.to_numpy().tolist() == [7] * 3
+    s.fill(5)
+    assert s[0].idx == 5 and s[0].line.n == 5.0
+
+
+@test_archs()
+def test_struct_value_stores_into_an_element_with_the_same_members(arch):
+    """`x[i] = sd.Struct(a=..., b=...)`: the anonymous struct's members go to the element's by
+    name, each converted to its type (Taichi's implicit cast); other member names are an
+    error."""
+    x = sd.Struct.field({"a": sd.i32, "b": sd.f32}, shape=3)
+
+    @sd.kernel
+    def k():
+        for i in x:
+            x[i] = sd.Struct(b=1.5 * i, a=2.5 * i)
+
+    with pytest.warns(sd.SpiradWarning, match="may lose precision: i32 <- f32"):
+        k()
+    assert x.a.to_numpy().tolist() == [0, 2, 5] and x.b.to_numpy().tolist() == [0.0, 1.5, 3.0]
+
+    @sd.kernel
+    def wrong():
+        for i in x:
+            x[i] = sd.Struct(a=1, c=2)
+
+    with pytest.raises(sd.SpiradTypeError, match="assign a"):
+        wrong()
+
+
+@sd.dataclass
+class Body:
+    pos: tm.vec2
+    mass: float
+
+    @sd.func
+    def momentum(self, v: sd.template()):
+        return self.mass * v
+
+    @sd.func
+    def settle(self, other):
+        self.pos = (self.pos + other.pos) / 2
+
+    def heavier(self, other):
+        return self.mass > other.mass
+
+
+@test_archs()
+def test_dataclass_methods(arch):
+    """Methods of a dataclass: an @sd.func on a value or an element (`self` is the struct: a
+    write through it changes the element), a plain method in Python scope; a member with a
+    default value is Taichi's error."""
+    b = Body.field(shape=3)
+    out = sd.field(sd.f32, shape=3)
+
+    @sd.kernel
+    def step():
+        for i in b:
+            out[i] = b[i].momentum(2.0)
+            q = Body(pos=tm.vec2(4.0, 8.0), mass=1.0)
+            b[i].settle(q)
+
+    for i in range(3):
+        b[i] = Body(pos=tm.vec2(i, 0), mass=i + 1.0)
+    step()
+    assert out.to_numpy().tolist() == [2.0, 4.0, 6.0]
+    assert b.pos.to_numpy().tolist() == [[2.0, 4.0], [2.5, 4.0], [3.0, 4.0]]
+    assert Body(mass=3.0).heavier(Body(mass=2.0)) and not b[0].heavier(b[1])
+    with pytest.raises(sd.SpiradSyntaxError, match="Default value in @dataclass"):
+        @sd.dataclass
+        class WithDefault:
+            a: int
+            b: float = 3.14

@@ -43,6 +43,47 @@ def undefined_name(arch):
     k()
 
 
+@row(SyntaxError, r"Negative indices are not supported in Taichi kernels", caret=True)
+def negative_vector_slice(arch):
+    x = sd.field(sd.i32, shape=2)
+
+    @sd.kernel
+    def k(i: sd.i32):
+        v = sd.Vector([i, i + 1, i + 2])
+        x[0] = v[:-1].sum()
+    k(0)
+
+
+@row(SyntaxError, r"Every argument of ndrange should be a scalar or a tuple/list like "
+                  r"\(begin, end\)", caret=True)
+def ndrange_entry_of_three(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange((1, 2, 3)):
+            pass
+    k()
+
+
+@row(TypeError, r"Every argument of ndrange should be an integer scalar or a tuple/list of "
+                r"\(int, int\)", caret=True)
+def ndrange_float_bounds(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange((1.1, 10.5)):
+            pass
+    k()
+
+
+@row(SyntaxError, r"Ndrange for loop with number of the loop variables not equal to the "
+                  r"dimension of the ndrange is not supported: loop over 2 dimension", caret=True)
+def ndrange_too_few_names(arch):
+    @sd.kernel
+    def k():
+        for i in sd.ndrange(4, 4):
+            pass
+    k()
+
+
 @row(SyntaxError, r"cannot call np\.sin inside a kernel: numpy functions run on the host.*use sd\.sin",
      caret=True)
 def numpy_sin(arch):
@@ -332,8 +373,9 @@ def missing_return(arch):
     k()
 
 
-@row(sd.SpiradAutodiffError, r"field 'w' has no gradient: create it with needs_grad=True",
-     caret=True)
+@row(sd.SpiradAutodiffError, r"field 'w' has no gradient: create it with needs_grad=True.*"
+                             r"\(Taichi: Gradient w\.grad has not been placed, check whether "
+                             r"`needs_grad=True`\)", caret=True)
 def grad_of_field_without_grad_in_kernel(arch):
     w = sd.field(sd.f32, shape=3)
 

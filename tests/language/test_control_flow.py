@@ -184,6 +184,25 @@ def test_static_if_and_unroll(arch):
 
 
 @test_archs()
+def test_static_loop_over_one_tuple_and_star_of_a_generator(arch):
+    """`sd.static(((0,),))` iterates once, binding the tuple `(0,)` (it is not unwrapped into
+    its element); `f(*gen)` takes a generator known at compile time, as a tuple; an ndrange
+    entry may be a list [begin, end]."""
+    out = sd.field(sd.i32, shape=8)
+    stencil = ((1,),)
+    bounds = ([2, 6] for _ in range(1))  # a list entry, as (begin, end)
+
+    @sd.kernel
+    def k():
+        for I in sd.grouped(sd.ndrange(*bounds)):
+            for offset in sd.static(stencil):
+                out[I + sd.Vector(offset)] = I[0]
+
+    k()
+    assert out.to_numpy().tolist() == [0, 0, 0, 2, 3, 4, 5, 0]
+
+
+@test_archs()
 def test_ndrange_bounds(arch):
     out = sd.field(sd.i32, shape=(5, 6))
 

@@ -450,3 +450,19 @@ def test_parallel_loop_writes_components_of_an_outer_local(arch):
     assert k(2) == sum(range(6))
     np.testing.assert_array_equal(vo.to_numpy(), [11, 22, 5, 5])   # v[2:] untouched
     np.testing.assert_array_equal(mo.to_numpy(), [[0, 1, 2], [3, 4, 5]])
+
+
+@test_archs()
+def test_sum_of_a_long_vector_argument_indexed_in_the_loop(arch):
+    """`ret += a[i]` over a 300-component vector argument: the run-time index is a select chain
+    300 deep; the race check still sees a plain update of `ret` (it gave up past depth 200)."""
+    vec = sd.types.vector(300, sd.i32)
+
+    @sd.kernel
+    def total(a: vec) -> sd.i32:
+        ret = 0
+        for i in range(300):
+            ret += a[i]
+        return ret
+
+    assert total(vec(list(range(300)))) == 299 * 300 // 2

@@ -106,3 +106,71 @@ def test_real_func_returns_from_loops_and_branches(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="Return inside non-static if/for"):
         refused(1.0)
+
+
+@test_archs()
+def test_real_func_loops_are_serial_and_ref_parameters(arch):
+    """A real_func's loops run serially in the calling thread, as a Taichi real function's do,
+    also when it is called at the kernel's top level: `break` is allowed and an accumulation
+    is exact; `sd.ref(dtype)` parameters are bound by reference (`a = v`, `a += v` change the
+    caller's variable)."""
+    out = sd.field(sd.i32, shape=3)
+
+    @sd.real_func
+    def count_to_five() -> sd.i32:
+        a = 0
+        for i in range(10):
+            if i == 5:
+                break
+            a += 1
+        return a
+
+    @sd.real_func
+    def set_and_double(a: sd.ref(sd.i32), b: sd.ref(sd.i32)):
+        a = 7
+        b += b
+
+    @sd.kernel
+    def k():
+        out[0] = count_to_five()
+        a, b = 0, 21
+        set_and_double(a, b)
+        out[1] = a
+        out[2] = b
+
+    k()
+    assert out.to_numpy().tolist() == [5, 7, 42]
+
+
+@test_archs(archs=("cpu",))
+def test_func_vector_parameter_of_another_shape_is_taichis_error(arch):
+    @sd.func
+    def first(a: sd.types.vector(3, sd.f32)) -> sd.f32:
+        return a[0]
+
+    @sd.kernel
+    def k() -> sd.f32:
+        return first(sd.Vector([3.0, 4.0]))
+
+    with pytest.raises(sd.TaichiSyntaxError, match="Argument a of type .* is expected to be a "
+                                                   "Matrix with n 3, but got 2"):
+        k()
+
+
+@test_archs(archs=("cpu",))
+def test_func_ndarray_parameter_of_another_element_is_taichis_error(arch):
+    @sd.func
+    def put(a: sd.types.ndarray(dtype=sd.math.vec2, ndim=1)):
+        a[0] = [100, 100]
+
+    @sd.kernel
+    def k(x: sd.types.ndarray(ndim=1)):
+        put(x)
+
+    arr = sd.ndarray(sd.math.vec3, shape=4)
+    with pytest.raises(sd.TaichiCompilationError, match=r"Invalid value for argument a: elements "
+                                                        r"of f32 of shape \(2,\) expected"):
+        k(arr)
+    ok = sd.ndarray(sd.math.vec2, shape=4)
+    k(ok)
+    assert ok.to_numpy()[0].tolist() == [100, 100]

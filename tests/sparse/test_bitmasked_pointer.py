@@ -271,3 +271,30 @@ def test_host_fill_active_only_and_from_numpy_activates(arch):
     assert count[None] == 8
     bm.deactivate_all()
     assert not x.to_numpy().any()
+
+
+@test_archs()
+def test_rescale_index_follows_taichis_shape_rule(arch):
+    """Taichi's rule: index d divided by a's size over b's where a is finer, multiplied where
+    it is coarser; the positions past either's dimensions stay (a particle list below a
+    pointer grid: a 2-index of the grid maps to the 3-index space of the lists and back)."""
+    grid = sd.field(sd.i32)
+    pid = sd.field(sd.i32)
+    blk = sd.root.pointer(sd.ij, 4)
+    blk.dense(sd.ij, 8).place(grid)
+    blk.dynamic(sd.k, 16).place(pid)
+    out = sd.field(sd.i32, shape=(2, 3))
+
+    @sd.kernel
+    def k():
+        a = sd.rescale_index(grid, pid, [13, 30])          # grid (32, 32) -> lists (4, 4, 16)
+        b = sd.rescale_index(pid, grid, sd.Vector([3, 1, 9]))  # back: x8 on i, j; k kept
+        for d in sd.static(range(2)):
+            out[0, d] = a[d]
+        for d in sd.static(range(3)):
+            out[1, d] = b[d]
+
+    k()
+    assert out.to_numpy().tolist() == [[1, 3, 0], [24, 8, 9]]
+    assert sd.rescale_index(grid, pid, [13, 30]) == [1, 3]
+    assert sd.rescale_index(pid, grid, [3, 1, 9]) == [24, 8, 9]
