@@ -244,6 +244,61 @@ def test_negative_zero_argument_is_not_zero(arch):
     assert inv(0.0) == np.inf
 
 
+@test_archs(require=("f64",))
+@pytest.mark.parametrize("dt", [sd.f32, sd.f64], ids=str)
+def test_frexp_exact(arch, dt):
+    """sd.frexp (Taichi's ti.frexp) gives numpy's mantissa and exponent exactly, over magnitudes
+    across the type's range, subnormals, zeros, inf and NaN; the mantissa's gradient is
+    2 ** -exponent; in Python scope it is numpy's."""
+    @sd.kernel
+    def k(x: sd.types.ndarray(), m: sd.types.ndarray(), e: sd.types.ndarray()):
+        for i in x:
+            a, b = sd.frexp(x[i])
+            m[i] = a
+            e[i] = b
+
+    info = np.finfo(dt.np)
+    rng = np.random.default_rng(7)
+    top = np.log10(info.max) * 0.99
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, info.max, -info.max, info.tiny, -info.tiny * 0.25,
+               np.inf, -np.inf, np.nan]
+    xs = np.concatenate([rng.standard_normal(500) * 10.0 ** rng.uniform(-top, top, 500),
+                         special]).astype(dt.np)
+    x, m, e = sd.ndarray(dt, xs.size), sd.ndarray(dt, xs.size), sd.ndarray(sd.i32, xs.size)
+    x.from_numpy(xs)
+    k(x, m, e)
+    want_m, want_e = np.frexp(xs)
+    np.testing.assert_array_equal(m.to_numpy(), want_m)
+    finite = np.isfinite(xs)
+    np.testing.assert_array_equal(e.to_numpy()[finite], want_e[finite])
+
+    @sd.kernel
+    def mant(x: sd.types.ndarray(), out: sd.types.ndarray()):
+        for i in x:
+            a, _ = sd.frexp(x[i])
+            out[i] += 3.0 * a
+
+    gs = np.array([5.0, -0.3, 1e-3, 1024.0], dt.np)
+    xg, og = sd.ndarray(dt, 4, needs_grad=True), sd.ndarray(dt, 4, needs_grad=True)
+    xg.from_numpy(gs)
+    og.grad.fill(1.0)
+    mant.grad(xg, og)
+    np.testing.assert_array_equal(xg.grad.to_numpy(), 3.0 * 2.0 ** -np.frexp(gs)[1])
+    pm, pe = sd.frexp(1.4)
+    assert (pm, pe) == (0.7, 1) and isinstance(pe, np.int32)
+
+
+@test_archs()
+def test_frexp_refuses_non_floats(arch):
+    @sd.kernel
+    def k(x: sd.i32) -> sd.i32:
+        _, e = sd.frexp(x)
+        return e
+
+    with pytest.raises(sd.SpiradTypeError, match="frexp needs a float scalar, got i32"):
+        k(3)
+
+
 @test_archs()
 def test_select_and_cast(arch):
     @sd.kernel
