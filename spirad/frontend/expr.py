@@ -22,7 +22,7 @@ BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
           ast.RShift: Op.SHR, ast.BitAnd: Op.AND, ast.BitOr: Op.OR, ast.BitXor: Op.XOR}
 CMPOPS = {ast.Lt: Op.CMP_LT, ast.LtE: Op.CMP_LE, ast.Gt: Op.CMP_GT, ast.GtE: Op.CMP_GE,
           ast.Eq: Op.CMP_EQ, ast.NotEq: Op.CMP_NE}
-VEC_ATTRS = {"x": 0, "y": 1, "z": 2, "w": 3}
+VEC_ATTRS = {c: k for group in ("xyzw", "rgba", "stpq") for k, c in enumerate(group)}  # Taichi's names
 
 
 class BoundMethod:
