@@ -36,7 +36,8 @@ from .data import argpack as _argpack  # noqa: F401 - installs sd.types.argpack
 from .lang import atomic_and, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_xor, one, zero
 from .lang import (assume_in_range, atan, atomic_sub, block_local, cache_read_only, eig,
                    polar_decompose, stop_grad, static_assert, static_print, svd, sym_eig)
-from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, grouped,
+from .texture import Format, Texture
+from .lang import (abs, acos, asin, atan2, atomic_add, cast, cos, exp, expm1, floor, frexp, grouped,
                    log, log1p, loop_config, max, min, ndrange, pow, random, randn, rsqrt, select,
                    sin, sqrt, static, tan, tanh)
 from . import math
@@ -179,7 +180,7 @@ __all__ = [
     "atomic_or", "atomic_sub", "atomic_xor", "axes", "Backend", "block_local", "cast", "ceil",
     "clear_cache", "cos", "cpu", "CRITICAL", "cuda", "data_oriented", "dataclass", "DEBUG", "dx11",
     "dx12", "eig", "ERROR", "exp", "exp2", "expm1", "extension", "f32", "f64", "field", "Field",
-    "float32", "float64", "floor", "from_dlpack", "func", "gles", "gpu", "graph", "grouped", "GUI",
+    "float32", "float64", "floor", "Format", "frexp", "from_dlpack", "func", "gles", "gpu", "graph", "grouped", "GUI",
     "hex_to_rgb", "i", "i32", "i64", "ij", "ijk", "ijkl", "ijl", "ik", "ikl", "il", "INFO", "init",
     "int32", "int64", "is_extension_supported", "j", "jk", "jkl", "jl", "k", "kernel", "Kernel",
     "kl", "l", "Layout", "log", "log1p", "log2", "loop_config", "math", "Matrix", "MatrixTensor",
@@ -196,7 +197,7 @@ __all__ = [
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",
     "TaichiCompilationError", "TaichiIndexError", "TaichiNameError", "TaichiRuntimeError",
     "TaichiRuntimeTypeError", "TaichiSyntaxError", "TaichiTypeError", "tan", "tanh", "template", "ref",
-    "Tensor", "tensor", "tools", "sparse", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
+    "Tensor", "tensor", "Texture", "tools", "sparse", "TRACE", "trunc", "types", "u1", "u32", "u64", "uint32", "uint64",
     "ui",
     "Vector", "VectorTensor", "vulkan", "WARN", "wrap", "x64", "x86_64",
     # 8- / 16-bit types; FieldsBuilder; zero / one, atomic_mul

@@ -20,7 +20,8 @@ from operator import is_ as _is
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradArgumentError, SpiradError, SpiradTypeError, SpiradValueError
+from kernel_ir.errors import (SpiradArgumentError, SpiradError, SpiradRuntimeError, SpiradTypeError,
+                              SpiradValueError)
 
 from .runtime import guard as _guard
 from .runtime import launch as _launch
@@ -208,6 +209,11 @@ class Kernel(PyFunction):
                     self._template_structs = True  # from now on `_expand` looks at templates
                     self._set_struct_params()
                     raise _FlattenTemplates()
+                if getattr(ann, "_texture_annotation", False):  # spirad.texture
+                    try:
+                        ann.check(a, name)
+                    except (SpiradTypeError, SpiradRuntimeError) as e:
+                        raise self._arg_error(type(e), str(e), i) from None
                 if not dataclasses.is_dataclass(a):
                     raise self._arg_error(SpiradTypeError, f"argument '{name}' of {kname} must be a "
                                           f"{ann.__name__} (a dataclass), got {type(a).__name__}", i)

@@ -79,6 +79,14 @@ def pow(x, y):  # noqa: A001 (Taichi name)
     return np.power(x, y)
 
 
+def frexp(x):
+    """(mantissa, exponent) with x = mantissa * 2 ** exponent and 0.5 <= |mantissa| < 1 (C's
+    frexp; (0, 0) for zero; the exponent an i32). In kernels: exact, from comparisons with
+    powers of two (spirad.frontend.float_parts), differentiable in the mantissa."""
+    m, e = np.frexp(x)
+    return m, np.int32(e) if np.ndim(e) == 0 else e.astype(np.int32)
+
+
 def abs(x):  # noqa: A001
     """Absolute value (integers and floats)."""
     return np.abs(x)

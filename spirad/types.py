@@ -311,3 +311,18 @@ class _QuantNamespace:
 
 
 quant = _QuantNamespace()
+
+
+def texture(num_dimensions: int):
+    """The annotation of a sampled texture parameter (Taichi's `ti.types.texture`):
+    `tex.fetch(index, lod)`, `tex.sample_lod(uv, lod)` in the kernel (`spirad.texture`)."""
+    return _makers_texture[0](num_dimensions)
+
+
+def rw_texture(num_dimensions: int, fmt=None, lod: int = 0):
+    """The annotation of a storage texture parameter (Taichi's `ti.types.rw_texture`):
+    `tex.load(index)`, `tex.store(index, value)`, `for i, j in tex` (`spirad.texture`)."""
+    return _makers_texture[1](num_dimensions, fmt, lod)
+
+
+_makers_texture = [None, None]  # set by spirad.texture

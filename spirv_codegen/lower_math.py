@@ -13,7 +13,8 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
 * SQRT/LOG/ASIN/ACOS outside their domain give NaN (-inf for log 0); ATAN2 follows C's special
   cases; f64 SIN/COS/TAN/EXP/LOG/POW and ATAN2/ASIN/ACOS/TANH at both widths run our own
   algorithms (`kernel_ir.mathlib`, the CPU's vector math: `mathlib_em`); f32 POW follows C `pow`
-  (negative base with integral exponent, zero base, y == 0, x == 1) around GLSL's Pow.
+  (negative base with integral exponent, zero base, y == 0, x == 1) around GLSL's Pow, and
+  takes an integral exponent below 32 in magnitude by repeated squaring (`_pow_by_squaring`).
 """
 from __future__ import annotations
 
@@ -133,6 +134,25 @@ def _ipow(E, dt, a, b):
     return E.call(f"ipow_{dt.name}", dt, (dt, dt), _ipow_build(dt), a, b)
 
 
+_SQUARING_BITS = 5  # |y| < 32: at most 9 roundings, where lavapipe's Pow was off by ~17 ulp
+
+
+def _pow_by_squaring(E: Emitter, dt, ax, ay):
+    """|x| ** n for an integral n = `ay` < 2**_SQUARING_BITS (a float), by repeated squaring
+    (Taichi lowers a float base with an integer exponent so): a few correctly rounded products
+    instead of GLSL's Pow, which is exp2(y * log2(x)) on lavapipe and loses ~1e-6 relative.
+    The caller takes the reciprocal for a negative exponent and applies the sign of a negative
+    base as for Pow."""
+    one, two = E.c(1.0, dt), E.c(2.0, dt)
+    r, p, rest = one, ax, ay
+    for _ in range(_SQUARING_BITS):
+        half = E.glsl("Floor", dt, E.op("OpFMul", dt, rest, E.c(0.5, dt)))
+        bit = E.fcmp("NotEqual", E.op("OpFSub", dt, rest, E.op("OpFMul", dt, half, two)), E.c(0.0, dt))
+        r = E.sel(bit, E.op("OpFMul", dt, r, p), r, dt)
+        p, rest = E.op("OpFMul", dt, p, p), half
+    return r
+
+
 def _fpow_build(dt):
     def build(E: Emitter, x, y):
         one, zero = E.c(1.0, dt), E.c(0.0, dt)
@@ -145,10 +165,19 @@ def _fpow_build(dt):
         p = E.sel(axzero, pz, p, dt)
         fy = E.glsl("Floor", dt, y)
         yint = E.fcmp("Equal", fy, y)
+        ay = E.glsl("FAbs", dt, y)
+        small = E.band(yint, E.fcmp("LessThan", ay, E.c(float(2 ** _SQUARING_BITS), dt)))
+        sq = _pow_by_squaring(E, dt, ax, ay)
+        # an x ** |y| past the range (inf or 0) keeps Pow: its reciprocal may still be finite
+        fits = E.band(E.fcmp("LessThan", sq, E.inf(dt)), E.fcmp("GreaterThan", sq, zero))
+        sq = E.sel(E.fcmp("LessThan", y, zero), E.op("OpFDiv", dt, one, sq), sq, dt)
+        p = E.sel(E.band(small, E.bor(fits, axzero)), sq, p, dt)
         half = E.op("OpFMul", dt, y, E.c(0.5, dt))
         yodd = E.band(yint, E.bnot(E.op("OpFOrdEqual", u1, E.glsl("Floor", dt, half), half)))
         pneg = E.sel(yint, E.sel(yodd, E.op("OpFNegate", dt, p), p, dt), E.nan(dt), dt)
         r = E.sel(E.fcmp("LessThan", x, zero), pneg, p, dt)
+        negzero_odd = E.band(E.band(axzero, E.signbit(x, dt)), yodd)  # C: pow(-0, odd) keeps -
+        r = E.sel(negzero_odd, E.op("OpFNegate", dt, r), r, dt)
         r = E.sel(E.isnan(y), y, r, dt)
         r = E.sel(E.fcmp("Equal", y, zero), one, r, dt)
         return E.sel(E.fcmp("Equal", x, one), one, r, dt)

@@ -93,6 +93,27 @@ class Ndarray(_HostArray):
     def _storage(self):
         return self._buf
 
+    def _element_type(self):
+        """The dtype this ndarray was made with: a scalar dtype, or a vector / matrix type."""
+        from ..types import MatrixType, VectorType
+        cs = self.comp_shape
+        if len(cs) == 1:
+            return VectorType(cs[0], self.dtype)
+        if len(cs) == 2:
+            return MatrixType(cs[0], cs[1], self.dtype)
+        return self.dtype
+
+    def __deepcopy__(self, memo):
+        """A new ndarray with this one's element type, shape and values (Taichi's deep copy: the
+        gradient is not copied). Written out because the backend's buffer (a device allocation
+        on GPUs) cannot be copied by `copy`, and a copy must not share this ndarray's id (launch
+        plans and caches key on it)."""
+        self._check_live()
+        out = Ndarray(self._element_type(), self.shape)
+        out.copy_from(self)
+        memo[id(self)] = out
+        return out
+
     # -- DLPack and __cuda_array_interface__ (spirad.data.dlpack_export) -----------------------
     # host-memory backends: the live memory (CPU) or a host copy (Vulkan, Metal); CUDA / AMDGPU:
     # the device memory itself, ordered after the work launched so far

@@ -26,7 +26,9 @@ from .struct import Struct
 
 
 def is_struct_annotation(ann) -> bool:
-    return isinstance(ann, type) and dataclasses.is_dataclass(ann)
+    """A dataclass type, or a texture annotation (`spirad.texture`: a Texture is a dataclass)."""
+    return (isinstance(ann, type) and dataclasses.is_dataclass(ann)
+            or getattr(ann, "_texture_annotation", False))
 
 
 def _members(obj):
@@ -118,6 +120,8 @@ class StructView:
         v = getattr(self._obj, name)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return StructView(v, self._arrays, path)
+        if getattr(v, "obj", None) is self._obj and hasattr(v, "func"):  # an @sd.func method
+            return type(v)(v.func, self)  # bound to the view: `self.x` reads the hidden arrays
         return v
 
     def is_a(self, cls) -> bool:

@@ -621,6 +621,8 @@ def _math_log(v, args, node):
     return _math(Op.LOG, math.log)(v, args, {}, node)
 from .bits import handlers as _bit_handlers  # noqa: E402 (sd.math.popcnt / clz / ffs)
 HANDLERS.update(_bit_handlers())
+from .float_parts import handlers as _float_parts_handlers  # noqa: E402 (sd.frexp)
+HANDLERS.update(_float_parts_handlers())
 from .simt_ops import handlers as _simt_handlers  # noqa: E402 (sd.simt.*)
 HANDLERS.update(_simt_handlers())
 from .sparse_ops import handlers as _sparse_handlers  # noqa: E402 (sd.is_active, sd.append, ...)

@@ -470,6 +470,10 @@ class StmtVisitor:
             # members share theirs; a member named `offset` must not shadow it)
             f = obj if isinstance(obj, Field) else obj.leaves()[0]
             return [(o, o + s) for o, s in zip(f.offset, obj.shape)]
+        from ..data.struct_args import StructView
+        from ..texture import Texture
+        if isinstance(obj, StructView) and obj.is_a(Texture):
+            obj = obj.data  # `for i, j in tex`: over the texels (Taichi's rw_texture loop)
         if isinstance(obj, NdarrayArg):
             return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
         raise self.ctx.error(SpiradSyntaxError, "for-loops iterate over range(), ndrange(), grouped(), "

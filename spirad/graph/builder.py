@@ -12,8 +12,9 @@ launch_graph.py, is the way to replay without the launch path). What Taichi chec
 the same points: at `dispatch`, each symbolic argument against the kernel's annotation (kind,
 dtype, ndim) and a name reused with another meaning; at `run`, each value against its
 symbolic argument (an ndarray's dtype and ndim) and the value types Taichi accepts (int,
-float, Matrix / Vector, ndarray). Kernels compile at their first run, not at dispatch.
-Taichi's texture arguments are refused: spirad has no textures."""
+float, Matrix / Vector, ndarray, texture). Kernels compile at their first run, not at dispatch.
+TEXTURE / RWTEXTURE arguments take `sd.Texture`s (spirad.texture): `ndim`, and an RWTEXTURE's
+`fmt`, checked at dispatch against the kernel and at the launch against the texture."""
 from __future__ import annotations
 
 import enum
@@ -21,11 +22,13 @@ import numbers
 
 import numpy as np
 
-from kernel_ir.errors import SpiradNotSupportedError, SpiradRuntimeError, SpiradTypeError
+from kernel_ir.errors import SpiradRuntimeError, SpiradTypeError
 
 from ..data.matrix import MatrixValue
+from ..data.field import resolve_dtype
 from ..data.ndarray import Ndarray
 from ..kernel import Kernel
+from ..texture import Format, RWTextureType, Texture, TextureType
 from ..types import MatrixType, NdarrayType, Template, VectorType
 
 
@@ -42,12 +45,18 @@ _POSITIONAL = ("tag", "name", "dtype", "ndim", "field_dim", "element_shape", "ch
                "shape", "num_channels")
 _ALLOWED = {ArgKind.SCALAR: ("tag", "name", "dtype"),
             ArgKind.NDARRAY: ("tag", "name", "dtype", "ndim", "element_shape"),
-            ArgKind.MATRIX: ("tag", "name", "dtype")}
+            ArgKind.MATRIX: ("tag", "name", "dtype"),
+            ArgKind.TEXTURE: ("tag", "name", "ndim"),
+            ArgKind.RWTEXTURE: ("tag", "name", "ndim", "fmt")}
 
 
-def _removed_texture_arguments(tag, kwargs) -> None:
-    """Texture arguments Taichi 1.7 removed: its errors, in its order (a program that passes
-    them learns what changed before it learns that spirad has no textures)."""
+def _texture_kwargs(tag, kwargs) -> None:
+    """Taichi's checks of the keywords of a texture argument (its removed ones included)."""
+    if "dtype" in kwargs:
+        import warnings
+        warnings.warn("The dtype argument for texture will be deprecated in v1.6.0, use format "
+                      "instead.", DeprecationWarning, stacklevel=3)
+        del kwargs["dtype"]
     if "shape" in kwargs:
         raise SpiradRuntimeError("The shape argument for texture is deprecated in v1.6.0, and it "
                                  "is removed in v1.7.0. Please use ndim instead. (Note that you "
@@ -80,9 +89,7 @@ class Arg:
         if not isinstance(tag, ArgKind):
             raise SpiradRuntimeError(f"tag must be a ArgKind variant, but found {type(tag)}.")
         if tag in (ArgKind.TEXTURE, ArgKind.RWTEXTURE):
-            _removed_texture_arguments(tag, kwargs)  # Taichi's errors for them come first
-            raise SpiradNotSupportedError("graph arguments of kind TEXTURE / RWTEXTURE: spirad "
-                                          "has no textures")
+            _texture_kwargs(tag, kwargs)
         if "field_dim" in kwargs:
             import warnings
             warnings.warn("The field_dim argument for ndarray will be deprecated in v1.6.0, use "
@@ -111,13 +118,19 @@ class Arg:
                                      f"{dtype}.")
         if tag is ArgKind.MATRIX and not compound:
             raise SpiradRuntimeError(f"Tag ArgKind.MATRIX must specify matrix type, but got {dtype}.")
+        self.fmt = kwargs.get("fmt")
+        if tag is ArgKind.RWTEXTURE and (self.fmt is None or self.fmt is Format.unknown):
+            raise SpiradRuntimeError(f"Tag ArgKind.RWTEXTURE must specify a valid color format, "
+                                     f"but found {self.fmt}.")
         self.tag, self.name = tag, kwargs["name"]
         self.dtype = dtype.dtype if compound and tag is ArgKind.NDARRAY else dtype
         self.element_shape = tuple(dtype.comp_shape) if compound and tag is ArgKind.NDARRAY else ()
+        if tag is ArgKind.NDARRAY and self.dtype is not None:  # `float` in `vec4`: the default
+            self.dtype = resolve_dtype(self.dtype)[0]
         self.ndim = kwargs.get("ndim", 0 if tag is ArgKind.NDARRAY else None)
 
     def _spec(self):
-        return self.tag, self.dtype, self.ndim, self.element_shape
+        return self.tag, self.dtype, self.ndim, self.element_shape, self.fmt
 
     def __repr__(self):
         return f"graph.Arg({self.tag.name}, {self.name!r}, {self.dtype}, ndim={self.ndim})"
@@ -151,6 +164,17 @@ def _check_against(kernel: Kernel, args) -> None:
             if arg.tag is not ArgKind.MATRIX or arg.dtype != anno:
                 raise SpiradTypeError(f"{where}: {arg.tag.name} {arg.dtype} doesn't match "
                                       f"kernel's annotated dtype {anno}")
+        elif isinstance(anno, TextureType):
+            kind = ArgKind.RWTEXTURE if isinstance(anno, RWTextureType) else ArgKind.TEXTURE
+            # a storage texture may be passed where a sampled one is taken (Taichi's too)
+            tags = (kind,) if kind is ArgKind.RWTEXTURE else (ArgKind.TEXTURE, ArgKind.RWTEXTURE)
+            if arg.tag not in tags or arg.ndim != anno.num_dimensions:
+                raise SpiradTypeError(f"{where}: the kernel takes a {kind.name} of ndim "
+                                      f"{anno.num_dimensions}, the argument is {arg.tag.name} of "
+                                      f"ndim {arg.ndim}")
+            if kind is ArgKind.RWTEXTURE and arg.fmt is not anno.fmt:
+                raise SpiradTypeError(f"{where}: format {arg.fmt} doesn't match kernel's "
+                                      f"annotated format {anno.fmt}")
         elif isinstance(anno, Template):
             raise SpiradTypeError(f"{where}: template() parameters take compile-time values; "
                                   f"pass the value itself to dispatch, not a graph argument")
@@ -220,7 +244,11 @@ class Graph:
         self._args = {a.name: a for _, args in nodes for a in args if isinstance(a, Arg)}
 
     def _value(self, arg: Arg, v):
-        if isinstance(v, Ndarray):
+        if isinstance(v, Texture):
+            if arg.tag not in (ArgKind.TEXTURE, ArgKind.RWTEXTURE):
+                raise SpiradRuntimeError(f"graph argument {arg.name!r} is {arg.tag.name}, got "
+                                         f"a texture")
+        elif isinstance(v, Ndarray):
             if arg.tag is not ArgKind.NDARRAY:
                 raise SpiradRuntimeError(f"graph argument {arg.name!r} is {arg.tag.name}, got "
                                          f"an ndarray")
@@ -243,8 +271,9 @@ class Graph:
                 raise SpiradRuntimeError(f"graph argument {arg.name!r} is {arg.tag.name}, got "
                                          f"{type(v).__name__}")
         else:
-            raise SpiradRuntimeError(f"Only python int, float, ti.Matrix and ti.Ndarray are "
-                                     f"supported as runtime arguments but got {type(v)}")
+            raise SpiradRuntimeError(f"Only python int, float, ti.Matrix, ti.Ndarray and "
+                                     f"ti.Texture are supported as runtime arguments but got "
+                                     f"{type(v)}")
         return v
 
     def run(self, args: dict) -> None:

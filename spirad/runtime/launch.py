@@ -17,6 +17,7 @@ about a launch is decided here, in one place.
 from __future__ import annotations
 
 import time
+from math import copysign
 from dataclasses import dataclass, replace
 from functools import cached_property
 from operator import is_ as _is
@@ -125,7 +126,7 @@ def _buffer(arr, which):
 def same_args(p: LaunchPlan, args) -> bool:
     """`args` are the launch inputs of plan `p`: identical objects (not mutable containers: a
     list template argument may have changed in place, so such a plan is never reused as it is:
-    `LaunchPlan.mutable`), or equal numbers of the same type. Identity of them all is checked
+    `LaunchPlan.mutable`), or equal numbers of the same type (a float's sign too: -0.0 is not 0.0). Identity of them all is checked
     first, in one C loop (the common case: the same arrays and constants again)."""
     a = p.args
     if p.mutable or len(a) != len(args):
@@ -133,8 +134,9 @@ def same_args(p: LaunchPlan, args) -> bool:
     if all(map(_is, a, args)):
         return True
     for x, y in zip(a, args):
-        if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y):
-            return False
+        if x is not y and (type(x) is not type(y) or not isinstance(x, (int, float)) or x != y
+                           or (isinstance(x, float) and copysign(1.0, x) != copysign(1.0, y))):
+            return False  # 0.0 == -0.0, but they are different arguments (1 / x, x ** -1)
     return True
 
 

@@ -94,7 +94,7 @@ LAYERS_INSIDE_SPIRAD = (
     ("runtime", ("spirad.runtime", "spirad.profiler")),
     ("backends", ("spirad.backends",)),
     ("data", ("spirad.data", "spirad.data.tensor")),
-    ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt",
+    ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt", "spirad.texture",
                   "spirad.graph.device", "spirad.algorithms.device", "spirad.real_func", "spirad.linalg.builder",
                   "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),
     ("ad", ("spirad.ad.tape", "spirad.ad.fwd_mode", "spirad.ad.custom_grad", "spirad.ad.revolve",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from kernel_ir.errors import SpiradNotSupportedError, SpiradRuntimeError, SpiradTypeError
+from kernel_ir.errors import SpiradRuntimeError, SpiradTypeError
 from tests.support.archs import test_archs
 
 G = sd.graph
@@ -85,8 +85,9 @@ def test_dispatch_checks_name_the_argument():
                     G.Arg(G.ArgKind.SCALAR, "a", sd.f32))
     with pytest.raises(SpiradRuntimeError, match="Invalid argument: ndim"):
         G.Arg(G.ArgKind.SCALAR, "x", sd.f32, ndim=1)
-    with pytest.raises(SpiradNotSupportedError, match="no textures"):
-        G.Arg(G.ArgKind.TEXTURE, "t", ndim=2)
+    with pytest.raises(SpiradTypeError, match="the kernel takes an ndarray, the argument is "
+                                              "TEXTURE"):  # textures: tests/language/test_textures.py
+        gb.dispatch(fill, G.Arg(G.ArgKind.TEXTURE, "t", ndim=2), 1.0)
 
 
 def test_run_checks_the_values():

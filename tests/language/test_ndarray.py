@@ -157,3 +157,33 @@ def test_empty_ndarray_launch(arch):
     x, y = sd.ndarray(sd.f32, 0), sd.ndarray(sd.f32, 0)
     saxpy(1.0, x, y)  # zero iterations: nothing runs, nothing crashes
     assert y.to_numpy().shape == (0,)
+
+
+@sd.kernel
+def add_one(a: sd.types.ndarray()):
+    for i in a:
+        a[i] += 1
+
+
+@test_archs()
+def test_ndarray_deepcopy(arch):
+    """copy.deepcopy gives an independent ndarray (new memory, own id) with the element type,
+    shape and values, on device-memory backends too (Taichi's Ndarray.__deepcopy__)."""
+    import copy
+    x = sd.ndarray(sd.i32, 6)
+    x.from_numpy(np.arange(6, dtype=np.int32))
+    y = copy.deepcopy(x)
+    assert y is not x and y.id != x.id and y.shape == x.shape and y.dtype == x.dtype
+    add_one(x)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(6))
+    add_one(y)
+    add_one(y)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(6) + 1)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(6) + 2)
+    m = sd.Matrix.ndarray(2, 3, sd.f32, (4,))
+    m.from_numpy(np.arange(24, dtype=np.float32).reshape(4, 2, 3))
+    c = copy.deepcopy({"m": m, "again": m})
+    assert c["m"] is c["again"]  # the memo: one copy per object
+    assert (c["m"].n, c["m"].m, c["m"].shape) == (2, 3, (4,))
+    m.fill(0)
+    np.testing.assert_array_equal(c["m"].to_numpy(), np.arange(24).reshape(4, 2, 3))
