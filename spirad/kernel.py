@@ -49,6 +49,8 @@ class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
+        self._derived: dict = {}    # (that key, mode) -> the adjoint / forward-mode / validation
+                                    # program of that forward program (`_derive`)
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
         self.params = None
         self._has_structs = True    # dataclass parameters? (True until `_annotations` knows)
@@ -66,6 +68,7 @@ class Kernel(PyFunction):
     def forget(self) -> None:
         """Drop every compiled program and plan (a new init(): they hold the old memory)."""
         self._cache = {}
+        self._derived = {}
         self._plans = [None] * len(self._plans)
         self._last = [None] * len(self._last)
         self._arrays = None
@@ -297,6 +300,10 @@ class Kernel(PyFunction):
     # -- compile ------------------------------------------------------------------------------
     def compile(self, args) -> _launch.Compiled:
         """The forward program for these arguments' signature (compiled on first use)."""
+        return self._forward(args)[1]
+
+    def _forward(self, args) -> tuple:
+        """(its cache key, the forward program) for these arguments' signature."""
         st = _state.current()
         key, specs = self._signature(args, st)
         ck = (st.epoch, st.arch, st.layout_version, key)
@@ -304,31 +311,35 @@ class Kernel(PyFunction):
             # programs of a previous init() are dead; a new placement / gradient (layout_version)
             # changes what the adjoint differentiates, so those programs are rebuilt too
             self._cache = {k: v for k, v in self._cache.items() if k[0] == ck[0] and k[2] == ck[2]}
+            self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
         c = self._cache.get(ck)
         if c is None:
             c = self._cache[ck] = compile_forward(self, specs, st)
+        return ck, c
+
+    def _derive(self, args, mode: int, make) -> _launch.Compiled:
+        """The program of `mode` derived from this signature's forward one by `make(forward)`,
+        compiled on first use and kept beside it (programs are frozen: nothing is attached to
+        the forward program)."""
+        ck, fwd = self._forward(args)
+        c = self._derived.get((ck, mode))
+        if c is None:
+            c = self._derived[(ck, mode)] = make(fwd)
         return c
 
     def compile_adjoint(self, args) -> _launch.Compiled:
         """The adjoint program for these arguments' signature (compiled on first use)."""
-        fwd = self.compile(args)
-        if fwd.adjoint is None:
-            fwd.adjoint = compile_adjoint(fwd, self.flat(args), _state.current())
-        return fwd.adjoint
+        return self._derive(args, ADJOINT, lambda fwd: compile_adjoint(
+            fwd, self.flat(args), _state.current()))
 
     def compile_forward_mode(self, args) -> _launch.Compiled:
         """The forward-mode program for these arguments' signature (compiled on first use)."""
-        fwd = self.compile(args)
-        if fwd.forward_mode is None:
-            fwd.forward_mode = compile_forward_mode(fwd, self.flat(args), _state.current())
-        return fwd.forward_mode
+        return self._derive(args, FWD_MODE, lambda fwd: compile_forward_mode(
+            fwd, self.flat(args), _state.current()))
 
     def compile_validation(self, args) -> _launch.Compiled:
         """The forward program instrumented for Tape(validation=True) (compiled on first use)."""
-        fwd = self.compile(args)
-        if fwd.validation is None:
-            fwd.validation = compile_validation(fwd, _state.current())
-        return fwd.validation
+        return self._derive(args, VALIDATE, lambda fwd: compile_validation(fwd, _state.current()))
 
     def _plan(self, args, mode: int) -> _launch.LaunchPlan:
         p = self._plans[mode]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 from kernel_ir import verifier
 from kernel_ir.abi import adstack_allocas, kernel_abi
@@ -149,7 +151,7 @@ def _compile_forward(kernel, specs, state) -> Compiled:
         from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
         tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
-        c = _stored(key, _program(tl, state, None, templates, returns))
+        c = _stored(_program(tl, state, None, templates, returns, cache_key=key))
     return c
 
 
@@ -160,26 +162,34 @@ def compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     with _Deep(fwd.tl.name):
         c = _compile_adjoint(fwd, args, state)
     if c.sizing is not None and c.checkpointed is None and not state.options.ad_stack_size:
-        c.checkpointed = _checkpointed_factory(fwd, args, state)
+        c = replace(c, checkpointed=CheckpointedAdjoints.of(fwd, args, state))
     return c
 
 
-def _checkpointed_factory(fwd: Compiled, args, state):
-    """S -> the adjoint with its tasks' top-level loops checkpointed every S trips
-    (passes/autodiff/loop_checkpoint.py; the launch asks when the adstack heap would pass
-    `init(ad_stack_memory=)`), or None when no loop of it stores a stacked local. Compiled on
-    first use per S, not stored in the offline cache."""
-    from types import SimpleNamespace
-    made = {}
-    # what grad_of reads of the arguments, not the arrays (the factory lives with the program)
-    args = tuple(SimpleNamespace(needs_grad=bool(getattr(a, "needs_grad", False))) for a in args)
+@dataclass(frozen=True, eq=False)
+class CheckpointedAdjoints:
+    """`Compiled.checkpointed` of an adjoint with adstacks: S -> the adjoint with its tasks'
+    top-level loops checkpointed every S trips (passes/autodiff/loop_checkpoint.py), or None
+    when no loop of it stores a stacked local. The launch path calls it from `_budgeted` when
+    a launch's adstack heap would pass `init(ad_stack_memory=)` (the runtime cannot import
+    the compiler, so the compiler hands it this callable). Compiled on first use per S (kept in
+    `made`), not stored in the offline cache."""
+    fwd: Compiled
+    args: tuple     # per argument: what `grad_of` reads of it (needs_grad), not the array
+    state: object
+    made: dict = field(default_factory=dict)  # S -> the checkpointed adjoint (or None)
 
-    def make(every: int):
-        if every not in made:
-            with _Deep(fwd.tl.name):
-                made[every] = _compile_checkpointed(fwd, args, state, every)
-        return made[every]
-    return make
+    @staticmethod
+    def of(fwd: Compiled, args, state) -> "CheckpointedAdjoints":
+        return CheckpointedAdjoints(fwd, tuple(
+            SimpleNamespace(needs_grad=bool(getattr(a, "needs_grad", False))) for a in args),
+            state)
+
+    def __call__(self, every: int):
+        if every not in self.made:
+            with _Deep(self.fwd.tl.name):
+                self.made[every] = _compile_checkpointed(self.fwd, self.args, self.state, every)
+        return self.made[every]
 
 
 def _compile_checkpointed(fwd: Compiled, args, state, every: int):
@@ -209,8 +219,7 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
         counting = _cached(count_key, state, lambda tl: None, fwd.template_refs) if measures \
             else None
         if not measures or counting is not None:  # else compile both again
-            c.sizing = ProgramSizing.of(c.tl, cache, counting)
-            return c
+            return replace(c, sizing=ProgramSizing.of(c.tl, cache, counting))
     from passes.autodiff.pipeline import reverse_mode
     tl, counting_tl = reverse_mode(fwd.tl, grad_of_factory(args, state),
                                    opts.default_ad_stack_size, opts.ad_stack_size,
@@ -221,9 +230,10 @@ def _compile_adjoint(fwd: Compiled, args, state) -> Compiled:
     counting = None
     if counting_tl is not None:
         counting_tl = dce_tasks(simplify_tasks(counting_tl))
-        counting = _stored(count_key, _program(counting_tl, state, None, fwd.template_refs))
-    return _stored(key, _program(tl, state, ProgramSizing.of(tl, cache, counting),
-                                 fwd.template_refs))
+        counting = _stored(_program(counting_tl, state, None, fwd.template_refs,
+                                    cache_key=count_key))
+    return _stored(_program(tl, state, ProgramSizing.of(tl, cache, counting), fwd.template_refs,
+                            cache_key=key))
 
 
 @_logged("forward mode")
@@ -247,7 +257,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
     tl = dce_tasks(simplify_tasks(tl))
     if verify:
         verifier.verify_tasks(tl)
-    return _stored(key, _program(tl, state, None, fwd.template_refs, fwd.returns))
+    return _stored(_program(tl, state, None, fwd.template_refs, fwd.returns, cache_key=key))
 
 
 def compile_validation(fwd: Compiled, state) -> Compiled:
@@ -268,17 +278,16 @@ def _cached(key, state, sizing_of, templates, returns=None) -> Compiled | None:
         return None
     tl = entry["tl"]
     c = _program(tl, state, sizing_of(tl), templates, returns, blob=entry["blob"],
-                 ctl=entry.get("ctl"))
-    c.cache_key = key
+                 ctl=entry.get("ctl"), cache_key=key)
     global _loaded
     _loaded = True
     return c
 
 
-def _stored(key, c: Compiled) -> Compiled:
-    """`c`, written to the offline cache under `key` unless it prints (its formats live in this
-    process's print buffer) or the backend has no exportable form."""
-    c.cache_key = key
+def _stored(c: Compiled) -> Compiled:
+    """`c`, written to the offline cache under its `cache_key` unless it prints (its formats
+    live in this process's print buffer) or the backend has no exportable form."""
+    key = c.cache_key
     if key is not None and not c.prints and c.returns is None:
         blob = _state.backend().export_program(c.program)
         if blob is not None:
@@ -290,13 +299,13 @@ def _stored(key, c: Compiled) -> Compiled:
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
-             ctl=None) -> Compiled:
+             ctl=None, cache_key=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled; `ctl`:
     the task list it was compiled from, stored with it (the backend passes are not run again:
-    they were most of a cache hit's Python work)."""
+    they were most of a cache hit's Python work); `cache_key`: its offline-cache key, or None."""
     if ctl is None:  # what the backend compiles (`tl`: autodiff's)
         ctl = promote_accumulators(tl)
         if state.options.deterministic:  # ordered atomics (passes/deterministic)
@@ -340,7 +349,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
             reads.append(srcs[-1])
     prints = any(r.kind == "field" and r.key in print_ids for r in abi.bindings)
     return Compiled(tl, abi, program, bounds, tuple(writes), tuple(srcs), sizing, templates,
-                    returns=returns, prints=prints, reads=tuple(reads), backend_tl=ctl)
+                    returns=returns, prints=prints, cache_key=cache_key, reads=tuple(reads),
+                    backend_tl=ctl)
 
 
 def _layout_lookup(state):

@@ -1,14 +1,21 @@
 """One launch path for every program: a kernel's forward program and its adjoint alike.
 
-    Compiled     one program compiled for one signature and backend (forward or adjoint); the
-                 adjoint of a forward program is compiled at its first `grad` and kept on it
+    Compiled     one program compiled for one signature and backend (forward, adjoint, forward
+                 mode, ...): frozen; the programs derived from a forward one are kept by the
+                 kernel (`Kernel.compile_adjoint`), not attached to it
     LaunchPlan   what one set of arguments gives: argument bytes, storages, task ranges, and —
-                 for adjoint programs with adstacks — the current `AdstackPlan`
+                 for adjoint programs with adstacks — its `AdstackState`; never changed once made
+    AdstackState the one mutable part of a plan: the last sizes' `AdstackPlan` and whether they
+                 fit the adstack budget (`_sizes` decides, at every launch)
     AdstackPlan  per task: the sized stacks (`sizing_cache.SizedTask`) and what the backend
                  derived from them (`Backend.plan_adstack`); replaced whenever a size changes
     run(plan)    sizing (cache) when the program has adstacks -> backend launch -> write
                  generations of everything the program may write -> the kernel's return value
                  (read back: a kernel that returns syncs, and its prints are flushed)
+
+A launch re-enters the launch path in one place only, `_sizes` (a sizing miss of an adjoint):
+the counting pass and the GPU sizer's kernels run through `run_internal`, and an adjoint over
+the adstack budget is swapped for its loop-checkpointed variant there (architecture §4).
 
 A kernel keeps the last plan per mode (forward / adjoint) and reuses it while the launch inputs
 are the same objects or equal numbers (`same_args`, checked once per launch); everything else
@@ -39,9 +46,11 @@ DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds r
 
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Compiled:
-    """One program compiled for one signature and backend."""
+    """One program compiled for one signature and backend. Frozen: everything is known when
+    the driver builds it (`compile.driver._program`); what is derived from it later (its
+    adjoint, forward-mode and validation programs) the kernel keeps beside it."""
     tl: object              # the TaskList of the program (autodiff's; see backend_tl)
     abi: object             # its KernelABI
     program: object         # the backend's compiled program
@@ -52,22 +61,21 @@ class Compiled:
                             # (which: False = the array, True = its .grad, 'dual' = its .dual)
     sizing: sizing_cache.ProgramSizing = None  # adjoint programs with adstacks, else None
     template_refs: tuple = ()   # template arguments kept alive: their ids key the cache
-    adjoint: "Compiled" = None  # forward programs: the adjoint, once compiled (first grad)
-    forward_mode: "Compiled" = None  # forward programs: the forward-mode program (sd.ad.FwdMode)
-    validation: "Compiled" = None  # forward programs: the Tape(validation=True) instrumented one
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.compile.offline_cache), None: not cached
     reads: tuple = ()       # what a launch may read, in the form of `writes` (an atomic add reads)
-    checkpointed: object = None  # adjoint programs: S -> the adjoint with loops checkpointed
-                                 # every S trips (None: nothing to checkpoint), see `_budgeted`
+    checkpointed: object = None  # adjoint programs: `driver.CheckpointedAdjoints`, S -> the
+                                 # adjoint with loops checkpointed every S trips (None: nothing
+                                 # to checkpoint), compiled at launch time by `_budgeted`
     backend_tl: object = None  # `tl` after the backend passes (driver._program): what `program`
                                # was compiled from, stored with it in the offline cache
 
     @cached_property
     def writes_user_data(self) -> bool:
         """A launch may write more than kernel temporaries (a gradient that writes nothing
-        computed nothing: `Kernel.grad` warns). Found once, asked at every grad launch."""
+        computed nothing: `Kernel.grad` warns). A function of `writes`, found once: asked at
+        every grad launch."""
         return any(w[0] != "temp" for w in self.writes)
 
 
@@ -94,8 +102,19 @@ class AdstackPlan:
 
 
 @dataclass(eq=False)
+class AdstackState:
+    """What the launches of one plan with adstacks decided last (`_sizes`), kept to decide
+    nothing again while the sizes stay the same object (`sizing_cache.evaluate` returns the
+    same tuple on a hit). The one part of a `LaunchPlan` that a launch changes."""
+    adstack: AdstackPlan = None  # the backend plans of the last sizes
+    fits: tuple = None      # the sizes last found within the adstack budget
+    alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
+
+
+@dataclass(eq=False)
 class LaunchPlan:
-    """One program's launch with one set of arguments."""
+    """One program's launch with one set of arguments. Never changed once made (`plan`,
+    `rebind`): what the adstack sizing of its launches decides lives in `sizing`."""
     compiled: Compiled
     epoch: int
     args: tuple
@@ -105,17 +124,20 @@ class LaunchPlan:
                             # once planned (backends compare it by identity)
     ranges: list            # per task: (begin, end), or None where the backend evaluates the
                             # range when the task starts (DEVICE_BOUNDS)
-    adstack: AdstackPlan = None
+    sizing: AdstackState = None  # programs with adstacks (`Compiled.sizing`), else None
     scalars: list = None    # per argument: its scalar value, or None (host bound functions)
     shapes: dict = None     # (argument, axis) -> ndarray extent (host bound functions)
     note: tuple = None      # SPIRAD_DEBUG_ADSTACK: (kernel, heap, budget, S) of a launch switched
                             # to the checkpointed adjoint (`_budgeted`)
-    fits: tuple = None      # the sizes last found within the adstack budget
-    alt: tuple = None       # (sizes, plan of the checkpointed adjoint) last found over it
     mutable: bool = False   # an argument is a list / dict (a template container that may have
                             # changed in place): the plan is never reused as it is (`same_args`)
     bumps: tuple = ()       # the fields / arrays whose write generation a launch bumps (`_bump`),
                             # resolved with the storages (`_written`): one loop, no lookups
+
+    @property
+    def adstack(self) -> AdstackPlan | None:
+        """The backend plans of the adstacks at the last launch (None: none yet, or none)."""
+        return None if self.sizing is None else self.sizing.adstack
 
 
 def _buffer(arr, which):
@@ -140,8 +162,8 @@ def same_args(p: LaunchPlan, args) -> bool:
     return True
 
 
-def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
-    """The LaunchPlan of `c` with these (already checked) arguments."""
+def plan(c: Compiled, args, epoch: int, note: tuple = None) -> LaunchPlan:
+    """The LaunchPlan of `c` with these (already checked) arguments (`note`: see LaunchPlan)."""
     abi = c.abi
     scalars = []
     for i, spec in enumerate(c.tl.args):
@@ -174,7 +196,8 @@ def plan(c: Compiled, args, epoch: int) -> LaunchPlan:
         storages)
     ranges = _ranges(c, scalars, shapes)
     return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
-                      scalars=scalars, shapes=shapes,
+                      None if c.sizing is None else AdstackState(),
+                      scalars=scalars, shapes=shapes, note=note,
                       mutable=any(type(x) in (list, dict) for x in args),
                       bumps=_written(c, args))
 
@@ -253,8 +276,11 @@ def rebind(p: LaunchPlan, args) -> LaunchPlan | None:
     if argbuf is None:
         return p
     c = p.compiled
+    # the same adstack plans (same sizes: `_launch` rebinds them to these arguments); whether
+    # they fit the budget is decided again (a checkpointed plan holds the old arguments)
+    ad = p.sizing if p.sizing is None else AdstackState(p.sizing.adstack)
     return LaunchPlan(c, p.epoch, tuple(args), bytes(argbuf), p.storages,
-                      _ranges(c, scalars, p.shapes), p.adstack, scalars, p.shapes,
+                      _ranges(c, scalars, p.shapes), ad, scalars, p.shapes,
                       bumps=p.bumps)
 
 
@@ -266,12 +292,15 @@ def measure(counting: sizing_cache.Counting, args) -> tuple:
             storage = _state.backend().allocate_ndarray(counting.n * T.i32.nbytes)
         counting.counts = _state.ALIAS_ARRAY(storage, T.i32, (counting.n,))
     counting.counts.fill(0)
-    run_once(counting.compiled, tuple(args) + (counting.counts,))
+    run_internal(counting.compiled, tuple(args) + (counting.counts,))
     return tuple(int(v) for v in counting.counts.to_numpy())
 
 
-def run_once(c: Compiled, args):
-    """Plan and run `c` with `args` (internal programs such as the GPU sizer's kernels)."""
+def run_internal(c: Compiled, args):
+    """Plan and run an internal program `c` with `args`: the counting pass (`measure`) and the
+    GPU sizer's kernels (`backends/gpu_sizer`). Called while a launch sizes its adstacks
+    (`_sizes`), under that launch's lock: the launch path's one re-entry; an internal program
+    has no adstacks itself, so it never re-enters again."""
     run(plan(c, args, _state.current().epoch))
 
 
@@ -314,26 +343,18 @@ def _launch(p: LaunchPlan) -> None:
         _state.current().prints.dirty = True
     if c.sizing is not None:
         t0 = time.perf_counter()
-        sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
-        if c.checkpointed is not None and sized is not p.fits:
-            if p.alt is None or p.alt[0] is not sized:
-                alt = _budgeted(p, sized, be)
-                if alt is None:
-                    p.fits = sized  # the same sizes again (a cache hit): no estimate
-                else:
-                    p.alt = (sized, alt)
-            if p.alt is not None and p.alt[0] is sized:
-                sizing_cache.stats.checkpointed += 1
-                return _launch(p.alt[1])
-        ad = p.adstack
+        p, sized = _sizes(p, be)
+        c = p.compiled
+        st = p.sizing
+        ad = st.adstack
         if ad is None or ad.sized != sized:  # new sizes: new backend plans (identity first)
             tasks = tuple(None if s is None else be.plan_adstack(c.program, ti, s)
                           for ti, s in enumerate(sized))
-            ad = p.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
+            ad = st.adstack = AdstackPlan(sized, tasks, c.sizing.forced, c.sizing, p.args)
             if _log.logger.isEnabledFor(10):  # logging.DEBUG
                 _log_sizing(c.tl.name, sized, time.perf_counter() - t0)
         elif ad.args is not p.args:  # a plan rebound to new scalars (`rebind`): same sizes
-            ad = p.adstack = replace(ad, args=p.args)
+            ad = st.adstack = replace(ad, args=p.args)
         if prof is None:
             be.launch(c.program, p.storages, p.argbuf, p.ranges, ad)
         else:
@@ -354,6 +375,32 @@ def _launch(p: LaunchPlan) -> None:
             prof.stop(c.tl.name, token)
     else:
         be.launch(c.program, p.storages, p.argbuf, p.ranges, None)
+
+
+def _sizes(p: LaunchPlan, be) -> tuple:
+    """(the plan to launch, its sizes) for a launch of `p`, whose program has adstacks: the one
+    place where a launch re-enters the launch path (architecture §4).
+
+    1. `sizing_cache.evaluate` sizes every task; on a miss it may run the counting pass
+       (`measure`) or the GPU sizer's kernels, internal programs launched by `run_internal`.
+    2. An adjoint whose heap would pass the adstack budget (`_budgeted`) is swapped for its
+       loop-checkpointed variant (`Compiled.checkpointed`, compiled here on first use), sized
+       by step 1 in its turn; it has no checkpointed variant itself, so this ends there.
+    What was decided is kept in `p.sizing` while the sizes are the same object."""
+    c = p.compiled
+    sized = sizing_cache.evaluate(c.sizing, p.args, measure=measure)
+    st = p.sizing
+    if c.checkpointed is None or sized is st.fits:
+        return p, sized
+    if st.alt is None or st.alt[0] is not sized:
+        alt = _budgeted(p, sized, be)
+        if alt is None:
+            st.fits = sized  # the same sizes again (a cache hit): no estimate
+            return p, sized
+        st.alt = (sized, alt)
+    sizing_cache.stats.checkpointed += 1
+    q = st.alt[1]
+    return q, sizing_cache.evaluate(q.compiled.sizing, q.args, measure=measure)
 
 
 ALWAYS_CHECKPOINT = False  # tests: checkpoint past the budget even where it saves nothing
@@ -402,12 +449,11 @@ def _budgeted(p: LaunchPlan, sized, be):
     alt = c.checkpointed(every)
     if alt is None:
         return None
-    q = plan(alt, p.args, p.epoch)
+    note = (c.tl.name, heap, budget, every) if sizing_cache.debug_enabled() else None
+    q = plan(alt, p.args, p.epoch, note)
     if not ALWAYS_CHECKPOINT and heap_estimate(
             alt, q, sizing_cache.evaluate(alt.sizing, q.args, measure=measure), be) >= heap:
         return None  # short loops: checkpointing would not save memory
-    if sizing_cache.debug_enabled():
-        q.note = (c.tl.name, heap, budget, every)
     return q
 
 

@@ -37,10 +37,10 @@ class SizerKernels:
 
     def run(self, name: str, args: tuple, variant=None) -> None:
         """Launch kernel `name` of the sizer module with `args` (recorded, not waited for)."""
-        from ...runtime.launch import run_once
+        from ...runtime.launch import run_internal
         c = self._compiled.get((name, variant))
         if c is None:
             if self._module is None:
                 self._module = load_kernel_module()
             c = self._compiled[(name, variant)] = getattr(self._module, name).compile(args)
-        run_once(c, args)
+        run_internal(c, args)
