@@ -839,6 +839,7 @@ class SNode:
         self._parent = parent
         self._order = next(_ORDER)  # creation order: a cell's members (spirad.data.snode_bytes)
         self._field = None      # `x.snode`: the field whose cells this is (Taichi's place node)
+        self._is_root = False   # `sd.root` (set below): where `shape=` fields hang (snode_bytes)
 
     def parent(self, n: int = 1):
         """The node `n` levels above this one (Taichi's `snode.parent()`); None above the root."""
@@ -1031,6 +1032,7 @@ class SNode:
 
 
 root = SNode()
+root._is_root = True
 i, j, k, l = Axis(0), Axis(1), Axis(2), Axis(3)
 ij, ijk, ijkl = Axis(0, 1), Axis(0, 1, 2), Axis(0, 1, 2, 3)
 ik, il, jk, jl, kl = Axis(0, 2), Axis(0, 3), Axis(1, 2), Axis(1, 3), Axis(2, 3)
