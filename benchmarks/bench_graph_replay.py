@@ -8,7 +8,8 @@ them, a serial task and an atomic reduction. Modes: `eager` launches the step's 
 `graph` captures one step in an `sd.Graph` and replays it with `dt` rebound at every step (on
 Vulkan one recorded command buffer re-submitted: spirad/backends/spirv_replay.py). Rows:
 `loop` = `--steps` steps then one sync (the host's cost per step while the device keeps up),
-`synced` = a sync after every step (latency per step). Each child prints the minimum over
+`loop host` = the calling thread's CPU time in `loop` (the host's own work: lavapipe runs the
+kernels on threads of its own), `synced` = a sync after every step (latency per step). Each child prints the minimum over
 `--reps` timings; the modes run in alternating processes (benchmarks/paired.py), and the load
 average before and after is printed (a shared 2-core machine)."""
 import argparse
@@ -21,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import paired  # noqa: E402  (benchmarks/paired.py)
 
-ROWS = ("loop", "synced")
+ROWS = ("loop", "loop host", "synced")
 
 
 def build(sd, n):
@@ -114,13 +115,14 @@ def child(args):
     for dt in warm:  # compile, warm up, record: the same 20 steps in both modes
         run(dt)
     sd.sync()
-    out = {"loop": [], "synced": []}
+    out = {"loop": [], "loop host": [], "synced": []}
     for _ in range(args.reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         for dt in dts:
             run(dt)
         sd.sync()
         out["loop"].append((time.perf_counter() - t) / args.steps * 1e6)
+        out["loop host"].append((time.thread_time() - c) / args.steps * 1e6)
         t = time.perf_counter()
         for dt in dts:
             run(dt)
