@@ -4,7 +4,8 @@ for bit equal to eager launches for a chain of kernels over fields and ndarrays 
 rebound, many replays without a sync between them, eager launches in between; what invalidates
 a recording (a new field growing a root buffer, a new shape or template value captured again)
 records anew, never replays a stale one; adstack kernels and sizing misses inside a recorded
-chain; ranges read from memory (indirect dispatches) and asserts reported at the next sync."""
+chain; ranges read from memory (indirect dispatches), asserts reported at the next sync, and a
+rebound scalar that changes a range (new geometry: recorded again)."""
 import numpy as np
 import pytest
 
@@ -289,3 +290,33 @@ def test_ranges_read_from_memory_and_asserts_in_a_recording(arch):
     gr.replay(s=100.0)
     with pytest.raises(SpiradAssertionError, match="w passed the limit"):
         sd.sync()
+
+
+@test_archs()
+def test_a_scalar_that_changes_a_range_records_new_geometry(arch):
+    """`g.replay(n=...)` where `n` bounds a parallel loop: each range is its own recording
+    (kept per geometry), never the geometry of another replay."""
+    acc = sd.field(sd.f32, shape=256)
+
+    @sd.kernel
+    def bump(n: sd.i32, s: sd.f32):
+        for i in range(n):
+            acc[i] += s
+
+    @sd.kernel
+    def double():
+        for i in range(256):
+            acc[i] *= 2.0
+
+    gr = sd.Graph()
+    with gr.capture():
+        bump(10, 1.0)
+        double()
+    want = np.zeros(256, np.float64)
+    want[:10] += 1.0
+    want *= 2.0
+    for n, s in ((200, 0.5), (10, 1.0), (256, 0.25), (200, 0.5), (3, 2.0)):
+        gr.replay(n=n, s=s)
+        want[:n] += s
+        want *= 2.0
+    np.testing.assert_array_equal(acc.to_numpy(), want.astype(np.float32))
