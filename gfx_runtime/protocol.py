@@ -29,6 +29,11 @@ default (engineering 14: the backend never probes a runtime with `getattr` / `ha
         the buffer alive.
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)
     rt.flush()                            submit what is recorded and wait for it
+    rt.records                            True where the runtime keeps recordings:
+    rt.record(dispatches, blocks) -> a recording / rt.replay(recording, blocks)
+                                          dispatches recorded once and submitted again with
+                                          new argument blocks (Vulkan, `vulkan/recording.py`;
+                                          default: none, the launches are dispatched again)
     rt.take_validation_messages() -> list[str]
     rt.timestamp_begin() -> id / rt.timestamp_end(id) / rt.take_timestamps() -> {id: ns}
                                           device timestamps (default: not supported)
@@ -132,6 +137,15 @@ class GfxRuntime:
 
     def flush(self) -> None:
         raise NotImplementedError
+
+    # -- recordings: only where `records` ----------------------------------------------------------
+    records: bool = False
+
+    def record(self, dispatches, blocks):
+        raise NotImplementedError(f"{type(self).__name__} keeps no recordings")
+
+    def replay(self, recording, blocks) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no recordings")
 
     def take_validation_messages(self) -> list:
         """Messages of the validation layer since the last call (none without one)."""

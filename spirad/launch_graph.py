@@ -9,11 +9,18 @@
 
 Why: a Genesis step is dozens of small launches, and the host work of a launch (arguments,
 plan, lock, generations) is as long as the kernel (docs/performance.md). A replay runs the
-recorded `LaunchPlan`s under one process lock: on the CPU, runs of launches whose tasks each run
-as one call are one backend `replay` (the task functions called through ctypes, nothing of the
-launch path between them: `CpuBackend.replay_entry`); every other launch (adstacks, split or
-privatised tasks, ranges read from globals, and every launch on Vulkan, Metal, CUDA and AMDGPU)
-goes through the launch path's `_launch`, as eagerly, without the argument handling. Write
+recorded `LaunchPlan`s under one process lock; runs of launches a backend takes itself
+(`Backend.replay_entry`) are one backend call (`replay_kept`, with a dict the graph keeps for
+what the backend builds for them): on the CPU the task functions called through ctypes, nothing
+of the launch path between them (`CpuBackend.replay_entry`: tasks that each run as one call); on
+Vulkan one command buffer recorded at the first replay and submitted again, with only the
+argument blocks that changed rewritten (`backends.spirv_replay`, `gfx_runtime.vulkan.recording`);
+on Metal (wgpu, whose command buffers are submitted once) the run's dispatches made once and
+given to the runtime again, into its one open pass (one encoder, one submit at the next sync).
+Every other launch goes through the launch path's `_launch`, as eagerly, without the argument
+handling, and splits the run there: adstacks (sized on the host), prints, split or privatised
+CPU tasks, ranges read from globals on the host, and every launch on CUDA and AMDGPU (their
+launch path queues nothing to re-submit: emulated here, no CUDA graphs without a device). Write
 generations are bumped as by eager launches, so adstack sizing caches stay right; adjoint
 launches (`k.grad(...)` inside `capture`) size their adstacks at every replay.
 
@@ -67,6 +74,7 @@ class Graph:
         self._epoch = None   # (init epoch, layout version) of the capture
         self._segments = None  # what replay runs: [("native", entries, plans) | ("plan", p)]
         self._rebound = None  # (scalars, segments) of the last replay with scalars
+        self._kept = {}  # what the backend keeps for the native runs (`Backend.replay_kept`)
 
     @property
     def launches(self) -> int:
@@ -87,7 +95,7 @@ class Graph:
         if not _state.state.materialized:
             materialize_if_needed()
         st = _state.state
-        self._records, self._segments, self._rebound = [], None, None
+        self._records, self._segments, self._rebound, self._kept = [], None, None, {}
         self._epoch = (st.epoch, st.layout_version)
         _ACTIVE.set(self)
         try:
@@ -149,7 +157,7 @@ class Graph:
             for seg in segments:
                 if seg[0] == "native":
                     try:
-                        be.replay(seg[1])
+                        be.replay_kept(seg[1], self._kept)
                     finally:
                         for p in seg[2]:
                             _launch._bump(p)

@@ -61,12 +61,14 @@ def one_time_begin_info():
 
 
 class Batch:
-    """Records dispatches into the command buffer given to `begin`; `finish` ends it."""
+    """Records dispatches into the command buffer given to `begin`; `finish` ends it.
+    `begin_info`: how command buffers are begun (default: submitted once; a recording that
+    is submitted again passes its own, `recording.py`)."""
 
-    def __init__(self):
+    def __init__(self, begin_info=None):
         self.cmd = None          # the command buffer being recorded, None when idle
         self.count = 0           # dispatches recorded into it
-        self._begin_info = one_time_begin_info()
+        self._begin_info = one_time_begin_info() if begin_info is None else begin_info
         self._barrier = memory_barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, _SHADER_RW)
         self._fill_barrier = memory_barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, _SHADER_RW)
         self._indirect_barrier = memory_barrier(

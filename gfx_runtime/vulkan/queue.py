@@ -53,6 +53,7 @@ class Queue:
         self.frames = [self._new_frame() for _ in range(FRAMES)]
         self.once = self._new_frame()
         self.next = 0
+        self.others: list = []  # frames outside the ring submitted since the last wait_all
         self.completed = 0  # the highest batch serial known to have finished
         self._submit = ffi.new("VkSubmitInfo*")
         self._submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
@@ -86,6 +87,12 @@ class Queue:
         check(lib.vkQueueSubmit(self.queue, 1, self._submit, frame.fence), "vkQueueSubmit")
         frame.in_flight = True
 
+    def submit_other(self, frame: Frame) -> None:
+        """Submit a frame that is not one of the ring's (a recording's copy, `recording.py`):
+        `poll` and `wait_all` cover it too."""
+        self.submit(frame)
+        self.others.append(frame)
+
     def wait(self, frame: Frame) -> None:
         while True:
             result = lib.vkWaitForFences(self.device, 1, frame.fence_array, 1, UINT64_MAX)
@@ -102,16 +109,19 @@ class Queue:
 
     def poll(self) -> int:
         """Advance `completed` over the frames whose fences have signalled (no waiting)."""
-        for frame in self.frames:
+        for frame in self.frames + self.others:
             if frame.in_flight and lib.vkGetFenceStatus(self.device, frame.fence) == 0:
                 frame.in_flight = False
                 self._finished(frame)
+        if self.others:
+            self.others = [f for f in self.others if f.in_flight]
         return self.completed
 
     def wait_all(self) -> None:
-        for frame in self.frames:
+        for frame in self.frames + self.others:
             if frame.in_flight:
                 self.wait(frame)
+        self.others = []
 
     def run_once(self, record) -> None:
         """Record with `record(cmd)`, submit, and wait. Call only with nothing pending."""

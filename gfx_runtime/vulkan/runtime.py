@@ -33,6 +33,14 @@ Public API (stable; the driver calls exactly this; the contract is `gfx_runtime.
         as a buffer of their own (offset: a multiple of minStorageBufferOffsetAlignment; nbytes
         at most maxStorageBufferRange): a buffer larger than one binding, bound piecewise
     rt.copy(src, dst, nbytes, src_offset=0, dst_offset=0)   buffer to buffer, after pending work
+    rt.record(dispatches, blocks) -> Recording   dispatches recorded once for `replay`: each
+        (pipeline, buffers, groups, push_constants, indirect) as `dispatch` takes them, except
+        that buffers[0] of a pipeline with `arguments` is the index of its block in `blocks`
+        (`recording.py`); records nothing yet (each copy is recorded at its first replay)
+    rt.replay(recording, blocks)          submit the recording after the pending batch, its
+        argument blocks now `blocks` (the same lengths as recorded; the ones that are not the
+        objects last written are written); does not wait unless the device is two replays of
+        it behind
     rt.flush() / rt.sync()                    submit pending work, wait for it; ~free if idle
     rt.take_validation_messages() -> list[str]   (process-wide list; returned and cleared)
     rt.timestamp_begin() -> int / rt.timestamp_end(id)   device timestamps around a launch's
@@ -90,6 +98,7 @@ from .instance import ffi, get_instance, lib, take_validation_messages
 from .memory import MemoryTypes, format_bytes
 from .pipeline import Pipeline, PipelineFactory
 from .queue import Queue
+from . import recording as recording_mod
 from .transfer import Transfer
 
 _bind_handle = attrgetter("_bind_handle")  # a buffer's handle for a descriptor set, in C
@@ -100,6 +109,8 @@ MAX_DEFERRED_BYTES = 64 << 20  # dropped buffers waiting for pending work: past 
 
 
 class VulkanRuntime(GfxRuntime):
+    records = True  # `record` / `replay` (recording.py)
+
     def __init__(self, validation: bool = False, device: str | None = None):
         self.closed = True
         self._device = None
@@ -133,6 +144,9 @@ class VulkanRuntime(GfxRuntime):
         self._max_groups = self.caps.max_compute_work_group_count
         self._timestamps = None  # timestamps.Timestamps, made by the first timestamp_begin
         self._arena = None  # the argument arena of the batch being recorded (its frame's)
+        self._recordings: dict = {}  # id(Parts) -> Parts of each live recording
+        self._dropped: list = []  # Parts of recordings dropped, destroyed at the next flush
+        self._reusable = recording_mod.reusable_begin_info()
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -316,6 +330,68 @@ class VulkanRuntime(GfxRuntime):
             batch.finish()
             self._queue.submit(self._frame)
 
+    # -- recordings (launch graphs, `recording.py`) ------------------------------------------------
+
+    def record(self, dispatches, blocks) -> recording_mod.Recording:
+        """A recording of `dispatches` (see the module docstring's API) for `replay`."""
+        import weakref
+        self._check_open()
+        blocks = [b if type(b) is bytes else bytes(b) for b in blocks]
+        offsets, half = recording_mod.layout(blocks, self.caps.min_storage_buffer_offset_alignment)
+        arg_buffer = self.alloc(2 * half, zero=False, host_visible=True)
+        parts = recording_mod.Parts(self._device)
+        dispatches = [(p, list(bufs), tuple(g), bytes(pc), ind)
+                      for p, bufs, g, pc, ind in dispatches]
+        for p, bufs, g, pc, ind in dispatches:
+            if len(bufs) != p.num_bindings or len(pc) != p.push_constant_bytes:
+                raise ValueError(f"a recorded dispatch gives {len(bufs)} buffers and {len(pc)} "
+                                 f"push-constant bytes to a pipeline of {p.num_bindings} and "
+                                 f"{p.push_constant_bytes}")
+            handles = bufs[1:] if p.arguments else bufs
+            if None in map(_bind_handle, handles):
+                self._bad_buffers(p, bufs)
+        rec = recording_mod.Recording(dispatches, blocks, arg_buffer, half, offsets, parts)
+        self._recordings[id(parts)] = parts
+        weakref.finalize(rec, self._drop_recording, parts)
+        return rec
+
+    def _drop_recording(self, parts) -> None:
+        if self._recordings.pop(id(parts), None) is not None:
+            self._dropped.append(parts)  # its copies may be pending: destroyed at the flush
+
+    def replay(self, rec, blocks) -> None:
+        """Submit recording `rec` after the work recorded so far (module docstring's API)."""
+        if self.closed:
+            self._check_open()
+        batch = self._batch
+        queue = self._queue
+        if batch.cmd is not None:  # earlier launches first, in submission order
+            batch.finish()
+            queue.submit(self._frame)
+        k = rec.next
+        rec.next = 1 - k
+        frame = rec.copies[k]
+        if frame is None:
+            recording_mod.record_copy(self, rec, k, self._reusable, _bind_handle)
+            frame = rec.copies[k]
+        elif frame.in_flight:
+            queue.wait(frame)
+        written = rec.written[k]
+        if written is not blocks:
+            ptr = rec.arg_buffer._res.allocation.ptr + k * rec.half
+            offsets, lengths = rec.offsets, rec.lengths
+            for i, b in enumerate(blocks):
+                if written is None or written[i] is not b:
+                    if len(b) != lengths[i]:
+                        raise ValueError(f"argument block {i} of a recording has {len(b)} "
+                                         f"bytes, recorded with {lengths[i]}")
+                    ffi.memmove(ptr + offsets[i], b, lengths[i])
+            rec.written[k] = blocks
+        self._serial += 1
+        frame.serial = self._serial
+        queue.submit_other(frame)
+        self._busy = True
+
     # -- device timestamps (the kernel profiler) -------------------------------------------------
 
     def timestamp_begin(self) -> int:
@@ -418,6 +494,8 @@ class VulkanRuntime(GfxRuntime):
             self._busy = False
         self._dsets.maybe_reset()
         self._release_deferred()
+        while self._dropped:
+            self._dropped.pop().destroy(self._device, self._queue.pool)
 
     sync = flush
 
@@ -437,6 +515,12 @@ class VulkanRuntime(GfxRuntime):
         dev = self._device
         self.closed = True
         lib.vkDeviceWaitIdle(dev)
+        queue = self.__dict__.get("_queue")
+        for parts in list(getattr(self, "_recordings", {}).values()) + \
+                getattr(self, "_dropped", []):
+            if queue is not None:
+                parts.destroy(dev, queue.pool)
+        self._recordings, self._dropped = {}, []
         for name in ("_transfer", "_pipelines", "_dsets", "_queue", "_timestamps"):
             part = self.__dict__.pop(name, None)
             if part is not None:

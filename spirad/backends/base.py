@@ -90,6 +90,13 @@ class BackendBase:
         made)."""
         raise RuntimeError(f"the {self.name} backend makes no launch graph records")
 
+    def replay_kept(self, entries, keep: dict) -> None:
+        """`replay(entries)` for a launch graph, which gives `keep`: a dict of its own, kept
+        while the graph may replay these records again (emptied by a new capture). A backend
+        may keep there what it builds for them (Vulkan: the recorded command buffer,
+        `spirv_replay`). Default: `replay(entries)`."""
+        self.replay(entries)
+
     def allocate_field(self, nbytes: int, key=None, name: str = "", tree=None):
         """A zero-filled storage for a field (or its .grad / .dual) of `nbytes` bytes; `key`: the
         field's id, `name` its name (errors); `tree`: its FieldsBuilder tree (None: the default

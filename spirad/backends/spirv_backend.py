@@ -50,6 +50,7 @@ from .gpu_sizer import GpuSizer
 from .program import AdstackTaskPlan, Program, status_error
 from .range_bounds import HostBounds
 from .root_buffers import RootBuffers, RootSlice, bindings_of
+from . import spirv_replay
 
 _ARG_CACHE_MAX = 256  # distinct adstack metadata buffers kept per program between syncs
 _RECENT_ARGS_MAX = 8  # distinct argument buffers kept per program to name ndarray shapes
@@ -625,6 +626,21 @@ class SpirvBackend(BackendBase):
             except SpiradError as e:
                 if self.pending is None:
                     self.pending = e
+
+    @_runtime_errors_as_user_errors
+    def replay_entry(self, program, storages, argbuf, ranges):
+        """A launch graph's launch, replayed with its neighbours as one recorded command buffer
+        (Vulkan) or as their dispatches made once (wgpu), unless it needs a host step
+        (`spirv_replay`)."""
+        return spirv_replay.replay_entry(self, program, storages, argbuf, ranges)
+
+    @_runtime_errors_as_user_errors
+    def replay_kept(self, entries, keep: dict) -> None:
+        spirv_replay.replay(self, entries, keep)
+
+    def replay(self, entries) -> None:
+        raise RuntimeError("SPIR-V launch graph records are replayed with the graph's keep "
+                           "(replay_kept)")
 
     @_runtime_errors_as_user_errors
     def sync(self):

@@ -436,3 +436,43 @@ def test_argument_block_is_copied_at_dispatch(rt, spirv):
         block[:] = np.full(n, k + 1, np.float32).tobytes()
         rt.dispatch(axpy, [block, y], (1, 1, 1), struct.pack("<fI", 1.0, n))
     np.testing.assert_array_equal(y.read().view(np.float32), np.full(n, 6, np.float32))
+
+
+def test_recording_replayed_with_changed_argument_blocks(rt, spirv):
+    """`record` / `replay` (recording.py): a recording of dispatches with argument blocks and
+    one without, replayed 40 times with no flush in between (two copies in flight), eager
+    dispatches interleaved, blocks changed by identity at some replays: every dispatch reads
+    the block of its replay, in submission order with the eager work; a dropped recording is
+    destroyed at the next flush. axpy: y[i] += a * x[i], x = the block."""
+    import gc
+    n = 4
+    axpy = rt.pipeline(spirv("axpy"), 2, 8, arguments=True)
+    add = rt.pipeline(spirv("add_one"), 1, 4)
+    y, count = rt.alloc(4 * n), rt.alloc(4 * n)
+    ones = np.ones(n, np.float32).tobytes()
+    rec = rt.record([(axpy, [0, y], (1, 1, 1), struct.pack("<fI", 2.0, n), None),
+                     (add, [count], (1, 1, 1), u32(n), None),
+                     (axpy, [1, y], (1, 1, 1), struct.pack("<fI", 1.0, n), None)],
+                    [ones, ones])
+    expect = np.zeros(n, np.float64)
+    blocks = [ones, ones]
+    for k in range(40):
+        if k % 3 == 0:  # new blocks for the second dispatch of axpy
+            blocks = [ones, np.array([k, k + 1, k + 2, k + 3], np.float32).tobytes()]
+        rt.replay(rec, blocks)
+        expect += 2.0 * np.frombuffer(blocks[0], np.float32)
+        expect += np.frombuffer(blocks[1], np.float32)
+        if k % 5 == 0:  # eager work between replays, in order
+            rt.dispatch(axpy, [ones, y], (1, 1, 1), struct.pack("<fI", 1.0, n))
+            expect += 1.0
+    np.testing.assert_array_equal(y.read().view(np.float32), expect.astype(np.float32))
+    np.testing.assert_array_equal(count.read().view(np.uint32), np.full(n, 40, np.uint32))
+    with pytest.raises(ValueError, match="recorded with 16"):
+        rt.replay(rec, [ones, b"\0" * 8])
+    rt.flush()
+    del rec
+    gc.collect()
+    assert rt._dropped  # destroyed once nothing of it is pending: at the next flush
+    rt.dispatch(add, [count], (1, 1, 1), u32(n))
+    rt.flush()
+    assert not rt._dropped and not rt._recordings
