@@ -78,9 +78,6 @@ class Format(enum.Enum):
     depth24stencil8 = 42
     depth32f = 43
 
-    def __str__(self):
-        return f"Format.{self.name}"
-
 
 # format -> (channels, how a stored value is rounded: ("unorm", bits) or ("float", bits))
 _STORED = {
