@@ -49,14 +49,14 @@ def _children(node) -> list:
     """The children of `node` in the order Taichi made them: ('field', f) for a field placed
     on it, ('node', n) for a node below it, ('shaped', f) for a `shape=` field (root only)."""
     from ..runtime import state as _state
-    from .field import root
+    is_root = node._parent is None and not node.extents  # `sd.root` (no import of .field)
     found = {}
     for f in _state.current().fields:
         if f._primal is not None or f._dual_of is not None or f.shape is None:
             continue
         placed = f._snode
         if placed is None:
-            if node is root:
+            if is_root:
                 found[f._order] = ("shaped", f)
             continue
         if placed is node:
