@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from kernel_ir.errors import SpiradValueError
 
-current = None  # the KernelProfiler of the live init(kernel_profiler=True), else None
+from .runtime import state as _state
 
 
 @dataclass(frozen=True)
@@ -120,21 +120,16 @@ class KernelProfiler:
 
 def enable(backend) -> None:
     """`init(kernel_profiler=True)` (or False) for the state just created."""
-    global current
-    current = KernelProfiler(backend) if backend is not None else None
+    _state.PROFILER = KernelProfiler(backend) if backend is not None else None
 
 
 def _active() -> KernelProfiler:
-    if current is None or current.backend is not _backend():
+    current = _state.PROFILER
+    if current is None or current.backend is not _state.current().backend:
         from kernel_ir.errors import SpiradError
         raise SpiradError("the kernel profiler is off: call sd.init(..., kernel_profiler=True) "
                           "before launching the kernels to profile")
     return current
-
-
-def _backend():
-    from .runtime import state as _state
-    return _state.current().backend
 
 
 def print_kernel_profiler_info(mode: str = "count") -> None:
