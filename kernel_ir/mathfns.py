@@ -2,7 +2,7 @@
 record here plus its `Op`, not edits across the tree).
 
     MathFn(op, name, reference, slope, uses_out=False, singular=False, expand=None,
-           domain=(lo, hi), ulp=None)
+           domain=(lo, hi), ulp=None, lowering="native")
 
 - `op`: the IR node (`kernel_ir.ops`; it is in `UNARY` and `FLOAT_UNARY`). `name`: what users
   call — `sd.<name>` (`spirad.lang`), `math.<name>` inside kernels where Python's math module has
@@ -16,10 +16,15 @@ record here plus its `Op`, not edits across the tree).
   `passes.expand_math` replaces the node before code generation, so every backend
   computes it the same way and `ulp` (max error in ulps per precision, measured against the
   reference by tests/language/test_math_functions.py on every arch) is its one accuracy table.
-  Functions without `expand` are lowered natively: libm / LLVM intrinsics / our vector bodies on
-  the CPU, the device libraries on CUDA / AMDGPU, GLSL.std.450 (f32) on Vulkan / Metal — and
-  `kernel_ir.mathlib`'s algorithms where the CPU's vector path and SPIR-V f64 run our own
-  (docs/vecmath.md has their accuracy).
+  The others are lowered by the code generators, as `lowering` says; `kernel_ir.mathlib`'s
+  algorithms also serve the CPU's vector path (docs/vecmath.md has their accuracy).
+- `lowering`: how the code generators lower it, and the one place that says so (their tables
+  are built from these records: `spirv_codegen.lower_math.UNARY`, `llvm_codegen.lower_ops.UNARY`,
+  `llvm_codegen.spmd`): "native" — GLSL.std.450 for f32 on Vulkan / Metal (our `mathlib` for
+  f64), libm / LLVM intrinsics / the device libraries on the LLVM side; "mathlib" — our
+  `kernel_ir.mathlib` algorithm at both widths on Vulkan / Metal (the drivers' own are not
+  accurate enough), as "native" on the LLVM side; "expanded" — `expand`, before any code
+  generator. sqrt, rsqrt and log's domain guards are the code generators' own rules.
 - `domain`: where the generated tests draw inputs (values and gradients).
 """
 from __future__ import annotations
@@ -44,6 +49,16 @@ class MathFn:
     expand: Callable | None = None
     domain: tuple = (-2.0, 2.0)
     ulp: dict | None = None
+    lowering: str = "native"  # "native" | "mathlib" | "expanded" (module docstring)
+
+    def __post_init__(self):
+        expanded = self.expand is not None
+        if self.lowering not in LOWERINGS or (self.lowering == "expanded") != expanded:
+            raise RuntimeError(f"MathFn {self.name}: lowering {self.lowering!r} with expand "
+                               f"{self.expand!r} (an expanded function has `expand`, no other)")
+
+
+LOWERINGS = ("native", "mathlib", "expanded")
 
 
 def _one(e, x):
@@ -130,11 +145,13 @@ MATH = tuple([
     MathFn(Op.COS, "cos", np.cos, lambda e, x, o: e.neg(e.op(Op.SIN, x)), domain=(-3.0, 3.0)),
     MathFn(Op.TAN, "tan", np.tan, lambda e, x, o: e.add(_one(e, x), e.mul(o, o)), uses_out=True,
            domain=(-1.2, 1.2)),
+    # lavapipe's f32 Tanh is off by ~5e-6 relative near 0, its Asin / Acos by ~4e-4: our own
     MathFn(Op.TANH, "tanh", np.tanh, lambda e, x, o: e.sub(_one(e, x), e.mul(o, o)),
-           uses_out=True),
-    MathFn(Op.ASIN, "asin", np.arcsin, _asin_slope, singular=True, domain=(-0.9, 0.9)),
+           uses_out=True, lowering="mathlib"),
+    MathFn(Op.ASIN, "asin", np.arcsin, _asin_slope, singular=True, domain=(-0.9, 0.9),
+           lowering="mathlib"),
     MathFn(Op.ACOS, "acos", np.arccos, lambda e, x, o: e.neg(_asin_slope(e, x, o)),
-           singular=True, domain=(-0.9, 0.9)),
+           singular=True, domain=(-0.9, 0.9), lowering="mathlib"),
     MathFn(Op.EXP, "exp", np.exp, lambda e, x, o: o, uses_out=True),
     MathFn(Op.LOG, "log", np.log, lambda e, x, o: e.div(_one(e, x), x), singular=True,
            domain=(0.1, 4.0)),
@@ -144,11 +161,12 @@ MATH = tuple([
            lambda e, x, o: e.mul(e.const(-0.5, x.dtype), e.div(o, x)), uses_out=True,
            singular=True, domain=(0.1, 4.0)),
     MathFn(Op.LOG1P, "log1p", np.log1p, lambda e, x, o: e.div(_one(e, x), e.add(_one(e, x), x)),
-           singular=True,
+           singular=True, lowering="expanded",
            expand=_log1p, domain=(-0.9, 3.0), ulp={"f32": 2.5, "f64": 2.0}),  # above x = 1 and
     # below -1/2 the backend's own log decides (lavapipe's f32 log: 2.2 ulp)
     MathFn(Op.EXPM1, "expm1", np.expm1, lambda e, x, o: e.add(o, _one(e, x)), uses_out=True,
-           expand=_expm1, domain=(-3.0, 3.0), ulp={"f32": 2.0, "f64": 1.5}),  # measured: 1.66, 1.0
+           lowering="expanded", expand=_expm1, domain=(-3.0, 3.0),
+           ulp={"f32": 2.0, "f64": 1.5}),  # measured: 1.66, 1.0
 ])
 BY_OP = {f.op: f for f in MATH}
 BY_NAME = {f.name: f for f in MATH}

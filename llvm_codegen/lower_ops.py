@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from kernel_ir.dtypes import DType, i64, u1
 from kernel_ir.interpreter import cast_value
+from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 
 from .context import CodegenError, FnContext
@@ -56,6 +57,16 @@ def _ident(ctx, a, dt):
     return a
 
 
+def _math_rule(fn):
+    """The rule of a math function of `kernel_ir.mathfns` ("native" and "mathlib" alike here): a
+    libm / intrinsic / device-library call, vecmath's body on SIMD lanes; sqrt and rsqrt ours."""
+    if fn.op == Op.SQRT:
+        return _intrinsic1("sqrt")
+    if fn.op == Op.RSQRT:
+        return _rsqrt
+    return _vm(fn.name, _math1(fn.name))
+
+
 UNARY = {
     (Op.NEG, "f"): lambda ctx, a, dt: ctx.b.fneg(a),
     (Op.NEG, "i"): lambda ctx, a, dt: ctx.b.neg(a),
@@ -65,17 +76,8 @@ UNARY = {
     (Op.ABS, "i"): _iabs,
     (Op.ABS, "u"): _ident,
     (Op.ABS, "b"): _ident,
-    (Op.SIN, "f"): _vm("sin", _math1("sin")),
-    (Op.COS, "f"): _vm("cos", _math1("cos")),
-    (Op.EXP, "f"): _vm("exp", _math1("exp")),
-    (Op.LOG, "f"): _vm("log", _math1("log")),
-    (Op.SQRT, "f"): _intrinsic1("sqrt"),
     (Op.FLOOR, "f"): _intrinsic1("floor"),
-    (Op.TAN, "f"): _vm("tan", _math1("tan")),
-    (Op.TANH, "f"): _vm("tanh", _math1("tanh")),
-    (Op.ASIN, "f"): _vm("asin", _math1("asin")),
-    (Op.ACOS, "f"): _vm("acos", _math1("acos")),
-    (Op.RSQRT, "f"): _rsqrt,
+    **{(fn.op, "f"): _math_rule(fn) for fn in MATH if fn.lowering != "expanded"},
     **{(Op.STOP_GRAD, k): _ident for k in "fiub"},  # a value: derivatives only differ
 }
 for _k in ("i", "u", "b"):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernel_ir.mathfns import MATH
+from kernel_ir.mathlib import FUNCTIONS as _ALGORITHMS
 from kernel_ir.nodes import Node, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 from kernel_ir.ownership import private_buffers
@@ -40,14 +42,18 @@ from .spmd_adstack import LANE_STACK_RULES, SPMD_ADSTACK_RULES, masked
 from .spmd_adstack import setup_lane_counts  # noqa: F401  (codegen calls spmd.setup_lane_counts)
 from .spmd_control import CONTROL_RULES, LOCAL_RULES, Control, Frame, any_lane, control, refresh
 from .splat import splat, zeros
+from .target import INTRINSIC_MATH
 
 _REFUSED = {Op.PRINT: "print", Op.CALL: "a CALL region"}
 _STACK_WRITES = (Op.ADSTACK_PUSH, Op.ADSTACK_ACC_ADJ)  # a varying value makes the stack varying
 _STACK_OPS = (Op.ADSTACK_PUSH, Op.ADSTACK_POP, Op.ADSTACK_ACC_ADJ)
-_LIBM_RULE_OPS = {Op.TAN: "tan", Op.TANH: "tanh", Op.ASIN: "asin", Op.ACOS: "acos",
-                  Op.ATAN2: "atan2"}  # plain libm calls (no LLVM vector intrinsic)
-_MATH_NAME = {Op.SIN: "sin", Op.COS: "cos", Op.EXP: "exp", Op.LOG: "log", Op.POW: "pow",
-              **_LIBM_RULE_OPS}
+# the math ops vecmath has a vector body for: the functions of `kernel_ir.mathfns` that are not
+# expanded and have a `kernel_ir.mathlib` algorithm, pow and atan2
+_MATH_NAME = {**{fn.op: fn.name for fn in MATH
+                 if fn.lowering != "expanded" and fn.name in _ALGORITHMS},
+              Op.POW: "pow", Op.ATAN2: "atan2"}
+# of them, the plain libm calls (no LLVM vector intrinsic: `target.INTRINSIC_MATH`)
+_LIBM_RULE_OPS = {op: name for op, name in _MATH_NAME.items() if name not in INTRINSIC_MATH}
 
 
 class Analysis:

@@ -7,7 +7,7 @@ be overwritten (plain store) later in the Tape, since the adjoints re-read it.
 
 `checkbit_of(ref)` gives a field ref's (checkbit ref, slot) or None (not checked); accumulations
 (`+=`, atomic_add) are allowed by the rule and left alone. The Tape clears the checkbits at entry
-and reads `violations` after each recorded launch (spirad.ad.tape). IR -> IR, like every pass.
+and reads `violations` after each recorded launch (spirad.recording.tape). IR -> IR, like every pass.
 """
 from __future__ import annotations
 

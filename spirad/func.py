@@ -11,7 +11,7 @@ import functools
 
 from kernel_ir.errors import SpiradSyntaxError
 
-from .frontend.source import SourceInfo
+from .source import SourceInfo
 from .tracebacks import api
 
 
@@ -61,7 +61,7 @@ class PlainFunc(Func):
     def source(self) -> SourceInfo:
         if self._src is None:
             if self.fn.__name__ == "<lambda>":
-                from .frontend.source import LambdaSourceInfo
+                from .source import LambdaSourceInfo
                 self._src = LambdaSourceInfo(self.fn)
             else:
                 self._src = SourceInfo(self.fn)

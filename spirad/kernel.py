@@ -29,9 +29,9 @@ from .runtime import state as _state
 from .compile.driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
 from .func import PyFunction
 from .launch_graph import _Capture
-from .ad.fwd_mode import FwdMode
+from .recording.fwd_mode import FwdMode
 from .data.ndarray import Ndarray
-from .ad.tape import Tape
+from .recording.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
 from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
 from .data.struct import Struct, StructType

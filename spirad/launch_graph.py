@@ -42,7 +42,6 @@ from kernel_ir.errors import SpiradNotSupportedError, SpiradTypeError, SpiradVal
 
 from .runtime import guard as _guard
 from .runtime import launch as _launch
-from . import profiler as _profiler
 from .runtime import state as _state
 from .runtime.program_hooks import materialize_if_needed
 
@@ -85,7 +84,7 @@ class Graph:
     def capture(self):
         """Record the launches of the block (they also run, as usual). A new capture replaces
         what the graph held."""
-        from .ad.tape import Tape
+        from .recording.tape import Tape
         if Tape.active is not None:
             raise SpiradNotSupportedError("sd.Graph.capture() inside an sd.ad.Tape: a replay "
                                           "would not be recorded for the backward pass; "
@@ -129,7 +128,7 @@ class Graph:
     def replay(self, **scalars) -> None:
         """Launch the recorded sequence again. Keyword arguments rebind scalar parameters of
         that name in every recorded launch of a kernel that has one (`launch.rebind`)."""
-        from .ad.tape import Tape
+        from .recording.tape import Tape
         if Tape.active is not None:
             raise SpiradNotSupportedError("sd.Graph.replay() inside an sd.ad.Tape: launch the "
                                           "kernels eagerly to record them")
@@ -149,7 +148,7 @@ class Graph:
             segments = self._segments
             if segments is None:
                 segments = self._segments = _segments([p for _, p in self._records], be)
-        if _profiler.current is not None:  # sd.init(kernel_profiler=True): every launch timed
+        if _state.PROFILER is not None:  # sd.init(kernel_profiler=True): every launch timed
             segments = [("plan", p) for seg in segments
                         for p in (seg[2] if seg[0] == "native" else (seg[1],))]
         stats.replayed_launches += len(self._records)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from kernel_ir.errors import SpiradValueError
 
-current = None  # the KernelProfiler of the live init(kernel_profiler=True), else None
+from .runtime import state as _state
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,7 @@ class KernelProfiler:
 
 def enable(backend) -> None:
     """`init(kernel_profiler=True)` (or False) for the state just created."""
-    global current
-    current = KernelProfiler(backend) if backend is not None else None
+    _state.PROFILER = KernelProfiler(backend) if backend is not None else None
 
 
 _OFF = "the kernel profiler is off: call sd.init(..., kernel_profiler=True) before launching " \
@@ -131,7 +130,8 @@ _OFF = "the kernel profiler is off: call sd.init(..., kernel_profiler=True) befo
 def _active() -> KernelProfiler:
     """The live profiler, or None (with a warning) when it is off and SPIRAD_PROFILER_OFF=warn
     (Taichi's behaviour: a warning, nothing reported); off otherwise is an error."""
-    if current is None or current.backend is not _backend():
+    current = _state.PROFILER
+    if current is None or current.backend is not _state.current().backend:
         from . import options
         if options.get("SPIRAD_PROFILER_OFF") == "warn":
             import warnings
@@ -142,11 +142,6 @@ def _active() -> KernelProfiler:
         from kernel_ir.errors import SpiradError
         raise SpiradError(_OFF)
     return current
-
-
-def _backend():
-    from .runtime import state as _state
-    return _state.current().backend
 
 
 def print_kernel_profiler_info(mode: str = "count") -> None:

@@ -19,6 +19,7 @@ Dispatch is by tables keyed by `(op, kind)` where kind is the operand dtype's ki
 from __future__ import annotations
 
 from kernel_ir.dtypes import BY_NAME, f32, f64, i32, i64, u1, u32
+from kernel_ir.mathfns import MATH
 from kernel_ir.ops import Op
 
 from . import mathlib_em
@@ -296,6 +297,17 @@ def _own(name):
     return lambda E, dt, x: mathlib_em.call(E, name, dt, x)
 
 
+# the math functions of `kernel_ir.mathfns` by their `lowering`: "native" is GLSL.std.450's for
+# f32 (our mathlib's for f64), "mathlib" ours at both widths; these rules are our own
+_MATH_RULES = {Op.SQRT: _sqrt, Op.RSQRT: _rsqrt, Op.LOG: _f32_or_f64("Log", _guard_log)}
+
+
+def _math_rule(fn):
+    if fn.op in _MATH_RULES:
+        return _MATH_RULES[fn.op]
+    return _f32_or_f64(fn.name.capitalize()) if fn.lowering == "native" else _own(fn.name)
+
+
 def _iabs(E, dt, x):
     return x if dt.kind == "u" else E.glsl("SAbs", dt, x)
 
@@ -308,11 +320,8 @@ UNARY: dict = {
     (Op.ABS, "f"): _glsl1("FAbs"), (Op.ABS, "i"): _iabs, (Op.ABS, "u"): _iabs,
     (Op.ABS, "b"): lambda E, dt, x: x,
     **{(Op.STOP_GRAD, k): (lambda E, dt, x: x) for k in "fiub"},  # derivatives only differ
-    (Op.FLOOR, "f"): _glsl1("Floor"), (Op.SQRT, "f"): _sqrt, (Op.RSQRT, "f"): _rsqrt,
-    (Op.SIN, "f"): _f32_or_f64("Sin"), (Op.COS, "f"): _f32_or_f64("Cos"),
-    (Op.TAN, "f"): _f32_or_f64("Tan"), (Op.EXP, "f"): _f32_or_f64("Exp"),
-    (Op.LOG, "f"): _f32_or_f64("Log", _guard_log),
-    (Op.TANH, "f"): _own("tanh"), (Op.ASIN, "f"): _own("asin"), (Op.ACOS, "f"): _own("acos"),
+    (Op.FLOOR, "f"): _glsl1("Floor"),
+    **{(fn.op, "f"): _math_rule(fn) for fn in MATH if fn.lowering != "expanded"},
 }
 
 

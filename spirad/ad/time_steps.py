@@ -62,10 +62,10 @@ from kernel_ir.source import user_error
 from ..runtime import guard as _guard
 from . import revolve
 from ..runtime import state as _state
-from .custom_grad import _Replaced
+from ..recording.custom_grad import _Replaced
 from ..data.field import Field
 from ..data.ndarray import Ndarray
-from .tape import _ACTIVE, Tape
+from ..recording.tape import _ACTIVE, Tape
 from ..types import ndarray as _nd_arg
 
 

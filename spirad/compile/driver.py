@@ -263,7 +263,7 @@ def _compile_forward_mode(fwd: Compiled, args, state) -> Compiled:
 def compile_validation(fwd: Compiled, state) -> Compiled:
     """The forward program instrumented for `Tape(validation=True)` (passes/validation)."""
     from passes.validation import instrument
-    from ..ad.tape_validation import current
+    from ..recording.tape_validation import current
     v = current()
     tl = instrument(fwd.tl, v.checkbit_of, v.violations.ref())
     if debug_enabled(state):

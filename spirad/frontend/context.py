@@ -7,7 +7,7 @@ from kernel_ir.errors import SpiradNameError
 from kernel_ir.builder import IRBuilder
 from kernel_ir.source import user_error
 
-from .source import SourceInfo
+from ..source import SourceInfo
 
 
 class FuncFrame:

@@ -386,7 +386,7 @@ class KernelArrays:
             obj = args[w[1]]
             if getattr(obj, "requires_grad", False) and getattr(obj, "is_leaf", False):
                 import torch
-                from ..ad.tape import Tape
+                from ..recording.tape import Tape
                 # under a Tape spirad differentiates the launch itself (Taichi's torch loss)
                 if torch.is_grad_enabled() and Tape.active is None:
                     name = kernel._annotations()[w[1]][0]

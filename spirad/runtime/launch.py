@@ -39,7 +39,6 @@ from . import guard as _guard
 from . import logger as _log
 from .. import printing
 from . import sizing_cache
-from .. import profiler as _profiler
 from . import state as _state
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
@@ -338,7 +337,7 @@ def synchronise(st) -> None:
 def _launch(p: LaunchPlan) -> None:
     c = p.compiled
     be = _state.backend()
-    prof = _profiler.current  # sd.init(kernel_profiler=True): time this launch
+    prof = _state.PROFILER  # sd.init(kernel_profiler=True): time this launch
     if c.prints:
         _state.current().prints.dirty = True
     if c.sizing is not None:

@@ -73,6 +73,9 @@ RESET_HOOKS: list = []  # called when the state is dropped (modules that keep pe
 # scratch), which are allocated by the backend.
 LOAD_BACKEND = None
 ALIAS_ARRAY = None
+# The profiler of the live `init(kernel_profiler=True)` (`spirad.profiler.KernelProfiler`, set by
+# `profiler.enable`), else None: every launch asks it (`launch._launch`).
+PROFILER = None
 kernels = weakref.WeakSet()  # every Kernel: their programs of a replaced state are dropped
 
 

@@ -14,6 +14,8 @@ the source, function-level ones included) and by importing in a fresh interprete
 Inside spirad/ the layers of architecture §1 (`LAYERS_INSIDE_SPIRAD`, bottom to top): a module imports
 only modules of its own layer or of the layers below it, and the package's root holds at most
 20 modules (the public surface and the user namespaces; the core lives in the sub-packages).
+Between spirad's packages (root modules, first-level sub-packages) no import cycle, but through
+the documented edges of `PACKAGE_CYCLE_EDGES`.
 """
 import json
 import subprocess
@@ -85,20 +87,20 @@ def test_no_import_cycles_between_packages_but_the_shader():
 # spirad/'s layers, bottom to top: (layer, the modules and packages in it). The runtime sits
 # below the backends and the user's data: what it needs of them (the backend loader, the array
 # type of internal buffers) they set at import (`spirad.runtime.state`). The tape and forward
-# mode sit below `kernel` (a launch records on them); the `sd.ad` namespace and checkpointed time
-# stepping above it (they build kernels). `sd.linalg`: what kernels use (the sparse-matrix
-# builder, dense solves) is language, the namespace and its matrix-free solvers (kernels) surface.
+# mode (`spirad.recording`) sit below `kernel` (a launch records on them); the `sd.ad` namespace
+# and checkpointed time stepping above it (they build kernels). `sd.linalg`: what kernels use
+# (the sparse-matrix builder, dense solves) is language, the namespace and its matrix-free
+# solvers (kernels) surface.
 LAYERS_INSIDE_SPIRAD = (
     ("foundation", ("spirad.options", "spirad._version", "spirad.tracebacks", "spirad.printing",
-                    "spirad.types", "spirad.bitops")),
+                    "spirad.types", "spirad.bitops", "spirad.source")),
     ("runtime", ("spirad.runtime", "spirad.profiler")),
     ("backends", ("spirad.backends",)),
     ("data", ("spirad.data", "spirad.data.tensor")),
     ("language", ("spirad.frontend", "spirad.func", "spirad.lang", "spirad.math", "spirad.simt", "spirad.texture",
                   "spirad.graph.device", "spirad.algorithms.device", "spirad.real_func", "spirad.linalg.builder",
                   "spirad.linalg.sparse_matrix", "spirad.linalg.dense", "spirad.linalg.solvers")),
-    ("ad", ("spirad.ad.tape", "spirad.ad.fwd_mode", "spirad.ad.custom_grad", "spirad.ad.revolve",
-            "spirad.ad.grad_check", "spirad.ad.tape_validation")),
+    ("ad", ("spirad.recording", "spirad.ad.revolve")),
     ("interop", ("spirad.interop",)),
     ("compile", ("spirad.compile",)),
     ("kernel", ("spirad.kernel", "spirad.launch_graph")),
@@ -130,6 +132,37 @@ def test_spirad_imports_only_its_own_layer_and_below():
                 for d in deps if package_of(d) == "spirad" and spirad_layer(d) > spirad_layer(m))
     assert not up, "upward imports inside spirad/ (layer, module -> layer, module): " + \
         "; ".join(f"{a} {b} -> {c} {d}" for a, b, c, d in up)
+
+
+# spirad/'s packages: each root module and each first-level sub-package (its __init__ and every
+# module below it) is one node. Between them no import cycle, but through these edges, each the
+# kernel-side half of a user namespace whose other half builds kernels (architecture §1): the
+# frontend knows `sd.graph.do_while` and `sd.algorithms.sort` (to refuse them by name) and
+# `sd.linalg`'s sparse-matrix builder (a kernel argument that `A[i, j] += v` appends to).
+PACKAGE_CYCLE_EDGES = {("spirad.frontend", "spirad.graph"),
+                       ("spirad.frontend", "spirad.algorithms"),
+                       ("spirad.frontend", "spirad.linalg")}
+
+
+def spirad_package(mod: str) -> str:
+    """`spirad.X` for a module of spirad/ (X a root module or a first-level sub-package)."""
+    return ".".join(mod.split(".")[:2])
+
+
+def test_no_import_cycles_between_spirad_packages():
+    g = graph()
+    pg = {}
+    for m, deps in g.items():
+        if package_of(m) != "spirad":
+            continue
+        pm = spirad_package(m)
+        pg.setdefault(pm, set()).update(
+            spirad_package(d) for d in deps if package_of(d) == "spirad" and spirad_package(d) != pm
+            and (pm, spirad_package(d)) not in PACKAGE_CYCLE_EDGES)
+    used = {(spirad_package(m), spirad_package(d)) for m, deps in g.items() for d in deps
+            if package_of(m) == package_of(d) == "spirad"}
+    assert PACKAGE_CYCLE_EDGES <= used, f"no longer imported, drop: {PACKAGE_CYCLE_EDGES - used}"
+    assert cycles(pg) == [], "import cycles between spirad's packages (root modules, sub-packages)"
 
 
 def test_spirad_root_holds_at_most_20_modules():

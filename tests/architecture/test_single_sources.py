@@ -5,7 +5,9 @@
 - how LLVM code records an error in the status words (cmpxchg of word CODE, the winner writes
   the rest): `llvm_codegen.lower_memory.status_helper`;
 - how a launch's argument buffer becomes interpreter memory (bindings with their shapes):
-  `kernel_ir.interpreter.Memory.from_args`, used by the interpreter backend and host ranges.
+  `kernel_ir.interpreter.Memory.from_args`, used by the interpreter backend and host ranges;
+- how each math function is lowered (native / mathlib / expanded):
+  `kernel_ir.mathfns.MathFn.lowering`, the code generators' tables built from it (issue 40).
 """
 import re
 
@@ -41,3 +43,25 @@ def test_llvm_status_words_are_claimed_in_one_place():
 def test_argument_buffers_become_interpreter_memory_in_one_place():
     bad = _where(r"\bunpack_args\(", {"kernel_ir/abi.py", "kernel_ir/interpreter.py"})
     assert not bad, f"use kernel_ir.interpreter.Memory.from_args: {bad}"
+
+
+# the code generators' own rules for math functions: sqrt's and log's domain guards, rsqrt as a
+# division, and the CPU's one shared body for the sin and cos of one value
+MATH_RULES = {"SQRT": {"spirv_codegen/lower_math.py", "llvm_codegen/lower_ops.py"},
+              "RSQRT": {"spirv_codegen/lower_math.py", "llvm_codegen/lower_ops.py"},
+              "LOG": {"spirv_codegen/lower_math.py"},
+              "SIN": {"llvm_codegen/spmd.py"}, "COS": {"llvm_codegen/spmd.py"}}
+
+
+def test_math_lowering_is_decided_by_the_records():
+    """`kernel_ir.mathfns` says how each math function is lowered (`lowering`: native / mathlib /
+    expanded) and the code generators build their tables from it: they name a function's op only
+    for a rule of their own (`MATH_RULES`), so a new native function is its record, its `Op`, its
+    `kernel_ir.mathlib` algorithm and its public name."""
+    from kernel_ir.mathfns import MATH
+    gens = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+            for d in ("spirv_codegen", "llvm_codegen") for p in sorted((ROOT / d).rglob("*.py"))]
+    bad = [f"{fn.name}: {path}" for fn in MATH for path, text in gens
+           if re.search(rf"\bOp\.{fn.op.name}\b", text)
+           and path not in MATH_RULES.get(fn.op.name, ())]
+    assert not bad, f"lowered by hand, not from kernel_ir.mathfns: {bad}"

@@ -2,7 +2,8 @@
 
 - the repository root is on the path through `pythonpath` in pyproject.toml: no test, conftest
   or helper edits `sys.path` (standalone scripts run with `python -m tests....` from the root);
-- the arch decorator has one spelling, `test_archs`;
+- the arch decorator has one spelling, `test_archs`, and takes only arch sets that say what they
+  mean (a bare list is refused);
 - a metal refusal is an xfail naming its reason, never a pass; any other error still fails.
 """
 import os
@@ -35,6 +36,16 @@ def test_one_arch_decorator_spelling():
     bad = [p for p, src in _sources() if p != me and
            (re.search(r"import\s+test_archs\s+as\b", src) or re.search(r"\bon_archs\b", src))]
     assert not bad, f"import the arch decorator as `test_archs`: {bad}"
+
+
+def test_arch_lists_say_what_they_mean():
+    with pytest.raises(TypeError, match="say what the list means"):
+        archs.test_archs(("vulkan",))
+    assert archs.EVERY_ARCH == ("cpu", "vulkan", "metal", "cuda", "amdgpu")
+    assert archs.SPIRV_ARCHS == ("vulkan", "metal") and archs.LLVM_ARCHS == ("cpu", "cuda", "amdgpu")
+    assert archs.exactly("vulkan") == ("vulkan",)  # as written: metal is not added
+    both = archs.exactly("interp") | archs.EVERY_ARCH
+    assert both == ("interp",) + archs.EVERY_ARCH and both.name == "exactly interp | every arch"
 
 
 def test_metal_refusal_is_an_xfail_with_its_reason():

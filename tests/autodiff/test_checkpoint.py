@@ -558,7 +558,7 @@ def test_undeclared_carried_state_is_refused_at_the_read():
     msg = str(e.value)
     assert "'v'" in msg and "v[i] = v[i] * 0.9" in msg and "^" in msg and "state=[...]" in msg
     assert "step 1" in msg
-    from spirad.ad.tape import Tape
+    from spirad.recording.tape import Tape
     assert Tape.active is None
     sd.ad.checkpointed(advance, state=[x, v], steps=4, snapshots=2).grad()  # declared: fine
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 N = 5
 
@@ -87,7 +87,7 @@ def test_custom_gradient_matches_central_differences(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-4, atol=1e-5)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_custom_grad_errors(arch):
     x = sd.field(sd.f32, shape=N, needs_grad=True)
 

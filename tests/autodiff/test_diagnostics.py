@@ -8,9 +8,8 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
-ARCHS = ("interp", "cpu", "vulkan")
 
 
 def assert_quotes(err, fn, text, *words, at=None):
@@ -96,7 +95,7 @@ def _xy():
     (nest_in_func, inner_dynamic, "for j in range(n):"),     # the call boundary cannot hide it
     (nest_while, nest_while, "while j < n:"),
 ], ids=["inline", "in_func", "while"])
-@test_archs(archs=ARCHS, **NOSTACK)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, **NOSTACK)
 def test_dynamic_nesting_without_adstack_is_an_error(arch, kernel, fn, line):
     x, y = _xy()
     kernel(x, y, 3)                                # the forward kernel is fine
@@ -106,7 +105,7 @@ def test_dynamic_nesting_without_adstack_is_an_error(arch, kernel, fn, line):
     assert_quotes(e.value, fn, line, "ad_stack_experimental_enabled", "static")
 
 
-@test_archs(archs=ARCHS, **NOSTACK)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, **NOSTACK)
 def test_static_ranges_without_adstack_are_allowed(arch):
     x, y = _xy()
     nest_static(x, y, 3)
@@ -122,7 +121,7 @@ def test_static_ranges_without_adstack_are_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
 
 
-@test_archs(archs=("cpu",), **NOSTACK)
+@test_archs(archs=exactly("cpu"), **NOSTACK)
 def test_dynamic_parallel_loop_without_adstack_is_allowed(arch):
     """Only *nested* dynamic loops need the adstack: the parallel loop's bound may be dynamic."""
     y = sd.field(sd.f64, shape=8, needs_grad=True)
@@ -140,7 +139,7 @@ def test_dynamic_parallel_loop_without_adstack_is_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), [np.cos(0.4)] * 5 + [0.0] * 3, rtol=1e-12)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_dynamic_nesting_with_adstack_is_allowed(arch):
     x, y = _xy()
     for k in (nest_inline, nest_in_func):
@@ -205,7 +204,7 @@ def raw_constant_slot(x: sd.template(), out: sd.template()):
     (raw_in_func, chain, "out[i] = out[i - 1] + x[i]"),
     (raw_constant_slot, raw_constant_slot, "out[i] = out[0] * x[i]"),
 ], ids=["prev", "prev_scalar", "next", "in_func", "constant_slot"])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_cross_iteration_raw_is_an_error(arch, kernel, fn, line):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -214,7 +213,7 @@ def test_cross_iteration_raw_is_an_error(arch, kernel, fn, line):
     assert_quotes(e.value, fn, line, "another iteration", at=line.split(" = ")[1])
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_cross_iteration_raw_other_axis_is_an_error(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     out = sd.field(sd.f64, shape=(N, 2), needs_grad=True)
@@ -232,7 +231,7 @@ def test_cross_iteration_raw_other_axis_is_an_error(arch):
 
 
 @pytest.mark.parametrize("slot", ["below", "above"])
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_read_of_a_slot_the_loop_never_writes_is_allowed(arch, slot):
     x = sd.field(sd.f64, shape=N + 1, needs_grad=True)
     out = sd.field(sd.f64, shape=N + 1, needs_grad=True)
@@ -262,7 +261,7 @@ def test_read_of_a_slot_the_loop_never_writes_is_allowed(arch, slot):
 
 
 @pytest.mark.parametrize("form", ["ndrange", "struct_for"])
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_cross_iteration_raw_multidim_parallel_loop_is_an_error(arch, form):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=(2, 4), needs_grad=True)
@@ -286,7 +285,7 @@ def test_cross_iteration_raw_multidim_parallel_loop_is_an_error(arch, form):
                   at="out[a, b - 1]")
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_cross_iteration_raw_ndarray(arch):
     @sd.kernel
     def k(x: sd.types.ndarray(), out: sd.types.ndarray()):
@@ -342,7 +341,7 @@ def _ok_refs():
 
 
 @pytest.mark.parametrize("name", ["in_place", "sibling", "other_grad_field", "non_grad_field"])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_cross_iteration_allowed_shapes(arch, name):
     kernel, ref, which = _ok_refs()[name]
     x = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -361,7 +360,7 @@ def test_cross_iteration_allowed_shapes(arch, name):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, XS, w), rtol=1e-6, atol=1e-9)
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_recurrence_in_serial_inner_loop_is_allowed(arch):
     B, M = 3, 5
     x = sd.field(sd.f64, shape=B, needs_grad=True)
@@ -391,7 +390,7 @@ def test_recurrence_in_serial_inner_loop_is_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, np.ones((B, M))), rtol=1e-6)
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_time_axis_offset_is_allowed(arch):
     T = 3
     pos = sd.field(sd.f64, shape=(T + 1, N), needs_grad=True)
@@ -420,7 +419,7 @@ def test_time_axis_offset_is_allowed(arch):
 # -- 3. a loop bound read from a field the same kernel writes --------------------------------------
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_bound_written_by_same_kernel_is_an_error(arch):
     x, y = _xy()
     steps = sd.field(sd.i32, shape=())
@@ -441,7 +440,7 @@ def test_bound_written_by_same_kernel_is_an_error(arch):
     assert_quotes(e.value, k.fn, "for j in range(steps[None]):", "the same kernel writes")
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_bound_written_by_another_kernel_is_allowed(arch):
     x, y = _xy()
     steps = sd.field(sd.i32, shape=())
@@ -481,7 +480,7 @@ def k_while(x: sd.template(), y: sd.template(), n: sd.i32):
         y[i] = v
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_while_without_default_size_is_measured(arch):
     """No size expression: the counting pass sizes the stacks (no hint, no error)."""
     x, y = _xy()
@@ -497,7 +496,7 @@ def test_while_without_default_size_is_measured(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64, default_ad_stack_size=16)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64, default_ad_stack_size=16)
 def test_while_with_default_size_works(arch):
     x, y = _xy()
     k_while(x, y, 3)
@@ -512,7 +511,7 @@ def test_while_with_default_size_works(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), central_diff(ref, xs, 1.0), rtol=1e-6)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=4)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, default_ad_stack_size=4)
 def test_while_beyond_default_size_overflows(arch):
     """default_ad_stack_size is a capacity, not a promise: more trips raise an overflow."""
     x, y = _xy()
@@ -523,7 +522,7 @@ def test_while_beyond_default_size_overflows(arch):
         sd.sync()
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_unboundable_range_is_measured(arch):
     """A range bound outside the sizer grammar is measured by the counting pass (never a
     silent default)."""

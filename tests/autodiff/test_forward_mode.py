@@ -15,7 +15,7 @@ import spirad as sd
 from tests.autodiff import test_grad_loops as loops
 from tests.autodiff import test_grad_ops as ops
 from tests.autodiff.gradutil import FP, TOL, extra_args, weights
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 
 def directional(ref, xs, v, eps=1e-6):
@@ -69,7 +69,7 @@ LOOP_CASES = {k: c for k, c in loops.CASES.items() if not c.xfail}
 
 
 @pytest.mark.parametrize("name", sorted(LOOP_CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_fwd_loops_f64(arch, name):
     if arch == "interp" and not LOOP_CASES[name].interp:
         pytest.skip("interp: a representative subset (slow)")
@@ -77,13 +77,13 @@ def test_fwd_loops_f64(arch, name):
 
 
 @pytest.mark.parametrize("name", sorted(LOOP_CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_fwd_loops_f32(arch, name):
     run_fwd_case(LOOP_CASES[name], "f32")
 
 
 @pytest.mark.parametrize("name", sorted(loops.WHILE_CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64, default_ad_stack_size=64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64, default_ad_stack_size=64)
 def test_fwd_while(arch, name):
     run_fwd_case(loops.WHILE_CASES[name], "f64")
 
@@ -100,7 +100,7 @@ def _fwd_op(op, dtype, n=5):
 
 
 @pytest.mark.parametrize("op", sorted(ops.NP))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_fwd_op_f64(arch, op):
     if arch == "interp" and op not in ("sin", "pow", "ifelse", "select", "atan2"):
         pytest.skip("interp: a representative subset (slow)")
@@ -110,7 +110,7 @@ def test_fwd_op_f64(arch, op):
 
 
 @pytest.mark.parametrize("op", sorted(ops.NP))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_fwd_op_f32(arch, op):
     xs, fwd, d = _fwd_op(op, sd.f32)
     np.testing.assert_allclose(d, ops.central_diff(op, xs, 5), rtol=2e-3, atol=2e-4)
@@ -119,7 +119,7 @@ def test_fwd_op_f32(arch, op):
 # -- Taichi's FwdMode semantics ---------------------------------------------------------------
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"))
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_seed_selects_elements_and_lazy_dual(arch):
     n = 5
     x = sd.field(sd.f32, shape=n)
@@ -141,7 +141,7 @@ def test_seed_selects_elements_and_lazy_dual(arch):
     np.testing.assert_array_equal(x.dual.to_numpy(), 0)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_clear_gradients_false_keeps_duals(arch):
     a = sd.field(sd.f32, shape=4, needs_dual=True)
     p = sd.field(sd.f32, shape=4, needs_dual=True)
@@ -161,7 +161,7 @@ def test_clear_gradients_false_keeps_duals(arch):
     np.testing.assert_allclose(p.to_numpy(), 18.0)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_scalar_param_default_seed_and_several_kernels(arch):
     x = sd.field(sd.f32, shape=(), needs_dual=True)
     y = sd.field(sd.f32, shape=8, needs_dual=True)
@@ -187,7 +187,7 @@ def test_scalar_param_default_seed_and_several_kernels(arch):
     np.testing.assert_allclose(y.dual.to_numpy(), np.cos(0.7 * i) * i, rtol=1e-5, atol=1e-6)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_vector_field_and_temps(arch):
     n = 4
     x = sd.Vector.field(2, sd.f32, shape=n, needs_dual=True)
@@ -212,7 +212,7 @@ def test_vector_field_and_temps(arch):
     np.testing.assert_allclose(out.dual[None], want, rtol=1e-5)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_dual_read_in_kernel_and_int_fields(arch):
     x = sd.field(sd.f32, shape=3, needs_dual=True)
     idx = sd.field(sd.i32, shape=3)

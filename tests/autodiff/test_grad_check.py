@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 N = 6
 
@@ -70,7 +70,7 @@ def test_grad_check_reports_wrong_custom_gradient(arch):
     assert isinstance(e.value, sd.SpiradGradCheckError) and "worst relative error" in str(e.value)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_tape_checks(arch):
     loss = sd.field(sd.f32, shape=2, needs_grad=True)
     with pytest.raises(sd.SpiradAutodiffError, match="0-d"):

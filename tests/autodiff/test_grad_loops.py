@@ -12,7 +12,7 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import X5, Case, arr, central_diff, check, run_case, weights
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 
@@ -445,7 +445,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_loops_f64(arch, name, request):
     if arch == "interp" and not CASES[name].interp:
         pytest.skip("interp: a representative subset (slow)")
@@ -453,7 +453,7 @@ def test_loops_f64(arch, name, request):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_loops_f32(arch, name, request):
     run_case(CASES[name], "f32", request)
 
@@ -495,7 +495,7 @@ WHILE_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(WHILE_CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_while_f64(arch, name):
     if arch == "interp" and not WHILE_CASES[name].interp:
         pytest.skip("interp: a representative subset (slow)")
@@ -503,7 +503,7 @@ def test_while_f64(arch, name):
 
 
 @pytest.mark.parametrize("name", sorted(WHILE_CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_while_f32(arch, name):
     run_case(WHILE_CASES[name], "f32")
 
@@ -511,7 +511,7 @@ def test_while_f32(arch, name):
 # -- fields with needs_grad (the `.grad` of a field), and ndarray .grad accumulation ------------
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_field_grad_nested_loops(arch):
     n = 4
     x = sd.field(sd.f64, shape=n, needs_grad=True)
@@ -548,7 +548,7 @@ def test_field_grad_nested_loops(arch):
                                rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_ndarray_grad_accumulates(arch):
     """kernel.grad accumulates into the inputs' .grad: two grad launches give twice the gradient.
     The output's seed must be set again before the second launch: `y[i] = ...` overwrites, so its
@@ -568,7 +568,7 @@ def test_ndarray_grad_accumulates(arch):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7])
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_serial_recurrence_seed_shape(arch, n):
     """Seed 004's TL;DR recurrence through a needs_grad field inside a @func, made serial the way
     the seed's diagnostic recommends (the call wrapped in `for _ in range(1):`; called at the
@@ -603,7 +603,7 @@ def test_serial_recurrence_seed_shape(arch, n):
 
 
 @pytest.mark.parametrize("fp", ["f32", "f64"])
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_ndrange_parallel_loop_with_dynamic_inner_loop(arch, fp):
     dt = {"f32": sd.f32, "f64": sd.f64}[fp]
     A, B = 3, 4
@@ -639,7 +639,7 @@ def test_ndrange_parallel_loop_with_dynamic_inner_loop(arch, fp):
 
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_2d_parallel_loop_with_per_element_field_bound(arch):
     x = sd.field(sd.f64, shape=(2, 3), needs_grad=True)
     y = sd.field(sd.f64, shape=(2, 3), needs_grad=True)

@@ -7,7 +7,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.mathfns import MATH
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 N = 6
 
@@ -151,7 +151,7 @@ def run_case(op, dtype, n=5):
 
 
 @pytest.mark.parametrize("op", sorted(NP))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_grad_op_f64(arch, op):
     if arch == "interp" and op not in ("sin", "pow", "ifelse", "select"):
         pytest.skip("interp: a representative subset (slow)")
@@ -161,7 +161,7 @@ def test_grad_op_f64(arch, op):
 
 
 @pytest.mark.parametrize("op", sorted(NP))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_grad_op_f32(arch, op):
     xs, fwd, g = run_case(op, sd.f32)
     np.testing.assert_allclose(fwd, reference(op, xs, 5), rtol=2e-5, atol=2e-5)

@@ -12,7 +12,7 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import Case, arr, central_diff, check, run_case, weights
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 X4 = np.array([0.17, 0.35, 0.52, 0.74])
@@ -356,7 +356,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_hazard_f64(arch, name, request):
     if arch == "interp" and not CASES[name].interp:
         pytest.skip("interp: a representative subset (slow)")
@@ -364,7 +364,7 @@ def test_hazard_f64(arch, name, request):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_hazard_f32(arch, name, request):
     run_case(CASES[name], "f32", request)
 
@@ -407,7 +407,7 @@ def r_while_jumps(x, n):
 
 
 @pytest.mark.parametrize("n", [0, 3, 9])
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_while_break_continue(arch, n):
     if arch == "interp" and n != 9:
         pytest.skip("interp: one case")
@@ -482,7 +482,7 @@ def _field_writes(steps):
 
 
 @pytest.mark.parametrize("fp", ["f32", "f64"])
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_count_changes_field(arch, fp):
     steps = sd.field(sd.i32, shape=())
     for how, write, trips in _field_writes(steps):
@@ -494,7 +494,7 @@ def test_trip_count_changes_field(arch, fp):
 
 
 @pytest.mark.parametrize("fp", ["f32", "f64"])
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_count_changes_ndarray(arch, fp):
     steps = sd.ndarray(sd.i32, 4)
     seq = [
@@ -513,7 +513,7 @@ def test_trip_count_changes_ndarray(arch, fp):
             raise AssertionError(f"after {how} (trips={trips}): {e}") from None
 
 
-@test_archs(archs=("interp",), default_fp=sd.f64)
+@test_archs(archs=exactly("interp"), default_fp=sd.f64)
 def test_trip_count_changes_interp(arch):
     steps = sd.field(sd.i32, shape=())
     for n in (3, 4, 9, 2):
@@ -521,7 +521,7 @@ def test_trip_count_changes_interp(arch):
         _grad_check_bound("f64", k_bound_field, steps, n)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_count_changes_between_forward_and_grad_launches(arch):
     """Same kernel, same args, new bound values: each grad launch re-sizes its stacks (no stale
     capacity: a too-small stack would raise an overflow, a stale bound a wrong gradient)."""
@@ -535,7 +535,7 @@ def test_trip_count_changes_between_forward_and_grad_launches(arch):
 # -- a global read and later overwritten by the same kernel ----------------------------------------
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_global_read_then_overwritten(arch):
     """The adjoint runs after the forward launch overwrote s: differentiating with the new value
     would be silently wrong, so it is a compile error at the read."""
@@ -558,7 +558,7 @@ def test_global_read_then_overwritten(arch):
     assert "v = s[i]" in str(e.value) and "^" in str(e.value)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_global_overwritten_but_only_used_linearly_is_allowed(arch):
     """In-place linear updates need no old value: allowed, and the gradient is right."""
     s = sd.field(sd.f64, shape=4)
@@ -577,7 +577,7 @@ def test_global_overwritten_but_only_used_linearly_is_allowed(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), [3.0] * 4)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_count_from_different_ndarrays_same_generation(arch):
     """Two bound ndarrays written the same number of times (equal write generations): the
     sizing must follow the ndarray actually passed."""
@@ -595,7 +595,7 @@ XFAIL_ID_REUSE = ("sizing_cache.TaskSizing.cache_key keys ndarrays by (id(arr), 
                   "overflow error) (reported)")
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_count_from_fresh_ndarrays_in_a_loop(arch, request):
     """Fresh bound ndarrays created (and dropped) in a loop, as user code does: CPython may
     reuse a dropped object's address, which must not revive a stale sizing-cache entry."""

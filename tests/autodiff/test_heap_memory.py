@@ -15,10 +15,9 @@ from spirad.runtime import sizing_cache
 from spirad.backends.spirv_backend import ROWS_CAP
 from kernel_ir.abi import adstack_allocas, adstack_kind
 from tests.autodiff.gradutil import arr
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 ND = sd.types.ndarray()
-ARCHS = ("cpu", "vulkan")
 
 
 @sd.kernel
@@ -125,7 +124,7 @@ def _launch(kernel, args):
 
 
 @pytest.mark.parametrize("k_trips", [0, 1, 5, 37])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_capacity_is_k_plus_2_and_first_launch_is_exact(arch, k_trips):
     n = 8
     x = arr(sd.f64, np.linspace(0.1, 0.8, n), needs_grad=True)
@@ -145,7 +144,7 @@ def test_capacity_is_k_plus_2_and_first_launch_is_exact(arch, k_trips):
     assert got == (nf, ni), (got, (nf, ni), rows, layout)
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_capacity_matches_sizer_for_nested_dynamic_bounds(arch):
     n = 6
     x = arr(sd.f64, np.linspace(0.1, 0.8, n), needs_grad=True)
@@ -166,7 +165,7 @@ def test_capacity_matches_sizer_for_nested_dynamic_bounds(arch):
     assert caps2[names.index("v")] >= 1 + 1 + 4 + 36
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_heaps_grow_by_amortised_doubling_and_never_shrink(arch):
     n = 8
     x = arr(sd.f64, np.linspace(0.1, 0.8, n), needs_grad=True)
@@ -187,7 +186,7 @@ def test_heaps_grow_by_amortised_doubling_and_never_shrink(arch):
     assert sizes[1][0] == 2 * sizes[0][0]
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_two_tasks(arch):
     n = 5
     x = arr(sd.f64, np.linspace(0.1, 0.8, n), needs_grad=True)
@@ -198,7 +197,7 @@ def test_two_tasks(arch):
         assert _launch(k_two_tasks, (x, y, k, m)) == want
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_heap_is_rows_times_stride_not_iterations(arch):
     """Many more iterations than rows: memory is rows x stride (CPU: one row per worker; Vulkan:
     at most ROWS_CAP threads in flight), and the gradients are still right."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 ND = sd.types.ndarray()
 RNG = np.random.default_rng(7)
@@ -144,7 +144,7 @@ def _run(arch, name):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_adjoint_agrees_with_interp(arch, name):
     got = _run(arch, name)
     want = _run("interp", name)

@@ -10,7 +10,7 @@ import pytest
 import spirad as sd
 from spirad.runtime import launch, sizing_cache
 from spirad.runtime import state as _state
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 
@@ -184,7 +184,7 @@ def test_checkpointed_equals_stored_f32(arch, name):
     np.testing.assert_allclose(ck, full, rtol=2e-6, atol=1e-6)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_checkpointed_heap_is_smaller(arch, capfd, monkeypatch):
     """A budget below the stored heap switches the launch to the checkpointed adjoint: the same
     gradient, far less heap; SPIRAD_DEBUG_ADSTACK says which loop and how much memory it saved.
@@ -228,7 +228,7 @@ CHECKPOINTED_SEEDS = (0, 9, 13, 17, 20)
 
 
 @pytest.mark.parametrize("seed", CHECKPOINTED_SEEDS)
-@test_archs(archs=("cpu", "vulkan"), exclude=("metal", "cuda", "amdgpu"), default_fp=sd.f64,
+@test_archs(archs=exactly("cpu", "vulkan"), default_fp=sd.f64,
             ad_stack_memory=1)
 def test_random_programs_checkpointed(arch, seed, monkeypatch):
     from tests.support.random_grad_check import check_program

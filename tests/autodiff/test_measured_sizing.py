@@ -14,7 +14,7 @@ import spirad as sd
 from kernel_ir.abi import adstack_allocas
 from spirad.runtime import sizing_cache
 from tests.autodiff.gradutil import Case, X5, arr, run_case
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 
@@ -169,7 +169,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_measured_f64(arch, name, request):
     if arch == "interp" and not CASES[name].interp:
         pytest.skip("interp: a representative subset (slow)")
@@ -177,7 +177,7 @@ def test_measured_f64(arch, name, request):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_measured_f32(arch, name, request):
     run_case(CASES[name], "f32", request)
 
@@ -194,7 +194,7 @@ def test_measured_stacks_have_no_size_expression():
 # -- sizes: exact per thread, cached while nothing the counting pass reads changes -----------------
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_counting_is_cached_by_write_generations(arch):
     xs = X5.copy()
     x, y = arr(sd.f64, xs, needs_grad=True), sd.ndarray(sd.f64, 5, needs_grad=True)
@@ -221,7 +221,7 @@ def test_counting_is_cached_by_write_generations(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_counting_follows_fields_and_kernel_writes(arch):
     """A field read by the loop, changed by `x[i] = v` and by another kernel: recounted."""
     x = sd.field(sd.f64, shape=4, needs_grad=True)
@@ -290,7 +290,7 @@ def _grad_fd(ref, xs, eps=1e-6):
     return out
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64, default_ad_stack_size=64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64, default_ad_stack_size=64)
 def test_default_ad_stack_size_is_a_fixed_size(arch):
     """With default_ad_stack_size the stacks without an expression get that size and no
     counting pass runs (an overflow would be reported: test_diagnostics)."""
@@ -336,7 +336,7 @@ def k_capped(x: ND, y: ND, n: ND):
         y[i] = v
 
 
-@test_archs(archs=("cpu", "vulkan"), max_while_iterations=10)
+@test_archs(archs=EVERY_ARCH, max_while_iterations=10)
 def test_while_iteration_cap(arch):
     """N iterations run; N + 1 stop the loop and raise at the next sync, naming the line; the
     cap adds no autodiff stack and the runtime keeps working."""

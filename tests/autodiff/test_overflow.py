@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 N = 8
 
@@ -83,7 +83,7 @@ def _check_message(msg, n):
 
 
 @pytest.mark.parametrize("read", ["sync", "to_numpy", "getitem"])
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_raised_by_the_launch_or_next_sync(arch, read):
     before, x, y, after, after_i, xs = _setup()
     n = 9                                          # needs n + 2 = 11 entries > 4
@@ -112,7 +112,7 @@ def test_overflow_raised_by_the_launch_or_next_sync(arch, read):
     np.testing.assert_array_equal(after.to_numpy(), -5.0)
 
 
-@test_archs(archs=("cpu", "vulkan"), ad_stack_size=4)
+@test_archs(archs=EVERY_ARCH, ad_stack_size=4)
 def test_overflow_f32_and_exact_fit(arch):
     before, x, y, after, after_i, xs = _setup(sd.f32)
     y.grad.fill(1.0)
@@ -125,7 +125,7 @@ def test_overflow_f32_and_exact_fit(arch):
     np.testing.assert_array_equal(after.to_numpy(), -5.0)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_first_error_wins_and_clears(arch, request):
     """Two overflowing launches before a sync: one error, about the first; the next sync is
     clean (on the CPU each launch raises its own)."""
@@ -145,7 +145,7 @@ def test_overflow_first_error_wins_and_clears(arch, request):
     np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, 1), rtol=1e-12)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_size=4)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_many_threads_deep(arch):
     """Many threads all overflowing by a lot: no write past any thread's slice of the heap."""
     M = 1000
@@ -164,7 +164,7 @@ def test_overflow_many_threads_deep(arch):
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=("interp",), default_fp=sd.f64, ad_stack_size=4)
+@test_archs(archs=exactly("interp"), default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_interp(arch):
     """The reference interpreter reports overflow with the same user-facing exception."""
     before, x, y, after, after_i, xs = _setup()
@@ -175,7 +175,7 @@ def test_overflow_interp(arch):
     _check_message(str(e.value), 9)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_no_overflow_with_automatic_sizing(arch):
     """ad_stack_size=0 (the default): the same launches never overflow."""
     before, x, y, after, after_i, xs = _setup()

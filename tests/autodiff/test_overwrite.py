@@ -11,15 +11,13 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 N = 5
 XS = np.array([0.13, 0.29, 0.44, 0.61, 0.78])
 WS = np.array([1.0, 0.6, 1.4, 0.8, 1.2])
 
-ALL = ("interp", "cpu", "vulkan")
-FAST = ("cpu", "vulkan")
 
 
 def _close(got, want, what=""):
@@ -29,7 +27,7 @@ def _close(got, want, what=""):
 # -- the issue's three shapes -----------------------------------------------------------------------
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_scalar_stored_twice_in_one_kernel(arch):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     loss = sd.field(sd.f64, shape=(), needs_grad=True)
@@ -47,7 +45,7 @@ def test_scalar_stored_twice_in_one_kernel(arch):
     assert loss.grad[None] == 0.0       # consumed by the store
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_tape_of_kernels_each_overwriting_the_loss(arch):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     loss = sd.field(sd.f64, shape=(), needs_grad=True)
@@ -65,7 +63,7 @@ def test_tape_of_kernels_each_overwriting_the_loss(arch):
     assert x.grad[None] == 4.0          # only the last store reaches the loss
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_parallel_loop_element_stored_twice(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     y = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -100,7 +98,7 @@ def k_self_update(x: ND, y: ND):
         y[i] = 3.0 * y[i] + sd.sin(x[i])    # reads its own first store (linearly), then overwrites
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_store_reading_its_own_earlier_store(arch):
     x = sd.ndarray(sd.f64, N, needs_grad=True)
     y = sd.ndarray(sd.f64, N, needs_grad=True)
@@ -113,7 +111,7 @@ def test_store_reading_its_own_earlier_store(arch):
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_vector_component_overwrite(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     v = sd.Vector.field(2, sd.f64, shape=N, needs_grad=True)
@@ -134,7 +132,7 @@ def test_vector_component_overwrite(arch):
     np.testing.assert_array_equal(v.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=FAST, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_matrix_component_overwrite(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     m = sd.Matrix.field(2, 2, sd.f64, shape=N, needs_grad=True)
@@ -157,7 +155,7 @@ def test_matrix_component_overwrite(arch):
     np.testing.assert_array_equal(m.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=FAST, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_stored_target_zeroed_atomic_target_kept(arch):
     """After the grad launch the stored-to global's .grad is zero; an atomically added target's
     .grad is left as it was (an accumulation does not end the old value's path)."""
@@ -256,7 +254,7 @@ def _grad_case(kernel, args, x, y, ref):
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_element_stored_on_each_trip_of_a_static_loop(arch):
     x = sd.ndarray(sd.f64, N, needs_grad=True)
     y = sd.ndarray(sd.f64, N, needs_grad=True)
@@ -265,7 +263,7 @@ def test_element_stored_on_each_trip_of_a_static_loop(arch):
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_element_stored_on_each_trip_of_a_dynamic_loop(arch, n):
     if arch == "interp" and n != 4:
         pytest.skip("interp: one case")
@@ -278,7 +276,7 @@ def test_element_stored_on_each_trip_of_a_dynamic_loop(arch, n):
 
 
 @pytest.mark.parametrize("n", [0, 3])
-@test_archs(archs=FAST, default_fp=sd.f64, default_ad_stack_size=16)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, default_ad_stack_size=16)
 def test_element_stored_on_each_trip_of_a_while_loop(arch, n):
     """With n = 0 the even rows are never stored: their seed passes through (y.grad stays w)."""
     x = sd.ndarray(sd.f64, N, needs_grad=True)
@@ -307,7 +305,7 @@ def store_pair(y: sd.template(), i, a):
     y[i] = y[i] + sd.sin(a)                  # overwrite inside the func
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_store_under_if(arch):
     """y[i] = a; if c: y[i] = b -- the seed reaches a only where c is false."""
     x = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -332,7 +330,7 @@ def test_store_under_if(arch):
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_store_in_func(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     y = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -351,7 +349,7 @@ def test_store_in_func(arch):
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_serial_task_stores_then_parallel_accumulation(arch):
     """One kernel, two tasks: a serial store of loss, then a parallel `+=` into it (the seed
     passes through the accumulation and ends at the store)."""
@@ -376,7 +374,7 @@ def test_serial_task_stores_then_parallel_accumulation(arch):
     assert loss.grad[None] == 0.0
 
 
-@test_archs(archs=FAST, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_two_tasks_store_the_same_element(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     y = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -439,7 +437,7 @@ def _chain_grad(c):
     return wz * (2 * XS - 2 * np.cos(c * XS) * np.sin(c * XS) * c)
 
 
-@test_archs(archs=ALL, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_tape_chain_overwriting_an_intermediate(arch):
     x, y, z, loss, k_a, k_b, k_c, k_loss = _chain()
     with sd.ad.Tape(loss=loss):
@@ -453,7 +451,7 @@ def test_tape_chain_overwriting_an_intermediate(arch):
     assert loss.grad[None] == 0.0
 
 
-@test_archs(archs=FAST, default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_grad_called_by_hand_in_reverse_order(arch):
     x, y, z, loss, k_a, k_b, k_c, k_loss = _chain()
     k_a()
@@ -479,7 +477,7 @@ def test_grad_called_by_hand_in_reverse_order(arch):
 
 # -- SPIRAD_AD_OVERWRITTEN_READS=warn: Quadrants' behaviour for reads spirad cannot prove safe --
 
-@test_archs(archs=FAST)
+@test_archs(archs=EVERY_ARCH)
 def test_overwritten_reads_warn_switch(arch, monkeypatch):
     """Each thread (r, b) walks its own span of elements (`start[r]`..`start[r + 1]`, data
     spirad cannot see through): it writes `p[j, b]`, then reads it back into a mass-weighted sum

@@ -17,9 +17,8 @@ import pytest
 import spirad as sd
 from tests.autodiff.gradutil import central_diff, weights
 from tests.autodiff.test_diagnostics import assert_quotes
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
-ARCHS = ("interp", "cpu", "vulkan")
 N = 6
 X0 = 0.83
 
@@ -48,7 +47,7 @@ def power_chain(x: sd.template(), out: sd.template()):
 
 
 @pytest.mark.parametrize("form", ["add", "mul", "mul_in_func"])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_serial_recurrence_in_one_iteration_loop(arch, form):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -84,7 +83,7 @@ def test_serial_recurrence_in_one_iteration_loop(arch, form):
     _check_scalar_x(k, x, out, ref)
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_serial_recurrence_per_parallel_slice(arch):
     """Several parallel iterations, each with its own row: no pair of iterations shares an
     element, so the recurrence along the row is a serial one."""
@@ -120,7 +119,7 @@ def test_serial_recurrence_per_parallel_slice(arch):
 
 
 @pytest.mark.parametrize("parallel_rows", [False, True], ids=["one_iteration", "rows"])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_sibling_serial_loops(arch, parallel_rows):
     B = 2 if parallel_rows else 1
     x = sd.field(sd.f64, shape=(B, N), needs_grad=True)
@@ -146,7 +145,7 @@ def test_sibling_serial_loops(arch, parallel_rows):
                                rtol=1e-6)
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_sibling_loops_brief_shape(arch):
     """The shape of issue #9, literally: `for _ in range(1):` around two sibling loops."""
     x = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -185,7 +184,7 @@ def from_fixed_add(x: sd.template(), out: sd.template(), i):
 
 
 @pytest.mark.parametrize("form", ["direct", "func_index", "func_both", "direct_mul"])
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_read_of_a_cell_no_iteration_writes(arch, form):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=5, needs_grad=True)
@@ -252,7 +251,7 @@ def seed_body_field_bound(x: sd.template(), out: sd.template(), n_iter: sd.templ
         out[i] = x[None]
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_seed_shape_through_func_is_a_parallel_raw(arch):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -267,7 +266,7 @@ def test_seed_shape_through_func_is_a_parallel_raw(arch):
                   at="out[i - 1]")
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_seed_shape_with_field_bound_runs_and_differentiates(arch):
     """The seed's TL;DR bound is a field value: the parallel loop's range is read when the loop
     starts (issue #13), forward and adjoint alike."""
@@ -300,7 +299,7 @@ def sibling(x: sd.template(), other: sd.template(), i):
     other[i, 0] = other[i, 1] * 2.0
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_exemptions_through_funcs(arch):
     x = sd.field(sd.f64, shape=N, needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -329,7 +328,7 @@ def test_exemptions_through_funcs(arch):
 # -- 5. overwritten reads: refused only when the value really is overwritten -----------------------
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_read_after_own_write_in_the_same_iteration(arch):
     """`s[i]` written, then read (non-linearly) by the same iteration: nothing overwrites it later."""
     x = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -386,7 +385,7 @@ def _overwrite_kernels(x, out, a, b):
 
 
 @pytest.mark.parametrize("name", ["next_cell", "outer_loop", "sibling_after", "same_cell"])
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_overwritten_reads_are_refused(arch, name):
     x = sd.field(sd.f64, shape=(), needs_grad=True)
     out = sd.field(sd.f64, shape=N, needs_grad=True)
@@ -399,7 +398,7 @@ def test_overwritten_reads_are_refused(arch, name):
     assert_quotes(e.value, k.fn, line, "overwrites", at=at)
 
 
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_later_write_to_another_row_is_allowed(arch):
     """`pos[t + 1, i] = f(pos[t, i])` in a serial loop over t: every later write lands on a later
     row than the one read (the twin of `outer_loop` above, which rewrites the rows it read)."""
@@ -446,7 +445,8 @@ def k_smooth(x: sd.template(), y: sd.template(), n: sd.i32):
     smooth_all(x, y, n)
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64, ad_stack_experimental_enabled=False)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64,
+            ad_stack_experimental_enabled=False)
 def test_dynamic_nesting_in_a_top_level_func_without_adstack(arch):
     x = sd.field(sd.f64, shape=4, needs_grad=True)
     y = sd.field(sd.f64, shape=4, needs_grad=True)
@@ -458,7 +458,7 @@ def test_dynamic_nesting_in_a_top_level_func_without_adstack(arch):
     assert_quotes(e.value, smooth_all, "for j in range(n):", "ad_stack_experimental_enabled")
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_dynamic_nesting_in_a_top_level_func_with_adstack(arch):
     x = sd.field(sd.f64, shape=4, needs_grad=True)
     y = sd.field(sd.f64, shape=4, needs_grad=True)

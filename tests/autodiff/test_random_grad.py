@@ -9,7 +9,7 @@ few lines."""
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, exactly, test_archs
 from tests.support.random_grad_check import check_program
 
 SEEDS = range(24)
@@ -18,20 +18,20 @@ INTERP_SEEDS = (0, 1, 2, 3, 4, 5)
 
 # no size hints: the stacks of `while` loops are measured by the counting pass
 @pytest.mark.parametrize("seed", SEEDS)
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_random_program_gradients(arch, seed):
     check_program(seed)
 
 
 # the same seeds in f32 on the SPIR-V backends: Metal (no f64) runs every one of them
 @pytest.mark.parametrize("seed", SEEDS)
-@test_archs(archs=("vulkan",), default_ad_stack_size=1024)
+@test_archs(archs=SPIRV_ARCHS, default_ad_stack_size=1024)
 def test_random_program_gradients_f32(arch, seed):
     check_program(seed, "f32")
 
 
 @pytest.mark.parametrize("seed", INTERP_SEEDS)
-@test_archs(archs=("interp",), default_fp=sd.f64)
+@test_archs(archs=exactly("interp"), default_fp=sd.f64)
 def test_random_program_gradients_interp(arch, seed):
     check_program(seed)
 
@@ -49,31 +49,31 @@ JUMP_SEEDS = {"cpu": range(0, 120), "vulkan": range(120, 155), "metal": range(15
 
 
 @pytest.mark.parametrize("seed", JUMP_SEEDS["cpu"])
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_random_jump_programs_cpu(arch, seed):
     check_program(seed, features=JUMPS)
 
 
 @pytest.mark.parametrize("seed", JUMP_SEEDS["vulkan"])
-@test_archs(archs=("vulkan",), exclude=("metal",), default_fp=sd.f64)
+@test_archs(archs=exactly("vulkan"), default_fp=sd.f64)
 def test_random_jump_programs_vulkan(arch, seed):
     check_program(seed, features=JUMPS)
 
 
 @pytest.mark.parametrize("seed", JUMP_SEEDS["metal"])
-@test_archs(archs=("metal",))
+@test_archs(archs=exactly("metal"))
 def test_random_jump_programs_metal(arch, seed):
     check_program(seed, "f32", features=JUMPS)
 
 
 @pytest.mark.parametrize("seed", JUMP_SEEDS["cuda"])
-@test_archs(archs=("cuda",), default_fp=sd.f64)
+@test_archs(archs=exactly("cuda"), default_fp=sd.f64)
 def test_random_jump_programs_cuda(arch, seed):
     check_program(seed, features=JUMPS)
 
 
 @pytest.mark.parametrize("seed", JUMP_SEEDS["amdgpu"])
-@test_archs(archs=("amdgpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("amdgpu"), default_fp=sd.f64)
 def test_random_jump_programs_amdgpu(arch, seed):
     check_program(seed, features=JUMPS)
 

@@ -20,7 +20,7 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import Case, run_case
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 from tests.support.random_grad_programs import RefArray, reference_sd
 
 N = 7  # trips of the run-time loops (an i32 argument)
@@ -91,7 +91,7 @@ def test_shapes_f32(arch, name, request):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64, ad_stack_memory=1)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64, ad_stack_memory=1)
 def test_shapes_checkpointed(arch, name, request):
     """The checkpointed adjoint (every stack measured, loops replayed in segments)."""
     run_case(CASES[name], "f64", request)

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 N = 2_000_003
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_two_million_threads(arch):
     x = sd.ndarray(sd.f32, N, needs_grad=True)
     y = sd.ndarray(sd.f32, N, needs_grad=True)

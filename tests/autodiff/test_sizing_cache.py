@@ -5,7 +5,7 @@ import pytest
 
 import spirad as sd
 from spirad.runtime import sizing_cache
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 N = 8
 
@@ -45,7 +45,7 @@ def _sizings():
     return sizing_cache.stats.host_evaluations + sizing_cache.stats.gpu_dispatches
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_cache_hits_and_invalidation(arch):
     x, y, steps, k, bump = _setup()
     xs = np.linspace(0.1, 0.8, N)
@@ -77,7 +77,7 @@ def test_cache_hits_and_invalidation(arch):
     assert grad_and_check() == 0
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64, adstack_cache=False)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64, adstack_cache=False)
 def test_cache_off_sizes_every_launch(arch):
     x, y, steps, k, bump = _setup()
     steps.fill(3)
@@ -88,7 +88,7 @@ def test_cache_off_sizes_every_launch(arch):
     assert _sizings() - before == 3
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_trip_counts_changing_every_launch(arch):
     x, y, steps, k, bump = _setup()
     xs = np.linspace(0.1, 0.8, N) * 0.3

@@ -24,7 +24,7 @@ from passes.autodiff import pipeline
 from passes.autodiff.stack_tops import promote_stack_tops
 from tests.autodiff import test_interp_agreement as agree
 from tests.llvm_codegen.kit import field, kernel, key
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 
 @pytest.fixture(autouse=True)
@@ -141,7 +141,7 @@ def test_acc_adj_before_the_first_push_keeps_heap_adjoints():
 
 # -- end to end: the pass changes no gradient ---------------------------------------------------
 @pytest.mark.parametrize("name", ["loops", "vector_tasks", "tape"])
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_gradients_equal_with_heap_adjoints(arch, name, monkeypatch):
     fn, kw = agree.CASES[name]
     sd.init(arch=arch, debug=True, default_fp=sd.f64, **kw)

@@ -14,7 +14,7 @@ import pytest
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
 from tests.autodiff.gradutil import FP, Case, X5, extra_args, arr, run_case
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
 X4 = np.array([0.17, 0.35, 0.52, 0.74])
@@ -335,13 +335,13 @@ STACKS = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_straight_line_f64(arch, name, request):
     run_case(CASES[name], "f64", request)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_straight_line_f32(arch, name, request):
     run_case(CASES[name], "f32", request)
 

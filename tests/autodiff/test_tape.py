@@ -6,7 +6,7 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import FP, TOL, central_diff
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 N = 6
 XS = np.array([0.12, 0.29, 0.41, 0.57, 0.66, 0.83])
@@ -52,7 +52,7 @@ def ref_loss(xv, n, three=True):
 
 
 @pytest.mark.parametrize("fp", ["f32", "f64"])
-@test_archs(archs=("interp", "cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_tape_three_kernels(arch, fp):
     if arch == "interp" and fp == "f32":
         pytest.skip("interp: f64 only")
@@ -74,7 +74,7 @@ def test_tape_three_kernels(arch, fp):
     assert loss.grad[None] == 1.0
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_tape_two_kernels_reduction(arch):
     x, y, z, w, loss, k_loop, k_map, k_reduce = make(sd.f64)
 
@@ -95,7 +95,7 @@ def test_tape_two_kernels_reduction(arch):
                                    rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_tape_time_steps(arch):
     """The same kernel launched several times (a time-stepping loop, DiffTaichi style:
     pos[t + 1, i] = f(pos[t, i])) inside one Tape."""
@@ -136,7 +136,7 @@ def test_tape_time_steps(arch):
     np.testing.assert_allclose(pos.grad.to_numpy()[0], central_diff(ref, p0, 1.0), rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu", "vulkan"), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_tape_time_steps_separate_fields(arch):
     """Time steps through one field per step (template arguments), several launches of the same
     kernel inside one Tape."""
@@ -176,7 +176,7 @@ def test_tape_time_steps_separate_fields(arch):
     np.testing.assert_allclose(pos[0].grad.to_numpy(), central_diff(ref, p0, 1.0), rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_tape_clear_gradients_false_accumulates(arch):
     x, y, z, w, loss, k_loop, k_map, k_reduce = make(sd.f64)
     n = 2
@@ -190,7 +190,7 @@ def test_tape_clear_gradients_false_accumulates(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), want + 1.0, rtol=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_tape_loss_without_grad_is_an_error(arch):
     loss = sd.field(sd.f32, shape=())
     with pytest.raises(sd.SpiradAutodiffError, match="needs_grad"):

@@ -8,9 +8,8 @@ import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
-from tests.support.archs import arch_or_skip, test_archs
+from tests.support.archs import EVERY_ARCH, arch_or_skip, exactly, test_archs
 
-ARCHS = ("interp", "cpu", "vulkan")
 DEVICE_ARCHS = ("cpu", "vulkan", "metal")  # not debug: device ranges on vulkan and metal
 N = 64
 
@@ -66,7 +65,7 @@ def _run_table(arch):
     return shapes, arr
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_ranges_from_fields_ndarrays_and_locals(arch):       # debug mode: host-evaluated
     _run_table(arch)
 
@@ -176,7 +175,7 @@ def test_device_ranges_with_four_ndarrays_and_their_gradients(arch):
         assert [r[0] for r in prog.ranges if r is not None] == ["device", "device"]
 
 
-@test_archs(archs=ARCHS, default_fp=sd.f64)
+@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
 def test_grad_with_range_from_a_field_sizes_stacks_for_the_launched_range(arch):
     n = sd.field(sd.i32, shape=())
     x = sd.field(sd.f64, shape=12, needs_grad=True)
@@ -214,7 +213,7 @@ def test_grad_with_range_from_a_field_sizes_stacks_for_the_launched_range(arch):
         np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-6, atol=1e-9)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_forward_mode_with_range_from_a_field(arch):
     n = sd.field(sd.i32, shape=())
     x = sd.field(sd.f32, shape=8, needs_dual=True)
@@ -233,7 +232,7 @@ def test_forward_mode_with_range_from_a_field(arch):
     np.testing.assert_allclose(y.dual.to_numpy(), want, rtol=1e-6)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_range_errors(arch):
     n = sd.field(sd.i32, shape=())
     ab = sd.field(sd.i32, shape=2)

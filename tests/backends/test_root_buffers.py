@@ -10,7 +10,7 @@ import pytest
 
 import spirad as sd
 import spirad.runtime.state as sd_state
-from tests.support.archs import test_archs
+from tests.support.archs import SPIRV_ARCHS, test_archs
 
 NF = 40
 
@@ -146,7 +146,7 @@ def test_one_module_over_fields_at_other_offsets(arch):
         assert len({id(pipe) for p in programs for pipe in p.pipelines}) == 3  # 3 pipelines
 
 
-@test_archs(archs=("vulkan",))  # and metal: the root buffers of the SPIR-V backends
+@test_archs(archs=SPIRV_ARCHS)  # and metal: the root buffers of the SPIR-V backends
 def test_fields_spread_over_root_chunks(arch):
     """With root chunks of 8 KiB, 6 KiB fields and gradients take a chunk each: a kernel binds one
     view per chunk (and element type) it touches, and computes as with one chunk."""

@@ -12,7 +12,7 @@ import pytest
 
 import spirad as sd
 from spirad.compile import offline_cache
-from tests.support.archs import arch_or_skip, test_archs
+from tests.support.archs import SPIRV_ARCHS, arch_or_skip, exactly, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -184,7 +184,7 @@ def test_uncacheable_closure_and_off_switch(cache_dir):
     assert offline_cache.stats == before and not os.listdir(cache_dir)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_hit_in_the_same_process_after_init_and_print_not_stored(arch, cache_dir):
     x = sd.field(sd.f32, shape=4)
 
@@ -266,7 +266,7 @@ def _counting_compiles(be, monkeypatch) -> list:
     return compiles
 
 
-@test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
+@test_archs(archs=SPIRV_ARCHS)  # and metal: the SPIR-V backends place fields in root chunks
 def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(arch, cache_dir,
                                                                               monkeypatch):
     """Root offsets are not code (`spirv_codegen.buffers`): a stored module is loaded wherever
@@ -315,7 +315,7 @@ def test_a_hit_whose_fields_moved_within_their_chunk_reads_them_where_they_are(a
         assert where != first  # other offsets
 
 
-@test_archs(archs=("vulkan",))  # and metal: the SPIR-V backends place fields in root chunks
+@test_archs(archs=SPIRV_ARCHS)  # and metal: the SPIR-V backends place fields in root chunks
 def test_a_hit_whose_fields_sit_in_other_root_chunks_is_compiled_again(arch, cache_dir,
                                                                          monkeypatch):
     """A stored SPIR-V program binds the root chunks its fields sat in when it was compiled
@@ -379,7 +379,7 @@ def test_random_seed_is_part_of_the_key(cache_dir, monkeypatch):
     assert not np.array_equal(other, first)
 
 
-@test_archs(archs=("metal",))
+@test_archs(archs=exactly("metal"))
 def test_a_metal_hit_is_not_checked_again(arch, cache_dir, monkeypatch):
     """Metal runs spirv-val and its profile's checks on every module it compiles (an invalid
     module could crash naga); an offline-cache entry passed them when it was stored, under the

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,7 @@ def test_tensor_annotation_takes_fields_and_ndarrays(arch):
         sd.tensor(sd.f32, (2, 3), layout=(0, 0))
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_numpy_bool_arguments(arch):
     @sd.kernel
     def flip(m: sd.types.ndarray(), out: sd.types.ndarray()):

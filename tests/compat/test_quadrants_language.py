@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,7 +59,7 @@ def test_for_over_a_compile_time_choice(arch):
     np.testing.assert_array_equal(got[:, 6], [2, 2, 1, 1, 0, 0, 0, 0])
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_for_over_a_run_time_choice_is_refused(arch):
     x = sd.field(sd.f32, shape=4)
 
@@ -158,7 +158,7 @@ def test_adstack_overflow_is_a_runtime_error(arch):
     sd.sync()
 
 
-@test_archs(archs=("cpu",), ad_stack_size=4)
+@test_archs(archs=exactly("cpu"), ad_stack_size=4)
 def test_adstack_overflow_inside_a_tape(arch):
     x = sd.field(sd.f32, shape=8, needs_grad=True)
     y = sd.field(sd.f32, shape=8, needs_grad=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 MODES = ("fast", "slow")
 
@@ -68,7 +68,7 @@ def test_compile_time_values(arch):
     np.testing.assert_allclose(grid.to_numpy()[:, 1], [7.0, 7.0])
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_compile_time_errors_name_the_line(arch):
     out = sd.field(sd.f32, shape=2)
 
@@ -105,7 +105,7 @@ def test_compile_time_errors_name_the_line(arch):
         bad_return()
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_starred_arguments_and_struct_layout(arch):
     res = np.array([2, 3])
     grid = sd.field(sd.i32, shape=(2, 3, 2))
@@ -126,7 +126,7 @@ def test_starred_arguments_and_struct_layout(arch):
                                [0, 0.5, 1.0, 1.5])
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_struct_field_grad_view(arch):
     P = sd.types.struct(x=sd.f32, n=sd.i32)
     p = P.field(shape=3, needs_grad=True)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs()
@@ -121,7 +121,7 @@ def test_atomic_mul_of_globals(arch):
     assert out[0] == 2 ** 16 and c[None] == 3 * 2 ** 16
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_atomic_mul_is_not_differentiated(arch):
     x = sd.field(sd.f32, shape=2, needs_grad=True)
 
@@ -175,7 +175,7 @@ def test_func_applied_in_a_kernel(arch):
         bad()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_taichi_init_knobs_accepted(arch):
     sd.init(arch=arch, gdb_trigger=True, print_preprocessed_ir=True, demote_dense_struct_fors=False,
             experimental_auto_mesh_local=True, mesh_localize_to_end_mapping=False,

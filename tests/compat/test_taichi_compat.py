@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -61,7 +61,7 @@ def test_alias_refuses_unknown_taichi_modules():
         taichi_alias.uninstall()
 
 
-@test_archs(["cpu", "vulkan"])
+@test_archs(EVERY_ARCH)
 def test_torch_tensor_gets_grad_as_in_taichi(arch):
     torch = pytest.importorskip("torch")
 
@@ -214,7 +214,7 @@ def test_taichi_impl_get_runtime():
         taichi_alias.uninstall()
 
 
-@test_archs(["cpu", "vulkan"])
+@test_archs(EVERY_ARCH)
 def test_taichi_lang_ops_in_python_scope_and_kernels(arch):
     """`taichi.lang.ops` (Taichi's operator functions): the same functions in Python scope and
     in kernels."""

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 
 @sd.kernel
@@ -90,7 +90,7 @@ def test_vector_field_grad_placed(arch):
     np.testing.assert_allclose(v.grad.to_numpy(), data)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_layout_errors(arch):
     x = sd.field(sd.f32)
     sd.root.dense(sd.i, 3).place(x)
@@ -361,7 +361,7 @@ def test_soa_gradients_against_finite_differences(arch):
     np.testing.assert_allclose(got, fd, rtol=2e-3, atol=2e-3)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_layout_tape_validation(arch):
     """`Tape(validation=True)` over a field in hierarchy order indexed past its extent as
     rigid_body_toi does: the checkbits follow the field's addresses (no false out-of-range),

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 SCALE = np.float32(2.5)
 OFFSET = np.array(3.0)
@@ -54,7 +54,7 @@ def test_zero_d_ndarray_accumulates_loss(arch):
     np.testing.assert_allclose(v.grad.to_numpy(), data, rtol=1e-6)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_needs_grad_annotation_checked(arch):
     x = sd.ndarray(sd.f32, shape=())
     y = sd.ndarray(sd.f32, shape=())  # no .grad, but the annotation requires one
@@ -73,7 +73,7 @@ def test_needs_grad_annotation_checked(arch):
     assert x[None] == 1.0
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_older_annotation_keywords_and_copy_from(arch):
     @sd.kernel
     def k(a: sd.types.ndarray(field_dim=1, element_dim=0)):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @sd.data_oriented
@@ -99,7 +99,7 @@ def test_vector_and_matrix_kernel_arguments(arch):
         k(tm.vec2(1, 2), [[1.0, 2.0], [3.0, 4.0]], a, 0.5)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_torch_interop_and_real_func(arch):
     torch = pytest.importorskip("torch")
     x = sd.field(sd.f32, shape=3)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 def poly(x, a=2.0):
@@ -74,7 +74,7 @@ def _bad(x):
     return -x
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_plain_function_errors(arch):
     x = sd.field(sd.f32, shape=2)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs()
@@ -92,7 +92,7 @@ def test_short_circuit_guards_the_right_operand(arch):
     assert k() == 4
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_and_or_refuse_floats(arch):
     # Taichi 1.7.4 refuses `x and y` on f32 operands, by default ("unsupported operand type(s)
     # for '&&': 'f32' and 'f32'") and with short_circuit_operators=False (no bitwise & of floats)
@@ -196,7 +196,7 @@ def test_assert_condition_runs_without_debug(arch, debug):
     assert x.to_numpy().tolist() == [5, 5, 5, 5]
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_assert_message_checked_without_debug(arch):
     # Taichi 1.7.4 refuses a message that is not a string in both modes (TaichiSyntaxError)
     sd.init(arch=arch, debug=False)

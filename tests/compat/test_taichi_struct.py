@@ -5,7 +5,7 @@ import pytest
 
 import spirad as sd
 import spirad.math as tm
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @sd.dataclass
@@ -57,7 +57,7 @@ def test_struct_fields_forward_and_grad(arch):
     assert q[1, 2]["a"] == 3.0
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_struct_errors(arch):
     p = Particle.field(shape=2)
 
@@ -74,7 +74,7 @@ def test_struct_errors(arch):
         Particle(pos=tm.vec2(0), nope=1.0)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_unsupported_taichi_names_say_what_to_use(arch):
     with pytest.raises(sd.SpiradNotSupportedError, match="use // on integers"):
         sd.raw_div

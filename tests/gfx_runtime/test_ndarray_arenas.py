@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, test_archs
 from tests.support.kernel_source import load_kernel as _load
 
 M = 16  # elements per ndarray
@@ -89,7 +89,7 @@ def _run_many(n: int):
 
 
 @pytest.mark.parametrize("n", [5, 8, 12, 20])
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_gradient_over_many_ndarrays_with_an_adstack_matches_finite_differences(arch, n):
     k = _run_many(n)
     if arch in ("vulkan", "metal"):
@@ -99,7 +99,7 @@ def test_gradient_over_many_ndarrays_with_an_adstack_matches_finite_differences(
         assert _storage_buffers(k, 1) <= 7
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_the_binding_count_does_not_grow_with_the_ndarrays(arch):
     counts = {n: (_storage_buffers(k, 0), _storage_buffers(k, 1))
               for n, k in ((n, _run_many(n)) for n in (5, 20))}
@@ -112,7 +112,7 @@ def _copy_kernel():
                            "    for i in x:\n        y[i] = x[i] * c + 1.0\n")
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_ndarrays_resized_dropped_and_reallocated_between_launches(arch):
     """Each round drops the last round's ndarrays (sizes change) before launching again without
     a sync in between; the results stay right, a reused range reads as zeros, and on the SPIR-V
@@ -139,7 +139,7 @@ def test_ndarrays_resized_dropped_and_reallocated_between_launches(arch):
         assert be.roots.reclaims > 0  # dropped ranges went back to the free lists
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_a_numpy_array_passed_to_an_ndarray_parameter(arch):
     k = _copy_kernel()
     x = np.linspace(0, 1, 33).astype(np.float32)
@@ -158,7 +158,7 @@ def test_a_numpy_array_passed_to_an_ndarray_parameter(arch):
     np.testing.assert_allclose(y2, x2 * 3.0 + 1.0)
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_a_directly_bound_ndarray_takes_a_binding_and_a_variant_of_its_own(arch):
     """An ndarray that is not in an arena (larger than one: lavapipe's 128 MiB binding; or over
     an imported buffer) is bound directly: the kernel's variant for it binds one more buffer,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @sd.kernel
@@ -41,7 +41,7 @@ def test_numpy_2d_with_dtype_and_ndim(arch):
     np.testing.assert_array_equal(m, np.add.outer(10.0 * np.arange(3), np.arange(4)))
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_cpu_is_zero_copy(arch):
     x, y = np.ones(5, np.float32), np.zeros(5, np.float32)
     saxpy(2.0, x, y)
@@ -108,14 +108,14 @@ def test_mixed_with_sd_ndarray_and_grad_treats_numpy_as_constant(arch):
     (np.zeros(8, np.float32)[::2], "not C-contiguous"),
     ([1.0, 2.0], "got list"),
 ], ids=["int16", "bool-strided", "strided", "list"])
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_clear_errors(arch, bad, msg):
     with pytest.raises(sd.SpiradTypeError, match=msg.replace("(", r"\(").replace(")", r"\)")) as e:
         saxpy(1.0, bad, np.zeros(4, np.float32))
     assert "^" in str(e.value) and "x: sd.types.ndarray()" in str(e.value)  # caret on the param
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_errors_from_the_annotation(arch):
     with pytest.raises(sd.SpiradTypeError, match="must have dtype float64"):
         fill_rows(np.zeros((2, 2), np.float32))
@@ -189,7 +189,7 @@ def test_dlpack_into_sd_ndarray(arch):
     assert v.shape == (2,) and v.comp_shape == (3,)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_dlpack_with_torch(arch):
     torch = pytest.importorskip("torch")
     t = torch.arange(5, dtype=torch.int32)

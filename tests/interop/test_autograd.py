@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 torch = pytest.importorskip("torch")
 sdt = pytest.importorskip("spirad.interop.autograd")
@@ -55,7 +55,7 @@ def test_gradcheck_dynamic_loop_two_outputs(arch):
     assert torch.autograd.gradcheck(lambda a, b: f(a, b, 4), (x, w), eps=1e-6, atol=1e-8)
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_layer_in_a_torch_model_trains(arch):
     f = sdt.kernel_function(step, outputs={"y": "x"})
     x = torch.linspace(0.5, 1.5, 8, dtype=torch.float64)
@@ -72,7 +72,7 @@ def test_layer_in_a_torch_model_trains(arch):
     assert x.grad is None  # an input that does not require grad gets none
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_wrapping_errors(arch):
     with pytest.raises(sd.SpiradValueError, match="not a parameter"):
         sdt.kernel_function(step, outputs={"z": "x"})

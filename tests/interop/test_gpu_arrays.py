@@ -14,7 +14,7 @@ import pytest
 
 import spirad as sd
 from llvm_codegen.device_runtime import dlpack as DL
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 GPU = ("cuda", "amdgpu")
 DEVICE = {"cuda": DL.CUDA, "amdgpu": DL.ROCM}
@@ -61,7 +61,7 @@ def _rt():
     return sd.runtime.state.backend().rt
 
 
-@test_archs(archs=GPU)
+@test_archs(archs=exactly("cuda", "amdgpu"))
 def test_cuda_array_interface_in_place_and_ordered(arch):
     x = CudaArray(np.arange(8, dtype=np.float32))
     y = CudaArray(np.zeros(8, np.float32))
@@ -91,7 +91,7 @@ def test_cuda_array_interface_in_place_and_ordered(arch):
     np.testing.assert_array_equal(y.arr, np.arange(8))
 
 
-@test_archs(archs=("cuda",))
+@test_archs(archs=exactly("cuda"))
 def test_from_cuda_array_interface_keeps_the_owner_alive(arch):
     import weakref
     src = CudaArray(np.arange(4, dtype=np.float32))
@@ -107,7 +107,7 @@ def test_from_cuda_array_interface_keeps_the_owner_alive(arch):
     assert alive() is None
 
 
-@test_archs(archs=GPU)
+@test_archs(archs=exactly("cuda", "amdgpu"))
 def test_dlpack_gpu_tensor_in_place(arch):
     dev = DEVICE[arch]
     x = DLPackGpuArray(np.arange(6, dtype=np.float32), dev)
@@ -127,7 +127,7 @@ def test_dlpack_gpu_tensor_in_place(arch):
         scale(1.0, DLPackGpuArray(np.zeros(6, np.float32), other), y)
 
 
-@test_archs(archs=GPU)
+@test_archs(archs=exactly("cuda", "amdgpu"))
 def test_sd_ndarray_out_through_dlpack_and_cai(arch):
     a = sd.ndarray(sd.f32, 5)
     scale(1.5, np.arange(5, dtype=np.float32), a)  # queued: not run yet
@@ -152,7 +152,7 @@ def test_sd_ndarray_out_through_dlpack_and_cai(arch):
         assert not hasattr(a, "__cuda_array_interface__")
 
 
-@test_archs(archs=("cpu", "vulkan"), exclude=GPU)
+@test_archs(archs=EVERY_ARCH, exclude=GPU)
 def test_gpu_array_on_a_host_backend_is_an_error(arch):
     y = np.zeros(4, np.float32)
     with pytest.raises(sd.SpiradTypeError, match="cannot compute on in place"):
@@ -188,7 +188,7 @@ class TorchRocmTensor(DLPackGpuArray):
 TorchCudaTensor.__module__ = TorchRocmTensor.__module__ = "torch"
 
 
-@test_archs(archs=GPU)
+@test_archs(archs=exactly("cuda", "amdgpu"))
 def test_torch_tensors_ordered_with_torchs_current_stream(arch, monkeypatch):
     """torch names no stream in its `__cuda_array_interface__` (version 2): the launch waits for
     torch's *current* stream (read at each launch: `with torch.cuda.stream(s):` changes it),

@@ -9,7 +9,7 @@ import pytest
 
 import spirad as sd
 from spirad.interop.jax import jax_kernel
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 from tests.support.interop_kernels import gather_loop, step
 
 
@@ -44,7 +44,7 @@ def test_jit_and_grad_match_jax_numpy(arch):
         _close(got[1], ref[1])
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_dynamic_loop_int_input_two_outputs_one_unused(arch):
     f = jax_kernel(gather_loop, outputs={"out": lambda x, idx, n: idx.shape, "total": (1,)})
     idx = jnp.array([3, 0, 2, 2, 1], dtype=jnp.int32)
@@ -76,7 +76,7 @@ def test_dynamic_loop_int_input_two_outputs_one_unused(arch):
     _close(vjp(ct)[0], vjp_ref(ct)[0])
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_jax_kernel_refusals(arch):
     f = jax_kernel(step, outputs={"y": "x"})
     x = jnp.ones(3)
@@ -105,7 +105,7 @@ def test_jax_kernel_refusals(arch):
         jax_kernel(takes_vectors, outputs={"y": (3,)})
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_float32_without_x64(arch):
     @sd.kernel
     def scale(x: sd.types.ndarray(), w: sd.types.ndarray(), y: sd.types.ndarray()):

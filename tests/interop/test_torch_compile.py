@@ -8,7 +8,7 @@ import torch  # a test dependency: missing, it fails (never a skip)
 
 import spirad as sd
 import spirad.interop as sdi
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 from tests.support.interop_kernels import gather_loop, step
 
 
@@ -33,7 +33,7 @@ def _value_and_grads(fn, x0, v0):
     return loss.item(), x.grad.numpy(), v.grad.numpy()
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_compiled_fullgraph_matches_eager_and_numpy(arch):
     torch._dynamo.reset()
     op = sdi.torch_op(step, outputs={"y": "x"})
@@ -56,7 +56,7 @@ def test_compiled_fullgraph_matches_eager_and_numpy(arch):
         np.testing.assert_allclose(c, r, rtol=1e-12)
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_compiled_dynamic_loop_int_input_two_outputs(arch):
     torch._dynamo.reset()
     op = sdi.torch_op(gather_loop, outputs={"out": lambda x, idx, n: idx.shape, "total": (1,)})
@@ -100,7 +100,7 @@ def test_opcheck_and_outputs_left_alone_by_backward(arch):
     torch.library.opcheck(op.op, (x, v, 0.1))  # raises on a failed check
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_torch_op_refusals(arch):
     @sd.kernel
     def takes_template(a: sd.template(), y: sd.types.ndarray()):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 torch = pytest.importorskip("torch")
 sdt = pytest.importorskip("spirad.interop.autograd")
@@ -18,7 +18,7 @@ def step(x: sd.types.ndarray(), v: sd.types.ndarray(), dt: sd.f64, y: sd.types.n
         y[i] = x[i] + dt * sd.sin(v[i]) * x[i]
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_kernel_function_shares_memory_on_the_cpu(arch):
     f = sdt.kernel_function(step, outputs={"y": "x"})
     x = torch.rand(6, dtype=torch.float64, requires_grad=True)
@@ -47,7 +47,7 @@ def test_kernel_function_shares_memory_on_the_cpu(arch):
     np.testing.assert_array_equal(y2.detach().numpy(), y3.detach().numpy())
 
 
-@test_archs(archs=("cpu",), default_fp=sd.f64)
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
 def test_input_modified_before_backward_is_torchs_error(arch):
     f = sdt.kernel_function(step, outputs={"y": "x"})
     x = torch.rand(4, dtype=torch.float64, requires_grad=True)
@@ -98,7 +98,7 @@ class TwoKernels(torch.autograd.Function):
         return torch.from_numpy(ctx.xs.grad.to_numpy()), None
 
 
-@test_archs(archs=("cpu", "vulkan"), exclude=("metal", "cuda", "amdgpu"), require=("f64",),
+@test_archs(archs=exactly("cpu", "vulkan"), require=("f64",),
             default_fp=sd.f64)
 def test_tape_backward_inside_a_torch_function(arch):
     x = torch.rand(7, dtype=torch.float64, generator=torch.Generator().manual_seed(3),
@@ -109,7 +109,7 @@ def test_tape_backward_inside_a_torch_function(arch):
                                         atol=1e-8)
 
 
-@test_archs(archs=("cpu", "vulkan"), exclude=("metal", "cuda", "amdgpu"))
+@test_archs(archs=exactly("cpu", "vulkan"))
 def test_tape_backward_seeds(arch):
     x = sd.field(sd.f32, shape=4, needs_grad=True)
     y = sd.field(sd.f32, shape=4, needs_grad=True)
@@ -161,7 +161,7 @@ def test_tape_backward_seeds(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4))
 
 
-@test_archs(archs=("vulkan",), exclude=("metal",))
+@test_archs(archs=exactly("vulkan"))
 def test_silent_copies_warn_once_per_call_site(arch):
     @sd.kernel
     def double(a: sd.types.ndarray()):
@@ -187,7 +187,7 @@ def test_silent_copies_warn_once_per_call_site(arch):
         nd.__dlpack__(copy=True)  # asked for: not silent, no warning
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_no_copy_warnings_on_the_cpu(arch):
     @sd.kernel
     def double(a: sd.types.ndarray()):

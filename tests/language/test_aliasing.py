@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 
 @test_archs()
@@ -96,7 +96,7 @@ def test_torch_transposed_in_place_is_seen():
     assert t.tolist() == [[0, 1], [10, 11], [20, 21]]
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_list_template_argument_keyed_by_value(arch):
     x = sd.field(sd.f32, 3)
 

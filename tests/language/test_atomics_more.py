@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 N = 257
 
@@ -153,7 +153,7 @@ def test_float_min_max_ignore_nan(arch):
     np.testing.assert_array_equal(m.to_numpy(), [2.0, -1.0])
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_bitwise_atomics_refuse_floats(arch):
     x = sd.field(sd.f32, shape=2)
 
@@ -205,7 +205,7 @@ def test_float_min_max_over_signs_infinities_and_nans(arch):
                                                    for s in starts])
 
 
-@test_archs(archs=("metal",))
+@test_archs(archs=exactly("metal"))
 def test_metal_refuses_float_min_max_on_ndarrays(arch):
     """A field's f32 min / max uses a second view of its root buffer; an ndarray has one
     binding: refused, naming the line and the way out."""
@@ -274,7 +274,7 @@ def test_atomic_max_gradient_when_the_prior_value_wins(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), [0, 0, 0, 2.0])
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_old_value_of_min_max_is_refused_in_reverse(arch):
     x = sd.field(sd.f32, shape=2, needs_grad=True)
     y = sd.field(sd.f32, shape=2, needs_grad=True)

@@ -5,7 +5,7 @@ that are also assertion / runtime errors, as Taichi raises them (kernels and Pyt
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs(debug_sync=True)
@@ -33,7 +33,7 @@ def test_bounds_errors_and_asserts_raise_at_the_launch(arch):
     assert x[3, 11] == 1
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_without_debug_sync_the_next_sync_raises(arch):
     x = sd.field(sd.i32, shape=4)
 

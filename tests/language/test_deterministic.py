@@ -20,7 +20,7 @@ from kernel_ir.nodes import walk
 from kernel_ir.ops import ATOMICS, Op
 from passes.deterministic import order_sensitive, serialise
 from tests.support import determinism as D
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,7 +30,7 @@ def test_premise_order_changes_the_bits():
     assert D.order_matters(vals)
 
 
-@test_archs(archs=("cpu", "vulkan"))  # with metal, cuda and amdgpu (emulated)
+@test_archs(archs=EVERY_ARCH)  # with metal, cuda and amdgpu (emulated)
 def test_five_runs_bit_identical_in_index_order(arch):
     sd.init(arch=arch, deterministic=True, offline_cache=False)
     w = D.Workload()
@@ -50,7 +50,7 @@ def test_five_runs_bit_identical_in_index_order(arch):
     np.testing.assert_allclose(grad[D.N:], want, rtol=0, atol=1e-4 * np.bincount(idx, None, D.BINS).max())
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_adstack_adjoint_matches_default_mode(arch):
     """The adjoint with an adstack and a scatter into `x.grad` (gather_loop) serialised: the
     gradient of the default mode, within rounding."""
@@ -143,7 +143,7 @@ def _grid_sum(g: sd.template(), s: sd.template()):
         s[None] += g[i, j] * 0.5
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_ranges_from_fields_and_2d_loops_in_index_order(arch):
     sd.init(arch=arch, deterministic=True, offline_cache=False)
     vals, _ = D.values(40_000, seed=2)

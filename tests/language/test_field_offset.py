@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs()
@@ -168,7 +168,7 @@ def test_default_bounds_check_uses_offset_range(arch):
     assert a.to_numpy().tolist() == [0, 0, 0, 1]
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_offset_errors(arch):
     with pytest.raises(sd.SpiradSyntaxError, match=r"dimensionality of shape and offset must be "
                                                    r"the same \(1 != 2\)"):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @sd.func
@@ -165,7 +165,7 @@ def test_kernel_cannot_call_kernel(arch):
         outer()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_argument_mistakes_name_the_parameter(arch):
     """A func or kernel called with the wrong arguments: `SpiradArgumentError`, a TypeError (as
     Python's) and a SyntaxError (as Taichi's), in Taichi's words."""

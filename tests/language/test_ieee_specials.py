@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 NAN = float("nan")
 EXPECTED = [NAN, NAN, -0.0, -math.inf, 0.0, 1.0, 1.0, 1.0, 1.0, NAN, -0.0, 0.0, -0.0, NAN, 1.0,
@@ -73,7 +73,7 @@ def test_nan_inf_signed_zero_f64(arch):
     _check(sd.f64)
 
 
-@test_archs(archs=("vulkan",), exclude=("metal",), require=("f64",))
+@test_archs(archs=exactly("vulkan"), require=("f64",))
 def test_vulkan_device_without_float_controls(arch, monkeypatch):
     """A Vulkan device that does not preserve specials for a width (float controls hidden
     here): the module declares nothing and every operand goes through the bit identity, f64

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.support.archs import ALL_ARCHS, arch_or_skip
+from tests.support.archs import EVERY_ARCH, arch_or_skip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,7 +87,7 @@ print(json.dumps({"raised": raised, "late": late, "ok": ok, "written": written, 
 
 
 @pytest.mark.parametrize("how", ["kill", "interrupt_main"])
-@pytest.mark.parametrize("arch", ALL_ARCHS, ids=[f"arch={a}" for a in ALL_ARCHS])
+@pytest.mark.parametrize("arch", EVERY_ARCH, ids=[f"arch={a}" for a in EVERY_ARCH])
 def test_interrupt_during_launch(tmp_path, arch, how):
     if how == "interrupt_main" and arch not in ("cpu", "vulkan"):
         pytest.skip("one way of interrupting is enough on the other archs")

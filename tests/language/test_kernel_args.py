@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs()
@@ -151,7 +151,7 @@ def test_wrong_argument_errors(arch):
         bad_annotation("a")
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_annotated_parameters_read_the_spirad_annotation(arch):
     """PEP 593: `Annotated[T, a]` is annotation `a` to spirad (T is for type checkers),
     evaluated or not (string annotations)."""

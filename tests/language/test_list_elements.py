@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_swap_list_elements_under_a_run_time_if(arch):
     F = sd.Vector.field(4, sd.i32, shape=3)
     out = sd.field(sd.i32, shape=(3, 3))
@@ -30,7 +30,7 @@ def test_swap_list_elements_under_a_run_time_if(arch):
     assert F.to_numpy()[0].tolist() == [10, 11, 12, 13]  # the field is not written
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_list_elements_are_copies(arch):
     x = sd.field(sd.i32, shape=2)
 
@@ -70,7 +70,7 @@ def test_list_element_errors():
         out_of_range()
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_python_scope_vectors_in_a_list_indexed_in_a_kernel(arch):
     x = sd.Vector.field(3, sd.i32, shape=(16, 16))
     offsets = [sd.Vector([1, 2]), sd.Vector([2, 3])]  # Python-scope values

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
-@test_archs(archs=("vulkan",), exclude=("metal",))
+@test_archs(archs=exactly("vulkan"))
 def test_dropped_ndarrays_release_buffers_and_descriptor_sets(arch):
     from gfx_runtime.vulkan.descriptors import RESET_AFTER_SETS, SETS_PER_POOL
     from gfx_runtime.vulkan.queue import FRAMES
@@ -90,7 +90,7 @@ def test_ndarray_churn_keeps_no_python_objects(arch):
     assert after - before < 30, (before, after)
 
 
-@test_archs(archs=("vulkan",), exclude=("metal",))
+@test_archs(archs=exactly("vulkan"))
 def test_vulkan_churn_without_sync_returns_buffers(arch, monkeypatch):
     """Never synced, dropped buffers are still destroyed once their work has finished (fence
     polls), and never more than MAX_DEFERRED_BYTES wait; every set freed with its buffer leaves
@@ -119,7 +119,7 @@ def test_vulkan_churn_without_sync_returns_buffers(arch, monkeypatch):
     assert d.allocated == len(d.cache) and len(d.pools) == 1
 
 
-@test_archs(archs=("metal",))
+@test_archs(archs=exactly("metal"))
 def test_wgpu_churn_without_sync_returns_buffers(arch, monkeypatch):
     """wgpu: the open pass keeps the buffers it binds and wgpu frees a destroyed one once its
     work is done; past MAX_PENDING_BYTES allocated the work is submitted and waited for, so
@@ -148,7 +148,7 @@ def test_wgpu_churn_without_sync_returns_buffers(arch, monkeypatch):
         (len(rt._bind_groups), len(rt._groups_of))
 
 
-@test_archs(archs=("cuda", "amdgpu"))
+@test_archs(archs=exactly("cuda", "amdgpu"))
 def test_llvm_gpu_churn_without_sync_returns_memory(arch, monkeypatch):
     """CUDA / AMDGPU (a device, or emulated): memory of dropped arrays is freed at the next
     wait; past RELEASED_LIMIT bytes waiting, an allocation waits first, so it stays bounded

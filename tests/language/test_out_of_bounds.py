@@ -18,9 +18,8 @@ import pytest
 
 import spirad as sd
 from kernel_ir.errors import SpiradIndexError, SpiradOutOfBoundsError, SpiradRuntimeError
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, test_archs
 
-ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
 
 
 def _two_fields():
@@ -33,7 +32,7 @@ def _raises_oob(kernel_name, field_name):
     return pytest.raises(SpiradOutOfBoundsError, match=rf"kernel {kernel_name} .*'{field_name}'")
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_one_past_the_end_of_the_last_field(arch):
     sd.init(arch=arch)
     x, y = _two_fields()
@@ -62,7 +61,7 @@ def test_one_past_the_end_of_the_last_field(arch):
     np.testing.assert_array_equal(x.to_numpy(), np.arange(8) * 2.0)
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_axis_overflow_in_2d(arch):
     sd.init(arch=arch)
     x, y = _two_fields()
@@ -79,7 +78,7 @@ def test_axis_overflow_in_2d(arch):
     np.testing.assert_array_equal(x.to_numpy(), np.zeros(8))
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_read_past_the_end(arch):
     sd.init(arch=arch)
     x, y = _two_fields()
@@ -100,7 +99,7 @@ def test_read_past_the_end(arch):
         x.to_numpy()  # a host read syncs
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_far_writes_and_reads(arch):
     sd.init(arch=arch)
     x, y = _two_fields()
@@ -121,7 +120,7 @@ def test_far_writes_and_reads(arch):
     np.testing.assert_array_equal(x.to_numpy(), np.ones(8))
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_lanes_and_atomics(arch):
     """A range long enough for SPMD lanes on the CPU: consecutive stores, gathers, atomics."""
     sd.init(arch=arch)
@@ -151,7 +150,7 @@ def test_lanes_and_atomics(arch):
     assert nd.to_numpy().sum() == 2 * 2 * (n - 3)
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_debug_names_line_and_index(arch):
     """debug=True keeps its precise error (SpiradIndexError with the index)."""
     x, _ = _two_fields()
@@ -166,7 +165,7 @@ def test_debug_names_line_and_index(arch):
         sd.sync()
 
 
-@test_archs(("vulkan", "metal"))
+@test_archs(SPIRV_ARCHS)
 def test_unchecked_off_by_one_never_hits_the_status_words(arch):
     """check_bounds=False: no checks, but a write one past the last field (or one row past a
     4x4 field) lands in the guard around the status words, not on them."""
@@ -189,7 +188,7 @@ def test_unchecked_off_by_one_never_hits_the_status_words(arch):
     x.to_numpy()
 
 
-@test_archs(ARCHS)
+@test_archs(EVERY_ARCH)
 def test_pending_error_at_init_is_reported(arch):
     """A bounds error (debug or default) still pending at sd.init() is warned about there, and
     not reported against the new state."""

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, exactly, test_archs
 
-ARCHS = ("interp", "cpu", "vulkan")
 N = 64
 FLAG = True
 
@@ -53,7 +52,7 @@ def fill_field(a: sd.template()):
         a[i] += 3
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_loops_in_funcs_at_top_level_are_parallel(arch):
     a = sd.field(sd.i32, shape=N)
     b = sd.field(sd.i32, shape=(4, 8))
@@ -95,7 +94,7 @@ def fill_million_via(a: sd.template(), n):
     fill_million(a, n)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_million_iteration_loop_in_func_spreads_over_threads(arch):
     """One thread could not run this on lavapipe (its loop cap, 65,535 iterations per
     invocation, is reported as an error); as a parallel task it runs in full."""
@@ -112,7 +111,7 @@ def test_million_iteration_loop_in_func_spreads_over_threads(arch):
     np.testing.assert_array_equal(a.to_numpy(), np.arange(m, dtype=np.int32) * 3 + 1)
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_million_iteration_serial_loop_still_reports_the_loop_cap(arch):
     """The same loop made serial (`for _ in range(1):`) is one invocation: reported, never
     truncated (architecture §5) — the contrast that shows the func's loop above really is parallel."""
@@ -129,7 +128,7 @@ def test_million_iteration_serial_loop_still_reports_the_loop_cap(arch):
         sd.sync()
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_funcs_called_inside_loops_or_ifs_stay_serial(arch):
     a = sd.field(sd.i32, shape=N)
     c = sd.field(sd.i32, shape=())
@@ -156,7 +155,7 @@ def test_funcs_called_inside_loops_or_ifs_stay_serial(arch):
 # -- scopes follow the source, never constant folding ---------------------------------------------
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_loop_under_constant_if_is_serial(arch):
     """`if True:` is a scope of its own: the loop in it is serial, so this count is exact (in
     parallel the increments would race) and a local carried across it is no race."""
@@ -202,7 +201,7 @@ def test_loop_under_constant_if_is_serial(arch):
     assert s[None] == 45
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_static_if_and_static_for_keep_the_outermost_scope(arch):
     """`if sd.static(...)` and `for ... in sd.static(...)` are resolved before scoping (Taichi
     unrolls them into the enclosing block): loops directly in them at the top are parallel."""
@@ -241,7 +240,7 @@ def test_static_if_and_static_for_keep_the_outermost_scope(arch):
     np.testing.assert_array_equal(b.to_numpy(), r * 100 + i)
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_while_and_nested_loops_are_serial(arch):
     c = sd.field(sd.i32, shape=())
     a = sd.field(sd.i32, shape=4)
@@ -315,7 +314,7 @@ def loop_to(a: sd.template(), n):
         a[i] = 1
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_parallel_loop_diagnostics_through_funcs(arch):
     x = sd.field(sd.f32, shape=8)
     y = sd.field(sd.f32, shape=())
@@ -361,7 +360,7 @@ def test_parallel_loop_diagnostics_through_funcs(arch):
     np.testing.assert_array_equal(flags.to_numpy(), [1] * 5 + [0] * 3)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_same_funcs_nested_in_a_serial_scope_compile(arch):
     """The fixes those errors suggest: call the func from inside `for _ in range(1):`."""
     x = sd.field(sd.f32, shape=8)

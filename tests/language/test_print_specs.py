@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
-
-ARCHS = ("cpu", "vulkan")
+from tests.support.archs import EVERY_ARCH, test_archs
 
 
-@test_archs(archs=ARCHS)
+
+@test_archs(archs=EVERY_ARCH)
 def test_printf_specs_of_scalars_vectors_and_constants(arch, capsys):
     v = sd.Vector.field(3, sd.f32, shape=())
     z = sd.Matrix.field(2, 2, sd.i32, shape=())

@@ -7,15 +7,14 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
-ARCHS = ("interp", "cpu", "vulkan")
 
 
 # -- return values --------------------------------------------------------------------------------
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_scalar_returns_cast_to_the_declared_type(arch):
     @sd.kernel
     def mul(a: sd.i32, b: sd.f32) -> sd.f32:
@@ -40,7 +39,7 @@ def test_scalar_returns_cast_to_the_declared_type(arch):
     assert flag(3) is True and flag(1) is False
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_return_after_parallel_loops_reads_fields_and_locals(arch):
     n = 100
     x = sd.field(sd.f32, shape=n)
@@ -62,7 +61,7 @@ def test_return_after_parallel_loops_reads_fields_and_locals(arch):
     np.testing.assert_allclose(reduce(0.5), np.sum(xs) * 2.0 + 1.0, rtol=1e-5)
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_vector_matrix_and_tuple_returns(arch):
     v = sd.Vector.field(3, sd.f32, shape=2)
     v.from_numpy(np.array([[1, 2, 3], [4, 5, 6]], np.float32))
@@ -88,7 +87,7 @@ def test_vector_matrix_and_tuple_returns(arch):
     np.testing.assert_array_equal(r[1], [1.5, -1.5])
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_return_in_static_if_and_static_for(arch):
     @sd.kernel
     def pick(a: sd.template()) -> sd.i32:
@@ -110,7 +109,7 @@ def test_return_in_static_if_and_static_for(arch):
     assert partial() == sum(i * i for i in range(9))
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_return_errors(arch):
     @sd.kernel
     def untyped():
@@ -154,7 +153,7 @@ def test_return_errors(arch):
     assert void() is None
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_returning_kernels_under_tape_and_fwd_mode(arch):
     x = sd.field(sd.f32, shape=4, needs_grad=True, needs_dual=True)
     y = sd.field(sd.f32, shape=(), needs_grad=True, needs_dual=True)
@@ -178,7 +177,7 @@ def test_returning_kernels_under_tape_and_fwd_mode(arch):
 # -- print ----------------------------------------------------------------------------------------
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_print_formats_like_python(arch, capsys):
     @sd.kernel
     def k(i: sd.i32, f: sd.f32):
@@ -205,7 +204,7 @@ def test_print_formats_like_python(arch, capsys):
     assert capsys.readouterr().out.splitlines() == want
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_print_wide_and_unsigned_types(arch, capsys):
     @sd.kernel
     def k(a: sd.i64, b: sd.u32, c: sd.f64):
@@ -217,7 +216,7 @@ def test_print_wide_and_unsigned_types(arch, capsys):
     assert capsys.readouterr().out == f"a = {a} b = {b} c = {c} {c * 0.1}\n"
 
 
-@test_archs(archs=ARCHS)
+@test_archs(archs=exactly("interp") | EVERY_ARCH)
 def test_print_is_buffered_until_sync_in_launch_order(arch, capsys):
     @sd.kernel
     def say(t: sd.i32):
@@ -240,7 +239,7 @@ def test_print_is_buffered_until_sync_in_launch_order(arch, capsys):
     assert capsys.readouterr().out == "kernel 4\n"
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_print_in_order_per_thread_across_many_threads(arch, capsys):
     n = 500
     x = sd.field(sd.f32, shape=n)
@@ -270,7 +269,7 @@ def test_print_in_order_per_thread_across_many_threads(arch, capsys):
         assert steps[i] == [(j, (j + 1) * i * 0.5) for j in range(3)], i
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_grad_launch_does_not_print_and_fwd_mode_prints_once(arch, capsys):
     x = sd.field(sd.f32, shape=3, needs_grad=True, needs_dual=True)
     y = sd.field(sd.f32, shape=3, needs_grad=True, needs_dual=True)
@@ -289,7 +288,7 @@ def test_grad_launch_does_not_print_and_fwd_mode_prints_once(arch, capsys):
     assert sorted(capsys.readouterr().out.splitlines()) == sorted(["i 0", "i 1", "i 2"] * 2)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_print_buffer_overflow_drops_later_records_and_warns(arch, capsys):
     n = 40000                                      # 2 words per record: more than the buffer
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_vector_round_sign_trunc_and_select(arch):
     out = sd.Vector.field(3, sd.f32, shape=4)
 

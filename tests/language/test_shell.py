@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -108,7 +108,7 @@ def _logged_step(x: sd.template(), y: sd.template(), n: sd.i32):
         y[i] = c
 
 
-@test_archs(archs=("cpu", "vulkan"), exclude=("metal", "cuda", "amdgpu"))
+@test_archs(archs=exactly("cpu", "vulkan"))
 def test_log_lines_compile_cache_hit_and_sizing(arch, caplog):
     x = sd.field(sd.f32, shape=8, needs_grad=True)
     y = sd.field(sd.f32, shape=8, needs_grad=True)
@@ -162,7 +162,7 @@ def test_bad_log_level():
 
 
 # -- the kernel profiler -------------------------------------------------------------------------
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_kernel_profiler(arch, capsys):
     sd.init(arch=arch, kernel_profiler=True)
     x = sd.field(sd.f32, shape=64, needs_grad=True)
@@ -204,7 +204,7 @@ def test_kernel_profiler(arch, capsys):
     assert x.to_numpy()[5] == np.float32(5) * np.float32(0.01)  # as without the profiler
 
 
-@test_archs(archs=("vulkan",), exclude=("metal",))
+@test_archs(archs=exactly("vulkan"))
 def test_profiler_device_timestamps_many_launches(arch):
     """More launches than the timestamp pool holds between two waits: every one is counted."""
     sd.init(arch=arch, kernel_profiler=True)

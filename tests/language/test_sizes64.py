@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, test_archs
 
 BIG = 2**31 + 16
 
@@ -114,7 +114,7 @@ def test_parallel_range_past_2_31(arch):
             offsets()
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_integer_literal_outside_its_type_is_an_error(arch):
     x = sd.field(sd.i32, 4)
     y = sd.field(sd.i64, 4)
@@ -173,7 +173,7 @@ def test_array_arguments_past_2_31_refused(arch):
     assert big[0] == 0.0
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_largest_field_lavapipe_binds(arch):
     """The largest field one storage-buffer binding of the device holds (lavapipe: 128 MiB)
     works up to its last element."""

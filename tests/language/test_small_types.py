@@ -14,7 +14,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.errors import SpiradTypeError
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 SMALL = [("u8", np.uint8), ("i8", np.int8), ("u16", np.uint16), ("i16", np.int16),
          ("f16", np.float16)]
@@ -244,7 +244,7 @@ def test_f16_gradient(arch):
     np.testing.assert_allclose(g.astype(np.float64), want, rtol=0, atol=4e-3)
 
 
-@test_archs(archs=("metal",))
+@test_archs(archs=exactly("metal"))
 def test_metal_refuses_small_types(arch):
     x = sd.field(sd.u8, 4)
 

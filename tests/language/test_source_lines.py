@@ -1,4 +1,4 @@
-"""Reading a kernel's source (`frontend.source.SourceInfo`): the definition's lines are found by
+"""Reading a kernel's source (`spirad.source.SourceInfo`): the definition's lines are found by
 indentation (`_indented_block`) and checked by parsing; shapes where indentation alone would cut
 wrongly fall back to `inspect.getblock`. Each shape below must give what `inspect` gives: the
 same lines, the same AST with the file's line numbers, so error carets point at the user's line.
@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from spirad.frontend.source import SourceInfo, _indented_block, _parse
+from spirad.source import SourceInfo, _indented_block, _parse
 
 SHAPES = '''
 import functools

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
 THREADS = 6
 ROUNDS = 4
@@ -124,7 +124,7 @@ def test_threads_grad_with_adstack(arch):
     assert not wrong
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_threads_fields_and_tape(arch):
     """Field kernels under per-thread Tapes: each Tape records only its thread's launches
     (clear_gradients=False: a Tape's entry clears every field's gradient, also other threads')."""

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 
 def _systems(n, count, seed):
@@ -35,7 +35,7 @@ def test_solve_matches_numpy(arch, n):
     np.testing.assert_allclose(X.to_numpy(), want, rtol=2e-4, atol=2e-4)
 
 
-@test_archs(archs=("cpu", "vulkan"), require=("f64",), default_fp=sd.f64)
+@test_archs(archs=EVERY_ARCH, require=("f64",), default_fp=sd.f64)
 def test_solve_gradients_both_modes(arch):
     n = 3
     a, b = _systems(n, 4, 7)
@@ -67,7 +67,7 @@ def test_solve_gradients_both_modes(arch):
     assert loss.dual[None] == pytest.approx(ga[2, 1, 0], rel=1e-10)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_solve_shape_mismatch_is_a_compile_error(arch):
     @sd.kernel
     def bad() -> sd.f32:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 N = 24
 
@@ -31,7 +31,7 @@ def test_matrixfree_f32(arch, method):
 
 
 @pytest.mark.parametrize("method", ["cg", "bicgstab"])
-@test_archs(archs=("cpu", "vulkan"), require=("f64",))
+@test_archs(archs=EVERY_ARCH, require=("f64",))
 def test_matrixfree_f64(arch, method):
     _check(sd.f64, method, 1e-12)
 
@@ -48,7 +48,7 @@ def _check(dt, method, tol):
                                atol=10 * tol)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_matrixfree_reports_no_convergence(arch):
     A, _ = _operator(sd.f32, symmetric=True)
     b, x = sd.field(sd.f32, N), sd.field(sd.f32, N)
@@ -58,7 +58,7 @@ def test_matrixfree_reports_no_convergence(arch):
         sd.linalg.MatrixFreeCG(A, b, sd.field(sd.f64, N))
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_repeated_solves_reuse_work_fields_and_survive_init(arch):
     """The second solve of a shape takes the first one's work fields (no recompile); after an
     init() the pool starts over: the solves still agree with numpy."""

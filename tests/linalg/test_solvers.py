@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 def _matrix(a: np.ndarray, dt=sd.f64):
@@ -33,7 +33,7 @@ def _spd(n, seed):
 
 @pytest.mark.parametrize("solver_type", ["LLT", "LDLT", "LU"])
 @pytest.mark.parametrize("ordering", ["AMD", "COLAMD"])
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_direct_solvers_match_numpy(arch, solver_type, ordering):
     a = _spd(20, 0)
     b = np.arange(1.0, 21.0)
@@ -51,7 +51,7 @@ def test_direct_solvers_match_numpy(arch, solver_type, ordering):
     np.testing.assert_allclose(xn.to_numpy(), np.linalg.solve(a, b), rtol=1e-12)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_llt_reads_the_lower_triangle_as_eigen(arch):
     a = _spd(12, 1)
     skew = a + np.triu(np.full_like(a, 7.0), k=1)  # the upper triangle is ignored
@@ -64,7 +64,7 @@ def test_llt_reads_the_lower_triangle_as_eigen(arch):
     np.testing.assert_allclose(lu.solve(b), np.linalg.solve(skew, b), rtol=1e-10)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_llt_of_an_indefinite_matrix_fails_loudly(arch):
     a = np.diag([2.0, -1.0, 3.0])
     solver = sd.linalg.SparseSolver(dtype=sd.f64, solver_type="LLT")
@@ -78,7 +78,7 @@ def test_llt_of_an_indefinite_matrix_fails_loudly(arch):
     np.testing.assert_allclose(ldlt.solve(np.ones(3)), [0.5, -1.0, 1.0 / 3.0], rtol=1e-14)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_solver_dtype_must_match_the_matrix(arch):
     solver = sd.linalg.SparseSolver(dtype=sd.f32)
     with pytest.raises(sd.SpiradRuntimeError, match="not consistent"):
@@ -88,7 +88,7 @@ def test_solver_dtype_must_match_the_matrix(arch):
 
 
 @pytest.mark.parametrize("dt", [sd.f32, sd.f64])
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_sparse_cg_matches_numpy(arch, dt):
     a = _spd(30, 2)
     b = sd.ndarray(dt, 30)

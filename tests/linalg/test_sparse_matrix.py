@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 
 def _random_triplets(n, m, k, seed):
@@ -54,7 +54,7 @@ def test_builder_f64_matches_scipy(arch):
     np.testing.assert_allclose(A.to_numpy(), want, rtol=1e-14, atol=1e-14)
 
 
-@test_archs(archs=("cpu", "vulkan"))
+@test_archs(archs=EVERY_ARCH)
 def test_builder_overflow_is_an_error_not_a_truncated_matrix(arch):
     builder = sd.linalg.SparseMatrixBuilder(4, 4, max_num_triplets=10)
 
@@ -69,7 +69,7 @@ def test_builder_overflow_is_an_error_not_a_truncated_matrix(arch):
         builder.build()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_builder_index_outside_the_matrix_is_an_error(arch):
     builder = sd.linalg.SparseMatrixBuilder(4, 4, max_num_triplets=10)
 
@@ -82,7 +82,7 @@ def test_builder_index_outside_the_matrix_is_an_error(arch):
         builder.build()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_builder_takes_only_add_and_sub(arch):
     builder = sd.linalg.SparseMatrixBuilder(4, 4, max_num_triplets=10)
 
@@ -94,7 +94,7 @@ def test_builder_takes_only_add_and_sub(arch):
         fill(builder)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_host_operations_match_scipy(arch):
     A, a, _ = _fill_and_build(sd.f32, seed=2)
     B, b, _ = _fill_and_build(sd.f32, seed=3)
@@ -122,7 +122,7 @@ def test_host_operations_match_scipy(arch):
         A + A.transpose()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_build_from_ndarray_and_taichis_printout(arch):
     trip = sd.Vector.ndarray(3, sd.f32, shape=5)
     trip.from_numpy(np.array([[0, 0, -2], [1, 1, -0.5], [2, 2, 1], [3, 3, 2.5], [0, 3, 123.456]],
@@ -134,7 +134,7 @@ def test_build_from_ndarray_and_taichis_printout(arch):
                       "[    0,     0,     1,     0]\n[    0,     0,     0,   2.5]")
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_mmwrite_round_trips(arch, tmp_path):
     import scipy.io
     A, a, _ = _fill_and_build(sd.f64, seed=4)

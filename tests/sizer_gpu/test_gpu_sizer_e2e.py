@@ -8,7 +8,7 @@ import pytest
 import spirad as sd
 from spirad.runtime import sizing_cache
 import spirad.runtime.state as sd_state
-from tests.support.archs import test_archs
+from tests.support.archs import SPIRV_ARCHS, test_archs
 
 N = 2_000_000
 ND = sd.types.ndarray()
@@ -47,7 +47,7 @@ def _grad(x, s, o):
     return x.grad.to_numpy()
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_large_data_dependent_loop_bound(arch):
     rng = np.random.default_rng(3)
     xs = rng.uniform(-1.5, 1.5, N).astype(np.float32)
@@ -99,7 +99,7 @@ def test_large_data_dependent_loop_bound(arch):
     assert stats.gpu_dispatches == 1
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_sizing_error_names_the_leaf(arch):
     @sd.kernel
     def indirect(x: ND, idx: ND, steps: ND, out: ND):
@@ -125,7 +125,7 @@ def test_sizing_error_names_the_leaf(arch):
         indirect.grad(x, idx, steps, out)
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_field_bound_is_reduced_on_the_device(arch):
     """`range(f[i])` with `f` a field: the bound is one device reduction per change of `f`, and
     the gradients follow every change."""

@@ -10,7 +10,7 @@ import numpy as np
 import spirad as sd
 import spirad.runtime.state as sd_state
 from spirad.runtime import sizing_cache
-from tests.support.archs import test_archs
+from tests.support.archs import SPIRV_ARCHS, test_archs
 
 N = 64
 
@@ -114,7 +114,7 @@ def _fields(xs):
     return x, y, z
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_grad_launch_binds_the_device_written_metadata(arch, monkeypatch):
     xs = np.linspace(-1.2, 1.4, N).astype(np.float32)
     x, y, _ = _fields(xs)
@@ -139,7 +139,7 @@ def test_grad_launch_binds_the_device_written_metadata(arch, monkeypatch):
     assert host_words not in spy.uploads                      # nothing uploaded from the host
 
 
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_every_result_owns_its_metadata_buffer(arch, monkeypatch):
     """Two tasks of one kernel, and a second kernel, sized one after the other: each launch binds
     its own result's words; a cache hit after other sizings still finds its words intact."""
@@ -189,7 +189,7 @@ def test_every_result_owns_its_metadata_buffer(arch, monkeypatch):
     assert check_one() is first
 
 
-@test_archs(archs=("vulkan",), adstack_cache=False)
+@test_archs(archs=SPIRV_ARCHS, adstack_cache=False)
 def test_an_unchanged_miss_returns_the_same_result(arch):
     """With the cache off every launch sizes again: while the sizes stay the same the result (and
     so its buffer and the launch's descriptor sets) stays the same; a change gives a new buffer

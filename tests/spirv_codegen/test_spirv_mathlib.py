@@ -9,7 +9,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.mathlib import BOUND_ULP
-from tests.support.archs import test_archs
+from tests.support.archs import SPIRV_ARCHS, test_archs
 
 N = 20_000
 F64 = ["sin", "cos", "tan", "exp", "log", "tanh", "asin", "acos", "atan2", "pow"]
@@ -43,7 +43,7 @@ def _inputs(name, np_dt):
 
 
 @pytest.mark.parametrize("name,prec", CASES, ids=[f"{n}-{p}" for n, p in CASES])
-@test_archs(archs=("vulkan",))
+@test_archs(archs=SPIRV_ARCHS)
 def test_mathlib_on_spirv_within_the_cpu_bounds(arch, name, prec):
     dt = sd.f64 if prec == "f64" else sd.f32
     args = _inputs(name, dt.np)

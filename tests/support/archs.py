@@ -8,9 +8,16 @@
     @test_archs(require=("f64",), default_fp=sd.f64)
     def test_f64(arch): ...
 
-The decorator parametrizes the test over archs (ids `arch=cpu`, `arch=vulkan`, ...; a list that
-names both cpu and vulkan, written before the LLVM GPU archs existed, also gets cuda and amdgpu,
-which run emulated in CI: docs/gpu.md), calls
+    @test_archs(SPIRV_ARCHS)            # vulkan and metal (one SPIR-V glue)
+    @test_archs(LLVM_ARCHS)             # cpu, cuda, amdgpu (one LLVM lowering)
+    @test_archs(exactly("cpu"))         # these archs and no others
+    @test_archs(exactly("interp") | EVERY_ARCH)   # sets combine
+
+The decorator parametrizes the test over the archs it is given, as given (ids `arch=cpu`,
+`arch=vulkan`, ...; cuda and amdgpu run emulated in CI: docs/gpu.md). It takes only an `Archs`,
+one of the named sets above or `exactly(...)`: a bare list is refused, because it cannot say
+whether it means "these and no others" or "these and the archs that share their code" (lists
+used to be widened silently: vulkan gained metal, cpu + vulkan gained cuda and amdgpu). It calls
 `sd.init(arch=..., debug=True, **init_kwargs)` before the body, and turns a missing arch or a
 missing capability into a skip with the reason — unless the arch is listed in the environment
 variable SPIRAD_REQUIRE_ARCHS (CI sets all five), where a missing arch is a failure, so a
@@ -45,7 +52,33 @@ METAL_REFUSALS = {"Metal has no 64-bit floats": "f64 (Metal has no 64-bit floats
                   "which naga rejects; an f16 field's gradient":
                       "atomics on f16 and f16 gradients (no compare-and-swap through naga)"}
 REFUSED_PREFIX = "refused on metal: "
-ALL_ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
+
+
+class Archs(tuple):
+    """Archs to run a test on, with a name that says what the set means (`test_archs`)."""
+
+    def __new__(cls, name: str, archs):
+        self = super().__new__(cls, archs)
+        self.name = name
+        return self
+
+    def __or__(self, other: "Archs") -> "Archs":
+        return Archs(f"{self.name} | {other.name}", tuple(self) + tuple(a for a in other
+                                                                        if a not in self))
+
+    def __repr__(self):
+        return f"Archs({self.name!r})"
+
+
+EVERY_ARCH = Archs("every arch", ("cpu", "vulkan", "metal", "cuda", "amdgpu"))
+SPIRV_ARCHS = Archs("the SPIR-V archs", ("vulkan", "metal"))  # one SPIR-V glue (spirv_backend)
+LLVM_ARCHS = Archs("the LLVM archs", ("cpu", "cuda", "amdgpu"))  # one LLVM lowering (llvm_codegen)
+
+
+def exactly(*archs: str) -> Archs:
+    """These archs and no others."""
+    return Archs("exactly " + ", ".join(archs), archs)
+
 # metal: emulated on lavapipe with SPIRAD_METAL_EMULATE=1; cuda / amdgpu: a device, or
 # SPIRAD_CUDA_EMULATE=1 / SPIRAD_AMDGPU_EMULATE=1 (docs/gpu.md)
 # `interp` (the reference interpreter) is always available; tests opt into it explicitly.
@@ -70,14 +103,10 @@ def has_capability(arch: str, cap: str) -> bool:
     return bool(be.capabilities().get(cap, False))
 
 
-LLVM_GPU_ARCHS = ("cuda", "amdgpu")
-
-
-def test_archs(archs=ALL_ARCHS, require=(), exclude=(), **init_kwargs):
-    if "vulkan" in archs and "metal" not in archs:
-        archs = tuple(archs) + ("metal",)  # the same SPIR-V glue: what runs on vulkan runs on metal
-    if "cpu" in archs and "vulkan" in archs:  # a list written before the LLVM GPU archs existed
-        archs = tuple(archs) + tuple(a for a in LLVM_GPU_ARCHS if a not in archs)
+def test_archs(archs: Archs = EVERY_ARCH, require=(), exclude=(), **init_kwargs):
+    if not isinstance(archs, Archs):
+        raise TypeError(f"test_archs({archs!r}): say what the list means: EVERY_ARCH, SPIRV_ARCHS, "
+                        f"LLVM_ARCHS or exactly(...) (tests/support/archs.py)")
     archs = tuple(a for a in archs if a not in exclude)
 
     def deco(fn):
