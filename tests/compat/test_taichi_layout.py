@@ -397,7 +397,7 @@ def test_layout_tape_validation(arch):
             clobber()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_cell_sizes_and_offsets_match_taichi(arch):
     """Taichi's `_cell_size_bytes` / `_offset_bytes_in_parent_cell` / `_physical_index_position`
     of a tree with a shape= field, a vector field, mixed widths and axes out of order: every
@@ -422,7 +422,7 @@ def test_cell_sizes_and_offsets_match_taichi(arch):
         p.snode.parent()._cell_size_bytes
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_snode_tree_ids_follow_launches(arch):
     """Taichi's `x.snode._snode_tree_id`: fields declared between two launches share a tree
     (0 first); a launch before any field opens none. A kernel body of `...` is empty."""

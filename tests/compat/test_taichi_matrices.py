@@ -9,7 +9,7 @@ import pytest
 
 import spirad as sd
 import spirad.math as tm
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @test_archs()
@@ -197,7 +197,7 @@ def test_index_count_errors(arch):
     assert x._name == "x" and x.snode._name == "x"
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_array_argument_mismatches(arch):
     @sd.kernel
     def vec2(a: sd.types.ndarray(dtype=sd.types.vector(2, sd.i32))):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 def test_real_func_needs_annotations():
@@ -142,7 +142,7 @@ def test_real_func_loops_are_serial_and_ref_parameters(arch):
     assert out.to_numpy().tolist() == [5, 7, 42]
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_func_vector_parameter_of_another_shape_is_taichis_error(arch):
     @sd.func
     def first(a: sd.types.vector(3, sd.f32)) -> sd.f32:
@@ -157,7 +157,7 @@ def test_func_vector_parameter_of_another_shape_is_taichis_error(arch):
         k()
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_func_ndarray_parameter_of_another_element_is_taichis_error(arch):
     @sd.func
     def put(a: sd.types.ndarray(dtype=sd.math.vec2, ndim=1)):
