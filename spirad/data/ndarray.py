@@ -90,6 +90,14 @@ class Ndarray(_HostArray):
         """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
 
+    def _get_element_size(self) -> int:
+        """Taichi's: the bytes of one element (a vector / matrix element: all its components)."""
+        return int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
+
+    def _get_nelement(self) -> int:
+        """Taichi's: the number of elements (the product of the shape)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
     def _storage(self):
         return self._buf
 

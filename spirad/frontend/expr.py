@@ -390,6 +390,11 @@ class ExprVisitor:
             except (KeyError, IndexError, TypeError) as e:
                 raise self.ctx.error(SpiradTypeError, f"{type(obj).__name__}[{key}]: "
                                                       f"{type(e).__name__}: {e}", node) from None
+        from ..data.ndarray import Ndarray
+        if isinstance(obj, Ndarray):  # Taichi's TaichiRuntimeTypeError text
+            raise self.ctx.error(SpiradTypeError, "Ndarray shouldn't be passed in via "
+                                 "`ti.template()`, please annotate your kernel using "
+                                 "`ti.types.ndarray(...)` instead", node)
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
     def field_elem(self, obj, idx, node):

@@ -236,3 +236,65 @@ def test_array_argument_mismatches(arch):
                            if cls is ValueError and "contiguous" not in pattern else pattern) as e:
             k(arg)
         assert isinstance(e.value, sd.SpiradTypeError) and "^" in str(e.value)
+
+
+@test_archs(archs=("cpu",))
+def test_any_size_vector_and_matrix_annotations(arch):
+    @sd.kernel
+    def ones(x: sd.types.ndarray(dtype=sd.types.matrix())):
+        for i in sd.grouped(x):
+            x[i] = 1.0
+
+    a, b = sd.Matrix.ndarray(2, 2, sd.f32, 3), sd.Matrix.ndarray(3, 2, sd.i32, 2)
+    ones(a)
+    ones(b)
+    np.testing.assert_array_equal(a.to_numpy(), np.ones((3, 2, 2)))
+    np.testing.assert_array_equal(b.to_numpy(), np.ones((2, 3, 2)))
+    with pytest.raises(ValueError, match="required element type: MatrixType, but "
+                                         r"VectorType\[2, f32\] is provided"):
+        ones(sd.Vector.ndarray(2, sd.f32, 3))
+    assert (a._get_element_size(), a._get_nelement()) == (16, 3)
+
+
+@test_archs()
+def test_struct_field_copies_and_list_assignment_text(arch):
+    S = sd.types.struct(i=sd.i32, f=sd.f32)
+    x, y = S.field(shape=4), S.field(shape=4)
+    y[2].i = 3
+    y[0].f = 1.5
+    x.copy_from(y)
+    assert (x[2].i, x[0].f, x[1].i) == (3, 1.5, 0)
+    with pytest.raises(TypeError, match="copy_from takes a struct field"):
+        x.copy_from(y.i)
+    v = sd.Vector.field(3, sd.i32, shape=2)
+
+    @sd.kernel
+    def bad():
+        v[0] = [1, 2]
+
+    with pytest.raises(sd.SpiradTypeError, match=r"cannot assign '\[Tensor \(2\) i32\]' to "
+                                                 r"'\[Tensor \(3\) i32\]'"):
+        bad()
+
+
+@test_archs()
+def test_raw_div(arch):
+    q = sd.field(sd.i32, shape=4)
+    f = sd.field(sd.f32, shape=2)
+    v = sd.Vector.field(2, sd.i32, shape=())
+
+    @sd.kernel
+    def k(a: sd.i32, b: sd.i32):
+        q[0] = sd.raw_div(a, b)
+        q[1] = sd.raw_div(-a, b)
+        q[2] = sd.raw_div(a, -b)
+        q[3] = sd.raw_div(-7, 2)             # folded at compile time
+        f[0] = sd.raw_div(sd.f32(a), b)      # a float operand: the true quotient
+        f[1] = sd.raw_div(7.0, 2)
+        v[None] = sd.raw_div(sd.Vector([a, -a]), sd.Vector([b, b]))
+
+    k(7, 2)
+    np.testing.assert_array_equal(q.to_numpy(), [3, -3, -3, -3])   # C's: toward zero
+    np.testing.assert_array_equal(f.to_numpy(), [3.5, 3.5])
+    np.testing.assert_array_equal(v.to_numpy(), [3, -3])
+    assert sd.raw_div(-7, 2) == -3 and sd.raw_div(7.0, 2) == 3.5
