@@ -196,18 +196,24 @@ def _atomic(op, name):
     return h
 
 
+def _componentwise(h, v, a, b, node):
+    """`h(a, b)` of two vectors / matrices (or one and a scalar), component by component."""
+    shape = (a if isinstance(a, VecVal) else b).shape
+    ca = a.comps if isinstance(a, VecVal) else (a,) * len(b.comps)
+    cb = b.comps if isinstance(b, VecVal) else (b,) * len(a.comps)
+    if len(ca) != len(cb):
+        raise v.ctx.error(SpiradTypeError, f"operands of different shapes {a.shape} and "
+                                           f"{b.shape}", node)
+    return VecVal(tuple(h(v, [x, y], node) for x, y in zip(ca, cb)), shape)
+
+
 def h_raw_div(v, args, node):
     """`raw_div(a, b)`: C's division, integers truncated toward zero, floats the true quotient;
     vectors / matrices component by component."""
     _arity(v, args, 2, node)
     a, b = v.rvalue(args[0]), v.rvalue(args[1])
     if isinstance(a, VecVal) or isinstance(b, VecVal):
-        shape = (a if isinstance(a, VecVal) else b).shape
-        ca = a.comps if isinstance(a, VecVal) else (a,) * len(b.comps)
-        cb = b.comps if isinstance(b, VecVal) else (b,) * len(a.comps)
-        if len(ca) != len(cb):
-            raise v.ctx.error(SpiradTypeError, "raw_div of values of different shapes", node)
-        return VecVal(tuple(h_raw_div(v, [x, y], node) for x, y in zip(ca, cb)), shape)
+        return _componentwise(h_raw_div, v, a, b, node)
     if is_py_scalar(a) and is_py_scalar(b):
         return lang.raw_div(a, b)
     t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
@@ -218,6 +224,8 @@ def h_raw_mod(v, args, node):
     """`raw_mod(a, b)`: a - b * trunc(a / b) (C's %, fmod on floats)."""
     _arity(v, args, 2, node)
     a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if isinstance(a, VecVal) or isinstance(b, VecVal):  # component by component
+        return _componentwise(h_raw_mod, v, a, b, node)
     if is_py_scalar(a) and is_py_scalar(b):
         return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
     t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b

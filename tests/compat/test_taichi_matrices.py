@@ -291,10 +291,11 @@ def test_raw_div(arch):
         q[3] = sd.raw_div(-7, 2)             # folded at compile time
         f[0] = sd.raw_div(sd.f32(a), b)      # a float operand: the true quotient
         f[1] = sd.raw_div(7.0, 2)
-        v[None] = sd.raw_div(sd.Vector([a, -a]), sd.Vector([b, b]))
+        w = sd.Vector([a, -a])
+        v[None] = sd.raw_div(w, sd.Vector([b, b])) + sd.raw_mod(w, b)
 
     k(7, 2)
     np.testing.assert_array_equal(q.to_numpy(), [3, -3, -3, -3])   # C's: toward zero
     np.testing.assert_array_equal(f.to_numpy(), [3.5, 3.5])
-    np.testing.assert_array_equal(v.to_numpy(), [3, -3])
+    np.testing.assert_array_equal(v.to_numpy(), [3 + 1, -3 - 1])  # raw_mod: the sign of a
     assert sd.raw_div(-7, 2) == -3 and sd.raw_div(7.0, 2) == 3.5
