@@ -299,3 +299,20 @@ def test_raw_div(arch):
     np.testing.assert_array_equal(f.to_numpy(), [3.5, 3.5])
     np.testing.assert_array_equal(v.to_numpy(), [3 + 1, -3 - 1])  # raw_mod: the sign of a
     assert sd.raw_div(-7, 2) == -3 and sd.raw_div(7.0, 2) == 3.5
+
+
+@test_archs()
+def test_twelve_axes(arch):
+    # Taichi's `_lib.core.get_max_num_indices()` (12), which the alias reports
+    x = sd.Vector.field(2, dtype=sd.i32, shape=(2,) * 12)
+
+    @sd.kernel
+    def fill():
+        for I in sd.grouped(x):
+            x[I] += sd.Vector([I.sum(), I[11]])
+
+    fill()
+    idx = np.indices((2,) * 12)
+    np.testing.assert_array_equal(x.to_numpy(), np.stack([idx.sum(0), idx[11]], axis=-1))
+    from spirad.compat import taichi_lang
+    assert taichi_lang.lib_core.get_max_num_indices() == 12
