@@ -316,3 +316,26 @@ def test_twelve_axes(arch):
     np.testing.assert_array_equal(x.to_numpy(), np.stack([idx.sum(0), idx[11]], axis=-1))
     from spirad.compat import taichi_lang
     assert taichi_lang.lib_core.get_max_num_indices() == 12
+
+
+@test_archs()
+def test_fortran_ordered_numpy_argument(arch):
+    # Taichi copies an F-ordered numpy array (a transpose) in and back out; other strided
+    # arrays stay refused with Taichi's ValueError
+    @sd.kernel
+    def bump(a: sd.types.ndarray(dtype=sd.i32, ndim=2),
+             out: sd.types.ndarray(dtype=sd.i32, ndim=2)):
+        for i, j in a:
+            out[i, j] = a[i, j]
+            a[i, j] = i * 10 + j
+
+    base = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = base.T                        # shape (4, 3), F-ordered, a view of `base`
+    before = t.copy()
+    out = np.zeros((4, 3), np.int32)
+    with pytest.warns(sd.SpiradWarning, match="Fortran-ordered"):
+        bump(t, out)
+    np.testing.assert_array_equal(out, before)
+    np.testing.assert_array_equal(base.T, np.add.outer(np.arange(4) * 10, np.arange(3)))
+    with pytest.raises(ValueError, match="Non contiguous numpy arrays are not supported"):
+        bump(np.zeros((4, 6), np.int32)[:, ::2], out)
