@@ -339,3 +339,17 @@ def test_fortran_ordered_numpy_argument(arch):
     np.testing.assert_array_equal(base.T, np.add.outer(np.arange(4) * 10, np.arange(3)))
     with pytest.raises(ValueError, match="Non contiguous numpy arrays are not supported"):
         bump(np.zeros((4, 6), np.int32)[:, ::2], out)
+
+
+@test_archs()
+def test_ndarray_deepcopy(arch):
+    import copy
+    x = sd.Vector.ndarray(3, sd.f32, 4, needs_grad=True)
+    x[1] = [1.0, 2.0, 3.0]
+    x.grad[2] = [4.0, 5.0, 6.0]
+    y = copy.deepcopy(x)
+    x[1] = [0.0, 0.0, 0.0]
+    x.grad.fill(0.0)
+    assert (y.shape, y.n, y.dtype) == (x.shape, 3, sd.f32)
+    np.testing.assert_array_equal(y.to_numpy()[1], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(y.grad.to_numpy()[2], [4.0, 5.0, 6.0])
