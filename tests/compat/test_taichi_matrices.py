@@ -353,3 +353,24 @@ def test_ndarray_deepcopy(arch):
     assert (y.shape, y.n, y.dtype) == (x.shape, 3, sd.f32)
     np.testing.assert_array_equal(y.to_numpy()[1], [1.0, 2.0, 3.0])
     np.testing.assert_array_equal(y.grad.to_numpy()[2], [4.0, 5.0, 6.0])
+
+
+@test_archs()
+def test_boundary_clamp_of_components(arch):
+    # Taichi 1.7.4: boundary="clamp" also clamps a run-time component index, a matrix's as the
+    # flat index i * m + j into [0, n * m - 1]
+    @sd.kernel
+    def vec(x: sd.types.ndarray(boundary="clamp"), c: sd.i32) -> sd.f32:
+        return x[1, 2][c]
+
+    @sd.kernel
+    def mat(x: sd.types.ndarray(boundary="clamp"), i: sd.i32, j: sd.i32) -> sd.f32:
+        return x[1, 2][i, j]
+
+    v = sd.Vector.ndarray(2, sd.f32, shape=(3, 3))
+    v[1, 2] = [7.0, 8.0]
+    assert [vec(v, c) for c in (-1, 0, 1, 5)] == [7.0, 7.0, 8.0, 8.0]
+    m = sd.Matrix.ndarray(2, 2, sd.f32, shape=(3, 3))
+    m[1, 2] = [[1.0, 2.0], [3.0, 4.0]]
+    got = [mat(m, i, j) for i, j in ((-1, 0), (1, -1), (2, 0), (1, 2), (0, 1))]
+    assert got == [1.0, 2.0, 4.0, 4.0, 2.0]   # flat -2 -> 0, 1, 4 -> 3, 4 -> 3, 1
