@@ -60,7 +60,7 @@ from . import simt, graph, algorithms
 from . import linalg
 from .linalg import solve
 from .launch_graph import Graph
-from .lang import atomic_exchange, raw_mod
+from .lang import atomic_exchange, raw_div, raw_mod
 from .frontend.sparse_api import activate, append, deactivate, is_active, length, no_activate, rescale_index
 from .math import outer
 
@@ -188,7 +188,7 @@ __all__ = [
     "polar_decompose", "pow", "print_kernel_profiler_info", "profiler", "QuadrantsAssertionError",
     "QuadrantsCompilationError", "QuadrantsIndexError", "QuadrantsNameError",
     "QuadrantsRuntimeError", "QuadrantsRuntimeTypeError", "QuadrantsSyntaxError",
-    "QuadrantsTypeError", "randn", "random", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
+    "QuadrantsTypeError", "randn", "random", "raw_div", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
     "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
     "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
     "SpiradArgumentError", "SpiradArgumentValueError", "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
@@ -213,7 +213,7 @@ __all__ = [
 
 
 _UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    "bit_cast": "not available", "raw_div": "use // on integers or / on floats",
+    "bit_cast": "not available",
 }
 
 

@@ -256,6 +256,18 @@ def atomic_exchange(target, value):
     raise _python_scope("atomic_exchange")
 
 
+def raw_div(a, b):
+    """C's division: integers (both operands) truncated toward zero (Python's `//` floors),
+    otherwise the true quotient (Taichi's `ti.raw_div`)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        q = np.abs(a) // np.abs(b)
+        r = np.where((a < 0) != (b < 0), -q, q)
+        return r.item() if r.ndim == 0 else r
+    r = np.true_divide(a, b)
+    return r.item() if np.ndim(r) == 0 else r
+
+
 def raw_mod(a, b):
     """C's remainder: the sign of `a` (Python's `%` takes the sign of `b`)."""
     return np.fmod(a, b)

@@ -147,15 +147,17 @@ def ref(dtype) -> Ref:
     return Ref(dtype)
 
 
-def vector(n: int, dtype=float, unpacked=False) -> VectorType:
+def vector(n: int = None, dtype=float, unpacked=False) -> VectorType:
     """The vector type of `n` components of `dtype` (an annotation, a field element type, a
-    constructor); without a dtype (Quadrants) the default float type."""
-    return VectorType(n, dtype)
+    constructor); without a dtype (Quadrants) the default float type. `vector()` (Taichi's), as
+    an ndarray annotation's dtype only: vectors of any size and type (one program each)."""
+    return VectorType(None, None) if n is None else VectorType(n, dtype)
 
 
-def matrix(n: int, m: int, dtype=float) -> MatrixType:
-    """The matrix type of `n` x `m` components of `dtype`."""
-    return MatrixType(n, m, dtype)
+def matrix(n: int = None, m: int = None, dtype=float) -> MatrixType:
+    """The matrix type of `n` x `m` components of `dtype`; `matrix()`, as an ndarray
+    annotation's dtype only: matrices of any shape and type (one program each)."""
+    return MatrixType(None, None, None) if n is None and m is None else MatrixType(n, m, dtype)
 
 
 def struct(**members):

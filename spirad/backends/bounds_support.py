@@ -74,7 +74,8 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         shape_s += f" and offset {_field_offset(ref, None)}"
     valid = f"{first}..{first + extent - 1}" if extent > 0 else "none: the axis is empty"
     err = SpiradBoundsError(
-        f"{format_loc(loc)}index out of range in kernel {kernel} ({tdesc}): {what}{shape_s} "
+        f"{format_loc(loc)}Out of bound access: index out of range in kernel "
+        f"{kernel} ({tdesc}): {what}{shape_s} "
         f"indexed with {value} on axis {axis} (extent {extent}; valid {valid}). The access was "
         f"skipped (a load read 0), so this launch's results are wrong. (Found by the bounds "
         f"checks of sd.init(debug=True).)")

@@ -125,6 +125,9 @@ snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist
 lib_core = types.ModuleType("taichi._lib.core", "GGUI_AVAILABLE (False: spirad's ti.ui draws off "
                             "screen only), with_vulkan(), with_cuda(), with_metal()")
 lib_core.GGUI_AVAILABLE = False
+# Taichi's limit on a field's axes (its tests make fields of 2 to 12 axes); spirad's fields and
+# ndarrays of 12 axes run on cpu and vulkan (tests/compat/test_taichi_matrices.py)
+lib_core.get_max_num_indices = lambda: 12
 # `from taichi._lib.utils import get_os_name` (Taichi's tests choose the fast-GUI byte order by it)
 lib_utils = types.ModuleType("taichi._lib.utils", "get_os_name()")
 lib_utils.get_os_name = __import__("spirad.gui.fast_image", fromlist=["os_name"]).os_name

@@ -36,7 +36,13 @@ def element_text(dtype, comp) -> str:
 def ndarray_mismatch(name: str, ann, dtype, comp, shape):
     """The error for ndarray `(dtype, comp, shape)` passed to parameter `name` annotated `ann`
     (an NdarrayType), or None when it fits; checked in Taichi's order (element type, then ndim)."""
-    if ann.dtype is not None:
+    if getattr(ann.dtype, "n", 0) is None:  # `types.vector()` / `types.matrix()`: any size
+        kind = "VectorType" if len(ann.dtype.comp_shape) == 1 else "MatrixType"
+        if len(comp) != len(ann.dtype.comp_shape):
+            return SpiradArgumentValueError(
+                f"Invalid value for argument {name} - required element type: {kind}, but "
+                f"{annotation_text(dtype, comp)} is provided")
+    elif ann.dtype is not None:
         from .field import resolve_dtype
         want, want_comp = resolve_dtype(ann.dtype)
         if want_comp and (want, tuple(want_comp)) != (dtype, tuple(comp)):

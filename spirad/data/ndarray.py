@@ -5,6 +5,7 @@ mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argu
 """
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
@@ -89,6 +90,28 @@ class Ndarray(_HostArray):
     def needs_dual(self) -> bool:
         """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
+
+    def __deepcopy__(self, memo):
+        """`copy.deepcopy(a)`: a new ndarray holding a copy of the values (and of `.grad` /
+        `.dual`), on every backend (device buffers cannot be pickled)."""
+        nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
+        with _guard.LOCK:
+            buf = _state.backend().allocate_ndarray(max(nbytes, 8))
+        new = Ndarray._alias(buf, self.dtype, self.shape, comp_shape=self.comp_shape)
+        memo[id(self)] = new
+        new.from_numpy(self.to_numpy())
+        for what in ("grad", "dual"):
+            if getattr(self, what) is not None:
+                setattr(new, what, copy.deepcopy(getattr(self, what), memo))
+        return new
+
+    def _get_element_size(self) -> int:
+        """Taichi's: the bytes of one element (a vector / matrix element: all its components)."""
+        return int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
+
+    def _get_nelement(self) -> int:
+        """Taichi's: the number of elements (the product of the shape)."""
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def _storage(self):
         return self._buf

@@ -120,6 +120,23 @@ class StructField:
         for m, v in d.items():
             self.members[m].from_numpy(v)
 
+    def to_torch(self, device=None) -> dict:
+        """Member name -> torch tensor of that member (needs torch installed)."""
+        return {m: f.to_torch(device) for m, f in self.members.items()}
+
+    def from_torch(self, d: dict) -> None:
+        """Fill members from a dict member name -> torch tensor (as `from_numpy`)."""
+        for m, t in d.items():
+            self.members[m].from_torch(t)
+
+    def copy_from(self, other) -> None:
+        """Copy another struct field's values, member by member (same members and shape)."""
+        if not isinstance(other, StructField) or set(other.members) != set(self.members):
+            raise SpiradTypeError(f"struct field {self.name}.copy_from takes a struct field with "
+                                  f"the members {list(self.members)}, got {other!r}")
+        for m, f in self.members.items():
+            f.copy_from(other.members[m])
+
     def fill(self, value) -> None:
         """Set every element of every member to `value`."""
         for f in self.members.values():

@@ -196,10 +196,36 @@ def _atomic(op, name):
     return h
 
 
+def _componentwise(h, v, a, b, node):
+    """`h(a, b)` of two vectors / matrices (or one and a scalar), component by component."""
+    shape = (a if isinstance(a, VecVal) else b).shape
+    ca = a.comps if isinstance(a, VecVal) else (a,) * len(b.comps)
+    cb = b.comps if isinstance(b, VecVal) else (b,) * len(a.comps)
+    if len(ca) != len(cb):
+        raise v.ctx.error(SpiradTypeError, f"operands of different shapes {a.shape} and "
+                                           f"{b.shape}", node)
+    return VecVal(tuple(h(v, [x, y], node) for x, y in zip(ca, cb)), shape)
+
+
+def h_raw_div(v, args, node):
+    """`raw_div(a, b)`: C's division, integers truncated toward zero, floats the true quotient;
+    vectors / matrices component by component."""
+    _arity(v, args, 2, node)
+    a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if isinstance(a, VecVal) or isinstance(b, VecVal):
+        return _componentwise(h_raw_div, v, a, b, node)
+    if is_py_scalar(a) and is_py_scalar(b):
+        return lang.raw_div(a, b)
+    t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
+    return v.ctx.b.binary(Op.DIV, v.to_node(a, t), v.to_node(b, t))  # ints: truncating
+
+
 def h_raw_mod(v, args, node):
     """`raw_mod(a, b)`: a - b * trunc(a / b) (C's %, fmod on floats)."""
     _arity(v, args, 2, node)
     a, b = v.rvalue(args[0]), v.rvalue(args[1])
+    if isinstance(a, VecVal) or isinstance(b, VecVal):  # component by component
+        return _componentwise(h_raw_mod, v, a, b, node)
     if is_py_scalar(a) and is_py_scalar(b):
         return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
     t = v.binop(Op.MOD, a, b).dtype  # the promoted type of a op b
@@ -576,6 +602,7 @@ HANDLERS = {
     lang.atomic_and: _atomic(Op.ATOMIC_AND, "and"), lang.atomic_or: _atomic(Op.ATOMIC_OR, "or"),
     lang.atomic_xor: _atomic(Op.ATOMIC_XOR, "xor"), lang.atomic_exchange: _atomic(Op.ATOMIC_XCHG, "exchange"),
     lang.raw_mod: lambda v, args, kw, node: h_raw_mod(v, args, node),
+    lang.raw_div: lambda v, args, kw, node: h_raw_div(v, args, node),
     lang.polar_decompose: h_polar_decompose,
     lang.svd: lambda v, args, kw, node: _svd_module().h_svd(v, args, kw, node),
     lang.sym_eig: lambda v, args, kw, node: _svd_module().h_sym_eig(v, args, kw, node),

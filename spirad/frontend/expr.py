@@ -411,6 +411,11 @@ class ExprVisitor:
             except (KeyError, IndexError, TypeError) as e:
                 raise self.ctx.error(SpiradTypeError, f"{type(obj).__name__}[{key}]: "
                                                       f"{type(e).__name__}: {e}", node) from None
+        from ..data.ndarray import Ndarray
+        if isinstance(obj, Ndarray):  # Taichi's TaichiRuntimeTypeError text
+            raise self.ctx.error(SpiradTypeError, "Ndarray shouldn't be passed in via "
+                                 "`ti.template()`, please annotate your kernel using "
+                                 "`ti.types.ndarray(...)` instead", node)
         raise self.ctx.error(SpiradTypeError, f"'{type(obj).__name__}' object is not subscriptable in a kernel", node)
 
     def field_elem(self, obj, idx, node):
@@ -478,7 +483,18 @@ class ExprVisitor:
                 raise self.ctx.error(SpiradTypeError, f"Expected {len(shape)} indices, got "
                                                       f"{len(idx)}: element of shape {shape} "
                                                       f"indexed with {len(idx)} indices", node)
-            return GlobalElem(obj.ref, obj.indices + self.indices(idx), (), obj.owner)
+            cix = self.indices(idx)
+            if getattr(obj.owner, "clamp", False):  # boundary="clamp": as Taichi, the flat
+                b = self.ctx.b                     # component index into [0, size - 1]
+                flat = cix[0] if len(cix) == 1 else b.binary(
+                    Op.ADD, b.binary(Op.MUL, cix[0], b.const(shape[1], cix[0].dtype)), cix[1])
+                size = shape[0] * (shape[1] if len(shape) == 2 else 1)
+                flat = b.binary(Op.MAX, b.binary(Op.MIN, flat, b.const(size - 1, flat.dtype)),
+                                b.const(0, flat.dtype))
+                cix = (flat,) if len(cix) == 1 else (
+                    b.binary(Op.DIV, flat, b.const(shape[1], flat.dtype)),
+                    b.binary(Op.MOD, flat, b.const(shape[1], flat.dtype)))
+            return GlobalElem(obj.ref, obj.indices + cix, (), obj.owner)
         ks = [self.rvalue(k) for k in idx]
         if isinstance(obj, SlotView) or not all(isinstance(k, numbers.Integral) for k in ks) \
                 or isinstance(obj, Slot) and len(ks) < len(shape):

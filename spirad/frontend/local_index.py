@@ -29,8 +29,9 @@ def _axis_positions(v, k, size, node):
     if isinstance(k, slice):
         for part in (k.start, k.stop, k.step):
             if part is not None and not _static_int(part):
-                raise v.ctx.error(SpiradTypeError, "slice bounds of a vector / matrix must be "
-                                                   "compile-time integers", node)
+                raise v.ctx.error(SpiradTypeError, "Taichi does not support variables in "
+                                                   "slice now: slice bounds of a vector / matrix "
+                                                   "must be compile-time integers", node)
         return list(range(size))[k], True
     if _static_int(k):
         if not -size <= k < size:

@@ -378,6 +378,10 @@ class ValueOps:
         self.narrowing(value, ref.dtype, "atomic add")
         return b.atomic(op, ref, target.indices, self.to_node(value, ref.dtype))
 
+    def _tensor_text(self, shape, dtype) -> str:
+        """Taichi's text of a vector / matrix type: `[Tensor (2, 3) i32]`."""
+        return f"[Tensor ({', '.join(map(str, shape))}) {dtype}]"
+
     def _comps_for(self, value, shape, dtype=None):
         n = 1
         for s in shape:
@@ -395,7 +399,16 @@ class ValueOps:
             flat = [y for c in flat for y in (c if isinstance(c, (list, tuple)) else
                                               c.comps if isinstance(c, VecVal) else (c,))]
             if len(flat) != n:
-                raise self.ctx.error(SpiradTypeError, f"cannot assign {len(flat)} values to shape {shape}")
+                from .typing import literal_type, promote
+                ts = [c.dtype if hasattr(c, "dtype") else
+                      literal_type(c, None, self.ctx.default_fp, self.ctx.default_ip) for c in flat]
+                vt = ts[0] if ts else dtype
+                for t in ts[1:]:
+                    vt = promote(vt, t)
+                taichi = f"cannot assign '{self._tensor_text((len(flat),), vt)}' to " \
+                    f"'{self._tensor_text(shape, dtype)}': " if dtype is not None else ""
+                raise self.ctx.error(SpiradTypeError, f"{taichi}cannot assign {len(flat)} values "
+                                                      f"to shape {shape}")
             return tuple(self.rvalue(c) for c in flat)
         return (value,) * n
 

@@ -244,7 +244,8 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None, name=N
             raise SpiradTypeError(f"{what} of shape {arr.shape} has no room for element_dim="
                                   f"{element_dim} element axes")
         comp = tuple(arr.shape[arr.ndim - element_dim:])
-    if not arr.flags.c_contiguous:  # Taichi's ValueError and text (tensors: its other one)
+    fortran = kind == "numpy array" and arr.flags.f_contiguous  # copied (KernelArrays._entry)
+    if not arr.flags.c_contiguous and not fortran:  # Taichi's ValueError and text
         taichi = "Non contiguous tensors are not supported" if kind == "torch tensor" else \
             "Non contiguous numpy arrays are not supported"
         raise SpiradArgumentValueError(f"{taichi}: {what} is not C-contiguous (strides "
@@ -510,6 +511,10 @@ class KernelArrays:
             raise kernel._arg_error(type(err), str(err), index) from None
         if dt == T.u1:
             nd, zero_copy = Ndarray(T.u1, shape), False
+        elif not arr.flags.c_contiguous:  # a Fortran-ordered numpy array (Taichi's transposes):
+            # a C-ordered buffer, copied in before each launch and back after one that writes it
+            nd, zero_copy = Ndarray._alias(_state.backend().allocate_ndarray(max(arr.nbytes, 8)),
+                                           dt, shape, comp_shape=comp), False
         elif narrow:  # no f64 on the device (Metal): an f32 copy, converted at each copy
             nd, zero_copy = Ndarray._alias(_state.backend().allocate_ndarray(max(arr.size * 4, 8)),
                                            T.f32, shape, comp_shape=comp), False
@@ -528,7 +533,11 @@ class KernelArrays:
                                          T.f32, shape, comp_shape=comp)
             else:
                 nd.grad = alias(grad_arr, dt, comp, shape)[0]
-        if not zero_copy:
+        if not arr.flags.c_contiguous:
+            warn_user(f"{what}: the Fortran-ordered numpy array is copied to a C-ordered buffer "
+                      f"before every launch and back after launches that write it; pass "
+                      f"np.ascontiguousarray(x) to avoid the copies")
+        elif not zero_copy:
             warn_user(f"{what}: the {_kind(obj)} is copied to "
                       f"{_state.backend().name} device memory before every launch and back "
                       f"after launches that write it; keep the data in an sd.ndarray (or "

@@ -236,3 +236,141 @@ def test_array_argument_mismatches(arch):
                            if cls is ValueError and "contiguous" not in pattern else pattern) as e:
             k(arg)
         assert isinstance(e.value, sd.SpiradTypeError) and "^" in str(e.value)
+
+
+@test_archs(archs=("cpu",))
+def test_any_size_vector_and_matrix_annotations(arch):
+    @sd.kernel
+    def ones(x: sd.types.ndarray(dtype=sd.types.matrix())):
+        for i in sd.grouped(x):
+            x[i] = 1.0
+
+    a, b = sd.Matrix.ndarray(2, 2, sd.f32, 3), sd.Matrix.ndarray(3, 2, sd.i32, 2)
+    ones(a)
+    ones(b)
+    np.testing.assert_array_equal(a.to_numpy(), np.ones((3, 2, 2)))
+    np.testing.assert_array_equal(b.to_numpy(), np.ones((2, 3, 2)))
+    with pytest.raises(ValueError, match="required element type: MatrixType, but "
+                                         r"VectorType\[2, f32\] is provided"):
+        ones(sd.Vector.ndarray(2, sd.f32, 3))
+    assert (a._get_element_size(), a._get_nelement()) == (16, 3)
+
+
+@test_archs()
+def test_struct_field_copies_and_list_assignment_text(arch):
+    S = sd.types.struct(i=sd.i32, f=sd.f32)
+    x, y = S.field(shape=4), S.field(shape=4)
+    y[2].i = 3
+    y[0].f = 1.5
+    x.copy_from(y)
+    assert (x[2].i, x[0].f, x[1].i) == (3, 1.5, 0)
+    with pytest.raises(TypeError, match="copy_from takes a struct field"):
+        x.copy_from(y.i)
+    v = sd.Vector.field(3, sd.i32, shape=2)
+
+    @sd.kernel
+    def bad():
+        v[0] = [1, 2]
+
+    with pytest.raises(sd.SpiradTypeError, match=r"cannot assign '\[Tensor \(2\) i32\]' to "
+                                                 r"'\[Tensor \(3\) i32\]'"):
+        bad()
+
+
+@test_archs()
+def test_raw_div(arch):
+    q = sd.field(sd.i32, shape=4)
+    f = sd.field(sd.f32, shape=2)
+    v = sd.Vector.field(2, sd.i32, shape=())
+
+    @sd.kernel
+    def k(a: sd.i32, b: sd.i32):
+        q[0] = sd.raw_div(a, b)
+        q[1] = sd.raw_div(-a, b)
+        q[2] = sd.raw_div(a, -b)
+        q[3] = sd.raw_div(-7, 2)             # folded at compile time
+        f[0] = sd.raw_div(sd.f32(a), b)      # a float operand: the true quotient
+        f[1] = sd.raw_div(7.0, 2)
+        w = sd.Vector([a, -a])
+        v[None] = sd.raw_div(w, sd.Vector([b, b])) + sd.raw_mod(w, b)
+
+    k(7, 2)
+    np.testing.assert_array_equal(q.to_numpy(), [3, -3, -3, -3])   # C's: toward zero
+    np.testing.assert_array_equal(f.to_numpy(), [3.5, 3.5])
+    np.testing.assert_array_equal(v.to_numpy(), [3 + 1, -3 - 1])  # raw_mod: the sign of a
+    assert sd.raw_div(-7, 2) == -3 and sd.raw_div(7.0, 2) == 3.5
+
+
+@test_archs()
+def test_twelve_axes(arch):
+    # Taichi's `_lib.core.get_max_num_indices()` (12), which the alias reports
+    x = sd.Vector.field(2, dtype=sd.i32, shape=(2,) * 12)
+
+    @sd.kernel
+    def fill():
+        for I in sd.grouped(x):
+            x[I] += sd.Vector([I.sum(), I[11]])
+
+    fill()
+    idx = np.indices((2,) * 12)
+    np.testing.assert_array_equal(x.to_numpy(), np.stack([idx.sum(0), idx[11]], axis=-1))
+    from spirad.compat import taichi_lang
+    assert taichi_lang.lib_core.get_max_num_indices() == 12
+
+
+@test_archs()
+def test_fortran_ordered_numpy_argument(arch):
+    # Taichi copies an F-ordered numpy array (a transpose) in and back out; other strided
+    # arrays stay refused with Taichi's ValueError
+    @sd.kernel
+    def bump(a: sd.types.ndarray(dtype=sd.i32, ndim=2),
+             out: sd.types.ndarray(dtype=sd.i32, ndim=2)):
+        for i, j in a:
+            out[i, j] = a[i, j]
+            a[i, j] = i * 10 + j
+
+    base = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = base.T                        # shape (4, 3), F-ordered, a view of `base`
+    before = t.copy()
+    out = np.zeros((4, 3), np.int32)
+    with pytest.warns(sd.SpiradWarning, match="Fortran-ordered"):
+        bump(t, out)
+    np.testing.assert_array_equal(out, before)
+    np.testing.assert_array_equal(base.T, np.add.outer(np.arange(4) * 10, np.arange(3)))
+    with pytest.raises(ValueError, match="Non contiguous numpy arrays are not supported"):
+        bump(np.zeros((4, 6), np.int32)[:, ::2], out)
+
+
+@test_archs()
+def test_ndarray_deepcopy(arch):
+    import copy
+    x = sd.Vector.ndarray(3, sd.f32, 4, needs_grad=True)
+    x[1] = [1.0, 2.0, 3.0]
+    x.grad[2] = [4.0, 5.0, 6.0]
+    y = copy.deepcopy(x)
+    x[1] = [0.0, 0.0, 0.0]
+    x.grad.fill(0.0)
+    assert (y.shape, y.n, y.dtype) == (x.shape, 3, sd.f32)
+    np.testing.assert_array_equal(y.to_numpy()[1], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(y.grad.to_numpy()[2], [4.0, 5.0, 6.0])
+
+
+@test_archs()
+def test_boundary_clamp_of_components(arch):
+    # Taichi 1.7.4: boundary="clamp" also clamps a run-time component index, a matrix's as the
+    # flat index i * m + j into [0, n * m - 1]
+    @sd.kernel
+    def vec(x: sd.types.ndarray(boundary="clamp"), c: sd.i32) -> sd.f32:
+        return x[1, 2][c]
+
+    @sd.kernel
+    def mat(x: sd.types.ndarray(boundary="clamp"), i: sd.i32, j: sd.i32) -> sd.f32:
+        return x[1, 2][i, j]
+
+    v = sd.Vector.ndarray(2, sd.f32, shape=(3, 3))
+    v[1, 2] = [7.0, 8.0]
+    assert [vec(v, c) for c in (-1, 0, 1, 5)] == [7.0, 7.0, 8.0, 8.0]
+    m = sd.Matrix.ndarray(2, 2, sd.f32, shape=(3, 3))
+    m[1, 2] = [[1.0, 2.0], [3.0, 4.0]]
+    got = [mat(m, i, j) for i, j in ((-1, 0), (1, -1), (2, 0), (1, 2), (0, 1))]
+    assert got == [1.0, 2.0, 4.0, 4.0, 2.0]   # flat -2 -> 0, 1, 4 -> 3, 4 -> 3, 1
