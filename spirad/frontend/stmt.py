@@ -409,11 +409,6 @@ class StmtVisitor:
             if not isinstance(t, ast.Name):
                 raise ctx.error(SpiradSyntaxError, "loop targets must be names", t)
         names = [t.id for t in targets]
-        for t in targets:  # Python would leave it at the last index; a kernel's index is the loop's
-            if ctx.find_local(t.id) is not None:
-                raise ctx.error(SpiradSyntaxError, f"Variable '{t.id}' is already declared in the "
-                                                   f"outer scope and cannot be used as loop "
-                                                   f"variable: name the index anew", node)
         if iterable is None:
             begin, end = self.range_args(it)
             if len(names) != 1:
