@@ -20,7 +20,8 @@ from operator import is_ as _is
 import numpy as np
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import (SpiradArgumentError, SpiradError, SpiradRuntimeError, SpiradTypeError,
+from kernel_ir.errors import (SpiradArgumentError, SpiradError, SpiradRuntimeError,
+                              SpiradSyntaxError, SpiradTypeError,
                               SpiradValueError)
 
 from .runtime import guard as _guard
@@ -536,11 +537,20 @@ class BoundKernel:
         self.__name__ = kernel.fn.__name__
 
     def __call__(self, *args, **kwargs):
+        self._check_class()
         return self.kernel(self.obj, *args, **kwargs)
 
     def grad(self, *args, **kwargs):
         """The adjoint of the kernel method, with the object as its first argument."""
+        self._check_class()
         return self.kernel.grad(self.obj, *args, **kwargs)
+
+    def _check_class(self):
+        cls = type(self.obj)
+        if not getattr(cls, "_data_oriented", False):
+            raise SpiradSyntaxError(f"Please decorate class {cls.__name__} with "
+                                    f"@ti.data_oriented (sd.data_oriented): kernel "
+                                    f"{self.__name__} is one of its methods")
 
 
 class _FlattenTemplates(Exception):
@@ -577,7 +587,10 @@ def _struct_arg(ann, a) -> bool:
 
 def data_oriented(cls):
     """Taichi's `@ti.data_oriented`: kernels and funcs defined in the class work as methods
-    (`self` is a compile-time template argument). The class is returned unchanged."""
+    (`self` is a compile-time template argument). The class is returned marked (its
+    subclasses inherit the mark); a kernel method of an unmarked class is refused, as in
+    Taichi and Quadrants."""
+    cls._data_oriented = True
     return cls
 
 

@@ -69,8 +69,11 @@ class Value:
 
 @dataclass(frozen=True)
 class PrintFormat:
-    """One `print(...)` statement: text pieces (str) and `Value`s, in order (`end` included)."""
+    """One `print(...)` statement: text pieces (str) and `Value`s, in order (`end` included).
+    `assert_site` > 0: the run-time message of that failed assert (`assert c, f"x = {x}"`),
+    kept for `runtime.asserts.check` instead of printed."""
     pieces: tuple
+    assert_site: int = 0
 
     @property
     def scalars(self) -> tuple:
@@ -101,6 +104,7 @@ class PrintBuffer:
         self.formats: list = []
         self.fields: dict = {}   # area name -> internal Field
         self.dirty = False       # a program that prints was launched since the last flush
+        self.assert_texts: dict = {}  # assert site -> its first failing thread's message
 
     def register(self, fmt: PrintFormat) -> int:
         self.formats.append(fmt)
@@ -182,7 +186,10 @@ class PrintBuffer:
                                    else d.np.type("nan"))
             pos = k
             dropped += lost_values
-            text.append(_render(fmt, scalars))
+            if fmt.assert_site:  # a failed assert's message: raised by asserts.check
+                self.assert_texts.setdefault(fmt.assert_site, _render(fmt, scalars))
+            else:
+                text.append(_render(fmt, scalars))
         return text, dropped
 
 

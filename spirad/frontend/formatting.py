@@ -12,6 +12,7 @@ Matrix values (printed as nested lists), f-strings (format specs and !r / !s / !
 from __future__ import annotations
 
 import ast
+import re
 import string
 from dataclasses import dataclass
 
@@ -217,6 +218,35 @@ def h_print(v, args, kw, node):
     return None
 
 
+_PERCENT = re.compile(r"%(%|([-+ #0]*\d*(?:\.\d+)?)([diouxXeEfFgGcrsa]))")
+
+
+def percent_format(v, fmt: str, args, node):
+    """`"x[%d] = %f" % (i, x[i])` with run-time values (Taichi takes it in an assert's
+    message): the printf template as `str.format` fields with the same specs."""
+    out, pos = [], 0
+    for m in _PERCENT.finditer(fmt):
+        out.append(fmt[pos:m.start()].replace("{", "{{").replace("}", "}}"))
+        pos = m.end()
+        if m.group(1) == "%":
+            out.append("%")
+            continue
+        flags, conv = m.group(2), m.group(3)
+        conv = "d" if conv in "iu" else conv
+        out.append("{}" if conv == "s" and not flags else "{!" + conv + "}" if conv in "ra"
+                   else "{:" + flags + conv + "}")
+    out.append(fmt[pos:].replace("{", "{{").replace("}", "}}"))
+    return str_format(v, "".join(out), list(args), {}, node)
+
+
+def emit_assert_text(v, node, msg: FormatStr, site: int) -> None:
+    """In a failing assert's branch: a record of its message's run-time values, kept as the
+    message of assert `site` (printing.PrintFormat.assert_site) instead of printed."""
+    b = _Builder(v, node)
+    b.value(msg)
+    _emit(v, b, site)
+
+
 def emit_text(v, node, text: str) -> None:
     """A PRINT of the constant `text` (the debug checks' messages: frontend/overflow.py)."""
     b = _Builder(v, node)
@@ -224,10 +254,10 @@ def emit_text(v, node, text: str) -> None:
     _emit(v, b)
 
 
-def _emit(v, b) -> None:
+def _emit(v, b, assert_site: int = 0) -> None:
     st = v.ctx.state
     if st.prints is None:  # the first kernel of this init() that prints
         from ..data.field import internal_field
         st.prints = printing.PrintBuffer(internal_field)
-    fid = st.prints.register(printing.PrintFormat(tuple(b.pieces)))
+    fid = st.prints.register(printing.PrintFormat(tuple(b.pieces), assert_site))
     v.ctx.b.emit(Op.PRINT, None, tuple(b.srcs), fid)

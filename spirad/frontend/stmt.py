@@ -206,10 +206,7 @@ class StmtVisitor:
         ctx = self.ctx
         msg = ""
         if node.msg is not None:
-            msg = self.rvalue(self.build(node.msg))
-            if not isinstance(msg, str):
-                raise ctx.error(SpiradTypeError, "an assert's message must be a string known at "
-                                                 "compile time", node.msg)
+            msg = self._assert_message(node.msg)
         cond = self.rvalue(self.build(node.test))
         if not ctx.state.debug:
             return
@@ -220,8 +217,32 @@ class StmtVisitor:
         from ..runtime.asserts import state_of
         from ..data.field import internal_field
         a = state_of(ctx.state, internal_field)
+        from .formatting import FormatStr, emit_assert_text
+        if isinstance(msg, FormatStr):  # run-time values: the failing thread records them
+            site = a.site(ast.unparse(node.msg), ctx.loc(node))
+            a.record(ctx.b, ctx.b.unary(Op.NOT, self.to_cond(cond)), site,
+                     then=lambda: emit_assert_text(self, node.msg, msg, site))
+            return
         site = a.site(msg, ctx.loc(node))
         a.record(ctx.b, ctx.b.unary(Op.NOT, self.to_cond(cond)), site)
+
+    def _assert_message(self, m):
+        """An assert's message: a string known at compile time, or text with run-time values
+        (an f-string, `.format(...)`, or a `%` template, as Taichi formats them)."""
+        from kernel_ir.nodes import Node
+        from .formatting import FormatStr, percent_format
+        if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) and \
+                isinstance(m.left, ast.Constant) and isinstance(m.left.value, str):
+            args = self.rvalue(self.build(m.right))
+            args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+            if any(isinstance(x, (Node, VecVal)) for x in args):
+                return percent_format(self, m.left.value, args, m)
+            return m.left.value % args
+        msg = self.rvalue(self.build(m))
+        if not isinstance(msg, (str, FormatStr)):
+            raise self.ctx.error(SpiradTypeError, "an assert's message must be a string (an "
+                                                  "f-string or format of kernel values too)", m)
+        return msg
 
     def _struct_leaves(self, value, node):
         """The leaf values of a struct value, nested structs flattened in member order (as
@@ -390,11 +411,6 @@ class StmtVisitor:
             if not isinstance(t, ast.Name):
                 raise ctx.error(SpiradSyntaxError, "loop targets must be names", t)
         names = [t.id for t in targets]
-        for t in targets:  # Python would leave it at the last index; a kernel's index is the loop's
-            if ctx.find_local(t.id) is not None:
-                raise ctx.error(SpiradSyntaxError, f"Variable '{t.id}' is already declared in the "
-                                                   f"outer scope and cannot be used as loop "
-                                                   f"variable: name the index anew", node)
         if iterable is None:
             begin, end = self.range_args(it)
             if len(names) != 1:

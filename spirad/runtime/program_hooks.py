@@ -39,6 +39,26 @@ class Program:
     def default_ip(self):
         return _state.current().default_ip
 
+    def set_default_fp(self, dtype) -> None:
+        """Taichi's `impl.get_runtime().set_default_fp(t)`: the type of float literals and of
+        `float` from now on, as `init(default_fp=t)`; every kernel is compiled again."""
+        self._set_default("default_fp", dtype, "is_float")
+
+    def set_default_ip(self, dtype) -> None:
+        """Taichi's `impl.get_runtime().set_default_ip(t)`, for integer literals and `int`."""
+        self._set_default("default_ip", dtype, "is_int")
+
+    @staticmethod
+    def _set_default(what, dtype, kind) -> None:
+        from kernel_ir import dtypes as T
+        from kernel_ir.errors import SpiradTypeError
+        if not isinstance(dtype, T.DType) or not getattr(dtype, kind) or dtype == T.u1:
+            raise SpiradTypeError(f"set_{what}({dtype!r}): give "
+                                  f"{'a float' if kind == 'is_float' else 'an integer'} dtype")
+        st = _state.current()
+        setattr(st, what, dtype)
+        st.layout_version += 1  # kernels compiled with the old default are compiled again
+
     def get_num_compiled_functions(self) -> int:
         """How many kernel programs this init() compiled (one per kernel and argument
         signature, as Taichi counts its kernel instances; adjoints not counted)."""

@@ -186,12 +186,6 @@ def test_loop_index_names_and_static_forms(arch):
     x = sd.field(sd.i32, shape=(2, 2))
 
     @sd.kernel
-    def reused_name():
-        i = 0
-        for i in range(10):
-            pass
-
-    @sd.kernel
     def nested_static():
         for i in sd.static(sd.static(range(1))):
             pass
@@ -201,8 +195,7 @@ def test_loop_index_names_and_static_forms(arch):
         for idx in sd.static(sd.grouped(x)):
             pass
 
-    for k, words in ((reused_name, "Variable 'i' is already declared in the outer scope"),
-                     (nested_static, "'ti.static' cannot be nested"),
+    for k, words in ((nested_static, "'ti.static' cannot be nested"),
                      (static_grouped_field, "Only 'ti.ndrange' is allowed")):
         with pytest.raises(sd.TaichiSyntaxError, match=words):
             k()
@@ -340,3 +333,83 @@ def test_walrus_and_static_assignment(arch):
         recreate()
     with pytest.raises(sd.TaichiSyntaxError, match="Static assign cannot be used on elements"):
         element()
+
+
+@test_archs()
+def test_assert_messages_with_run_time_values(arch):
+    x = sd.field(sd.i32, shape=16)
+    x[10] = 42
+
+    @sd.kernel
+    def percent():
+        for i in x:
+            assert x[i] == 0, "x[%d] expect=%d got=%d" % (i, 0, x[i])
+
+    @sd.kernel
+    def fstring():
+        for i in x:
+            assert x[i] == 0, f"x[{i}] expect={0} got={x[i]}"
+
+    @sd.kernel
+    def a_float():
+        y = 0.5
+        assert y < 0, "y = %.2f %%" % y
+
+    for k, words in ((percent, r"x\[10\] expect=0 got=42"), (fstring, r"x\[10\] expect=0 got=42"),
+                     (a_float, "y = 0.50 %")):
+        with pytest.raises(sd.TaichiAssertionError, match=words) as e:
+            k()
+            sd.sync()
+        assert "^" in str(e.value)  # the assert's line
+    x[10] = 0
+    percent()
+    fstring()
+    sd.sync()  # nothing failed: nothing raised, nothing printed by the asserts
+
+
+def test_set_default_ip_recompiles():
+    from spirad.compat.taichi_lang import impl
+    sd.init(arch="cpu")
+
+    @sd.kernel
+    def big() -> sd.i64:
+        a = 2147483647  # a local of the default integer type
+        return a + 1
+
+    assert big() == -2 ** 31  # i32 wraps
+    impl.get_runtime().set_default_ip(sd.i64)
+    assert big() == 2 ** 31  # compiled again: `a` is an i64 now
+    with pytest.raises(sd.TaichiTypeError, match="give an integer dtype"):
+        impl.get_runtime().set_default_ip(sd.f32)
+
+
+@test_archs()
+def test_kernel_methods_need_data_oriented(arch):
+    class Plain:
+        def __init__(self):
+            self.x = sd.field(sd.f32, shape=4)
+
+        @sd.kernel
+        def fill(self):
+            for i in self.x:
+                self.x[i] = i
+
+    @sd.data_oriented
+    class Base:
+        pass
+
+    class Derived(Base):  # the mark is inherited, as in Taichi
+        def __init__(self):
+            self.x = sd.field(sd.f32, shape=4)
+
+        @sd.kernel
+        def fill(self):
+            for i in self.x:
+                self.x[i] = i
+
+    with pytest.raises(sd.TaichiSyntaxError, match="Please decorate class Plain with "
+                                                   "@ti.data_oriented"):
+        Plain().fill()
+    d = Derived()
+    d.fill()
+    assert d.x.to_numpy().tolist() == [0, 1, 2, 3]
