@@ -238,7 +238,7 @@ def test_array_argument_mismatches(arch):
         assert isinstance(e.value, sd.SpiradTypeError) and "^" in str(e.value)
 
 
-@test_archs(archs=("cpu",))
+@test_archs(archs=exactly("cpu"))
 def test_any_size_vector_and_matrix_annotations(arch):
     @sd.kernel
     def ones(x: sd.types.ndarray(dtype=sd.types.matrix())):
