@@ -35,6 +35,11 @@ arithmetic wraps (no `nsw`), and wrapping add / subtract agrees with exact arith
 2**32, so an exact value the guard puts in [0, extent) with extent < 2**31 is also the value
 computed. When the guard fails (or a loop is empty), the original loop runs with every check.
 
+Code size: the copies may add at most `GROWTH` times a task's nodes (LLVM's time grows faster
+than a function's size); loops are versioned outermost first (an outer loop's copy proves the
+accesses its guard covers, and the loops nested in it are versioned inside the copy while the
+budget lasts), a loop past the budget is skipped and the loops nested in it tried instead.
+
 Loops holding adstack operations are left alone (copying a stack would change the program's
 adstack layout and sizing). Runs last on what a backend compiles (`driver._program`, only when
 the default checks are on), so no later pass can move a proven access out of its guarded copy;
@@ -55,29 +60,41 @@ _I32_MAX = (1 << 31) - 1
 _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 
+GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
+
+
 def version_loops(tl: TaskList) -> TaskList:
     """`tl` with the loops whose accesses a guard before the loop proves in range versioned."""
     tasks = []
     for t in tl.tasks:
-        proven = set(t.proven)
-        static = in_range_accesses(t)  # proven without a guard: their copies are, too
-        body = _block(t.body, proven, static)
-        tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(proven)))
+        size = sum(1 for _ in walk(t.body))
+        # proven without a guard (index_range): their copies are, too
+        cx = _Ctx(set(t.proven), in_range_accesses(t), int(GROWTH * size))
+        body = _block(t.body, cx)
+        tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(cx.proven)))
     return replace(tl, tasks=tuple(tasks))
 
 
-def _block(block: Block, proven: set, static: frozenset) -> Block:
+class _Ctx:
+    """One task's pass state: accesses proven by guards (`Task.proven`), accesses index_range
+    proves (and their copies), and how many nodes the copies may still add."""
+
+    def __init__(self, proven: set, static: frozenset, budget: int):
+        self.proven, self.static, self.budget = proven, static, budget
+
+
+def _block(block: Block, cx: _Ctx) -> Block:
     """`block` with its loops versioned (outermost first) and nested blocks visited."""
     out, changed = [], False
     for n in block.nodes:
         if n.op == Op.RANGE_FOR:
-            v = _version(n, proven, static)
+            v = _version(n, cx)
             if v is not None:
                 out.extend(v)
                 changed = True
                 continue
         if n.blocks:
-            blocks = tuple(_block(b, proven, static) for b in n.blocks)
+            blocks = tuple(_block(b, cx) for b in n.blocks)
             if any(a is not b for a, b in zip(blocks, n.blocks)):
                 n = Node(n.op, n.dtype, n.srcs, n.arg, blocks, n.loc)
                 changed = True
@@ -223,14 +240,15 @@ class _Guard:
         return c
 
 
-def _version(L: Node, proven: set, static: frozenset):
+def _version(L: Node, cx: _Ctx):
     """[guard nodes..., IF(guard, L', L)] for loop `L`, or None when no access of it is
     newly proven (its nested loops are then visited by the caller)."""
     if L.arg is None or L.arg.index is None:
         return None
     info = _Loop(L)
-    if info.stacks:
-        return None
+    if info.stacks or len(info.inside) + 1 > cx.budget:
+        return None  # (a loop past the budget: its nested loops may fit)
+    proven, static = cx.proven, cx.static
     guard = _Guard(L.loc)
     newly = []
     for n in walk(L.blocks[0]):
@@ -263,8 +281,9 @@ def _version(L: Node, proven: set, static: frozenset):
             proven.add(env[n])
         elif n in static:
             copied_static.add(env[n])
-    static = static | copied_static
-    body = _block(fast.blocks[0], proven, static)  # nested loops, for the accesses still checked
+    cx.static = static | copied_static
+    cx.budget -= len(info.inside) + 1
+    body = _block(fast.blocks[0], cx)  # nested loops, for the accesses still checked
     fast = Node(fast.op, fast.dtype, fast.srcs, fast.arg, (body,), fast.loc)
     if not guard.conds:  # every condition held at compile time: the copy alone
         return [fast]
