@@ -283,3 +283,47 @@ def test_not_under_debug_nor_without_checks():
         (tl,) = _compiled_tasks("cpu", batch, _arr(np.zeros((4, 3))), _arr(np.zeros((5, 3))), 4)
         assert not tl.tasks[0].proven
         assert not [n for n in tl.tasks[0].body.nodes if n.op == Op.IF]
+
+
+def test_copies_stay_within_the_growth_budget():
+    """A nest whose both levels have accesses to prove: the outer loop's copy takes the budget
+    (`GROWTH` times the task), so the loop inside it is not copied again; the program at most
+    doubles (plus the guard)."""
+    import passes.bounds_versioning as bv
+    import spirad.compile.driver as drv
+    from kernel_ir.nodes import walk
+    from kernel_ir.ops import Op
+    sizes = []
+
+    def spy(tl):
+        out = bv.version_loops(tl)
+        sizes.append((tl, out))
+        return out
+
+    @sd.kernel
+    def nest(a: sd.types.ndarray(), b: sd.types.ndarray(), idx: sd.types.ndarray(), n: sd.i32):
+        sd.loop_config(serialize=True)
+        for i in range(n):
+            lo = idx[i]                   # proven by the outer guard
+            for k in range(lo, lo + 2):   # a[k]: by a guard inside the outer copy, budget allowing
+                a[k] += b[i]
+
+    sd.init(arch=sd.cpu, offline_cache=False)
+    drv.version_loops = spy
+    try:
+        a, b, idx = _arr(np.zeros(6)), _arr(np.arange(6)), _arr([0, 3, 1], sd.i32)
+        nest(a, b, idx, 3)
+        sd.sync()
+    finally:
+        drv.version_loops = bv.version_loops
+    want = np.zeros(6)
+    for i, lo in enumerate([0, 3, 1]):
+        want[lo:lo + 2] += i
+    np.testing.assert_array_equal(a.to_numpy(), want)
+    (before, after), = sizes
+    ifs = [n for n in walk(after.tasks[0].body) if n.op == Op.IF]
+    assert len(ifs) == 1  # the outer loop only: no copy inside the copy
+    n0 = sum(1 for _ in walk(before.tasks[0].body))
+    n1 = sum(1 for _ in walk(after.tasks[0].body))
+    guard = len(after.tasks[0].body.nodes) - len(before.tasks[0].body.nodes)
+    assert n1 - guard <= (1 + bv.GROWTH) * n0
