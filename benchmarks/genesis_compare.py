@@ -4,7 +4,9 @@
     python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
         [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0]
 
-Prints per round the load average and each run's median step, then per (scene, array mode)
+The order of the three alternates by round (round 2 runs them backwards; `paired.alternate`'s
+rule), so a load that drifts within a round weighs on both sides. Prints per round the load
+average, the load at each run, and each run's median step, then per (scene, array mode)
 the median over rounds, spirad / Quadrants ratios, and the largest position difference of each
 spirad run against Quadrants' (every step of the rigid scenes). Needs a Python with
 genesis-world and Quadrants; spirad runs in it through its `quadrants` shim.
@@ -34,7 +36,8 @@ def run_one(py, system, scene, ndarray, a, out):
         env["PYTHONPATH"] = HERE
     cmd = [py, os.path.join(HERE, "genesis_scene.py"), scene, "--steps", str(a.steps),
            "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else [])
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                       timeout=a.timeout)
     if r.returncode != 0:
         raise SystemExit(f"{system} {scene} ndarray={ndarray} failed:\n{r.stderr[-3000:]}")
     with open(out) as f:
@@ -53,23 +56,30 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--n-envs", type=int, default=0)
     ap.add_argument("--scenes", nargs="+", default=["box", "franka"])
+    ap.add_argument("--modes", nargs="+", choices=("field", "ndarray"),
+                    default=["field", "ndarray"], help="Genesis' array modes to run")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (a cold "
+                    "offline cache compiles every kernel in the first run)")
     a = ap.parse_args()
+    modes = [m == "ndarray" for m in a.modes]
     times, diffs, loads = {}, {}, []
     tmp = tempfile.mkdtemp()
     for r in range(a.rounds):
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}: load {loads[-1]:.2f}", flush=True)
         for scene in a.scenes:
-            for ndarray in (False, True):
+            for ndarray in modes:
                 res = {}
-                for system in SYSTEMS:
+                for system in (SYSTEMS if r % 2 == 0 else SYSTEMS[::-1]):
                     out = os.path.join(tmp, f"{scene}{int(ndarray)}{system.replace(' ', '')}.json")
                     res[system] = run_one(a.quadrants_python, system, scene, ndarray, a, out)
                     times.setdefault((scene, ndarray, system), []).append(
                         res[system]["step_ms_median"])
+                    loads.append(os.getloadavg()[0])
                     print(f"  {scene} {'ndarray' if ndarray else 'field'} {system}: "
-                          f"{res[system]['step_ms_median']:.4f} ms", flush=True)
+                          f"{res[system]['step_ms_median']:.4f} ms (load {loads[-1]:.1f}, build "
+                          f"{res[system]['build_s']:.1f} s)", flush=True)
                 for system in SYSTEMS[1:]:
                     d = max_diff(res[system], res["quadrants"])
                     diffs[(scene, ndarray, system)] = max(diffs.get((scene, ndarray, system), 0), d)
@@ -82,7 +92,7 @@ def main():
           "largest position difference vs Quadrants (eager / graph) | graph vs eager |")
     print("|---|---|---|---|---|---|---|---|")
     for scene in a.scenes:
-        for ndarray in (False, True):
+        for ndarray in modes:
             q, e, g = (statistics.median(times[(scene, ndarray, s)]) for s in SYSTEMS)
             print(f"| {scene}, {'ndarray' if ndarray else 'field'} | {q:.3f} ms | {e:.3f} ms | "
                   f"{e / q:.2f} | {g:.3f} ms | {g / q:.2f} | "

@@ -10,7 +10,8 @@ field's own shape `for i, j in x` — lowered to `idx // n`, `idx % n` —, `ran
 An interval is (lo, hi) with lo an int and hi the exclusive upper bound: an int, or
 `("shape", arg, axis)` — the extent of ndarray argument `arg` along `axis` (so `i` of
 `range(a.shape[0])` indexes axis 0 of `a` safely). Anything else (arguments, loads, locals,
-WHILE loops, unknown ops) has no interval: its accesses stay checked.
+WHILE loops, unknown ops) has no interval: its accesses stay checked. Accesses a pass proved
+in range with a run-time guard (`Task.proven`, passes/bounds_versioning) are in range too.
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def in_range_accesses(task) -> frozenset:
             for b in n.blocks:
                 visit(b)
     visit(task.body)
-    return frozenset(out)
+    return frozenset(out) | task.proven
 
 
 def checked_accesses(task) -> list:

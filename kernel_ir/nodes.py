@@ -151,7 +151,10 @@ class Task:
     task starts: spirad.backends.range_bounds); kind 'serial': `body` runs once on one thread (index/begin/end are None).
     `ordered` (range tasks): the iterations run one after another in index order, never two at
     once (`sd.init(deterministic=True)` on devices that cap an invocation's loops:
-    passes/deterministic.py); every buffer is then iteration-private."""
+    passes/deterministic.py); every buffer is then iteration-private.
+    `proven`: global accesses of `body` a pass proved in range (passes/bounds_versioning: the
+    copy of a loop that runs only when a guard before it held); the default bounds checks skip
+    them (`kernel_ir.index_range`)."""
     kind: str
     body: Block
     index: Optional[Node] = None
@@ -160,6 +163,7 @@ class Task:
     name: str = ""
     loc: Optional[SrcLoc] = None
     ordered: bool = False
+    proven: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

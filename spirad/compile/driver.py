@@ -10,7 +10,8 @@
 
 What a backend compiles is the task list after `promote_accumulators`, `serialise` (only under
 `init(deterministic=True)`: passes/deterministic), `expand_math` (math functions without a
-native lowering become IR ops) and `demote_atomics`; autodiff sees the task
+native lowering become IR ops), `demote_atomics`, `taichi_addresses` and, with the default
+bounds checks on, `version_loops` (passes/bounds_versioning); autodiff sees the task
 list before them, and the offline cache stores both.
 
 With `verify=True` (tests, `init(debug=True)`, SPIRAD_VERIFY=1) the verifier runs after every
@@ -33,6 +34,7 @@ from kernel_ir.rewrite import expr_nodes
 
 from . import offline_cache
 from ..runtime import state as _state
+from ..backends.base import default_checks
 from ..runtime.launch import DEVICE_BOUNDS, Compiled
 from passes.dce import dce_kernel, dce_tasks
 from passes.expand_math import expand_math
@@ -45,6 +47,7 @@ from passes.deterministic import serialise
 from passes.promote_accumulators import promote_accumulators
 from passes.simplify import simplify_kernel, simplify_tasks
 from passes.taichi_layout import taichi_addresses
+from passes.bounds_versioning import version_loops
 from ..data.snode_layout import layout_of
 from ..runtime.logger import logger, ms
 from ..runtime.sizing_cache import ProgramSizing
@@ -312,6 +315,8 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
             ctl = serialise(ctl, _state.backend().ordered_chunk())
         ctl = demote_atomics(expand_math(ctl))
         ctl = taichi_addresses(ctl, _layout_lookup(state), bool(state.debug))
+        if default_checks(state):  # loops versioned so that their checks run once, before them
+            ctl = version_loops(ctl)
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \

@@ -1,0 +1,301 @@
+"""Loop versioning for the default bounds checks: check a loop's index ranges once, before it.
+
+The default checks (architecture §8: an out-of-range access never crashes) test every global
+access that `kernel_ir.index_range` cannot prove in range at compile time; an ndarray's extents
+are known only at run time, so `for i_b in range(_B): x[i_d, i_b]` with `_B` another array's
+shape stays checked in every iteration. This pass turns such a loop `L` into
+
+    guard = every index range of the accesses below provably inside its axis
+    if guard: L'   (a fresh copy of L whose proven accesses are listed in `Task.proven`)
+    else:     L    (the loop as it was, every access checked)
+
+and the code generators drop the checks of `Task.proven` (`index_range.in_range_accesses`).
+Inside `L'` the nested loops are versioned again for the accesses still checked (their own
+bounds, and values computed in `L`, are then loop-invariant). A loop without such an access is
+left as it is: the generated code changes only where checks are proven away.
+
+What an index may be, per axis (everything else keeps its check): an i32 expression of one
+*invariant* term plus constants (`ADD` / `SUB` of constants, no-op casts), where a term is a
+node computed before `L` (an argument, a shape, an enclosing loop's index, a value loaded before
+the loop), a `LOAD` of a local that nothing inside `L` stores (loaded again before the loop: the
+same value), or the index of `L` or of a loop nested in it whose bounds are such expressions.
+The guard states, for every such axis, lowest value >= 0 and highest value < the extent (a
+field's static shape, an ndarray's `NDARRAY_SHAPE`, 1 for a temporary), all in i32 without
+overflow (constants are kept within +-2**30, a run-time extent is tested >= 0 before it is
+subtracted from; `t + c <= E` with c < 0 is tested as the stronger `t <= E`).
+
+Why it is sound: the guard is evaluated once, right before `L`, from values that cannot change
+while `L` runs (nodes are SSA values defined before `L`; a hoisted local has no store in `L`),
+and a `RANGE_FOR` index is an SSA leaf that runs through [begin, end) of its loop's bounds
+evaluated at loop entry: nothing can assign it. `break`, `continue`, `while` loops and early
+returns (lowered to flags and breaks) only run fewer iterations, each with an index inside
+the range the guard checked; an index that a loop reassigns (`i = i + 1` in Python) is a local
+with a store in `L`, so it is not hoisted and its accesses keep their checks. The i32 index
+arithmetic wraps (no `nsw`), and wrapping add / subtract agrees with exact arithmetic modulo
+2**32, so an exact value the guard puts in [0, extent) with extent < 2**31 is also the value
+computed. When the guard fails (or a loop is empty), the original loop runs with every check.
+
+Code size: the copies may add at most `GROWTH` times a task's nodes (LLVM's time grows faster
+than a function's size); loops are versioned outermost first (an outer loop's copy proves the
+accesses its guard covers, and the loops nested in it are versioned inside the copy while the
+budget lasts), a loop past the budget is skipped and the loops nested in it tried instead.
+
+Loops holding adstack operations are left alone (copying a stack would change the program's
+adstack layout and sizing). Runs last on what a backend compiles (`driver._program`, only when
+the default checks are on), so no later pass can move a proven access out of its guarded copy;
+a backend that rebuilds a task makes new nodes, which are checked again.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kernel_ir import dtypes as T
+from kernel_ir.index_range import in_range_accesses
+from kernel_ir.nodes import Block, LoopArg, Node, TaskList, walk
+from kernel_ir.ops import GLOBAL_ACCESS, Op
+from kernel_ir.rewrite import rebuild
+
+_C = 1 << 30  # constants kept in [-_C, _C]: no i32 overflow in the guard's arithmetic
+_I32_MAX = (1 << 31) - 1
+_ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
+
+
+GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
+
+
+def version_loops(tl: TaskList) -> TaskList:
+    """`tl` with the loops whose accesses a guard before the loop proves in range versioned."""
+    tasks = []
+    for t in tl.tasks:
+        size = sum(1 for _ in walk(t.body))
+        # proven without a guard (index_range): their copies are, too
+        cx = _Ctx(set(t.proven), in_range_accesses(t), int(GROWTH * size))
+        body = _block(t.body, cx)
+        tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(cx.proven)))
+    return replace(tl, tasks=tuple(tasks))
+
+
+class _Ctx:
+    """One task's pass state: accesses proven by guards (`Task.proven`), accesses index_range
+    proves (and their copies), and how many nodes the copies may still add."""
+
+    def __init__(self, proven: set, static: frozenset, budget: int):
+        self.proven, self.static, self.budget = proven, static, budget
+
+
+def _block(block: Block, cx: _Ctx) -> Block:
+    """`block` with its loops versioned (outermost first) and nested blocks visited."""
+    out, changed = [], False
+    for n in block.nodes:
+        if n.op == Op.RANGE_FOR:
+            v = _version(n, cx)
+            if v is not None:
+                out.extend(v)
+                changed = True
+                continue
+        if n.blocks:
+            blocks = tuple(_block(b, cx) for b in n.blocks)
+            if any(a is not b for a, b in zip(blocks, n.blocks)):
+                n = Node(n.op, n.dtype, n.srcs, n.arg, blocks, n.loc)
+                changed = True
+        out.append(n)
+    return Block(tuple(out)) if changed else block
+
+
+def _is_i32(n: Node) -> bool:
+    return n.dtype is not None and n.dtype.kind == "i" and n.dtype.bits == 32
+
+
+class _Loop:
+    """What one candidate loop `L` knows: its nodes, nested loops, stored slots, and the
+    interval of an index expression (`of`)."""
+
+    def __init__(self, L: Node):
+        self.inside = set()
+        self.loops = {L.arg.index: L}
+        self.stored = set()
+        self.stacks = False
+        for m in walk(L.blocks[0]):
+            self.inside.add(m)
+            if m.op == Op.RANGE_FOR and m.arg is not None and m.arg.index is not None:
+                self.loops[m.arg.index] = m
+            elif m.op == Op.STORE:
+                self.stored.add(m.srcs[0])
+            elif m.op in _ADSTACK:
+                self.stacks = True
+        self.hoisted = {}  # slot -> its LOAD before L
+        self.memo = {}
+
+    def term(self, n: Node):
+        """`n` as an invariant term of the guard, or None."""
+        if n.op == Op.LOAD and n in self.inside:
+            slot = n.srcs[0]
+            if slot in self.inside or slot in self.stored:
+                return None
+            if slot not in self.hoisted:
+                self.hoisted[slot] = Node(Op.LOAD, n.dtype, (slot,), None, (), n.loc)
+            return self.hoisted[slot]
+        if n in self.inside or n.op == Op.LOOP_INDEX and n in self.loops:
+            return None
+        return n
+
+    def of(self, n: Node):
+        """((lo term, lo const), (hi term, hi const)): n in [lo, hi) whenever it is computed
+        inside L (term None: a constant), or None."""
+        if n in self.memo:
+            return self.memo[n]
+        r = self._of(n) if _is_i32(n) else None
+        if r is not None and not all(-_C <= c <= _C for _, c in r):
+            r = None
+        self.memo[n] = r
+        return r
+
+    def _of(self, n: Node):
+        op = n.op
+        if op == Op.CONST:
+            return None if isinstance(n.arg, bool) else ((None, int(n.arg)), (None, int(n.arg) + 1))
+        if op == Op.LOOP_INDEX and n in self.loops:
+            M = self.loops[n]
+            b, e = self.of(M.srcs[0]), self.of(M.srcs[1])
+            if b is None or e is None:
+                return None
+            return b[0], (e[1][0], e[1][1] - 1)
+        t = self.term(n)
+        if t is not None:
+            return (t, 0), (t, 1)
+        if op == Op.CAST and _is_i32(n.srcs[0]):
+            return self.of(n.srcs[0])
+        if op not in (Op.ADD, Op.SUB):
+            return None
+        a, b = self.of(n.srcs[0]), self.of(n.srcs[1])
+        if a is None or b is None:
+            return None
+        if op == Op.ADD and a[0][0] is None and a[1][0] is None:
+            a, b = b, a
+        if b[0][0] is not None or b[1][0] is not None:  # right operand: a constant range
+            return None
+        (lt, lc), (ht, hc) = a
+        blo, bhi = b[0][1], b[1][1] - 1  # b's values: [blo, bhi]
+        if op == Op.ADD:
+            return (lt, lc + blo), (ht, hc + bhi)
+        return (lt, lc - bhi), (ht, hc - blo)
+
+
+class _Guard:
+    """The guard's conditions (deduplicated) and the nodes that compute them."""
+
+    def __init__(self, loc):
+        self.nodes, self.conds, self.seen, self.loc = [], [], {}, loc
+
+    def node(self, op, dtype, srcs=(), arg=None) -> Node:
+        key = (op, srcs, arg if op != Op.CONST else (arg, dtype))
+        if key not in self.seen:
+            n = Node(op, dtype, srcs, arg, (), self.loc)
+            self.nodes.append(n)
+            self.seen[key] = n
+        return self.seen[key]
+
+    def const(self, v: int) -> Node:
+        return self.node(Op.CONST, T.i32, (), v)
+
+    def cond(self, op, a, b) -> None:
+        c = self.node(op, T.u1, (a, b))
+        if c not in self.conds:
+            self.conds.append(c)
+
+    def axis(self, r, ref, axis) -> bool:
+        """Add the conditions for values in [lo, hi) on `axis` of `ref`; False: unprovable."""
+        (lt, lc), (ht, hc) = r
+        if lt is None:
+            if lc < 0:
+                return False
+        else:
+            self.cond(Op.CMP_GE, lt, self.const(-lc))
+        if ref.shape is not None or ref.kind == "temp":
+            extent = int(ref.shape[axis]) if ref.shape is not None else 1
+            if ht is None:
+                return hc <= extent
+            bound = extent - hc
+            if bound < -(1 << 31):
+                return False
+            if bound < _I32_MAX:
+                self.cond(Op.CMP_LE, ht, self.const(bound))
+            return True
+        if ref.kind != "ndarray":
+            return False
+        E = self.node(Op.NDARRAY_SHAPE, T.i32, (), (ref.key, axis))
+        self.cond(Op.CMP_GE, E, self.const(0))
+        if ht is None:
+            self.cond(Op.CMP_GE, E, self.const(hc))
+        elif hc > 0:
+            self.cond(Op.CMP_LE, ht, self.node(Op.SUB, T.i32, (E, self.const(hc))))
+        else:  # t + hc <= E follows from t <= E (hc < 0: the stronger test, no overflow)
+            self.cond(Op.CMP_LE, ht, E)
+        return True
+
+    def value(self) -> Node:
+        c = self.conds[0]
+        for d in self.conds[1:]:
+            c = self.node(Op.AND, T.u1, (c, d))
+        return c
+
+
+def _version(L: Node, cx: _Ctx):
+    """[guard nodes..., IF(guard, L', L)] for loop `L`, or None when no access of it is
+    newly proven (its nested loops are then visited by the caller)."""
+    if L.arg is None or L.arg.index is None:
+        return None
+    info = _Loop(L)
+    if info.stacks or len(info.inside) + 1 > cx.budget:
+        return None  # (a loop past the budget: its nested loops may fit)
+    proven, static = cx.proven, cx.static
+    guard = _Guard(L.loc)
+    newly = []
+    for n in walk(L.blocks[0]):
+        if n.op not in GLOBAL_ACCESS or n in proven or n in static:
+            continue
+        idx = n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
+        if not idx:
+            continue
+        ranges = [info.of(s) for s in idx]
+        if any(r is None for r in ranges):
+            continue
+        mark = (len(guard.nodes), len(guard.conds))
+        if all(guard.axis(r, n.arg, a) for a, r in enumerate(ranges)):
+            newly.append(n)
+        else:  # drop what this access added (`seen` pops in reverse insertion order)
+            for _ in guard.nodes[mark[0]:]:
+                guard.seen.popitem()
+            del guard.nodes[mark[0]:]
+            del guard.conds[mark[1]:]
+    if not newly:
+        return None
+    env = {}
+    for idx, M in info.loops.items():
+        env[idx] = Node(Op.LOOP_INDEX, idx.dtype, (), object(), (), idx.loc)
+    fast = rebuild(Block((L,)), _copy, env).nodes[0]
+    newset = set(newly)
+    copied_static = set()
+    for n in walk(L.blocks[0]):  # the copies of proven accesses (here or by an enclosing guard)
+        if n in proven or n in newset:
+            proven.add(env[n])
+        elif n in static:
+            copied_static.add(env[n])
+    cx.static = static | copied_static
+    cx.budget -= len(info.inside) + 1
+    body = _block(fast.blocks[0], cx)  # nested loops, for the accesses still checked
+    fast = Node(fast.op, fast.dtype, fast.srcs, fast.arg, (body,), fast.loc)
+    if not guard.conds:  # every condition held at compile time: the copy alone
+        return [fast]
+    cond = guard.value()
+    used = {s for g in guard.nodes for s in g.srcs}
+    nodes = [h for h in info.hoisted.values() if h in used] + guard.nodes
+    nodes.append(Node(Op.IF, None, (cond,), None, (Block((fast,)), Block((L,))), L.loc))
+    return nodes
+
+
+def _copy(n, srcs, blocks, arg, env):
+    """A rebuild visit that always makes a new node (the fast copy shares no node with L)."""
+    if isinstance(arg, LoopArg) and arg.index is not None:
+        arg = replace(arg, index=env.get(arg.index, arg.index))
+    return Node(n.op, n.dtype, srcs, arg, blocks, n.loc)
