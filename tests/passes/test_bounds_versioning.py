@@ -16,9 +16,9 @@ import pytest
 
 import spirad as sd
 from kernel_ir.errors import SpiradOutOfBoundsError
-from tests.support.archs import test_archs
+from tests.support.archs import EVERY_ARCH, test_archs
 
-ARCHS = ("cpu", "vulkan", "metal", "cuda", "amdgpu")
+ARCHS = EVERY_ARCH  # every arch: the checks are per backend
 
 
 def _arr(values, dtype=sd.f32):
