@@ -551,11 +551,22 @@ class SpirvBackend(BackendBase):
             (pos, storages[k].offset // size if type(storages[k]) is RootSlice else 0)
             for k, pos, size in program.nd_words))
 
+    def _chunk_dispatches(self, t, b, e, chunk, maxg):
+        """(workgroups, push constants) of each dispatch of task `t` over iterations [b, e) in
+        chunks of `chunk` (a serial task: one workgroup of one thread): what an eager launch
+        dispatches and what a recorded graph replays (spirv_replay)."""
+        for c in range(b, e, chunk):
+            ce = min(c + chunk, e)
+            if t.kind == "serial":
+                groups, tpr = (1, 1, 1), 1
+            else:
+                groups, tpr = self._dispatch_geometry(ce - c, maxg, t.local_size)
+            yield groups, pack_push_constants(c, ce, tpr)
+
     @_runtime_errors_as_user_errors
     def launch(self, p: SpirvProgram, storages, argbuf, ranges, adstack=None):
         if storages is not p.last_storages:  # another plan: its ndarrays may sit elsewhere
             self._select(p, storages)
-        dispatch_geometry = self._dispatch_geometry
         maxg = self.caps.max_compute_work_group_count
         if p.bounds is not None and len(p.recent_args) < _RECENT_ARGS_MAX \
                 and argbuf not in p.recent_args:
@@ -607,14 +618,8 @@ class SpirvBackend(BackendBase):
             if len(tbufs) < t.num_bindings:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
                                    f"the backend has {len(tbufs)} buffers for it")
-            for c in range(b, e, chunk):
-                ce = min(c + chunk, e)
-                if t.kind == "serial":
-                    groups, tpr = (1, 1, 1), 1
-                else:
-                    groups, tpr = dispatch_geometry(ce - c, maxg, t.local_size)
-                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups,
-                                 pack_push_constants(c, ce, tpr))
+            for groups, push in self._chunk_dispatches(t, b, e, chunk, maxg):
+                self.rt.dispatch(pipe, tbufs[:t.num_bindings], groups, push)
         if not self.launched or self.launched[-1] is not p:
             if p not in self.launched:
                 self.launched.append(p)

@@ -25,7 +25,7 @@ grow a chunk into a new buffer: recorded again, never a stale buffer).
 """
 from __future__ import annotations
 
-from kernel_ir.abi import PUSH_CONSTANT_BYTES, pack_push_constants
+from kernel_ir.abi import PUSH_CONSTANT_BYTES
 
 KEEP_MAX = 8  # recordings a graph keeps (runs x geometries); the oldest go first
 
@@ -88,7 +88,6 @@ def _dispatches(be, entries) -> tuple:
     """What `launch` would record for `entries` (no adstacks, no host ranges), as the runtime's
     `record` takes it: (dispatches, blocks, {chunk: its buffer}, programs)."""
     dispatches, blocks, chunks, programs = [], [], {}, []
-    geometry = be._dispatch_geometry
     maxg = be.caps.max_compute_work_group_count
     unused = bytes(PUSH_CONSTANT_BYTES)
     for n, e in enumerate(entries):
@@ -118,14 +117,8 @@ def _dispatches(be, entries) -> tuple:
                 raise RuntimeError(f"task {t.name} declares {t.num_bindings} bindings, "
                                    f"the backend has {len(bufs)} buffers for it")
             chunk = 1 if p.ordered[ti] else end - b
-            for c in range(b, end, chunk):
-                ce = min(c + chunk, end)
-                if t.kind == "serial":
-                    groups, tpr = (1, 1, 1), 1
-                else:
-                    groups, tpr = geometry(ce - c, maxg, t.local_size)
-                dispatches.append((pipe, bufs[:t.num_bindings], groups,
-                                   pack_push_constants(c, ce, tpr), None))
+            for groups, push in be._chunk_dispatches(t, b, end, chunk, maxg):
+                dispatches.append((pipe, bufs[:t.num_bindings], groups, push, None))
     return dispatches, blocks, chunks, programs
 
 
