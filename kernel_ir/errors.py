@@ -118,6 +118,12 @@ class SpiradArgumentValueError(SpiradTypeError, ValueError):
     ValueError, as Taichi's `Invalid value for argument ...` for the same mistakes."""
 
 
+class SpiradGradDtypeError(SpiradTypeError, SpiradRuntimeError):
+    """`needs_grad=True` / `needs_dual=True` on a field or ndarray whose element type is not a
+    float (gradients are floats): a TypeError, as spirad's other type mistakes, and a
+    RuntimeError, as Taichi's "... is not supported for field with `needs_grad=True`"."""
+
+
 class SpiradWarning(UserWarning):
     """A program that runs but probably does not do what its author meant: a narrowing store
     (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without
@@ -131,6 +137,6 @@ for _cls in (SpiradError, SpiradSyntaxError, SpiradTypeError, SpiradNameError, S
              SpiradAdStackOverflow, SpiradNotSupportedError, SpiradGradCheckError,
              SpiradAssertionError, SpiradIndexError, SpiradDataAccessError, SpiradOutOfBoundsError,
              SpiradBoundsError, SpiradArgumentError, SpiradArgumentValueError,
-             SpiradWarning):
+             SpiradGradDtypeError, SpiradWarning):
     _cls.__module__ = "spirad"
 del _cls

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
-from kernel_ir.errors import (SpiradBoundsError, SpiradIndexError, SpiradNotSupportedError,
+from kernel_ir.errors import (SpiradBoundsError, SpiradGradDtypeError, SpiradIndexError,
+                              SpiradNotSupportedError,
                               SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
                               SpiradValueError)
 from kernel_ir import dtypes as T
@@ -80,6 +81,13 @@ def normalize_shape(shape) -> tuple:
 
 
 HOST_ELEMENT = [None]  # spirad.data.matrix.host_element (set there: matrix imports this module)
+def _grad_dtype_error(dtype, name=None) -> SpiradGradDtypeError:
+    """A gradient (or dual) of a non-float field: Taichi's text, spirad's reason."""
+    of = f" ({name})" if name else ""
+    return SpiradGradDtypeError(f"{dtype}{of} is not supported for field with `needs_grad=True` "
+                                f"or `needs_dual=True`: gradients need a float dtype")
+
+
 class _QuantHooks:
     """spirad.data.quant's entry points, set there: quant imports this module (and matrix), so
     field and matrix reach quantized fields through these names instead of an import circle."""
@@ -448,11 +456,11 @@ class Field(_HostArray):
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
             if not self.dtype.is_float:
-                raise SpiradTypeError(f"needs_grad=True requires a float dtype, got {self.dtype}")
+                raise _grad_dtype_error(self.dtype)
             self._add_grad()
         if needs_dual:
             if not self.dtype.is_float:
-                raise SpiradTypeError(f"needs_dual=True requires a float dtype, got {self.dtype}")
+                raise _grad_dtype_error(self.dtype)
             self._add_dual()
         st.fields.append(self)
         st.materialized = False  # the materialize hook runs before the next launch (spirad.runtime.program_hooks)
@@ -1004,8 +1012,7 @@ class SNode:
                 placed(self, f)
             if needs_grad and f._grad is None:
                 if not f.dtype.is_float:
-                    raise SpiradTypeError(f"needs_grad=True requires a float dtype; field "
-                                          f"{f.name} is {f.dtype}")
+                    raise _grad_dtype_error(f.dtype, f.name)
                 f._add_grad()
             if f._grad is not None:
                 f._grad.shape = self.shape

@@ -413,3 +413,20 @@ def test_kernel_methods_need_data_oriented(arch):
     d = Derived()
     d.fill()
     assert d.x.to_numpy().tolist() == [0, 1, 2, 3]
+
+
+@test_archs()
+def test_gradients_of_non_float_fields_are_taichis_runtime_error(arch):
+    # Taichi raises RuntimeError ("... is not supported for field with `needs_grad=True` ...");
+    # spirad's class is both that and its TypeError, for scalars, vectors and matrices. A struct
+    # field gives its float members gradients and skips the others (spirad/data/struct.py;
+    # Taichi refuses it: listed in scripts/taichi_compat/excluded.txt)
+    text = r"is not supported for field with `needs_grad=True` or `needs_dual=True`"
+    for make in (lambda: sd.field(sd.i32, shape=1, needs_grad=True),
+                 lambda: sd.field(sd.i32, shape=1, needs_dual=True),
+                 lambda: sd.field(sd.types.vector(3, sd.i32), shape=1, needs_grad=True),
+                 lambda: sd.field(sd.types.matrix(2, 3, sd.i32), shape=1, needs_grad=True)):
+        with pytest.raises(RuntimeError, match=text) as e:
+            make()
+        assert isinstance(e.value, TypeError) and isinstance(e.value, sd.SpiradGradDtypeError)
+    assert sd.field(sd.f32, shape=1, needs_grad=True).grad is not None

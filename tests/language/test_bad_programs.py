@@ -510,7 +510,8 @@ def init_unknown_arch(arch):
     sd.init(arch="tpu")
 
 
-@row(TypeError, r"needs_grad=True requires a float dtype, got i32")
+@row(TypeError, r"i32 is not supported for field with `needs_grad=True` or `needs_dual=True`: "
+                r"gradients need a float dtype")
 def int_field_with_grad(arch):
     sd.field(sd.i32, shape=3, needs_grad=True)
 
