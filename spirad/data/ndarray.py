@@ -5,7 +5,6 @@ mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argu
 """
 from __future__ import annotations
 
-import copy
 import numbers
 
 import numpy as np
@@ -91,20 +90,6 @@ class Ndarray(_HostArray):
         """Whether the ndarray has a forward-mode dual (`nd.dual`)."""
         return self.dual is not None
 
-    def __deepcopy__(self, memo):
-        """`copy.deepcopy(a)`: a new ndarray holding a copy of the values (and of `.grad` /
-        `.dual`), on every backend (device buffers cannot be pickled)."""
-        nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
-        with _guard.LOCK:
-            buf = _state.backend().allocate_ndarray(max(nbytes, 8))
-        new = Ndarray._alias(buf, self.dtype, self.shape, comp_shape=self.comp_shape)
-        memo[id(self)] = new
-        new.from_numpy(self.to_numpy())
-        for what in ("grad", "dual"):
-            if getattr(self, what) is not None:
-                setattr(new, what, copy.deepcopy(getattr(self, what), memo))
-        return new
-
     def _get_element_size(self) -> int:
         """Taichi's: the bytes of one element (a vector / matrix element: all its components)."""
         return int(np.prod(self.comp_shape, dtype=np.int64)) * self.dtype.nbytes
@@ -127,13 +112,18 @@ class Ndarray(_HostArray):
         return self.dtype
 
     def __deepcopy__(self, memo):
-        """A new ndarray with this one's element type, shape and values (Taichi's deep copy: the
-        gradient is not copied). Written out because the backend's buffer (a device allocation
+        """A new ndarray with this one's element type, shape and values, and copies of its
+        `.grad` / `.dual` where it has them (Taichi's deep copy copies the values; its ndarrays
+        keep no gradient to lose). Written out because the backend's buffer (a device allocation
         on GPUs) cannot be copied by `copy`, and a copy must not share this ndarray's id (launch
         plans and caches key on it)."""
         self._check_live()
-        out = Ndarray(self._element_type(), self.shape)
+        out = Ndarray(self._element_type(), self.shape, needs_grad=self.grad is not None,
+                      needs_dual=self.dual is not None)
         out.copy_from(self)
+        for mine, theirs in ((self.grad, out.grad), (self.dual, out.dual)):
+            if mine is not None:
+                theirs.copy_from(mine)
         memo[id(self)] = out
         return out
 
