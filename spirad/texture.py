@@ -335,8 +335,9 @@ class TextureType:
             raise SpiradTypeError(f"argument '{name}' must be an sd.Texture, got "
                                   f"{type(tex).__name__}")
         if tex.num_dims != self.num_dimensions:
-            raise SpiradRuntimeError(f"TextureType dimension mismatch for argument {name}: "
-                                     f"expected {self.num_dimensions}, got {tex.num_dims}")
+            raise SpiradRuntimeError(f"{type(self).__name__} dimension mismatch for argument "
+                                     f"{name}: expected {self.num_dimensions}, got "
+                                     f"{tex.num_dims}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,12 +348,7 @@ class RWTextureType(TextureType):
     lod: int = 0
 
     def check(self, tex, name: str) -> None:
-        if not isinstance(tex, Texture):
-            raise SpiradTypeError(f"argument '{name}' must be an sd.Texture, got "
-                                  f"{type(tex).__name__}")
-        if tex.num_dims != self.num_dimensions:
-            raise SpiradRuntimeError(f"RWTextureType dimension mismatch for argument {name}: "
-                                     f"expected {self.num_dimensions}, got {tex.num_dims}")
+        super().check(tex, name)
         if tex.fmt is not self.fmt:
             raise SpiradRuntimeError(f"RWTextureType format mismatch for argument {name}: "
                                      f"expected {self.fmt}, got {tex.fmt}")
