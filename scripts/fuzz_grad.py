@@ -14,7 +14,9 @@ worker process (spawned: one `sd.init` per program, and the fields, kernels and 
 die with its process), `--jobs` at a time, the archs interleaved. A worker that crashes, or runs
 one seed past `--timeout` seconds, is reported as a failure of that seed ("crash" / "hang") and its
 chunk goes on in a new process from the next seed. As in the tests: the offline cache off (every
-program compiles afresh), short CPU ranges on SIMD lanes (SPIRAD_CPU_SPMD_MIN_TRIPS=0), `debug=True`;
+program compiles afresh), short CPU ranges on SIMD lanes (SPIRAD_CPU_SPMD_MIN_TRIPS=0), `debug=True`
+(`--no-debug`: the release pipeline, with the passes debug mode turns off, such as
+passes/bounds_versioning; the shrinker then runs without debug too);
 `--validation` turns the Vulkan validation layer on, and a message fails the seed.
 
 Exit status: 0 when every seed passed, 1 otherwise.
@@ -62,10 +64,11 @@ def worker(arch, seeds, features, opts, out):
     import spirad as sd
     import spirad.runtime.state as st
     from spirad.backends import arch_available
-    from tests.support.random_grad_check import arch_fp, init_kwargs, outcome
+    from tests.support.random_grad_check import arch_fp, init_kwargs, outcome, set_debug
     from tests.support.random_grad_programs import generate
     from tests.support.shrink_grad import report, shrink
 
+    set_debug(opts["debug"])
     if not arch_available(arch):
         out.put(("unavailable", arch, None, None, None))
         return
@@ -200,6 +203,8 @@ def main(argv=None):
     ap.add_argument("--shrink-checks", type=int, default=400, help="candidates per failure")
     ap.add_argument("--shrink-seconds", type=float, default=600, help="time per failure")
     ap.add_argument("--validation", action="store_true", help="Vulkan validation layer on")
+    ap.add_argument("--no-debug", dest="debug", action="store_false",
+                    help="init(debug=False): the release pipeline (bounds versioning included)")
     a = ap.parse_args(argv)
     archs = [x.strip() for x in a.archs.split(",") if x.strip()]
     bad = [x for x in archs if x not in ARCHS]
@@ -209,12 +214,13 @@ def main(argv=None):
     seeds = list(parse_seeds(a.seeds))
     _env(archs, a.validation)
     opts = {"shrink": a.shrink, "shrink_checks": a.shrink_checks,
-            "shrink_seconds": a.shrink_seconds, "validation": a.validation}
+            "shrink_seconds": a.shrink_seconds, "validation": a.validation,
+            "debug": a.debug}
     per_arch = [[(arch, seeds[i:i + a.chunk]) for i in range(0, len(seeds), a.chunk)]
                 for arch in archs]
     chunks = [c for group in zip(*per_arch) for c in group]  # interleaved: every arch advances
     print(f"fuzz_grad: archs {','.join(archs)}, seeds {a.seeds}, features {features or '()'}, "
-          f"{a.jobs} jobs", flush=True)
+          f"{a.jobs} jobs{'' if a.debug else ', debug off'}", flush=True)
 
     t0 = time.time()
     stats = {arch: collections.Counter() for arch in archs}

@@ -103,3 +103,21 @@ def test_shrinker_keeps_the_failure_and_little_else():
     code = [ln for ln in small.source.splitlines() if ln.startswith(" ")]
     assert len(code) < len([ln for ln in prog.source.splitlines() if ln.startswith(" ")]) / 3
     assert len(defs) <= 4, small.source  # a kernel (and the loss kernel), run, forward
+
+
+# The release pipeline (`debug=False`): the passes debug mode turns off run too, such as
+# passes/bounds_versioning (it versions loops in about a fifth of these programs' task lists).
+# scripts/fuzz_grad.py --no-debug runs thousands of such seeds.
+RELEASE_SEEDS = {"cpu": range(220, 250), "vulkan": range(250, 258)}
+
+
+@pytest.mark.parametrize("seed", RELEASE_SEEDS["cpu"])
+@test_archs(archs=exactly("cpu"), default_fp=sd.f64, debug=False)
+def test_random_jump_programs_release_cpu(arch, seed):
+    check_program(seed, features=JUMPS)
+
+
+@pytest.mark.parametrize("seed", RELEASE_SEEDS["vulkan"])
+@test_archs(archs=exactly("vulkan"), default_fp=sd.f64, debug=False)
+def test_random_jump_programs_release_vulkan(arch, seed):
+    check_program(seed, features=JUMPS)

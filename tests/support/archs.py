@@ -115,7 +115,7 @@ def test_archs(archs: Archs = EVERY_ARCH, require=(), exclude=(), **init_kwargs)
         def wrapper(arch, *args, **kwargs):
             import spirad as sd
             arch_or_skip(arch)
-            sd.init(arch=arch, debug=True, **init_kwargs)
+            sd.init(**{"arch": arch, "debug": True, **init_kwargs})  # debug=False: release
             for cap in require:
                 if not (arch == "metal" and cap == "f64") and not has_capability(arch, cap):
                     pytest.skip(f"arch {arch} lacks capability {cap}")

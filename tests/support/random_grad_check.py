@@ -28,11 +28,21 @@ def arch_fp(arch: str) -> str:
     return ARCH_FP.get(arch, "f64")
 
 
+DEBUG = [True]  # `sd.init(debug=)` of the checks in this process: set_debug
+
+
+def set_debug(on: bool) -> None:
+    """Check the programs with `init(debug=on)` from now on in this process (the fuzz runner's
+    `--no-debug`: without debug the release pipeline runs, bounds versioning included, and the
+    IR verifier does not; the shrinker then shrinks under the same setting)."""
+    DEBUG[0] = bool(on)
+
+
 def init_kwargs(arch: str) -> dict:
     """`sd.init` keywords for the programs of `arch` (as tests/support/archs.test_archs gives:
-    debug on; f64 literals where the programs are f64)."""
+    debug on unless `set_debug(False)`; f64 literals where the programs are f64)."""
     import spirad as sd
-    kw = {"arch": arch, "debug": True}
+    kw = {"arch": arch, "debug": DEBUG[0]}
     if arch_fp(arch) == "f64":
         kw["default_fp"] = sd.f64
     return kw
