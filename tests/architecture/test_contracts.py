@@ -15,6 +15,7 @@ import inspect
 
 import pytest
 
+from spirad.backends import BACKENDS
 from tests.architecture.import_graph import ROOT
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
@@ -53,10 +54,9 @@ def test_runtimes_implement_the_protocol():
             assert getattr(buf, name) is not getattr(P.GfxBuffer, name), (buf.__name__, name)
 
 
-@pytest.mark.parametrize("arch", ["cpu", "vulkan", "metal", "cuda", "amdgpu", "interp"])
+@pytest.mark.parametrize("arch", list(BACKENDS))
 def test_backends_derive_from_the_declared_bases(arch):
     import importlib
-    from spirad.backends import BACKENDS
     from spirad.backends.base import BackendBase
     from spirad.backends.spirv_backend import SpirvBackend
     cls = importlib.import_module(f"spirad.backends.{BACKENDS[arch]}").Backend
