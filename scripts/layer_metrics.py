@@ -12,8 +12,9 @@ old commit and of the branch head come out of the same code. What it counts:
 - upward imports: imports inside `spirad/` (every import statement, function-level ones too;
   `tests/architecture/import_graph.py`) from a module to one of a higher layer of
   `LAYERS_INSIDE_SPIRAD` (this checkout's `tests/architecture/test_layering.py`). A module of an
-  old commit is placed by the name it has now: git's rename detection from REV to HEAD, else
-  the one module of HEAD with its file name; a module with neither is listed as unplaced;
+  old commit is placed by the name it has now: git's rename detection from REV to HEAD (40%
+  similarity), else the one module of HEAD with its file name; a module with neither is listed
+  as unplaced;
 - cycles: strongly connected components of the module graph of the project's packages, and
   of spirad's package graph (each root module and first-level sub-package one node);
 - lines: all lines of the `.py` files of `spirad/`, and of every `.py` file but the tests
@@ -54,7 +55,7 @@ def _module(path: str) -> str:
 def _names_now(rev: str, mods) -> dict:
     """Old module name -> its name at HEAD (renames, else the one HEAD module of that file name)."""
     renamed = {}
-    for line in _git("diff", "-M", "--name-status", rev, "HEAD", "--", "spirad", "passes").splitlines():
+    for line in _git("diff", "-M40%", "--name-status", rev, "HEAD", "--", "spirad", "passes").splitlines():
         f = line.split("\t")
         if f[0].startswith("R") and f[1].endswith(".py"):
             renamed[_module(f[1])] = _module(f[2])
