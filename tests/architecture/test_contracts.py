@@ -99,6 +99,9 @@ def test_every_backend_compiles_a_program(arch):
     fill()
     assert list(x.to_numpy()) == [0, 2, 4, 6, 8, 0, 0, 0]
     assert made and all(isinstance(p, Program) for p in made), [type(p) for p in made]
+    if arch == "cpu":  # its compiled form is a declared record, not a positional tuple
+        from spirad.backends.cpu import CpuBlob
+        assert all(type(p.blob) is CpuBlob for p in made), [type(p.blob) for p in made]
     assert made[-1].task_names and made[-1].name
 
 
