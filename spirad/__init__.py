@@ -44,7 +44,10 @@ from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .data.matrix import Matrix, Vector
 from .data.ndarray import Ndarray, ndarray
-from .data.field import Field
+from .data.field import Field, SNode
+from .data.kinds import MatrixField, MatrixNdarray, ScalarField, ScalarNdarray, VectorNdarray
+from .data.struct import StructField
+from .data.argpack import ArgPack
 from .data.fields_builder import FieldsBuilder, SNodeTree
 from .data.quant import BitpackedFields
 from .bitops import bit_shr
@@ -209,6 +212,9 @@ __all__ = [
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
     # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
     "BitpackedFields", "cache_read_only", "bit_shr",
+    # Taichi's classes (isinstance tests): the SNode, fields / ndarrays by element kind, packs
+    "SNode", "ScalarField", "MatrixField", "StructField", "ScalarNdarray", "VectorNdarray",
+    "MatrixNdarray", "ArgPack",
 ]
 
 
