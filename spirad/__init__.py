@@ -50,7 +50,7 @@ from .data.struct import StructField
 from .data.argpack import ArgPack
 from .data.fields_builder import FieldsBuilder, SNodeTree
 from .data.quant import BitpackedFields
-from .bitops import bit_shr
+from .bitops import bit_cast, bit_shr
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
@@ -211,15 +211,14 @@ __all__ = [
     # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
     # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
-    "BitpackedFields", "cache_read_only", "bit_shr",
+    "BitpackedFields", "cache_read_only", "bit_shr", "bit_cast",
     # Taichi's classes (isinstance tests): the SNode, fields / ndarrays by element kind, packs
     "SNode", "ScalarField", "MatrixField", "StructField", "ScalarNdarray", "VectorNdarray",
     "MatrixNdarray", "ArgPack",
 ]
 
 
-_UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    "bit_cast": "not available",
+_UNSUPPORTED: dict = {  # Taichi names spirad does not have -> what to use instead
 }
 
 
