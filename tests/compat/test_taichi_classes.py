@@ -104,3 +104,36 @@ def test_namespaces_list_what_taichi_lists():
     assert len(pats) == 4 + 16 + 64 + 256 and pats[:5] == ["x", "y", "z", "w", "xx"]
     v = sd.Vector([1.0, 2.0, 3.0, 4.0])
     assert [float(v.wzyx[i]) for i in range(4)] == [4, 3, 2, 1] and float(v.y) == 2
+
+
+@test_archs()
+def test_pyfunc_runs_in_kernels_and_in_python(arch):
+    """`@sd.pyfunc` (Taichi's `@ti.pyfunc`): inlined in a kernel, the plain function in Python."""
+    @sd.pyfunc
+    def f(x):
+        return x * 2 + 1
+
+    y = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def k(a: sd.f32):
+        y[None] = f(a)
+
+    k(2.5)
+    assert y[None] == 6.0 and f(3) == 7
+
+
+def test_taichi_small_names():
+    """`sd.uint1` is u1; `sd.sparse_matrix_builder()` is the annotation `sd.types` gives;
+    `set_logging_level` / `is_logging_effective` drive the `spirad` logger as init(log_level=)."""
+    assert sd.uint1 is sd.u1
+    assert sd.sparse_matrix_builder() is sd.types.sparse_matrix_builder()
+    import logging
+    old = logging.getLogger("spirad").level
+    try:
+        sd.set_logging_level(sd.DEBUG)
+        assert sd.is_logging_effective("debug") and sd.is_logging_effective(sd.INFO)
+        sd.set_logging_level("error")
+        assert not sd.is_logging_effective(sd.WARN) and sd.is_logging_effective(sd.ERROR)
+    finally:
+        logging.getLogger("spirad").setLevel(old)
