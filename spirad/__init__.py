@@ -220,18 +220,3 @@ __all__ = [
     # Taichi's: u1 under its long name, the sparse-matrix-builder annotation, @pyfunc, logging
     "uint1", "sparse_matrix_builder", "pyfunc", "set_logging_level", "is_logging_effective",
 ]
-
-
-_UNSUPPORTED: dict = {  # Taichi names spirad does not have -> what to use instead
-}
-
-
-class _UnsupportedName(SpiradNotSupportedError, AttributeError):
-    """`sd.<Taichi name spirad lacks>`: says what to use; still an AttributeError (hasattr)."""
-
-
-def __getattr__(name):
-    hint = _UNSUPPORTED.get(name)
-    if hint is None:
-        raise AttributeError(f"module 'spirad' has no attribute {name!r}")
-    raise _UnsupportedName(f"sd.{name} (Taichi) is not supported: {hint}")
