@@ -51,7 +51,8 @@ from .data.struct import StructField
 from .data.argpack import ArgPack
 from .data.fields_builder import FieldsBuilder, SNodeTree
 from .data.quant import BitpackedFields
-from .bitops import bit_cast, bit_shr
+from .bitops import bit_shr
+from .lang import bit_cast
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)

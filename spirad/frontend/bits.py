@@ -119,7 +119,7 @@ def h_bit_shr(v, args, kw, node):
 def h_bit_cast(v, args, kw, node):
     """`sd.bit_cast(x, dtype)` (Taichi's): x's bits read as `dtype` (the IR's BITCAST)."""
     from .. import bitops
-    from .values import VecVal
+    from .values import VecVal  # sd.bit_cast is spirad.lang's (Python scope)
     if len(args) != 2 or kw:
         raise v.ctx.error(SpiradTypeError, "bit_cast(x, dtype) takes a scalar and a dtype", node)
     a = v.rvalue(args[0])
@@ -136,6 +136,6 @@ def h_bit_cast(v, args, kw, node):
 
 
 def handlers():
-    from .. import bitops
+    from .. import bitops, lang
     return {bitops.popcnt: h_popcnt, bitops.clz: h_clz, bitops.ffs: h_ffs,
-            bitops.bit_shr: h_bit_shr, bitops.bit_cast: h_bit_cast}
+            bitops.bit_shr: h_bit_shr, lang.bit_cast: h_bit_cast}
