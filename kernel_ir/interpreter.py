@@ -10,6 +10,7 @@ Slow and simple on purpose. Code generators and passes are tested against it. Se
 * POW on ints requires a non-negative exponent. SHR is arithmetic for signed, logical for
   unsigned. MIN/MAX on floats return the non-NaN operand if one is NaN (like `fmin`/`fmax`).
 * CAST float->int truncates toward zero; anything->u1 is `!= 0`; u1->number is 0/1.
+* BITCAST reinterprets the operand's bits as its dtype (same width, no u1; NaN payloads kept).
 * ALLOCA (re)initialises its slot to zero every time it executes.
 * GLOBAL_* index C-ordered arrays; out-of-range indices are an error here (undefined elsewhere).
 * A task of kind 'range' runs its body for each index in [begin, end), in order; the backends may
@@ -217,6 +218,10 @@ class Interpreter:
 
     def op_cast(self, n):
         self.env[n] = cast_value(self.value(n.srcs[0]), n.dtype)
+
+    def op_bitcast(self, n):
+        x = self.value(n.srcs[0])
+        self.env[n] = np.array(x, dtype=n.srcs[0].dtype.np).view(n.dtype.np)[()]
 
     def op_select(self, n):
         c, a, b = (self.value(s) for s in n.srcs)

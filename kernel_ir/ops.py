@@ -21,6 +21,7 @@ class Op(Enum):
     LOG1P = auto(); EXPM1 = auto()
     # (the float math functions: one record each in kernel_ir.mathfns)
     CAST = auto()           # dtype: target type
+    BITCAST = auto()        # dtype: a type of the operand's width; the operand's bits as it
     STOP_GRAD = auto()      # the operand's value; no derivative flows through it (frontend/svd)
     # binary (both operands share a dtype; comparisons return u1)
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); FLOORDIV = auto(); MOD = auto()
@@ -74,7 +75,7 @@ COMPARE = frozenset({Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.C
 BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.ATAN2, Op.MIN,
                     Op.MAX, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR}) | COMPARE
 BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.BIT_NOT})
-PURE = LEAVES | UNARY | BINARY | {Op.CAST, Op.SELECT}
+PURE = LEAVES | UNARY | BINARY | {Op.CAST, Op.BITCAST, Op.SELECT}
 LOOPS = frozenset({Op.RANGE_FOR, Op.WHILE})
 CONTROL = LOOPS | {Op.IF, Op.CALL}
 STATEMENTS = frozenset({Op.CALL, Op.PRINT, Op.STORE, Op.GLOBAL_STORE, Op.IF, Op.RANGE_FOR, Op.WHILE, Op.BREAK,

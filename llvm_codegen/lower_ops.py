@@ -321,11 +321,15 @@ def _cast(ctx, n):
     return convert(ctx, ctx.value(n.srcs[0]), n.srcs[0].dtype, n.dtype)
 
 
+def _bitcast(ctx, n):
+    return ctx.b.bitcast(ctx.value(n.srcs[0]), ctx.reg_type(n.dtype))
+
+
 def _select(ctx, n):
     c, a, b = (ctx.value(s) for s in n.srcs)
     return ctx.b.select(c, a, b)
 
 
-LOWER_OPS = {Op.CONST: _const, Op.CAST: _cast, Op.SELECT: _select}
+LOWER_OPS = {Op.CONST: _const, Op.CAST: _cast, Op.BITCAST: _bitcast, Op.SELECT: _select}
 LOWER_OPS.update({op: _unary for op, _ in UNARY})
 LOWER_OPS.update({op: _binary for op, _ in BINARY})

@@ -233,6 +233,7 @@ DERIVATIVES = {
     Op.ABS: Derivative(_unary(_abs_slope)),
     Op.FLOOR: Derivative(_zero(1)),
     Op.STOP_GRAD: Derivative(_zero(1)),
+    Op.BITCAST: Derivative(_zero(1)),  # one side is an integer: no derivative flows (Taichi's)
     Op.FLOORDIV: Derivative(_zero(2)),
     **{f.op: Derivative(_unary(f.slope), uses_out=_out if f.uses_out else _no_out,
                         singular=f.singular) for f in MATH},

@@ -13,7 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     xvfb x11-apps python3-tk >/dev/null
 # torch: the CPU wheel (a local wheel directory, when there is one, is searched first)
 python3 -m pip install -q --find-links "${SPIRAD_WHEELS:-/opt/wheels}" -c scripts/ci-constraints.txt \
-    -e '.[vulkan,metal,cuda,linalg,test,examples,gui,docs]'
+    -e '.[vulkan,metal,cuda,linalg,test,examples,gui,docs,taichi-suite]'
 # Mesa 25's lavapipe unpacked beside the system's (no install): the adapter with binding arrays
 # that tests/metal/test_binding_arrays.py probes (docs/metal.md, "Binding arrays")
 bash scripts/install_lavapipe25.sh

@@ -17,6 +17,7 @@ conftest that installs the alias (spirad.compat.taichi_alias); pytest runs there
 in scripts/taichi_compat/excluded.txt (they test Taichi internals, or a device limit on one arch;
 docs/coming_from_taichi.md says why) are deselected and counted apart. Prints the pass / fail / skip counts;
 with `--table` (implied by `--all`) also one row per file, from pytest's JUnit XML report.
+Taichi's tests import `psutil` (test_memory): the `taichi-suite` extra (scripts/install.sh).
 """
 from __future__ import annotations
 

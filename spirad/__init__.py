@@ -28,7 +28,8 @@ from .data.field import field, i, ij, ijk, ijkl, j, k, l, root
 from .data.field import axes, ijl, ik, ikl, il, jk, jkl, jl, kl
 from .runtime.extension import extension, is_extension_supported
 from kernel_ir.dtypes import f16, f32, f64, i8, i16, i32, i64, u1, u8, u16, u32, u64
-from .func import func
+from .func import func, pyfunc
+from .runtime.logger import is_logging_effective, set_logging_level
 from .real_func import real_func  # Taichi's non-inlined func: spirad inlines it (recursion is an error)
 from .kernel import Kernel, data_oriented, kernel
 from .data.struct import Struct, dataclass
@@ -44,14 +45,18 @@ from . import math
 from .math import ceil, round, trunc, sign, log2, exp2  # noqa: A004 (Taichi names)
 from .data.matrix import Matrix, Vector
 from .data.ndarray import Ndarray, ndarray
-from .data.field import Field
+from .data.field import Field, SNode
+from .data.kinds import MatrixField, MatrixNdarray, ScalarField, ScalarNdarray, VectorNdarray
+from .data.struct import StructField
+from .data.argpack import ArgPack
 from .data.fields_builder import FieldsBuilder, SNodeTree
 from .data.quant import BitpackedFields
 from .bitops import bit_shr
+from .lang import bit_cast
 from .data.tensor import Backend, Layout, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from .interop.arrays import from_dlpack
 from .compile.offline_cache import clear as clear_cache  # the offline compile cache (docs/cache.md)
-from .types import ref, template
+from .types import ref, sparse_matrix_builder, template
 from .gui import GUI, hex_to_rgb, rgb_to_hex
 from . import tools
 from .gui import ggui as ui  # Taichi's ti.ui (GGUI), drawn off screen
@@ -73,6 +78,7 @@ cpu, vulkan, metal, cuda, amdgpu, gpu = "cpu", "vulkan", "metal", "cuda", "amdgp
 x64 = x86_64 = arm64 = cpu  # Taichi's / Quadrants' names of the host CPU
 opengl, gles, dx11, dx12 = "opengl", "gles", "dx11", "dx12"  # Taichi archs spirad lacks: init refuses
 float32, float64, int32, int64, uint32, uint64 = f32, f64, i32, i64, u32, u64
+uint1 = u1  # Taichi's long name of u1
 float16, int8, int16, uint8, uint16 = f16, i8, i16, u8, u16
 
 # init()'s keywords: `options.INIT_OPTIONS`, the one table (type, default, whether it changes code)
@@ -208,21 +214,10 @@ __all__ = [
     # sparse SNodes (bitmasked / pointer / dynamic; spirad.data.sparse_layout)
     "activate", "append", "deactivate", "is_active", "length", "no_activate", "rescale_index",
     # quantized types' bit-packed fields (sd.types.quant; spirad.data.quant)
-    "BitpackedFields", "cache_read_only", "bit_shr",
+    "BitpackedFields", "cache_read_only", "bit_shr", "bit_cast",
+    # Taichi's classes (isinstance tests): the SNode, fields / ndarrays by element kind, packs
+    "SNode", "ScalarField", "MatrixField", "StructField", "ScalarNdarray", "VectorNdarray",
+    "MatrixNdarray", "ArgPack",
+    # Taichi's: u1 under its long name, the sparse-matrix-builder annotation, @pyfunc, logging
+    "uint1", "sparse_matrix_builder", "pyfunc", "set_logging_level", "is_logging_effective",
 ]
-
-
-_UNSUPPORTED = {  # Taichi names spirad does not have -> what to use instead
-    "bit_cast": "not available",
-}
-
-
-class _UnsupportedName(SpiradNotSupportedError, AttributeError):
-    """`sd.<Taichi name spirad lacks>`: says what to use; still an AttributeError (hasattr)."""
-
-
-def __getattr__(name):
-    hint = _UNSUPPORTED.get(name)
-    if hint is None:
-        raise AttributeError(f"module 'spirad' has no attribute {name!r}")
-    raise _UnsupportedName(f"sd.{name} (Taichi) is not supported: {hint}")

@@ -1,5 +1,6 @@
 """`sd.math.popcnt / clz / ffs` and `sd.bit_shr` in Python scope (numpy integers in, i32 out); in kernels the
-frontend builds them from shifts and masks (`spirad.frontend.bits`), keyed by these functions."""
+frontend builds them from shifts and masks (`spirad.frontend.bits`), keyed by these functions.
+`check_bit_cast`: the widths rule of `sd.bit_cast` (spirad.lang), shared by both scopes."""
 from __future__ import annotations
 
 
@@ -42,3 +43,15 @@ def bit_shr(x, n):
     if a.dtype.kind == "i" and r >= 1 << (width - 1):
         r -= 1 << width
     return r if isinstance(x, int) else a.dtype.type(r)
+
+
+def check_bit_cast(src, dst) -> None:
+    """Refuse a bit_cast between types of different widths, or of u1 (shared by both scopes)."""
+    from kernel_ir import dtypes as T
+    from kernel_ir.errors import SpiradTypeError
+    if not isinstance(dst, T.DType) or dst == T.u1 or src == T.u1:
+        raise SpiradTypeError(f"bit_cast needs a numeric scalar and a numeric dtype, got "
+                              f"{src} and {dst!r}")
+    if src.bits != dst.bits:
+        raise SpiradTypeError(f"bit_cast from {src} to {dst}: the two types must have the same "
+                              f"width ({src.bits} and {dst.bits} bits)")

@@ -54,6 +54,20 @@ def func(fn) -> Func:
     return Func(fn)
 
 
+class PyFunc(Func):
+    """`@sd.pyfunc` (Taichi's `@ti.pyfunc`): inlined into kernels as an @sd.func, and called as
+    the plain Python function in Python scope."""
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def pyfunc(fn) -> PyFunc:
+    """Decorator: a function callable both from kernels (inlined, as `@sd.func`) and from
+    Python (Taichi's `@ti.pyfunc`)."""
+    return PyFunc(fn)
+
+
 class PlainFunc(Func):
     """A plain Python function or lambda called from a kernel: inlined like an @sd.func (Taichi
     does the same). Lambdas are read from their file (`LambdaSourceInfo`)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import typing
+import weakref
 from operator import is_ as _is
 
 import numpy as np
@@ -27,7 +28,8 @@ from kernel_ir.errors import (SpiradArgumentError, SpiradError, SpiradRuntimeErr
 from .runtime import guard as _guard
 from .runtime import launch as _launch
 from .runtime import state as _state
-from .compile.driver import compile_adjoint, compile_forward, compile_forward_mode, compile_validation
+from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
+                             held_weakly)
 from .func import PyFunction
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
@@ -246,7 +248,8 @@ class Kernel(PyFunction):
                                           f"got the float {a!r}; pass an int (Taichi: Argument "
                                           f"({i},) (type={type(a)}) cannot be converted into "
                                           f"required type {dtype})", i)
-                if dtype.is_int and not np.iinfo(dtype.np).min <= int(a) <= np.iinfo(dtype.np).max:
+                if dtype.is_int and not np.iinfo(dtype.np).min <= int(a) <= np.iinfo(dtype.np).max \
+                        and not _launch.wraps_int_arg(a, dtype):  # wrapped by the launch plan
                     raise self._arg_error(SpiradValueError, f"argument '{name}' = {a} does not fit "
                                           f"{dtype}; annotate it with a wider type (sd.i64)", i)
                 specs.append(("scalar", dtype))
@@ -316,6 +319,9 @@ class Kernel(PyFunction):
         c = self._cache.get(ck)
         if c is None:
             c = self._cache[ck] = compile_forward(self, specs, st)
+            for sp in specs:
+                if sp[0] == "template" and held_weakly(sp[1]):
+                    weakref.finalize(sp[1], _forget, weakref.ref(self), ck)
         return ck, c
 
     def _derive(self, args, mode: int, make) -> _launch.Compiled:
@@ -572,6 +578,15 @@ def _repeatable(args) -> bool:
     return True
 
 
+def _forget(kernel_ref, ck) -> None:
+    """A template argument held weakly died: drop the programs compiled for it (cache key
+    `ck`) and those derived from them."""
+    k = kernel_ref()
+    if k is not None:
+        k._cache.pop(ck, None)
+        k._derived = {key: v for key, v in k._derived.items() if key[0] != ck}
+
+
 def _is_template(ann) -> bool:
     return isinstance(ann, Template) or ann is Template
 
@@ -589,7 +604,8 @@ def data_oriented(cls):
     """Taichi's `@ti.data_oriented`: kernels and funcs defined in the class work as methods
     (`self` is a compile-time template argument). The class is returned marked (its
     subclasses inherit the mark); a kernel method of an unmarked class is refused, as in
-    Taichi and Quadrants."""
+    Taichi and Quadrants. The programs compiled for an object hold it weakly and are dropped
+    with it, so a program that makes objects as it goes does not keep them alive."""
     cls._data_oriented = True
     return cls
 

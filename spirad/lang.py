@@ -371,3 +371,28 @@ class grouped:
 def _python_scope(name):
     from kernel_ir.errors import SpiradSyntaxError
     return SpiradSyntaxError(f"sd.{name} can only be used inside a kernel or func")
+
+
+def bit_cast(x, dtype):
+    """Taichi's `ti.bit_cast(x, dtype)`: the scalar `x` with its bits unchanged, read as `dtype`,
+    a type of the same width (C++'s `reinterpret_cast`: `bit_cast(1.0, sd.i32)` is 1065353216,
+    and back). In kernels and in Python scope (numpy); vectors are refused, as in Taichi."""
+    import numpy as _np
+    from kernel_ir import dtypes as T
+    from kernel_ir.errors import SpiradTypeError
+    from .runtime import state as _state
+    from .bitops import check_bit_cast
+    st = _state.current()
+    dst = T.from_python(dtype, st.default_fp, st.default_ip)
+    a = _np.asarray(x)
+    if a.ndim != 0:
+        raise SpiradTypeError(f"bit_cast takes a scalar, got shape {a.shape} (as Taichi: "
+                              f"cast the components one by one)")
+    if a.dtype.kind == "f" and not isinstance(x, _np.generic):
+        a = a.astype(st.default_fp.np)  # a Python float: default_fp, as in kernels
+    elif a.dtype.kind in "iu" and not isinstance(x, _np.generic):
+        a = a.astype(st.default_ip.np)
+    if a.dtype.kind not in "fiu":
+        raise SpiradTypeError(f"bit_cast needs a numeric scalar, got {x!r}")
+    check_bit_cast(T.BY_NAME[f"{a.dtype.kind}{a.dtype.itemsize * 8}"], dst)
+    return a.view(dst.np)[()]

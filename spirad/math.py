@@ -225,6 +225,55 @@ def cconj(a):
 
 
 @_both
+def cdiv(a, b):
+    """Quotient a / b of two complex numbers stored as 2-vectors (Taichi's `ti.math.cdiv`)."""
+    d = b[0] * b[0] + b[1] * b[1]
+    return Vector([(a[0] * b[0] + a[1] * b[1]) / d, (a[1] * b[0] - a[0] * b[1]) / d])
+
+
+@_both
+def cinv(a):
+    """Reciprocal 1 / a of a complex number stored as a 2-vector (Taichi's `ti.math.cinv`)."""
+    d = a[0] * a[0] + a[1] * a[1]
+    return Vector([a[0] / d, -a[1] / d])
+
+
+@_both
+def cexp(a):
+    """exp(a) of a complex number stored as a 2-vector (Taichi's `ti.math.cexp`)."""
+    r = exp(a[0])
+    return Vector([r * cos(a[1]), r * sin(a[1])])
+
+
+@_both
+def clog(a):
+    """The principal logarithm of a complex number stored as a 2-vector: (log |a|, arg a), the
+    argument in (-pi, pi] (Taichi's `ti.math.clog`)."""
+    return Vector([0.5 * log(a[0] * a[0] + a[1] * a[1]), atan2(a[1], a[0])])
+
+
+@_both
+def cpow(a, n):
+    """a ** n of a complex number stored as a 2-vector and a real exponent n, through the polar
+    form (Taichi's `ti.math.cpow`); 0 for a = 0."""
+    r2 = a[0] * a[0] + a[1] * a[1]
+    t = atan2(a[1], a[0]) * n
+    m = select(r2 > 0, pow(select(r2 > 0, r2, 1.0), n * 0.5), 0.0)
+    return Vector([m * cos(t), m * sin(t)])
+
+
+@_both
+def csqrt(a):
+    """The square root of a complex number stored as a 2-vector with a non-negative real part
+    (the one with a non-negative imaginary part when both are 0; Taichi's `ti.math.csqrt`);
+    0 for a = 0."""
+    r2 = a[0] * a[0] + a[1] * a[1]
+    m = select(r2 > 0, sqrt(sqrt(select(r2 > 0, r2, 1.0))), 0.0)
+    t = atan2(a[1], a[0]) * 0.5
+    return Vector([m * cos(t), m * sin(t)])
+
+
+@_both
 def rotation2d(angle):
     """Taichi's name of `rot2`: the 2x2 counter-clockwise rotation by `angle` (radians)."""
     return rot2(angle)

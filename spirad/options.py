@@ -115,6 +115,12 @@ SWITCHES = {s.name: s for s in (
            "shortest repr of its dtype (`233.3`), or `printf`, Taichi's C `%f` (`233.300003`; "
            "f64: 12 decimals). Programs run through the Taichi alias default to `printf`",
            ("shortest", "printf")),
+    Switch("SPIRAD_INT_ARGS", "choice", "error",
+           "an integer kernel argument outside its annotated type's range (`a: i8` given 255) "
+           "is an error (`error`), or, as Taichi passes it, wrapped to the type's width "
+           "(two's complement: 255 -> -1) with a warning (`wrap`; Taichi too refuses a negative "
+           "value for an unsigned type and any value beyond 64 bits). Programs run through the "
+           "Taichi alias default to `wrap`", ("error", "wrap")),
     Switch("SPIRAD_PROFILER_OFF", "choice", "error",
            "a kernel-profiler call (`print_kernel_profiler_info`, `clear_...`, `query_...`, "
            "`get_kernel_profiler_total_time`) without `init(kernel_profiler=True)` is an error "

@@ -382,6 +382,9 @@ class TaskLowerer(BoundsChecks, LoopCap):
         s = n.srcs[0]
         self.values[n] = lower_cast(self.E, self.v(s), s.dtype, n.dtype)
 
+    def _bitcast(self, n):
+        self.values[n] = self.E.op("OpBitcast", n.dtype, self.v(n.srcs[0]))
+
     def _select(self, n):
         c, a, b = (self.v(s) for s in n.srcs)
         self.values[n] = self.E.sel(c, a, b, n.dtype)
@@ -606,6 +609,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
 _HANDLERS = {
     Op.CONST: TaskLowerer._const, Op.ARG: TaskLowerer._arg, Op.LOOP_INDEX: TaskLowerer._loop_index,
     Op.NDARRAY_SHAPE: TaskLowerer._ndarray_shape, Op.CAST: TaskLowerer._cast,
+    Op.BITCAST: TaskLowerer._bitcast,
     Op.SELECT: TaskLowerer._select, Op.ALLOCA: TaskLowerer._alloca, Op.LOAD: TaskLowerer._load,
     Op.STORE: TaskLowerer._store, Op.GLOBAL_LOAD: TaskLowerer._global_load,
     Op.GLOBAL_STORE: TaskLowerer._global_store, **{op: TaskLowerer._atomic for op in ATOMICS},

@@ -45,6 +45,8 @@ TAICHI_DEFAULTS = {
     "SPIRAD_DEBUG_SYNC": "1",
     # Taichi prints a float without a spec as C's %f (233.300003), spirad as its shortest repr
     "SPIRAD_PRINT_FLOATS": "printf",
+    # an integer argument outside its annotated type (`a: i8` given 255): Taichi wraps it
+    "SPIRAD_INT_ARGS": "wrap",
     # a kernel-profiler call with the profiler off (Taichi warns and reports nothing)
     "SPIRAD_PROFILER_OFF": "warn",
 }

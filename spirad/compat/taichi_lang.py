@@ -114,7 +114,18 @@ util = _module("util", "has_pytorch(), has_paddle() (always False: spirad has no
                "external C++ functions compiled by clang++), to_numpy_type(dtype)",
                has_pytorch=_has_pytorch, has_paddle=lambda: False, has_clangpp=lambda: False,
                to_numpy_type=lambda dt: dt.np.type)
-matrix = _module("matrix", "Matrix / Vector", Matrix=_sd.Matrix, Vector=_sd.Vector)
+def _generate_swizzle_patterns(key_group: str, required_length=4) -> list:
+    """Taichi's `ti.lang.matrix._generate_swizzle_patterns`: every swizzle of 1 to
+    `required_length` letters of `key_group` ("xyzw" -> x, y, ..., xx, xy, ..., wwww), the
+    names a vector answers to (spirad.data.matrix._swizzle reads them)."""
+    import itertools
+    return ["".join(p) for k in range(1, required_length + 1)
+            for p in itertools.product(key_group, repeat=k)]
+
+
+matrix = _module("matrix", "Matrix / Vector, MatrixField, _generate_swizzle_patterns",
+                 Matrix=_sd.Matrix, Vector=_sd.Vector, MatrixField=_sd.MatrixField,
+                 _generate_swizzle_patterns=_generate_swizzle_patterns)
 field = _module("field", "Field", Field=__import__("spirad.data.field", fromlist=["Field"]).Field)
 snode = _module("snode", "SNode", SNode=__import__("spirad.data.field", fromlist=["SNode"]).SNode)
 

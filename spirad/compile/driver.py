@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
@@ -144,10 +145,21 @@ def compile_forward(kernel, specs, state) -> Compiled:
         return _compile_forward(kernel, specs, state)
 
 
+def held_weakly(a) -> bool:
+    """Whether the programs compiled for template argument `a` hold it weakly: an instance of
+    a `@data_oriented` class (`self` of a kernel method). Programs are cached by its identity;
+    holding it strongly would keep every such object a program made alive (a program that
+    makes one per step leaks its memory: Taichi's test_oop_memory_leak), so its programs are
+    dropped with it instead (`Kernel._forward`), before its id can be reused."""
+    return getattr(type(a), "_data_oriented", False) and hasattr(type(a), "__weakref__") \
+        and not isinstance(a, type)
+
+
 def _compile_forward(kernel, specs, state) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
-    templates = tuple(sp[1] for sp in specs if sp[0] in ("template", "struct"))
+    templates = tuple(weakref.ref(sp[1]) if sp[0] == "template" and held_weakly(sp[1]) else sp[1]
+                      for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:

@@ -48,6 +48,27 @@ def _convert(t, v, name):
     return _host_member(t, v)
 
 
+class ArgPack:
+    """Taichi's `ti.ArgPack`: the class of every argument pack (`types.argpack(...)(...)` is an
+    instance); `keys` / `items` (properties, as Taichi's) and `to_dict()`."""
+
+    @property
+    def keys(self) -> list:
+        """The member names, in declaration order."""
+        return list(type(self)._members)
+
+    @property
+    def items(self):
+        """(name, value) of each member, as `dict.items()`."""
+        return {m: getattr(self, m) for m in type(self)._members}.items()
+
+    def to_dict(self) -> dict:
+        """The members as a dict: nested packs as dicts, vectors / matrices as lists."""
+        import numpy as np
+        return {m: v.to_dict() if isinstance(v, ArgPack) else
+                v.tolist() if isinstance(v, np.ndarray) else v for m, v in self.items}
+
+
 def _post_init(self):
     for m, t in type(self)._members.items():
         object.__setattr__(self, m, _convert(t, getattr(self, m), m))
@@ -62,7 +83,7 @@ def argpack(**members) -> ArgPackType:
     ns = {"__annotations__": {m: object for m in members}, "_members": dict(members),
           "_is_argpack": True, "__post_init__": _post_init, "__module__": __name__,
           "__doc__": "An argument pack (`types.argpack`)."}
-    cls = ArgPackType("ArgPack", (), ns)
+    cls = ArgPackType("ArgPack", (ArgPack,), ns)
     return dataclasses.dataclass(frozen=True)(cls)
 
 

@@ -833,6 +833,17 @@ _SPARSE_HINT = ("spirad has dense, bitmasked, pointer and dynamic nodes only; us
                 "another field")
 
 
+_MISSING_NODES = {  # Taichi SNode kinds spirad lacks -> what to use (SNode.__getattr__)
+    "hash": _SPARSE_HINT,
+    "bit_struct": "it is Taichi's older spelling: pack quantized fields with bp = "
+                  "sd.BitpackedFields(max_num_bits=32); bp.place(x, y); root.dense(...).place(bp)",
+}
+
+
+class _MissingNode(SpiradNotSupportedError, AttributeError):
+    """`root.hash`: an AttributeError (hasattr is False) whose text says what to use."""
+
+
 @api_class
 class SNode:
     """Dense placement: `root.dense(sd.ij, (n, m)).place(x, y)` gives x and y shape (n, m).
@@ -929,11 +940,6 @@ class SNode:
         return make_level(self, kind, dense.extents[len(self.extents):], internal_field,
                           chunk_size)
 
-    def _sparse(self, what):
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError(f"root.{what}(...) is not supported: "
-                                      f"{_SPARSE_HINT}")
-
     def pointer(self, axes, shape) -> "SNode":
         """A pointer block (Taichi's): semantically a bitmasked one; spirad allocates its
         memory up front (spirad.data.sparse_layout says why and what it bounds)."""
@@ -953,21 +959,18 @@ class SNode:
             capacity = capacity[0]
         return self._sparse_node("dynamic", axis, int(capacity), chunk_size)
 
-    def hash(self, *a, **k):
-        """hash SNodes are not supported: raises, naming the dense alternative."""
-        self._sparse("hash")
-
     def quant_array(self, axes, shape, max_num_bits):
         """Taichi's quant_array: `place(x)` packs the `shape` cells of one quantized int / fixed
         field into one word (`max_num_bits`: 32 or 64) per cell of this node (spirad.data.quant)."""
         return QUANT.QuantArray(self, axes, shape, max_num_bits)
 
-    def bit_struct(self, *a, **k):
-        """Taichi's old `bit_struct` SNode: raises, naming `sd.BitpackedFields`."""
-        from kernel_ir.errors import SpiradNotSupportedError
-        raise SpiradNotSupportedError("root.bit_struct(...) is Taichi's older spelling: pack "
-                                      "quantized fields with bp = sd.BitpackedFields("
-                                      "max_num_bits=32); bp.place(x, y); root.dense(...).place(bp)")
+    def __getattr__(self, name):
+        """Taichi SNode kinds spirad has not (`hash`; Taichi's older `bit_struct`): an
+        AttributeError (as Taichi 1.7.4, which has neither) that says what to use instead."""
+        hint = _MISSING_NODES.get(name)
+        if hint is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise _MissingNode(f"root.{name}(...) is not supported: {hint}")
 
     def place(self, *fields, needs_grad=False, offset=None) -> "SNode":
         """Give `fields` this node's shape; placing `x.grad` (or `needs_grad=True`) gives `x` its

@@ -114,6 +114,7 @@ class _BuilderNode(SNode):
             if owner._tree is None:
                 owner._tree = tree
                 tree.fields.append(owner)
+                b.empty = False
         return self
 
 
@@ -125,16 +126,10 @@ class FieldsBuilder:
     def __init__(self):
         self._tree = SNodeTree()
         self._root = _BuilderNode(self)
-
-    @property
-    def empty(self) -> bool:
-        """No field placed yet."""
-        return not self._tree.fields
-
-    @property
-    def finalized(self) -> bool:
-        """`finalize()` was called (nothing more may be placed)."""
-        return self._tree.finalized
+        # plain attributes, as Taichi's: no field placed yet; `finalize()` was called (nothing
+        # more may be placed)
+        self.empty = True
+        self.finalized = False
 
     def _check_open(self) -> None:
         if self._tree.finalized:
@@ -164,6 +159,11 @@ class FieldsBuilder:
         self._check_open()
         return self._root.dynamic(*a, **k)
 
+    def quant_array(self, *a, **k):
+        """A `quant_array` node in this builder's tree (as `root.quant_array`; spirad.data.quant)."""
+        self._check_open()
+        return self._root.quant_array(*a, **k)
+
     def lazy_grad(self) -> None:
         """Give every float field of the builder that has none a gradient."""
         self._check_open()
@@ -188,7 +188,7 @@ class FieldsBuilder:
         tree = self._tree
         if self.empty and raise_warning:
             warnings.warn("Finalizing an empty FieldsBuilder!", stacklevel=2)
-        tree.finalized = True
+        tree.finalized = self.finalized = True
         for f in tree._owns():
             f._storage()
         return tree

@@ -318,6 +318,13 @@ class Struct:
         """Member name -> value (Taichi's `Struct.entries`)."""
         return self._entries
 
+    @property
+    def methods(self) -> dict:
+        """Method name -> function of the struct's type (`@sd.dataclass` methods; Taichi's
+        `Struct.methods`); empty for a struct built from members."""
+        st = self.__dict__.get("_stype")
+        return dict(st.methods) if st is not None else {}
+
     def to_dict(self) -> dict:
         """Member name -> value, nested structs as dicts."""
         return {m: v.to_dict() if isinstance(v, Struct) else v for m, v in self._entries.items()}

@@ -116,7 +116,26 @@ def h_bit_shr(v, args, kw, node):
                        b.cast(n, ut) if n.dtype != ut else n), x.dtype)
 
 
-def handlers():
+def h_bit_cast(v, args, kw, node):
+    """`sd.bit_cast(x, dtype)` (Taichi's): x's bits read as `dtype` (the IR's BITCAST)."""
     from .. import bitops
+    from .values import VecVal  # sd.bit_cast is spirad.lang's (Python scope)
+    if len(args) != 2 or kw:
+        raise v.ctx.error(SpiradTypeError, "bit_cast(x, dtype) takes a scalar and a dtype", node)
+    a = v.rvalue(args[0])
+    if isinstance(a, VecVal):
+        raise v.ctx.error(SpiradTypeError, "bit_cast takes a scalar, got a vector / matrix "
+                                           "(as Taichi: cast the components one by one)", node)
+    x = v.to_node(a)
+    dst = T.from_python(args[1], v.ctx.default_fp, v.ctx.default_ip)
+    try:
+        bitops.check_bit_cast(x.dtype, dst)
+    except SpiradTypeError as e:
+        raise v.ctx.error(SpiradTypeError, str(e), node) from None
+    return x if x.dtype == dst else v.ctx.b.emit(Op.BITCAST, dst, (x,))
+
+
+def handlers():
+    from .. import bitops, lang
     return {bitops.popcnt: h_popcnt, bitops.clz: h_clz, bitops.ffs: h_ffs,
-            bitops.bit_shr: h_bit_shr}
+            bitops.bit_shr: h_bit_shr, lang.bit_cast: h_bit_cast}

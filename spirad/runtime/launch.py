@@ -59,7 +59,8 @@ class Compiled:
     bindings_src: tuple     # per binding: ('field', Field) | ('ndarray', arg, which) | ('temp', k)
                             # (which: False = the array, True = its .grad, 'dual' = its .dual)
     sizing: sizing_cache.ProgramSizing = None  # adjoint programs with adstacks, else None
-    template_refs: tuple = ()   # template arguments kept alive: their ids key the cache
+    template_refs: tuple = ()   # template arguments kept alive: their ids key the cache (a
+                                # data_oriented object: a weakref; its programs die with it)
     returns: object = None  # kernel_return.KernelReturn of a kernel with a return type, else None
     prints: bool = False    # the program writes print records (spirad.printing)
     cache_key: str = None   # its offline-cache key (spirad.compile.offline_cache), None: not cached
@@ -169,9 +170,12 @@ def plan(c: Compiled, args, epoch: int, note: tuple = None) -> LaunchPlan:
         if spec.kind == "scalar":
             v = args[i]
             if spec.dtype.is_int and not (spec.dtype == T.u1):
-                info = np.iinfo(spec.dtype.np)
-                if not info.min <= int(v) <= info.max:
-                    raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit {spec.dtype}")
+                lo, hi = _int_range(spec.dtype)
+                if not lo <= int(v) <= hi:
+                    if not wraps_int_arg(v, spec.dtype):
+                        raise SpiradValueError(f"argument '{spec.name}' = {v} does not fit "
+                                               f"{spec.dtype}")
+                    v = _wrap_int_arg(spec.name, v, spec.dtype)
             scalars.append(v)
         else:
             scalars.append(None)
@@ -243,6 +247,27 @@ def _int_range(dt) -> tuple:
         info = np.iinfo(dt.np)
         r = _INT_RANGES[dt] = (int(info.min), int(info.max))
     return r
+
+
+def wraps_int_arg(v, dt) -> bool:
+    """Whether integer argument `v`, outside `dt`'s range, is wrapped to `dt` (SPIRAD_INT_ARGS=
+    wrap, as Taichi passes it) rather than refused: Taichi takes a signed argument as an i64
+    and an unsigned one as a u64, then keeps the low bits."""
+    from .. import options
+    if options.get("SPIRAD_INT_ARGS") != "wrap":
+        return False
+    v = int(v)
+    return -(1 << 63) <= v < (1 << 63) if dt.is_signed else 0 <= v < (1 << 64)
+
+
+def _wrap_int_arg(name, v, dt):
+    """`v` wrapped to `dt` (two's complement), with the warning that says so."""
+    from kernel_ir.interpreter import cast_value
+    from ..tracebacks import warn_user
+    w = cast_value(int(v), dt)
+    warn_user(f"argument '{name}' = {v} does not fit {dt}: passed as {w} (its low {dt.bits} "
+              f"bits, as Taichi does; SPIRAD_INT_ARGS=wrap)")
+    return w
 
 
 def rebind(p: LaunchPlan, args) -> LaunchPlan | None:

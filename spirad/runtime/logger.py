@@ -53,3 +53,14 @@ def set_level(level) -> None:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+def set_logging_level(level) -> None:
+    """Taichi's `ti.set_logging_level(ti.DEBUG)`: the `spirad` logger's level, as
+    `init(log_level=)`."""
+    set_level(level)
+
+
+def is_logging_effective(level) -> bool:
+    """Taichi's `ti.is_logging_effective(ti.INFO)`: whether messages of `level` are shown."""
+    return logger.isEnabledFor(level_of(level))

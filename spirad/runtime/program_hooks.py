@@ -37,9 +37,19 @@ class Program:
     def default_fp(self):
         return _state.current().default_fp
 
+    @default_fp.setter
+    def default_fp(self, dtype) -> None:
+        # Taichi's runtime keeps them as plain attributes: `impl.get_runtime().default_ip = t`
+        # types the literals of kernels compiled from then on, as set_default_* does
+        self.set_default_fp(dtype)
+
     @property
     def default_ip(self):
         return _state.current().default_ip
+
+    @default_ip.setter
+    def default_ip(self, dtype) -> None:
+        self.set_default_ip(dtype)
 
     def set_default_fp(self, dtype) -> None:
         """Taichi's `impl.get_runtime().set_default_fp(t)`: the type of float literals and of

@@ -4,16 +4,15 @@ cells that are active.
 
 Built from spirad's own parts (`sd.Struct.field`, `sd.root.bitmasked`, a kernel counting
 active cells), so it runs on every arch that has bitmasked nodes."""
-from __future__ import annotations
+# imported under private names: `dir(sd.sparse)` is Taichi's `ti.sparse` (grid, usage)
+from kernel_ir.errors import SpiradValueError as _SpiradValueError
 
-from kernel_ir.errors import SpiradValueError
-
-from ..data.field import ij, ijk, root
-from ..data.struct import Struct
-from ..frontend.sparse_api import is_active
-from ..kernel import kernel
-from ..lang import grouped
-from ..types import template
+from ..data.field import ij as _ij, ijk as _ijk, root as _root
+from ..data.struct import Struct as _Struct
+from ..frontend.sparse_api import is_active as _is_active
+from ..kernel import kernel as _kernel
+from ..lang import grouped as _grouped
+from ..types import template as _template
 
 
 def grid(members: dict, shape):
@@ -21,18 +20,18 @@ def grid(members: dict, shape):
     bitmasked node: cells start inactive and become active when written."""
     shape = tuple(shape)
     if len(shape) not in (2, 3):
-        raise SpiradValueError(f"sd.sparse.grid: only 2-D and 3-D grids, got shape {shape}")
-    x = Struct.field(members)
-    root.bitmasked(ij if len(shape) == 2 else ijk, shape).place(x)
+        raise _SpiradValueError(f"sd.sparse.grid: only 2-D and 3-D grids, got shape {shape}")
+    x = _Struct.field(members)
+    _root.bitmasked(_ij if len(shape) == 2 else _ijk, shape).place(x)
     return x
 
 
-@kernel
-def _active_cells(x: template()) -> int:
+@_kernel
+def _active_cells(x: _template()) -> int:
     """The active cells of the bitmasked node `x` (a field) is placed on."""
     n = 0
-    for I in grouped(x.parent()):
-        if is_active(x.parent(), I):
+    for I in _grouped(x.parent()):
+        if _is_active(x.parent(), I):
             n += 1
     return n
 

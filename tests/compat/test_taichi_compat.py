@@ -184,6 +184,61 @@ def test_alias_profiler_off_warns_as_taichi(alias, monkeypatch):
         sd.profiler.clear_kernel_profiler_info()
 
 
+@test_archs()
+def test_alias_wraps_int_args_as_taichi(arch, alias, monkeypatch):
+    """Taichi passes an integer argument outside its annotated type as its low bits (`a: i8`
+    given 255 reads -1; values measured with Taichi 1.7.4); it refuses a negative value for an
+    unsigned type. Through the alias spirad wraps the same way, with a SpiradWarning;
+    SPIRAD_INT_ARGS=error, and plain spirad, refuse it."""
+    out = sd.field(sd.i64, shape=2)
+
+    @sd.kernel
+    def k(a: sd.i8, b: sd.u8):
+        out[0] = a
+        out[1] = b
+
+    k(5, 7)  # in range: no warning (and metal refuses i8 here, outside pytest.warns)
+    assert out.to_numpy().tolist() == [5, 7]
+    for a, b, want in ((255, 256, [-1, 0]), (-129, 300, [127, 44])):
+        with pytest.warns(sd.SpiradWarning, match="does not fit (i8|u8): passed as"):
+            k(a, b)
+        assert out.to_numpy().tolist() == want
+    with pytest.raises(sd.SpiradValueError, match="'b' = -1 does not fit u8"):
+        k(0, -1)
+    monkeypatch.setenv("SPIRAD_INT_ARGS", "error")
+    with pytest.raises(sd.SpiradValueError, match="'a' = 255 does not fit i8"):
+        k(255, 0)
+    monkeypatch.delenv("SPIRAD_INT_ARGS")
+    alias.uninstall()
+    with pytest.raises(sd.SpiradValueError, match="'a' = 128 does not fit i8"):
+        k(128, 0)
+
+
+@test_archs()
+def test_runtime_default_ip_assigned_after_init(arch):
+    """Taichi's `impl.get_runtime().default_ip = t` (a plain attribute there) types the integer
+    literals of kernels compiled from then on, unsigned types included: 0xFFFFFFFF stored in a
+    u32 field as a u32 literal (with i32 it would not fit)."""
+    from spirad.runtime.program_hooks import get_runtime
+    for dt, val in ((sd.u32, 0xFFFFFFFF), (sd.u64, 0xFFFFFFFFFFFFFFFF)):
+        get_runtime().default_ip = dt
+        assert get_runtime().default_ip == dt
+        f = sd.field(dt, shape=4)
+
+        @sd.kernel
+        def fill():
+            for i in f:
+                f[i] = val
+
+        fill()
+        assert f.to_numpy().tolist() == [val] * 4
+    get_runtime().default_fp = sd.f64
+    g = sd.field(float, shape=())
+    assert g.dtype == sd.f64
+    with pytest.raises(sd.SpiradTypeError, match="give an integer dtype"):
+        get_runtime().default_ip = sd.f32
+
+
 def test_taichi_impl_get_runtime():
     """`taichi.lang.impl.get_runtime()`: default types, the arch through `prog.config()`, and
     the count of kernel programs compiled in this init() (one per kernel and signature)."""

@@ -119,3 +119,38 @@ def test_torch_interop_and_real_func(arch):
     a = sd.ndarray(sd.f32, shape=2)
     a.from_torch(torch.ones(2))
     assert a.to_torch().sum().item() == 2.0
+
+
+@test_archs()
+def test_data_oriented_objects_are_freed(arch):
+    """The programs compiled for a data_oriented object (`self` is a template argument, cached
+    by identity) hold it weakly and are dropped with it: a program that makes a new object per
+    step keeps only the last one alive (Taichi's test_oop_memory_leak), and grads still run."""
+    import gc
+    import weakref
+
+    @sd.data_oriented
+    class Step:
+        def __init__(self, k):
+            self.k = k
+            self.x = sd.field(sd.f32, shape=3, needs_grad=True)
+            self.y = sd.field(sd.f32, shape=(), needs_grad=True)
+
+        @sd.kernel
+        def run(self):
+            for i in self.x:
+                self.y[None] += self.k * self.x[i] ** 2
+
+    refs = []
+    for k in range(4):
+        s = Step(float(k))
+        s.x.from_numpy(np.array([1, 2, 3], np.float32))
+        with sd.ad.Tape(loss=s.y):
+            s.run()
+        assert s.y[None] == 14.0 * k
+        np.testing.assert_allclose(s.x.grad.to_numpy(), [2 * k, 4 * k, 6 * k])
+        refs.append(weakref.ref(s))
+        del s
+        gc.collect()
+    assert [r() is None for r in refs] == [True, True, True, False]  # the last launch's object
+    assert len(Step.run._cache) == 1 and all(k[0] in Step.run._cache for k in Step.run._derived)

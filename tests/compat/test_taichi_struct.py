@@ -75,20 +75,20 @@ def test_struct_errors(arch):
 
 
 @test_archs(archs=exactly("cpu"))
-def test_unsupported_taichi_names_say_what_to_use(arch):
-    with pytest.raises(sd.SpiradNotSupportedError, match="not available"):
-        sd.bit_cast
-    assert not hasattr(sd, "bit_cast") and hasattr(sd, "f32")
+def test_taichi_names_spirad_lacks_are_errors_at_the_line(arch):
+    """A Taichi name spirad has not (`get_addr`: raw addresses) is an AttributeError in Python
+    and a compile error at the user's line in a kernel."""
+    assert not hasattr(sd, "get_addr") and hasattr(sd, "bit_cast")
     x = sd.field(sd.f32, shape=4)
 
     @sd.kernel
     def k():
         for i in x:
-            sd.bit_cast(x[i], sd.i32)
+            x[i] = sd.get_addr(x, [i])
 
-    with pytest.raises(sd.SpiradNotSupportedError, match="not available") as e:
+    with pytest.raises(sd.SpiradSyntaxError, match="no attribute 'get_addr'") as e:
         k()
-    assert "sd.bit_cast(x[i], sd.i32)" in str(e.value)
+    assert "sd.get_addr(x, [i])" in str(e.value)
     with pytest.raises(sd.TaichiSyntaxError):
         raise sd.SpiradSyntaxError("x")
 
