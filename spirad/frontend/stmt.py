@@ -422,6 +422,9 @@ class StmtVisitor:
         dims = self.iteration_dims(iterable, node)
         from .sparse_ops import loop_guard  # a struct-for over a sparse field / node
         self._sparse_guard = loop_guard(iterable)
+        # where a snapshot of its masks would go (before the loop), and whether a launch-time
+        # copy can be taken there (not inside a parallel loop): frontend/sparse_ops.py
+        self._sparse_site = (ctx.b.position(), "parallel" in ctx.loops, parallel, node)
         if not grouped and len(names) != len(dims):
             what = "Ndrange for loop with number of the loop variables not equal to the " \
                    "dimension of the ndrange is not supported: " \
@@ -579,9 +582,10 @@ class StmtVisitor:
                 for n, i in zip(names, idx):
                     frame.scopes[-1][n] = i
             guard, self._sparse_guard = getattr(self, "_sparse_guard", None), None
-            if guard is not None:  # a sparse struct-for: the active cells only
+            if guard is not None:  # a sparse struct-for: the cells active at its start only
                 from .sparse_ops import guarded_body
-                guarded_body(self, guard, idx, lambda: self.build_stmts(node.body))
+                guarded_body(self, guard, idx, lambda: self.build_stmts(node.body),
+                             self._sparse_site)
             else:
                 self.build_stmts(node.body)
         finally:
