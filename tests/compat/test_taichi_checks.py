@@ -134,3 +134,18 @@ def test_a_signed_field_takes_the_unsigned_values_of_its_width(arch):
     b = sd.field(sd.i64, shape=1)
     b[0] = 2 ** 64 - 1
     assert b[0] == -1
+
+
+@test_archs()
+def test_a_struct_argument_of_another_type_says_why(arch):
+    sphere = sd.types.struct(center=sd.math.vec3, radius=float)
+    circle = sd.types.struct(center=sd.math.vec2, radius=float)
+
+    @sd.kernel
+    def volume(s: sphere) -> sd.f32:
+        return s.radius ** 3 + s.center[2]
+
+    assert volume(sphere(center=sd.math.vec3([0, 0, 1]), radius=2.0)) == 9.0
+    with pytest.raises(TypeError, match=r"Argument .* cannot be converted into required type .*"
+                                        r"takes 3 components, got 2"):
+        volume(circle(center=sd.math.vec2([1, 2]), radius=2.33))
