@@ -49,6 +49,18 @@ class IRBuilder:
         finally:
             out.append(Block(tuple(self._stack.pop())))
 
+    def position(self) -> tuple:
+        """Where the next node of the current block goes: for `insert` to put nodes there once
+        later code decided they are needed (a sparse struct-for's snapshot, built before its
+        loop only when its body turns out to write the node's masks)."""
+        return (self._stack[-1], len(self._stack[-1]))
+
+    def insert(self, position: tuple, block: Block) -> None:
+        """Put `block`'s nodes at `position` (from `position()`; the block's nodes may use
+        only nodes emitted before that point)."""
+        nodes, at = position
+        nodes[at:at] = block.nodes
+
     # -- values ------------------------------------------------------------------------------
     def const(self, v, dtype: DType) -> Node:
         if type(v) not in (int, float, bool) and isinstance(v, numbers.Real) \

@@ -124,6 +124,13 @@ class SpiradGradDtypeError(SpiradTypeError, SpiradRuntimeError):
     RuntimeError, as Taichi's "... is not supported for field with `needs_grad=True`"."""
 
 
+class SpiradCustomGradError(SpiradTypeError, SpiradRuntimeError):
+    """`sd.ad.grad_for(primal)` on something that cannot take a custom gradient: a kernel or a
+    plain function (not decorated with `@sd.ad.grad_replaced`), or one that already has one. A
+    TypeError, as spirad's other wrong-argument errors, and a RuntimeError, as Taichi's
+    `grad_for` raises for the same mistakes."""
+
+
 class SpiradWarning(UserWarning):
     """A program that runs but probably does not do what its author meant: a narrowing store
     (`i32 <- f32`), `kernel.grad()` with nothing to differentiate, `.grad` of a field without

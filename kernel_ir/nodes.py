@@ -58,6 +58,18 @@ class Block:
         return len(self.nodes)
 
 
+AT_LAUNCH = ".at_launch"
+"""The name suffix of a sparse struct-for's snapshot: a copy of a node's activation masks (list
+lengths) a step before the loop writes, which the loop's activity test reads instead of the
+masks its own body changes (spirad/frontend/sparse_ops.py). Reverse mode reads the live masks
+instead (passes/autodiff/live_masks.py): an adjoint activates nothing."""
+
+
+def is_snapshot(ref) -> bool:
+    """`ref` names a struct-for's copy of a sparse node's masks (`AT_LAUNCH`)."""
+    return ref.kind == "field" and ref.name.endswith(AT_LAUNCH)
+
+
 @dataclass(frozen=True)
 class GlobalRef:
     """A global array a kernel reads or writes.

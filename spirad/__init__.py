@@ -20,7 +20,7 @@ from kernel_ir.errors import (SpiradArchError, SpiradAutodiffError, SpiradDevice
                      SpiradNotSupportedError,
                      SpiradNameError, SpiradSyntaxError, SpiradTypeError, SpiradValueError,
                      SpiradAdStackOverflow, SpiradIndexError, SpiradBoundsError, SpiradArgumentError,
-                     SpiradArgumentValueError, SpiradGradDtypeError,
+                     SpiradArgumentValueError, SpiradGradDtypeError, SpiradCustomGradError,
                      SpiradRuntimeError,
                      SpiradDataAccessError, SpiradOutOfBoundsError,
                      SpiradWarning)
@@ -197,7 +197,7 @@ __all__ = [
     "QuadrantsTypeError", "randn", "random", "raw_div", "raw_mod", "real_func", "reset", "rgb_to_hex", "root",
     "round", "rsqrt", "select", "sign", "simt", "sin", "SpiradAdStackOverflow", "SpiradArchError",
     "SpiradAssertionError", "SpiradAutodiffError", "SpiradDataAccessError", "SpiradDeviceError",
-    "SpiradArgumentError", "SpiradArgumentValueError", "SpiradGradDtypeError", "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
+    "SpiradArgumentError", "SpiradArgumentValueError", "SpiradGradDtypeError", "SpiradCustomGradError", "SpiradBoundsError", "SpiradError", "SpiradGradCheckError", "SpiradIndexError", "SpiradNameError",
     "SpiradNotSupportedError", "SpiradOutOfBoundsError", "SpiradRuntimeError", "SpiradSyntaxError",
     "SpiradTypeError", "SpiradValueError", "SpiradWarning", "sqrt", "static", "static_assert",
     "static_print", "stop_grad", "Struct", "svd", "sym_eig", "sync", "TaichiAssertionError",

@@ -51,6 +51,7 @@ class BoundFunc:
 def func(fn) -> Func:
     """Decorator: a function callable from kernels and funcs, inlined at each call (Taichi's
     `@ti.func`). Recursion is an error."""
+    check_string_annotations(fn, "func")
     return Func(fn)
 
 
@@ -66,6 +67,46 @@ def pyfunc(fn) -> PyFunc:
     """Decorator: a function callable both from kernels (inlined, as `@sd.func`) and from
     Python (Taichi's `@ti.pyfunc`)."""
     return PyFunc(fn)
+def check_string_annotations(fn, what: str) -> None:
+    """Taichi reads a kernel's or func's parameter annotations when it is decorated and refuses
+    one it cannot use there; a string annotation (a forward reference) that names nothing
+    defined by then is that mistake, so it is refused at the decoration too, quoting the
+    parameter. Under `from __future__ import annotations` every annotation is a string and is
+    evaluated at the first launch instead (names defined after the kernel work there)."""
+    import __future__
+    import inspect
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & __future__.annotations.compiler_flag:
+        return
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    scope = None
+    for k, p in enumerate(params):
+        if not isinstance(p.annotation, str):
+            continue
+        if scope is None:
+            scope = dict(fn.__globals__)
+            for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+                try:
+                    scope[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        try:
+            eval(p.annotation, scope)  # noqa: S307 - the user's own annotation expression
+        except Exception as e:
+            msg = (f"Invalid type annotation (argument {k}) of {what} {fn.__name__}: "
+                   f"{p.annotation!r} cannot be evaluated here ({type(e).__name__}: {e}); "
+                   f"annotate with a type (sd.f32, sd.template(), sd.types.ndarray(), ...) "
+                   f"defined before the {what}")
+            from kernel_ir.source import user_error
+            try:  # the parameter, quoted (no source, e.g. typed at the prompt: the text alone)
+                src = SourceInfo(fn)
+                loc = src.loc(src.func_def.args.args[k])
+            except Exception:
+                loc = None
+            raise user_error(SpiradSyntaxError, msg, loc) from None
 
 
 class PlainFunc(Func):

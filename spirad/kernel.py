@@ -30,7 +30,7 @@ from .runtime import launch as _launch
 from .runtime import state as _state
 from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
                              held_weakly)
-from .func import PyFunction
+from .func import PyFunction, check_string_annotations
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
 from .data.ndarray import Ndarray
@@ -690,6 +690,7 @@ def kernel(fn=None, **options):
         from kernel_ir.errors import SpiradSyntaxError
         raise SpiradSyntaxError(f"kernel {fn.__name__}: an argpack cannot be a return type; "
                                 f"return its members (a tuple or a struct)")
+    check_string_annotations(fn, "kernel")
     return Kernel(fn)
 
 

@@ -298,12 +298,18 @@ class _HostArray(TensorSurface):
             info = np.iinfo(self.dtype.np)
             lo, hi = arr.min(), arr.max()
             # an unsigned type also takes the negative values of its width, wrapped (two's
-            # complement, as its literals: `b[0] = -128` stores 128 in a u8, as in Taichi)
+            # complement, as its literals: `b[0] = -128` stores 128 in a u8, as in Taichi), and
+            # a signed type the unsigned ones (`a[0] = 0xFFFF` stores -1 in an i16, as Taichi's
+            # struct fields do); a value wider than the type is an error, never wrapped
             low = -(int(info.max) + 1) // 2 if info.min == 0 else int(info.min)
-            if not (np.isfinite(lo) and np.isfinite(hi)) or lo < low or hi > info.max:
+            high = int(info.max) if info.min == 0 else 2 * int(info.max) + 1
+            if not (np.isfinite(lo) and np.isfinite(hi)) or lo < low or hi > high:
                 raise SpiradValueError(f"values in [{lo}, {hi}] do not fit {self.dtype}")
             if lo < 0 and info.min == 0:
                 return arr.astype(np.int64).astype(self.dtype.np)
+            if hi > info.max and arr.dtype.kind in "iu":  # the bit pattern, read as signed
+                wide = arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64)
+                return wide.astype(f"u{np.dtype(self.dtype.np).itemsize}").view(self.dtype.np)
         return arr.astype(self.dtype.np)
 
     def copy_from(self, other) -> None:

@@ -11,6 +11,11 @@ index space; docs/coming_from_taichi.md, "Sparse SNodes"):
 * `dynamic`: a *length*, one word per cell of the parent node; element j of a list is active
   while j < length. `ti.append` bumps the length atomically, a write at j raises it to j + 1.
 
+A struct-for visits the cells active when it starts (Taichi lists them first). Where its body
+writes the masks of the node it iterates, the loop's activity test reads `at_launch`, a copy of
+the masks taken a step before the loop (spirad/frontend/sparse_ops.py): one more word per mask
+word, allocated with the mask.
+
 The invariant that makes reads free: data of an inactive cell is zero. Memory starts zeroed,
 only writes activate, and deactivation (`ti.deactivate`, `deactivate_all`) zeroes the cell's
 block of every field below the node and the masks of sparse nodes nested in it. So a read never
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field as dc_field
 import numpy as np
 
 from kernel_ir.errors import SpiradNotSupportedError, SpiradValueError
+from kernel_ir.nodes import AT_LAUNCH
 
 from ..runtime import guard as _guard
 
@@ -46,6 +52,7 @@ class SparseLevel:
     axis: int = -1          # dynamic: the list's axis
     capacity: int = 0       # dynamic: the list's maximum length
     fields: list = dc_field(default_factory=list)  # fields placed anywhere below (and masks)
+    at_launch: object = None  # the mask's copy a struct-for whose body writes it reads
 
 
 def axes_of(extents) -> list:
@@ -88,12 +95,16 @@ def make_level(parent, kind: str, extents, internal_field, chunk_size=None):
     node = parent._child(parent.extents + tuple(extents))
     if kind == "dynamic":
         axis, cap = extents[0]
-        mask = internal_field(T.i32, parent.shape, f"dynamic{len(node.extents)}.length")
+        name = f"dynamic{len(node.extents)}.length"
+        mask = internal_field(T.i32, parent.shape, name)
         level = SparseLevel(kind, len(node.extents), node, mask, axis, cap)
         node.chunk_size = int(chunk_size) if chunk_size else cap
     else:
-        mask = internal_field(T.i32, node.shape, f"{kind}{len(node.extents)}.mask")
+        name = f"{kind}{len(node.extents)}.mask"
+        mask = internal_field(T.i32, node.shape, name)
         level = SparseLevel(kind, len(node.extents), node, mask)
+    # the launch-time copy (one word per mask word, made with the mask: no growth at launches)
+    level.at_launch = internal_field(T.i32, mask.shape, name + AT_LAUNCH)
     for lv in parent.sparse:  # an outer level's deactivation clears this one's mask
         lv.fields.append(mask)
     node.sparse = parent.sparse + (level,)

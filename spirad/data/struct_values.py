@@ -37,12 +37,17 @@ def _value_key(v):
 
 def snapshot(stype: StructType, v) -> Snapshot:
     """The Snapshot of value `v` (a struct value or a dict of members) as a `stype`."""
+    given = v
     if isinstance(v, Struct):
         v = v.to_dict()
     if not isinstance(v, dict):
         raise SpiradTypeError(f"a {stype.name} struct value (or a dict of its members) is "
                               f"needed, got {type(v).__name__}")
-    typed = stype(**v)
+    try:
+        typed = stype(**v)
+    except (TypeError, ValueError) as e:  # Taichi's text first, then which member and why
+        raise SpiradTypeError(f"Argument {given!r} cannot be converted into required type "
+                              f"{stype.name}: {e}") from None
     key = _value_key(typed)
     hit = _SNAPSHOTS.get((id(stype), key))
     if hit is not None and hit._stype is stype:

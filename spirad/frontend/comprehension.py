@@ -22,16 +22,25 @@ def list_comp(v, node: ast.ListComp, is_compile_time) -> list:
 
 
 def dict_comp(v, node: ast.DictComp, is_compile_time) -> dict:
-    """The dict a comprehension builds, unrolled; its keys must be known at compile time."""
+    """The dict a comprehension builds, unrolled. A key known at compile time is a Python key;
+    a key computed at run time (`{x[j]: ... for j in range(3)}`, Taichi's test_expr_dict) is,
+    as in Taichi, a key of its own (a value, compared by identity: no other key equals it), so
+    `.values()` / `.items()` hold one entry per item."""
     pairs = []
     _generate(v, node, 0, pairs, is_compile_time)
     out = {}
     for key, value in pairs:
-        if not is_compile_time(key):
-            raise v.ctx.error(SpiradSyntaxError, "a dict's keys must be known at compile time "
-                                                 "in kernels", node.key)
-        out[key] = value
+        out[key if is_compile_time(key) else RunTimeKey(v.rvalue(key))] = value
     return out
+
+
+class RunTimeKey:
+    """A dict key computed at run time: equal only to itself (Taichi's keys are its Expr
+    objects, hashed by identity); `.value` is the value."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 def _iterable(v, gen):
@@ -90,3 +99,24 @@ def _generate(v, node, k, out, is_compile_time):
                 _generate(v, node, k + 1, out, is_compile_time)
         finally:
             v.ctx.frame.scopes.pop()
+
+
+def dict_view(v, method, args, node):
+    """`d.keys()` / `d.values()` / `d.items()` / `d.get(k[, default])` of a kernel's dict (its
+    entries are known at compile time): lists, unrolled like a comprehension's; a run-time key
+    reads as its value."""
+    d, name = method.__self__, method.__name__
+    def key(k):
+        return k.value if isinstance(k, RunTimeKey) else k
+    if name == "get":
+        if not 1 <= len(args) <= 2:
+            raise v.ctx.error(SpiradSyntaxError, "dict.get takes a key and an optional default",
+                              node)
+        return d.get(args[0], args[1] if len(args) == 2 else None)
+    if args:
+        raise v.ctx.error(SpiradSyntaxError, f"dict.{name}() takes no arguments", node)
+    if name == "keys":
+        return [key(k) for k in d]
+    if name == "values":
+        return list(d.values())
+    return [(key(k), x) for k, x in d.items()]

@@ -33,6 +33,7 @@ class FuncFrame:
         self.returns = None  # kernels: the KernelReturn of `-> type` (spirad.compile.kernel_return)
         self.returned = False  # kernels: a `return` was compiled; the statements after it are not
         self.loop_depth = 0  # serial loops entered inside this frame
+        self.call_loc = None  # a @func's: where its caller called it (errors quote the chain)
         from ..tracebacks import internal_file
         self.internal = internal_file(src.filename)  # spirad's own kernels (GPU sizer): no warnings
 
@@ -71,7 +72,10 @@ class Ctx:
         return self.frame.src.loc(node) if node is not None else None
 
     def error(self, cls, msg, node=None):
-        return user_error(cls, msg, self.loc(node))
+        """A user error at `node` of the current frame, quoting the @func calls that led
+        there first (Taichi's layout: kernel_ir/source.py)."""
+        calls = [f.call_loc for f in self.frames[1:] if f.call_loc is not None]
+        return user_error(cls, msg, self.loc(node), calls)
 
     # -- names ----------------------------------------------------------------------------------
     def lookup(self, name, node):

@@ -208,7 +208,7 @@ class _Describer:
         from ..data.sparse_layout import extents_of, levels_of
         ids = [f.id] + [g.id for g in (f._grad, f._dual) if g is not None]
         levels = levels_of(f)  # a sparse field's writes and struct-fors use its masks
-        ids += [lv.mask.id for lv in levels]
+        ids += [lv.mask.id for lv in levels] + [lv.at_launch.id for lv in levels]
         self.field_ids.update(ids)
         sparse = (extents_of(f), tuple((lv.kind, lv.depth, lv.axis, lv.capacity)
                                        for lv in levels)) if levels else None

@@ -605,6 +605,10 @@ class ExprVisitor:
             kwargs[kw.arg] = self.build(kw.value)
         if isinstance(fn, BoundMethod):
             return fn.fn(self, fn.obj, args, node)
+        if isinstance(getattr(fn, "__self__", None), dict) and \
+                getattr(fn, "__name__", "") in ("keys", "values", "items", "get") and not kwargs:
+            from .comprehension import dict_view
+            return dict_view(self, fn, [self.rvalue(a) for a in args], node)
         if isinstance(getattr(fn, "__self__", None), str) and getattr(fn, "__name__", "") == "format":
             from .formatting import str_format
             return str_format(self, fn.__self__, args, kwargs, node)
@@ -683,8 +687,9 @@ class ExprVisitor:
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def build_Dict(self, node):
-        """`{"a": x, "b": y}`: a compile-time dict (keys known at compile time; values any
-        kernel value), as `sd.Struct({...})` and Taichi's kernels read them."""
+        """`{"a": x, "b": y}`: a compile-time dict (values any kernel value; a key computed at
+        run time is a key of its own, as in Taichi), as `sd.Struct({...})` and Taichi's kernels
+        read them."""
         out = {}
         for k, val in zip(node.keys, node.values):
             if k is None:  # `{**other}`
@@ -694,9 +699,9 @@ class ExprVisitor:
                 out.update(more)
                 continue
             key = self.rvalue(self.build(k))
-            if not _is_compile_time(key):
-                raise self.ctx.error(SpiradSyntaxError, "a dict's keys must be known at compile "
-                                                        "time in kernels", k)
+            if not _is_compile_time(key):  # a key of its own, as Taichi's (comprehension.py)
+                from .comprehension import RunTimeKey
+                key = RunTimeKey(key)
             out[key] = self.rvalue(self.build(val))
         return out
 

@@ -8,15 +8,24 @@ backend sees plain loads, stores, atomics, ifs and loops:
 * a write to `x[I]` stores 1 into each mask above I (racing writers store the same 1) and
   raises a dynamic list's length to slot + 1 with an atomic max;
 * a struct-for over a field or node is the dense loop over its index space whose body runs
-  under `if <every level above is active>`;
+  under `if <every level above is active>`. It visits the cells active when it starts, as
+  Taichi's (which lists them first): where the body writes the mask of a level it tests
+  (activates, deactivates, appends), a loop before it copies that mask into the level's
+  `at_launch` field and the test reads the copy, so no iteration sees another's changes
+  whatever their order. A loop whose body writes no such mask reads the masks themselves
+  (nothing to copy). The copy is a parallel loop of its own (a task: every thread sees it
+  finished) before a parallel struct-for; before a serial one in serial code it is a serial
+  loop in place. A struct-for nested in a parallel loop has no launch of its own to copy before:
+  one whose body writes its masks is refused (Taichi refuses every nested struct-for);
 * `deactivate` clears the cell's mask (empties the list) and zeroes the cell's block in every
   field and nested mask below the node, serially in the calling thread.
 """
 from __future__ import annotations
 
 from kernel_ir import dtypes as T
-from kernel_ir.errors import SpiradTypeError
-from kernel_ir.ops import Op
+from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError
+from kernel_ir.nodes import Block, walk
+from kernel_ir.ops import ATOMICS, Op
 
 from ..data import sparse_layout as S
 from . import sparse_api as api
@@ -61,23 +70,25 @@ def _activate_levels(v, levels, extents, idx):
             b.global_store(lv.mask.ref(), S.cell(lv, extents, idx, _div(b)), b.const(1, T.i32))
 
 
-def _level_active(v, lv, extents, idx):
+def _level_active(v, lv, extents, idx, at_launch=False):
     b = v.ctx.b
+    ref = (lv.at_launch if at_launch else lv.mask).ref()
     if lv.kind == "dynamic":
         p = S.cell(lv, extents, idx, _div(b), lv.depth - 1)
         j = S.list_slot(lv, extents, idx, _div(b), _mod(b))
-        return b.binary(Op.CMP_LT, j, b.global_load(lv.mask.ref(), p))
+        return b.binary(Op.CMP_LT, j, b.global_load(ref, p))
     c = S.cell(lv, extents, idx, _div(b))
-    return b.binary(Op.CMP_NE, b.global_load(lv.mask.ref(), c), b.const(0, T.i32))
+    return b.binary(Op.CMP_NE, b.global_load(ref, c), b.const(0, T.i32))
 
 
-def active_condition(v, levels, extents, idx):
-    """A u1 node: every level in `levels` is active at `idx` (of the space of `extents`)."""
+def active_condition(v, levels, extents, idx, at_launch=()):
+    """A u1 node: every level in `levels` is active at `idx` (of the space of `extents`); the
+    levels in `at_launch` are read from their launch-time copies."""
     b = v.ctx.b
     idx = tuple(_i32(v, x) for x in idx)
     cond = None
     for lv in levels:
-        c = _level_active(v, lv, extents, idx)
+        c = _level_active(v, lv, extents, idx, lv in at_launch)
         cond = c if cond is None else b.binary(Op.AND, cond, c)
     return cond
 
@@ -100,16 +111,63 @@ def loop_guard(obj):
     return (levels, S.extents_of(obj), obj.offset) if levels else None
 
 
-def guarded_body(v, guard, idx, build):
-    """Run `build()` under the struct-for's activity condition at user indices `idx`."""
+def guarded_body(v, guard, idx, build, site):
+    """Run `build()` under the struct-for's activity condition at user indices `idx`: the
+    cells active when the loop starts (module docstring). `site`: (builder position before
+    the loop, whether the loop runs inside a parallel loop, the `for` node for errors)."""
     levels, extents, offset = guard
     b = v.ctx.b
     phys = tuple(_i32(v, x) if o == 0 else
                  b.binary(Op.SUB, _i32(v, x), b.const(o, T.i32)) for x, o in zip(idx, offset))
-    cond = active_condition(v, levels, extents, phys)
-    with b.if_(cond) as (then, _):
-        with then:
-            build()
+    with b.region() as out:  # the body first: whether it writes the masks decides the test
+        build()
+    body = out[0]
+    written = _masks_written(body, levels)
+    if written:
+        _copy_before_loop(v, written, site)
+    cond = active_condition(v, levels, extents, phys, written)
+    b.emit(Op.IF, None, (cond,), None, (body, Block(())))
+
+
+def _masks_written(body, levels) -> tuple:
+    """The levels whose mask (list length) `body` stores into or updates atomically."""
+    keys = {lv.mask.id: lv for lv in levels}
+    hit = {keys[n.arg.key] for n in walk(body)
+           if (n.op == Op.GLOBAL_STORE or n.op in ATOMICS) and n.arg.kind == "field"
+           and n.arg.key in keys}
+    return tuple(lv for lv in levels if lv in hit)
+
+
+def _copy_before_loop(v, levels, site):
+    """At `site` (before the struct-for), copy each level's mask into its `at_launch` field:
+    one parallel loop per level before a parallel struct-for, a serial loop in serial code."""
+    position, in_parallel, parallel, node = site
+    if in_parallel:
+        raise v.ctx.error(SpiradSyntaxError, "a struct-for nested in a parallel loop writes the "
+                          "activity of the node it iterates (activates, deactivates or appends "
+                          "to its cells): there is no launch before it to list the active cells "
+                          "at, so what it visits would depend on the other threads; Taichi "
+                          "refuses nested struct-fors: move it to the kernel's outermost scope, "
+                          "or write the new cells in a separate loop", node)
+    b = v.ctx.b
+    with b.region() as out:
+        for lv in levels:
+            mask, copy = lv.mask.ref(), lv.at_launch.ref()
+            total = 1
+            for s in mask.shape:
+                total *= s
+            with b.range_for(b.const(0, T.i32), b.const(total, T.i32), parallel=parallel) as k:
+                idx, rest = [], k
+                for axis in range(len(mask.shape) - 1, -1, -1):
+                    if axis:
+                        ext = b.const(mask.shape[axis], T.i32)
+                        idx.append(b.binary(Op.MOD, rest, ext))
+                        rest = b.binary(Op.FLOORDIV, rest, ext)
+                    else:
+                        idx.append(rest)
+                idx = idx[::-1]
+                b.global_store(copy, idx, b.global_load(mask, idx))
+    b.insert(position, out[0])
 
 
 # -- the calls -------------------------------------------------------------------------------

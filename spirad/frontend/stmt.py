@@ -411,8 +411,14 @@ class StmtVisitor:
             if not isinstance(t, ast.Name):
                 raise ctx.error(SpiradSyntaxError, "loop targets must be names", t)
         names = [t.id for t in targets]
+        if iterable is None or not _over_ndrange(iterable):  # range and struct-fors (Taichi's)
+            declared = [n for n in names if any(n in s for s in ctx.frame.scopes)]
+            if declared:
+                raise ctx.error(SpiradSyntaxError, f"Variable '{declared[0]}' is already declared "
+                                f"in the outer scope and cannot be used as loop variable",
+                                targets[names.index(declared[0])])
         if iterable is None:
-            begin, end = self.range_args(it)
+            begin, end = self.range_args(it, node)
             if len(names) != 1:
                 raise ctx.error(SpiradSyntaxError, "range() yields one index", node.target)
             return self.emit_loop([(begin, end)], names, node, parallel, grouped=False)
@@ -422,6 +428,9 @@ class StmtVisitor:
         dims = self.iteration_dims(iterable, node)
         from .sparse_ops import loop_guard  # a struct-for over a sparse field / node
         self._sparse_guard = loop_guard(iterable)
+        # where a snapshot of its masks would go (before the loop), and whether a launch-time
+        # copy can be taken there (not inside a parallel loop): frontend/sparse_ops.py
+        self._sparse_site = (ctx.b.position(), "parallel" in ctx.loops, parallel, node)
         if not grouped and len(names) != len(dims):
             what = "Ndrange for loop with number of the loop variables not equal to the " \
                    "dimension of the ndrange is not supported: " \
@@ -456,11 +465,10 @@ class StmtVisitor:
         except Exception:
             return None
 
-    def range_args(self, call):
-        if call.keywords or not 1 <= len(call.args) <= 2:
+    def range_args(self, call, loop):
+        if call.keywords or not 1 <= len(call.args) <= 2:  # no step: Taichi's text, at the loop
             raise self.ctx.error(SpiradSyntaxError, f"Range should have 1 or 2 arguments, found "
-                                                    f"{len(call.args) + len(call.keywords)}: range() "
-                                                    f"in kernels has no step", call)
+                                                    f"{len(call.args) + len(call.keywords)}", loop)
         args = [self.rvalue(self.build(a)) for a in call.args]
         if len(args) == 1:
             args = [0] + args
@@ -579,9 +587,10 @@ class StmtVisitor:
                 for n, i in zip(names, idx):
                     frame.scopes[-1][n] = i
             guard, self._sparse_guard = getattr(self, "_sparse_guard", None), None
-            if guard is not None:  # a sparse struct-for: the active cells only
+            if guard is not None:  # a sparse struct-for: the cells active at its start only
                 from .sparse_ops import guarded_body
-                guarded_body(self, guard, idx, lambda: self.build_stmts(node.body))
+                guarded_body(self, guard, idx, lambda: self.build_stmts(node.body),
+                             self._sparse_site)
             else:
                 self.build_stmts(node.body)
         finally:
@@ -777,6 +786,14 @@ def same_members(a, b) -> bool:
         return False
     return all(same_members(a.members[m], t) if isinstance(t, StructType) else
                not isinstance(a.members[m], StructType) for m, t in b.members.items())
+
+
+def _over_ndrange(iterable) -> bool:
+    """`sd.ndrange(...)` or `sd.grouped(sd.ndrange(...))`: loops whose index names Taichi lets
+    shadow a variable of the enclosing scope (its range and struct-fors refuse that)."""
+    if isinstance(iterable, lang.grouped):
+        iterable = iterable.target
+    return isinstance(iterable, lang.ndrange)
 
 
 def _loop_jumps(body) -> set:

@@ -88,6 +88,7 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
         if ctx.call_depth > 32:
             raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
         frame = FuncFrame(func.fn, src, is_kernel=False)
+        frame.call_loc = ctx.loc(node)
         values = {}
         b = ctx.b
         ret_slot = None

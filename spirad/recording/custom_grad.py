@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from kernel_ir.errors import SpiradAutodiffError, SpiradTypeError
+from kernel_ir.errors import SpiradAutodiffError, SpiradCustomGradError, SpiradTypeError
 
 from .tape import Tape
 
@@ -75,12 +75,15 @@ def grad_for(primal):
     if not getattr(primal, "_spirad_grad_replaced", False):
         from ..func import PyFunction
         what = "a kernel" if isinstance(primal, PyFunction) else type(primal).__name__
-        raise SpiradTypeError(f"grad_for(primal): primal must be a function decorated with "
-                              f"@sd.ad.grad_replaced, got {what}")
+        hint = (": wrap the kernel in a Python function decorated with @sd.ad.grad_replaced"
+                if what == "a kernel" else "")
+        raise SpiradCustomGradError(f"grad_for(primal): primal must be a function decorated with "
+                                    f"@sd.ad.grad_replaced, got {what}{hint}")
 
     def deco(backward):
         if primal.grad is not None:
-            raise SpiradTypeError(f"{primal.__name__} already has a gradient ({primal.grad.__name__})")
+            raise SpiradCustomGradError(f"{primal.__name__} already has a gradient "
+                                        f"({primal.grad.__name__})")
         primal.grad = backward
         return backward
     return deco

@@ -55,6 +55,8 @@ class State:
                     m[f.dual.id] = f.dual
             for lv in self.sparse_levels or ():  # their masks / lengths (internal fields)
                 m[lv.mask.id] = lv.mask
+                if lv.at_launch is not None:  # its launch-time copy (a sparse struct-for's)
+                    m[lv.at_launch.id] = lv.at_launch
             self._field_map = (n, m)
         return self._field_map[1]
 

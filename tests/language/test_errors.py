@@ -223,7 +223,7 @@ def _assert_quotes(err, line_text):
     assert isinstance(err, sd.SpiradError) and not isinstance(err, RuntimeError)
     assert line_text in msg, msg
     lines = msg.splitlines()
-    k = next(n for n, ln in enumerate(lines) if n > 0 and line_text in ln)
+    k = next(n for n, ln in enumerate(lines) if not ln.startswith("File ") and line_text in ln)
     caret = lines[k + 1]
     assert set(caret.strip()) == {"^"}, msg
     # the caret sits under the quoted line's text
@@ -247,8 +247,9 @@ def test_caret_underlines_the_expression(arch):
     _fields()
     with pytest.raises(sd.SpiradNameError) as ei:
         undefined_name()
-    lines = str(ei.value).splitlines()
-    src, caret = lines[1], lines[2]
+    lines = str(ei.value).splitlines()  # Taichi's layout: a first empty line, then File ...
+    assert lines[0] == "" and lines[1].startswith('File "')
+    src, caret = lines[2], lines[3]
     start = caret.index("^")
     assert src[start:start + caret.count("^")] == "not_defined_anywhere"
 

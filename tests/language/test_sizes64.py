@@ -136,7 +136,7 @@ def test_integer_literal_outside_its_type_is_an_error(arch):
         with pytest.raises(sd.SpiradTypeError, match="integer literal 3000000000 does not fit i32") \
                 as e:
             k()
-        assert "3000000000" in str(e.value).splitlines()[1]  # the line, with a caret
+        assert "3000000000" in str(e.value).splitlines()[2]  # the line (after File ...), with a caret
     typed()
     assert y[0] == 3000000000 and x[2] == 3000000000 - 2**32
 

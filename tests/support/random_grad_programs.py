@@ -422,6 +422,8 @@ class _Gen(Jumps):
             # storage buffers, past Metal's 8 (through wgpu)
             kinds = [k for k in kinds if k != "st"] + ["const", "nb2", "while", "static"]
         k = r.choice(kinds)
+        if k == "while":  # its counter is a variable of this scope: a later `for j0` beside it
+            j = "c" + j   # must not reuse the name (Taichi's rule, spirad's too)
         inner = dict(sc, loopvars=sc["loopvars"] + [j])
         if self.jumps:
             inner["jump"] = j
