@@ -1,6 +1,7 @@
 """Kernel return values: `def k(...) -> sd.f32:` (a dtype, `float` / `int` / `bool`, a
 `sd.types.vector` / `sd.types.matrix` type, a tuple of those: `-> (sd.i32, sd.f32)` or
-`-> tuple[sd.i32, sd.f32]`, or a struct type of those, returned as a struct value).
+`-> tuple[sd.i32, sd.f32]`, or a struct type of those, returned as a struct value, also as a
+tuple's item).
 
 Why internal fields: a returned value is lowered onto what every backend has — each value gets a
 0-d internal field (`field.internal_field`) that the kernel's `return` stores to, like any
@@ -29,7 +30,8 @@ from ..types import MatrixType, VectorType
 class KernelReturn:
     fields: tuple       # one internal 0-d field per returned value (its dtype and comp shape)
     is_tuple: bool      # `-> (a, b)`: the kernel returns a tuple
-    struct: object = None  # `-> P` (a struct type): one field per member, read back as a P
+    items: tuple        # the returned types (one, or a tuple's items); a struct type among
+                        # them has one field per member (struct_leaves), read back as a value
 
     def read(self, backend):
         vals = []
@@ -39,9 +41,9 @@ class KernelReturn:
             if f.dtype == T.u1:
                 a = a.astype(bool)
             vals.append(a.copy().view(MatrixValue) if f.comp_shape else a.reshape(()).item())
-        if self.struct is not None:
-            return _rebuild(self.struct, iter(vals))
-        return tuple(vals) if self.is_tuple else vals[0]
+        it = iter(vals)
+        out = tuple(_rebuild(t, it) if _is_struct(t) else next(it) for t in self.items)
+        return out if self.is_tuple else out[0]
 
 
 def return_spec(kernel, state):
@@ -53,17 +55,24 @@ def return_spec(kernel, state):
     if ann is None:
         return None
     from ..data.field import internal_field
-    from ..data.struct import StructType
     name = kernel.fn.__name__
-    if isinstance(ann, StructType):  # one field per member, nested structs flattened
-        fields = tuple(internal_field(_element_type(t, state, name), (), f"{name}.return.{m}")
-                       for m, t in struct_leaves(ann))
-        return KernelReturn(fields, False, ann)
     is_tuple = isinstance(ann, tuple) or typing.get_origin(ann) is tuple
     items = (ann if isinstance(ann, tuple) else typing.get_args(ann)) if is_tuple else (ann,)
-    fields = tuple(internal_field(_element_type(t, state, name), (), f"{name}.return{k}")
-                   for k, t in enumerate(items))
-    return KernelReturn(fields, is_tuple)
+    items = tuple(kernel._resolve_annotation(t) for t in items) if is_tuple else items
+    fields = []
+    for k, t in enumerate(items):
+        where = f"{name}.return{k if is_tuple else ''}"
+        if _is_struct(t):  # one field per member, nested structs flattened
+            fields.extend(internal_field(_element_type(e, state, name), (), f"{where}.{m}")
+                          for m, e in struct_leaves(t))
+        else:
+            fields.append(internal_field(_element_type(t, state, name), (), where))
+    return KernelReturn(tuple(fields), is_tuple, items)
+
+
+def _is_struct(t) -> bool:
+    from ..data.struct import StructType
+    return isinstance(t, StructType)
 
 
 def _element_type(t, state, name):

@@ -28,6 +28,7 @@ from kernel_ir.nodes import GlobalRef
 from .tensor_surface import TensorSurface
 from ..tracebacks import api, api_class
 from ..types import MatrixType, VectorType
+from .matrix_members import ComponentField, place_component
 
 
 def resolve_dtype(dtype) -> tuple[T.DType, tuple]:
@@ -458,6 +459,7 @@ class Field(_HostArray):
         self._tree = None  # the FieldsBuilder tree it is placed in (spirad.data.fields_builder)
         self._snode = None  # the SNode it is placed on (place()); None: its own dense node
         self._soa = False   # components apart (Taichi's Layout.SOA: spirad.data.snode_layout)
+        self._members = None  # components placed apart: {component: (SNode, order)} (matrix_members)
         if _is_grad:
             return  # a gradient / dual field is listed through its primal (state.field_map)
         if needs_grad:
@@ -662,6 +664,10 @@ class Field(_HostArray):
         if self.shape is None:
             raise SpiradValueError(f"field {self.name} has no shape: pass shape= or place it "
                                    f"with sd.root.dense(...).place(...)")
+        owner = self._primal or self._dual_of or self
+        if owner._members is not None:
+            from .matrix_members import check_components
+            check_components(owner)
         tree = self._tree_of()
         if tree is not None and not (tree.finalized and not tree.destroyed):
             from kernel_ir.errors import SpiradRuntimeError
@@ -671,6 +677,19 @@ class Field(_HostArray):
                                          f"gone; place a new field in a new FieldsBuilder")
             raise SpiradRuntimeError(f"field {self.name} is placed on a FieldsBuilder that is not "
                                      f"finalized: call finalize() on it before using the field")
+
+    def get_scalar_field(self, *indices):
+        """Taichi's `v.get_scalar_field(i, j)`: component (i, j) of this vector / matrix field
+        as a scalar field, to place apart (`root.dense(...).place(v.get_scalar_field(0))`) or
+        to read (spirad.data.matrix_members)."""
+        from .matrix_members import component
+        return component(self, indices)
+
+    def _get_dynamic_index_stride(self):
+        """Taichi's bytes between consecutive components of this vector / matrix field in
+        Taichi's memory, None where they are not evenly spaced (spirad.data.matrix_members)."""
+        from .matrix_members import dynamic_index_stride
+        return dynamic_index_stride(self)
 
     def _components_apart(self) -> bool:
         from .snode_layout import layout_of
@@ -989,6 +1008,10 @@ class SNode:
         fields = [m for f in fields for m in  # a struct field: its members, here together
                   (f.leaves() if getattr(f, "_struct_members", False) else (f,))]
         for f in fields:
+            if isinstance(f, ComponentField):  # v.get_scalar_field(i): v's first one places v
+                f = place_component(self, f, next(_ORDER))
+                if f is None:
+                    continue
             if offset is not None and isinstance(f, Field) and f._primal is None \
                     and f._dual_of is None:  # a gradient / dual has its primal's offset
                 f._offset = offset

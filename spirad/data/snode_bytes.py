@@ -47,26 +47,37 @@ def _element(f) -> list:
 
 def _children(node) -> list:
     """The children of `node` in the order Taichi made them: ('field', f) for a field placed
-    on it, ('node', n) for a node below it, ('shaped', f) for a `shape=` field (root only)."""
+    on it, ('member', (f, k)) for component k of f placed on it apart, ('node', n) for a node
+    below it, ('shaped', f) for a `shape=` field (root only)."""
     from ..runtime import state as _state
     found = {}
     for f in _state.current().fields:
         if f._primal is not None or f._dual_of is not None or f.shape is None:
+            continue
+        if f._members:  # components placed apart (spirad.data.matrix_members): one child each
+            for comp, (placed, order) in f._members.items():
+                _add(found, node, placed, order, ("member", (f, comp)))
             continue
         placed = f._snode
         if placed is None:
             if node._is_root:
                 found[f._order] = ("shaped", f)
             continue
-        if placed is node:
-            found[f._place_order] = ("field", f)
-            continue
-        n = placed
-        while n is not None and n._parent is not node:
-            n = n._parent
-        if n is not None:
-            found[n._order] = ("node", n)
+        _add(found, node, placed, f._place_order, ("field", f))
     return [found[k] for k in sorted(found)]
+
+
+def _add(found, node, placed, order, entry) -> None:
+    """Record `entry` (placed on `placed` with this order) among `node`'s children, or the
+    child of `node` on the way down to it."""
+    if placed is node:
+        found[order] = entry
+        return
+    n = placed
+    while n is not None and n._parent is not node:
+        n = n._parent
+    if n is not None:
+        found[n._order] = ("node", n)
 
 
 def _members(node) -> list:
@@ -76,6 +87,8 @@ def _members(node) -> list:
         firsts.append(len(members))
         if kind == "field":
             members.extend(_element(x))
+        elif kind == "member":  # one component of a vector / matrix field: a scalar
+            members.extend(_element(x[0])[:1])
         elif kind == "node":
             size, align = _array(x)
             members.append((size, align))
@@ -121,6 +134,8 @@ def offset_bytes_in_parent_cell(node) -> int:
     _, _, offsets = _struct(members)
     for (kind, x), first in zip(_children(parent), firsts):
         if x is node or (node._field is not None and x is node._field):
+            return offsets[first + getattr(node, "_member", 0) if kind == "field" else first]
+        if kind == "member" and node._field is x[0] and getattr(node, "_member", None) == x[1]:
             return offsets[first]
     raise SpiradNotSupportedError("this SNode is not in the current tree (made before the "
                                   "last sd.init?)")

@@ -109,6 +109,13 @@ class ExprVisitor:
                 slots[m] = self.new_slot(v, f"{stype.name}.{m}")
             else:
                 t = resolve_dtype(T.from_python(ty, self.ctx.default_fp, self.ctx.default_ip))[0]
+                v = self.rvalue(v)
+                if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+                    # Taichi's struct type casts its members: a literal takes default_ip (and
+                    # must fit it), then converts (`s0(b=65537)` of an i16 member is 1)
+                    self.check_literal(v, self.ctx.default_ip)
+                    slots[m] = self.new_slot(self.cast(v, t), f"{stype.name}.{m}", t)
+                    continue
                 slots[m] = self.new_slot(self.to_node(v, t), f"{stype.name}.{m}", t)
         return StructVal(stype, slots)
 

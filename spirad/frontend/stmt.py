@@ -749,17 +749,24 @@ class StmtVisitor:
             raise ctx.error(SpiradSyntaxError, "Return inside non-static if/for is not "
                             "supported (nor inside a while; as in Taichi); assign the value to a "
                             "variable and return it at the end of the kernel", node)
-        fields = frame.returns.fields
+        fields, items = frame.returns.fields, frame.returns.items
         values = value if frame.returns.is_tuple else (value,)
-        stype = frame.returns.struct
-        if stype is not None:  # `-> P`: the members, in order
-            from ..data.struct import StructElem, StructVal
-            if not isinstance(value, (StructVal, StructElem)) or \
-                    list(value.stype.members.items()) != list(stype.members.items()):
-                raise ctx.error(SpiradTypeError, f"the kernel returns a {stype.name} struct; "
+        if not isinstance(values, (tuple, list)) or len(values) != len(items):
+            raise ctx.error(SpiradTypeError, f"the kernel's return type has {len(items)} "
+                            f"value(s); return a tuple of {len(items)}", node)
+        from ..data.struct import StructElem, StructType, StructVal
+        flat = []
+        for t, v in zip(items, values):
+            if not isinstance(t, StructType):
+                flat.append(v)
+                continue
+            if not isinstance(v, (StructVal, StructElem)) or \
+                    list(v.stype.members.items()) != list(t.members.items()):
+                raise ctx.error(SpiradTypeError, f"the kernel returns a {t.name} struct; "
                                 f"return a value of that type", node)
-            values = tuple(self._struct_leaves(value, node))
-        if not isinstance(values, (tuple, list)) or len(values) != len(fields):
+            flat.extend(self._struct_leaves(v, node))  # `-> P`: the members, in order
+        values = tuple(flat)
+        if len(values) != len(fields):
             raise ctx.error(SpiradTypeError, f"the kernel's return type has {len(fields)} "
                             f"value(s); return a tuple of {len(fields)}", node)
         for f, v in zip(fields, values):

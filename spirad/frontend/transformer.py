@@ -21,6 +21,7 @@ from .value_ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+from ..data.struct import StructElem, StructVal
 
 
 UNSUPPORTED_HINTS = {
@@ -173,8 +174,13 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                         ret.shape, ret.dtype)
         elif isinstance(ret, Node):
             slot = Slot((Node(Op.ALLOCA, ret.dtype, (), name),), (), ret.dtype)
-        elif isinstance(ret, (tuple, list)) and any(isinstance(x, (Node, VecVal)) for x in ret):
+        elif isinstance(ret, (tuple, list)) and any(isinstance(x, (Node, VecVal, StructVal,
+                                                                   StructElem)) for x in ret):
             return type(ret)(self._return_slots(x, name) for x in ret)
+        elif isinstance(ret, (StructVal, StructElem)):  # a struct: a fresh one, member by member
+            members = self.struct_members(ret, None)
+            return StructVal(ret.stype, {m: self._return_slots(v, f"{name}.{m}")
+                                         for m, v in members.items()})
         else:
             return _Returned(ret)  # a compile-time object: returned as it is
         self.store_into(slot, ret)
@@ -183,6 +189,8 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
     def _returned(self, ret_slot):
         if isinstance(ret_slot, Slot):
             return self.rvalue(ret_slot)
+        if isinstance(ret_slot, StructVal):  # its member slots: the caller's struct value
+            return ret_slot
         if isinstance(ret_slot, (tuple, list)):
             return type(ret_slot)(self._returned(x) for x in ret_slot)
         return ret_slot.value
@@ -245,6 +253,8 @@ def _allocas(ret_slot):
         return list(ret_slot.allocas)
     if isinstance(ret_slot, (tuple, list)):
         return [a for x in ret_slot for a in _allocas(x)]
+    if isinstance(ret_slot, StructVal):
+        return [a for x in ret_slot.members.values() for a in _allocas(x)]
     return []
 
 

@@ -102,6 +102,12 @@ def get_runtime() -> Program:
     return _program
 
 
+# Checks of the declared fields that Taichi makes at this moment, registered by the layer that
+# knows the fields (spirad.data.matrix_members: a matrix field's components of one shape); each
+# takes the list of fields and raises.
+LAUNCH_CHECKS: list = []
+
+
 def materialize_if_needed() -> None:
     """The hook, when fields were declared since it last ran (`State.materialized`, cleared by
     a field's declaration; a new state starts cleared). A launch reads the flag itself and
@@ -111,6 +117,8 @@ def materialize_if_needed() -> None:
         st.materialized = True  # first: fields the hook declares call it again next launch
         type(_program).materialize(_program)
         _refuse_unplaced(st)
+        for check in LAUNCH_CHECKS:
+            check(st.fields)
         if any(getattr(f, "_tree_id", -1) == st.snode_trees for f in st.fields):
             st.snode_trees += 1  # Taichi's tree ids: fields declared after this launch, the next
 

@@ -108,3 +108,40 @@ def test_argpack_refusals():
             return p
     with pytest.raises(sd.SpiradTypeError, match="is an ndarray"):
         sd.types.argpack(x=sd.types.ndarray())(x=3)
+
+
+@test_archs()
+def test_struct_members_cast_and_structs_in_returned_tuples(arch):
+    """A struct type called in a kernel casts its members as in Python scope (Taichi's: an i16
+    member of 65537 is 1; a literal past default_ip is still refused); structs returned from a
+    func (a local one or a struct field's element) and inside a kernel's returned tuple; debug
+    mode verifies the IR of each."""
+    s0 = sd.types.struct(a=sd.math.vec3, b=sd.i16)
+    s1 = sd.types.struct(a=sd.f32, b=s0)
+    sf = s0.field(shape=2)
+
+    @sd.func
+    def make(k: sd.i32) -> s0:
+        return s0(a=sd.math.vec3(k, 0.5, 2), b=65537 + k)
+
+    @sd.real_func
+    def element(i: sd.i32) -> s0:
+        return sf[i]
+
+    @sd.kernel
+    def both(k: sd.i32) -> (sd.f32, s1, s0):
+        sf[1] = make(k + 1)
+        e = element(1)
+        e.b = 9  # a copy: sf[1] keeps its value
+        return 1, s1(a=2, b=make(k)), e
+
+    a, b, c = both(3)
+    assert a == 1 and b.a == 2 and list(b.b.a) == [3, 0.5, 2] and b.b.b == 65540 - 65536
+    assert list(c.a) == [4, 0.5, 2] and c.b == 9 and sf[1].b == 65541 - 65536
+
+    @sd.kernel
+    def too_big() -> s0:
+        return s0(b=3000000000)
+
+    with pytest.raises(sd.SpiradTypeError, match="integer literal 3000000000 does not fit i32"):
+        too_big()
