@@ -458,6 +458,28 @@ class CpuBackend(BackendBase):
                 if checked and program.status_word.value:
                     self._status(program, argbuf, None)
 
+    def eager_entry(self, program, storages, argbuf, ranges):
+        """`replay_entry`'s record, for launches whose run `launch` decides from the ranges
+        alone: None where a task would be split by its measured time (`Adaptive`, a range task
+        free of atomics: `launch` asks it at every launch, a record would keep one answer).
+        Every Genesis kernel on the CPU qualifies (one serial task)."""
+        if any(a is not None for a in program.adaptive):
+            return None
+        return self.replay_entry(program, storages, argbuf, ranges)
+
+    def eager_run(self, entry) -> None:
+        """One launch of an `eager_entry` record: what `launch` does for it (the interrupt
+        check, the task calls on this thread, the status word), without rebuilding anything."""
+        program, calls, bufs, addr, (_, argbuf), checked = entry
+        cancelled = self.rt.cancelled
+        for fn, b, e in calls:  # (as `launch`: the interrupt before, the status after each task)
+            if cancelled():
+                return
+            with self.rt.calls_lock():
+                fn(bufs, addr, b, e, _WORKER0)
+            if checked and program.status_word.value:
+                self._status(program, argbuf, None)  # kept for the next sync
+
     def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
         """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and
         it pays; False where it did not run."""

@@ -349,6 +349,38 @@ def run(p: LaunchPlan):
     return None
 
 
+def eager_entry(p: LaunchPlan):
+    """The backend's record of `p` for `run_entry` (`Backend.eager_entry`), or None where a
+    launch of `p` does more than run its tasks and bump generations: adstacks (sized at every
+    launch), prints, a return value, Taichi's synchronous debug mode. Made after a launch of
+    `p` (`Kernel._run`), for the kernel's repeated launches."""
+    c = p.compiled
+    st = _state.state
+    if c.sizing is not None or c.prints or c.returns is not None or (
+            st.debug and st.options.debug_sync):
+        return None
+    return _state.backend().eager_entry(c.program, p.storages, p.argbuf, p.ranges)
+
+
+def run_entry(p: LaunchPlan, entry) -> bool:
+    """`run(p)` through the backend's record `entry` of it (`eager_entry`): the same tasks
+    with the same buffers, arguments and ranges, the same status and interrupt checks, the
+    same generations bumped, none of `run`'s decisions made again (they are the same for the
+    same plan). False, having run nothing, where `p` is no longer valid (another `init()`, a
+    new layout) or fields declared since wait to be materialised: the caller then launches
+    through the full path. The caller checks what is per launch (no Tape, forward mode,
+    capture or profiler: `Kernel.__call__`)."""
+    with _guard.launching():
+        st = _state.state
+        if not st.materialized or p.epoch != (st.epoch, st.layout_version):
+            return False
+        try:
+            st.backend.eager_run(entry)
+        finally:
+            _bump(p)
+    return True
+
+
 def synchronise(st) -> None:
     """Wait for the launched work of state `st`, print what its kernels printed and raise what
     they reported (a bounds error, a failed assert): `sd.sync()`, and every launch under

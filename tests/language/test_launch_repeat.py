@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import test_archs
+from tests.support.archs import exactly, test_archs
 
 
 @dataclasses.dataclass
@@ -109,3 +109,112 @@ def test_serial_kernel_repeats_with_new_scalars_arrays_and_errors(arch):
         sd.sync()
     put(one, 1, 1)
     np.testing.assert_array_equal(one.to_numpy(), [410, 110, 10, 10])
+
+
+# -- repeated eager launches through the backend's record (`Kernel.__call__`, `launch.run_entry`)
+def _square_kernels():
+    x = sd.field(sd.f32, shape=4, needs_grad=True, needs_dual=True)
+    y = sd.field(sd.f32, shape=4, needs_grad=True, needs_dual=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True, needs_dual=True)
+
+    @sd.kernel
+    def square():
+        sd.loop_config(serialize=True)  # one serial task: the CPU's record of a launch
+        for i in range(4):
+            y[i] = x[i] * x[i]
+
+    @sd.kernel
+    def total():
+        for i in range(4):
+            loss[None] += y[i]
+
+    x.from_numpy(np.arange(1, 5, dtype=np.float32))
+    for _ in range(3):  # the third launch takes the shortcut, where the backend has one
+        square()
+    return x, y, loss, square, total
+
+
+@test_archs()
+def test_repeated_launch_is_recorded_by_a_tape(arch):
+    x, y, loss, square, total = _square_kernels()
+    with sd.ad.Tape(loss=loss):
+        square()  # the arguments of the last launches: still recorded for the backward pass
+        total()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(1, 5))
+
+
+@test_archs()
+def test_repeated_launch_in_forward_mode_and_in_a_graph(arch):
+    x, y, loss, square, total = _square_kernels()
+    with sd.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0, 0.0, 0.0]):
+        square()
+    np.testing.assert_allclose(y.dual.to_numpy(), [2, 0, 0, 0])
+    g = sd.Graph()
+    with g.capture():
+        square()
+    assert g.launches == 1
+    x.from_numpy(np.full(4, 3, np.float32))
+    g.replay()
+    np.testing.assert_allclose(y.to_numpy(), 9)
+
+
+def _put():
+    @sd.kernel
+    def put(a: sd.types.ndarray(), v: sd.i32, at: sd.i32):
+        sd.loop_config(serialize=True)
+        for i in range(4):
+            a[i] += v
+        a[at] += 100
+    return put
+
+
+@test_archs(kernel_profiler=True)
+def test_repeated_launch_is_timed(arch):
+    a, put = sd.ndarray(sd.i32, 4), _put()
+    for _ in range(4):
+        put(a, 1, 0)
+    assert sd.profiler.query_kernel_profiler_info("put").counter == 4
+    np.testing.assert_array_equal(a.to_numpy(), [404, 4, 4, 4])
+
+
+@test_archs()
+def test_repeated_launch_bumps_generations_and_reports_errors(arch):
+    a, put = sd.ndarray(sd.i32, 4), _put()
+    g0 = a.generation
+    for _ in range(4):
+        put(a, 1, 0)
+    assert a.generation == g0 + 4  # what the adstack sizing cache reads (architecture §4)
+    np.testing.assert_array_equal(a.to_numpy(), [404, 4, 4, 4])
+    for _ in range(3):
+        put(a, 1, 1)
+    put(a, 1, 4)  # out of range: raised at the next sync, the launches after it run
+    put(a, 1, 1)
+    with pytest.raises(IndexError, match="out of range"):
+        sd.sync()
+    for _ in range(3):
+        put(a, 1, 4)  # the same out-of-range launch again and again (the repeated path)
+        with pytest.raises(IndexError, match="out of range"):
+            sd.sync()
+    np.testing.assert_array_equal(a.to_numpy(), [412, 412, 12, 12])
+
+
+@test_archs(archs=exactly("cpu"))
+def test_repeated_cpu_launch_runs_the_backends_record(arch):
+    """On the CPU the third launch with the same arguments runs the backend's record of the
+    plan (`eager_run`); a new init() drops it with the plans."""
+    from spirad.runtime import state
+    x, y, loss, square, total = _square_kernels()
+    be = state.backend()
+    runs = []
+    orig = type(be).eager_run
+    try:
+        type(be).eager_run = lambda self, entry: runs.append(entry) or orig(self, entry)
+        square()
+        square()
+    finally:
+        type(be).eager_run = orig
+    assert len(runs) == 2 and runs[0] is runs[1]
+    np.testing.assert_allclose(y.to_numpy(), np.arange(1, 5) ** 2)
+    assert square._fast is not None
+    sd.init(arch=arch)
+    assert square._fast is None
