@@ -45,6 +45,41 @@ class _Uncacheable(Exception):
     pass
 
 
+# the attribute lookups that run no user code: object's, type's and the module type's own
+_DEFAULT_GETATTRIBUTE = tuple(t.__dict__["__getattribute__"]
+                              for t in (object, type, types.ModuleType))
+
+
+def _lookup_keys(obj):
+    """Every name Python's default attribute lookup can find on `obj` (its `__dict__`, the
+    `__dict__`s of its type's MRO and, for a class, of its own MRO), or None where a lookup may
+    run other code and find more (`__getattr__` on the type or a module, an overridden
+    `__getattribute__`)."""
+    tp = type(obj)
+    for c in tp.__mro__:
+        d = c.__dict__
+        if "__getattr__" in d:
+            return None
+        g = d.get("__getattribute__")
+        if g is not None and not any(g is x for x in _DEFAULT_GETATTRIBUTE):
+            return None
+    keys = set()
+    for c in tp.__mro__:
+        keys.update(c.__dict__)
+    if isinstance(obj, type):
+        for c in obj.__mro__:
+            keys.update(c.__dict__)
+        return keys
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:  # __slots__ only: its members are descriptors of the class
+        return keys
+    if isinstance(obj, types.ModuleType) and "__getattr__" in own:
+        return None  # a module-level __getattr__ (PEP 562) may answer any name
+    keys.update(own)
+    return keys
+
+
 def _names(code) -> set:
     out = set(code.co_names) | set(code.co_freevars)
     for c in code.co_consts:
@@ -116,6 +151,8 @@ class _Describer:
         self.field_ids: set = set()
         self.memo: dict = {}  # id(object) -> index: a cycle or a repeat is named by its index
         self.keep: list = []  # objects in memo stay alive during the pass (ids stay unique)
+        self.plain = frozenset(n for n in names if not n.startswith("__"))  # `attrs` reads these
+        self.plain_sorted = sorted(self.plain)
 
     def value(self, v):
         from ..data.field import Field
@@ -218,13 +255,23 @@ class _Describer:
                 f.needs_dual, f.offset, sparse,  # the offset is compiled into every index
                 layout.key() if layout is not None else None)
 
+    def _readable(self, obj) -> list:
+        """The names of `plain` that `getattr(obj, name)` may find, sorted. Trying every name
+        on every object was most of a warm Genesis build (thousands of names times thousands
+        of objects, nearly every try an AttributeError); where attribute lookup is Python's
+        default (`_lookup_keys`), a name in none of the dicts it searches cannot be found, so
+        only the others are tried: the same attributes, so the same description. Any other
+        object tries every name, as before."""
+        keys = _lookup_keys(obj)
+        if keys is None:
+            return self.plain_sorted
+        return sorted(self.plain.intersection(keys))
+
     def attrs(self, obj, own=None) -> tuple:
         """(name, description) of every attribute of `obj` that some described code names; a
         class also gives the protocol methods it defines itself (`own`)."""
         out = []
-        for n in sorted(self.names):
-            if n.startswith("__"):
-                continue
+        for n in self._readable(obj):
             try:
                 v = getattr(obj, n)
             except Exception:  # noqa: BLE001 - absent (or a property that raises): not read
