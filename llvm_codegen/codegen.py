@@ -1,6 +1,6 @@
 """spirad IR (TaskList) -> one LLVM module with one function per task.
 
-    compile_tasks(tl, abi, options=CodegenOptions()) -> CpuProgram(llvm_ir, tasks=(CpuTaskInfo, ...))
+    compile_tasks(tl, abi, options=CodegenOptions()) -> CpuCode(llvm_ir, tasks=(CpuTaskInfo, ...))
 
 Each task function is `void @sym(ptr bufs, ptr args, i64 begin, i64 end, i32 worker)` (see
 `llvm_codegen.cpu_program`). A 'range' task loops over [begin, end) inside the function, so the
@@ -41,7 +41,7 @@ from .lower_math import emit_kept, variant_sites
 from .lower_memory import LOWER_MEMORY, global_accesses, set_oob_check
 from .lower_ops import LOWER_OPS, convert
 from .options import CodegenOptions
-from .cpu_program import CpuProgram, CpuTaskInfo
+from .cpu_program import CpuCode, CpuTaskInfo
 from .target import CPU, Target
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
@@ -63,7 +63,7 @@ def task_symbol(tl: TaskList, k: int, task: Task) -> str:
 def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
                   target: Target = CPU, options: CodegenOptions = CodegenOptions(),
                   choices: dict | None = None, device_ranges=frozenset(),
-                  oob_check: bool = False) -> CpuProgram:
+                  oob_check: bool = False) -> CpuCode:
     """`target` (`llvm_codegen.target`): the CPU JIT (default), a GPU, or the CPU emulation of a
     GPU; GPU targets get the grid-stride kernel entry of `llvm_codegen.kernel_entry`.
     `choices`: {task index: `spmd_choice(...)`} a backend already made for tasks of `tl` (with
@@ -91,7 +91,7 @@ def compile_tasks(tl: TaskList, abi: KernelABI, bounds_check: bool = False,
                                          choices.get(k), oob_check)
         infos.append(CpuTaskInfo(sym, task.kind, nstacks, lanes=width))
     emit_kept(lib)
-    return CpuProgram(str(module), tuple(infos), bool(bounds_check), oob_check)
+    return CpuCode(str(module), tuple(infos), bool(bounds_check), oob_check)
 
 
 def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelABI,

@@ -1,6 +1,6 @@
 """Frozen metadata handed from the code generator to the CPU runtime (no IR inside).
 
-The runtime receives `CpuProgram.llvm_ir` (text) and the task symbols only. Every task function
+The runtime receives `CpuCode.llvm_ir` (text) and the task symbols only. Every task function
 has the C signature
 
     void task(i8** bufs, i8* args, i64 begin, i64 end, i32 worker)
@@ -26,7 +26,7 @@ tasks and non-parallel launches). Heap contents need no initialisation and are n
 the launch, so one pair of heaps sized for the largest task can serve every task. Tasks without
 adstacks never read bufs[n..n+2].
 
-Bounds checks (`compile_tasks(tl, abi, bounds_check=True)`, `CpuProgram.bounds_check`): *every*
+Bounds checks (`compile_tasks(tl, abi, bounds_check=True)`, `CpuCode.bounds_check`): *every*
 task then reads the status buffer (bufs[n..n+2] are unused placeholders in a task without
 adstacks; the caller may leave them null). Each GLOBAL_LOAD / GLOBAL_STORE / atomic checks every
 index against its axis extent (0 <= index < extent, compared in i64: fields use the static
@@ -36,7 +36,7 @@ error wins, records STATUS_INDEX_OUT_OF_RANGE with the words `kernel_ir.abi.Stat
 (the access site: the position of the access among the task's global accesses in
 `walk(task.body)` order, `global_accesses`). Without bounds_check nothing of this is emitted: the
 code is exactly the unchecked code. The default checks (`compile_tasks(..., oob_check=True)`,
-`CpuProgram.oob_check`) read the status buffer too: an out-of-range access (one not proven in
+`CpuCode.oob_check`) read the status buffer too: an out-of-range access (one not proven in
 range, `kernel_ir.index_range`) is skipped and records STATUS_OUT_OF_BOUNDS (task, binding).
 """
 from __future__ import annotations
@@ -56,7 +56,9 @@ class CpuTaskInfo:
 
 
 @dataclass(frozen=True)
-class CpuProgram:
+class CpuCode:
+    """What `compile_tasks` generates for the CPU: the LLVM IR text and one `CpuTaskInfo` per
+    task (named apart from `spirad.backends.cpu.CpuProgram`, the backend's program built on it)."""
     llvm_ir: str
     tasks: tuple  # CpuTaskInfo per task, in TaskList order
     bounds_check: bool = False  # every task reads the status buffer bufs[n+3]

@@ -1,12 +1,15 @@
 """What kernels see of `sd.algorithms` (Quadrants' device-wide algorithms called inside kernels).
 
 `sort` (Quadrants' device radix sort called inside a kernel) is not implemented: using it in a
-kernel is a compile error naming the call (frontend/simt_ops.py). Taichi's host-driven
+kernel is a compile error naming the call (registered with `frontend/namespace_hooks.py`: the
+frontend does not import `sd.algorithms`, which builds kernels). Taichi's host-driven
 `parallel_sort` and prefix sums are in algorithms/sort_scan.py. `sort_scratch_slots(n, log256_max_n)` answers the
 scratch size Quadrants' sort would take, so programs that size buffers for it still build."""
 from __future__ import annotations
 
 from kernel_ir.errors import SpiradNotSupportedError
+
+from ..frontend.namespace_hooks import refused_in_kernels
 
 
 def _refused(name):
@@ -18,7 +21,8 @@ def _refused(name):
     return fn
 
 
-sort = _refused("sort")
+sort = refused_in_kernels("algorithms.sort", "sort on the host or in your own kernel "
+                          "passes")(_refused("sort"))
 
 
 def sort_scratch_slots(n, log256_max_n: int = None) -> int:

@@ -20,6 +20,7 @@ have finished.
 from __future__ import annotations
 
 import ctypes
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,15 +40,27 @@ from .work_estimate import NEVER, Adaptive, costs, one_thread_choice, split_thre
 ONLY = "only"  # a task compiled as its one-thread variant alone (`_one_thread_variants`)
 
 
+class CpuBlob(NamedTuple):
+    """What the CPU backend compiles a kernel to (`Program.blob`); the offline cache stores it
+    as a plain tuple (`export_program` / `import_program`), so its payload needs no class of
+    this module."""
+    obj: bytes          # the object code
+    symbols: tuple      # the task functions; those past len(tl.tasks) are one-thread variants
+    kinds: tuple        # per symbol its task kind
+    optimized: str      # the optimized LLVM IR text (what the JIT loads beside the object)
+    task_lanes: tuple   # per symbol the SPMD lanes code generation chose
+    one_thread: tuple   # (marks, limits, works, copies): `_one_thread_variants`
+
+
 class CpuProgram(Program):
     def __init__(self, tl, abi, bounds_check, blob, module, workers, oob_check=False):
         super().__init__(tl, abi, bounds_check, blob)
         self.oob = bool(oob_check) and not bounds_check  # the default checks write the status
         self.module = module  # the JIT module: keeps the task functions alive
-        fns = [module.function(s) for s in blob[1]]
-        directs = [module.direct(s) for s in blob[1]]  # called with prebuilt ctypes instances
+        fns = [module.function(s) for s in blob.symbols]
+        directs = [module.direct(s) for s in blob.symbols]  # called with prebuilt ctypes instances
         n = len(tl.tasks)
-        marks, limits, works, copies = blob[5]
+        marks, limits, works, copies = blob.one_thread
         self.fns = fns[:n]
         # per task: its one-thread variant (plain read-modify-writes), run when a launch is not
         # split, or None (CpuBackend._one_thread_variants)
@@ -72,8 +85,8 @@ class CpuProgram(Program):
         # per task: heap rows per worker — an SPMD task's worker owns `lanes` rows
         # (llvm_codegen.spmd_adstack); the lanes code generation chose are in the blob
         # (of its own code and its one-thread variant: a launch runs either)
-        self.lanes = [max(w, blob[4][n + m] if type(m) is int else 1) if s else 1
-                      for w, s, m in zip(blob[4][:n], self.stacks, marks)]
+        self.lanes = [max(w, blob.task_lanes[n + m] if type(m) is int else 1) if s else 1
+                      for w, s, m in zip(blob.task_lanes[:n], self.stacks, marks)]
         nbind = self.nbind
         extra = any(self.stacks) or self.bounds is not None or self.oob
         size = copy_slot(abi, len(copies)) if copies else \
@@ -196,8 +209,8 @@ class CpuBackend(BackendBase):
                              options=options.llvm_codegen_options(), choices=choices,
                              oob_check=self.oob_check)
         obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
-        blob = (obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
-                optimized, tuple(t.lanes for t in prog.tasks), one_thread)
+        blob = CpuBlob(obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
+                       optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
 
     def _one_thread_variants(self, tl, abi):
@@ -266,10 +279,10 @@ class CpuBackend(BackendBase):
         return TaskList(tl.name, tl.args, tuple(tasks + extra), tl.temps), info, choices
 
     def export_program(self, program):
-        return program.blob
+        return tuple(program.blob)
 
     def import_program(self, tl, abi, blob):
-        return self._build(tl, abi, blob)
+        return self._build(tl, abi, CpuBlob(*blob))
 
     def cache_features(self) -> tuple:
         from .. import options
@@ -277,14 +290,11 @@ class CpuBackend(BackendBase):
                 options.llvm_codegen_options().key(), "one-thread variants",
                 "privatised scatters", self.rt.num_workers)
 
-    def _build(self, tl, abi, blob):
-        """The program of `blob` = (object code, task symbols, task kinds, optimized IR text,
-        task lanes: the SPMD choice code generation made, (one-thread marks, split limits):
-        `_one_thread_variants`); symbols past len(tl.tasks) are one-thread variants."""
-        obj, symbols, kinds, optimized, task_lanes, _ = blob
+    def _build(self, tl, abi, blob: CpuBlob):
+        """The program of `blob` (its object code loaded by the JIT)."""
         return CpuProgram(tl, abi, self.bounds_check, blob,
-                          self.rt.load_object(obj, symbols, optimized), self.rt.num_workers,
-                          self.oob_check)
+                          self.rt.load_object(blob.obj, blob.symbols, blob.optimized),
+                          self.rt.num_workers, self.oob_check)
 
     def heap_bytes(self) -> tuple:
         return self.heap_float.nbytes, self.heap_int.nbytes

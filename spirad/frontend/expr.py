@@ -14,6 +14,7 @@ from kernel_ir.ops import Op
 
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
 from .builtins import HANDLERS
+from .namespace_hooks import append_target
 from .value_ops import is_py_scalar
 from .matrix_ops import METHODS as _MATRIX_METHODS, matmul_vectors
 from ..data.matrix import _swizzle, swizzle_range_error
@@ -352,8 +353,9 @@ class ExprVisitor:
                 flat.extend(x.comps if isinstance(x, VecVal) else (x,))
         idx = tuple(flat)
         from ..data.struct_args import StructView
-        if isinstance(obj, StructView) and obj.is_a(_sparse_builder()):
-            return _triplet_target(obj, idx)  # `A[i, j] += v` on a SparseMatrixBuilder
+        target = append_target(obj, idx) if isinstance(obj, StructView) else None
+        if target is not None:
+            return target  # `A[i, j] += v` on a SparseMatrixBuilder (frontend/namespace_hooks)
         if isinstance(obj, (Field, NdarrayArg, StructField)) or quant:
             idx = self.expand_index_vectors(idx)
             if idx == (None,):  # x[None]: the element of a 0-d field / ndarray
@@ -980,16 +982,6 @@ def _flatten_indices(idx) -> tuple:
     for x in idx:
         out.extend(_flatten_indices(x) if isinstance(x, (tuple, list)) else (x,))
     return tuple(out)
-
-
-def _sparse_builder():
-    from ..linalg.builder import SparseMatrixBuilder  # loaded with spirad (spirad.linalg)
-    return SparseMatrixBuilder
-
-
-def _triplet_target(view, idx):
-    from ..linalg.builder import TripletTarget
-    return TripletTarget(view, idx)
 
 
 def _common_type(v, items):

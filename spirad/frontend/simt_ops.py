@@ -14,12 +14,6 @@ def _refuse(path):
     return h
 
 
-def _refuse_named(name, hint):
-    def h(v, args, kw, node):
-        raise v.ctx.error(SpiradNotSupportedError, f"sd.{name} is not supported yet: {hint}", node)
-    return h
-
-
 def _one_lane(name):
     def h(v, args, kw, node):
         b = v.ctx.b
@@ -55,11 +49,7 @@ def _tiled(name):
 
 def handlers():
     from .. import simt
-    from ..graph import device as graph
-    from ..algorithms import device as algorithms
-    out = {graph.do_while: _refuse_named("graph.do_while", "loop on the host"),
-           algorithms.sort: _refuse_named("algorithms.sort", "sort on the host or in your own "
-                                          "kernel passes")}
+    out = {}
     for ns, name, op in simt.all_ops():
         if ns == "subgroup" and name in simt.SUBGROUP_ONE_LANE:
             out[op] = _one_lane(name)

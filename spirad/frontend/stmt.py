@@ -10,6 +10,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 from .expr import BINOPS
 from . import rng
+from .namespace_hooks import AppendTarget
 from .list_elements import assign_element, element_assigned_names, with_local_elements
 from .value_ops import is_py_scalar
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, StaticIndexVec, VecVal
@@ -284,10 +285,9 @@ class StmtVisitor:
         else:
             lhs = self.build(node.target)
         rhs = self.build(node.value)
-        from ..linalg.builder import TripletTarget
-        if isinstance(lhs, TripletTarget):  # a sparse matrix builder: append a triplet
+        if isinstance(lhs, AppendTarget):  # a sparse matrix builder: append a triplet
             if op not in (Op.ADD, Op.SUB):
-                raise self.ctx.error(SpiradSyntaxError, "a sparse matrix builder takes only "
+                raise self.ctx.error(SpiradSyntaxError, f"{lhs.what} takes only "
                                      "`A[i, j] += v` and `A[i, j] -= v`", node)
             lhs.insert(self, rhs, op == Op.SUB, node)
             return

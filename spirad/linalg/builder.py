@@ -18,7 +18,8 @@ buffer is plain ndarrays (`rows`, `cols`, `values`, `count`) and the builder wor
 ndarrays and integer atomics do (every arch). The builder is a dataclass, so a kernel parameter
 annotated with it is flattened like any dataclass argument (`spirad.data.struct_args`): its ndarrays
 are run-time arguments, its sizes compile-time constants. The frontend recognises
-`A[i, j] += v` / `-= v` on such a parameter (`TripletTarget`) and inlines `insert_triplet`.
+`A[i, j] += v` / `-= v` on such a parameter (`TripletTarget`, registered in the frontend's
+`APPEND_TARGETS`: the frontend does not import `sd.linalg`) and inlines `insert_triplet`.
 
 An insertion past `max_num_triplets` writes nothing (the counter still counts it); `build()` then
 raises, naming both numbers, instead of building a matrix that silently lacks entries (Taichi
@@ -34,6 +35,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradRuntimeError, SpiradValueError
 
 from .. import types as _types
+from ..frontend.namespace_hooks import APPEND_TARGETS, AppendTarget
 from ..func import func
 from ..lang import atomic_add, static
 from ..data.ndarray import Ndarray, ndarray
@@ -155,10 +157,11 @@ def insert_triplet(rows, cols, values, count, cap: template(), negate: template(
 
 
 @dataclasses.dataclass(frozen=True)
-class TripletTarget:
+class TripletTarget(AppendTarget):
     """`A[i, j]` of a builder parameter inside a kernel: only `+=` and `-=` apply to it."""
     view: object  # the parameter's StructView
     index: tuple
+    what = "a sparse matrix builder"
 
     def insert(self, visitor, value, negate: bool, node):
         """Emit the insertion through the frontend `visitor` (inlines `insert_triplet`)."""
@@ -169,3 +172,6 @@ class TripletTarget:
         visitor.inline_func(insert_triplet, [v.rows, v.cols, v.values, v.count,
                                              v.max_num_triplets, negate, *self.index, value],
                             {}, node)
+
+
+APPEND_TARGETS[SparseMatrixBuilder] = TripletTarget

@@ -17,6 +17,8 @@ the original) takes effect at once, as Genesis does with `quadrants.lang.impl.Py
 """
 from __future__ import annotations
 
+from kernel_ir import dtypes as T
+
 from . import state as _state
 
 
@@ -42,22 +44,15 @@ class Program:
     def set_default_fp(self, dtype) -> None:
         """Taichi's `impl.get_runtime().set_default_fp(t)`: the type of float literals and of
         `float` from now on, as `init(default_fp=t)`; every kernel is compiled again."""
-        self._set_default("default_fp", dtype, "is_float")
+        st = _state_for_default("default_fp", dtype, "is_float")
+        st.default_fp = st.options.default_fp = dtype  # the option is in the offline cache's key
+        st.layout_version += 1  # kernels compiled with the old default are compiled again
 
     def set_default_ip(self, dtype) -> None:
         """Taichi's `impl.get_runtime().set_default_ip(t)`, for integer literals and `int`."""
-        self._set_default("default_ip", dtype, "is_int")
-
-    @staticmethod
-    def _set_default(what, dtype, kind) -> None:
-        from kernel_ir import dtypes as T
-        from kernel_ir.errors import SpiradTypeError
-        if not isinstance(dtype, T.DType) or not getattr(dtype, kind) or dtype == T.u1:
-            raise SpiradTypeError(f"set_{what}({dtype!r}): give "
-                                  f"{'a float' if kind == 'is_float' else 'an integer'} dtype")
-        st = _state.current()
-        setattr(st, what, dtype)
-        st.layout_version += 1  # kernels compiled with the old default are compiled again
+        st = _state_for_default("default_ip", dtype, "is_int")
+        st.default_ip = st.options.default_ip = dtype  # the option is in the offline cache's key
+        st.layout_version += 1
 
     def get_num_compiled_functions(self) -> int:
         """How many kernel programs this init() compiled (one per kernel and argument
@@ -77,6 +72,17 @@ class Program:
         st = _state.current()
         if st.backend is not None:
             st.backend.sync()
+
+
+def _state_for_default(what, dtype, kind):
+    """The current state, once `dtype` is checked to be a float / integer type (`kind`). The
+    setters change the state's value and the init option alike: the option is what the
+    offline cache keys on, so a kernel compiled under the old default is not loaded again."""
+    if not isinstance(dtype, T.DType) or not getattr(dtype, kind) or dtype == T.u1:
+        from kernel_ir.errors import SpiradTypeError
+        raise SpiradTypeError(f"set_{what}({dtype!r}): give "
+                              f"{'a float' if kind == 'is_float' else 'an integer'} dtype")
+    return _state.current()
 
 
 _program = Program()

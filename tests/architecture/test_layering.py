@@ -14,8 +14,7 @@ the source, function-level ones included) and by importing in a fresh interprete
 Inside spirad/ the layers of architecture §1 (`LAYERS_INSIDE_SPIRAD`, bottom to top): a module imports
 only modules of its own layer or of the layers below it, and the package's root holds at most
 20 modules (the public surface and the user namespaces; the core lives in the sub-packages).
-Between spirad's packages (root modules, first-level sub-packages) no import cycle, but through
-the documented edges of `PACKAGE_CYCLE_EDGES`.
+Between spirad's packages (root modules, first-level sub-packages) no import cycle.
 """
 import json
 import subprocess
@@ -135,15 +134,9 @@ def test_spirad_imports_only_its_own_layer_and_below():
 
 
 # spirad/'s packages: each root module and each first-level sub-package (its __init__ and every
-# module below it) is one node. Between them no import cycle, but through these edges, each the
-# kernel-side half of a user namespace whose other half builds kernels (architecture §1): the
-# frontend knows `sd.graph.do_while` and `sd.algorithms.sort` (to refuse them by name) and
-# `sd.linalg`'s sparse-matrix builder (a kernel argument that `A[i, j] += v` appends to).
-PACKAGE_CYCLE_EDGES = {("spirad.frontend", "spirad.graph"),
-                       ("spirad.frontend", "spirad.algorithms"),
-                       ("spirad.frontend", "spirad.linalg")}
-
-
+# module below it) is one node, and no import cycle runs between them. The user namespaces with a
+# kernel-side half (`sd.graph.do_while`, `sd.algorithms.sort`, `sd.linalg`'s sparse-matrix
+# builder) hand it to the frontend through `frontend/namespace_hooks.py` (architecture §1).
 def spirad_package(mod: str) -> str:
     """`spirad.X` for a module of spirad/ (X a root module or a first-level sub-package)."""
     return ".".join(mod.split(".")[:2])
@@ -157,11 +150,7 @@ def test_no_import_cycles_between_spirad_packages():
             continue
         pm = spirad_package(m)
         pg.setdefault(pm, set()).update(
-            spirad_package(d) for d in deps if package_of(d) == "spirad" and spirad_package(d) != pm
-            and (pm, spirad_package(d)) not in PACKAGE_CYCLE_EDGES)
-    used = {(spirad_package(m), spirad_package(d)) for m, deps in g.items() for d in deps
-            if package_of(m) == package_of(d) == "spirad"}
-    assert PACKAGE_CYCLE_EDGES <= used, f"no longer imported, drop: {PACKAGE_CYCLE_EDGES - used}"
+            spirad_package(d) for d in deps if package_of(d) == "spirad" and spirad_package(d) != pm)
     assert cycles(pg) == [], "import cycles between spirad's packages (root modules, sub-packages)"
 
 

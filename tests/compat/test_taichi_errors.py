@@ -383,6 +383,28 @@ def test_set_default_ip_recompiles():
         impl.get_runtime().set_default_ip(sd.f32)
 
 
+def test_set_default_fp_is_in_the_offline_cache_key(tmp_path, monkeypatch):
+    """`set_default_fp` changes the init option the offline cache keys on, not only the state:
+    the kernel compiled under f32 is not loaded again for f64 (it was: a silent f32 result)."""
+    from spirad.compat.taichi_lang import impl
+    monkeypatch.setenv("SPIRAD_OFFLINE_CACHE", "1")  # on, whatever the run's environment says
+
+    @sd.kernel
+    def third(a: sd.types.ndarray()):
+        a[0] = float(sd.cast(a[0] * 0 + 1, sd.i32)) / 3.0  # divided in the default float type
+
+    results = []
+    for set_f64 in (False, True):
+        sd.init(arch="cpu", offline_cache=True, offline_cache_file_path=str(tmp_path))
+        if set_f64:
+            impl.get_runtime().set_default_fp(sd.f64)
+        x = sd.ndarray(sd.f64, 1)
+        third(x)
+        results.append(x.to_numpy()[0])
+    assert results[0] == np.float64(np.float32(1) / np.float32(3))
+    assert results[1] == 1 / 3
+
+
 @test_archs()
 def test_kernel_methods_need_data_oriented(arch):
     class Plain:

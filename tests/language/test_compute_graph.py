@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from kernel_ir.errors import SpiradRuntimeError, SpiradTypeError
+from kernel_ir.errors import SpiradNotSupportedError, SpiradRuntimeError, SpiradTypeError
 from tests.support.archs import test_archs
 
 G = sd.graph
@@ -106,3 +106,21 @@ def test_run_checks_the_values():
         graph.run({"a": sd.ndarray(sd.f32, 2)})
     with pytest.raises(SpiradRuntimeError, match="Only python int, float"):
         graph.run({"a": np.zeros(2, np.float32), "v": 1.0})
+
+
+def test_in_kernel_do_while_is_refused_at_its_line():
+    """Quadrants' `sd.graph.do_while` reaches the frontend through `frontend/namespace_hooks.py`
+    (the frontend does not import `sd.graph`): a compile error at the call, the host loop as fix."""
+    sd.init(arch=sd.cpu)
+    flag = sd.ndarray(sd.i32, ())
+
+    @sd.kernel
+    def k(f: sd.types.ndarray()):
+        while sd.graph.do_while(f[None]):
+            f[None] = 0
+
+    with pytest.raises(SpiradNotSupportedError) as e:
+        k(flag)
+    text = str(e.value)
+    assert "sd.graph.do_while is not supported yet: loop on the host" in text
+    assert "while sd.graph.do_while(f[None]):" in text and "^" in text

@@ -6,7 +6,7 @@ import pytest
 
 from tests.llvm_codegen.kit import field, kernel, range_task, serial_task
 from llvm_codegen.codegen import LOWER, compile_tasks
-from llvm_codegen.cpu_program import CpuProgram, CpuTaskInfo
+from llvm_codegen.cpu_program import CpuCode, CpuTaskInfo
 from kernel_ir.abi import kernel_abi
 from kernel_ir.dtypes import f32, i32
 from kernel_ir.nodes import AdStackArg
@@ -31,7 +31,7 @@ def _simple():
 def test_program_shape_and_signature():
     tl = _simple()
     prog = compile_tasks(tl, kernel_abi(tl))
-    assert isinstance(prog, CpuProgram)
+    assert isinstance(prog, CpuCode)
     assert prog.tasks == (CpuTaskInfo("spirad_my_kernel__0_loop", "range"),
                           CpuTaskInfo("spirad_my_kernel__1_s", "serial"))
     for t in prog.tasks:

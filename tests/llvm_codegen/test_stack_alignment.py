@@ -23,7 +23,7 @@ from tests.autodiff.test_spmd_grad import kb  # bench_autodiff's kernel b
 
 def _kernel_b_programs(monkeypatch):
     """Compile and run kernel b (four loop-carried values, sin / cos, trip count read from a
-    field) and its gradient on the CPU; the CpuPrograms code generation produced."""
+    field) and its gradient on the CPU; the CpuCode records code generation produced."""
     progs = []
     orig = codegen.compile_tasks
 

@@ -199,12 +199,12 @@ def _estimated_mark(kernel):
     own, alone = task_costs(task, lanes, a)
     choice = one_thread_choice(own, alone, sd_state.backend().rt.num_workers)
     if choice != "only":  # the own code is compiled: with the lanes estimated
-        assert program.blob[4][0] == lanes
+        assert program.blob.task_lanes[0] == lanes
     return choice, lanes
 
 
 def _mark(kernel):
-    m = kernel._plans[0].compiled.program.blob[5][0][0]
+    m = kernel._plans[0].compiled.program.blob.one_thread[0][0]  # the first task's mark
     return "both" if type(m) is int else m
 
 
