@@ -61,8 +61,8 @@ class Block:
 AT_LAUNCH = ".at_launch"
 """The name suffix of a sparse struct-for's snapshot: a copy of a node's activation masks (list
 lengths) a step before the loop writes, which the loop's activity test reads instead of the
-masks its own body changes (spirad/frontend/sparse_ops.py). Reverse mode reads the live masks
-instead (passes/autodiff/live_masks.py): an adjoint activates nothing."""
+masks its own body changes (spirad/frontend/sparse_ops.py). Reverse mode refuses such a loop
+(passes/autodiff/sparse_activity.py): the adjoint cannot know which cells the forward visited."""
 
 
 def is_snapshot(ref) -> bool:

@@ -27,13 +27,11 @@ from .index_forms import IndexForms
 
 
 def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_written, index=None,
-                            rng=None, exempt=frozenset()):
+                            rng=None):
     """Raise at the first read of a global that the reverse walk needs (`needed`, directly or
     through locals; `on_stack` slots keep their stored values for the reverse walk) and that a
     write of this task (or of a later one: `later_written(ref)`) may overwrite. `index` is the
-    task's parallel index (None for a serial task), `rng` its constant range when known.
-    `exempt`: buffers the adjoint reads as they are at its own launch by design (the masks a
-    sparse struct-for's body writes: live_masks.py)."""
+    task's parallel index (None for a serial task), `rng` its constant range when known."""
     where = _Where(body)
     forms = IndexForms(body)
     writes: dict = {}
@@ -43,7 +41,7 @@ def check_overwritten_reads(body: Block, on_stack: set, needed: set, later_writt
     many_threads = index is not None and not (rng is not None and rng[1] - rng[0] <= 1)
 
     def at_risk(r: Node) -> bool:
-        if r.arg.kind == "temp" or r.arg.buffer in exempt:
+        if r.arg.kind == "temp":
             return False
         if later_written(r.arg):
             return True

@@ -1,6 +1,6 @@
 """Reverse mode as a short list of named passes (verifier between them in debug mode):
 
-    read_live_masks (a sparse struct-for tests the masks at the adjoint's launch)
+    refuse_mask_writing_loops (a sparse struct-for that changes its own node's activity)
     for each task:  diagnostics (cross-iteration read-after-write; dynamic nesting without
                     the adstack; ndarray gradients read or written)
     for each task, last to first:
@@ -30,7 +30,7 @@ from .adjoint import AdjointBuilder, stack_slots
 from .diagnostics import (check_bounds_not_overwritten, check_cross_iteration_raw,
                           check_dynamic_nesting, check_no_ndarray_gradients)
 from .global_reads import check_overwritten_reads
-from .live_masks import read_live_masks
+from .sparse_activity import refuse_mask_writing_loops
 from .normalize import normalize
 from .capacities import capacities
 from .loop_checkpoint import checkpoint_loops
@@ -70,7 +70,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
     `warn_overwritten_reads`: a read of a value a later write overwrote is a warning, and
     differentiated as it is, instead of an error (SPIRAD_AD_OVERWRITTEN_READS=warn, which the
     driver reads: passes read no switch)."""
-    tl, live = read_live_masks(tl)  # the adjoint launch's own active cells (live_masks.py)
+    refuse_mask_writing_loops(tl)  # which cells the forward visited is unknown: sparse_activity.py
     tasks = []
     ckpts = {}     # forward task -> {loop: (S, counter)}
     bodies = {}    # forward task -> its normalized body
@@ -108,7 +108,7 @@ def reverse_mode(tl: TaskList, grad_of, default_size=None, forced_size=None, ver
         try:
             check_overwritten_reads(body, on_stack, needed,
                                     lambda ref: (ref.kind, ref.key, ref.grad) in overwritten,
-                                    t.index, rng, live)
+                                    t.index, rng)
         except SpiradAutodiffError as e:
             if not warn_overwritten_reads:
                 raise
