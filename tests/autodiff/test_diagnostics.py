@@ -21,7 +21,7 @@ def assert_quotes(err, fn, text, *words, at=None):
     lineno = next(first + k for k, line in enumerate(src) if text in line)
     assert f"line {lineno}" in msg, msg
     lines = msg.splitlines()
-    k = next(k for k, line in enumerate(lines) if text in line)
+    k = next(k for k, line in enumerate(lines) if text in line and not line.startswith("File "))
     assert k + 1 < len(lines) and set(lines[k + 1].strip()) == {"^"}, msg
     col = lines[k].index(at or text.split()[0])
     assert lines[k + 1].index("^") == col, msg       # the caret starts under the construct

@@ -272,7 +272,7 @@ def quotes(err, fn, text):
     lineno = next(first + k for k, line in enumerate(src) if text in line)
     assert f"line {lineno}" in msg, msg
     lines = msg.splitlines()
-    k = next(k for k, line in enumerate(lines) if text in line)
+    k = next(k for k, line in enumerate(lines) if text in line and not line.startswith("File "))
     assert set(lines[k + 1].strip()) == {"^"}, msg
 
 

@@ -422,3 +422,34 @@ def test_nested_struct_for_that_activates_its_own_node_is_refused(arch):
     x[0] = 1
     with pytest.raises(SpiradSyntaxError, match="struct-for nested"):
         nested()
+
+
+@test_archs()
+def test_a_loop_over_a_node_inside_a_func_takes_the_snapshot_too(arch):
+    """`for c in node` (the node's cells), written in an @sd.func called at the kernel's top
+    level (still the kernel's outermost loop), activating through `sd.activate`."""
+    x = sd.field(sd.i32)
+    node = sd.root.pointer(sd.i, N // 4)
+    node.dense(sd.i, 4).place(x)
+    hits = sd.field(sd.i32, shape=N // 4)
+
+    @sd.func
+    def spread_cells():
+        for c in node:
+            hits[c] += 1
+            if c + 1 < N // 4:
+                sd.activate(node, [c + 1])
+
+    @sd.kernel
+    def spread():
+        spread_cells()
+
+    x[0] = 1
+    x[21] = 1  # cells 0 and 5
+    spread()
+    want = np.zeros(N // 4, np.int32)
+    want[[0, 5]] = 1
+    np.testing.assert_array_equal(hits.to_numpy(), want)
+    spread()  # now cells 0, 1, 5, 6 are active
+    want[[0, 1, 5, 6]] += 1
+    np.testing.assert_array_equal(hits.to_numpy(), want)
