@@ -15,7 +15,6 @@ import spirad as _spirad
 globals().update({_n: getattr(_spirad, _n) for _n in dir(_spirad) if not _n.startswith("_")})
 from spirad import (Backend, Field, Layout, MatrixTensor, Ndarray, Tensor, VectorTensor,  # noqa: F401
                     _logging, algorithms, graph, math, simt, tensor, types, wrap)
-from spirad import __getattr__  # noqa: F401 (names spirad lacks say what to use)
 from spirad import options as _options
 from . import lang  # noqa: F401
 
