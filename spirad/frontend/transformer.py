@@ -88,7 +88,12 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             fdef = early
         _check_returns(ctx, src, fdef)
         if ctx.call_depth > 32:
-            raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
+            what = "real_func" if getattr(func, "_real_func", False) else "@sd.func"
+            raise ctx.error(SpiradSyntaxError, f"{what} recursion is not supported: spirad "
+                            f"inlines every func call (a run-time recursive call would need a "
+                            f"call stack); recursion that ends at compile time (sd.static "
+                            f"conditions) inlines up to 32 levels; write the recursion as a "
+                            f"loop with an explicit stack", node)
         frame = FuncFrame(func.fn, src, is_kernel=False)
         values = {}
         b = ctx.b

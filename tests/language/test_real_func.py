@@ -199,3 +199,22 @@ def test_real_func_takes_the_kernels_ndarray_arguments_only(arch):
                                                  "argument w, got a global ndarray"):
         global_one()
     assert argument(weight) == 42.0
+
+
+@test_archs(archs=exactly("cpu"))  # a compile error: the same on every arch
+def test_real_func_recursion_is_refused_at_the_call(arch):
+    """spirad inlines real functions: a run-time recursive call is refused at its line, naming
+    the real_func and the loop-with-a-stack alternative (Taichi runs it on cpu / cuda)."""
+    @sd.real_func
+    def total(n: sd.i32) -> sd.i32:
+        if n == 0:
+            return 0
+        return total(n - 1) + n
+
+    @sd.kernel
+    def run(n: sd.i32) -> sd.i32:
+        return total(n)
+
+    with pytest.raises(sd.SpiradSyntaxError, match="real_func recursion is not supported") as e:
+        run(10)
+    assert "total(n - 1)" in str(e.value) and "explicit stack" in str(e.value)
