@@ -102,15 +102,29 @@ def from_numpy(dt) -> DType:
     raise KeyError(str(dt))
 
 
+class _DefaultUnsigned:
+    """Taichi's `default_up` where a dtype is expected: the unsigned integer type that goes with
+    default_ip (u32, u64 under `default_ip=i64`), resolved by `from_python` like `int`; the
+    element type of `sd.math.uvec2` / `uvec3` / `uvec4`."""
+
+    def __repr__(self):
+        return "default_up"
+
+
+default_up = _DefaultUnsigned()
+
+
 def from_python(t, default_fp: DType, default_ip: DType):
     """The dtype a Python type names where a dtype is expected (Taichi's convention): `float` ->
-    the default float, `int` -> the default int, `bool` -> u1; anything else is returned as it
-    is, for the caller to check. The one place this mapping is written (annotations, fields,
-    casts, return types, random())."""
+    the default float, `int` -> the default int, `bool` -> u1, `default_up` -> the default
+    unsigned int; anything else is returned as it is, for the caller to check. The one place
+    this mapping is written (annotations, fields, casts, return types, random())."""
     if t is float:
         return default_fp
     if t is int:
         return default_ip
     if t is bool:
         return u1
+    if t is default_up:  # Taichi's: u32 with default_ip=i32, else u64
+        return u32 if default_ip == i32 else u64
     return t

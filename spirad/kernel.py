@@ -184,7 +184,7 @@ class Kernel(PyFunction):
                     raise self._arg_error(SpiradValueError, f"ndarray argument '{name}' belongs to a "
                                           f"previous sd.init(); create it again after the last init()", i)
                 from .data.arg_texts import ndarray_mismatch  # Taichi's classes and texts
-                bad = ndarray_mismatch(name, ann, a.dtype, a.comp_shape, a.shape)
+                bad = ndarray_mismatch(name, ann, a.dtype, a.comp_shape, a.shape, a._foreign)
                 if bad is not None:
                     raise self._arg_error(type(bad), str(bad), i)
                 if ann.needs_grad is not None and bool(ann.needs_grad) != a.needs_grad:

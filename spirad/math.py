@@ -25,7 +25,7 @@ _LN2, _INV_LN2, _INV_LN10 = _m.log(2.0), 1.0 / _m.log(2.0), 1.0 / _m.log(10.0)
 
 vec2, vec3, vec4 = VectorType(2, float), VectorType(3, float), VectorType(4, float)
 ivec2, ivec3, ivec4 = VectorType(2, int), VectorType(3, int), VectorType(4, int)
-uvec2, uvec3, uvec4 = VectorType(2, _T.u32), VectorType(3, _T.u32), VectorType(4, _T.u32)
+uvec2, uvec3, uvec4 = (VectorType(n, _T.default_up) for n in (2, 3, 4))  # u32 / u64: default_ip's
 mat2, mat3, mat4 = MatrixType(2, 2, float), MatrixType(3, 3, float), MatrixType(4, 4, float)
 
 

@@ -33,9 +33,11 @@ def element_text(dtype, comp) -> str:
     return f"[Tensor ({', '.join(str(c) for c in comp)}) {dtype}]"
 
 
-def ndarray_mismatch(name: str, ann, dtype, comp, shape):
+def ndarray_mismatch(name: str, ann, dtype, comp, shape, foreign: bool = False):
     """The error for ndarray `(dtype, comp, shape)` passed to parameter `name` annotated `ann`
-    (an NdarrayType), or None when it fits; checked in Taichi's order (element type, then ndim)."""
+    (an NdarrayType), or None when it fits; checked in Taichi's order (element type, then ndim).
+    `foreign`: a numpy array's / torch tensor's alias, whose vector / matrix elements keep the
+    array's scalar type (Taichi checks their shape only)."""
     if getattr(ann.dtype, "n", 0) is None:  # `types.vector()` / `types.matrix()`: any size
         kind = "VectorType" if len(ann.dtype.comp_shape) == 1 else "MatrixType"
         if len(comp) != len(ann.dtype.comp_shape):
@@ -45,7 +47,8 @@ def ndarray_mismatch(name: str, ann, dtype, comp, shape):
     elif ann.dtype is not None:
         from .field import resolve_dtype
         want, want_comp = resolve_dtype(ann.dtype)
-        if want_comp and (want, tuple(want_comp)) != (dtype, tuple(comp)):
+        if want_comp and (want if not foreign else dtype, tuple(want_comp)) != \
+                (dtype, tuple(comp)):
             return SpiradArgumentValueError(
                 f"Invalid value for argument {name} - required element type: "
                 f"{annotation_text(want, want_comp)}, but {annotation_text(dtype, comp)} is "

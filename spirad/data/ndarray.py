@@ -6,6 +6,7 @@ mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argu
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,12 +33,30 @@ def _check_f64(dtype, what: str = "sd.ndarray") -> None:
 
 
 @api_class
+@dataclass(frozen=True)
+class TensorType:
+    """The element type of a vector / matrix ndarray as Taichi reports it (its C++ TensorType:
+    `nd.element_type.element_type()` is the scalar dtype, `.shape()` the element shape)."""
+    comp_shape: tuple
+    dtype: object
+
+    def element_type(self):
+        return self.dtype
+
+    def shape(self) -> list:
+        return list(self.comp_shape)
+
+    def __str__(self):
+        return f"[Tensor ({', '.join(str(c) for c in self.comp_shape)}) {self.dtype}]"
+
+
 class Ndarray(_HostArray):
     """An array passed to kernels as an argument (`sd.types.ndarray()` parameters); its shape is
     known only at launch. Host access as for fields; `.grad` / `.dual` exist with
     `needs_grad=True` / `needs_dual=True`. DLPack: `torch.from_dlpack(nd)` /
     `np.from_dlpack(nd)`."""
     _kind = "ndarray"
+    _foreign = False  # an alias of a user's numpy array / torch tensor (spirad.interop.arrays)
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
@@ -70,6 +89,7 @@ class Ndarray(_HostArray):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         if comp_shape is not None:
             self.comp_shape = tuple(comp_shape)
+            self._foreign = True
         st = _state.current()
         self.id = st.new_id()
         self.epoch = st.epoch
@@ -100,6 +120,12 @@ class Ndarray(_HostArray):
 
     def _storage(self):
         return self._buf
+
+    @property
+    def element_type(self):
+        """Taichi's `nd.element_type`: the scalar dtype of a scalar ndarray, else the element's
+        tensor type (`.element_type()` its dtype, `.shape()` its shape as a list)."""
+        return TensorType(tuple(self.comp_shape), self.dtype) if self.comp_shape else self.dtype
 
     def _element_type(self):
         """The dtype this ndarray was made with: a scalar dtype, or a vector / matrix type."""

@@ -21,6 +21,7 @@ from .value_ops import ValueOps, is_py_scalar
 from kernel_ir.source import user_error
 from .stmt import StmtVisitor
 from .values import GlobalElem, NdarrayArg, Slot, SlotView, VecVal
+from ..data.ndarray import Ndarray
 from ..data.struct import StructElem, StructVal
 
 
@@ -87,7 +88,12 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
             fdef = early
         _check_returns(ctx, src, fdef)
         if ctx.call_depth > 32:
-            raise ctx.error(SpiradSyntaxError, "@sd.func recursion is not supported", node)
+            what = "real_func" if getattr(func, "_real_func", False) else "@sd.func"
+            raise ctx.error(SpiradSyntaxError, f"{what} recursion is not supported: spirad "
+                            f"inlines every func call (a run-time recursive call would need a "
+                            f"call stack); recursion that ends at compile time (sd.static "
+                            f"conditions) inlines up to 32 levels; write the recursion as a "
+                            f"loop with an explicit stack", node)
         frame = FuncFrame(func.fn, src, is_kernel=False)
         frame.call_loc = ctx.loc(node)
         values = {}
@@ -111,6 +117,8 @@ class Visitor(ValueOps, ExprVisitor, StmtVisitor):
                     _check_matrix_arg(ctx, p, declared[p], v, node)
                 if isinstance(v, NdarrayArg):
                     _check_ndarray_arg(ctx, func, p, v, node)
+                elif isinstance(v, Ndarray) and getattr(func, "_real_func", False):
+                    _refuse_global_ndarray(ctx, func, p, v, node)
                 if p in declared and p not in templates and (isinstance(v, (Node, VecVal)) or
                                                              is_py_scalar(v)):
                     v = convert(self, v, declared[p])
@@ -238,6 +246,24 @@ def _check_ndarray_arg(ctx, func, name, arr, node):
                    f"{what(arr.dtype, tuple(arr.comp_shape))}")
     if why:
         raise ctx.error(SpiradTypeError, f"Invalid value for argument {name}: {why}", node)
+
+
+def _refuse_global_ndarray(ctx, func, name, arr, node):
+    """A real_func's ndarray parameter given an ndarray the kernel reads as a global: Taichi's
+    real function takes the kernel's ndarray arguments only (a TaichiTypeError), and spirad
+    keeps a real_func's contract (spirad.real_func)."""
+    import inspect
+    from ..types import NdarrayType
+    try:
+        ann = inspect.signature(func.fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return
+    if isinstance(ann, NdarrayType):
+        raise ctx.error(SpiradTypeError, f"Expected ndarray in the kernel argument for argument "
+                        f"{name}, got a global ndarray: a real_func takes the kernel's "
+                        f"ndarray parameters; pass it to the kernel as a types.ndarray() "
+                        f"argument",
+                        node)
 
 
 class _Returned:

@@ -228,7 +228,9 @@ def element_type(arr: np.ndarray, ann_dtype, what: str, element_dim=None, name=N
             bad = external_mismatch(what, name, arr, want, comp, ndim)
             if bad is not None:
                 raise bad
-        if want != dt:
+        if want != dt and not (comp and name is not None):  # a vector / matrix element of a
+            # host array passed to a kernel has the array's scalar type (Taichi's: numpy /
+            # torch arguments are not checked against the annotation's)
             msg = (f"{what} must have dtype {want.np.name} ({ann_dtype}), got {arr.dtype}; "
                    f"convert it (arr.astype(...)) or change the annotation")
             if name is None:
@@ -500,7 +502,9 @@ class KernelArrays:
             else:
                 dt, comp, shape = element_type(arr, ann.dtype, what, ann.element_dim, name,
                                                ann.ndim, _kind(obj))
-            narrow = dt == T.f64 and ann.dtype is None and not isinstance(arr, DeviceArray) \
+            from ..data.field import resolve_dtype
+            from_array = ann.dtype is None or (comp and dt != resolve_dtype(ann.dtype)[0])
+            narrow = dt == T.f64 and from_array and not isinstance(arr, DeviceArray) \
                 and not _state.backend().capabilities().get("f64", True)
             if ann.ndim is not None and ann.ndim != len(shape):  # Taichi's ValueError and text
                 raise SpiradArgumentValueError(

@@ -299,3 +299,18 @@ def test_complex_functions_match_numpy_and_differentiate(arch):
     np.testing.assert_allclose(py, want, rtol=1e-12, atol=1e-12)
     zero = np.zeros(2)
     assert np.all(tm.cpow(zero, 2.5) == 0) and np.all(tm.csqrt(zero) == 0)
+@test_archs(default_ip=sd.i64, default_fp=sd.f64)
+def test_uvec_follows_default_ip(arch):
+    """`sd.math.uvec2` holds Taichi's default unsigned type: u64 under default_ip=i64 (u32 with
+    the default i32), so a u64 value keeps all its bits (Taichi's test_vector_types_f64)."""
+    big = 2**63 - 1
+
+    @sd.kernel
+    def ids() -> sd.math.uvec2:
+        n = sd.u64(2**63 - 1)
+        return sd.math.uvec2(n, 7)
+
+    assert list(ids()) == [big, 7]
+    assert sd.math.uvec3.field(shape=2).dtype == sd.u64
+    sd.init(arch=arch, default_ip=sd.i32)
+    assert sd.math.uvec3.field(shape=2).dtype == sd.u32

@@ -187,3 +187,30 @@ def test_ndarray_deepcopy(arch):
     assert (c["m"].n, c["m"].m, c["m"].shape) == (2, 3, (4,))
     m.fill(0)
     np.testing.assert_array_equal(c["m"].to_numpy(), np.arange(24).reshape(4, 2, 3))
+
+
+@test_archs()
+def test_host_array_vector_elements_take_the_arrays_scalar_type(arch):
+    """A numpy array passed for `types.ndarray(dtype=mat2)` keeps its own scalar type (Taichi
+    checks the element shape only, and warns on the narrowing store); a scalar annotation is
+    still checked. `element_type` is Taichi's: the dtype, or the element tensor type."""
+    @sd.kernel
+    def fill(a: sd.types.ndarray(dtype=sd.math.mat2)):
+        for i in range(3):
+            for j, k in sd.ndrange(2, 2):
+                a[i][j, k] = j * 2 + k + 0.5
+
+    @sd.kernel
+    def scalar(a: sd.types.ndarray(dtype=sd.f32)):
+        a[0] = 1
+
+    m = np.zeros((3, 2, 2), dtype=np.int32)
+    with pytest.warns(sd.SpiradWarning, match="i32 <- f32"):
+        fill(m)
+    np.testing.assert_array_equal(m, np.tile([[0, 1], [2, 3]], (3, 1, 1)))
+    with pytest.raises(sd.SpiradArgumentValueError, match="required array has dtype=f32"):
+        scalar(np.zeros(2, dtype=np.int32))
+    v = sd.ndarray(sd.types.vector(3, sd.i32), shape=(2,))
+    assert v.element_type.element_type() == sd.i32 and v.element_type.shape() == [3]
+    assert str(v.element_type) == "[Tensor (3) i32]"
+    assert sd.ndarray(sd.f32, shape=2).element_type == sd.f32

@@ -174,3 +174,47 @@ def test_func_ndarray_parameter_of_another_element_is_taichis_error(arch):
     ok = sd.ndarray(sd.math.vec2, shape=4)
     k(ok)
     assert ok.to_numpy()[0].tolist() == [100, 100]
+
+
+@test_archs()
+def test_real_func_takes_the_kernels_ndarray_arguments_only(arch):
+    """A real_func's ndarray parameter given a global ndarray (which kernels and plain funcs may
+    read) is Taichi's TaichiTypeError; the kernel's own ndarray argument is fine."""
+    weight = sd.ndarray(dtype=sd.f32, shape=(2, 2, 2))
+    weight.fill(42.0)
+
+    @sd.real_func
+    def corner(w: sd.types.ndarray(sd.f32, ndim=3)) -> sd.f32:
+        return w[1, 1, 1]
+
+    @sd.kernel
+    def global_one() -> sd.f32:
+        return corner(weight)
+
+    @sd.kernel
+    def argument(w: sd.types.ndarray(sd.f32, ndim=3)) -> sd.f32:
+        return corner(w)
+
+    with pytest.raises(sd.TaichiTypeError, match="Expected ndarray in the kernel argument for "
+                                                 "argument w, got a global ndarray"):
+        global_one()
+    assert argument(weight) == 42.0
+
+
+@test_archs(archs=exactly("cpu"))  # a compile error: the same on every arch
+def test_real_func_recursion_is_refused_at_the_call(arch):
+    """spirad inlines real functions: a run-time recursive call is refused at its line, naming
+    the real_func and the loop-with-a-stack alternative (Taichi runs it on cpu / cuda)."""
+    @sd.real_func
+    def total(n: sd.i32) -> sd.i32:
+        if n == 0:
+            return 0
+        return total(n - 1) + n
+
+    @sd.kernel
+    def run(n: sd.i32) -> sd.i32:
+        return total(n)
+
+    with pytest.raises(sd.SpiradSyntaxError, match="real_func recursion is not supported") as e:
+        run(10)
+    assert "total(n - 1)" in str(e.value) and "explicit stack" in str(e.value)
