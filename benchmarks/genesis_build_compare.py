@@ -2,14 +2,13 @@
 warm (the same cache again), each system in its own processes, alternating by round.
 
     python benchmarks/genesis_build_compare.py [--rounds 1] [--scenes box franka]
-        [--modes field ndarray] [--systems quadrants spirad] [--spirad-root DIR ...]
+        [--modes field ndarray] [--systems quadrants spirad [NAME@DIR ...]]
 
 Each (scene, array mode) runs, per system, `genesis_scene.py SCENE --steps 2` twice with a
 fresh private cache directory (SPIRAD_CACHE_DIR, Quadrants' QD_OFFLINE_CACHE_FILE_PATH): the
 first run is the cold build, the second the warm one; nobody else's cache is read or cleared.
-Round 2 runs the systems in reverse order (`paired.alternate`'s rule). `--spirad-root` adds a
-spirad checkout to compare (e.g. main before a change: `spirad@/work/main`), run as its own
-system. Prints, per run, the load average before it, `scene.build()` wall time, its CPU time
+Round 2 runs the systems in reverse order (`paired.alternate`'s rule). A system `NAME@DIR` is
+another spirad checkout (e.g. `before@/tmp/before`, an export of main before a change). Prints, per run, the load average before it, `scene.build()` wall time, its CPU time
 (all threads; less sensitive to the load than the wall time) and the first step's time (the
 kernels a step launches first compile there), each with its CPU time, then a table of medians
 over rounds. On a shared machine the wall times follow the load (a process gets its share of the
