@@ -1,0 +1,26 @@
+"""Gradient test programs used by more than one test module: written once, each with its float64
+reference, so the suites that check one property of it (overflow reporting, SPMD lanes) run the
+same kernel.
+
+`overflowing` carries one value through a run-time trip count: its adstack needs n + 2 entries,
+so a small `ad_stack_size` overflows on purpose (architecture §4 "Overflow")."""
+import numpy as np
+
+import spirad as sd
+
+
+@sd.kernel
+def overflowing(x: sd.template(), y: sd.template(), n: sd.i32):
+    for i in x:
+        carried = x[i]
+        for j in range(n):
+            carried = sd.sin(carried) * 0.9 + 0.1
+        y[i] = carried
+
+
+def overflowing_grad(x, n):
+    """d y / d x of `overflowing` for n trips, analytic, in float64 (x a scalar or an array)."""
+    v, g = np.asarray(x, np.float64), np.ones_like(np.asarray(x, np.float64))
+    for _ in range(n):
+        g, v = g * np.cos(v) * 0.9, np.sin(v) * 0.9 + 0.1
+    return g
