@@ -13,6 +13,7 @@ import spirad.runtime.state as st
 from spirad.runtime import sizing_cache
 from spirad.backends import llvm_gpu
 from tests.autodiff.gradutil import central_diff
+from tests.support.device_programs import bound_kernels
 
 
 def _rt():
@@ -48,26 +49,9 @@ def test_managed_memory_on_request(gpu_arch):
     np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.0))
 
 
-def _bound_kernels():
-    n = sd.field(sd.i32, shape=())
-    x = sd.field(sd.i32, shape=1000)
-
-    @sd.kernel
-    def set_n(v: sd.i32):
-        n[None] = v
-
-    @sd.kernel
-    def count_up():
-        n[None] = n[None] + 1          # a serial task before the loop ...
-        for i in range(n[None]):       # ... whose result the range reads on the device
-            x[i] += 1
-
-    return n, x, set_n, count_up
-
-
 def test_data_dependent_parallel_bound_launches_without_a_host_read(gpu_arch):
     sd.init(arch=gpu_arch)             # not debug: the kernel reads its own bound
-    n, x, set_n, count_up = _bound_kernels()
+    n, x, set_n, count_up = bound_kernels()
     count_up()                         # compiled and run once
     sd.sync()
     x.fill(0)
@@ -92,7 +76,7 @@ def test_host_path_waits_for_every_data_dependent_bound(gpu_arch, monkeypatch):
     monkeypatch.setenv(llvm_gpu.HOST_PATH_ENV, "1")
     sd.init(arch=gpu_arch)
     assert st.backend().gpu_sizer is None
-    n, x, set_n, count_up = _bound_kernels()
+    n, x, set_n, count_up = bound_kernels()
     rt = _rt()
     w0 = rt.waits
     for v in (10, 20):
