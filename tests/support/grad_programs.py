@@ -24,3 +24,24 @@ def overflowing_grad(x, n):
     for _ in range(n):
         g, v = g * np.cos(v) * 0.9, np.sin(v) * 0.9 + 0.1
     return g
+
+
+@sd.kernel
+def per_element_trips(x: sd.types.ndarray(), steps: sd.types.ndarray(), out: sd.types.ndarray()):
+    """Each element its own trip count, read from an ndarray: the stack's size is a maximum over
+    data, so it is measured (by the GPU sizer on the SPIR-V archs, per lane on the CPU)."""
+    for i in x:
+        v = x[i]
+        for j in range(steps[i]):
+            v = sd.sin(v) * 0.9 + 0.1
+        out[i] = v
+
+
+def per_element_trips_grad(xs, steps):
+    """d out / d x of `per_element_trips` in float64: the product of 0.9 cos(v) over the trips."""
+    v, d = np.asarray(xs).astype(np.float64), np.ones(len(xs))
+    for j in range(int(steps.max(initial=0))):
+        m = steps > j
+        d = np.where(m, d * 0.9 * np.cos(v), d)
+        v = np.where(m, np.sin(v) * 0.9 + 0.1, v)
+    return d
