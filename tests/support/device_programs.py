@@ -1,9 +1,9 @@
 """Device-runtime test programs used by more than one test module, written once.
 
 `bound_kernels()` builds a parallel loop whose range is a field written on the device by a serial
-task just before it (and by a kernel launched before that): the shape that the device-side range
-(`device_ranges`, architecture §1) must read without a host round trip, checked by tests/backends (the result on
-every GPU arch) and tests/gpu_llvm (no host wait on the LLVM GPU runtime)."""
+task just before it (and by a kernel launched before that): the shape whose range is read on the
+device (`device_ranges`, architecture §1) without a host round trip, checked by tests/backends
+(the result on every GPU arch) and tests/gpu_llvm (no host wait on the LLVM GPU runtime)."""
 import spirad as sd
 
 
