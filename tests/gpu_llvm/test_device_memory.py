@@ -14,6 +14,7 @@ from spirad.runtime import sizing_cache
 from spirad.backends import llvm_gpu
 from tests.autodiff.gradutil import central_diff
 from tests.support.device_programs import bound_kernels
+from tests.support.grad_programs import overflowing, overflowing_grad
 
 
 def _rt():
@@ -155,34 +156,20 @@ def test_heaps_replaced_while_launches_are_queued(gpu_arch):
     x = sd.field(sd.f64, shape=16, needs_grad=True)
     y = sd.field(sd.f64, shape=16, needs_grad=True)
 
-    @sd.kernel
-    def k(trips: sd.i32):
-        for i in x:
-            v = x[i]
-            for j in range(trips):
-                v = sd.sin(v) * 0.9 + 0.1
-            y[i] = v
-
-    def ref(xs, trips):
-        v = xs.copy()
-        for _ in range(trips):
-            v = np.sin(v) * 0.9 + 0.1
-        return v
-
     xs = np.linspace(0.1, 0.9, 16)
     x.from_numpy(xs)
-    k(1)
+    overflowing(x, y, 1)
     y.grad.fill(1.0)
-    k.grad(1)
+    overflowing.grad(x, y, 1)
     sd.sync()
     be = st.backend()
     rt = _rt()
     w0, heap0 = rt.waits, be.heap_bytes()
-    want = central_diff(lambda v: ref(v, 1), xs, np.ones(16))
+    want = overflowing_grad(xs, 1)
     for trips in (4, 30, 200):         # each launch needs longer stacks
         y.grad.fill(1.0)
-        k.grad(trips)
-        want += central_diff(lambda v: ref(v, trips), xs, np.ones(16))
+        overflowing.grad(x, y, trips)
+        want += overflowing_grad(xs, trips)
     assert rt.waits == w0 and be.heap_bytes()[0] > heap0[0]
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-6, atol=1e-9)
 

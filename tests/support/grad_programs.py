@@ -1,9 +1,10 @@
 """Gradient test programs used by more than one test module: written once, each with its float64
-reference, so the suites that check one property of it (overflow reporting, SPMD lanes) run the
-same kernel.
+reference, so the suites that check one property of it (overflow reporting, SPMD lanes, heap
+growth, the GPU sizer) run the same kernel.
 
 `overflowing` carries one value through a run-time trip count: its adstack needs n + 2 entries,
-so a small `ad_stack_size` overflows on purpose (architecture §4 "Overflow")."""
+so a small `ad_stack_size` overflows on purpose (architecture §4 "Overflow"), and a larger n grows
+the adstack heaps (tests/gpu_llvm)."""
 import numpy as np
 
 import spirad as sd
