@@ -11,7 +11,7 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import arch_or_skip
-from tests.support.grad_programs import overflowing, overflowing_grad
+from tests.support.grad_programs import assert_guards_intact, guarded_fields, overflowing, overflowing_grad
 
 N = 1000 + 7  # full lane groups and a masked tail
 
@@ -178,13 +178,7 @@ def test_overflow_reported_on_lanes(monkeypatch, capfd, m):
     """ad_stack_size=4: 2 trips need 4 entries (fit), 3 need 5 and 200 need 202 (overflow, the
     error at the next sync, nothing outside the heap written, the runtime fine afterwards)."""
     _init(monkeypatch, True, default_fp=sd.f64, ad_stack_size=4)
-    before = sd.field(sd.f64, shape=m)
-    x = sd.field(sd.f64, shape=m, needs_grad=True)
-    y = sd.field(sd.f64, shape=m, needs_grad=True)
-    after = sd.field(sd.f64, shape=m)
-    before.fill(3.0)
-    after.fill(4.0)
-    x.fill(0.5)
+    before, x, y, after = guarded_fields(m)
     capfd.readouterr()
     overflowing(x, y, 2)
     y.grad.fill(1.0)
@@ -197,8 +191,7 @@ def test_overflow_reported_on_lanes(monkeypatch, capfd, m):
         with pytest.raises(sd.SpiradAdStackOverflow, match=f"needs {trips + 2}"):
             overflowing.grad(x, y, trips)  # the CPU: raised by the launch
             sd.sync()
-    np.testing.assert_array_equal(before.to_numpy(), 3.0)
-    np.testing.assert_array_equal(after.to_numpy(), 4.0)
+    assert_guards_intact(before, after)
     y.grad.fill(1.0)
     x.grad.fill(0.0)
     overflowing.grad(x, y, 1)                       # the runtime keeps working

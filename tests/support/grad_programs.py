@@ -46,3 +46,22 @@ def per_element_trips_grad(xs, steps):
         d = np.where(m, d * 0.9 * np.cos(v), d)
         v = np.where(m, np.sin(v) * 0.9 + 0.1, v)
     return d
+
+
+def guarded_fields(m, x0=0.5):
+    """(before, x, y, after): `overflowing`'s f64 fields of m elements (x filled with x0, both with
+    gradients) allocated between two guards filled with 3.0 and 4.0, so a write past the adstack
+    heap or a neighbour's slice shows (check with `assert_guards_intact`)."""
+    before = sd.field(sd.f64, shape=m)
+    x = sd.field(sd.f64, shape=m, needs_grad=True)
+    y = sd.field(sd.f64, shape=m, needs_grad=True)
+    after = sd.field(sd.f64, shape=m)
+    before.fill(3.0)
+    after.fill(4.0)
+    x.fill(x0)
+    return before, x, y, after
+
+
+def assert_guards_intact(before, after):
+    np.testing.assert_array_equal(before.to_numpy(), 3.0)
+    np.testing.assert_array_equal(after.to_numpy(), 4.0)
