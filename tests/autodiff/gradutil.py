@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 # (forward rtol, forward atol, gradient rtol, gradient atol) per float type
 TOL = {
@@ -132,6 +133,28 @@ def run_case(case: Case, fp: str, request=None):
         # every seed was consumed: a second grad launch without new seeds adds nothing
         case.kernel.grad(*args)
         np.testing.assert_array_equal(x.grad.to_numpy(), grad, err_msg="second grad launch")
+
+
+def case_tests(cases: dict, f64_archs=exactly("interp") | EVERY_ARCH, interp_subset=True):
+    """The f64 and f32 gradient tests over a table of `Case`s, written once for every table.
+
+    Bind them to test names in the module: `test_loops_f64, test_loops_f32 = case_tests(CASES)`
+    (pytest collects a test by the name it has in the module). The f64 test runs on `f64_archs`;
+    with `interp_subset`, interp runs only the cases marked `interp=True` (the interpreter is slow).
+    """
+    @pytest.mark.parametrize("name", sorted(cases))
+    @test_archs(archs=f64_archs, default_fp=sd.f64)
+    def test_f64(arch, name, request):
+        if interp_subset and arch == "interp" and not cases[name].interp:
+            pytest.skip("interp: a representative subset (slow)")
+        run_case(cases[name], "f64", request)
+
+    @pytest.mark.parametrize("name", sorted(cases))
+    @test_archs(archs=EVERY_ARCH)
+    def test_f32(arch, name, request):
+        run_case(cases[name], "f32", request)
+
+    return test_f64, test_f32
 
 
 def check_seeds_consumed(case: Case, outs, ws, dt):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.autodiff.gradutil import X5, Case, arr, central_diff, check, run_case, weights
+from tests.autodiff.gradutil import X5, Case, arr, central_diff, case_tests, check, weights
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
@@ -444,18 +444,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
-def test_loops_f64(arch, name, request):
-    if arch == "interp" and not CASES[name].interp:
-        pytest.skip("interp: a representative subset (slow)")
-    run_case(CASES[name], "f64", request)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=EVERY_ARCH)
-def test_loops_f32(arch, name, request):
-    run_case(CASES[name], "f32", request)
+test_loops_f64, test_loops_f32 = case_tests(CASES)
 
 
 # -- while loops: their stacks measured at launch (no hint) -------------------------------------
@@ -494,18 +483,7 @@ WHILE_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(WHILE_CASES))
-@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
-def test_while_f64(arch, name):
-    if arch == "interp" and not WHILE_CASES[name].interp:
-        pytest.skip("interp: a representative subset (slow)")
-    run_case(WHILE_CASES[name], "f64")
-
-
-@pytest.mark.parametrize("name", sorted(WHILE_CASES))
-@test_archs(archs=EVERY_ARCH)
-def test_while_f32(arch, name):
-    run_case(WHILE_CASES[name], "f32")
+test_while_f64, test_while_f32 = case_tests(WHILE_CASES)
 
 
 # -- fields with needs_grad (the `.grad` of a field), and ndarray .grad accumulation ------------

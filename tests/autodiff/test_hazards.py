@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.autodiff.gradutil import Case, arr, central_diff, check, run_case, weights
+from tests.autodiff.gradutil import Case, arr, central_diff, case_tests, check, run_case, weights
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
@@ -355,18 +355,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
-def test_hazard_f64(arch, name, request):
-    if arch == "interp" and not CASES[name].interp:
-        pytest.skip("interp: a representative subset (slow)")
-    run_case(CASES[name], "f64", request)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=EVERY_ARCH)
-def test_hazard_f32(arch, name, request):
-    run_case(CASES[name], "f32", request)
+test_hazard_f64, test_hazard_f32 = case_tests(CASES)
 
 
 # -- while loops with break / continue --------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
 from spirad.runtime import sizing_cache
-from tests.autodiff.gradutil import Case, X5, arr, run_case
+from tests.autodiff.gradutil import Case, X5, arr, case_tests
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
 
 ND = sd.types.ndarray()
@@ -168,18 +168,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
-def test_measured_f64(arch, name, request):
-    if arch == "interp" and not CASES[name].interp:
-        pytest.skip("interp: a representative subset (slow)")
-    run_case(CASES[name], "f64", request)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=EVERY_ARCH)
-def test_measured_f32(arch, name, request):
-    run_case(CASES[name], "f32", request)
+test_measured_f64, test_measured_f32 = case_tests(CASES)
 
 
 def test_measured_stacks_have_no_size_expression():

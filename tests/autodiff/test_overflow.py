@@ -12,6 +12,7 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
+from tests.support.grad_programs import assert_guards_intact, guarded_fields, overflowing, overflowing_grad
 
 N = 8
 
@@ -22,23 +23,6 @@ def _line_of(fn, text):
         if text in line:
             return first + k
     raise AssertionError(text)
-
-
-@sd.kernel
-def overflowing(x: sd.template(), y: sd.template(), n: sd.i32):
-    for i in x:
-        carried = x[i]
-        for j in range(n):
-            carried = sd.sin(carried) * 0.9 + 0.1
-        y[i] = carried
-
-
-def _ref_grad(xs, n):
-    v, g = xs.copy(), np.ones_like(xs)
-    for j in range(n):
-        g = g * np.cos(v) * 0.9
-        v = np.sin(v) * 0.9 + 0.1
-    return g
 
 
 def _setup(dt=sd.f64):
@@ -108,7 +92,7 @@ def test_overflow_raised_by_the_launch_or_next_sync(arch, read):
     overflowing(x, y, 2)
     y.grad.fill(1.0)  # re-seed: the launch above consumed it
     overflowing.grad(x, y, 2)
-    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, 2), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(xs, 2), rtol=1e-12)
     np.testing.assert_array_equal(after.to_numpy(), -5.0)
 
 
@@ -118,7 +102,8 @@ def test_overflow_f32_and_exact_fit(arch):
     y.grad.fill(1.0)
     overflowing.grad(x, y, 2)                      # exactly 4 entries: fits
     sd.sync()
-    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs.astype(np.float32).astype(np.float64), 2),
+    seen = xs.astype(np.float32).astype(np.float64)  # the inputs the kernel actually saw
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(seen, 2),
                                rtol=1e-5)
     y.grad.fill(1.0)  # re-seed: the grad launch consumed y.grad (a store overwrites)
     _overflow(arch, lambda: overflowing.grad(x, y, 3), match="needs 5")  # 5 entries: one too many
@@ -142,24 +127,16 @@ def test_overflow_first_error_wins_and_clears(arch, request):
     x.grad.fill(0.0)
     y.grad.fill(1.0)  # re-seed: each grad launch consumes y.grad (a store overwrites)
     overflowing.grad(x, y, 1)
-    np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, 1), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(xs, 1), rtol=1e-12)
 
 
 @test_archs(archs=EVERY_ARCH, default_fp=sd.f64, ad_stack_size=4)
 def test_overflow_many_threads_deep(arch):
     """Many threads all overflowing by a lot: no write past any thread's slice of the heap."""
-    M = 1000
-    before = sd.field(sd.f64, shape=M)
-    x = sd.field(sd.f64, shape=M, needs_grad=True)
-    y = sd.field(sd.f64, shape=M, needs_grad=True)
-    after = sd.field(sd.f64, shape=M)
-    before.fill(3.0)
-    after.fill(4.0)
-    x.fill(0.5)
+    before, x, y, after = guarded_fields(1000)
     y.grad.fill(1.0)
     _overflow(arch, lambda: overflowing.grad(x, y, 200), match="needs 202")
-    np.testing.assert_array_equal(before.to_numpy(), 3.0)
-    np.testing.assert_array_equal(after.to_numpy(), 4.0)
+    assert_guards_intact(before, after)
     # `y[i] = ...` overwrites, so its adjoint consumed y.grad (Taichi's rule): zero, not garbage
     np.testing.assert_array_equal(y.grad.to_numpy(), 0.0)
 
@@ -183,4 +160,4 @@ def test_no_overflow_with_automatic_sizing(arch):
         x.grad.fill(0.0)
         y.grad.fill(1.0)  # re-seed: each grad launch consumes y.grad (a store overwrites)
         overflowing.grad(x, y, n)
-        np.testing.assert_allclose(x.grad.to_numpy(), _ref_grad(xs, n), rtol=1e-12)
+        np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(xs, n), rtol=1e-12)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.autodiff.gradutil import Case, run_case
+from tests.autodiff.gradutil import Case, case_tests, run_case
 from tests.support.archs import EVERY_ARCH, test_archs
 from tests.support.random_grad_programs import RefArray, reference_sd
 
@@ -78,16 +78,7 @@ def test_every_shape_is_a_case():
         n for n in vars(SHAPES) if n.startswith("k_"))
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(default_fp=sd.f64)
-def test_shapes_f64(arch, name, request):
-    run_case(CASES[name], "f64", request)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs()
-def test_shapes_f32(arch, name, request):
-    run_case(CASES[name], "f32", request)
+test_shapes_f64, test_shapes_f32 = case_tests(CASES, f64_archs=EVERY_ARCH)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -11,6 +11,7 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import arch_or_skip
+from tests.support.grad_programs import assert_guards_intact, guarded_fields, overflowing, overflowing_grad
 
 N = 1000 + 7  # full lane groups and a masked tail
 
@@ -172,53 +173,30 @@ def test_nested_loops_uniform_if_and_atomic(monkeypatch, capfd, n):
     np.testing.assert_allclose(gv, cd * (0.5 + 2.0 * 0.25), rtol=1e-7, atol=1e-8)
 
 
-@sd.kernel
-def overflowing(x: sd.template(), y: sd.template(), n: sd.i32):
-    for i in x:
-        carried = x[i]
-        for j in range(n):
-            carried = sd.sin(carried) * 0.9 + 0.1
-        y[i] = carried
-
-
-def _overflowing_grad(x, n):
-    v, g = x, 1.0
-    for _ in range(n):
-        g, v = g * np.cos(v) * 0.9, np.sin(v) * 0.9 + 0.1
-    return g
-
-
 @pytest.mark.parametrize("m", [8, 1000])
 def test_overflow_reported_on_lanes(monkeypatch, capfd, m):
     """ad_stack_size=4: 2 trips need 4 entries (fit), 3 need 5 and 200 need 202 (overflow, the
     error at the next sync, nothing outside the heap written, the runtime fine afterwards)."""
     _init(monkeypatch, True, default_fp=sd.f64, ad_stack_size=4)
-    before = sd.field(sd.f64, shape=m)
-    x = sd.field(sd.f64, shape=m, needs_grad=True)
-    y = sd.field(sd.f64, shape=m, needs_grad=True)
-    after = sd.field(sd.f64, shape=m)
-    before.fill(3.0)
-    after.fill(4.0)
-    x.fill(0.5)
+    before, x, y, after = guarded_fields(m)
     capfd.readouterr()
     overflowing(x, y, 2)
     y.grad.fill(1.0)
     overflowing.grad(x, y, 2)                       # exactly 4 entries: fits
     sd.sync()
     _assert_grad_on_lanes(capfd)
-    np.testing.assert_allclose(x.grad.to_numpy(), _overflowing_grad(0.5, 2), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(0.5, 2), rtol=1e-12)
     for trips in (3, 200):
         y.grad.fill(1.0)
         with pytest.raises(sd.SpiradAdStackOverflow, match=f"needs {trips + 2}"):
             overflowing.grad(x, y, trips)  # the CPU: raised by the launch
             sd.sync()
-    np.testing.assert_array_equal(before.to_numpy(), 3.0)
-    np.testing.assert_array_equal(after.to_numpy(), 4.0)
+    assert_guards_intact(before, after)
     y.grad.fill(1.0)
     x.grad.fill(0.0)
     overflowing.grad(x, y, 1)                       # the runtime keeps working
     sd.sync()
-    np.testing.assert_allclose(x.grad.to_numpy(), _overflowing_grad(0.5, 1), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(0.5, 1), rtol=1e-12)
 
 
 RANDOM_SEEDS = range(24)
@@ -260,5 +238,5 @@ def test_heap_holds_a_row_per_lane(monkeypatch, capfd, k_trips):
     o = llvm_codegen_options()  # an f64 task: one register of the target's f32 lanes, or forced
     rows = sd_state.backend().rt.num_workers * (o.lanes or math_policy.lanes("f32", o.vector_bits))
     assert got == layout.heap_bytes(rows)
-    np.testing.assert_allclose(x.grad.to_numpy(), _overflowing_grad(np.linspace(0.1, 0.8, N),
+    np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(np.linspace(0.1, 0.8, N),
                                                                     k_trips), rtol=1e-12)

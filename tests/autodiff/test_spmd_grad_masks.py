@@ -12,6 +12,7 @@ import pytest
 import spirad as sd
 from tests.autodiff.test_spmd_grad import _grad_lanes, _init, _same_bits
 from tests.support.archs import arch_or_skip
+from tests.support.grad_programs import per_element_trips
 
 N = 1000 + 7
 ND = sd.types.ndarray()
@@ -218,15 +219,6 @@ def test_varying_if_in_a_uniform_loop(monkeypatch, capfd, n):
 
 
 # -- overflow of a per-lane stack -------------------------------------------------------------
-@sd.kernel
-def k_ovf(x: ND, y: ND, n: ND):
-    for i in x:
-        v = x[i]
-        for s in range(n[i]):
-            v = sd.sin(v) * 0.9 + 0.1
-        y[i] = v
-
-
 def test_overflow_of_a_per_lane_stack(monkeypatch, capfd):
     """ad_stack_size=8: lanes within it fit; one lane past it raises the scalar path's error
     (same stack and sizes), nothing outside the heap written, the runtime fine afterwards."""
@@ -240,11 +232,11 @@ def test_overflow_of_a_per_lane_stack(monkeypatch, capfd):
         y = sd.ndarray(sd.f64, N, needs_grad=True)
         x.fill(0.5)
         n = _nd_i32(steps)
-        k_ovf(x, y, n)
+        per_element_trips(x, n, y)
         y.grad.fill(1.0)
         err = None
         try:
-            k_ovf.grad(x, y, n)  # the CPU: an overflow is raised by the launch
+            per_element_trips.grad(x, n, y)  # the CPU: an overflow is raised by the launch
             sd.sync()
         except sd.SpiradAdStackOverflow as e:
             err = str(e)
@@ -264,10 +256,10 @@ def test_overflow_of_a_per_lane_stack(monkeypatch, capfd):
     x = sd.ndarray(sd.f64, N, needs_grad=True)
     y = sd.ndarray(sd.f64, N, needs_grad=True)
     x.fill(0.5)
-    k_ovf(x, y, _nd_i32(over))
+    per_element_trips(x, _nd_i32(over), y)
     y.grad.fill(1.0)
     with pytest.raises(sd.SpiradAdStackOverflow) as e:
-        k_ovf.grad(x, y, _nd_i32(over))
+        per_element_trips.grad(x, _nd_i32(over), y)
     assert err_lanes is not None and err_lanes == str(e.value)
     err, g2 = run(fits)  # the runtime keeps working
     assert err is None and _same_bits(g, g2)

@@ -13,8 +13,7 @@ import pytest
 
 import spirad as sd
 from kernel_ir.abi import adstack_allocas
-from tests.autodiff.gradutil import FP, Case, X5, extra_args, arr, run_case
-from tests.support.archs import EVERY_ARCH, exactly, test_archs
+from tests.autodiff.gradutil import FP, Case, X5, extra_args, arr, case_tests
 
 ND = sd.types.ndarray()
 X4 = np.array([0.17, 0.35, 0.52, 0.74])
@@ -334,16 +333,7 @@ STACKS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=exactly("interp") | EVERY_ARCH, default_fp=sd.f64)
-def test_straight_line_f64(arch, name, request):
-    run_case(CASES[name], "f64", request)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@test_archs(archs=EVERY_ARCH)
-def test_straight_line_f32(arch, name, request):
-    run_case(CASES[name], "f32", request)
+test_straight_line_f64, test_straight_line_f32 = case_tests(CASES, interp_subset=False)
 
 
 def _stack_names(case: Case):

@@ -95,6 +95,18 @@ def test_tape_two_kernels_reduction(arch):
                                    rtol=1e-6, atol=1e-8)
 
 
+P0 = np.array([0.2, 0.5, 0.9])  # the positions at step 0 of the two time-step tests
+
+
+def _steps_loss(p, T):
+    """The time-step tests' loss in float64: step t applies t + 1 updates v += 0.1 sin(v + 0.2 j)."""
+    v = p.copy()
+    for t in range(T):
+        for j in range(t + 1):
+            v = v + 0.1 * np.sin(v + j * 0.2)
+    return np.sum(v * v)
+
+
 @test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_tape_time_steps(arch):
     """The same kernel launched several times (a time-stepping loop, DiffTaichi style:
@@ -116,24 +128,16 @@ def test_tape_time_steps(arch):
         for i in range(3):
             loss[None] += pos[T, i] * pos[T, i]
 
-    p0 = np.array([0.2, 0.5, 0.9])
-
-    def ref(p):
-        v = p.copy()
-        for t in range(T):
-            for j in range(t + 1):
-                v = v + 0.1 * np.sin(v + j * 0.2)
-        return np.sum(v * v)
-
     pos.fill(0.0)
-    pos.from_numpy(np.concatenate([p0[None], np.zeros((T, 3))]))
+    pos.from_numpy(np.concatenate([P0[None], np.zeros((T, 3))]))
     loss[None] = 0.0
     with sd.ad.Tape(loss=loss):
         for t in range(T):
             step(t, t + 1)
         final()
-    np.testing.assert_allclose(loss[None], ref(p0), rtol=1e-12)
-    np.testing.assert_allclose(pos.grad.to_numpy()[0], central_diff(ref, p0, 1.0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(loss[None], _steps_loss(P0, T), rtol=1e-12)
+    np.testing.assert_allclose(pos.grad.to_numpy()[0], central_diff(lambda p: _steps_loss(p, T), P0, 1.0),
+                               rtol=1e-6, atol=1e-8)
 
 
 @test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
@@ -157,23 +161,15 @@ def test_tape_time_steps_separate_fields(arch):
         for i in p:
             loss[None] += p[i] * p[i]
 
-    p0 = np.array([0.2, 0.5, 0.9])
-
-    def ref(p):
-        v = p.copy()
-        for t in range(T):
-            for j in range(t + 1):
-                v = v + 0.1 * np.sin(v + j * 0.2)
-        return np.sum(v * v)
-
-    pos[0].from_numpy(p0)
+    pos[0].from_numpy(P0)
     loss[None] = 0.0
     with sd.ad.Tape(loss=loss):
         for t in range(T):
             step(pos[t], pos[t + 1], t + 1)
         final(pos[T])
-    np.testing.assert_allclose(loss[None], ref(p0), rtol=1e-12)
-    np.testing.assert_allclose(pos[0].grad.to_numpy(), central_diff(ref, p0, 1.0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(loss[None], _steps_loss(P0, T), rtol=1e-12)
+    np.testing.assert_allclose(pos[0].grad.to_numpy(), central_diff(lambda p: _steps_loss(p, T), P0, 1.0),
+                               rtol=1e-6, atol=1e-8)
 
 
 @test_archs(archs=exactly("cpu"), default_fp=sd.f64)

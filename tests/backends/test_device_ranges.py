@@ -9,6 +9,7 @@ import pytest
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
 from tests.support.archs import EVERY_ARCH, arch_or_skip, exactly, test_archs
+from tests.support.device_programs import bound_kernels
 
 DEVICE_ARCHS = ("cpu", "vulkan", "metal")  # not debug: device ranges on vulkan and metal
 N = 64
@@ -86,19 +87,7 @@ def test_ranges_evaluated_on_the_device(arch):
 def test_range_written_by_an_earlier_launch_and_task_without_host_sync(arch):
     arch_or_skip(arch)
     sd.init(arch=arch)
-    n = sd.field(sd.i32, shape=())
-    x = sd.field(sd.i32, shape=1000)
-
-    @sd.kernel
-    def set_n(v: sd.i32):
-        n[None] = v
-
-    @sd.kernel
-    def count_up():
-        n[None] = n[None] + 1                        # a serial task before the loop ...
-        for i in range(n[None]):                     # ... whose result the range reads
-            x[i] += 1
-
+    n, x, set_n, count_up = bound_kernels()
     total = np.zeros(1000, np.int32)
     for v in (10, 500, 0, 999):
         set_n(v)                                     # queued on the device: no host read between

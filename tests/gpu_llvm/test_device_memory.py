@@ -13,6 +13,8 @@ import spirad.runtime.state as st
 from spirad.runtime import sizing_cache
 from spirad.backends import llvm_gpu
 from tests.autodiff.gradutil import central_diff
+from tests.support.device_programs import bound_kernels
+from tests.support.grad_programs import overflowing, overflowing_grad
 
 
 def _rt():
@@ -48,26 +50,9 @@ def test_managed_memory_on_request(gpu_arch):
     np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.0))
 
 
-def _bound_kernels():
-    n = sd.field(sd.i32, shape=())
-    x = sd.field(sd.i32, shape=1000)
-
-    @sd.kernel
-    def set_n(v: sd.i32):
-        n[None] = v
-
-    @sd.kernel
-    def count_up():
-        n[None] = n[None] + 1          # a serial task before the loop ...
-        for i in range(n[None]):       # ... whose result the range reads on the device
-            x[i] += 1
-
-    return n, x, set_n, count_up
-
-
 def test_data_dependent_parallel_bound_launches_without_a_host_read(gpu_arch):
     sd.init(arch=gpu_arch)             # not debug: the kernel reads its own bound
-    n, x, set_n, count_up = _bound_kernels()
+    n, x, set_n, count_up = bound_kernels()
     count_up()                         # compiled and run once
     sd.sync()
     x.fill(0)
@@ -92,7 +77,7 @@ def test_host_path_waits_for_every_data_dependent_bound(gpu_arch, monkeypatch):
     monkeypatch.setenv(llvm_gpu.HOST_PATH_ENV, "1")
     sd.init(arch=gpu_arch)
     assert st.backend().gpu_sizer is None
-    n, x, set_n, count_up = _bound_kernels()
+    n, x, set_n, count_up = bound_kernels()
     rt = _rt()
     w0 = rt.waits
     for v in (10, 20):
@@ -171,34 +156,20 @@ def test_heaps_replaced_while_launches_are_queued(gpu_arch):
     x = sd.field(sd.f64, shape=16, needs_grad=True)
     y = sd.field(sd.f64, shape=16, needs_grad=True)
 
-    @sd.kernel
-    def k(trips: sd.i32):
-        for i in x:
-            v = x[i]
-            for j in range(trips):
-                v = sd.sin(v) * 0.9 + 0.1
-            y[i] = v
-
-    def ref(xs, trips):
-        v = xs.copy()
-        for _ in range(trips):
-            v = np.sin(v) * 0.9 + 0.1
-        return v
-
     xs = np.linspace(0.1, 0.9, 16)
     x.from_numpy(xs)
-    k(1)
+    overflowing(x, y, 1)
     y.grad.fill(1.0)
-    k.grad(1)
+    overflowing.grad(x, y, 1)
     sd.sync()
     be = st.backend()
     rt = _rt()
     w0, heap0 = rt.waits, be.heap_bytes()
-    want = central_diff(lambda v: ref(v, 1), xs, np.ones(16))
+    want = overflowing_grad(xs, 1)
     for trips in (4, 30, 200):         # each launch needs longer stacks
         y.grad.fill(1.0)
-        k.grad(trips)
-        want += central_diff(lambda v: ref(v, trips), xs, np.ones(16))
+        overflowing.grad(x, y, trips)
+        want += overflowing_grad(xs, trips)
     assert rt.waits == w0 and be.heap_bytes()[0] > heap0[0]
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-6, atol=1e-9)
 

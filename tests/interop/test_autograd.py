@@ -5,15 +5,10 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import exactly, test_archs
+from tests.support.interop_kernels import step
 
 torch = pytest.importorskip("torch")
 sdt = pytest.importorskip("spirad.interop.autograd")
-
-
-@sd.kernel
-def step(x: sd.types.ndarray(), v: sd.types.ndarray(), dt: sd.f64, y: sd.types.ndarray()):
-    for i in x:
-        y[i] = x[i] + dt * sd.sin(v[i]) * x[i]
 
 
 @sd.kernel

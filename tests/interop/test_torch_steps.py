@@ -7,15 +7,10 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import exactly, test_archs
+from tests.support.interop_kernels import step
 
 torch = pytest.importorskip("torch")
 sdt = pytest.importorskip("spirad.interop.autograd")
-
-
-@sd.kernel
-def step(x: sd.types.ndarray(), v: sd.types.ndarray(), dt: sd.f64, y: sd.types.ndarray()):
-    for i in x:
-        y[i] = x[i] + dt * sd.sin(v[i]) * x[i]
 
 
 @test_archs(archs=exactly("cpu"), default_fp=sd.f64)
@@ -161,13 +156,15 @@ def test_tape_backward_seeds(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4))
 
 
+@sd.kernel
+def double(a: sd.types.ndarray()):
+    """Doubles its ndarray in place: the launch whose argument copies the two tests below watch."""
+    for i in a:
+        a[i] = a[i] * 2
+
+
 @test_archs(archs=exactly("vulkan"))
 def test_silent_copies_warn_once_per_call_site(arch):
-    @sd.kernel
-    def double(a: sd.types.ndarray()):
-        for i in a:
-            a[i] = a[i] * 2
-
     a = np.ones(4, np.float32)
     with pytest.warns(sd.SpiradWarning, match=r"argument 'a' of double: the numpy array is copied "
                                               r"to vulkan device memory before every launch") as w:
@@ -189,11 +186,6 @@ def test_silent_copies_warn_once_per_call_site(arch):
 
 @test_archs(archs=exactly("cpu"))
 def test_no_copy_warnings_on_the_cpu(arch):
-    @sd.kernel
-    def double(a: sd.types.ndarray()):
-        for i in a:
-            a[i] = a[i] * 2
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         double(np.ones(4, np.float32))

@@ -110,24 +110,30 @@ def test_quant_host_writes_read_in_kernels(arch):
     assert (out.to_numpy()[:, 1] == 1.5).all() and (out.to_numpy()[:, 0] == want_x).all()
 
 
-@test_archs()
-def test_quant_fixed_rounding(arch):
-    vals = np.array([0.25, -0.25, 0.75, -0.75, 1.24, 63.9, 64.0, 100.0, -64.2, -70.0, 3.1, -0.1],
-                    np.float32)
+def _store_value_and_abs(signed, unsigned, vals):
+    """Pack two quant fields of len(vals) into one word, then store vals into `signed` and
+    |vals| into `unsigned` in a kernel (the device path of the encoding)."""
     n = len(vals)
-    x = sd.field(Q.fixed(bits=8, signed=True, scale=0.5))
-    u = sd.field(Q.fixed(bits=10, signed=False, max_value=100.0))
-    _pack(x, u, shape=n)
+    _pack(signed, unsigned, shape=n)
     src = sd.field(sd.f32, shape=n)
     src.from_numpy(vals)
 
     @sd.kernel
     def store():
         for i in range(n):
-            x[i] = src[i]
-            u[i] = sd.abs(src[i])
+            signed[i] = src[i]
+            unsigned[i] = sd.abs(src[i])
 
     store()
+
+
+@test_archs()
+def test_quant_fixed_rounding(arch):
+    vals = np.array([0.25, -0.25, 0.75, -0.75, 1.24, 63.9, 64.0, 100.0, -64.2, -70.0, 3.1, -0.1],
+                    np.float32)
+    x = sd.field(Q.fixed(bits=8, signed=True, scale=0.5))
+    u = sd.field(Q.fixed(bits=10, signed=False, max_value=100.0))
+    _store_value_and_abs(x, u, vals)
     np.testing.assert_array_equal(x.to_numpy(), fixed_model(vals, 8, True, 0.5))
     np.testing.assert_array_equal(u.to_numpy(), fixed_model(np.abs(vals), 10, False, 100.0 / 2 ** 10))
     x[0] = 1.24  # the host path encodes the same way
@@ -138,20 +144,9 @@ def test_quant_fixed_rounding(arch):
 def test_quant_float_own_exponent(arch):
     vals = np.array([0.0, 1.0, -1.5, 3.3, -1e-3, 1e-7, 123.456, -0.3, 7.9, 1e4, 2.0 ** -14,
                      -2.0 ** -15], np.float32)
-    n = len(vals)
     a = sd.field(Q.float(exp=5, frac=11, signed=True))
     b = sd.field(Q.float(exp=6, frac=10, signed=False))
-    _pack(a, b, shape=n)
-    src = sd.field(sd.f32, shape=n)
-    src.from_numpy(vals)
-
-    @sd.kernel
-    def store():
-        for i in range(n):
-            a[i] = src[i]
-            b[i] = sd.abs(src[i])
-
-    store()
+    _store_value_and_abs(a, b, vals)
     np.testing.assert_array_equal(a.to_numpy(), float_model(vals, 5, 11, True))
     np.testing.assert_array_equal(b.to_numpy(), float_model(np.abs(vals), 6, 10, False))
     b[2] = 3.3  # host write, same encoding

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
+from tests.autodiff.gradutil import central_diff
 from tests.support.archs import test_archs
 
 # Taichi 1.7.4, ti.svd(A, ti.f64) on the CPU: (A, U, S diagonal, V), rows of 2x2 / 3x3
@@ -202,12 +203,7 @@ def test_svd_gradients(arch, n):
         return (u * w[0]).sum() + (s * w[1]).sum() + (v * w[2]).sum()
 
     assert loss[None] == pytest.approx(ref(a0), abs=1e-12)
-    h, cd = 1e-6, np.zeros((n, n))
-    for i in range(n):
-        for j in range(n):
-            e = np.zeros((n, n))
-            e[i, j] = h
-            cd[i, j] = (ref(a0 + e) - ref(a0 - e)) / (2 * h)
+    cd = central_diff(ref, a0, 1.0)
     np.testing.assert_allclose(grad, cd, rtol=1e-6, atol=1e-7)
     seed = rng.uniform(-1, 1, (n, n))
     with sd.ad.FwdMode(loss=loss, param=a, seed=seed.reshape(-1).tolist()):
@@ -248,12 +244,7 @@ def test_repeated_singular_values_give_finite_gradients(arch, n):
         def ref(x):
             uu, ss, vt = np.linalg.svd(x)
             return ((uu @ vt) * w).sum() + ss.sum() * 0.5
-        h, cd = 1e-6, np.zeros((n, n))
-        for i in range(n):
-            for j in range(n):
-                e = np.zeros((n, n))
-                e[i, j] = h
-                cd[i, j] = (ref(m + e) - ref(m - e)) / (2 * h)
+        cd = central_diff(ref, m, 1.0)
         np.testing.assert_allclose(a.grad.to_numpy(), cd, rtol=1e-5, atol=1e-6)
 
 
@@ -290,12 +281,7 @@ def test_polar_decompose_3x3(arch):
         uu, ss, vt = np.linalg.svd(x)
         return ((uu @ vt) * w1).sum() + ((vt.T @ np.diag(ss) @ vt) * w2).sum()
 
-    h, cd = 1e-6, np.zeros((3, 3))
-    for i in range(3):
-        for j in range(3):
-            e = np.zeros((3, 3))
-            e[i, j] = h
-            cd[i, j] = (ref(a0 + e) - ref(a0 - e)) / (2 * h)
+    cd = central_diff(ref, a0, 1.0)
     np.testing.assert_allclose(a.grad.to_numpy(), cd, rtol=2e-3, atol=2e-4)
 
 
@@ -328,12 +314,7 @@ def test_sym_eig_gradient(arch):
         q = q * np.sign((q * q0).sum(0))
         return (lam * wl).sum() + (q * wv).sum()
 
-    h, cd = 1e-6, np.zeros((3, 3))
-    for i in range(3):
-        for j in range(3):
-            e = np.zeros((3, 3))
-            e[i, j] = h
-            cd[i, j] = (ref(a0 + e) - ref(a0 - e)) / (2 * h)
+    cd = central_diff(ref, a0, 1.0)
     np.testing.assert_allclose(a.grad.to_numpy(), cd, rtol=1e-6, atol=1e-7)
 
 

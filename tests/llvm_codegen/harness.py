@@ -74,6 +74,18 @@ def compile_and_load(tl):
     return abi, prog, mod
 
 
+def _run_tasks(tl, prog, mod, rt, bufs, args, mem, parallel):
+    """Launch the compiled tasks in order, as the CPU backend does: a serial task on one
+    thread, a parallel one over the range its bounds evaluate to (read from `mem`)."""
+    for task, info in zip(tl.tasks, prog.tasks):
+        fn = mod.function(info.symbol)
+        if task.kind == "serial":
+            rt.run(fn, bufs, args, 0, 1, parallel=False)
+        else:
+            begin, end = int(eval_expr(task.begin, mem)), int(eval_expr(task.end, mem))
+            rt.run(fn, bufs, args, begin, end, parallel=parallel)
+
+
 def run_llvm(tl, arrays, scalars=(), loaded=None, parallel=True):
     """Run `tl` on copies of `arrays` ({(kind, key, grad): ndarray}); returns the arrays."""
     arrays = with_temps(tl, arrays)
@@ -85,13 +97,7 @@ def run_llvm(tl, arrays, scalars=(), loaded=None, parallel=True):
     args = build_args(tl, abi, arrays, scalars)
     mem = Memory(arrays, scalars)
     rt = runtime()
-    for task, info in zip(tl.tasks, prog.tasks):
-        fn = mod.function(info.symbol)
-        if task.kind == "serial":
-            rt.run(fn, bufs, args, 0, 1, parallel=False)
-        else:
-            begin, end = int(eval_expr(task.begin, mem)), int(eval_expr(task.end, mem))
-            rt.run(fn, bufs, args, begin, end, parallel=parallel)
+    _run_tasks(tl, prog, mod, rt, bufs, args, mem, parallel)
     return arrays
 
 
@@ -229,13 +235,7 @@ def run_llvm_checked(tl, arrays, scalars=(), parallel=True, rt=None):
     bufs = (ctypes.c_void_p * len(addrs))(*addrs)
     args = build_args(tl, abi, arrays, scalars)
     mem = Memory(arrays, scalars)
-    for task, info in zip(tl.tasks, prog.tasks):
-        fn = mod.function(info.symbol)
-        if task.kind == "serial":
-            rt.run(fn, bufs, args, 0, 1, parallel=False)
-        else:
-            begin, end = int(eval_expr(task.begin, mem)), int(eval_expr(task.end, mem))
-            rt.run(fn, bufs, args, begin, end, parallel=parallel)
+    _run_tasks(tl, prog, mod, rt, bufs, args, mem, parallel)
     assert status.guards_intact() and all(g.guards_intact() for g in guarded.values()), \
         "a bounds-checked access wrote outside its buffer"
     out = dict(arrays)

@@ -6,6 +6,7 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradArchError, SpiradDeviceError, SpiradTypeError
 from tests.support.archs import arch_or_skip
+from tests.support.grad_programs import per_element_trips, per_element_trips_grad
 
 
 @pytest.fixture
@@ -229,16 +230,7 @@ def test_gpu_sizer_has_every_slot_and_sizes_on_the_device(metal):
     gs = st.backend().gpu_sizer
     assert gs is not None and (gs.int_slots, gs.f32_slots) == (4, 2)
     N = 200_000
-    ND = sd.types.ndarray()
-
-    @sd.kernel
-    def k(x: ND, steps: ND, out: ND):
-        for i in x:
-            v = x[i]
-            for j in range(steps[i]):
-                v = sd.sin(v) * 0.9 + 0.1
-            out[i] = v
-
+    k = per_element_trips
     rng = np.random.default_rng(5)
     st_np = rng.integers(0, 5, N).astype(np.int32)
     x = sd.ndarray(sd.f32, N, needs_grad=True)
@@ -255,9 +247,5 @@ def test_gpu_sizer_has_every_slot_and_sizes_on_the_device(metal):
         k.grad(x, s, o)
     stats = sizing_cache.stats
     assert (stats.gpu_dispatches, stats.host_evaluations) == (1, 0), stats
-    v, d = xs.astype(np.float64), np.ones(N)  # analytic: product of 0.9 cos(v) over the trips
-    for j in range(int(st_np.max())):
-        m = st_np > j
-        d = np.where(m, d * 0.9 * np.cos(v), d)
-        v = np.where(m, np.sin(v) * 0.9 + 0.1, v)
+    d = per_element_trips_grad(xs, st_np)
     np.testing.assert_allclose(x.grad.to_numpy(), d, rtol=2e-5, atol=2e-6)

@@ -117,6 +117,17 @@ def test_kernels_over_8_and_10_ndarrays_run_and_match_cpu(n, grad):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
 
 
+def _run_wide(k, arrs, storage_buffers):
+    """Launch wide_kernel `k` over `arrs` (5 f32 each): check the storage buffers its task binds
+    and its result, sin(x) times the sum of the inputs' indices."""
+    xs = np.linspace(0.1, 0.9, 5).astype(np.float32)
+    for a in arrs[1:]:
+        a.from_numpy(xs)
+    k(*arrs)
+    assert _storage_buffers(k, 0) == storage_buffers
+    np.testing.assert_allclose(arrs[0].to_numpy(), np.sin(xs) * sum(range(1, len(arrs))), rtol=1e-5)
+
+
 def test_sixty_ndarrays_share_the_arena():
     """60 ndarrays bind the arena chunk's f32 view (and its u32 view of the status words, and the
     uniform arguments): the count no longer grows with the ndarrays (27 was the most with a
@@ -124,12 +135,7 @@ def test_sixty_ndarrays_share_the_arena():
     _init("metal")
     k = wide_kernel(60)
     arrs = [sd.ndarray(sd.f32, 5) for _ in range(60)]
-    xs = np.linspace(0.1, 0.9, 5).astype(np.float32)
-    for a in arrs[1:]:
-        a.from_numpy(xs)
-    k(*arrs)
-    assert _storage_buffers(k, 0) == 2
-    np.testing.assert_allclose(arrs[0].to_numpy(), np.sin(xs) * sum(range(1, 60)), rtol=1e-5)
+    _run_wide(k, arrs, storage_buffers=2)
 
 
 def _direct(n):
@@ -149,12 +155,7 @@ def test_the_largest_kernel_over_direct_ndarrays_runs_and_one_more_is_refused():
     _init("metal")
     k = wide_kernel(27)
     arrs = _direct(27)
-    xs = np.linspace(0.1, 0.9, 5).astype(np.float32)
-    for a in arrs[1:]:
-        a.from_numpy(xs)
-    k(*arrs)
-    assert _storage_buffers(k, 0) == 28
-    np.testing.assert_allclose(arrs[0].to_numpy(), np.sin(xs) * sum(range(1, 27)), rtol=1e-5)
+    _run_wide(k, arrs, storage_buffers=28)
     k2 = wide_kernel(28)
     arrs += _direct(1)
     with pytest.raises(SpiradDeviceError, match=r"kernel wide28 needs 29 storage buffers in task "

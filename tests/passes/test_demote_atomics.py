@@ -211,6 +211,27 @@ def _mark(kernel):
 _RANK = {None: 0, "both": 1, "only": 2}
 
 
+def _scatter_and_total(n):
+    """Fields x (n floats), g (64), s (a scalar) and two kernels over them, the shapes the
+    one-thread estimate tells apart: `scatter` adds x into g[i % 64] (an atomic per iteration at
+    varying indices), `total` adds 2 sin(x) into s (a reduction into one element)."""
+    x = sd.field(sd.f32, shape=n)
+    g = sd.field(sd.f32, shape=64)
+    s = sd.field(sd.f32, shape=())
+
+    @sd.kernel
+    def scatter():
+        for i in range(n):
+            g[i % 64] += x[i]
+
+    @sd.kernel
+    def total():
+        for i in range(n):
+            s[None] += sd.sin(x[i]) * 2.0
+
+    return x, g, s, scatter, total
+
+
 @pytest.mark.parametrize("lanes", [None, 4, 8, 16, 32], ids=lambda w: f"lanes{w or '-target'}")
 def test_one_thread_variants_on_the_cpu(monkeypatch, lanes):
     """A range task whose atomics cost more than its plain read-modify-writes on one core runs
@@ -231,20 +252,7 @@ def test_one_thread_variants_on_the_cpu(monkeypatch, lanes):
         monkeypatch.setenv("SPIRAD_CPU_SPMD_LANES", str(lanes))
     n = 4096
     sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
-    x = sd.field(sd.f32, shape=n)
-    g = sd.field(sd.f32, shape=64)
-    s = sd.field(sd.f32, shape=())
-
-    @sd.kernel
-    def scatter():
-        for i in range(n):
-            g[i % 64] += x[i]
-
-    @sd.kernel
-    def total():
-        for i in range(n):
-            s[None] += sd.sin(x[i]) * 2.0
-
+    x, g, s, scatter, total = _scatter_and_total(n)
     xs = np.random.default_rng(1).uniform(0, 1, n).astype(np.float32)
     x.from_numpy(xs)
     scatter()
@@ -269,24 +277,12 @@ def test_one_thread_choice_narrows_with_lanes():
     from spirad.backends.work_estimate import one_thread_choice
     sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=2)
     n = 4096
-    x = sd.field(sd.f32, shape=n)
-    g = sd.field(sd.f32, shape=64)
-    s = sd.field(sd.f32, shape=())
-
-    @sd.kernel
-    def total():
-        for i in range(n):
-            s[None] += sd.sin(x[i]) * 2.0
+    x, g, s, scatter, total = _scatter_and_total(n)
 
     @sd.kernel
     def cheap_total():
         for i in range(n):
             s[None] += x[i]
-
-    @sd.kernel
-    def scatter():
-        for i in range(n):
-            g[i % 64] += x[i]
 
     for k in (total, cheap_total, scatter):
         k()

@@ -9,18 +9,10 @@ import spirad as sd
 from spirad.runtime import sizing_cache
 import spirad.runtime.state as sd_state
 from tests.support.archs import SPIRV_ARCHS, test_archs
+from tests.support.grad_programs import per_element_trips, per_element_trips_grad
 
 N = 2_000_000
 ND = sd.types.ndarray()
-
-
-@sd.kernel
-def iterate(x: ND, steps: ND, out: ND):
-    for i in x:
-        v = x[i]
-        for j in range(steps[i]):
-            v = sd.sin(v) * 0.9 + 0.1
-        out[i] = v
 
 
 @sd.kernel
@@ -30,20 +22,10 @@ def bump_steps(steps: ND):
             steps[i] = 9
 
 
-def _analytic(xs, st):
-    """d out / d x in float64: product of 0.9 cos(v) over the trips."""
-    v, d = xs.astype(np.float64), np.ones(len(xs))
-    for j in range(int(st.max(initial=0))):
-        m = st > j
-        d = np.where(m, d * 0.9 * np.cos(v), d)
-        v = np.where(m, np.sin(v) * 0.9 + 0.1, v)
-    return d
-
-
 def _grad(x, s, o):
     x.grad.fill(0)
     o.grad.fill(1)
-    iterate.grad(x, s, o)
+    per_element_trips.grad(x, s, o)
     return x.grad.to_numpy()
 
 
@@ -57,8 +39,8 @@ def test_large_data_dependent_loop_bound(arch):
     o = sd.ndarray(sd.f32, N, needs_grad=True)
     x.from_numpy(xs)
     s.from_numpy(st)
-    iterate(x, s, o)
-    g = iterate.compile_adjoint((x, s, o))
+    per_element_trips(x, s, o)
+    g = per_element_trips.compile_adjoint((x, s, o))
     assert any(ts is not None and ts.device for ts in g.sizing.tasks)   # sized on the device
     stats = sizing_cache.stats
 
@@ -69,7 +51,8 @@ def test_large_data_dependent_loop_bound(arch):
     assert (stats.gpu_dispatches, stats.host_evaluations) == (1, 0)
     assert gs.reduced_nodes == reduced + 1     # max over steps: one device reduction
     sample = rng.integers(0, N, 4000)
-    np.testing.assert_allclose(got[sample], _analytic(xs[sample], st[sample]), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(got[sample], per_element_trips_grad(xs[sample], st[sample]),
+                               rtol=2e-5, atol=2e-6)
 
     stats.reset()
     _grad(x, s, o)                                     # nothing changed: the cache hits
@@ -80,7 +63,8 @@ def test_large_data_dependent_loop_bound(arch):
     stats.reset()
     got = _grad(x, s, o)
     assert stats.gpu_dispatches == 1
-    np.testing.assert_allclose(got[123_457], _analytic(xs[123_457:123_458], st[123_457:123_458])[0],
+    one = slice(123_457, 123_458)
+    np.testing.assert_allclose(got[123_457], per_element_trips_grad(xs[one], st[one])[0],
                                rtol=2e-5, atol=2e-6)
 
     bump_steps(s)                                      # a kernel write raises it again
@@ -89,8 +73,8 @@ def test_large_data_dependent_loop_bound(arch):
     got = _grad(x, s, o)
     assert stats.gpu_dispatches == 1
     idx = np.arange(7, N, 1000)[:500]
-    np.testing.assert_allclose(got[idx], _analytic(xs[idx], st[idx]), rtol=2e-5, atol=2e-6)
-    ts = next(t for t in iterate.compile_adjoint((x, s, o)).sizing.tasks if t is not None)
+    np.testing.assert_allclose(got[idx], per_element_trips_grad(xs[idx], st[idx]), rtol=2e-5, atol=2e-6)
+    ts = next(t for t in per_element_trips.compile_adjoint((x, s, o)).sizing.tasks if t is not None)
     assert max(ts.sized.caps) == 9 + 2                       # K trips: K + 2 entries
 
     s[5] = -3                                          # element assignment: a fresh sizing too
@@ -157,7 +141,7 @@ def test_field_bound_is_reduced_on_the_device(arch):
         k.grad()
         assert gs.reduced_nodes == reduced + 1
         sample = rng.integers(0, n, 2000)
-        np.testing.assert_allclose(x.grad.to_numpy()[sample], _analytic(xs[sample], st[sample]),
+        np.testing.assert_allclose(x.grad.to_numpy()[sample], per_element_trips_grad(xs[sample], st[sample]),
                                    rtol=2e-5, atol=2e-6)
         ts = next(t for t in k.compile_adjoint(()).sizing.tasks if t is not None)
         assert max(ts.sized.caps) == top + 2
