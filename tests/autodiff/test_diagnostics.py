@@ -1,32 +1,13 @@
 """Reverse-mode diagnostics (architecture §4 "Diagnostics", seed 004): compile errors raised by
 `kernel.grad` that quote the user's source line with a caret, each with positive and negative
 cases. Negative cases also check that the gradient is right."""
-import inspect
-
 import numpy as np
 import pytest
 
 import spirad as sd
 from tests.autodiff.gradutil import central_diff
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
-
-
-
-def assert_quotes(err, fn, text, *words, at=None):
-    """`err` quotes `text` (a line of `fn`'s source) with its file line number and a caret line
-    right below it starting under `at` (default: the statement), and mentions every word of
-    `words`."""
-    msg = str(err)
-    src, first = inspect.getsourcelines(fn)
-    lineno = next(first + k for k, line in enumerate(src) if text in line)
-    assert f"line {lineno}" in msg, msg
-    lines = msg.splitlines()
-    k = next(k for k, line in enumerate(lines) if text in line and not line.startswith("File "))
-    assert k + 1 < len(lines) and set(lines[k + 1].strip()) == {"^"}, msg
-    col = lines[k].index(at or text.split()[0])
-    assert lines[k + 1].index("^") == col, msg       # the caret starts under the construct
-    for w in words:
-        assert w in msg, msg
+from tests.support.source_quotes import assert_quotes
 
 
 # -- 1. a dynamic range nested in a loop, with the adstack disabled --------------------------------

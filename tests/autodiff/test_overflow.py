@@ -4,7 +4,6 @@ QuadrantsAssertionError) from the launch that overflowed on the CPU (as Quadrant
 there), at the next sync() / host read on a GPU, naming the kernel, the task, the stack's
 variable, its source line, the capacity and the size the launch needed; nothing outside the heap
 is written, and the runtime keeps working afterwards."""
-import inspect
 import re
 
 import numpy as np
@@ -13,16 +12,9 @@ import pytest
 import spirad as sd
 from tests.support.archs import EVERY_ARCH, exactly, test_archs
 from tests.support.grad_programs import assert_guards_intact, guarded_fields, overflowing, overflowing_grad
+from tests.support.source_quotes import line_of
 
 N = 8
-
-
-def _line_of(fn, text):
-    src, first = inspect.getsourcelines(fn)
-    for k, line in enumerate(src):
-        if text in line:
-            return first + k
-    raise AssertionError(text)
 
 
 def _setup(dt=sd.f64):
@@ -59,7 +51,7 @@ def _check_message(msg, n):
     assert "overflowing_grad" in msg or "overflowing" in msg, msg      # the kernel
     assert re.search(r"task \w+", msg), msg                            # the task
     assert "'carried'" in msg, msg                                     # the stack's variable
-    line = _line_of(overflowing, "carried = x[i]")
+    line = line_of(overflowing, "carried = x[i]")
     assert f"line {line}" in msg, msg                                  # its source line ...
     assert "carried = x[i]" in msg and "^" in msg, msg                 # ... quoted, with a caret
     assert "holds 4 entries" in msg, msg                               # the capacity

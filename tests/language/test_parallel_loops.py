@@ -3,13 +3,12 @@ also when it is reached through @sd.func calls, `sd.static` ifs and static for-l
 loop under a non-static `if` (a Python-constant condition included) or inside another loop.
 Each case checks the task kinds offloading produced and the result against numpy, and loops
 reached through funcs get the same diagnostics as loops written directly."""
-import inspect
-
 import numpy as np
 import pytest
 
 import spirad as sd
 from tests.support.archs import EVERY_ARCH, SPIRV_ARCHS, exactly, test_archs
+from tests.support.source_quotes import assert_quotes
 
 N = 64
 FLAG = True
@@ -265,17 +264,6 @@ def test_while_and_nested_loops_are_serial(arch):
 # -- the diagnostics of a parallel loop, through funcs ---------------------------------------------
 
 
-def quotes(err, fn, text):
-    """`err` quotes `text` (a source line of `fn`) with its line number and a caret below."""
-    msg = str(err)
-    src, first = inspect.getsourcelines(fn)
-    lineno = next(first + k for k, line in enumerate(src) if text in line)
-    assert f"line {lineno}" in msg, msg
-    lines = msg.splitlines()
-    k = next(k for k, line in enumerate(lines) if text in line and not line.startswith("File "))
-    assert set(lines[k + 1].strip()) == {"^"}, msg
-
-
 @sd.func
 def total(x: sd.template()):
     s = 1.0
@@ -345,16 +333,16 @@ def test_parallel_loop_diagnostics_through_funcs(arch):
 
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 's'") as e:
         k_local()
-    quotes(e.value, total, "s = s * x[i] + 0.0")
+    assert_quotes(e.value, total, "s = s * x[i] + 0.0")
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop assigns to 'acc'") as e:
         k_param()
-    quotes(e.value, total_param, "acc = x[i]")
+    assert_quotes(e.value, total_param, "acc = x[i]")
     with pytest.raises(sd.SpiradSyntaxError, match="the parallel loop reads 's'") as e:
         k_read()
-    quotes(e.value, read_back, "x[i] = s")
+    assert_quotes(e.value, read_back, "x[i] = s")
     with pytest.raises(sd.SpiradSyntaxError, match="'break' is not allowed") as e:
         k_break()
-    quotes(e.value, first_negative, "break")
+    assert_quotes(e.value, first_negative, "break")
     steps[None] = 5                 # a range read from a field, through a func: fine (issue #13)
     k_bound()
     np.testing.assert_array_equal(flags.to_numpy(), [1] * 5 + [0] * 3)
