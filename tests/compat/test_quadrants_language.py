@@ -16,6 +16,7 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import exactly, test_archs
+from tests.support.grad_programs import overflowing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -128,15 +129,8 @@ def test_failed_assert_is_a_runtime_error(arch):
 
 
 # -- 4. adstack overflow: raised by the CPU launch --------------------------------------------------
-@sd.kernel
-def _overflowing(x: sd.template(), y: sd.template(), n: sd.i32):
-    for i in x:
-        c = x[i]
-        for j in range(n):
-            c = sd.sin(c) * 0.9 + 0.1
-        y[i] = c
-
-
+# `overflowing` (tests/support/grad_programs) carries its value in the local `carried` through n
+# trips: its adstack needs n + 2 entries, so n = 9 overflows ad_stack_size=4.
 @test_archs(ad_stack_size=4)
 def test_adstack_overflow_is_a_runtime_error(arch):
     x = sd.field(sd.f32, shape=8, needs_grad=True)
@@ -145,16 +139,16 @@ def test_adstack_overflow_is_a_runtime_error(arch):
     y.grad.fill(1.0)
     if arch == "cpu":  # the launch that overflowed raises (Quadrants on the CPU)
         with pytest.raises(RuntimeError, match="adstack overflow") as e:
-            _overflowing.grad(x, y, 9)
+            overflowing.grad(x, y, 9)
         sd.sync()  # reported once
     else:  # a GPU: at the next sync, naming kernel and stack
-        _overflowing.grad(x, y, 9)
+        overflowing.grad(x, y, 9)
         with pytest.raises(RuntimeError, match="adstack overflow") as e:
             sd.sync()
     assert isinstance(e.value, sd.QuadrantsAssertionError)
-    assert "_overflowing" in str(e.value) and "'c'" in str(e.value)
+    assert "kernel overflowing" in str(e.value) and "'carried'" in str(e.value)
     y.grad.fill(1.0)
-    _overflowing.grad(x, y, 2)  # fits: the runtime keeps working
+    overflowing.grad(x, y, 2)  # fits: the runtime keeps working
     sd.sync()
 
 
@@ -171,7 +165,7 @@ def test_adstack_overflow_inside_a_tape(arch):
 
     with pytest.raises(sd.QuadrantsAssertionError, match="adstack overflow"):
         with sd.ad.Tape(loss=loss):
-            _overflowing(x, y, 9)
+            overflowing(x, y, 9)
             total()
 
 
