@@ -36,10 +36,10 @@ def _check_spread(x, y, hits, spread, cells, step, active_of):
     np.testing.assert_array_equal(active_of(), want_active)
 
 
-def _leaf_program(kind, step):
-    x, y = sd.field(sd.i32), sd.field(sd.i32)
-    node = getattr(sd.root, kind)(sd.i, N)
-    node.place(x, y)
+def _spread_program(x, y, step, cell_active):
+    """The spreading program over x's cells: `spread` counts each visit in `hits` and writes y one
+    `step` away (activating that cell); `active_of()` is `cell_active(i)` (an @sd.func over the
+    layout's levels) for every cell, as a numpy bool array."""
     hits = sd.field(sd.i32, shape=N)
     act = sd.field(sd.i32, shape=N)
 
@@ -53,13 +53,25 @@ def _leaf_program(kind, step):
     @sd.kernel
     def activity():
         for i in range(N):
-            act[i] = sd.is_active(node, [i])
+            act[i] = cell_active(i)
 
     def active_of():
         activity()
         return act.to_numpy() != 0
 
-    return x, y, hits, spread, active_of
+    return hits, spread, active_of
+
+
+def _leaf_program(kind, step):
+    x, y = sd.field(sd.i32), sd.field(sd.i32)
+    node = getattr(sd.root, kind)(sd.i, N)
+    node.place(x, y)
+
+    @sd.func
+    def cell_active(i):
+        return sd.is_active(node, [i])
+
+    return (x, y) + _spread_program(x, y, step, cell_active)
 
 
 @pytest.mark.parametrize("kind", ["bitmasked", "pointer"])
@@ -189,25 +201,12 @@ def test_nested_levels_pointer_of_bitmasked(arch, step):
     outer = sd.root.pointer(sd.i, N // 4)
     inner = outer.bitmasked(sd.i, 4)
     inner.place(x, y)
-    hits = sd.field(sd.i32, shape=N)
-    act = sd.field(sd.i32, shape=N)
 
-    @sd.kernel
-    def spread():
-        for i in x:
-            hits[i] += 1
-            if 0 <= i + step < N:
-                y[i + step] = x[i] + 1
+    @sd.func
+    def cell_active(i):
+        return sd.is_active(outer, [i // 4]) * sd.is_active(inner, [i])
 
-    @sd.kernel
-    def activity():
-        for i in range(N):
-            act[i] = sd.is_active(outer, [i // 4]) * sd.is_active(inner, [i])
-
-    def active_of():
-        activity()
-        return act.to_numpy() != 0
-
+    hits, spread, active_of = _spread_program(x, y, step, cell_active)
     _check_spread(x, y, hits, spread, _start_cells(7 + step), step, active_of)
 
 
