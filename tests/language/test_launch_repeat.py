@@ -85,18 +85,24 @@ def test_keywords_bind_like_python(arch):
         np.testing.assert_array_equal(y.to_numpy(), [4, 5, 6])
 
 
-@test_archs()
-def test_serial_kernel_repeats_with_new_scalars_arrays_and_errors(arch):
-    """A one-task serial kernel (the CPU backend's one-call path, its argument address and
-    bounds kept between launches): each launch sees its own scalars and arrays, an
-    out-of-range index is still raised at the next sync, and the launch after it runs."""
+def _put():
+    """A one-task serial kernel: adds v to a[0..3] and 100 to a[at] (an index the caller may put
+    out of range)."""
     @sd.kernel
     def put(a: sd.types.ndarray(), v: sd.i32, at: sd.i32):
         sd.loop_config(serialize=True)
         for i in range(4):
             a[i] += v
         a[at] += 100
+    return put
 
+
+@test_archs()
+def test_serial_kernel_repeats_with_new_scalars_arrays_and_errors(arch):
+    """A one-task serial kernel (the CPU backend's one-call path, its argument address and
+    bounds kept between launches): each launch sees its own scalars and arrays, an
+    out-of-range index is still raised at the next sync, and the launch after it runs."""
+    put = _put()
     one, two = sd.ndarray(sd.i32, 4), sd.ndarray(sd.i32, 4)
     for _ in range(2):
         put(one, 1, 0)
@@ -156,16 +162,6 @@ def test_repeated_launch_in_forward_mode_and_in_a_graph(arch):
     x.from_numpy(np.full(4, 3, np.float32))
     g.replay()
     np.testing.assert_allclose(y.to_numpy(), 9)
-
-
-def _put():
-    @sd.kernel
-    def put(a: sd.types.ndarray(), v: sd.i32, at: sd.i32):
-        sd.loop_config(serialize=True)
-        for i in range(4):
-            a[i] += v
-        a[at] += 100
-    return put
 
 
 @test_archs(kernel_profiler=True)
