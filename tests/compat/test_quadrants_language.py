@@ -7,8 +7,6 @@ RuntimeErrors and AssertionErrors), an adstack overflow raised by the CPU launch
 elements compared with lists."""
 import dataclasses
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -17,8 +15,7 @@ import pytest
 import spirad as sd
 from tests.support.archs import exactly, test_archs
 from tests.support.grad_programs import overflowing
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.quadrants_process import run_program
 
 
 # -- 1. the loop's iterable chosen at compile time ------------------------------------------------
@@ -293,14 +290,7 @@ def test_quadrants_module_names_and_defaults(tmp_path):
         assert any("overwrit" in str(m.message) for m in w), [str(m.message) for m in w]
         print(y.to_numpy().tolist(), x.grad.to_numpy().tolist())
     ''')
-    shim = os.path.join(ROOT, "spirad", "compat", "quadrants_shim")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, ROOT]))
-    env.pop("SPIRAD_AD_OVERWRITTEN_READS", None)
-    script = tmp_path / "qd_program.py"
-    script.write_text(prog)
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                       cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr
+    r = run_program(tmp_path, prog, drop=("SPIRAD_AD_OVERWRITTEN_READS",))
     assert r.stdout.split("\n")[-2] == "[0.0, 1.0, 4.0, 9.0] [6.0, 6.0, 6.0, 6.0]"  # as Quadrants
 
 

@@ -227,10 +227,9 @@ def test_quadrants_module_short_circuits(tmp_path):
     `joint_type == FREE and (ctrl_mode[d + 3, b] == ...)`; with debug bounds checks on, the
     unneeded right side must not run. `import spirad` has the same default (Taichi's)."""
     import os
-    import subprocess
-    import sys
     import textwrap
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    from tests.support.quadrants_process import run_program
     prog = textwrap.dedent('''
         import quadrants as qd
         qd.init(arch=qd.cpu, debug=True)
@@ -249,14 +248,7 @@ def test_quadrants_module_short_circuits(tmp_path):
         k(mode, out)
         print(out.to_numpy().tolist())
     ''')
-    shim = os.path.join(root, "spirad", "compat", "quadrants_shim")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, root]))
-    env.pop("SPIRAD_SHORT_CIRCUIT_OPERATORS", None)
-    script = tmp_path / "qd_program.py"
-    script.write_text(prog)
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                       cwd=root, timeout=300)
-    assert r.returncode == 0, r.stderr
+    r = run_program(tmp_path, prog, drop=("SPIRAD_SHORT_CIRCUIT_OPERATORS",))
     assert r.stdout.split("\n")[-2] == "[[4, 4], [3, 3], [3, 3], [3, 3]]"
     from spirad import options
     if "SPIRAD_SHORT_CIRCUIT_OPERATORS" not in os.environ:

@@ -5,7 +5,6 @@ literal beside a small type takes the default type), f16 math in f32, atomics (L
 refuses them with the reason) and f16 gradients. Metal refuses every small type at compile time
 (strict xfails through the arch decorator); Vulkan needs the device features
 (`spirad/backends/small_types.py`), which lavapipe has."""
-import os
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradTypeError
 from tests.support.archs import exactly, test_archs
+from tests.support.quadrants_process import ROOT, shim_env
 
 SMALL = [("u8", np.uint8), ("i8", np.int8), ("u16", np.uint16), ("i16", np.int16),
          ("f16", np.float16)]
@@ -268,14 +268,12 @@ def test_names_and_numpy_types():
     assert sd.types.is_real(sd.f16) and sd.f16.to_string() == "f16"
     # Taichi's and Quadrants' names (each module in a fresh process: importing them changes
     # process defaults)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    shim = os.path.join(root, "spirad", "compat", "quadrants_shim")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, root]))
+    env = shim_env()
     for mod in ("taichi", "quadrants"):
         prog = (f"import spirad as sd; from spirad.compat import taichi_alias\n"
                 f"taichi_alias.install(); import {mod} as m\n"
                 f"assert all(getattr(m, n) is getattr(sd, n) for n in "
                 f"('u8', 'i8', 'u16', 'i16', 'f16', 'float16', 'uint8'))")
         r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
-                           env=env, cwd=root, timeout=120)
+                           env=env, cwd=ROOT, timeout=120)
         assert r.returncode == 0, r.stderr

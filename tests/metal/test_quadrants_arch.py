@@ -2,16 +2,13 @@
 for `qd.cpu` (as Genesis does under `gs.cpu`) runs its kernels on the arch the switch names, here
 Metal (emulated), while its host data stays where it was (torch CPU tensors, copied at each
 launch); without the switch the program's own arch is used (docs/metal.md, "Genesis on Metal")."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 
 from tests.support.archs import arch_or_skip
+from tests.support.quadrants_process import run_program
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # a gradient kernel over ndarray arguments with a run-time loop (an autodiff stack), asking for
 # the CPU as Genesis' `gs.init(backend=gs.cpu)` does
@@ -45,16 +42,8 @@ PROGRAM = textwrap.dedent('''
 
 
 def _run(tmp_path, arch):
-    script = tmp_path / "qd_arch.py"
-    script.write_text(PROGRAM)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "spirad", "compat", "quadrants_shim"), ROOT]))
-    env.pop("SPIRAD_QUADRANTS_ARCH", None)
-    if arch:
-        env["SPIRAD_QUADRANTS_ARCH"] = arch
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                       cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr
+    chosen = {"SPIRAD_QUADRANTS_ARCH": arch} if arch else {}
+    r = run_program(tmp_path, PROGRAM, drop=("SPIRAD_QUADRANTS_ARCH",), name="qd_arch.py", **chosen)
     import json
     return json.loads(r.stdout.strip().splitlines()[-1])
 
