@@ -11,7 +11,8 @@ import pytest
 
 import spirad as sd
 from tests.support.archs import arch_or_skip
-from tests.support.grad_programs import assert_guards_intact, guarded_fields, overflowing, overflowing_grad
+from tests.support.grad_programs import (assert_guards_intact, coupled_steps, coupled_steps_ref, guarded_fields,
+                                         overflowing, overflowing_grad)
 
 N = 1000 + 7  # full lane groups and a masked tail
 
@@ -50,16 +51,7 @@ def ka(x: sd.template(), y: sd.template(), nsteps: sd.template()):
 @sd.kernel
 def kb(x: sd.template(), y: sd.template(), nsteps: sd.template()):
     for i in x:
-        a = x[i]
-        b = a * 0.5
-        c = 1.0 - a
-        d = a * a
-        for s in range(nsteps[None]):
-            a = a + 0.1 * sd.sin(b) * c
-            b = b - 0.1 * sd.sin(a) * d
-            c = c + 0.1 * sd.cos(d)
-            d = d - 0.1 * sd.sin(c)
-        y[i] = a + b + c + d
+        y[i] = coupled_steps(x[i], nsteps[None])
 
 
 @sd.kernel
@@ -75,16 +67,6 @@ def knest(x: sd.template(), y: sd.template(), loss: sd.template(), n: sd.i32):
                 w = w * v * 0.5 + v
         y[i] = w
         loss[None] += w * 0.25
-
-
-def _b_f64(x, steps):
-    a, b, c, d = x, x * 0.5, 1.0 - x, x * x
-    for _ in range(steps):
-        a = a + 0.1 * np.sin(b) * c
-        b = b - 0.1 * np.sin(a) * d
-        c = c + 0.1 * np.cos(d)
-        d = d - 0.1 * np.sin(c)
-    return a + b + c + d
 
 
 def _knest_f64(x, n):
@@ -143,9 +125,9 @@ def test_kernel_b_matches_scalar_and_central_differences(monkeypatch, capfd, dt,
     (yv, gv), (ys, gs) = _both(monkeypatch, capfd, lambda: _run(kb, dt, xs, steps))
     rtol = 2e-4 if dt == sd.f32 else 1e-10  # vecmath against libm: a few ulps per call
     np.testing.assert_allclose(gv, gs, rtol=rtol, atol=rtol)
-    np.testing.assert_allclose(yv, _b_f64(xs, steps), rtol=rtol)
+    np.testing.assert_allclose(yv, coupled_steps_ref(xs, steps), rtol=rtol)
     eps = 1e-6
-    cd = (_b_f64(xs + eps, steps) - _b_f64(xs - eps, steps)) / (2 * eps)
+    cd = (coupled_steps_ref(xs + eps, steps) - coupled_steps_ref(xs - eps, steps)) / (2 * eps)
     np.testing.assert_allclose(gv, cd, rtol=1e-3 if dt == sd.f32 else 1e-7, atol=1e-6)
 
 

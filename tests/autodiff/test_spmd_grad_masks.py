@@ -12,7 +12,7 @@ import pytest
 import spirad as sd
 from tests.autodiff.test_spmd_grad import _grad_lanes, _init, _same_bits
 from tests.support.archs import arch_or_skip
-from tests.support.grad_programs import per_element_trips
+from tests.support.grad_programs import coupled_steps, coupled_steps_ref, per_element_trips
 
 N = 1000 + 7
 ND = sd.types.ndarray()
@@ -93,29 +93,7 @@ def test_trips_per_lane_bits_equal_scalar_and_analytic(monkeypatch, capfd, dt):
 def k_b_trips(x: ND, y: ND, n: ND):
     """Kernel b of the benchmark with a per-lane trip count."""
     for i in x:
-        a = x[i]
-        b = a * 0.5
-        c = 1.0 - a
-        d = a * a
-        for s in range(n[i]):
-            a = a + 0.1 * sd.sin(b) * c
-            b = b - 0.1 * sd.sin(a) * d
-            c = c + 0.1 * sd.cos(d)
-            d = d - 0.1 * sd.sin(c)
-        y[i] = a + b + c + d
-
-
-def _b_ref(x, n):
-    out = np.empty_like(x)
-    for k in range(len(x)):
-        a, b, c, d = x[k], x[k] * 0.5, 1.0 - x[k], x[k] * x[k]
-        for _ in range(n[k]):
-            a = a + 0.1 * np.sin(b) * c
-            b = b - 0.1 * np.sin(a) * d
-            c = c + 0.1 * np.cos(d)
-            d = d - 0.1 * np.sin(c)
-        out[k] = a + b + c + d
-    return out
+        y[i] = coupled_steps(x[i], n[i])
 
 
 @pytest.mark.parametrize("dt", [sd.f32, sd.f64], ids=str)
@@ -127,8 +105,8 @@ def test_kernel_b_trips_per_lane_central_differences(monkeypatch, capfd, dt):
                                default_ad_stack_size=64)
     rtol = 2e-4 if dt == sd.f32 else 1e-10  # vecmath against libm: a few ulps per call
     np.testing.assert_allclose(gv, gs, rtol=rtol, atol=rtol)
-    np.testing.assert_allclose(yv, _b_ref(xs, steps), rtol=rtol)
-    np.testing.assert_allclose(gv, _cd(_b_ref, xs, steps), rtol=1e-3 if dt == sd.f32 else 1e-7,
+    np.testing.assert_allclose(yv, coupled_steps_ref(xs, steps), rtol=rtol)
+    np.testing.assert_allclose(gv, _cd(coupled_steps_ref, xs, steps), rtol=1e-3 if dt == sd.f32 else 1e-7,
                                atol=1e-6)
 
 

@@ -65,3 +65,36 @@ def guarded_fields(m, x0=0.5):
 def assert_guards_intact(before, after):
     np.testing.assert_array_equal(before.to_numpy(), 3.0)
     np.testing.assert_array_equal(after.to_numpy(), 4.0)
+
+
+@sd.func
+def coupled_steps(x0, n):
+    """Kernel b of the SPMD benchmark's body: four locals coupled through n trips of a loop (four
+    adstacks that read each other), summed."""
+    a = x0
+    b = a * 0.5
+    c = 1.0 - a
+    d = a * a
+    for s in range(n):
+        a = a + 0.1 * sd.sin(b) * c
+        b = b - 0.1 * sd.sin(a) * d
+        c = c + 0.1 * sd.cos(d)
+        d = d - 0.1 * sd.sin(c)
+    return a + b + c + d
+
+
+def coupled_steps_ref(x, n):
+    """`coupled_steps` in float64 numpy for each element of x, with n trips (a scalar, or one per
+    element)."""
+    x = np.asarray(x, np.float64)
+    n = np.broadcast_to(n, x.shape)
+    out = np.empty_like(x)
+    for k in range(len(x)):
+        a, b, c, d = x[k], x[k] * 0.5, 1.0 - x[k], x[k] * x[k]
+        for _ in range(n[k]):
+            a = a + 0.1 * np.sin(b) * c
+            b = b - 0.1 * np.sin(a) * d
+            c = c + 0.1 * np.cos(d)
+            d = d - 0.1 * np.sin(c)
+        out[k] = a + b + c + d
+    return out
