@@ -48,34 +48,24 @@ JUMP_SEEDS = {"cpu": range(0, 120), "vulkan": range(120, 155), "metal": range(15
               "cuda": range(175, 200), "amdgpu": range(200, 220)}
 
 
-@pytest.mark.parametrize("seed", JUMP_SEEDS["cpu"])
-@test_archs(archs=exactly("cpu"), default_fp=sd.f64)
-def test_random_jump_programs_cpu(arch, seed):
-    check_program(seed, features=JUMPS)
+def _jump_tests(arch):
+    """The jump-program test of one arch over its seeds: float64 where the arch has it, float32 on
+    Metal (no 64-bit floats). Bound to a test name per arch below (pytest collects a test by the
+    name it has in the module)."""
+    f32 = arch == "metal"
+
+    @pytest.mark.parametrize("seed", JUMP_SEEDS[arch])
+    @test_archs(archs=exactly(arch), **({} if f32 else {"default_fp": sd.f64}))
+    def test(arch, seed):
+        check_program(seed, "f32" if f32 else "f64", features=JUMPS)
+    return test
 
 
-@pytest.mark.parametrize("seed", JUMP_SEEDS["vulkan"])
-@test_archs(archs=exactly("vulkan"), default_fp=sd.f64)
-def test_random_jump_programs_vulkan(arch, seed):
-    check_program(seed, features=JUMPS)
-
-
-@pytest.mark.parametrize("seed", JUMP_SEEDS["metal"])
-@test_archs(archs=exactly("metal"))
-def test_random_jump_programs_metal(arch, seed):
-    check_program(seed, "f32", features=JUMPS)
-
-
-@pytest.mark.parametrize("seed", JUMP_SEEDS["cuda"])
-@test_archs(archs=exactly("cuda"), default_fp=sd.f64)
-def test_random_jump_programs_cuda(arch, seed):
-    check_program(seed, features=JUMPS)
-
-
-@pytest.mark.parametrize("seed", JUMP_SEEDS["amdgpu"])
-@test_archs(archs=exactly("amdgpu"), default_fp=sd.f64)
-def test_random_jump_programs_amdgpu(arch, seed):
-    check_program(seed, features=JUMPS)
+test_random_jump_programs_cpu = _jump_tests("cpu")
+test_random_jump_programs_vulkan = _jump_tests("vulkan")
+test_random_jump_programs_metal = _jump_tests("metal")
+test_random_jump_programs_cuda = _jump_tests("cuda")
+test_random_jump_programs_amdgpu = _jump_tests("amdgpu")
 
 
 def test_shrinker_keeps_the_failure_and_little_else():
