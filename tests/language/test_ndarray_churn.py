@@ -73,6 +73,20 @@ def _churn(kernel, rounds, n=4096, check=None):
             check()
 
 
+LIMIT = 1 << 20        # the byte limit each GPU runtime's churn test sets
+NBYTES = 65536 * 4     # one churned array of 65536 f32
+
+
+def _churn_past_limit(monkeypatch, module, limit_name, check, warm_up=20):
+    """Sets `module.limit_name` (the runtime's bound on memory waiting to be freed) to LIMIT,
+    then, never synced, churns arrays of NBYTES: `warm_up` rounds, then 200 that call `check`
+    after each. Returns the backend's runtime, to read its counters."""
+    monkeypatch.setattr(module, limit_name, LIMIT)
+    _churn(inc, warm_up, n=65536)
+    _churn(inc, 200, n=65536, check=check)
+    return sd._state.backend().rt
+
+
 @test_archs()
 def test_ndarray_churn_keeps_no_python_objects(arch):
     """Rounds of create / launch / drop, never synced in between, leave no Python object
@@ -97,18 +111,14 @@ def test_vulkan_churn_without_sync_returns_buffers(arch, monkeypatch):
     no key under the arena it also binds."""
     from gfx_runtime.vulkan import runtime as vrt
 
-    rt = sd._state.backend().rt
-    limit = 1 << 20
-    monkeypatch.setattr(vrt, "MAX_DEFERRED_BYTES", limit)
-    nbytes = 65536 * 4
     peak = []
 
     def check():
+        rt = sd._state.backend().rt
         peak.append((rt._deferred_bytes, len(rt._buffers)))
-    _churn(inc, 20, n=65536)
-    _churn(inc, 200, n=65536, check=check)
-    assert max(b for b, _ in peak) <= limit + nbytes
-    assert max(n for _, n in peak) <= limit // nbytes + 16
+    rt = _churn_past_limit(monkeypatch, vrt, "MAX_DEFERRED_BYTES", check)
+    assert max(b for b, _ in peak) <= LIMIT + NBYTES
+    assert max(n for _, n in peak) <= LIMIT // NBYTES + 16
     sd.sync()
     gc.collect()
     d = rt._dsets
@@ -128,20 +138,15 @@ def test_wgpu_churn_without_sync_returns_buffers(arch, monkeypatch):
     from gfx_runtime.wgpu import runtime as wrt
     from gfx_runtime.wgpu.buffer import Buffer
 
-    rt = sd._state.backend().rt
-    limit = 1 << 20
-    monkeypatch.setattr(wrt, "MAX_PENDING_BYTES", limit)
-    nbytes = 65536 * 4
     alive = []
 
     def check():
         if len(alive) < 20:
-            alive.append(sum(type(o) is Buffer and o.handle is not None and o.nbytes == nbytes
+            alive.append(sum(type(o) is Buffer and o.handle is not None and o.nbytes == NBYTES
                              for o in gc.get_objects()))
-    _churn(inc, 20, n=65536)
-    _churn(inc, 200, n=65536, check=check)
-    assert max(alive) <= limit // nbytes + 2, alive
-    assert rt._alloc_bytes <= limit + nbytes
+    rt = _churn_past_limit(monkeypatch, wrt, "MAX_PENDING_BYTES", check)
+    assert max(alive) <= LIMIT // NBYTES + 2, alive
+    assert rt._alloc_bytes <= LIMIT + NBYTES
     sd.sync()
     gc.collect()
     assert len(rt._bind_groups) <= 2 and len(rt._groups_of) <= 3, \
@@ -155,13 +160,10 @@ def test_llvm_gpu_churn_without_sync_returns_memory(arch, monkeypatch):
     without a sync (before, up to a full staging arena of launches: ~80,000 rounds)."""
     from spirad.backends import llvm_gpu
 
-    rt = sd._state.backend().rt
-    limit = 1 << 20
-    monkeypatch.setattr(llvm_gpu, "RELEASED_LIMIT", limit)
-    nbytes = 65536 * 4
     waiting = []
-    _churn(inc, 200, n=65536, check=lambda: waiting.append(rt.released_bytes))
-    assert max(waiting) <= limit + 2 * nbytes, max(waiting)
+    _churn_past_limit(monkeypatch, llvm_gpu, "RELEASED_LIMIT",
+                      lambda: waiting.append(sd._state.backend().rt.released_bytes), warm_up=0)
+    assert max(waiting) <= LIMIT + 2 * NBYTES, max(waiting)
     keep = sd.ndarray(sd.f32, 8)
     inc(keep)
     assert keep.to_numpy().tolist() == [1.0] * 8
