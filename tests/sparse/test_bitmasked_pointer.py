@@ -8,6 +8,18 @@ import spirad as sd
 from tests.support.archs import test_archs
 
 
+def _visit_counter(x):
+    """A field `count` and a kernel `visit` whose struct-for over x's active cells counts its
+    visits into it."""
+    count = sd.field(sd.i32, shape=())
+
+    @sd.kernel
+    def visit():
+        for i in x:
+            count[None] += 1
+    return count, visit
+
+
 def _model_cells(written, block):
     """The active cells of a node whose cells span `block` indices, after writes at `written`."""
     return sorted({w // block for w in written})
@@ -85,7 +97,7 @@ def test_deactivate_zeroes_block_and_struct_for_skips_it(arch):
     x = sd.field(sd.f32)
     bm = sd.root.bitmasked(sd.i, n)
     bm.dense(sd.i, block).place(x)
-    count = sd.field(sd.i32, shape=())
+    count, visit = _visit_counter(x)
 
     @sd.kernel
     def fill():
@@ -97,11 +109,6 @@ def test_deactivate_zeroes_block_and_struct_for_skips_it(arch):
         for c in bm:
             if c % 2 == 1:
                 sd.deactivate(bm, [c])
-
-    @sd.kernel
-    def visit():
-        for i in x:
-            count[None] += 1
 
     fill()
     drop_odd()
@@ -124,17 +131,12 @@ def test_pointer_activate_rescale_and_reactivation_reads_zero(arch):
     x = sd.field(sd.f32)
     ptr = sd.root.pointer(sd.i, n)
     ptr.dense(sd.i, n).place(x)
-    count = sd.field(sd.i32, shape=())
+    count, visit = _visit_counter(x)
 
     @sd.kernel
     def activate():
         sd.activate(ptr, sd.rescale_index(x, ptr, [1]))
         sd.activate(ptr, sd.rescale_index(x, ptr, [40]))
-
-    @sd.kernel
-    def visit():
-        for i in x:
-            count[None] += 1
 
     @sd.kernel
     def fill():
@@ -256,12 +258,7 @@ def test_host_fill_active_only_and_from_numpy_activates(arch):
     x = sd.field(sd.f32)
     bm = sd.root.bitmasked(sd.i, 4)
     bm.dense(sd.i, 2).place(x)
-    count = sd.field(sd.i32, shape=())
-
-    @sd.kernel
-    def visit():
-        for i in x:
-            count[None] += 1
+    count, visit = _visit_counter(x)
 
     x[3] = 1.0  # cell 1 active
     x.fill(5.0)  # Taichi's fill is a struct-for: the active elements only
