@@ -151,6 +151,9 @@ def report(m: dict) -> str:
 
 
 if __name__ == "__main__":
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
     for rev in sys.argv[1:] or ["HEAD"]:
         print(report(measure(rev)))
         sys.stdout.flush()
