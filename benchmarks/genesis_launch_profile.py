@@ -168,12 +168,21 @@ def main():
     def counting(p):
         per_kernel[p.compiled.tl.name] += 1
         return orig_run(p)
+    orig_entry = getattr(L, "run_entry", None)  # repeated launches (absent before 2026-12-07)
+
+    def counting_entry(p, entry):
+        per_kernel[p.compiled.tl.name] += 1
+        return orig_entry(p, entry)
     L.run = counting
+    if orig_entry is not None:
+        L.run_entry = counting_entry
     try:
         for _ in range(a.steps):
             step()
     finally:
         L.run = orig_run
+        if orig_entry is not None:
+            L.run_entry = orig_entry
     launches = sum(per_kernel.values()) / a.steps
     if a.graph:  # replays: how many launches, how many of them in the backend's own replay
         G = importlib.import_module("spirad.launch_graph")
