@@ -2,7 +2,7 @@
 (scene, array mode) run by each in turn, several rounds, in separate processes.
 
     python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
-        [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0]
+        [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0] [--first-round 1]
 
 The order of the three alternates by round (round 2 runs them backwards; `paired.alternate`'s
 rule), so a load that drifts within a round weighs on both sides. Prints per round the load
@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--scenes", nargs="+", default=["box", "franka"])
     ap.add_argument("--modes", nargs="+", choices=("field", "ndarray"),
                     default=["field", "ndarray"], help="Genesis' array modes to run")
+    ap.add_argument("--first-round", type=int, default=1, help="number the rounds from here "
+                    "(the order alternates by round number: a run continuing another's rounds)")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (a cold "
                     "offline cache compiles every kernel in the first run)")
@@ -65,7 +67,7 @@ def main():
     modes = [m == "ndarray" for m in a.modes]
     times, diffs, loads = {}, {}, []
     tmp = tempfile.mkdtemp()
-    for r in range(a.rounds):
+    for r in range(a.first_round - 1, a.first_round - 1 + a.rounds):
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}: load {loads[-1]:.2f}", flush=True)
         for scene in a.scenes:

@@ -37,13 +37,19 @@ class Layout(IntEnum):
 
 class _TensorMeta(type):
     def __instancecheck__(cls, obj):
-        from .field import _HostArray
-        return isinstance(obj, _HostArray) and cls._rank in (None, len(obj.comp_shape))
+        host = _HOST_ARRAY[0]  # `isinstance(x, qd.Tensor)`: Genesis asks at every step
+        if host is None:
+            from .field import _HostArray
+            host = _HOST_ARRAY[0] = _HostArray
+        return isinstance(obj, host) and cls._rank in (None, len(obj.comp_shape))
 
     def __subclasscheck__(cls, sub):
         from .field import _HostArray
         return type.__subclasscheck__(cls, sub) or (cls._rank is None and isinstance(sub, type)
                                                      and issubclass(sub, _HostArray))
+
+
+_HOST_ARRAY = [None]  # field._HostArray, imported at the first isinstance (field imports this module)
 
 
 class Tensor(metaclass=_TensorMeta):
