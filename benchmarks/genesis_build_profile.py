@@ -36,6 +36,7 @@ class Timers:
         self.profiles = []
         self.dump_ir = None    # a directory: each kernel's LLVM IR before optimisation
         self.sort = "tottime"
+        self.fresh = None      # a kernel's name: it compiles even where the cache has it
 
     def wrap(self, phase, fn):
         timers = self
@@ -80,14 +81,24 @@ def install(T: Timers):
     transformer.compile_kernel = T.wrap("frontend (AST -> IR)", transformer.compile_kernel)
     driver.KERNEL_STAGES = tuple((n, T.wrap("pass " + n, f)) for n, f in driver.KERNEL_STAGES)
     driver.TASK_STAGES = tuple((n, T.wrap("pass " + n, f)) for n, f in driver.TASK_STAGES)
+    vl = driver.version_loops
+
+    def version_loops(tl):  # the IR nodes before and after: what the versioned copies add
+        from kernel_ir.nodes import walk
+        out = vl(tl)
+        info = T.info[T.kernel]
+        for key, x in (("nodes", tl), ("versioned_nodes", out)):
+            info[key] = info.get(key, 0) + sum(1 for t in x.tasks for _ in walk(t.body))
+        return out
+    driver.version_loops = version_loops
     for name in ("offload", "lower_prints", "promote_accumulators", "expand_math",
                  "demote_atomics", "taichi_addresses", "version_loops", "serialise"):
         setattr(driver, name, T.wrap("pass " + name, getattr(driver, name)))
     driver.kernel_abi = T.wrap("kernel_abi", driver.kernel_abi)
     load = offline_cache.load
 
-    def cache_load(key, state):  # `--cprofile K`: K compiles even where the cache has it
-        return None if T.kernel == T.cprofile else load(key, state)
+    def cache_load(key, state):  # `--cprofile K` / `--fresh K`: K compiles even if cached
+        return None if T.kernel in (T.cprofile, T.fresh) else load(key, state)
     offline_cache.load = T.wrap("offline cache read", cache_load)
     offline_cache.store = T.wrap("offline cache write", offline_cache.store)
     offline_cache.forward_key = T.wrap("offline cache key", offline_cache.forward_key)
@@ -124,13 +135,14 @@ def report(T: Timers, build_s: float, top: int):
     print("\nphase                              seconds   share")
     for ph, s in sorted(phases.items(), key=lambda x: -x[1]):
         print(f"  {ph:32s} {s:8.2f}  {100 * s / max(total, 1e-9):5.1f} %")
-    print(f"\nkernels, longest first (top {top}): seconds, LLVM IR KB, tasks, and the phases over 1 s")
+    print(f"\nkernels, longest first (top {top}): seconds, LLVM IR KB, tasks, IR nodes before "
+          f"-> after loop versioning, and the phases over 1 s")
     for k, s in sorted(kernels.items(), key=lambda x: -x[1])[:top]:
         info = T.info.get(k, {})
         big = ", ".join(f"{ph} {v:.1f}" for (kk, ph), v in sorted(T.t.items(), key=lambda x: -x[1])
                         if kk == k and v >= 1.0)
         print(f"  {k:40s} {s:7.2f} {info.get('ir_bytes', 0) / 1e3:8.0f} {info.get('tasks', 0):4d}"
-              f"  {big}")
+              f" {info.get('nodes', 0):7d} -> {info.get('versioned_nodes', 0):7d}  {big}")
     return {"build_s": build_s, "compile_s": total, "phases": dict(phases),
             "kernels": {k: {"s": s, **T.info.get(k, {}),
                             "phases": {ph: v for (kk, ph), v in T.t.items() if kk == k}}
@@ -147,13 +159,25 @@ def main():
                     "where the offline cache has it (the others load from a warm cache)")
     ap.add_argument("--sort", default="tottime", help="the cProfile table's order (cumulative, ...)")
     ap.add_argument("--dump-ir", metavar="DIR", help="write each kernel's LLVM IR there")
+    ap.add_argument("--pin-build-id", metavar="NAME", help="key the offline cache by NAME "
+                    "instead of spirad's source digest, so that after an edit of the compiler the "
+                    "other kernels still load from the cache a first run filled (only with "
+                    "--cprofile / --fresh, whose kernel always compiles; the cache is then "
+                    "stale for everything else: use a private SPIRAD_CACHE_DIR)")
+    ap.add_argument("--fresh", metavar="KERNEL", help="compile KERNEL even where the offline "
+                    "cache has it, without cProfile (its phases timed as the others)")
     a = ap.parse_args()
     import genesis as gs
     import quadrants as qd
     if "spirad" not in str(getattr(qd, "__file__", "")):
         raise SystemExit("run with spirad's quadrants shim on PYTHONPATH (see the docstring)")
+    if a.pin_build_id:
+        if not os.environ.get("SPIRAD_CACHE_DIR"):
+            raise SystemExit("--pin-build-id needs a private SPIRAD_CACHE_DIR")
+        from spirad.compile import offline_cache
+        offline_cache.build_id = lambda: "pinned:" + a.pin_build_id
     T = Timers()
-    T.cprofile, T.dump_ir, T.sort = a.cprofile, a.dump_ir, a.sort
+    T.cprofile, T.dump_ir, T.sort, T.fresh = a.cprofile, a.dump_ir, a.sort, a.fresh
     install(T)
     gs.init(backend=gs.cpu, logging_level="warning", precision="32", seed=0)
     scene, _, _ = build_scene(gs, qd, a.scene)

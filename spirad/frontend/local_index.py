@@ -2,22 +2,36 @@
 `m[i, j]`, `m[i, :]`, `m[:, j]`, `v[a:b]`, read and written).
 
 Locals are unrolled: one ALLOCA per component. A component picked at run time is read as a
-`select` chain over the components (`i == 0 ? v0 : i == 1 ? v1 : ...`, an index past the end
-reads the last one; under init(debug=True) it is an AssertionError) and written by storing `select(i == p, value, v_p)` into every component p.
-Both are plain SSA ops, so reverse mode differentiates them like any other code (the adjoint
-goes to the component that was read or written). Slices and static indices cost nothing: they
-only pick positions. `SlotView` (values.py) carries the picked positions so that the same view
-can be read, assigned, updated in place (`m[i, :] += v`) or indexed again.
+`select` chain over the components it may be (`i == 0 ? v0 : i == 1 ? v1 : ...`) and written by
+storing `select(i == p, value, v_p)` into each of them. "May be" is the positions the in-range
+indices reach (`Dyn.cands`): `m[i, 2]` of a 4x3 matrix is one of m[0, 2] .. m[3, 2], so it
+compares against 4 positions, not 12, and a row write `m[i, :] = v` costs one compare, select
+and store per component of the matrix instead of one per component times the row's length (the
+size of Genesis' collision kernels, performance.md). An index past its axis reads the last
+candidate (`m[i, 2]`: m[3, 2]) and writes nothing; under init(debug=True) it is an
+AssertionError. Both are plain SSA ops, so reverse mode differentiates them like any other code
+(the adjoint goes to the component that was read or written; a component outside the candidates
+is never read or written, so its adjoint is untouched, as it was). Slices and static indices cost
+nothing: they only pick positions. `SlotView` (values.py) carries the picked positions so that
+the same view can be read, assigned, updated in place (`m[i, :] += v`) or indexed again.
 """
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 from kernel_ir import dtypes as T
 from kernel_ir.errors import SpiradTypeError
 from kernel_ir.nodes import Node
 from kernel_ir.ops import Op
 from .values import Slot, SlotView, VecVal
+
+
+class Dyn(NamedTuple):
+    """A position known at run time: the i32 node computing it and the positions it takes when
+    every index is in range (ascending; the only components an access through it touches)."""
+    node: Node
+    cands: tuple
 
 
 def _static_int(k):
@@ -43,7 +57,7 @@ def _axis_positions(v, k, size, node):
     i = v.ctx.b.cast(n, T.i32)
     if v.ctx.state.debug:
         _check_in_range(v, i, size, node)
-    return [i], False
+    return [Dyn(i, tuple(range(size)))], False
 
 
 def _check_in_range(v, i, size, node):
@@ -93,7 +107,10 @@ def index_view(v, obj, idx, node):
 def _mul(v, p, k):
     if _static_int(p):
         return p * k
-    return p if k == 1 else v.ctx.b.binary(Op.MUL, p, v.ctx.b.const(k, T.i32))
+    if k == 1:
+        return p
+    return Dyn(v.ctx.b.binary(Op.MUL, p.node, v.ctx.b.const(k, T.i32)),
+               tuple(c * k for c in p.cands))
 
 
 def _add(v, a, b):
@@ -104,30 +121,42 @@ def _add(v, a, b):
         return b
     if _static_int(b) and b == 0:
         return a
-    na = a if isinstance(a, Node) else b_.const(a, T.i32)
-    nb = b if isinstance(b, Node) else b_.const(b, T.i32)
-    return b_.binary(Op.ADD, na, nb)
+    na = a.node if isinstance(a, Dyn) else b_.const(a, T.i32)
+    nb = b.node if isinstance(b, Dyn) else b_.const(b, T.i32)
+    ca = a.cands if isinstance(a, Dyn) else (a,)
+    cb = b.cands if isinstance(b, Dyn) else (b,)
+    return Dyn(b_.binary(Op.ADD, na, nb), tuple(sorted({x + y for x in ca for y in cb})))
 
 
 def _pick(v, base, f):
-    """base[f]: an int when both are known, else a select chain over the base positions."""
+    """base[f]: an int when both are known, else a select chain over the base positions f may
+    name (their candidates: the union of those positions' own)."""
     if _static_int(f):
         return base[f]
-    b = v.ctx.b
-    as_node = [p if isinstance(p, Node) else b.const(p, T.i32) for p in base]
     if all(_static_int(p) and p == k for k, p in enumerate(base)):
         return f
-    return _read(v, as_node, f)
+    b = v.ctx.b
+    picked = [base[c] for c in f.cands if c < len(base)]
+    if not picked:
+        raise RuntimeError(f"local_index: no candidate of {f.cands} inside {len(base)} positions")
+    node = _read(v, [p.node if isinstance(p, Dyn) else b.const(p, T.i32) for p in picked],
+                 f, [c for c in f.cands if c < len(base)])
+    cands = sorted({c for p in picked for c in (p.cands if isinstance(p, Dyn) else (p,))})
+    return Dyn(node, tuple(cands))
 
 
-def _read(v, comps, f):
-    """comps[f] for a static or run-time f."""
+def _read(v, comps, f, at=None):
+    """comps[f] for a static f; for a run-time f (a Dyn), the select chain over `comps` taken
+    at positions `at` (default: f's candidates, `comps` indexed by position)."""
     if _static_int(f):
         return comps[f]
     b = v.ctx.b
+    if at is None:
+        at = [c for c in f.cands if c < len(comps)]
+        comps = [comps[c] for c in at]
     acc = comps[-1]
-    for p in range(len(comps) - 2, -1, -1):
-        acc = b.select(b.binary(Op.CMP_EQ, f, b.const(p, T.i32)), comps[p], acc)
+    for k in range(len(comps) - 2, -1, -1):
+        acc = b.select(b.binary(Op.CMP_EQ, f.node, b.const(at[k], T.i32)), comps[k], acc)
     return acc
 
 
@@ -143,9 +172,10 @@ def read_view(v, view: SlotView):
     def one(f):
         if _static_int(f):
             return load(f)
-        acc = load(len(loads) - 1)
-        for p in range(len(loads) - 2, -1, -1):
-            acc = b.select(b.binary(Op.CMP_EQ, f, b.const(p, T.i32)), load(p), acc)
+        at = [c for c in f.cands if c < len(loads)]
+        acc = load(at[-1])
+        for p in reversed(at[:-1]):
+            acc = b.select(b.binary(Op.CMP_EQ, f.node, b.const(p, T.i32)), load(p), acc)
         return acc
     comps = tuple(one(f) for f in view.flat)
     return comps[0] if not view.shape else VecVal(comps, view.shape)
@@ -164,6 +194,8 @@ def store_view(v, view: SlotView, value):
         if _static_int(f):
             b.store(view.slot.allocas[f], c)
             continue
-        for p, a in enumerate(view.slot.allocas):
-            hit = b.binary(Op.CMP_EQ, f, b.const(p, T.i32))
-            b.store(a, b.select(hit, c, b.load(a)))
+        for p in f.cands:
+            if p < len(view.slot.allocas):
+                a = view.slot.allocas[p]
+                hit = b.binary(Op.CMP_EQ, f.node, b.const(p, T.i32))
+                b.store(a, b.select(hit, c, b.load(a)))
