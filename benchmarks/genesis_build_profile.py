@@ -10,7 +10,13 @@ functions (spirad/compile/driver.py, the CPU backend, the CPU runtime, the offli
 wrapped with timers for this process only; each phase's time (CPU time of the process) is its own (a phase called inside
 another is subtracted from the outer one), so the phases add up to the compile time. Prints the
 build time, the time of each phase summed over all kernels, and the kernels that took longest
-with their LLVM IR size (bytes of text before optimisation) and number of tasks.
+with their LLVM IR size (bytes of text before optimisation), number of tasks and IR nodes
+before / after loop versioning. `--pin-build-id`, `--fresh KERNEL` and `--versioning` (see
+`compile_knobs.py`) recompile one kernel after a compiler edit, or under another versioning
+budget, while the others load from the cache a first run filled:
+
+    ... genesis_build_profile.py box --pin-build-id base             # once: fills the cache
+    ... genesis_build_profile.py box --pin-build-id base --fresh kernel_detection
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import json
 import os
 import time
 
+import compile_knobs
 from genesis_scene import build_scene
 
 
@@ -36,7 +43,6 @@ class Timers:
         self.profiles = []
         self.dump_ir = None    # a directory: each kernel's LLVM IR before optimisation
         self.sort = "tottime"
-        self.fresh = None      # a kernel's name: it compiles even where the cache has it
 
     def wrap(self, phase, fn):
         timers = self
@@ -97,8 +103,8 @@ def install(T: Timers):
     driver.kernel_abi = T.wrap("kernel_abi", driver.kernel_abi)
     load = offline_cache.load
 
-    def cache_load(key, state):  # `--cprofile K` / `--fresh K`: K compiles even if cached
-        return None if T.kernel in (T.cprofile, T.fresh) else load(key, state)
+    def cache_load(key, state):  # `--cprofile K`: K compiles even where the cache has it
+        return None if T.kernel == T.cprofile else load(key, state)
     offline_cache.load = T.wrap("offline cache read", cache_load)
     offline_cache.store = T.wrap("offline cache write", offline_cache.store)
     offline_cache.forward_key = T.wrap("offline cache key", offline_cache.forward_key)
@@ -159,26 +165,16 @@ def main():
                     "where the offline cache has it (the others load from a warm cache)")
     ap.add_argument("--sort", default="tottime", help="the cProfile table's order (cumulative, ...)")
     ap.add_argument("--dump-ir", metavar="DIR", help="write each kernel's LLVM IR there")
-    ap.add_argument("--pin-build-id", metavar="NAME", help="key the offline cache by NAME "
-                    "instead of spirad's source digest, so that after an edit of the compiler the "
-                    "other kernels still load from the cache a first run filled (only with "
-                    "--cprofile / --fresh, whose kernel always compiles; the cache is then "
-                    "stale for everything else: use a private SPIRAD_CACHE_DIR)")
-    ap.add_argument("--fresh", metavar="KERNEL", help="compile KERNEL even where the offline "
-                    "cache has it, without cProfile (its phases timed as the others)")
+    compile_knobs.add_arguments(ap)
     a = ap.parse_args()
     import genesis as gs
     import quadrants as qd
     if "spirad" not in str(getattr(qd, "__file__", "")):
         raise SystemExit("run with spirad's quadrants shim on PYTHONPATH (see the docstring)")
-    if a.pin_build_id:
-        if not os.environ.get("SPIRAD_CACHE_DIR"):
-            raise SystemExit("--pin-build-id needs a private SPIRAD_CACHE_DIR")
-        from spirad.compile import offline_cache
-        offline_cache.build_id = lambda: "pinned:" + a.pin_build_id
     T = Timers()
-    T.cprofile, T.dump_ir, T.sort, T.fresh = a.cprofile, a.dump_ir, a.sort, a.fresh
+    T.cprofile, T.dump_ir, T.sort = a.cprofile, a.dump_ir, a.sort
     install(T)
+    compile_knobs.apply(a, lambda: T.kernel)
     gs.init(backend=gs.cpu, logging_level="warning", precision="32", seed=0)
     scene, _, _ = build_scene(gs, qd, a.scene)
     t0, c0 = time.perf_counter(), time.process_time()

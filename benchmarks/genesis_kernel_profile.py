@@ -15,6 +15,7 @@ import argparse
 import time
 
 
+import compile_knobs
 from genesis_scene import add_init_keywords, built_stepping_scene
 
 
@@ -27,9 +28,12 @@ def main():
     ap.add_argument("--qd-init", nargs="*", metavar="KEY=JSON", default=[],
                     help="more keywords for Genesis' qd.init, e.g. check_bounds=false (spirad: "
                     "drops its default bounds checks)")
+    compile_knobs.add_arguments(ap)
     a = ap.parse_args()
     import genesis as gs
     import quadrants as qd
+    if "spirad" in str(getattr(qd, "__file__", "")):
+        compile_knobs.apply(a)
     add_init_keywords(qd, ["kernel_profiler=true"] + a.qd_init)
     gs.init(backend=gs.cpu, logging_level="warning", precision="32", seed=0)
     scene = built_stepping_scene(gs, qd, a.scene, a.n_envs)

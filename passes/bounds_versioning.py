@@ -35,8 +35,10 @@ arithmetic wraps (no `nsw`), and wrapping add / subtract agrees with exact arith
 2**32, so an exact value the guard puts in [0, extent) with extent < 2**31 is also the value
 computed. When the guard fails (or a loop is empty), the original loop runs with every check.
 
-Code size: the copies may add at most `GROWTH` times a task's nodes (LLVM's time grows faster
-than a function's size); loops are versioned outermost first (an outer loop's copy proves the
+Code size: the copies may add at most `GROWTH` times a task's nodes and at most `GROWTH_CAP`
+nodes in all (LLVM's time grows faster than a function's size: a huge task, Genesis' collision
+detection, doubled spent most of a cold scene build in LLVM; docs/performance.md); loops are
+versioned outermost first (an outer loop's copy proves the
 accesses its guard covers, and the loops nested in it are versioned inside the copy while the
 budget lasts), a loop past the budget is skipped and the loops nested in it tried instead.
 
@@ -61,6 +63,7 @@ _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 
 GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
+GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
 
 
 def version_loops(tl: TaskList) -> TaskList:
@@ -69,7 +72,7 @@ def version_loops(tl: TaskList) -> TaskList:
     for t in tl.tasks:
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
-        cx = _Ctx(set(t.proven), in_range_accesses(t), int(GROWTH * size))
+        cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP))
         body = _block(t.body, cx)
         tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(cx.proven)))
     return replace(tl, tasks=tuple(tasks))

@@ -327,3 +327,58 @@ def test_copies_stay_within_the_growth_budget():
     n1 = sum(1 for _ in walk(after.tasks[0].body))
     guard = len(after.tasks[0].body.nodes) - len(before.tasks[0].body.nodes)
     assert n1 - guard <= (1 + bv.GROWTH) * n0
+
+
+def test_a_huge_task_versions_its_inner_loops_within_the_cap(monkeypatch):
+    """`GROWTH_CAP` bounds the copies in nodes whatever the task's size: with a cap below the
+    outer loop's copy the inner loop is versioned instead (its guard inside the outer loop), with
+    a cap of 0 nothing is; either way the results are numpy's and an index past the end is
+    still reported."""
+    import passes.bounds_versioning as bv
+    import spirad.compile.driver as drv
+    from kernel_ir.nodes import walk
+    from kernel_ir.ops import Op
+    seen = []
+
+    def spy(tl):
+        out = bv.version_loops(tl)
+        seen.append((tl, out))
+        return out
+
+    @sd.kernel
+    def nest(a: sd.types.ndarray(), b: sd.types.ndarray(), idx: sd.types.ndarray(), n: sd.i32):
+        sd.loop_config(serialize=True)
+        for i in range(n):
+            lo = idx[i]
+            s = b[i] * 2.0 + b[n - 1 - i]
+            for k in range(lo, lo + 2):
+                a[k] += s
+
+    def run(idx_values):
+        a, b, idx = _arr(np.zeros(6)), _arr(np.arange(6)), _arr(idx_values, sd.i32)
+        nest(a, b, idx, 3)
+        sd.sync()
+        return a.to_numpy()
+
+    want = np.zeros(6)
+    for i, lo in enumerate([0, 3, 1]):
+        want[lo:lo + 2] += i * 2.0 + (2 - i)
+    monkeypatch.setattr(drv, "version_loops", spy)
+    for cap, where in ((0, None), (20, "inner")):
+        monkeypatch.setattr(bv, "GROWTH_CAP", cap)
+        sd.init(arch=sd.cpu, offline_cache=False)
+        seen.clear()
+        np.testing.assert_array_equal(run([0, 3, 1]), want)
+        (before, after), = seen
+        body = after.tasks[0].body
+        ifs = [n for n in walk(body) if n.op == Op.IF]
+        n0 = sum(1 for _ in walk(before.tasks[0].body))
+        n1 = sum(1 for _ in walk(body))
+        if where is None:
+            assert not ifs and n1 == n0
+        else:
+            (guard,) = ifs
+            assert guard not in body.nodes  # inside the outer loop, not around it
+            assert 0 < n1 - n0 <= cap + 16   # the copy within the cap (plus its guard)
+        with pytest.raises(SpiradOutOfBoundsError):
+            run([0, 5, 1])

@@ -1,0 +1,61 @@
+"""Compile-time experiment switches shared by the Genesis benchmarks (`genesis_build_profile.py`,
+`genesis_kernel_profile.py`): for this process only, never in the library.
+
+    --pin-build-id NAME   key the offline cache by NAME instead of spirad's source digest: after
+                          an edit of the compiler the kernels still load from the cache a first
+                          run filled (stale for every kernel but `--fresh`'s: use a private
+                          SPIRAD_CACHE_DIR)
+    --fresh KERNEL        compile KERNEL even where the offline cache has it
+    --versioning G[:CAP]  loop versioning's budget (passes/bounds_versioning.py GROWTH, GROWTH_CAP)
+
+With the three, one kernel's compile and its step time can be compared across compiler settings
+without a cold build of the whole scene for each (~35 min at the shared machine's load).
+"""
+from __future__ import annotations
+
+import os
+
+
+def add_arguments(ap):
+    ap.add_argument("--pin-build-id", metavar="NAME", help="key the offline cache by NAME "
+                    "(see benchmarks/compile_knobs.py)")
+    ap.add_argument("--fresh", metavar="KERNEL", help="compile KERNEL even where the offline "
+                    "cache has it")
+    ap.add_argument("--versioning", metavar="GROWTH[:CAP]", help="loop versioning's budget "
+                    "(passes/bounds_versioning.py GROWTH, GROWTH_CAP) for this run")
+
+
+def apply(a, current_kernel=None):
+    """Install `a`'s switches. `current_kernel()`: the name of the kernel compiling now (a
+    profiler that tracks it passes its own); by default `_compile_forward` is wrapped here."""
+    from spirad.compile import driver, offline_cache
+    if a.pin_build_id:
+        if not os.environ.get("SPIRAD_CACHE_DIR"):
+            raise SystemExit("--pin-build-id needs a private SPIRAD_CACHE_DIR")
+        offline_cache.build_id = lambda: "pinned:" + a.pin_build_id
+    if a.versioning:
+        from passes import bounds_versioning
+        growth, _, cap = a.versioning.partition(":")
+        bounds_versioning.GROWTH = float(growth)
+        if cap:
+            bounds_versioning.GROWTH_CAP = int(cap)
+    if a.fresh:
+        if current_kernel is None:
+            now = []
+            fwd = driver._compile_forward
+
+            def compile_forward(kernel, specs, state):
+                now.append(kernel.fn.__name__)
+                try:
+                    return fwd(kernel, specs, state)
+                finally:
+                    now.pop()
+            driver._compile_forward = compile_forward
+
+            def current_kernel():
+                return now[-1] if now else None
+        load = offline_cache.load
+
+        def cache_load(key, state):
+            return None if current_kernel() == a.fresh else load(key, state)
+        offline_cache.load = cache_load
