@@ -106,6 +106,12 @@ class _Forwarding:
         return c
 
 
+def forwarding(body: Block) -> _Forwarding:
+    """The forwardable top-level locals of `body` (`_Forwarding`): its `closed(n)` says whether
+    an expression is the same wherever a task evaluates it (passes/independent_loops)."""
+    return _Forwarding(body)
+
+
 def offload(k: KernelIR) -> TaskList:
     fw = _Forwarding(k.body)
     segments: list = []
