@@ -60,6 +60,7 @@ and adstack sizing are unchanged), and GPU backends keep the loops serial.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from kernel_ir.nodes import Block, KernelIR, Node, walk
@@ -130,7 +131,8 @@ def _parallel_form(loop: Node, fw) -> tuple:
         inner = chain[-1].blocks[0]
         for L in reversed([L for i, L in enumerate(chain) if i != j]):
             inner = Block((Node(Op.RANGE_FOR, L.dtype, L.srcs, L.arg, (inner,), L.loc),))
-        return Node(Op.RANGE_FOR, env.dtype, env.srcs, replace(env.arg, parallel=True),
+        return Node(Op.RANGE_FOR, env.dtype, env.srcs,
+                    replace(env.arg, parallel=True, serialised=True),
                     (inner,), env.loc), None
     return None, why
 
@@ -140,7 +142,7 @@ class _Facts:
     rules 2-4 keep it serial (None: they hold)."""
 
     def __init__(self, body: Block, chain: list, fw):
-        self.accesses = []       # (class, ref, index nodes) of every global access
+        self.accesses = []       # (class, access node, index nodes) of every global access
         self.written = set()     # classes stored to or updated atomically
         self.refused = self._scan(body, chain, fw)
 
@@ -167,7 +169,7 @@ class _Facts:
                     return f"a bit-field access to {ref!r}"
                 cls = _alias_class(ref)
                 idx = n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
-                self.accesses.append((cls, ref, idx))
+                self.accesses.append((cls, n, idx))
                 if n.op != Op.GLOBAL_LOAD:
                     self.written.add(cls)
             for s in n.srcs:  # rule 4: values from before the loop are loop-invariant
@@ -189,15 +191,18 @@ class _Facts:
     def dependent(self, e: Node):
         """Why rule 5 fails for env index `e`, or None where it holds."""
         axes: dict = {}
-        for cls, ref, idx in self.accesses:
+        for cls, n, idx in self.accesses:
             if cls not in self.written:
                 continue
             here = {a for a, s in enumerate(idx) if s is e}
             axes[cls] = here if cls not in axes else axes[cls] & here
             if not axes[cls]:
-                what = "an ndarray of its kind" if cls[0] == "ndarray" else repr(ref)
-                return f"it writes {what}, which an access does not index by the loop's " \
-                       f"index at one fixed axis ({ref!r})"
+                what = f"ndarrays {cls[1]} with {cls[2]} axes" if cls[0] == "ndarray" else \
+                    repr(n.arg)
+                at = f" ({os.path.basename(n.loc.filename)}:{n.loc.lineno}: " \
+                    f"`{n.loc.line_text.strip()}`)" if n.loc else ""
+                return f"it writes {what}, not indexed by the loop's index at one axis " \
+                       f"everywhere{at}"
         return None
 
 

@@ -229,7 +229,8 @@ def offload(k: KernelIR) -> TaskList:
             _check_bound_writes(loop, bounds + prologue)
             body = rebuild(loop.blocks[0], visit, env)
             body = Block(tuple(prologue) + body.nodes)
-            tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}", loop.loc))
+            tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}",
+                              loop.loc, serialised=loop.arg.serialised))
         else:
             body = rebuild(Block(tuple(nodes)), visit, env)
             body = Block(tuple(prologue) + body.nodes)
