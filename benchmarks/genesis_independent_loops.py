@@ -22,14 +22,15 @@ def main():
     os.environ["SPIRAD_OFFLINE_CACHE"] = "0"
     from spirad.compile import driver
     from passes.independent_loops import explain
+    from spirad.backends.work_estimate import worth_splitting
     seen = collections.OrderedDict()
     parallelise = driver.parallelise
 
-    def recording(k):
-        for loc, why in explain(k):
+    def recording(k, worth=None):
+        for loc, why in explain(k, worth_splitting):
             where = f"{os.path.basename(loc.filename)}:{loc.lineno}" if loc else "?"
             seen[(k.name, where)] = why
-        return parallelise(k)
+        return parallelise(k, worth)
     driver.parallelise = recording
     import genesis as gs
     import quadrants as qd

@@ -71,25 +71,26 @@ from .offload import forwarding
 _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 
-def parallelise(k: KernelIR) -> KernelIR:
+def parallelise(k: KernelIR, worth=None) -> KernelIR:
     """`k` with its provably independent serialised top-level loops parallel (the same `k`
-    where none qualifies)."""
+    where none qualifies). `worth(loop)`: whether the parallel form of a loop has work enough
+    to pay for its launch (None: every one has); a loop without stays serial."""
     out, changed = [], False
-    for n, (p, _) in zip(k.body.nodes, _decide(k)):
+    for n, (p, _) in zip(k.body.nodes, _decide(k, worth)):
         out.append(n if p is None else p)
         changed = changed or p is not None
     return replace(k, body=Block(tuple(out))) if changed else k
 
 
-def explain(k: KernelIR) -> list:
+def explain(k: KernelIR, worth=None) -> list:
     """(source location, None where the loop becomes parallel, else why it stays serial) of
     each serialised top-level loop of `k` (after the kernel passes: `driver.KERNEL_STAGES`);
     for reports (benchmarks/genesis_independent_loops.py)."""
-    return [(n.loc, why) for n, (_, why) in zip(k.body.nodes, _decide(k))
+    return [(n.loc, why) for n, (_, why) in zip(k.body.nodes, _decide(k, worth))
             if n.op == Op.RANGE_FOR and not n.arg.parallel]
 
 
-def _decide(k: KernelIR) -> list:
+def _decide(k: KernelIR, worth) -> list:
     """Per top-level node of `k`: (its parallel replacement or None, why not or None)."""
     fw = None
     out = []
@@ -97,7 +98,10 @@ def _decide(k: KernelIR) -> list:
         if n.op == Op.RANGE_FOR and not n.arg.parallel:
             if fw is None:
                 fw = forwarding(k.body)
-            out.append(_parallel_form(n, fw))
+            p, why = _parallel_form(n, fw)
+            if p is not None and worth is not None and not worth(p):
+                p, why = None, "too little work to pay for a parallel launch (estimated)"
+            out.append((p, why))
         else:
             out.append((None, None))
     return out

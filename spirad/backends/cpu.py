@@ -484,7 +484,15 @@ class CpuBackend(BackendBase):
                     fn(bufs, addr, b, e, _WORKER0)
             else:
                 adaptive, tfn, ib, ie = ad
-                adaptive.run(self.rt.run, tfn, table, addr.value, ib, ie)
+                n = ie - ib
+                if adaptive.splits(n):
+                    adaptive.run(self.rt.run, tfn, table, addr.value, ib, ie)
+                else:  # on this thread: the direct call, timed as `Adaptive.run` times it
+                    clk = adaptive.clock_for(n)
+                    t0 = clk()
+                    with self.rt.calls_lock():
+                        fn(bufs, addr, b, e, _WORKER0)
+                    adaptive.unsplit(n, clk() - t0)
             if checked and program.status_word.value:
                 self._status(program, argbuf, None)  # kept for the next sync
 

@@ -74,7 +74,8 @@ def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = Fa
     tl = _tasks(k, verify)
     if not independent:
         return tl, None
-    kp = parallelise(k)
+    from ..backends.work_estimate import worth_splitting
+    kp = parallelise(k, worth_splitting)
     return tl, (_tasks(kp, verify) if kp is not k else None)
 
 

@@ -1,6 +1,7 @@
 """Serialised top-level loops with provably independent iterations run in parallel on the CPU
-(passes/independent_loops): every launch is split over the worker threads here
-(`SPLIT_SECONDS` = 0), and each kernel's result equals the serial run's bit for bit (the same
+(passes/independent_loops): every qualifying loop is made parallel here, whatever its work
+(`SPLIT_WORK` = 0), and every launch is split over the worker threads (`SPLIT_SECONDS` = 0);
+each kernel's result equals the serial run's bit for bit (the same
 kernel with SPIRAD_INDEPENDENT_LOOPS=0) and numpy's. Each refusal keeps the loop serial and
 gives the serial answer; the refusal tests check the task kinds, so a loosened rule fails them."""
 import numpy as np
@@ -17,7 +18,9 @@ B, L = 256, 7
 
 @pytest.fixture
 def split_always(monkeypatch):
-    """Every launch of a range task free of atomics is split over the workers."""
+    """Every qualifying loop is made parallel (`worth_splitting`), and every launch of a range
+    task free of atomics is split over the workers."""
+    monkeypatch.setattr(work_estimate, "SPLIT_WORK", 0)
     monkeypatch.setattr(work_estimate, "SPLIT_SECONDS", 0.0)
 
 
@@ -143,7 +146,7 @@ def test_ndarrays_and_own_atomics(monkeypatch, split_always):
 
 
 @test_archs(exactly("cpu", "vulkan"))
-def test_same_results_on_every_arch(arch):
+def test_same_results_on_every_arch(arch, split_always):
     """Only the CPU runs such loops in parallel; the others keep them serial, same values."""
     x = sd.field(sd.f32, shape=(L, B))
 
@@ -158,7 +161,7 @@ def test_same_results_on_every_arch(arch):
     np.testing.assert_array_equal(x.to_numpy(), np.arange(L)[:, None] * np.arange(B)[None, :])
 
 
-def test_adjoint_keeps_the_serial_loop(monkeypatch):
+def test_adjoint_keeps_the_serial_loop(monkeypatch, split_always):
     """Autodiff sees the serial task list: the adjoint (whose carried local needs an adstack)
     stays one serial task, with the gradient of the serial loop."""
     x0, _ = _inputs()
@@ -419,3 +422,35 @@ def test_top_level_only_and_parallel_loops_unchanged(monkeypatch):
     assert _kinds(k) == ["range", "range"]
     assert not any(n.op == Op.RANGE_FOR and n.arg.parallel
                    for t in k._plans[0].compiled.backend_tl.tasks for n in walk(t.body))
+
+
+def test_only_loops_with_work_enough_by_default(monkeypatch):
+    """Without the fixture's overrides: a loop whose estimated work cannot pay for a parallel
+    launch (`work_estimate.worth_splitting`: n_envs 16, a tiny body) stays serial; one with
+    work enough to split becomes parallel, the same values either way."""
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        y = sd.field(sd.f32, shape=16)
+        z = sd.field(sd.f32, shape=256)
+
+        @sd.kernel
+        def tiny():
+            sd.loop_config(serialize=True)
+            for b in range(16):
+                y[b] = b * 2.0
+
+        @sd.kernel
+        def heavy():
+            sd.loop_config(serialize=True)
+            for b in range(256):
+                acc = 0.0
+                for j in range(4096):
+                    acc += sd.sin(b * 0.01 + j * 1e-4)
+                z[b] = acc
+        tiny()
+        heavy()
+        res[on] = (_kinds(tiny), _kinds(heavy), y.to_numpy(), z.to_numpy())
+    assert res[True][:2] == (["serial"], ["range"])
+    assert res[False][:2] == (["serial"], ["serial"])
+    assert res[True][3].tobytes() == res[False][3].tobytes()
