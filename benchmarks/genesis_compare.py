@@ -3,8 +3,9 @@
 
     python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
         [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0] [--first-round 1]
+        [--systems quadrants spirad "spirad --graph" "spirad --serial-loops"]
 
-The order of the three alternates by round (round 2 runs them backwards; `paired.alternate`'s
+The order of the systems alternates by round (round 2 runs them backwards; `paired.alternate`'s
 rule), so a load that drifts within a round weighs on both sides. Prints per round the load
 average, the load at each run, and each run's median step, then per (scene, array mode)
 the median over rounds, spirad / Quadrants ratios, and the largest position difference of each
@@ -24,11 +25,15 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SYSTEMS = ("quadrants", "spirad", "spirad --graph")
+SERIAL = "spirad --serial-loops"  # SPIRAD_INDEPENDENT_LOOPS=0: Genesis' loops serial as written
 
 
 def run_one(py, system, scene, ndarray, a, out):
     env = dict(os.environ, GS_ENABLE_NDARRAY="1" if ndarray else "0")
     env.pop("PYTHONPATH", None)
+    env.pop("SPIRAD_INDEPENDENT_LOOPS", None)
+    if system == SERIAL:
+        env["SPIRAD_INDEPENDENT_LOOPS"] = "0"
     if system.startswith("spirad"):
         env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "spirad", "compat",
                                                                 "quadrants_shim"), HERE])
@@ -58,6 +63,10 @@ def main():
     ap.add_argument("--scenes", nargs="+", default=["box", "franka"])
     ap.add_argument("--modes", nargs="+", choices=("field", "ndarray"),
                     default=["field", "ndarray"], help="Genesis' array modes to run")
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS + (SERIAL,), default=list(SYSTEMS),
+                    help="what runs (Quadrants first: the others are compared with it); "
+                    f"'{SERIAL}': spirad with the serialised loops kept serial "
+                    "(passes/independent_loops off)")
     ap.add_argument("--first-round", type=int, default=1, help="number the rounds from here "
                     "(the order alternates by round number: a run continuing another's rounds)")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
@@ -65,6 +74,9 @@ def main():
                     "offline cache compiles every kernel in the first run)")
     a = ap.parse_args()
     modes = [m == "ndarray" for m in a.modes]
+    systems = tuple(a.systems)
+    if systems[0] != "quadrants":
+        raise SystemExit("--systems: quadrants first (the others are compared with it)")
     times, diffs, loads = {}, {}, []
     tmp = tempfile.mkdtemp()
     for r in range(a.first_round - 1, a.first_round - 1 + a.rounds):
@@ -73,7 +85,7 @@ def main():
         for scene in a.scenes:
             for ndarray in modes:
                 res = {}
-                for system in (SYSTEMS if r % 2 == 0 else SYSTEMS[::-1]):
+                for system in (systems if r % 2 == 0 else systems[::-1]):
                     out = os.path.join(tmp, f"{scene}{int(ndarray)}{system.replace(' ', '')}.json")
                     res[system] = run_one(a.quadrants_python, system, scene, ndarray, a, out)
                     times.setdefault((scene, ndarray, system), []).append(
@@ -82,25 +94,32 @@ def main():
                     print(f"  {scene} {'ndarray' if ndarray else 'field'} {system}: "
                           f"{res[system]['step_ms_median']:.4f} ms (load {loads[-1]:.1f}, build "
                           f"{res[system]['build_s']:.1f} s)", flush=True)
-                for system in SYSTEMS[1:]:
+                for system in systems[1:]:
                     d = max_diff(res[system], res["quadrants"])
                     diffs[(scene, ndarray, system)] = max(diffs.get((scene, ndarray, system), 0), d)
-                d = max_diff(res[SYSTEMS[1]], res[SYSTEMS[2]])  # replayed against eager
-                diffs[(scene, ndarray, "graph-eager")] = max(
-                    diffs.get((scene, ndarray, "graph-eager"), 0), d)
+                if "spirad --graph" in res and "spirad" in res:  # replayed against eager
+                    d = max_diff(res["spirad"], res["spirad --graph"])
+                    diffs[(scene, ndarray, "graph-eager")] = max(
+                        diffs.get((scene, ndarray, "graph-eager"), 0), d)
     print(f"\nload average over rounds: {min(loads):.2f} to {max(loads):.2f}; medians over "
           f"{a.rounds} rounds, {a.steps} steps, n_envs {a.n_envs}")
-    print("| scene, array mode | Quadrants | spirad eager | ratio | spirad graph | ratio | "
-          "largest position difference vs Quadrants (eager / graph) | graph vs eager |")
-    print("|---|---|---|---|---|---|---|---|")
+    others = systems[1:]
+    print("| scene, array mode | Quadrants | " + " | ".join(f"{s} | ratio" for s in others) +
+          " | largest position difference vs Quadrants (" + " / ".join(others) + ")" +
+          (" | graph vs eager |" if "spirad --graph" in others and "spirad" in others else " |"))
+    print("|---|---|" + "---|---|" * len(others) + "---|" +
+          ("---|" if "spirad --graph" in others and "spirad" in others else ""))
     for scene in a.scenes:
         for ndarray in modes:
-            q, e, g = (statistics.median(times[(scene, ndarray, s)]) for s in SYSTEMS)
-            print(f"| {scene}, {'ndarray' if ndarray else 'field'} | {q:.3f} ms | {e:.3f} ms | "
-                  f"{e / q:.2f} | {g:.3f} ms | {g / q:.2f} | "
-                  f"{diffs[(scene, ndarray, SYSTEMS[1])]:.1e} / "
-                  f"{diffs[(scene, ndarray, SYSTEMS[2])]:.1e} | "
-                  f"{diffs[(scene, ndarray, 'graph-eager')]:.1e} |")
+            q = statistics.median(times[(scene, ndarray, "quadrants")])
+            row = f"| {scene}, {'ndarray' if ndarray else 'field'} | {q:.3f} ms | "
+            for s in others:
+                t = statistics.median(times[(scene, ndarray, s)])
+                row += f"{t:.3f} ms | {t / q:.2f} | "
+            row += " / ".join(f"{diffs[(scene, ndarray, s)]:.1e}" for s in others) + " |"
+            if (scene, ndarray, "graph-eager") in diffs:
+                row += f" {diffs[(scene, ndarray, 'graph-eager')]:.1e} |"
+            print(row)
     sys.stdout.flush()
 
 

@@ -115,6 +115,7 @@ class LoopArg:
     carried: tuple = ()
     static_trips: Optional[int] = None   # known trip count (RANGE_FOR with constant bounds)
     parallel: bool = False               # the kernel's outermost loop: becomes a task
+    serialised: bool = False             # parallel, though written serialised (Task.serialised)
     trips: Optional[Node] = None         # reverse mode: slot counting executed iterations
 
 
@@ -166,7 +167,10 @@ class Task:
     passes/deterministic.py); every buffer is then iteration-private.
     `proven`: global accesses of `body` a pass proved in range (passes/bounds_versioning: the
     copy of a loop that runs only when a guard before it held); the default bounds checks skip
-    them (`kernel_ir.index_range`)."""
+    them (`kernel_ir.index_range`).
+    `serialised` (range tasks): a loop written serialised that passes/independent_loops made
+    parallel; the CPU code generator keeps such a task scalar where its body holds a loop
+    (`llvm_codegen.codegen.spmd_choice`)."""
     kind: str
     body: Block
     index: Optional[Node] = None
@@ -176,6 +180,7 @@ class Task:
     loc: Optional[SrcLoc] = None
     ordered: bool = False
     proven: frozenset = frozenset()
+    serialised: bool = False
 
 
 @dataclass(frozen=True)

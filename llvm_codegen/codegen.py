@@ -29,8 +29,8 @@ from llvmlite import ir
 
 from kernel_ir.abi import KernelABI
 from kernel_ir.dtypes import i32, i64
-from kernel_ir.nodes import Task, TaskList
-from kernel_ir.ops import Op
+from kernel_ir.nodes import Task, TaskList, walk
+from kernel_ir.ops import LOOPS, Op
 
 from . import math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
@@ -173,6 +173,8 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (`options.spmd`)."""
     if not options.spmd:
         return 1, spmd.Analysis(False, "")
+    if task.serialised and any(n.op in LOOPS for n in walk(task.body)):
+        return 1, spmd.Analysis(False, "a serialised loop with loops inside, made parallel")
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a

@@ -77,5 +77,6 @@ def dce_tasks(tl: TaskList) -> TaskList:
         body = _fixpoint([t.body])[0]
         if t.kind == "serial" and not body.nodes:
             continue
-        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc))
+        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc,
+                          serialised=t.serialised))
     return TaskList(tl.name, tl.args, tuple(tasks), tl.temps)

@@ -106,6 +106,12 @@ class _Forwarding:
         return c
 
 
+def forwarding(body: Block) -> _Forwarding:
+    """The forwardable top-level locals of `body` (`_Forwarding`): its `closed(n)` says whether
+    an expression is the same wherever a task evaluates it (passes/independent_loops)."""
+    return _Forwarding(body)
+
+
 def offload(k: KernelIR) -> TaskList:
     fw = _Forwarding(k.body)
     segments: list = []
@@ -223,7 +229,8 @@ def offload(k: KernelIR) -> TaskList:
             _check_bound_writes(loop, bounds + prologue)
             body = rebuild(loop.blocks[0], visit, env)
             body = Block(tuple(prologue) + body.nodes)
-            tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}", loop.loc))
+            tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}",
+                              loop.loc, serialised=loop.arg.serialised))
         else:
             body = rebuild(Block(tuple(nodes)), visit, env)
             body = Block(tuple(prologue) + body.nodes)

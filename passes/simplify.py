@@ -73,5 +73,6 @@ def simplify_tasks(tl: TaskList) -> TaskList:
     for t in tl.tasks:
         env = {}
         body = rebuild(t.body, fold, env)
-        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc))
+        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc,
+                          serialised=t.serialised))
     return TaskList(tl.name, tl.args, tuple(tasks), tl.temps)

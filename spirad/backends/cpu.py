@@ -405,7 +405,7 @@ class CpuBackend(BackendBase):
             self.pending = err
         return err
 
-    def replay_entry(self, program, storages, argbuf, ranges):
+    def replay_entry(self, program, storages, argbuf, ranges, ask_adaptive=False):
         """(program, ((direct task function, c_int64 begin, c_int64 end), ...), c_void_p of
         the buffer table, c_void_p of the argument bytes, (buffer table, argument bytes): kept
         alive, checked) when every task of the launch would run on the calling thread
@@ -413,12 +413,15 @@ class CpuBackend(BackendBase):
         privatised scatter, no range read from globals, too short to split), else None. Its
         own buffer table: one program launched with other arrays in the same graph keeps its
         own. (A task free of atomics, `adaptive`, gives the same values split or not; one with
-        atomics is split by its length alone, so the choice holds at every replay.)"""
+        atomics, is split by its length alone, so the choice holds at every replay.)
+        `ask_adaptive` (`eager_entry`): such a task is recorded with its `Adaptive`, which the
+        run asks at every launch as `launch` does. Each call: (function, c_int64 begin, c_int64
+        end, None or (Adaptive, its task function for `CpuRuntime.run`, begin, end))."""
         if any(program.stacks):
             return None
         calls = []
         rt = self.rt
-        for (_, kind, stacks, _, adaptive, scatter, min_split), (fn, fn1), rng in zip(
+        for (tfn, kind, stacks, _, adaptive, scatter, min_split), (fn, fn1), rng in zip(
                 program.launch_tasks, program.direct, ranges):
             if rng is None:
                 return None
@@ -427,21 +430,23 @@ class CpuBackend(BackendBase):
                 continue
             if scatter is not None and e - b >= 2 * rt.num_workers:
                 return None  # maybe privatised (`_privatised` decides per launch)
-            if adaptive is not None and not adaptive.splits(e - b):
-                calls.append((fn, b, e))
+            if adaptive is not None and ask_adaptive:
+                calls.append((fn, b, e, (adaptive, tfn, b, e)))
+            elif adaptive is not None and not adaptive.splits(e - b):
+                calls.append((fn, b, e, None))
             elif adaptive is not None:
                 return None  # long enough to split: through `launch`
             elif fn1 is not None and e - b < min_split:
-                calls.append((fn1, b, e))
+                calls.append((fn1, b, e, None))
             elif kind != "range" or rt.num_workers == 1 or \
                     e - b < (rt.parallel_min if min_split is None else min_split):
-                calls.append((fn, b, e))
+                calls.append((fn, b, e, None))
             else:
                 return None
         bufs = (ctypes.c_void_p * len(program.bufs)).from_buffer_copy(program.bufs)
         _fill_buffers(bufs, program, storages)
         addr = ctypes.cast(ctypes.c_char_p(argbuf), ctypes.c_void_p).value
-        calls = tuple((fn, ctypes.c_int64(b), ctypes.c_int64(e)) for fn, b, e in calls)
+        calls = tuple((fn, ctypes.c_int64(b), ctypes.c_int64(e), ad) for fn, b, e, ad in calls)
         return (program, calls, ctypes.c_void_p(ctypes.addressof(bufs)), ctypes.c_void_p(addr),
                 (bufs, argbuf), program.bounds is not None or program.oob)
 
@@ -453,30 +458,41 @@ class CpuBackend(BackendBase):
             for program, calls, bufs, addr, (_, argbuf), checked in entries:
                 if cancelled():
                     return
-                for fn, b, e in calls:  # direct functions, prebuilt ctypes instances
+                for fn, b, e, _ in calls:  # direct functions, prebuilt ctypes instances
                     fn(bufs, addr, b, e, _WORKER0)
                 if checked and program.status_word.value:
                     self._status(program, argbuf, None)
 
     def eager_entry(self, program, storages, argbuf, ranges):
         """`replay_entry`'s record, for launches whose run `launch` decides from the ranges
-        alone: None where a task would be split by its measured time (`Adaptive`, a range task
-        free of atomics: `launch` asks it at every launch, a record would keep one answer).
-        Every Genesis kernel on the CPU qualifies (one serial task)."""
-        if any(a is not None for a in program.adaptive):
-            return None
-        return self.replay_entry(program, storages, argbuf, ranges)
+        and, for a task split by its measured time (`Adaptive`, a range task free of atomics,
+        such as Genesis' serialised loops made parallel: passes/independent_loops), from that
+        `Adaptive`, asked at every run as `launch` asks it."""
+        return self.replay_entry(program, storages, argbuf, ranges, ask_adaptive=True)
 
     def eager_run(self, entry) -> None:
         """One launch of an `eager_entry` record: what `launch` does for it (the interrupt
-        check, the task calls on this thread, the status word), without rebuilding anything."""
-        program, calls, bufs, addr, (_, argbuf), checked = entry
+        check, the task calls on this thread or split by their `Adaptive`, the status word),
+        without rebuilding anything."""
+        program, calls, bufs, addr, (table, argbuf), checked = entry
         cancelled = self.rt.cancelled
-        for fn, b, e in calls:  # (as `launch`: the interrupt before, the status after each task)
+        for fn, b, e, ad in calls:  # (as `launch`: the interrupt before, the status after each)
             if cancelled():
                 return
-            with self.rt.calls_lock():
-                fn(bufs, addr, b, e, _WORKER0)
+            if ad is None:
+                with self.rt.calls_lock():
+                    fn(bufs, addr, b, e, _WORKER0)
+            else:
+                adaptive, tfn, ib, ie = ad
+                n = ie - ib
+                if adaptive.splits(n):
+                    adaptive.run(self.rt.run, tfn, table, addr.value, ib, ie)
+                else:  # on this thread: the direct call, timed as `Adaptive.run` times it
+                    clk = adaptive.clock_for(n)
+                    t0 = clk()
+                    with self.rt.calls_lock():
+                        fn(bufs, addr, b, e, _WORKER0)
+                    adaptive.unsplit(n, clk() - t0)
             if checked and program.status_word.value:
                 self._status(program, argbuf, None)  # kept for the next sync
 

@@ -49,6 +49,7 @@ from passes.promote_accumulators import promote_accumulators
 from passes.simplify import simplify_kernel, simplify_tasks
 from passes.taichi_layout import taichi_addresses
 from passes.bounds_versioning import version_loops
+from passes.independent_loops import parallelise
 from ..data.snode_layout import layout_of
 from ..runtime.logger import logger, ms
 from ..runtime.sizing_cache import ProgramSizing
@@ -58,8 +59,10 @@ KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
-def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
-    """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering)."""
+def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = False):
+    """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering).
+    Returns (task list, its copy with the provably independent serialised loops parallel
+    (passes/independent_loops), or None: not `independent`, or no loop qualifies)."""
     if verify:
         verifier.verify_kernel(k)
     for name, stage in KERNEL_STAGES:
@@ -68,6 +71,15 @@ def lower(k: KernelIR, verify: bool = False, prints=None) -> TaskList:
             k = lower_prints(k, prints)
         if verify:
             verifier.verify_kernel(k, inlined=True)
+    tl = _tasks(k, verify)
+    if not independent:
+        return tl, None
+    from ..backends.work_estimate import worth_splitting
+    kp = parallelise(k, worth_splitting)
+    return tl, (_tasks(kp, verify) if kp is not k else None)
+
+
+def _tasks(k: KernelIR, verify: bool) -> TaskList:
     tl = offload(k)
     if verify:
         verifier.verify_tasks(tl)
@@ -165,8 +177,9 @@ def _compile_forward(kernel, specs, state) -> Compiled:
     if c is None:
         from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
-        tl = lower(kir, verify=debug_enabled(state), prints=state.prints)
-        c = _stored(_program(tl, state, None, templates, returns, cache_key=key))
+        tl, ptl = lower(kir, verify=debug_enabled(state), prints=state.prints,
+                        independent=independent_loops(state))
+        c = _stored(_program(tl, state, None, templates, returns, cache_key=key, parallel=ptl))
     return c
 
 
@@ -313,16 +326,25 @@ def _stored(c: Compiled) -> Compiled:
     return c
 
 
+def independent_loops(state) -> bool:
+    """Whether forward programs run provably independent serialised loops in parallel
+    (passes/independent_loops): on the CPU backend, unless SPIRAD_INDEPENDENT_LOOPS=0."""
+    from .. import options
+    return state.arch == "cpu" and options.get("SPIRAD_INDEPENDENT_LOOPS")
+
+
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
-             ctl=None, cache_key=None) -> Compiled:
+             ctl=None, cache_key=None, parallel=None) -> Compiled:
     """Codegen through the backend, plus what a launch needs: host bound functions, the
     binding sources, what the program may read and write (generations to bump), its return values
     (`kernel_return`) and whether it prints (`printing`). `blob`: the backend's exported form
     of this task list's program (an offline-cache hit), imported instead of compiled; `ctl`:
     the task list it was compiled from, stored with it (the backend passes are not run again:
-    they were most of a cache hit's Python work); `cache_key`: its offline-cache key, or None."""
+    they were most of a cache hit's Python work); `cache_key`: its offline-cache key, or None;
+    `parallel`: `tl` with its independent serialised loops parallel (`lower`), which the backend
+    compiles instead (autodiff keeps `tl`)."""
     if ctl is None:  # what the backend compiles (`tl`: autodiff's)
-        ctl = promote_accumulators(tl)
+        ctl = promote_accumulators(tl if parallel is None else parallel)
         if state.options.deterministic:  # ordered atomics (passes/deterministic)
             ctl = serialise(ctl, _state.backend().ordered_chunk())
         ctl = demote_atomics(expand_math(ctl))

@@ -1,0 +1,456 @@
+"""Serialised top-level loops with provably independent iterations run in parallel on the CPU
+(passes/independent_loops): every qualifying loop is made parallel here, whatever its work
+(`SPLIT_WORK` = 0), and every launch is split over the worker threads (`SPLIT_SECONDS` = 0);
+each kernel's result equals the serial run's bit for bit (the same
+kernel with SPIRAD_INDEPENDENT_LOOPS=0) and numpy's. Each refusal keeps the loop serial and
+gives the serial answer; the refusal tests check the task kinds, so a loosened rule fails them."""
+import numpy as np
+import pytest
+
+import spirad as sd
+from kernel_ir.nodes import walk
+from kernel_ir.ops import Op
+from spirad.backends import work_estimate
+from tests.support.archs import exactly, test_archs
+
+B, L = 256, 7
+
+
+@pytest.fixture
+def split_always(monkeypatch):
+    """Every qualifying loop is made parallel (`worth_splitting`), and every launch of a range
+    task free of atomics is split over the workers."""
+    monkeypatch.setattr(work_estimate, "SPLIT_WORK", 0)
+    monkeypatch.setattr(work_estimate, "SPLIT_SECONDS", 0.0)
+
+
+def _init(independent: bool, monkeypatch, arch=sd.cpu):
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1" if independent else "0")
+    sd.init(arch=arch, offline_cache=False, cpu_max_num_threads=4)
+
+
+def _kinds(kernel) -> list:
+    """The task kinds the backend compiled for the kernel's last forward launch."""
+    return [t.kind for t in kernel._plans[0].compiled.backend_tl.tasks]
+
+
+def _both(monkeypatch, run):
+    """`run()` (-> (outputs, task kinds)) with the pass on and off."""
+    out = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        out[on] = run()
+    return out[True], out[False]
+
+
+def _inputs():
+    rng = np.random.default_rng(7)
+    return rng.standard_normal((L, B)).astype(np.float32), \
+        rng.integers(0, B, B).astype(np.int32)
+
+
+# -- loops that become parallel ------------------------------------------------------------
+
+def test_env_loop_with_nested_f32_sums(monkeypatch, split_always):
+    """The Genesis shape: `for i_b in range(_B)` with nested loops and a per-env f32 sum."""
+    x0, _ = _inputs()
+
+    def run():
+        x = sd.field(sd.f32, shape=(L, B))
+        s = sd.field(sd.f32, shape=B)
+        w = sd.field(sd.f32, shape=L)  # read only, at other indices: free
+
+        @sd.kernel
+        def step():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                acc = 0.0
+                for l in range(L):
+                    x[l, b] = x[l, b] * 1.25 + w[l]
+                    acc += x[l, b] * x[l, b]
+                    if acc > 1e9:
+                        continue
+                s[b] += acc
+        x.from_numpy(x0)
+        w.from_numpy(np.linspace(0, 1, L).astype(np.float32))
+        for _ in range(3):  # the third runs the backend's record of the launch (`eager_run`)
+            step()
+        assert step._fast is not None and step._fast[2] is not None
+        return (x.to_numpy(), s.to_numpy()), _kinds(step)
+    (par, kp), (ser, ks) = _both(monkeypatch, run)
+    assert kp == ["range"] and ks == ["serial"]
+    for a, b in zip(par, ser):
+        assert a.tobytes() == b.tobytes()
+    # numpy, in the kernel's order and precision
+    x, s = x0.copy(), np.zeros(B, np.float32)
+    w = np.linspace(0, 1, L).astype(np.float32)
+    for _ in range(3):
+        acc = np.zeros(B, np.float32)
+        for l in range(L):
+            x[l] = x[l] * np.float32(1.25) + w[l]
+            acc = acc + x[l] * x[l]
+        s = s + acc
+    np.testing.assert_allclose(par[0], x, rtol=1e-6)
+    np.testing.assert_allclose(par[1], s, rtol=1e-5)
+
+
+def test_ndrange_nest_moves_the_env_loop_out(monkeypatch, split_always):
+    """`ndrange(L, B)` serialised, with a dependence along l: the b loop is the one made
+    parallel (moved outermost), l stays serial inside it, in order."""
+    x0, _ = _inputs()
+
+    def run():
+        x = sd.field(sd.f32, shape=(L, B))
+
+        @sd.kernel
+        def scan():
+            sd.loop_config(serialize=True)
+            for l, b in sd.ndrange((1, L), B):
+                x[l, b] = x[l - 1, b] * 0.5 + x[l, b]
+        x.from_numpy(x0)
+        scan()
+        return x.to_numpy(), _kinds(scan)
+    (par, kp), (ser, ks) = _both(monkeypatch, run)
+    assert kp == ["range"] and ks == ["serial"]
+    assert par.tobytes() == ser.tobytes()
+    ref = x0.copy()
+    for l in range(1, L):
+        ref[l] = ref[l - 1] * np.float32(0.5) + ref[l]
+    np.testing.assert_array_equal(par, ref)
+
+
+def test_ndarrays_and_own_atomics(monkeypatch, split_always):
+    """ndarrays indexed by the env index (vectors too), atomics on the env's own elements."""
+    x0, _ = _inputs()
+
+    def run():
+        x = sd.ndarray(sd.f32, (B, L))
+        v = sd.Vector.ndarray(3, sd.f32, (B,))
+        n = sd.ndarray(sd.i32, (B,))
+
+        @sd.kernel
+        def k(x: sd.types.ndarray(), v: sd.types.ndarray(), n: sd.types.ndarray()):
+            sd.loop_config(serialize=True)
+            for b in range(x.shape[0]):
+                for l in range(x.shape[1]):
+                    if x[b, l] > 0:
+                        sd.atomic_add(n[b], 1)
+                    v[b] += sd.Vector([x[b, l], 1.0, -x[b, l]])
+        x.from_numpy(np.ascontiguousarray(x0.T))
+        k(x, v, n)
+        return (v.to_numpy(), n.to_numpy()), _kinds(k)
+    (par, kp), (ser, ks) = _both(monkeypatch, run)
+    assert kp == ["range"] and ks == ["serial"]
+    assert par[0].tobytes() == ser[0].tobytes()
+    np.testing.assert_array_equal(par[1], (x0 > 0).sum(0))
+
+
+@test_archs(exactly("cpu", "vulkan"))
+def test_same_results_on_every_arch(arch, split_always):
+    """Only the CPU runs such loops in parallel; the others keep them serial, same values."""
+    x = sd.field(sd.f32, shape=(L, B))
+
+    @sd.kernel
+    def k():
+        sd.loop_config(serialize=True)
+        for b in range(B):
+            for l in range(1, L):
+                x[l, b] = x[l - 1, b] + b
+    k()
+    assert _kinds(k) == (["range"] if arch == "cpu" else ["serial"])
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(L)[:, None] * np.arange(B)[None, :])
+
+
+def test_adjoint_keeps_the_serial_loop(monkeypatch, split_always):
+    """Autodiff sees the serial task list: the adjoint (whose carried local needs an adstack)
+    stays one serial task, with the gradient of the serial loop."""
+    x0, _ = _inputs()
+    _init(True, monkeypatch)
+    x = sd.field(sd.f32, shape=(L, B), needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+    y = sd.field(sd.f32, shape=B, needs_grad=True)
+
+    @sd.kernel
+    def k():
+        sd.loop_config(serialize=True)
+        for b in range(B):
+            p = 1.0
+            for l in range(L):
+                p = p * sd.sin(x[l, b]) + 0.5
+            y[b] = p
+
+    @sd.kernel
+    def total():
+        for b in range(B):
+            loss[None] += y[b]
+    x.from_numpy(x0)
+    with sd.ad.Tape(loss=loss):
+        k()
+        total()
+    assert _kinds(k) == ["range"]
+    adj = k._derived or None
+    g = x.grad.to_numpy()
+    # analytic: d/dx_l of p_L, p_{l+1} = p_l sin(x_l) + 0.5
+    xs = x0.astype(np.float64)
+    p = np.ones(B)
+    ps = []
+    for l in range(L):
+        ps.append(p)
+        p = p * np.sin(xs[l]) + 0.5
+    dp = np.ones(B)
+    ref = np.zeros_like(xs)
+    for l in reversed(range(L)):
+        ref[l] = dp * ps[l] * np.cos(xs[l])
+        dp = dp * np.sin(xs[l])
+    np.testing.assert_allclose(g, ref, rtol=2e-4, atol=1e-5)
+    assert adj  # the adjoint program(s) compiled for k
+    for prog in adj.values():
+        assert all(t.kind == "serial" for t in prog.backend_tl.tasks)
+        assert any(n.op.name.startswith("ADSTACK") for t in prog.backend_tl.tasks
+                   for n in walk(t.body))
+
+
+# -- refusals: the loop stays serial, the serial answer -------------------------------------
+
+def _refused(monkeypatch, build, out):
+    """`build(a)` launches a kernel over `_Arrays` `a` and returns it; `out(a)`: the arrays to
+    compare. Serial with the pass on and off, the same bytes; returns the outputs."""
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        a = _Arrays()
+        k = build(a)
+        res[on] = ([x.copy() for x in out(a)], _kinds(k))
+    assert res[True][1] == res[False][1] == ["serial"]
+    for a, b in zip(res[True][0], res[False][0]):
+        assert a.tobytes() == b.tobytes()
+    return res[True][0]
+
+
+class _Arrays:
+    def __init__(self):
+        x0, idx = _inputs()
+        self.x = sd.field(sd.f32, shape=B + 1)
+        self.y = sd.field(sd.f32, shape=B + 1)
+        self.i = sd.field(sd.i32, shape=B)
+        self.c = sd.field(sd.i32, shape=())
+        self.x.from_numpy(np.append(x0[0], 1.0).astype(np.float32))
+        self.i.from_numpy(idx)
+
+
+def test_refuses_prefix_sum(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(1, B):
+                a.x[b] = a.x[b - 1] + a.x[b]
+        k()
+        return k
+    (x,) = _refused(monkeypatch, build, lambda a: [a.x.to_numpy()])
+    ref = np.append(_inputs()[0][0], 1.0).astype(np.float32)
+    for b in range(1, B):
+        ref[b] = ref[b - 1] + ref[b]
+    np.testing.assert_array_equal(x, ref)
+
+
+def test_refuses_shifted_write(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                a.x[b + 1] = a.x[b] * 0.5
+        k()
+        return k
+    _refused(monkeypatch, build, lambda a: [a.x.to_numpy()])
+
+
+def test_refuses_write_through_loaded_index(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                a.y[a.i[b]] = a.y[a.i[b]] * 2.0 + a.x[b]
+        k()
+        return k
+    _refused(monkeypatch, build, lambda a: [a.y.to_numpy()])
+
+
+def test_refuses_global_counter(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                m = sd.atomic_add(a.c[None], 1)
+                a.y[b] = m
+        k()
+        return k
+    (y,) = _refused(monkeypatch, build, lambda a: [a.y.to_numpy()])
+    np.testing.assert_array_equal(y[:B], np.arange(B))  # the serial order
+
+
+def test_refuses_break(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                if a.x[b] > 1.5:
+                    break
+                a.y[b] = 1.0
+        k()
+        return k
+    _refused(monkeypatch, build, lambda a: [a.y.to_numpy()])
+
+
+def test_refuses_array_without_env_axis(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                a.y[b] = a.x[b]
+                a.y[B] = a.x[b]  # the last one written wins: the serial order decides
+        k()
+        return k
+    y, x = _refused(monkeypatch, build, lambda a: [a.y.to_numpy(), a.x.to_numpy()])
+    assert y[B] == x[B - 1]
+
+
+def test_refuses_carried_local(monkeypatch, split_always):
+    def build(a):
+
+        @sd.kernel
+        def k():
+            s = 0.0
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                s = s * 0.5 + a.x[b]
+                a.y[b] = s
+        k()
+        return k
+    _refused(monkeypatch, build, lambda a: [a.y.to_numpy()])
+
+
+def test_refuses_random_numbers(monkeypatch, split_always):
+    """The random stream of a serial stretch is one sequence, in loop order."""
+    def build(a):
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                a.y[b] = sd.random()
+        k()
+        return k
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        res[on] = _kinds(build(_Arrays()))
+    assert res[True] == res[False] == ["serial"]
+
+
+def test_local_set_before_the_loop_is_read_as_it_was(monkeypatch, split_always):
+    """A local assigned from memory before the loop (then the memory changes) is handed to
+    the parallel task as a kernel temporary: the value it had when the loop started."""
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        a = _Arrays()
+
+        @sd.kernel
+        def k():
+            first = a.x[0]
+            a.x[0] = 5.0
+            sd.loop_config(serialize=True)
+            for b in range(1, B):
+                a.y[b] = first + a.x[b]
+        k()
+        res[on] = (a.y.to_numpy(), a.x.to_numpy(), _kinds(k))
+    assert res[True][2] == ["serial", "range"] and res[False][2] == ["serial"]
+    assert res[True][0].tobytes() == res[False][0].tobytes()
+    x0 = np.append(_inputs()[0][0], 1.0).astype(np.float32)
+    np.testing.assert_array_equal(res[True][0][1:B], x0[0] + x0[1:B])
+
+
+def test_refuses_ndarrays_that_may_be_one_array(monkeypatch, split_always):
+    """Two ndarray arguments of one element type and ndim may be one array passed twice: a
+    write to one and a read of the other at another index keep the loop serial (here they
+    are one array, and the serial answer is a running sum)."""
+    x0 = np.arange(1, B + 2, dtype=np.float32)
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        a = sd.ndarray(sd.f32, (B + 1,))
+        a.from_numpy(x0)
+
+        @sd.kernel
+        def k(p: sd.types.ndarray(), q: sd.types.ndarray()):
+            sd.loop_config(serialize=True)
+            for b in range(1, B + 1):
+                p[b] = q[b - 1] + p[b]
+        k(a, a)
+        res[on] = (a.to_numpy(), _kinds(k))
+    assert res[True][1] == res[False][1] == ["serial"]
+    np.testing.assert_array_equal(res[True][0], np.cumsum(x0))
+    assert res[True][0].tobytes() == res[False][0].tobytes()
+
+
+def test_top_level_only_and_parallel_loops_unchanged(monkeypatch):
+    """A loop nested in a parallel one is serial in its thread already; a plain parallel loop
+    is left as it was."""
+    _init(True, monkeypatch)
+    y = sd.field(sd.f32, shape=(4, B))
+
+    @sd.kernel
+    def k():
+        for i in range(4):
+            for b in range(B):
+                y[i, b] = i + b
+        for b in range(B):
+            y[0, b] += 1.0
+    k()
+    assert _kinds(k) == ["range", "range"]
+    assert not any(n.op == Op.RANGE_FOR and n.arg.parallel
+                   for t in k._plans[0].compiled.backend_tl.tasks for n in walk(t.body))
+
+
+def test_only_loops_with_work_enough_by_default(monkeypatch):
+    """Without the fixture's overrides: a loop whose estimated work cannot pay for a parallel
+    launch (`work_estimate.worth_splitting`: n_envs 16, a tiny body) stays serial; one with
+    work enough to split becomes parallel, the same values either way."""
+    res = {}
+    for on in (True, False):
+        _init(on, monkeypatch)
+        y = sd.field(sd.f32, shape=16)
+        z = sd.field(sd.f32, shape=256)
+
+        @sd.kernel
+        def tiny():
+            sd.loop_config(serialize=True)
+            for b in range(16):
+                y[b] = b * 2.0
+
+        @sd.kernel
+        def heavy():
+            sd.loop_config(serialize=True)
+            for b in range(256):
+                acc = 0.0
+                for j in range(4096):
+                    acc += sd.sin(b * 0.01 + j * 1e-4)
+                z[b] = acc
+        tiny()
+        heavy()
+        res[on] = (_kinds(tiny), _kinds(heavy), y.to_numpy(), z.to_numpy())
+    assert res[True][:2] == (["serial"], ["range"])
+    assert res[False][:2] == (["serial"], ["serial"])
+    assert res[True][3].tobytes() == res[False][3].tobytes()
