@@ -459,26 +459,46 @@ class CpuBackend(BackendBase):
                     self._status(program, argbuf, None)
 
     def eager_entry(self, program, storages, argbuf, ranges):
-        """`replay_entry`'s record, for launches whose run `launch` decides from the ranges
-        alone: None where a task would be split by its measured time (`Adaptive`, a range task
-        free of atomics: `launch` asks it at every launch, a record would keep one answer).
-        Every Genesis kernel on the CPU qualifies (one serial task)."""
+        """`replay_entry`'s record as a function of no arguments that runs the launch again
+        as `launch` would (the interrupt check before and the status word after each task,
+        the task calls on this thread), for launches whose run `launch` decides from the
+        ranges alone: None where a task would be split by its measured time (`Adaptive`, a
+        range task free of atomics: `launch` asks it at every launch, a record would keep one
+        answer). Every Genesis kernel on the CPU qualifies (one serial task: one ctypes call,
+        everything it passes built here, once)."""
         if any(a is not None for a in program.adaptive):
             return None
-        return self.replay_entry(program, storages, argbuf, ranges)
+        rec = self.replay_entry(program, storages, argbuf, ranges)
+        if rec is None:
+            return None
+        _, calls, bufs, addr, keep, checked = rec
+        cancel = self.rt.cancel
+        cancelled = (lambda: False) if cancel is None else cancel.is_set
+        lock = self.rt.calls_lock()
+        status = program.status_word if checked else None
+        on_status = self._status
+        w0 = _WORKER0
+        if len(calls) == 1:
+            ((fn, b, e),) = calls
 
-    def eager_run(self, entry) -> None:
-        """One launch of an `eager_entry` record: what `launch` does for it (the interrupt
-        check, the task calls on this thread, the status word), without rebuilding anything."""
-        program, calls, bufs, addr, (_, argbuf), checked = entry
-        cancelled = self.rt.cancelled
-        for fn, b, e in calls:  # (as `launch`: the interrupt before, the status after each task)
-            if cancelled():
-                return
-            with self.rt.calls_lock():
-                fn(bufs, addr, b, e, _WORKER0)
-            if checked and program.status_word.value:
-                self._status(program, argbuf, None)  # kept for the next sync
+            def run() -> None:
+                if cancelled():  # interrupted (spirad.runtime.guard)
+                    return
+                with lock:
+                    fn(bufs, addr, b, e, w0)
+                if status is not None and status.value:
+                    on_status(program, argbuf, None)  # kept for the next sync
+        else:
+            def run() -> None:
+                for fn, b, e in calls:
+                    if cancelled():
+                        return
+                    with lock:
+                        fn(bufs, addr, b, e, w0)
+                    if status is not None and status.value:
+                        on_status(program, argbuf, None)
+        run.keep = keep  # the buffer table and argument bytes the calls point into
+        return run
 
     def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
         """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and
