@@ -16,7 +16,7 @@ import dataclasses
 import numbers
 import typing
 import weakref
-from operator import is_ as _is
+from operator import is_ as _is, itemgetter
 
 import numpy as np
 
@@ -68,7 +68,8 @@ class Kernel(PyFunction):
         self._fast = None           # (arguments as given, their forward plan, its launch
                                     # function `launch.eager_entry` or None, the argument
                                     # count): repeated eager launches (`__call__`)
-        self._kw_orders = {}        # (positional count, keyword names) -> names in parameter order
+        self._kw_orders = {}        # (positional count, keyword names) -> a function of the
+                                    # keywords giving their values in parameter order
         _state.kernels.add(self)    # forget() at the next init()
 
     def forget(self) -> None:
@@ -485,13 +486,13 @@ class Kernel(PyFunction):
         """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would.
         Python's `Signature.bind` runs once per (positional count, keyword names); when it
         binds every parameter up to the last given one, later calls with the same names
-        reuse its order (a dict lookup per keyword)."""
+        reuse its order (one `itemgetter` call: a Genesis step passes keywords to a kernel)."""
         if not kwargs:
             return args
         key = (len(args), tuple(kwargs))
-        order = self._kw_orders.get(key)
-        if order is not None:
-            return args + tuple([kwargs[n] for n in order])
+        values = self._kw_orders.get(key)
+        if values is not None:
+            return args + values(kwargs)
         sig = self._py_signature
         if sig is None:
             import inspect
@@ -506,7 +507,9 @@ class Kernel(PyFunction):
         if len(bound) == len(args) + len(kwargs) and all(
                 sig.parameters[n].kind == sig.parameters[n].POSITIONAL_OR_KEYWORD
                 for n in names[:len(bound)]) and set(names[len(args):len(bound)]) == set(kwargs):
-            self._kw_orders[key] = tuple(names[len(args):len(bound)])
+            order = names[len(args):len(bound)]  # (itemgetter of one name: that value alone)
+            self._kw_orders[key] = itemgetter(*order) if len(order) > 1 else \
+                lambda kw, name=order[0]: (kw[name],)
         return bound
 
     def __call__(self, *args, **kwargs):
