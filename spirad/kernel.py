@@ -16,7 +16,7 @@ import dataclasses
 import numbers
 import typing
 import weakref
-from operator import is_ as _is
+from operator import is_ as _is, itemgetter
 
 import numpy as np
 
@@ -65,9 +65,11 @@ class Kernel(PyFunction):
         self._py_signature = None   # inspect.Signature, for keyword arguments at launch
         self._views = {}            # param index -> (ndarray, its view without .grad): _gradless
         self._last = [None, None, None, None]  # per mode: (arguments as given, their plan)
-        self._fast = None           # (arguments as given, their forward plan, the backend's
-                                    # record of it): repeated eager launches (`__call__`)
-        self._kw_orders = {}        # (positional count, keyword names) -> names in parameter order
+        self._fast = None           # (arguments as given, their forward plan, its launch
+                                    # function `launch.eager_entry` or None, the argument
+                                    # count): repeated eager launches (`__call__`)
+        self._kw_orders = {}        # (positional count, keyword names) -> a function of the
+                                    # keywords giving their values in parameter order
         _state.kernels.add(self)    # forget() at the next init()
 
     def forget(self) -> None:
@@ -428,7 +430,7 @@ class Kernel(PyFunction):
                 if mode == FORWARD and tape is None and _Capture.active is None and (
                         self._fast is None or self._fast[1] is not p):
                     # a second launch in a row: the next ones take `__call__`'s shortcut
-                    self._fast = (args, p, _launch.eager_entry(p))
+                    self._fast = (args, p, _launch.eager_entry(p), len(args))
                 if _Capture.active is not None:
                     _Capture.active.record(self, p, False)
                 if tape is not None:
@@ -484,13 +486,13 @@ class Kernel(PyFunction):
         """Keyword arguments at launch (`k(x, dt=0.1)`): bound to positions, as Python would.
         Python's `Signature.bind` runs once per (positional count, keyword names); when it
         binds every parameter up to the last given one, later calls with the same names
-        reuse its order (a dict lookup per keyword)."""
+        reuse its order (one `itemgetter` call: a Genesis step passes keywords to a kernel)."""
         if not kwargs:
             return args
         key = (len(args), tuple(kwargs))
-        order = self._kw_orders.get(key)
-        if order is not None:
-            return args + tuple([kwargs[n] for n in order])
+        values = self._kw_orders.get(key)
+        if values is not None:
+            return args + values(kwargs)
         sig = self._py_signature
         if sig is None:
             import inspect
@@ -505,7 +507,9 @@ class Kernel(PyFunction):
         if len(bound) == len(args) + len(kwargs) and all(
                 sig.parameters[n].kind == sig.parameters[n].POSITIONAL_OR_KEYWORD
                 for n in names[:len(bound)]) and set(names[len(args):len(bound)]) == set(kwargs):
-            self._kw_orders[key] = tuple(names[len(args):len(bound)])
+            order = names[len(args):len(bound)]  # (itemgetter of one name: that value alone)
+            self._kw_orders[key] = itemgetter(*order) if len(order) > 1 else \
+                lambda kw, name=order[0]: (kw[name],)
         return bound
 
     def __call__(self, *args, **kwargs):
@@ -515,13 +519,12 @@ class Kernel(PyFunction):
             if kwargs:
                 args = self.bind(args, kwargs)
             f = self._fast
-            if f is not None and f[2] is not None and len(args) == len(f[0]) and \
+            if f is not None and f[2] is not None and len(args) == f[3] and \
                     all(map(_is, f[0], args)) and f[1] is self._plans[FORWARD] and \
-                    Tape.active is None and FwdMode.active is None and \
-                    _Capture.active is None and _state.PROFILER is None and \
-                    _launch.run_entry(f[1], f[2]):
-                # the arguments (the same objects) of the last two launches again, nothing to
-                # record or time: the backend's record of their plan (`launch.run_entry`)
+                    not _guard.RECORDING and _state.PROFILER is None and f[2]():
+                # the arguments (the same objects) of the last two launches again, no Tape,
+                # forward mode or capture in any thread, nothing to time: the backend's record
+                # of their plan (`launch.eager_entry`)
                 return None
             tape = Tape.active
             mode = FWD_MODE if FwdMode.active is not None else \

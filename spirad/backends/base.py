@@ -91,15 +91,11 @@ class BackendBase:
         raise RuntimeError(f"the {self.name} backend makes no launch graph records")
 
     def eager_entry(self, program, storages, argbuf: bytes, ranges):
-        """A record of one launch that `eager_run` runs again exactly as `launch` would run it
-        with these arguments (the launch path's repeated-launch shortcut, `launch.run_entry`:
-        the same plan launched again and again, as a simulation step does); None (the default):
-        every launch goes through `launch`."""
+        """A function of no arguments that runs this launch again exactly as `launch` would
+        run it with these arguments (the launch path's repeated-launch shortcut,
+        `launch.eager_entry`: the same plan launched again and again, as a simulation step
+        does); None (the default): every launch goes through `launch`."""
         return None
-
-    def eager_run(self, entry) -> None:
-        """Run a record of `eager_entry` (only called with records this backend made)."""
-        raise RuntimeError(f"the {self.name} backend makes no eager launch records")
 
     def replay_kept(self, entries, keep: dict) -> None:
         """`replay(entries)` for a launch graph, which gives `keep`: a dict of its own, kept

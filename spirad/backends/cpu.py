@@ -464,37 +464,67 @@ class CpuBackend(BackendBase):
                     self._status(program, argbuf, None)
 
     def eager_entry(self, program, storages, argbuf, ranges):
-        """`replay_entry`'s record, for launches whose run `launch` decides from the ranges
-        and, for a task split by its measured time (`Adaptive`, a range task free of atomics,
-        such as Genesis' serialised loops made parallel: passes/independent_loops), from that
-        `Adaptive`, asked at every run as `launch` asks it."""
-        return self.replay_entry(program, storages, argbuf, ranges, ask_adaptive=True)
+        """`replay_entry`'s record as a function of no arguments that runs the launch again
+        as `launch` would (the interrupt check before and the status word after each task,
+        the task calls on this thread), for launches whose run `launch` decides from the
+        ranges and, for a task split by its measured time (`Adaptive`, a range task free of
+        atomics, such as Genesis' serialised loops made parallel: passes/independent_loops),
+        from that `Adaptive`, asked at every run as `launch` asks it. Every Genesis kernel on
+        the CPU qualifies (one task: one ctypes call, everything it passes built here, once)."""
+        rec = self.replay_entry(program, storages, argbuf, ranges, ask_adaptive=True)
+        if rec is None:
+            return None
+        _, calls, bufs, addr, keep, checked = rec
+        cancel = self.rt.cancel
+        cancelled = (lambda: False) if cancel is None else cancel.is_set
+        lock = self.rt.calls_lock()
+        status = program.status_word if checked else None
+        on_status = self._status
+        w0 = _WORKER0
+        if any(ad is not None for *_, ad in calls):
+            table, run_split = keep[0], self.rt.run
 
-    def eager_run(self, entry) -> None:
-        """One launch of an `eager_entry` record: what `launch` does for it (the interrupt
-        check, the task calls on this thread or split by their `Adaptive`, the status word),
-        without rebuilding anything."""
-        program, calls, bufs, addr, (table, argbuf), checked = entry
-        cancelled = self.rt.cancelled
-        for fn, b, e, ad in calls:  # (as `launch`: the interrupt before, the status after each)
-            if cancelled():
-                return
-            if ad is None:
-                with self.rt.calls_lock():
-                    fn(bufs, addr, b, e, _WORKER0)
-            else:
-                adaptive, tfn, ib, ie = ad
-                n = ie - ib
-                if adaptive.splits(n):
-                    adaptive.run(self.rt.run, tfn, table, addr.value, ib, ie)
-                else:  # on this thread: the direct call, timed as `Adaptive.run` times it
-                    clk = adaptive.clock_for(n)
-                    t0 = clk()
-                    with self.rt.calls_lock():
-                        fn(bufs, addr, b, e, _WORKER0)
-                    adaptive.unsplit(n, clk() - t0)
-            if checked and program.status_word.value:
-                self._status(program, argbuf, None)  # kept for the next sync
+            def run() -> None:
+                for fn, b, e, ad in calls:
+                    if cancelled():
+                        return
+                    if ad is None:
+                        with lock:
+                            fn(bufs, addr, b, e, w0)
+                    else:
+                        adaptive, tfn, ib, ie = ad
+                        n = ie - ib
+                        if adaptive.splits(n):
+                            adaptive.run(run_split, tfn, table, addr.value, ib, ie)
+                        else:  # on this thread: the direct call, timed as `Adaptive.run` does
+                            clk = adaptive.clock_for(n)
+                            t0 = clk()
+                            with lock:
+                                fn(bufs, addr, b, e, w0)
+                            adaptive.unsplit(n, clk() - t0)
+                    if status is not None and status.value:
+                        on_status(program, argbuf, None)  # kept for the next sync
+        elif len(calls) == 1:
+            ((fn, b, e, _),) = calls
+
+            def run() -> None:
+                if cancelled():  # interrupted (spirad.runtime.guard)
+                    return
+                with lock:
+                    fn(bufs, addr, b, e, w0)
+                if status is not None and status.value:
+                    on_status(program, argbuf, None)  # kept for the next sync
+        else:
+            def run() -> None:
+                for fn, b, e, _ in calls:
+                    if cancelled():
+                        return
+                    with lock:
+                        fn(bufs, addr, b, e, w0)
+                    if status is not None and status.value:
+                        on_status(program, argbuf, None)
+        run.keep = keep  # the buffer table and argument bytes the calls point into
+        return run
 
     def _privatised(self, program, ti, scatter, fn, storages, argbuf, addr, b, e) -> bool:
         """Run task `ti` over [b, e) privatised (`private_scatter`) where its slabs allow it and

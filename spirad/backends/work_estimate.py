@@ -137,7 +137,7 @@ class Adaptive:
 
     def unsplit(self, n: int, seconds: float) -> None:
         """Record an unsplit launch of `n` iterations that took `seconds` (a caller that ran it
-        itself because `splits(n)` was False: `CpuBackend.eager_run`)."""
+        itself because `splits(n)` was False: `CpuBackend.eager_entry`)."""
         self.per_iteration = seconds / n
 
     def run(self, run, fn, bufs, addr, b: int, e: int) -> None:

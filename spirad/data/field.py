@@ -19,6 +19,7 @@ import numpy as np
 
 from ..runtime import guard as _guard
 from ..runtime import state as _state
+from ..runtime import write_marks as _write_marks
 from kernel_ir.errors import (SpiradBoundsError, SpiradGradDtypeError, SpiradIndexError,
                               SpiradNotSupportedError,
                               SpiradShapeError, SpiradSyntaxError, SpiradTypeError,
@@ -149,6 +150,20 @@ class _HostArray(TensorSurface):
     def full_shape(self) -> tuple:
         """`shape` followed by the element shape of vector / matrix elements."""
         return tuple(self.shape) + tuple(self.comp_shape)
+
+    @property
+    def generation(self) -> int:
+        """The write generation: changes whenever the data may have been written (a host write,
+        a launch whose program may write it); the adstack sizing cache keys on it. Launches mark
+        what they may write and the marks are counted here, when read
+        (`spirad.runtime.write_marks`)."""
+        if _write_marks.PENDING:
+            _write_marks.flush()
+        return self._generation
+
+    @generation.setter
+    def generation(self, value: int) -> None:
+        self._generation = value
 
     def _storage(self):
         raise NotImplementedError

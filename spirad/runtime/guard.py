@@ -123,4 +123,15 @@ class PerThread:
         return self._local.value  # read at every launch: a plain attribute, not getattr's miss
 
     def set(self, value) -> None:
-        self._local.value = value
+        global RECORDING
+        with _SET_LOCK:
+            RECORDING += (value is not None) - (self._local.value is not None)
+            self._local.value = value
+
+
+# How many PerThread values are set, in all threads (a Tape, forward mode, a graph capture):
+# a kernel's repeated launch takes its shortcut only while none is (`Kernel.__call__`: one
+# global read instead of three per-thread ones; another thread's Tape sends this thread's
+# launches through the full path, which asks the per-thread values and gives the same result).
+RECORDING = 0
+_SET_LOCK = threading.Lock()

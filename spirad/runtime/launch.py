@@ -40,6 +40,7 @@ from . import logger as _log
 from .. import printing
 from . import sizing_cache
 from . import state as _state
+from . import write_marks as _write_marks
 
 DEVICE_BOUNDS = "device"  # Compiled.bounds entry of a range task whose bounds read globals
 
@@ -198,6 +199,7 @@ def plan(c: Compiled, args, epoch: int, note: tuple = None) -> LaunchPlan:
         c.program, bytes(abi.pack_args(c.tl.args, scalars, lambda a, ax: shapes[(a, ax)])),
         storages)
     ranges = _ranges(c, scalars, shapes)
+    _write_marks.note_plan()
     return LaunchPlan(c, epoch, tuple(args), argbuf, storages, ranges,
                       None if c.sizing is None else AdstackState(),
                       scalars=scalars, shapes=shapes, note=note,
@@ -350,35 +352,40 @@ def run(p: LaunchPlan):
 
 
 def eager_entry(p: LaunchPlan):
-    """The backend's record of `p` for `run_entry` (`Backend.eager_entry`), or None where a
-    launch of `p` does more than run its tasks and bump generations: adstacks (sized at every
-    launch), prints, a return value, Taichi's synchronous debug mode. Made after a launch of
-    `p` (`Kernel._run`), for the kernel's repeated launches."""
+    """`run(p)` as a function of no arguments (`Kernel._fast`) that launches `p` through the
+    backend's record of it (`Backend.eager_entry`): the same tasks with the same buffers,
+    arguments and ranges, the same status and interrupt checks, the same write generations
+    marked, none of `run`'s decisions made again (they are the same for the same plan). It
+    returns False, having run nothing, where `p` is no longer valid (another `init()`, a new
+    layout) or fields declared since wait to be materialised: the caller then launches through
+    the full path; True when it ran. None where a launch of `p` does more than run its tasks
+    and mark what they write: adstacks (sized at every launch), prints, a return value,
+    Taichi's synchronous debug mode, or the backend keeps no records. Made after a launch of
+    `p` (`Kernel._run`), for the kernel's repeated launches. The caller checks what is per
+    launch (no Tape, forward mode, capture or profiler: `Kernel.__call__`)."""
     c = p.compiled
     st = _state.state
     if c.sizing is not None or c.prints or c.returns is not None or (
-            st.debug and st.options.debug_sync):
+            st.debug and st.options.debug_sync) or p.epoch != (st.epoch, st.layout_version):
         return None
-    return _state.backend().eager_entry(c.program, p.storages, p.argbuf, p.ranges)
+    run = _state.backend().eager_entry(c.program, p.storages, p.argbuf, p.ranges)
+    if run is None:
+        return None
+    layout = st.layout_version
+    bumps, key = p.bumps, id(p.bumps)
+    pending = _write_marks.PENDING
+    launching = _guard.launching()
+    state = _state
 
-
-def run_entry(p: LaunchPlan, entry) -> bool:
-    """`run(p)` through the backend's record `entry` of it (`eager_entry`): the same tasks
-    with the same buffers, arguments and ranges, the same status and interrupt checks, the
-    same generations bumped, none of `run`'s decisions made again (they are the same for the
-    same plan). False, having run nothing, where `p` is no longer valid (another `init()`, a
-    new layout) or fields declared since wait to be materialised: the caller then launches
-    through the full path. The caller checks what is per launch (no Tape, forward mode,
-    capture or profiler: `Kernel.__call__`)."""
-    with _guard.launching():
-        st = _state.state
-        if not st.materialized or p.epoch != (st.epoch, st.layout_version):
+    def entry() -> bool:
+        s = state.state
+        if s is not st or not s.materialized or s.layout_version != layout:
             return False
-        try:
-            st.backend.eager_run(entry)
-        finally:
-            _bump(p)
-    return True
+        with launching:
+            pending[key] = bumps  # (`_bump`) marked first: nothing reads it before the run ends
+            run()
+        return True
+    return entry
 
 
 def synchronise(st) -> None:
@@ -522,6 +529,7 @@ def _log_sizing(name, sized, seconds) -> None:
 
 
 def _bump(p: LaunchPlan) -> None:
-    """Write generations of everything `p`'s program may write (sizing cache, architecture §4)."""
-    for o in p.bumps:
-        o.generation += 1
+    """Write generations of everything `p`'s program may write (sizing cache, architecture §4):
+    marked, counted when read (`write_marks`: one dict store, not one per object)."""
+    if p.bumps:
+        _write_marks.PENDING[id(p.bumps)] = p.bumps

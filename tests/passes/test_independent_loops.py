@@ -73,7 +73,7 @@ def test_env_loop_with_nested_f32_sums(monkeypatch, split_always):
                 s[b] += acc
         x.from_numpy(x0)
         w.from_numpy(np.linspace(0, 1, L).astype(np.float32))
-        for _ in range(3):  # the third runs the backend's record of the launch (`eager_run`)
+        for _ in range(3):  # the third runs the backend's record of the launch (`eager_entry`)
             step()
         assert step._fast is not None and step._fast[2] is not None
         return (x.to_numpy(), s.to_numpy()), _kinds(step)
