@@ -129,8 +129,8 @@ class IRBuilder:
         static = None
         if begin.op == Op.CONST and end.op == Op.CONST:
             static = max(int(end.arg) - int(begin.arg), 0)
-        self.emit(Op.RANGE_FOR, None, (begin, end), LoopArg(idx, tuple(carried), static, parallel),
-                  (out[0],))
+        arg = LoopArg(idx, tuple(carried), static_trips=static, parallel=parallel)
+        self.emit(Op.RANGE_FOR, None, (begin, end), arg, (out[0],))
 
     @contextmanager
     def while_(self, carried=None):

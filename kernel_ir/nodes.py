@@ -16,7 +16,7 @@ runs once per index, or a serial one-thread body.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Optional
 
 from .dtypes import DType
@@ -110,9 +110,13 @@ class GlobalRef:
 
 @dataclass(frozen=True, eq=False)
 class LoopArg:
-    """Payload of RANGE_FOR / WHILE: the index leaf (RANGE_FOR only) and the carried slots."""
+    """Payload of RANGE_FOR / WHILE: the index leaf (RANGE_FOR only) and the carried slots.
+    The other fields are keyword-only: a field added among them once shifted a positional
+    `trips` into the new field, and reverse mode silently lost its trip counts (a wrong
+    gradient for loops with `break`). Passes copy a payload with `dataclasses.replace`."""
     index: Optional[Node]
     carried: tuple = ()
+    _: KW_ONLY
     static_trips: Optional[int] = None   # known trip count (RANGE_FOR with constant bounds)
     parallel: bool = False               # the kernel's outermost loop: becomes a task
     serialised: bool = False             # parallel, though written serialised (Task.serialised)

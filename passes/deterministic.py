@@ -87,7 +87,7 @@ def serial_task(task):
     for b in (task.begin, task.end):
         expr_nodes(b, bounds)
     loop = Node(Op.RANGE_FOR, None, (task.begin, task.end),
-                LoopArg(task.index, (), _trips(task.begin, task.end)), (task.body,), task.loc)
+                LoopArg(task.index, (), static_trips=_trips(task.begin, task.end)), (task.body,), task.loc)
     return replace(task, kind="serial", body=Block(tuple(bounds) + (loop,)), index=None,
                    begin=None, end=None)
 

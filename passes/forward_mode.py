@@ -26,9 +26,11 @@ almost everywhere), as in Taichi.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kernel_ir.builder import IRBuilder
 from kernel_ir.errors import SpiradAutodiffError
-from kernel_ir.nodes import GlobalRef, LoopArg, Node, Task, TaskList
+from kernel_ir.nodes import GlobalRef, Node, Task, TaskList
 from kernel_ir.ops import ATOMICS, LEAVES, PURE, Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 from kernel_ir.source import user_error
@@ -61,8 +63,7 @@ class _Tangents:
         if op in (Op.RANGE_FOR, Op.WHILE):
             extra = tuple(self.slot[c] for c in n.arg.carried if c in self.slot)
             if extra:
-                arg = LoopArg(arg.index, arg.carried + extra, arg.static_trips, arg.parallel,
-                              arg.trips)
+                arg = replace(arg, carried=arg.carried + extra)
             return keep(n, srcs, blocks, arg, env)
         new = keep(n, srcs, blocks, arg, env)
         if op in _PLAIN or op in LEAVES:

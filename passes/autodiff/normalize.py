@@ -27,9 +27,10 @@ before; early returns do not exist at this level (a `@sd.func` returns once, at 
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 
 from kernel_ir.dtypes import i32, u1
-from kernel_ir.nodes import Block, LoopArg, Node, walk
+from kernel_ir.nodes import Block, Node, walk
 from kernel_ir.ops import LEAVES, LOOPS, PURE, Op
 from kernel_ir.rewrite import keep, rebuild, Splice, remap_arg
 
@@ -206,7 +207,7 @@ class _Jumps:
             new_body.append(skip)
         new_body += self.block(rest, (skip, brk) if needs_flags else None)
         arg = remap_arg(n.arg, env)
-        arg = LoopArg(arg.index, arg.carried, arg.static_trips, arg.parallel, trips)
+        arg = replace(arg, trips=trips)
         new = _n(n.op, None, srcs, arg, (Block(tuple(new_body)),), n.loc)
         env[n] = new
         out.append(new)

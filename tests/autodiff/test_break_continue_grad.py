@@ -69,3 +69,31 @@ def test_local_computed_before_continue(arch):
         v = 0.613 * v + 0.4
     np.testing.assert_allclose(loss[None], v, rtol=1e-5)
     np.testing.assert_allclose(x.grad[0], 1 + 0.613 + 0.613 ** 2, rtol=1e-4)
+
+
+@test_archs(debug=False)
+def test_break_before_the_update_in_a_loop_of_one_trip(arch):
+    """Fuzz seed 30004 (2026-12-07, release pipeline): a new field in the loop payload
+    (`LoopArg`) took the place of the positional trip-count slot that reverse mode passes, so
+    the adjoint replayed every trip of the inner loop, `break` or not: `xv.grad[1]` came out 1
+    where the `break` skips the update (0). Now the payload's fields after `carried` are
+    keyword-only."""
+    xv = sd.Vector.field(2, sd.f32, shape=4, needs_grad=True)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+    sf = sd.field(sd.i32, shape=4)
+
+    @sd.kernel
+    def k():
+        for i in range(2):
+            a = xv[i][0]
+            for j in range(1):
+                if j + 1 == sf[i]:
+                    break                     # i = 1: before the update
+                loss[None] += a
+
+    xv.from_numpy(np.arange(8, dtype=np.float32).reshape(4, 2) * 0.1)
+    sf.from_numpy(np.array([0, 1, 3, 0], dtype=np.int32))
+    with sd.ad.Tape(loss=loss):
+        k()
+    np.testing.assert_allclose(loss[None], 0.0, atol=0)
+    np.testing.assert_array_equal(xv.grad.to_numpy(), [[1, 0], [0, 0], [0, 0], [0, 0]])
