@@ -13,8 +13,6 @@ without a cold build of the whole scene for each (~35 min at the shared machine'
 """
 from __future__ import annotations
 
-import os
-
 
 def add_arguments(ap):
     ap.add_argument("--pin-build-id", metavar="NAME", help="key the offline cache by NAME "
@@ -30,7 +28,8 @@ def apply(a, current_kernel=None):
     profiler that tracks it passes its own); by default `_compile_forward` is wrapped here."""
     from spirad.compile import driver, offline_cache
     if a.pin_build_id:
-        if not os.environ.get("SPIRAD_CACHE_DIR"):
+        from spirad import options
+        if not options.get("SPIRAD_CACHE_DIR"):
             raise SystemExit("--pin-build-id needs a private SPIRAD_CACHE_DIR")
         offline_cache.build_id = lambda: "pinned:" + a.pin_build_id
     if a.versioning:
