@@ -14,7 +14,6 @@ without a cold build of the whole scene for each (~35 min at the shared machine'
 from __future__ import annotations
 
 
-
 def add_arguments(ap):
     ap.add_argument("--pin-build-id", metavar="NAME", help="key the offline cache by NAME "
                     "(see benchmarks/compile_knobs.py)")
