@@ -19,13 +19,14 @@ its launches. Phases (host µs per launch):
   bind        the launch plan: same arguments / new scalars / new plan (`Kernel._plan`)
   sizing      the adstack sizing-cache check (`sizing_cache.evaluate`; adjoints only)
   dispatch    the backend's launch minus the native calls (buffer table, task loop, status);
-              for a repeated launch, the backend's record run (`eager_run`: ctypes calls and
-              kernel bodies included)
-  native      the task functions (the runtime's `run`: ctypes call + kernel body; one-task
-              serial programs and repeated launches call them directly: counted in dispatch)
+              for a repeated launch, the backend's record run minus the native calls (the
+              interrupt check, the runtime's lock, the status word)
+  native      the task functions (the runtime's `run`, or the direct ctypes calls of one-task
+              serial programs and repeated launches: ctypes call + kernel body)
 (total, dispatch and native are timed around the real launches of the steps instead: a kernel
 rerun on its own output does other work than a step's)
-  generations write generations bumped (`launch._bump`)
+  generations write generations bumped (`launch._bump`; since 2026-12-07 marked: one dict
+              store per launch, counted when read, `runtime.write_marks`)
   rest        total minus the above (`__call__`, `_run`, lock, guard, materialize check)
 
 With --graph the first step is captured in an `sd.Graph` and replayed: the step time, launches
@@ -85,7 +86,54 @@ def phases(launches, backend, K, L, sizing_cache) -> dict:
     return {ph: round(v / n, 2) for ph, v in out.items()}
 
 
-def timed_launches(step, steps, K, backend) -> dict:
+def _closure_cells(fn) -> dict:
+    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+
+
+def _wrap_records(kernels, timing) -> list:
+    """Since 2026-12-07 (second change) a repeated launch runs closures: `launch.eager_entry`'s
+    entry calls the backend's `run`, which calls the task functions. Their closure cells are
+    swapped for timed wrappers (`dispatch`: the backend's run; `native`: the ctypes calls);
+    returns what restores them."""
+    undo = []
+    for k in kernels:
+        f = getattr(k, "_fast", None)
+        if f is None or len(f) < 4 or f[2] is None:
+            continue
+        cell = _closure_cells(f[2]).get("run")
+        if cell is None:
+            continue
+        run = cell.cell_contents
+        inner = _closure_cells(run)
+        if "fn" in inner:  # one task: one call
+            undo.append((inner["fn"], inner["fn"].cell_contents))
+            inner["fn"].cell_contents = timing("native", inner["fn"].cell_contents)
+        else:
+            undo.append((inner["calls"], inner["calls"].cell_contents))
+            inner["calls"].cell_contents = tuple((timing("native", fn), b, e)
+                                                 for fn, b, e in inner["calls"].cell_contents)
+        undo.append((cell, run))
+        cell.cell_contents = timing("dispatch", run)
+    return undo
+
+
+def _timed_eager_run(backend, timing):
+    """Before that, the backend's `eager_run(entry)`: the same work, its task calls timed."""
+    import spirad.backends.cpu as C
+
+    def eager_run(self, entry):
+        program, calls, bufs, addr, (_, argbuf), checked = entry
+        for fn, b, e in calls:
+            if self.rt.cancelled():
+                return
+            with self.rt.calls_lock():
+                timing("native", fn)(bufs, addr, b, e, C._WORKER0)
+            if checked and program.status_word.value:
+                self._status(program, argbuf, None)
+    return timing("dispatch", eager_run)
+
+
+def timed_launches(step, steps, K, backend, kernels) -> dict:
     """µs per launch of the whole launch, of the backend's dispatch and of the native calls,
     timed around the real launches of `steps` steps (a kernel rerun on its own output would
     not do the work a step does): per step the sums, the median over steps, divided by the
@@ -94,7 +142,7 @@ def timed_launches(step, steps, K, backend) -> dict:
     acc = collections.Counter()
     clock = time.perf_counter_ns
     orig = (K.Kernel.__call__, type(backend).launch, backend.rt.run,
-            getattr(type(backend), "eager_run", None))  # (absent before 2026-12-07)
+            getattr(type(backend), "eager_run", None))  # (absent before 2026-12-07, and after)
 
     def timing(name, fn):
         def wrapped(*a, **k):
@@ -108,8 +156,11 @@ def timed_launches(step, steps, K, backend) -> dict:
     K.Kernel.__call__ = timing("total", orig[0])
     type(backend).launch = timing("dispatch", orig[1])
     backend.rt.run = timing("native", orig[2])
+    undo = []
     if orig[3] is not None:  # a repeated launch: the backend's record run (`eager_run`)
-        type(backend).eager_run = timing("dispatch", orig[3])
+        type(backend).eager_run = _timed_eager_run(backend, timing)
+    else:
+        undo = _wrap_records(kernels, timing)
     per_step = []
     try:
         for _ in range(steps):
@@ -121,6 +172,8 @@ def timed_launches(step, steps, K, backend) -> dict:
         K.Kernel.__call__, type(backend).launch = orig[:2]
         if orig[3] is not None:
             type(backend).eager_run = orig[3]
+        for cell, value in undo:
+            cell.cell_contents = value
         del backend.rt.run  # the instance attribute: the class's method again
     med = np.median(np.asarray(per_step, np.float64), axis=0)
     n = max(med[3], 1)
@@ -163,26 +216,17 @@ def main():
 
     step_us = timed()
     per_kernel = collections.Counter()
-    orig_run = L.run
+    orig_call = K.Kernel.__call__
 
-    def counting(p):
-        per_kernel[p.compiled.tl.name] += 1
-        return orig_run(p)
-    orig_entry = getattr(L, "run_entry", None)  # repeated launches (absent before 2026-12-07)
-
-    def counting_entry(p, entry):
-        per_kernel[p.compiled.tl.name] += 1
-        return orig_entry(p, entry)
-    L.run = counting
-    if orig_entry is not None:
-        L.run_entry = counting_entry
+    def counting(self, *args, **kwargs):  # one launch per call (no kernel here launches others)
+        per_kernel[self.fn.__name__] += 1
+        return orig_call(self, *args, **kwargs)
+    K.Kernel.__call__ = counting
     try:
         for _ in range(a.steps):
             step()
     finally:
-        L.run = orig_run
-        if orig_entry is not None:
-            L.run_entry = orig_entry
+        K.Kernel.__call__ = orig_call
     launches = sum(per_kernel.values()) / a.steps
     if a.graph:  # replays: how many launches, how many of them in the backend's own replay
         G = importlib.import_module("spirad.launch_graph")
@@ -207,7 +251,7 @@ def main():
     finally:
         K.Kernel.__call__ = orig_call
     rows = phases(recorded, S.backend(), K, L, L.sizing_cache)
-    rows.update(timed_launches(step, a.steps, K, S.backend()))
+    rows.update(timed_launches(step, a.steps, K, S.backend(), {k for k, _, _ in recorded}))
     rows["rest"] = round(rows["total"] - sum(v for ph, v in rows.items() if ph != "total"), 2)
     res = {"scene": a.scene, "ndarray": bool(gs.use_ndarray), "n_envs": a.n_envs,
            "graph": a.graph, "step_us_median": round(step_us, 1),
