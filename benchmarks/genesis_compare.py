@@ -3,7 +3,7 @@
 
     python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
         [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0] [--first-round 1]
-        [--systems quadrants spirad "spirad --graph" "spirad --serial-loops"]
+        [--systems quadrants spirad "spirad --graph" "spirad --independent-loops"]
 
 The order of the systems alternates by round (round 2 runs them backwards; `paired.alternate`'s
 rule), so a load that drifts within a round weighs on both sides. Prints per round the load
@@ -25,15 +25,15 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SYSTEMS = ("quadrants", "spirad", "spirad --graph")
-SERIAL = "spirad --serial-loops"  # SPIRAD_INDEPENDENT_LOOPS=0: Genesis' loops serial as written
+PARALLEL = "spirad --independent-loops"  # SPIRAD_INDEPENDENT_LOOPS=1 (passes/independent_loops)
 
 
 def run_one(py, system, scene, ndarray, a, out):
     env = dict(os.environ, GS_ENABLE_NDARRAY="1" if ndarray else "0")
     env.pop("PYTHONPATH", None)
     env.pop("SPIRAD_INDEPENDENT_LOOPS", None)
-    if system == SERIAL:
-        env["SPIRAD_INDEPENDENT_LOOPS"] = "0"
+    if system == PARALLEL:
+        env["SPIRAD_INDEPENDENT_LOOPS"] = "1"
     if system.startswith("spirad"):
         env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "spirad", "compat",
                                                                 "quadrants_shim"), HERE])
@@ -63,10 +63,10 @@ def main():
     ap.add_argument("--scenes", nargs="+", default=["box", "franka"])
     ap.add_argument("--modes", nargs="+", choices=("field", "ndarray"),
                     default=["field", "ndarray"], help="Genesis' array modes to run")
-    ap.add_argument("--systems", nargs="+", choices=SYSTEMS + (SERIAL,), default=list(SYSTEMS),
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS + (PARALLEL,),
+                    default=list(SYSTEMS),
                     help="what runs (Quadrants first: the others are compared with it); "
-                    f"'{SERIAL}': spirad with the serialised loops kept serial "
-                    "(passes/independent_loops off)")
+                    f"'{PARALLEL}': spirad with SPIRAD_INDEPENDENT_LOOPS=1")
     ap.add_argument("--first-round", type=int, default=1, help="number the rounds from here "
                     "(the order alternates by round number: a run continuing another's rounds)")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")

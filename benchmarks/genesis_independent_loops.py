@@ -20,6 +20,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     a = ap.parse_args()
     os.environ["SPIRAD_OFFLINE_CACHE"] = "0"
+    os.environ["SPIRAD_INDEPENDENT_LOOPS"] = "1"  # the pass runs only when switched on
     from spirad.compile import driver
     from passes.independent_loops import explain
     from spirad.backends.work_estimate import worth_splitting

@@ -119,8 +119,8 @@ class LoopArg:
     _: KW_ONLY
     static_trips: Optional[int] = None   # known trip count (RANGE_FOR with constant bounds)
     parallel: bool = False               # the kernel's outermost loop: becomes a task
-    serialised: bool = False             # parallel, though written serialised (Task.serialised)
     trips: Optional[Node] = None         # reverse mode: slot counting executed iterations
+    serialised: bool = False             # parallel, though written serialised (Task.serialised)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,10 @@ share a word, are refused); ndarray arguments viewing overlapping memory at diff
 (two numpy views of one buffer) are outside what a kernel may assume of its arguments here,
 as for any parallel loop.
 
-The pass runs on the forward program only, and only for the CPU backend (`compile.driver`):
+The pass runs on the forward program only, and only for the CPU backend with
+SPIRAD_INDEPENDENT_LOOPS=1 (`compile.driver`; off by default: Genesis ran slower with it so
+far, docs/performance.md), and only on loops whose estimated work can pay for a parallel launch
+(the driver's `worth`):
 autodiff, forward mode and `Tape(validation=True)` see the serial task list (their adjoints
 and adstack sizing are unchanged), and GPU backends keep the loops serial.
 """

@@ -169,9 +169,10 @@ SWITCHES = {s.name: s for s in (
     # CPU code generation
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
-    Switch("SPIRAD_INDEPENDENT_LOOPS", "off", True,
-           "`0`: serialised top-level loops stay serial on the CPU even where their iterations "
-           "are provably independent ([parallel_loops.md](parallel_loops.md))"),
+    Switch("SPIRAD_INDEPENDENT_LOOPS", "flag", False,
+           "`1`: serialised top-level loops whose iterations are provably independent run in "
+           "parallel on the CPU (off by default: slower on Genesis so far, "
+           "[parallel_loops.md](parallel_loops.md))"),
     Switch("SPIRAD_CPU_SPMD_LANES", "int", None,
            "lanes of an SPMD task (default: two registers per 32-bit value of the target: 32 "
            "with AVX-512, 16 with AVX2, 8 with NEON)"),

@@ -328,7 +328,8 @@ def _stored(c: Compiled) -> Compiled:
 
 def independent_loops(state) -> bool:
     """Whether forward programs run provably independent serialised loops in parallel
-    (passes/independent_loops): on the CPU backend, unless SPIRAD_INDEPENDENT_LOOPS=0."""
+    (passes/independent_loops): on the CPU backend, with SPIRAD_INDEPENDENT_LOOPS=1 (off by
+    default: Genesis ran slower with it, docs/performance.md)."""
     from .. import options
     return state.arch == "cpu" and options.get("SPIRAD_INDEPENDENT_LOOPS")
 

@@ -146,8 +146,9 @@ def test_ndarrays_and_own_atomics(monkeypatch, split_always):
 
 
 @test_archs(exactly("cpu", "vulkan"))
-def test_same_results_on_every_arch(arch, split_always):
+def test_same_results_on_every_arch(arch, split_always, monkeypatch):
     """Only the CPU runs such loops in parallel; the others keep them serial, same values."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")  # read when the kernel compiles
     x = sd.field(sd.f32, shape=(L, B))
 
     @sd.kernel
@@ -403,6 +404,25 @@ def test_refuses_ndarrays_that_may_be_one_array(monkeypatch, split_always):
     assert res[True][1] == res[False][1] == ["serial"]
     np.testing.assert_array_equal(res[True][0], np.cumsum(x0))
     assert res[True][0].tobytes() == res[False][0].tobytes()
+
+
+def test_off_by_default(monkeypatch):
+    """Without SPIRAD_INDEPENDENT_LOOPS=1 a serialised loop stays serial (measured slower on
+    Genesis: docs/performance.md)."""
+    monkeypatch.delenv("SPIRAD_INDEPENDENT_LOOPS", raising=False)
+    sd.init(arch=sd.cpu, offline_cache=False)
+    y = sd.field(sd.f32, shape=B)
+
+    @sd.kernel
+    def k():
+        sd.loop_config(serialize=True)
+        for b in range(B):
+            acc = 0.0
+            for j in range(4096):
+                acc += sd.sin(b * 0.01 + j * 1e-4)
+            y[b] = acc
+    k()
+    assert _kinds(k) == ["serial"]
 
 
 def test_top_level_only_and_parallel_loops_unchanged(monkeypatch):
