@@ -15,12 +15,14 @@ sees a different generation after any launch that may have written the object si
 read (what the sizing cache needs: its keys compare generations for equality), never the same
 one; the count is no longer the number of launches.
 
-`PENDING` holds at most one entry per plan; `note_plan` flushes it when it grows past `LIMIT`
-(a program planned with ever new arguments), so dead plans are not kept alive."""
+`PENDING` holds the objects strongly, so it must not outlive their users: `note_plan` flushes
+it whenever a new launch plan is made. A program launched with ever new arrays (create, launch,
+drop: tests/language/test_ndarray_churn.py) thus keeps at most the last plan's objects alive, and
+the memory of dropped arrays is returned as before; the launches that made marking worth it, the
+same plan again and again (a simulation step), make no new plans and never flush here."""
 from __future__ import annotations
 
 PENDING: dict = {}  # id(bumps) -> bumps: launched since the last flush
-LIMIT = 256
 
 
 def mark(bumps: tuple) -> None:
@@ -41,6 +43,7 @@ def flush() -> None:
 
 
 def note_plan() -> None:
-    """A new launch plan was made: keep `PENDING` bounded (`LIMIT`)."""
-    if len(PENDING) > LIMIT:
+    """A new launch plan was made: the objects marked so far are counted and let go (a dropped
+    array must not be kept alive by the marks of its last launch)."""
+    if PENDING:
         flush()
