@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kernel_ir.nodes import KernelIR, LoopArg, Task, TaskList, walk
+from kernel_ir.nodes import KernelIR, LoopArg, TaskList, walk
 from kernel_ir.ops import PURE, Op
 from kernel_ir.rewrite import keep, rebuild
 
@@ -77,6 +77,5 @@ def dce_tasks(tl: TaskList) -> TaskList:
         body = _fixpoint([t.body])[0]
         if t.kind == "serial" and not body.nodes:
             continue
-        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc,
-                          serialised=t.serialised))
+        tasks.append(replace(t, body=body))
     return TaskList(tl.name, tl.args, tuple(tasks), tl.temps)

@@ -7,8 +7,10 @@ and x+0 are not identities for NaN / -0.0).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kernel_ir.interpreter import BINARY_IMPL, UNARY_IMPL, cast_value
-from kernel_ir.nodes import KernelIR, Node, Task, TaskList
+from kernel_ir.nodes import KernelIR, Node, TaskList
 from kernel_ir.ops import Op
 from kernel_ir.rewrite import Splice, keep, rebuild
 
@@ -73,6 +75,5 @@ def simplify_tasks(tl: TaskList) -> TaskList:
     for t in tl.tasks:
         env = {}
         body = rebuild(t.body, fold, env)
-        tasks.append(Task(t.kind, body, t.index, t.begin, t.end, t.name, t.loc,
-                          serialised=t.serialised))
+        tasks.append(replace(t, body=body))
     return TaskList(tl.name, tl.args, tuple(tasks), tl.temps)
