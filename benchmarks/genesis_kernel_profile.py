@@ -102,8 +102,10 @@ def split(a, gs, qd, scene):
             name = getattr(self, "__name__", None) or self.fn.__name__
             per_kernel[name].append(dt)
 
-    ent = scene.entities[-1]
-    read = None if not a.read_state else ent.get_qpos if a.scene == "franka" else ent.get_pos
+    read = None
+    if a.read_state:  # (rigid scenes: the entity is the last one added, after the plane)
+        ent = scene.entities[-1]
+        read = ent.get_qpos if a.scene == "franka" else ent.get_pos
     cls.__call__ = timed
     steps = []  # (wall, cpu, cpu in kernel calls)
     try:
