@@ -16,7 +16,7 @@ the SPIRAD_CPU_* variables).
 """
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -33,5 +33,5 @@ class CodegenOptions:
         """What changes the generated code (the offline-cache key; `debug` only prints, and
         `huge_ir` changes only where the register allocator keeps values: an object compiled
         under either setting computes the same)."""
-        t = astuple(self)
-        return t[:3] + t[4:6]
+        return tuple(getattr(self, f.name) for f in fields(self)
+                     if f.name not in ("debug", "huge_ir"))
