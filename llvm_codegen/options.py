@@ -11,10 +11,12 @@ the SPIRAD_CPU_* variables).
     vector_bits  the widest float vector register of the CPU the code is compiled for (lanes
              and vector math variants follow it); None: the host's (`math_policy.vector_bits`;
              SPIRAD_CPU_TARGET forces another, `cpu_target`)
+    huge_ir  a module whose LLVM IR text exceeds this many bytes gets a smaller register
+             allocation budget (`machine_code`); 0: never
 """
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,11 @@ class CodegenOptions:
     debug: bool = False
     min_trips: int | None = 0
     vector_bits: int | None = None
+    huge_ir: int = 4_000_000
 
     def key(self) -> tuple:
-        """What changes the generated code (the offline-cache key; `debug` only prints)."""
-        t = astuple(self)
-        return t[:3] + t[4:]
+        """What changes the generated code (the offline-cache key; `debug` only prints, and
+        `huge_ir` changes only where the register allocator keeps values: an object compiled
+        under either setting computes the same)."""
+        return tuple(getattr(self, f.name) for f in fields(self)
+                     if f.name not in ("debug", "huge_ir"))

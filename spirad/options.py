@@ -184,6 +184,10 @@ SWITCHES = {s.name: s for s in (
     Switch("SPIRAD_CPU_SPMD_MIN_TRIPS", "int", None,
            "a CPU range task with constant bounds and fewer iterations stays scalar (default: "
            "two lane groups; `0`: lanes however short)"),
+    Switch("SPIRAD_CPU_HUGE_IR", "int", None,
+           "a CPU kernel whose LLVM IR exceeds this many bytes gets a smaller register "
+           "allocation budget: less compile time, the same results (default 4000000; `0`: "
+           "never)"),
     Switch("SPIRAD_CPU_VECMATH", "choice", "auto",
            "CPU math: vector variants of our bodies (`auto`), our bodies inlined (`1`), libm "
            "only (`0`) ([vecmath.md](vecmath.md))", ("auto", "1", "0")),
@@ -402,7 +406,14 @@ def llvm_codegen_options():
     return CodegenOptions(spmd=get("SPIRAD_CPU_SPMD"), lanes=get("SPIRAD_CPU_SPMD_LANES"),
                           vecmath=get("SPIRAD_CPU_VECMATH"), debug=get("SPIRAD_DEBUG_CPU"),
                           min_trips=get("SPIRAD_CPU_SPMD_MIN_TRIPS"),
-                          vector_bits=_target_bits(spec) if spec else None)
+                          vector_bits=_target_bits(spec) if spec else None,
+                          **_huge_ir())
+
+
+def _huge_ir() -> dict:
+    """SPIRAD_CPU_HUGE_IR where set (else `CodegenOptions`' default)."""
+    n = get("SPIRAD_CPU_HUGE_IR")
+    return {} if n is None else {"huge_ir": n}
 
 
 def cpu_target():

@@ -199,16 +199,18 @@ class CpuBackend(BackendBase):
 
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
+        from llvm_codegen.machine_code import budget_for
 
         from .. import options
         from .private_scatter import CopyABI
         code, one_thread, choices = self._one_thread_variants(tl, abi)
         copies = one_thread[3]
+        opts = options.llvm_codegen_options()
         prog = compile_tasks(code, CopyABI(abi, copies) if copies else abi,
-                             bounds_check=self.bounds_check,
-                             options=options.llvm_codegen_options(), choices=choices,
+                             bounds_check=self.bounds_check, options=opts, choices=choices,
                              oob_check=self.oob_check)
-        obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
+        with budget_for(prog.llvm_ir, opts.huge_ir):
+            obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
         blob = CpuBlob(obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                        optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)
