@@ -18,8 +18,11 @@ A range task's body (a parallel loop's, e.g. an environment loop that passes/ind
 made parallel) is per-iteration code indexed by the task index, so it is versioned the same way
 as a whole, before its loops: `guard; if guard: B' else: B` at the top of the body `B`, the
 guard run once per iteration, with the task index an invariant term (`_task_body`). Only where
-the guard proves accesses at `MIN_TASK_PROVEN` distinct (array, index) pairs: a guard per
-iteration that replaces one check saves nothing.
+the guard proves accesses at `MIN_TASK_PROVEN` distinct (array, index) pairs (a guard per
+iteration that replaces one check saves nothing), and only a body that holds a loop: a flat
+body runs in SIMD lanes on the CPU, where the guard's branch puts the whole body under a
+varying mask (`c[i] = a[i] * 2 + b[i]` over 65,536 ndarray elements: 11.2 against 6.0 us a
+launch, fastest of 200, load 5), while a body with a loop has the work to amortise it.
 
 What an index may be, per axis (everything else keeps its check): an i32 expression of one
 *invariant* term plus constants (`ADD` / `SUB` of constants, no-op casts), where a term is a
@@ -71,7 +74,7 @@ from dataclasses import replace
 from kernel_ir import dtypes as T
 from kernel_ir.index_range import in_range_accesses
 from kernel_ir.nodes import Block, LoopArg, Node, TaskList, walk
-from kernel_ir.ops import GLOBAL_ACCESS, Op
+from kernel_ir.ops import GLOBAL_ACCESS, LOOPS, Op
 from kernel_ir.rewrite import rebuild
 
 _C = 1 << 30  # constants kept in [-_C, _C]: no i32 overflow in the guard's arithmetic
@@ -288,7 +291,10 @@ def _task_body(t, cx: _Ctx):
     """A range task's body versioned against its index — [guard nodes..., IF(guard, body',
     body)], the guard run once per iteration — or None (then its loops are versioned as in any
     block). The task index is an SSA leaf fixed for the iteration, defined before the body: an
-    invariant term of the guard, as an enclosing loop's index is for a loop."""
+    invariant term of the guard, as an enclosing loop's index is for a loop. Only a body
+    holding a loop (see the module docstring)."""
+    if not any(n.op in LOOPS for n in walk(t.body)):
+        return None
     return _versioned(t.body, _Loop(t.body), cx, MIN_TASK_PROVEN, t.loc, _block)
 
 

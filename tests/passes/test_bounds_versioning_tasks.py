@@ -87,7 +87,8 @@ def test_env_offsets_and_fields(arch):
     def shift(a: sd.types.ndarray(), lo: sd.i32, n: sd.i32):
         for i in range(lo, n):
             f[0, i] += a[i - 1]
-            f[1, i] += a[i + 1] * 10.0
+            for k in range(2):   # (a body without a loop is not versioned)
+                f[1, i] += a[i + 1] * 5.0
 
     av = np.arange(6, dtype=np.float32)
     shift(_arr(av), 1, 4)
@@ -116,9 +117,9 @@ def test_env_offsets_and_fields(arch):
 
 def test_the_task_body_is_versioned_once():
     """The environment loop's task: one guard at the top of its body, every access of the
-    copy but one proven (the nested loops need no guard of their own), none of the original's; a task
-    with a single access to prove keeps its check (a guard per iteration would only replace
-    it)."""
+    copy but one proven (the nested loops need no guard of their own), none of the
+    original's; a task with a single access to prove keeps its check (a guard per iteration
+    would only replace it), and so does a body without a loop."""
     from kernel_ir.index_range import in_range_accesses
     from kernel_ir.nodes import walk
     from kernel_ir.ops import GLOBAL_ACCESS, LOOPS, Op
@@ -143,8 +144,16 @@ def test_the_task_body_is_versioned_once():
     @sd.kernel
     def one(a: sd.types.ndarray(), n: sd.i32):
         for i in range(n):
-            a[i] += 1.0
+            for j in range(2):
+                a[i] += 1.0
 
-    (tl,) = _compiled_tasks("cpu", one, _arr(np.zeros(3)), 3)
-    assert not tl.tasks[0].proven
-    assert not any(n.op == Op.IF for n in walk(tl.tasks[0].body))
+    @sd.kernel
+    def flat(a: sd.types.ndarray(), b: sd.types.ndarray(), c: sd.types.ndarray(), n: sd.i32):
+        for i in range(n):
+            c[i] = a[i] * 2.0 + b[i]   # no loop in the body: left to its checks (SIMD lanes)
+
+    for k, args in ((one, (_arr(np.zeros(3)), 3)),
+                    (flat, (_arr(np.zeros(3)), _arr(np.zeros(3)), _arr(np.zeros(3)), 3))):
+        (tl,) = _compiled_tasks("cpu", k, *args)
+        assert not tl.tasks[0].proven
+        assert not any(n.op == Op.IF for n in walk(tl.tasks[0].body))
