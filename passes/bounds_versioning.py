@@ -14,6 +14,16 @@ Inside `L'` the nested loops are versioned again for the accesses still checked 
 bounds, and values computed in `L`, are then loop-invariant). A loop without such an access is
 left as it is: the generated code changes only where checks are proven away.
 
+A range task's body (a parallel loop's, e.g. an environment loop that passes/independent_loops
+made parallel) is per-iteration code indexed by the task index, so it is versioned the same way
+as a whole, before its loops: `guard; if guard: B' else: B` at the top of the body `B`, the
+guard run once per iteration, with the task index an invariant term (`_task_body`). Only where
+the guard proves accesses at `MIN_TASK_PROVEN` distinct (array, index) pairs (a guard per
+iteration that replaces one check saves nothing), and only a body that holds a loop: a flat
+body runs in SIMD lanes on the CPU, where the guard's branch puts the whole body under a
+varying mask (`c[i] = a[i] * 2 + b[i]` over 65,536 ndarray elements: 11.2 against 6.0 us a
+launch, fastest of 200, load 5), while a body with a loop has the work to amortise it.
+
 What an index may be, per axis (everything else keeps its check): an i32 expression of one
 *invariant* term plus constants (`ADD` / `SUB` of constants, no-op casts), where a term is a
 node computed before `L` (an argument, a shape, an enclosing loop's index, a value loaded before
@@ -29,11 +39,21 @@ while `L` runs (nodes are SSA values defined before `L`; a hoisted local has no 
 and a `RANGE_FOR` index is an SSA leaf that runs through [begin, end) of its loop's bounds
 evaluated at loop entry: nothing can assign it. `break`, `continue`, `while` loops and early
 returns (lowered to flags and breaks) only run fewer iterations, each with an index inside
-the range the guard checked; an index that a loop reassigns (`i = i + 1` in Python) is a local
-with a store in `L`, so it is not hoisted and its accesses keep their checks. The i32 index
+the range the guard checked; for a range task's body, the task index is an SSA leaf that the
+task sets before the body runs and nothing in it can assign, so the guard at the body's top
+holds for the whole iteration, and a `continue`, `break` or early return in `B'` ends that
+iteration exactly as in `B` (the guard's branch only wraps it; the iteration's control is
+that of `B`, the copy a node-for-node rebuild of it); an index that a loop reassigns
+(`i = i + 1` in Python) is a local with a store in `L`, so it is not hoisted and its accesses
+keep their checks. The i32 index
 arithmetic wraps (no `nsw`), and wrapping add / subtract agrees with exact arithmetic modulo
 2**32, so an exact value the guard puts in [0, extent) with extent < 2**31 is also the value
-computed. When the guard fails (or a loop is empty), the original loop runs with every check.
+computed. When the guard fails (or a loop is empty), the original loop runs with every check;
+a failed guard of a range task's body runs that iteration's original body, the other
+iterations are unaffected. Overwritten stores are untouched: the copy stores what the
+original stores, in its order; only the checks of proven accesses are dropped. Gradient
+kernels are versioned as any program: what the pass sees is the task list a backend compiles,
+adjoint loops included, and the argument needs nothing of the forward program.
 
 Code size: the copies may add at most `GROWTH` times a task's nodes and at most `GROWTH_CAP`
 nodes in all (LLVM's time grows faster than a function's size: a huge task, Genesis' collision
@@ -54,7 +74,7 @@ from dataclasses import replace
 from kernel_ir import dtypes as T
 from kernel_ir.index_range import in_range_accesses
 from kernel_ir.nodes import Block, LoopArg, Node, TaskList, walk
-from kernel_ir.ops import GLOBAL_ACCESS, Op
+from kernel_ir.ops import GLOBAL_ACCESS, LOOPS, Op
 from kernel_ir.rewrite import rebuild
 
 _C = 1 << 30  # constants kept in [-_C, _C]: no i32 overflow in the guard's arithmetic
@@ -67,13 +87,16 @@ GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
 
 
 def version_loops(tl: TaskList) -> TaskList:
-    """`tl` with the loops whose accesses a guard before the loop proves in range versioned."""
+    """`tl` with the loops (and range task bodies) whose accesses a guard before them proves in
+    range versioned."""
     tasks = []
     for t in tl.tasks:
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
         cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP))
-        body = _block(t.body, cx)
+        body = _task_body(t, cx) if t.kind == "range" and t.index is not None else None
+        if body is None:
+            body = _block(t.body, cx)
         tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(cx.proven)))
     return replace(tl, tasks=tuple(tasks))
 
@@ -110,15 +133,16 @@ def _is_i32(n: Node) -> bool:
 
 
 class _Loop:
-    """What one candidate loop `L` knows: its nodes, nested loops, stored slots, and the
-    interval of an index expression (`of`)."""
+    """What one candidate region knows — a loop `L`'s body with `L`'s index, or a range task's
+    body (its index then a term: fixed for the iteration): its nodes, nested loops, stored
+    slots, and the interval of an index expression (`of`)."""
 
-    def __init__(self, L: Node):
+    def __init__(self, region: Block, L: Node | None = None):
         self.inside = set()
-        self.loops = {L.arg.index: L}
+        self.loops = {} if L is None else {L.arg.index: L}
         self.stored = set()
         self.stacks = False
-        for m in walk(L.blocks[0]):
+        for m in walk(region):
             self.inside.add(m)
             if m.op == Op.RANGE_FOR and m.arg is not None and m.arg.index is not None:
                 self.loops[m.arg.index] = m
@@ -248,16 +272,46 @@ def _version(L: Node, cx: _Ctx):
     newly proven (its nested loops are then visited by the caller)."""
     if L.arg is None or L.arg.index is None:
         return None
-    info = _Loop(L)
-    if info.stacks or len(info.inside) + 1 > cx.budget:
-        return None  # (a loop past the budget: its nested loops may fit)
+    v = _versioned(Block((L,)), _Loop(L.blocks[0], L), cx, 1, L.loc, _loop_body)
+    return None if v is None else list(v.nodes)
+
+
+MIN_TASK_PROVEN = 2
+"""A range task's body is versioned only where its guard proves accesses at this many distinct
+(array, index) pairs or more: it runs once per iteration, so one proven would trade its check
+for the guard's."""
+
+
+def _index(n: Node) -> tuple:
+    """The index nodes of global access `n`."""
+    return n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
+
+
+def _task_body(t, cx: _Ctx):
+    """A range task's body versioned against its index — [guard nodes..., IF(guard, body',
+    body)], the guard run once per iteration — or None (then its loops are versioned as in any
+    block). The task index is an SSA leaf fixed for the iteration, defined before the body: an
+    invariant term of the guard, as an enclosing loop's index is for a loop. Only a body
+    holding a loop (see the module docstring)."""
+    if not any(n.op in LOOPS for n in walk(t.body)):
+        return None
+    return _versioned(t.body, _Loop(t.body), cx, MIN_TASK_PROVEN, t.loc, _block)
+
+
+def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
+    """`region` as [guard nodes..., IF(guard, copy, region)] (the copy's accesses the guard
+    covers proven, `nested(copy, cx)` versioning its nested loops for the rest), or None when
+    fewer than `least` accesses are newly proven or the copy is past the budget."""
+    size = sum(1 for _ in walk(region))
+    if info.stacks or size > cx.budget:
+        return None  # (past the budget: the loops nested in it may fit)
     proven, static = cx.proven, cx.static
-    guard = _Guard(L.loc)
+    guard = _Guard(loc)
     newly = []
-    for n in walk(L.blocks[0]):
+    for n in walk(region):
         if n.op not in GLOBAL_ACCESS or n in proven or n in static:
             continue
-        idx = n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
+        idx = _index(n)
         if not idx:
             continue
         ranges = [info.of(s) for s in idx]
@@ -271,30 +325,35 @@ def _version(L: Node, cx: _Ctx):
                 guard.seen.popitem()
             del guard.nodes[mark[0]:]
             del guard.conds[mark[1]:]
-    if not newly:
+    if len({(n.arg, _index(n)) for n in newly}) < least:  # (a load and a store of a[i]: one)
         return None
     env = {}
-    for idx, M in info.loops.items():
+    for idx in info.loops:
         env[idx] = Node(Op.LOOP_INDEX, idx.dtype, (), object(), (), idx.loc)
-    fast = rebuild(Block((L,)), _copy, env).nodes[0]
+    fast = rebuild(region, _copy, env)
     newset = set(newly)
     copied_static = set()
-    for n in walk(L.blocks[0]):  # the copies of proven accesses (here or by an enclosing guard)
+    for n in walk(region):  # the copies of proven accesses (here or by an enclosing guard)
         if n in proven or n in newset:
             proven.add(env[n])
         elif n in static:
             copied_static.add(env[n])
     cx.static = static | copied_static
-    cx.budget -= len(info.inside) + 1
-    body = _block(fast.blocks[0], cx)  # nested loops, for the accesses still checked
-    fast = Node(fast.op, fast.dtype, fast.srcs, fast.arg, (body,), fast.loc)
+    cx.budget -= size
+    fast = nested(fast, cx)  # nested loops, for the accesses still checked
     if not guard.conds:  # every condition held at compile time: the copy alone
-        return [fast]
+        return fast
     cond = guard.value()
     used = {s for g in guard.nodes for s in g.srcs}
     nodes = [h for h in info.hoisted.values() if h in used] + guard.nodes
-    nodes.append(Node(Op.IF, None, (cond,), None, (Block((fast,)), Block((L,))), L.loc))
-    return nodes
+    nodes.append(Node(Op.IF, None, (cond,), None, (fast, region), loc))
+    return Block(tuple(nodes))
+
+
+def _loop_body(fast: Block, cx: _Ctx) -> Block:
+    """A loop's copy (one node) with the loops nested in its body versioned."""
+    (L,) = fast.nodes
+    return Block((Node(L.op, L.dtype, L.srcs, L.arg, (_block(L.blocks[0], cx),), L.loc),))
 
 
 def _copy(n, srcs, blocks, arg, env):

@@ -32,6 +32,7 @@ SPLIT_SECONDS = 2e-4     # measured work (one core) worth a split
 # measured on DiffTaichi's P2G / G2P kernels and their adjoints (benchmarks/bench_launch.py):
 SPLIT_WORK = 1 << 21     # ~75 us: more than a split's pool dispatch
 DYNAMIC_TRIPS = 16       # assumed trips of a loop whose count is not known at compile time
+MIN_SPLIT_TRIPS = 4      # fewest iterations a split takes: two per worker, two workers at least
 ATOMIC_WORK = 200        # a locked compare-and-swap loop (~5 ns uncontended, more when shared)
 PLAIN_RMW_WORK = 2       # a load and a store
 LANE_GAIN = 4            # SIMD lanes per unit of speed-up (32 lanes: ~8x on such code)
@@ -61,8 +62,22 @@ def worth_splitting(loop) -> bool:
     all: its estimated work (`iteration_work`, trips from constant bounds, else
     `DYNAMIC_TRIPS`) at least `SPLIT_WORK`. Each range task costs ~1.5 us of launch more than
     the serial code it replaces (4 loops of 16 tiny iterations: 9.2 against 3.6 us a launch),
-    and one whose work never reaches a split would only pay that."""
-    return 2 + _trips(loop) * iteration_work(loop.blocks[0]) >= SPLIT_WORK
+    and one whose work never reaches a split would only pay that. A loop whose constant trip
+    count is below `MIN_SPLIT_TRIPS` is never split (`Adaptive.min_split`), however heavy its
+    body: Genesis' environment loops at `n_envs` 1 (`range(_B)`, _B = 1), whose bodies' loops
+    with bounds read from memory count 16 trips each, made Franka's step 14-19 % slower."""
+    trips = _trips(loop)
+    if trips < MIN_SPLIT_TRIPS and _known_trips(loop):
+        return False
+    return 2 + trips * iteration_work(loop.blocks[0]) >= SPLIT_WORK
+
+
+def _known_trips(loop) -> bool:
+    """Whether `_trips(loop)` is the loop's trip count rather than the `DYNAMIC_TRIPS` guess."""
+    if loop.op != Op.RANGE_FOR:
+        return False
+    b, e = loop.srcs[:2]
+    return loop.arg.static_trips is not None or (b.op == Op.CONST and e.op == Op.CONST)
 
 
 def _trips(loop) -> int:

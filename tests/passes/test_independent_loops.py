@@ -474,3 +474,31 @@ def test_only_loops_with_work_enough_by_default(monkeypatch):
     assert res[True][:2] == (["serial"], ["range"])
     assert res[False][:2] == (["serial"], ["serial"])
     assert res[True][3].tobytes() == res[False][3].tobytes()
+
+
+def test_one_env_stays_serial_however_heavy(monkeypatch):
+    """`n_envs` 1 (a constant trip count below `MIN_SPLIT_TRIPS`): never split, so the loop
+    stays serial even when its body's estimated work would pass (Franka at `n_envs` 1)."""
+    res = {}
+    for envs in (1, 4):
+        _init(True, monkeypatch)
+        z = sd.field(sd.f32, shape=envs)
+        n = sd.field(sd.i32, shape=())
+        n[None] = 3
+
+        @sd.kernel
+        def heavy_env():
+            sd.loop_config(serialize=True)
+            for b in range(envs):
+                acc = 0.0
+                for i in range(n[None]):      # bounds read from memory: 16 trips estimated
+                    for j in range(n[None]):
+                        for k in range(n[None]):
+                            for m in range(n[None]):
+                                for q in range(n[None]):
+                                    acc += sd.sin(b * 0.01 + (i + j + k + m + q) * 1e-4)
+                z[b] = acc
+
+        heavy_env()
+        res[envs] = _kinds(heavy_env)
+    assert res == {1: ["serial"], 4: ["range"]}
