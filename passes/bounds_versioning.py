@@ -86,15 +86,23 @@ GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile ti
 GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
 
 
-def version_loops(tl: TaskList) -> TaskList:
-    """`tl` with the loops (and range task bodies) whose accesses a guard before them proves in
-    range versioned."""
+def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
+    """`tl` with the loops whose accesses a guard before them proves in range versioned, and
+    with `task_bodies` (the CPU backend's programs) its range task bodies too.
+
+    Task bodies only on the CPU: there a parallel environment loop is a range task whose body
+    holds the per-environment loops (`passes/independent_loops`). Elsewhere a range task is a
+    GPU grid, and LLVM's GPU pipeline merges the two copies' identical atomics into one,
+    dropping what it cannot merge of their metadata: AMDGPU's `!amdgpu.no.fine.grained.memory`
+    went, and gfx90a's float atomic add became a compare-and-swap loop
+    (tests/gpu_llvm/test_target.py)."""
     tasks = []
     for t in tl.tasks:
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
         cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP))
-        body = _task_body(t, cx) if t.kind == "range" and t.index is not None else None
+        body = (_task_body(t, cx) if task_bodies and t.kind == "range" and t.index is not None
+                else None)
         if body is None:
             body = _block(t.body, cx)
         tasks.append(t if body is t.body else replace(t, body=body, proven=frozenset(cx.proven)))

@@ -83,12 +83,22 @@ def test_deep_expression_compiles_forward_and_grad(arch, tmp_path):
 
 
 def test_too_deep_expression_names_its_line(tmp_path, monkeypatch):
+    import sys
+
     from spirad.compile import driver
     monkeypatch.setattr(driver, "DEEP_LIMIT", 400)
-    sd.init(arch=sd.cpu)
-    x = sd.field(sd.f32, 4)
-    y = sd.field(sd.f32, 4)
-    k = _chain_kernel(tmp_path, 600, x, y)
-    with pytest.raises(sd.SpiradSyntaxError, match="too deeply") as e:
-        k()
+    # compiling runs under max(this process's recursion limit, DEEP_LIMIT): pin this process's
+    # to Python's default, whatever a test before this one in the worker left it at (the suite
+    # failed here when another had raised it past the chain's ~1,200 frames)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        sd.init(arch=sd.cpu)
+        x = sd.field(sd.f32, 4)
+        y = sd.field(sd.f32, 4)
+        k = _chain_kernel(tmp_path, 600, x, y)
+        with pytest.raises(sd.SpiradSyntaxError, match="too deeply") as e:
+            k()
+    finally:
+        sys.setrecursionlimit(old)
     assert "chain600.py" in str(e.value) and "line 6" in str(e.value)

@@ -157,3 +157,32 @@ def test_the_task_body_is_versioned_once():
         (tl,) = _compiled_tasks("cpu", k, *args)
         assert not tl.tasks[0].proven
         assert not any(n.op == Op.IF for n in walk(tl.tasks[0].body))
+
+
+@test_archs(ARCHS)
+def test_task_bodies_versioned_on_the_cpu_only(arch):
+    """The driver versions range task bodies for the CPU only (`version_loops(task_bodies=)`):
+    on a GPU the two copies' atomics are merged by LLVM, losing AMDGPU's float-atomic metadata
+    (tests/gpu_llvm/test_target.py), and a grid's body gains nothing from a per-thread guard.
+    Loops are versioned everywhere."""
+    from kernel_ir.nodes import walk
+    from kernel_ir.ops import Op
+    from spirad.compile import driver
+    seen, orig = [], driver.version_loops
+
+    def spy(tl, **k):
+        seen.append(orig(tl, **k))
+        return seen[-1]
+
+    driver.version_loops = spy
+    try:
+        sd.init(arch=arch, offline_cache=False)
+        envs(_arr(np.zeros((3, 5))), _arr(np.zeros((3, 5))), _arr(np.zeros(5)), 5)
+        sd.sync()
+    finally:
+        driver.version_loops = orig
+    (tl,) = seen
+    (task,) = [t for t in tl.tasks if t.kind == "range"]
+    # `c[i]`, read twice outside any loop: in both copies where the body is versioned
+    c_reads = [n for n in walk(task.body) if n.op == Op.GLOBAL_LOAD and n.srcs == (task.index,)]
+    assert len(c_reads) == (4 if arch == "cpu" else 2)
