@@ -14,9 +14,9 @@ Inside `L'` the nested loops are versioned again for the accesses still checked 
 bounds, and values computed in `L`, are then loop-invariant). A loop without such an access is
 left as it is: the generated code changes only where checks are proven away.
 
-A range task's body (a parallel loop's, e.g. an environment loop that passes/independent_loops
-made parallel) is per-iteration code indexed by the task index, so it is versioned the same way
-as a whole, before its loops: `guard; if guard: B' else: B` at the top of the body `B`, the
+On the CPU (`task_bodies`; not on GPUs, see `version_loops`), a range task's body (a parallel
+loop's, e.g. an environment loop that passes/independent_loops made parallel) is per-iteration
+code indexed by the task index, so it is versioned the same way as a whole, before its loops: `guard; if guard: B' else: B` at the top of the body `B`, the
 guard run once per iteration, with the task index an invariant term (`_task_body`). Only where
 the guard proves accesses at `MIN_TASK_PROVEN` distinct (array, index) pairs (a guard per
 iteration that replaces one check saves nothing), and only a body that holds a loop: a flat
