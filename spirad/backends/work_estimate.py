@@ -66,30 +66,28 @@ def worth_splitting(loop) -> bool:
     count is below `MIN_SPLIT_TRIPS` is never split (`Adaptive.min_split`), however heavy its
     body: Genesis' environment loops at `n_envs` 1 (`range(_B)`, _B = 1), whose bodies' loops
     with bounds read from memory count 16 trips each, made Franka's step 14-19 % slower."""
-    trips = _trips(loop)
-    if trips < MIN_SPLIT_TRIPS and _known_trips(loop):
+    known = _known_trips(loop)
+    if known is not None and known < MIN_SPLIT_TRIPS:
         return False
-    return 2 + trips * iteration_work(loop.blocks[0]) >= SPLIT_WORK
+    return 2 + _trips(loop) * iteration_work(loop.blocks[0]) >= SPLIT_WORK
 
 
-def _known_trips(loop) -> bool:
-    """Whether `_trips(loop)` is the loop's trip count rather than the `DYNAMIC_TRIPS` guess."""
-    if loop.op != Op.RANGE_FOR:
-        return False
-    b, e = loop.srcs[:2]
-    return loop.arg.static_trips is not None or (b.op == Op.CONST and e.op == Op.CONST)
-
-
-def _trips(loop) -> int:
-    """A loop's trip count: known (`static_trips`, or constant bounds: reverse mode's
-    reversed loops carry no `static_trips`), else DYNAMIC_TRIPS."""
+def _known_trips(loop) -> int | None:
+    """A loop's trip count where it is known (`static_trips`, or constant bounds: reverse
+    mode's reversed loops carry no `static_trips`), else None."""
     if loop.op == Op.RANGE_FOR:
         if loop.arg.static_trips is not None:
             return loop.arg.static_trips
         b, e = loop.srcs[:2]
         if b.op == Op.CONST and e.op == Op.CONST:
             return max(0, int(e.arg) - int(b.arg))
-    return DYNAMIC_TRIPS
+    return None
+
+
+def _trips(loop) -> int:
+    """A loop's trip count: `_known_trips`, else the DYNAMIC_TRIPS guess."""
+    known = _known_trips(loop)
+    return DYNAMIC_TRIPS if known is None else known
 
 
 def _default_weight(n) -> float:
