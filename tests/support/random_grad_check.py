@@ -21,6 +21,8 @@ from tests.support.random_grad_programs import GradProgram, generate, reference_
 EPS = 1e-6
 # rtol, atol (x max(1, |value|)) of the forward values; rtol, atol of the gradients
 TOL = {"f64": (1e-9, 1e-10, 1e-5, 1e-7), "f32": (2e-5, 2e-6, 2e-3, 5e-4)}
+# The oracle's own rounding, in ulps of the loss (`oracle_rounding`)
+ORACLE_ULPS = 16
 ARCH_FP = {"metal": "f32"}  # the float type of the programs an arch runs (Metal: no f64)
 
 
@@ -46,6 +48,17 @@ def init_kwargs(arch: str) -> dict:
     if arch_fp(arch) == "f64":
         kw["default_fp"] = sd.f64
     return kw
+
+
+def oracle_rounding(loss: float, eps=EPS) -> float:
+    """How far a central difference of the float64 stand-in can be from the true derivative by
+    rounding alone: the loss is computed to a few ulps of its own size, and the difference of
+    two such values is divided by 2 * eps. An input that reaches only a small term of a large
+    loss has a derivative known only to this (fuzz seed 71480: a loss of 9,016, one ulp 1.8e-12,
+    a gradient entry of 0.0197 that the oracle had 4e-7 off while spirad's was the analytic
+    value to the last digit). Added to the gradients' absolute tolerance; under 2e-8 for a loss
+    under 10 (the tolerance's own atol is 1e-7), so it loosens only programs whose loss is large."""
+    return ORACLE_ULPS * float(np.spacing(abs(loss))) / (2 * eps)
 
 
 def reference_grads(prog: GradProgram, eps=EPS):
@@ -92,6 +105,7 @@ def check_grad_program(prog: GradProgram, ref=None):
     got = {name: getattr(mod, name).grad.to_numpy() for name in prog.grads}
     where = f"\n--- seed {prog.seed} ({prog.fp}) ---\n{prog.source}"
     tol = TOL[prog.fp]
+    rounding = oracle_rounding(float(ref.loss[None]))
     for name in prog.grads:  # forward: the loss and every intermediate
         w = getattr(ref, name).to_numpy()
         np.testing.assert_allclose(getattr(mod, name).to_numpy(), w, rtol=tol[0],
@@ -99,7 +113,7 @@ def check_grad_program(prog: GradProgram, ref=None):
                                    err_msg=f"forward {name}" + where)
     for name in prog.grads:
         np.testing.assert_allclose(got[name], want[name], rtol=tol[2],
-                                   atol=tol[3] * max(1.0, np.abs(want[name]).max()),
+                                   atol=tol[3] * max(1.0, np.abs(want[name]).max()) + rounding,
                                    err_msg=f"d loss / d {name}" + where)
     return got
 
