@@ -156,3 +156,44 @@ def test_native_float_atomics_link_on_gfx90a(probe):
     asm = device_codegen.target_machine(t).emit_assembly(mod)
     assert "global_atomic_add_f32" in asm or "buffer_atomic_add_f32" in asm
     assert "global_atomic_cmpswap" not in asm
+
+
+@sd.kernel
+def k_versioned_atomics(x: ND, total: ND, n: sd.i32):
+    for i in range(16):
+        for j in range(n):  # checked accesses in a run-time loop: versioned (a guarded copy)
+            total[i] += x[i, j] * 2.0
+            total[(i + 1) % 16] += x[i, j]
+
+
+def test_versioned_loops_keep_native_float_atomics_on_gfx90a(monkeypatch):
+    """A GPU program with the default bounds checks has its loops versioned (a copy without
+    checks under a guard, passes/bounds_versioning): LLVM must not merge the copies' float
+    atomics into one that drops `!amdgpu.no.fine.grained.memory`, which turns gfx90a's native
+    float add into a compare-and-swap loop (what happened to versioned range task bodies, now
+    versioned on the CPU only). The task list is the AMDGPU backend's own (emulated)."""
+    _tools_or_skip("amdgpu")
+    from spirad.backends import llvm_gpu
+    monkeypatch.setenv("SPIRAD_AMDGPU_EMULATE", "1")
+    seen = []
+    orig = llvm_gpu.LlvmGpuBackend.compile
+
+    def compile(self, tl, abi):
+        seen.append((tl, abi, self.oob_check))
+        return orig(self, tl, abi)
+    monkeypatch.setattr(llvm_gpu.LlvmGpuBackend, "compile", compile)
+    sd.init(arch="amdgpu", offline_cache=False)
+    x = sd.ndarray(sd.f32, (16, 8))
+    t = sd.ndarray(sd.f32, (16,))
+    x.fill(1.0)
+    k_versioned_atomics(x, t, 8)
+    assert (t.to_numpy() == 24.0).all()
+    tl, abi, oob = seen[0]
+    assert oob
+    t90a = dataclasses.replace(TARGETS["gfx90a"], fadd_metadata=True)
+    prog = compile_tasks(tl, abi, target=t90a, oob_check=oob)
+    assert prog.llvm_ir.count("atomicrmw fadd") == 4  # two atomics in each of the two copies
+    mod = device_codegen.optimized_module(prog.llvm_ir, t90a, [x.symbol for x in prog.tasks])
+    asm = device_codegen.target_machine(t90a).emit_assembly(mod)
+    assert asm.count("global_atomic_add_f32") + asm.count("buffer_atomic_add_f32") >= 2
+    assert "global_atomic_cmpswap" not in asm
