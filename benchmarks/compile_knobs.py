@@ -7,6 +7,8 @@
                           SPIRAD_CACHE_DIR)
     --fresh KERNEL        compile KERNEL even where the offline cache has it
     --versioning G[:CAP]  loop versioning's budget (passes/bounds_versioning.py GROWTH, GROWTH_CAP)
+    --no-checks           the CPU backend compiles without the default bounds checks (as
+                          `init(check_bounds=False)`; measured only: what the checks cost)
 
 With the three, one kernel's compile and its step time can be compared across compiler settings
 without a cold build of the whole scene for each (~35 min at the shared machine's load).
@@ -21,6 +23,8 @@ def add_arguments(ap):
                     "cache has it")
     ap.add_argument("--versioning", metavar="GROWTH[:CAP]", help="loop versioning's budget "
                     "(passes/bounds_versioning.py GROWTH, GROWTH_CAP) for this run")
+    ap.add_argument("--no-checks", action="store_true", help="the CPU backend without the "
+                    "default bounds checks (init(check_bounds=False))")
 
 
 def apply(a, current_kernel=None):
@@ -38,6 +42,9 @@ def apply(a, current_kernel=None):
         bounds_versioning.GROWTH = float(growth)
         if cap:
             bounds_versioning.GROWTH_CAP = int(cap)
+    if a.no_checks:
+        from spirad.backends import cpu
+        cpu.default_checks = lambda state: False
     if a.fresh:
         if current_kernel is None:
             now = []

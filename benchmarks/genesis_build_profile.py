@@ -89,9 +89,9 @@ def install(T: Timers):
     driver.TASK_STAGES = tuple((n, T.wrap("pass " + n, f)) for n, f in driver.TASK_STAGES)
     vl = driver.version_loops
 
-    def version_loops(tl):  # the IR nodes before and after: what the versioned copies add
+    def version_loops(tl, **kwargs):  # the IR nodes before and after: what the copies add
         from kernel_ir.nodes import walk
-        out = vl(tl)
+        out = vl(tl, **kwargs)
         info = T.info[T.kernel]
         for key, x in (("nodes", tl), ("versioned_nodes", out)):
             info[key] = info.get(key, 0) + sum(1 for t in x.tasks for _ in walk(t.body))

@@ -100,9 +100,10 @@ class _Target:
         the same run time (docs/cpu_spmd.md)."""
         return str(self.optimized_module(llvm_ir, vectorised))
 
-    def optimized_module(self, llvm_ir: str, vectorised: bool = False) -> llvm.ModuleRef:
+    def optimized_module(self, llvm_ir: str, vectorised: bool = False, speed_level: int = 3,
+                         slp: bool = True) -> llvm.ModuleRef:
         """`optimize`'s module itself (`compile_object` emits it without re-parsing its text)."""
-        return optimized_module(llvm_ir, self.tm, self.triple, vectorised)
+        return optimized_module(llvm_ir, self.tm, self.triple, vectorised, speed_level, slp)
 
     def emit_object(self, optimized_ir: str) -> bytes:
         mod = llvm.parse_assembly(optimized_ir)
@@ -144,15 +145,19 @@ class _Target:
         return self._support_addrs
 
 
-def optimized_module(llvm_ir: str, tm, triple: str, vectorised: bool = False) -> llvm.ModuleRef:
-    """The CPU pipeline (`_Target.optimize`) for target machine `tm` of `triple`."""
+def optimized_module(llvm_ir: str, tm, triple: str, vectorised: bool = False,
+                     speed_level: int = 3, slp: bool = True) -> llvm.ModuleRef:
+    """The CPU pipeline (`_Target.optimize`) for target machine `tm` of `triple`: LLVM's
+    `speed_level` (3, or 2 for a large module: `machine_code.speed_level`), 2 where
+    `vectorised`; the SLP vectoriser where `slp` (not for a huge module: `machine_code.slp`)
+    and not `vectorised`."""
     mod = llvm.parse_assembly(llvm_ir)
     mod.triple = triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=2 if vectorised else 3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=2 if vectorised else speed_level)
     pto.loop_vectorization = not vectorised
-    pto.slp_vectorization = not vectorised
+    pto.slp_vectorization = slp and not vectorised
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
@@ -215,11 +220,13 @@ class CpuRuntime:
         t = self._target
         return (t.triple, t.cpu, t.features, llvm.llvm_version_info)
 
-    def compile_object(self, llvm_ir: str, vectorised: bool = False) -> tuple[bytes, str]:
-        """Host object code of `llvm_ir` after `optimize`, and the optimized IR text."""
+    def compile_object(self, llvm_ir: str, vectorised: bool = False, speed_level: int = 3,
+                       slp: bool = True) -> tuple[bytes, str]:
+        """Host object code of `llvm_ir` after `optimize` (at LLVM's `speed_level`, the SLP
+        vectoriser where `slp`), and the optimized IR text."""
         t = self._target
         with t.compile_lock:
-            mod = t.optimized_module(llvm_ir, vectorised)
+            mod = t.optimized_module(llvm_ir, vectorised, speed_level, slp)
             return bytes(t.jit_tm.emit_object(mod)), str(mod)
 
     def load_object(self, obj: bytes, symbols, optimized_ir: str = "") -> CpuModule:

@@ -1,4 +1,29 @@
-"""The register allocator's budget for huge functions (machine code of a CPU module).
+"""How a large CPU module is compiled: LLVM's speed level 2; a huge one at level 3 without the
+SLP vectoriser and with the register allocator's smaller budget.
+
+**Speed level 2 for large modules.** A module whose LLVM IR exceeds `CodegenOptions.large_ir`
+bytes (500,000 by default: Genesis' ndarray-mode step kernels, 0.5 to 2.2 MB each) and is not
+huge (below) goes through LLVM's `-O2` pipeline instead of `-O3`. The difference that costs
+compile time is `-O3`'s non-trivial loop unswitching (a loop copied per invariant branch; the
+largest pass of these modules after the register allocator: 3.9 of 38 s in `-time-passes` over
+a box scene's kernels without `kernel_detection`); both levels keep the loop and SLP
+vectorisers. Genesis' box scene, ndarray mode: optimisation of the modules of 0.5 to 2.2 MB
+19.3 -> 14.2 s of CPU, their machine code 12.8 -> 12.1 s, and their launches no slower. A huge
+module keeps `-O3`: `kernel_detection` (6.6 MB, the narrow phase) launched in 38-40 us at `-O3`
+and 41-50 us at `-O2` (`n_envs` 256, fastest of 100), while `-O2` saved only 1.4 of its 11.8 s
+of optimisation (docs/performance.md, "Building a Genesis scene"). Smaller modules keep `-O3`
+too (their compile is cheap either way). Neither level uses fast-math flags, so both compute
+the same values. The level changes the machine code: `large_ir` is part of the offline-cache
+key (`CodegenOptions.key`).
+
+**No SLP vectoriser for huge modules.** The SLP vectoriser (straight-line code packed into
+vector instructions) was 3.7 s of `kernel_detection`'s optimisation; that module (one serial
+narrow phase per environment) compiled without it: optimisation 11.8 -> 9.2 s of CPU, machine
+code 7.0 -> 6.5 s (standalone, the same IR), and launched in the same 37-38 us (`n_envs` 256,
+fastest of 100, three rounds alternating). Without fast-math flags SLP never reorders a
+reduction, so it computes the same values; `huge_ir` is in the offline-cache key.
+
+**The register allocator's budget for huge functions.**
 
 Machine code of a huge serial task is mostly LLVM's greedy register allocator: Genesis'
 ndarray-mode `kernel_detection` (the whole convex narrow phase in one function, 6.6 MB of LLVM
@@ -10,11 +35,12 @@ instead of splitting it further. A lower budget for modules whose LLVM IR exceed
 kernel has 3.5 MB) cuts that kernel's machine code 47 -> 18 s of CPU, leaves every smaller
 module's code as it was, and changes no result (register allocation decides where values live,
 never what is computed). Measured in docs/performance.md ("Building a Genesis scene").
+`huge_ir` is part of the offline-cache key too (another allocation is other machine code).
 
 The budget is a process-wide LLVM option: it is set for the one compile and restored after it,
 under a lock, so two threads never compile a huge module at once with each other's setting (a
 smaller module compiled meanwhile by another thread may see the lower budget: a different
-allocation, the same results). Not part of the offline-cache key (`CodegenOptions.key`).
+allocation, the same results).
 """
 from __future__ import annotations
 
@@ -24,8 +50,21 @@ import threading
 BUDGET_OPTION = "-grow-region-complexity-budget"
 DEFAULT_BUDGET = 10_000  # LLVM's own default
 HUGE_BUDGET = 100
+LARGE_SPEED_LEVEL = 2  # LLVM's -O2 for a module over `large_ir` bytes; -O3 below
 
 _lock = threading.Lock()
+
+
+def speed_level(llvm_ir: str, large_ir: int, huge_ir: int) -> int:
+    """LLVM's speed level for a module of this LLVM IR text: `LARGE_SPEED_LEVEL` over
+    `large_ir` bytes unless `is_huge`, else 3 (`large_ir` 0: always 3)."""
+    large = large_ir > 0 and len(llvm_ir) > large_ir
+    return LARGE_SPEED_LEVEL if large and not is_huge(llvm_ir, huge_ir) else 3
+
+
+def slp(llvm_ir: str, huge_ir: int) -> bool:
+    """Does a module of this LLVM IR text get the SLP vectoriser (not where `is_huge`)?"""
+    return not is_huge(llvm_ir, huge_ir)
 
 
 def is_huge(llvm_ir: str, huge_ir: int) -> bool:

@@ -13,6 +13,8 @@ the SPIRAD_CPU_* variables).
              SPIRAD_CPU_TARGET forces another, `cpu_target`)
     huge_ir  a module whose LLVM IR text exceeds this many bytes gets a smaller register
              allocation budget (`machine_code`); 0: never
+    large_ir  a module whose LLVM IR text exceeds this many bytes (and not `huge_ir`) is
+             optimised at LLVM's speed level 2 instead of 3 (`machine_code`); 0: never
 """
 from __future__ import annotations
 
@@ -28,10 +30,10 @@ class CodegenOptions:
     min_trips: int | None = 0
     vector_bits: int | None = None
     huge_ir: int = 4_000_000
+    large_ir: int = 500_000
 
     def key(self) -> tuple:
-        """What changes the generated code (the offline-cache key; `debug` only prints, and
-        `huge_ir` changes only where the register allocator keeps values: an object compiled
-        under either setting computes the same)."""
-        return tuple(getattr(self, f.name) for f in fields(self)
-                     if f.name not in ("debug", "huge_ir"))
+        """What changes the generated code (the offline-cache key; `debug` only prints).
+        `huge_ir` and `large_ir` change the machine code, not what it computes: keyed too, so
+        that a cached object is the one these settings compile."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "debug")

@@ -185,9 +185,13 @@ SWITCHES = {s.name: s for s in (
            "a CPU range task with constant bounds and fewer iterations stays scalar (default: "
            "two lane groups; `0`: lanes however short)"),
     Switch("SPIRAD_CPU_HUGE_IR", "int", None,
-           "a CPU kernel whose LLVM IR exceeds this many bytes gets a smaller register "
-           "allocation budget: less compile time, the same results (default 4000000; `0`: "
-           "never)"),
+           "a CPU kernel whose LLVM IR exceeds this many bytes is compiled without the SLP "
+           "vectoriser and with a smaller register allocation budget: less compile time, the "
+           "same results (default 4000000; `0`: never)"),
+    Switch("SPIRAD_CPU_LARGE_IR", "int", None,
+           "a CPU kernel whose LLVM IR exceeds this many bytes is optimised at LLVM's speed "
+           "level 2 instead of 3 (no non-trivial loop unswitching): less compile time, the same "
+           "results (default 500000; `0`: never)"),
     Switch("SPIRAD_CPU_VECMATH", "choice", "auto",
            "CPU math: vector variants of our bodies (`auto`), our bodies inlined (`1`), libm "
            "only (`0`) ([vecmath.md](vecmath.md))", ("auto", "1", "0")),
@@ -407,13 +411,13 @@ def llvm_codegen_options():
                           vecmath=get("SPIRAD_CPU_VECMATH"), debug=get("SPIRAD_DEBUG_CPU"),
                           min_trips=get("SPIRAD_CPU_SPMD_MIN_TRIPS"),
                           vector_bits=_target_bits(spec) if spec else None,
-                          **_huge_ir())
+                          **_module_sizes())
 
 
-def _huge_ir() -> dict:
-    """SPIRAD_CPU_HUGE_IR where set (else `CodegenOptions`' default)."""
-    n = get("SPIRAD_CPU_HUGE_IR")
-    return {} if n is None else {"huge_ir": n}
+def _module_sizes() -> dict:
+    """SPIRAD_CPU_HUGE_IR and SPIRAD_CPU_LARGE_IR where set (else `CodegenOptions`' defaults)."""
+    sizes = {"huge_ir": get("SPIRAD_CPU_HUGE_IR"), "large_ir": get("SPIRAD_CPU_LARGE_IR")}
+    return {k: n for k, n in sizes.items() if n is not None}
 
 
 def cpu_target():

@@ -199,7 +199,7 @@ class CpuBackend(BackendBase):
 
     def compile(self, tl, abi):
         from llvm_codegen.codegen import compile_tasks
-        from llvm_codegen.machine_code import budget_for
+        from llvm_codegen.machine_code import budget_for, slp, speed_level
 
         from .. import options
         from .private_scatter import CopyABI
@@ -210,7 +210,10 @@ class CpuBackend(BackendBase):
                              bounds_check=self.bounds_check, options=opts, choices=choices,
                              oob_check=self.oob_check)
         with budget_for(prog.llvm_ir, opts.huge_ir):
-            obj, optimized = self.rt.compile_object(prog.llvm_ir, prog.vectorised)
+            obj, optimized = self.rt.compile_object(
+                prog.llvm_ir, prog.vectorised,
+                speed_level(prog.llvm_ir, opts.large_ir, opts.huge_ir),
+                slp(prog.llvm_ir, opts.huge_ir))
         blob = CpuBlob(obj, tuple(t.symbol for t in prog.tasks), tuple(t.kind for t in prog.tasks),
                        optimized, tuple(t.lanes for t in prog.tasks), one_thread)
         return self._build(tl, abi, blob)

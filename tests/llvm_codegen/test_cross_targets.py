@@ -119,9 +119,9 @@ def test_spirad_programs_emit_for_aarch64(monkeypatch):
     modules = []
     compile_object = CpuRuntime.compile_object
 
-    def spy(self, llvm_ir, vectorised=False):
+    def spy(self, llvm_ir, vectorised=False, *pipeline):
         modules.append((llvm_ir, vectorised))
-        return compile_object(self, llvm_ir, vectorised)
+        return compile_object(self, llvm_ir, vectorised, *pipeline)
 
     monkeypatch.setattr(CpuRuntime, "compile_object", spy)
     monkeypatch.setenv("SPIRAD_DEBUG_CPU", "1")
