@@ -618,7 +618,7 @@ def _spmd_math(ctx: SpmdContext, n):
     name = _MATH_NAME[n.op]
     if dt.is_float and math_policy.mode(name, dt.name, ctx.options.vecmath) != "libm":
         args = [ctx.value(s) for s in n.srcs]
-        if n.srcs[0] in ctx.sincos_args:  # sin and cos of this value: one shared body
+        if n.op in (Op.SIN, Op.COS) and n.srcs[0] in ctx.sincos_args:  # one shared body
             return vecmath.emit_sincos(ctx.b, name, args[0], ctx.reg_type(dt))
         return vecmath.emit(ctx.b, name, args, ctx.reg_type(dt))
     return ctx.table[n.op](ctx, n)  # the scalar rule at this width (integer POW: ipow_helper)

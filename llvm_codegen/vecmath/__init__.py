@@ -72,6 +72,8 @@ def sincos_function(module: ir.Module, ty: ir.Type) -> ir.Function:
 
 def emit_sincos(builder: ir.IRBuilder, which: str, x, ty: ir.Type) -> ir.Value:
     """`which` ('sin' / 'cos') of x through the shared sincos body."""
+    if which not in ("sin", "cos"):  # any other function of a paired value has its own body
+        raise RuntimeError(f"vecmath: emit_sincos of {which!r}")
     pair = builder.call(sincos_function(builder.module, ty), [x])
     return builder.extract_value(pair, 0 if which == "sin" else 1)
 
