@@ -31,7 +31,7 @@ thread ran. Smaller ranges and serial tasks run in the calling thread as worker 
 serialised by a lock, so worker slots are never shared between concurrent launches. The calling
 thread checks `cancel` (`CpuRuntime(cancel=event)`) between its chunks (1, 2, 4, ... at a time):
 an interrupted launch stops taking chunks and `run` returns only when no worker writes any
-more. `run_slots` (and `run` where the native pool is not available, or SPIRAD_CPU_POOL=static)
+more. `run_slots` (and `run` where the native pool is not available, or `native=False`)
 splits into `num_workers` fixed contiguous chunks through a `ThreadPoolExecutor`, chunk `w` on
 slot `w`, each run in pieces (4096 iterations first, doubling while a piece takes under 2 ms)
 with the same check between them.
@@ -222,7 +222,7 @@ class CpuModule:
 
 class CpuRuntime:
     def __init__(self, num_workers: int | None = None, parallel_min: int = PARALLEL_MIN,
-                 cancel=None, target: str | None = None):
+                 cancel=None, target: str | None = None, native: bool = True):
         self._target = _Target.get(target)  # `target`: SPIRAD_CPU_TARGET (None: the host)
         self.cancel = cancel  # an object with is_set() (threading.Event): stop between pieces
         self.num_workers = max(1, num_workers or os.cpu_count() or 1)
@@ -231,9 +231,8 @@ class CpuRuntime:
                       if self.num_workers > 1 else None)
         self._launch_lock = threading.Lock()
         # split launches through the native pool, chunks taken dynamically (`cpu_pool`); False
-        # (or SPIRAD_CPU_POOL=static): fixed chunks through `ThreadPoolExecutor`, as before
-        self.dynamic = self.num_workers > 1 and cpu_pool.supported() and \
-            os.environ.get("SPIRAD_CPU_POOL", "") != "static"
+        # (`native=False`: SPIRAD_CPU_POOL=static): fixed chunks through `ThreadPoolExecutor`
+        self.dynamic = native and self.num_workers > 1 and cpu_pool.supported()
         self._native_pool = None
 
     @property
