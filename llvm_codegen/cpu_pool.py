@@ -39,6 +39,7 @@ import ctypes
 import platform
 import sys
 import threading
+import weakref
 
 SPINS = 400  # pause instructions a worker (and a waiting caller) spins before sleeping
 CHUNKS_PER_WORKER = 8  # a launch's chunks: a late worker loses its share, a chunk at a time
@@ -299,13 +300,16 @@ class Pool:
         self._close = _JOB_FN(addrs["spirad_pool_close"])
         self._shut = _JOB_FN(addrs["spirad_pool_shut"])
         worker = _WORKER_FN(addrs["spirad_pool_worker"])
-        self._threads = [threading.Thread(target=worker, args=(self.job, k), daemon=True,
-                                          name=f"spirad-cpu-{k}") for k in range(1, workers)]
-        if not start:  # (tests) workers that never come: the caller runs every chunk
-            self._threads = []
+        # each thread holds the block: a pool dropped without `close` never frees memory its
+        # workers read; the finalizer shuts them down (at `close`, collection or exit)
+        self._threads = [threading.Thread(target=_serve, args=(worker, self._block, self.job, k),
+                                          daemon=True, name=f"spirad-cpu-{k}")
+                         for k in range(1, workers)] if start else []
+        # (start=False, tests: workers that never come; the caller runs every chunk)
         for t in self._threads:
             t.start()
-        self._threads_started = list(self._threads)
+        self._finalizer = weakref.finalize(self, _shut_down, self._shut, self.job, self._block,
+                                           self._threads)
 
     def run(self, fn, bufs, args: int, begin: int, end: int, cancel=None) -> int:
         """Run [begin, end) of task function `fn` (an address or a ctypes function) over the
@@ -335,8 +339,16 @@ class Pool:
         return ran
 
     def close(self) -> None:
-        if self._threads:
-            self._shut(self.job)
-            for t in self._threads:
-                t.join()
-            self._threads = []
+        self._finalizer()
+
+
+def _serve(worker, block, job: int, slot: int) -> None:
+    """A worker thread: the native loop until the pool shuts down (`block`: kept alive)."""
+    worker(job, slot)
+
+
+def _shut_down(shut, job: int, block, threads) -> None:
+    if threads:
+        shut(job)
+        for t in threads:
+            t.join()

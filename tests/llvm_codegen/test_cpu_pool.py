@@ -127,7 +127,21 @@ def test_the_pool_shuts_down():
     out, _, _ = _launch(rt, fn, 64, 1000, True, pool=pool)
     assert out.tobytes() == ref.tobytes()
     pool.close()
-    assert not any(t.is_alive() for t in pool._threads_started)
+    assert not any(t.is_alive() for t in pool._threads)
+
+
+def test_a_pool_dropped_without_close_shuts_down():
+    """The workers hold the shared block and the pool's finalizer shuts them down: a pool
+    collected without `close` leaves no thread reading freed memory."""
+    import gc
+    rt = runtime()
+    pool = cpu_pool.Pool(3, rt._target.pool_symbols())
+    threads = list(pool._threads)
+    del pool
+    gc.collect()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
 
 
 def test_a_pool_closed_before_its_threads_start_shuts_down():
