@@ -137,7 +137,6 @@ class _Target:
         process."""
         with self.compile_lock:
             if self._pool_addrs is None:
-                from . import cpu_pool
                 mod = self.optimized_module(cpu_pool.module_ir())
                 obj = bytes(self.jit_tm.emit_object(mod))
                 b = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
@@ -281,8 +280,7 @@ class CpuRuntime:
     def _native(self):
         """The split launches' native pool (`cpu_pool`), started on the first split."""
         if self._native_pool is None:
-            from .cpu_pool import Pool
-            self._native_pool = Pool(self.num_workers, self._target.pool_symbols())
+            self._native_pool = cpu_pool.Pool(self.num_workers, self._target.pool_symbols())
         return self._native_pool
 
     def calls_lock(self):

@@ -182,7 +182,7 @@ shared with other jobs a launch's wall time includes the time the thread waited 
 a split launch's wait for the pool thread), which made launches of ~50 us look like 1 ms: they
 were split, their split launches waited for a core again, and they stayed split
 (`diffmpm_simple`'s `grid_op`: mean launch 9x its minimum). The CPU time of the calling thread
-(its chunk when split, times the workers) is the work itself."""
+(when split, over the iterations it took itself: `llvm_codegen.cpu_pool`) is the work itself."""
 
 wall = time.perf_counter
 QUICK_SECONDS = 2e-5
