@@ -24,14 +24,17 @@ What the caller passes to `run` (build these once per launch, or keep them acros
 
 Ranges of at least `parallel_min` (default `PARALLEL_MIN`; `run(..., min_split=k)` gives a
 launch its own threshold, from the caller's estimate of the work per iteration) iterations are
-split into
-`num_workers` contiguous chunks; chunk `w` runs on worker slot `w` (the calling thread runs
-chunk 0). Smaller ranges and serial tasks run in the calling thread as worker 0. Launches are
-serialised by a lock, so worker slots are never shared between concurrent launches. Each chunk
-runs in pieces (4096 iterations first, doubling while a piece takes under 2 ms) with a check of
-`cancel` (`CpuRuntime(cancel=event)`) between them: an interrupted launch stops within a piece
-and `run` returns only when no worker writes any more. The hot path allocates nothing but the
-pool futures of a split launch.
+split over the workers through the native pool (`cpu_pool`): the calling thread (worker slot 0)
+and the pool's threads (slots 1..) take chunks of the range from a shared counter, so a worker
+that gets no core costs the launch only its share; `run` returns the iterations the calling
+thread ran. Smaller ranges and serial tasks run in the calling thread as worker 0. Launches are
+serialised by a lock, so worker slots are never shared between concurrent launches. The calling
+thread checks `cancel` (`CpuRuntime(cancel=event)`) between its chunks (1, 2, 4, ... at a time):
+an interrupted launch stops taking chunks and `run` returns only when no worker writes any
+more. `run_slots` (and `run` where the native pool is not available, or `native=False`)
+splits into `num_workers` fixed contiguous chunks through a `ThreadPoolExecutor`, chunk `w` on
+slot `w`, each run in pieces (4096 iterations first, doubling while a piece takes under 2 ms)
+with the same check between them.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
+
+from . import cpu_pool
 
 PARALLEL_MIN = 32768
 PIECE_MIN = 4096        # first piece of a worker's chunk (run() checks for a stop between pieces)
@@ -92,6 +97,8 @@ class _Target:
         self._names = itertools.count()
         self._support_addrs = None  # vecmath lane helpers: symbol -> address (`builder`)
         self._support_tracker = None
+        self._pool_addrs = None  # the split launches' native pool (`cpu_pool`): symbol -> address
+        self._pool_tracker = None
 
     def optimize(self, llvm_ir: str, vectorised: bool = False) -> str:
         """O3 with LLVM's loop and SLP vectorisers; `vectorised` (every range task already in
@@ -125,6 +132,20 @@ class _Target:
         for name, addr in (self._support().items() if lane_helpers else ()):
             builder.import_symbol(name, addr)
         return builder
+
+    def pool_symbols(self) -> dict:
+        """The native pool's functions (`cpu_pool`), compiled on first use, kept for the
+        process."""
+        with self.compile_lock:
+            if self._pool_addrs is None:
+                mod = self.optimized_module(cpu_pool.module_ir())
+                obj = bytes(self.jit_tm.emit_object(mod))
+                b = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
+                for s in cpu_pool.SYMBOLS:
+                    b.export_symbol(s)
+                self._pool_tracker = b.link(self.lljit, "spirad_cpu_pool")
+                self._pool_addrs = {s: self._pool_tracker[s] for s in cpu_pool.SYMBOLS}
+            return self._pool_addrs
 
     def _support(self) -> dict:
         if self._support_addrs is None:
@@ -205,7 +226,7 @@ class CpuModule:
 
 class CpuRuntime:
     def __init__(self, num_workers: int | None = None, parallel_min: int = PARALLEL_MIN,
-                 cancel=None, target: str | None = None):
+                 cancel=None, target: str | None = None, native: bool = True):
         self._target = _Target.get(target)  # `target`: SPIRAD_CPU_TARGET (None: the host)
         self.cancel = cancel  # an object with is_set() (threading.Event): stop between pieces
         self.num_workers = max(1, num_workers or os.cpu_count() or 1)
@@ -213,6 +234,10 @@ class CpuRuntime:
         self._pool = (ThreadPoolExecutor(self.num_workers - 1, thread_name_prefix="spirad-cpu")
                       if self.num_workers > 1 else None)
         self._launch_lock = threading.Lock()
+        # split launches through the native pool, chunks taken dynamically (`cpu_pool`); False
+        # (`native=False`: SPIRAD_CPU_POOL=static): fixed chunks through `ThreadPoolExecutor`
+        self.dynamic = native and self.num_workers > 1 and cpu_pool.supported()
+        self._native_pool = None
 
     @property
     def target_key(self) -> tuple:
@@ -242,7 +267,10 @@ class CpuRuntime:
         return self.load_object(obj, symbols, optimized)
 
     def run(self, fn, bufs, args, begin: int, end: int, parallel: bool = True,
-            min_split: int | None = None):
+            min_split: int | None = None) -> int:
+        """Run [begin, end) of `fn`; the iterations the calling thread ran (all of them where
+        the launch was not split; a split launch's caller takes chunks as the workers do:
+        `cpu_pool`)."""
         if type(args) is not int:
             args = _address(args)
         n = end - begin
@@ -250,8 +278,17 @@ class CpuRuntime:
             if not parallel or n < (self.parallel_min if min_split is None else min_split) \
                     or self._pool is None:
                 fn(bufs, args, begin, end, 0)
-                return
+                return n
+            if self.dynamic:
+                return self._native().run(fn, bufs, args, begin, end, self.cancel)
             self._split(fn, (bufs,) * self.num_workers, args, begin, end)
+            return -(-n // self.num_workers)
+
+    def _native(self):
+        """The split launches' native pool (`cpu_pool`), started on the first split."""
+        if self._native_pool is None:
+            self._native_pool = cpu_pool.Pool(self.num_workers, self._target.pool_symbols())
+        return self._native_pool
 
     def calls_lock(self):
         """The lock `run` holds while task functions run: held by a caller that calls them
@@ -322,6 +359,9 @@ class CpuRuntime:
         return self.cancel is not None and self.cancel.is_set()
 
     def close(self):
+        if self._native_pool is not None:
+            self._native_pool.close()
+            self._native_pool = None
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

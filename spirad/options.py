@@ -167,6 +167,10 @@ SWITCHES = {s.name: s for s in (
            "CUDA / AMDGPU: size adstacks and read data-dependent parallel bounds on the host "
            "(each a wait), the path before the GPU sizer, for comparisons ([gpu.md](gpu.md))"),
     # CPU code generation
+    Switch("SPIRAD_CPU_POOL", "choice", "native",
+           "`static`: CPU split launches in fixed chunks through Python's thread pool (the path "
+           "before the native pool, `llvm_codegen/cpu_pool.py`, for comparisons)",
+           ("native", "static")),
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
     Switch("SPIRAD_INDEPENDENT_LOOPS", "flag", False,

@@ -176,7 +176,8 @@ class CpuBackend(BackendBase):
         from ..runtime.guard import CANCEL
         options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
         # code for the host, or for SPIRAD_CPU_TARGET; an interrupt stops a launch (guard)
-        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target())
+        self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target(),
+                             native=options.get("SPIRAD_CPU_POOL") != "static")
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
@@ -383,6 +384,9 @@ class CpuBackend(BackendBase):
             if scatter is not None and self._privatised(program, ti, scatter, fn1 or fn, storages,
                                                         argbuf, addr, b, e):
                 pass  # split over every worker, the adds into per-worker copies
+            elif adaptive is not None and e - b < adaptive.min_split:  # never split: the
+                with self.rt.calls_lock():  # serial code's one call (an n_envs-1 env loop)
+                    dfn(bref, aref, _i64(b), _i64(e), _WORKER0)
             elif adaptive is not None:  # no atomics: split by the measured time
                 adaptive.run(run, fn, bufs, addr, b, e)
             elif fn1 is not None and e - b < min_split:  # one thread: no atomics
@@ -420,7 +424,9 @@ class CpuBackend(BackendBase):
         own. (A task free of atomics, `adaptive`, gives the same values split or not; one with
         atomics, is split by its length alone, so the choice holds at every replay.)
         `ask_adaptive` (`eager_entry`): such a task is recorded with its `Adaptive`, which the
-        run asks at every launch as `launch` does. Each call: (function, c_int64 begin, c_int64
+        run asks at every launch as `launch` does, unless its range is too short ever to be
+        split (`Adaptive.min_split`: a loop made parallel, launched over one environment),
+        which is recorded as the plain call the serial code would be. Each call: (function, c_int64 begin, c_int64
         end, None or (Adaptive, its task function for `CpuRuntime.run`, begin, end))."""
         if any(program.stacks):
             return None
@@ -435,7 +441,9 @@ class CpuBackend(BackendBase):
                 continue
             if scatter is not None and e - b >= 2 * rt.num_workers:
                 return None  # maybe privatised (`_privatised` decides per launch)
-            if adaptive is not None and ask_adaptive:
+            if adaptive is not None and e - b < adaptive.min_split:
+                calls.append((fn, b, e, None))  # never split: the serial code's one call
+            elif adaptive is not None and ask_adaptive:
                 calls.append((fn, b, e, (adaptive, tfn, b, e)))
             elif adaptive is not None and not adaptive.splits(e - b):
                 calls.append((fn, b, e, None))

@@ -156,7 +156,9 @@ class Adaptive:
     def run(self, run, fn, bufs, addr, b: int, e: int) -> None:
         """Run [b, e) through the runtime's `run`, split when the last launch's time per
         iteration times this range is `SPLIT_SECONDS` or more (two iterations per worker at
-        least), and measure it: one call per launch. A launch predicted shorter than `QUICK_SECONDS` (never split) is timed
+        least), and measure it: one call per launch. A split launch's time per iteration is
+        the calling thread's CPU time over the iterations it took itself (`run` returns their
+        count: the workers take chunks dynamically, `llvm_codegen.cpu_pool`). A launch predicted shorter than `QUICK_SECONDS` (never split) is timed
         with the wall clock (`wall`, ~50 ns) rather than `clock` (a system call, ~0.5 us each:
         two of them were a sixth of a small launch's host time, issue #27)."""
         n = e - b
@@ -164,8 +166,14 @@ class Adaptive:
         split = n >= self.min_split and guess >= SPLIT_SECONDS
         clk = clock if guess >= QUICK_SECONDS else wall
         t0 = clk()
-        run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
-        self.per_iteration = (clk() - t0) * (self.workers if split else 1) / n
+        ran = run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
+        spent = clk() - t0
+        if not split:
+            self.per_iteration = spent / n
+        elif ran is None:  # a runtime that splits in fixed chunks: the caller ran its share
+            self.per_iteration = spent * self.workers / n
+        elif ran:  # the iterations the calling thread took (`CpuRuntime.run`)
+            self.per_iteration = spent / ran
 
 
 clock = time.thread_time
@@ -174,7 +182,7 @@ shared with other jobs a launch's wall time includes the time the thread waited 
 a split launch's wait for the pool thread), which made launches of ~50 us look like 1 ms: they
 were split, their split launches waited for a core again, and they stayed split
 (`diffmpm_simple`'s `grid_op`: mean launch 9x its minimum). The CPU time of the calling thread
-(its chunk when split, times the workers) is the work itself."""
+(when split, over the iterations it took itself: `llvm_codegen.cpu_pool`) is the work itself."""
 
 wall = time.perf_counter
 QUICK_SECONDS = 2e-5

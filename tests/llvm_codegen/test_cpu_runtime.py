@@ -49,15 +49,16 @@ def test_small_ranges_run_in_the_calling_thread():
     assert (out == np.arange(1000)).all()  # worker 0 everywhere
 
 
-def test_large_ranges_split_into_contiguous_chunks():
+def test_large_ranges_split_over_the_workers():
+    """Every iteration once, each on a worker slot of the pool (which slot runs which chunk
+    is the pool's: `cpu_pool` takes chunks dynamically; `run_slots` keeps fixed ones)."""
     n = PARALLEL_MIN * 3 + 17
     out, rt = _mark(n, True, begin=5)
     assert (out[:5] == -1).all()
     idx = np.arange(n)
     workers = (out[5:] >> 20)
     assert ((out[5:] & 0xFFFFF) == idx[5:]).all()
-    assert set(workers.tolist()) == set(range(rt.num_workers))
-    assert (np.diff(workers) >= 0).all()  # contiguous, in worker order
+    assert set(workers.tolist()) <= set(range(rt.num_workers))
 
 
 def test_serial_launch_ignores_parallel_split():

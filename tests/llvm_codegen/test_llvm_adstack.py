@@ -231,13 +231,15 @@ def test_parallel_100k_per_iteration_stacks():
     lay = launches[0].layout
     w = launches[0].lanes  # an SPMD task's worker owns w rows, lane-interleaved
     assert launches[0].heap_int.data.size == 7 * w * lay.stride_int
-    # every worker used its own row: entries written; counts live in registers, so the heap's
-    # counter slots are never written
+    # the workers that took chunks used their own rows (which did is the pool's: chunks are
+    # taken dynamically, `cpu_pool`; on a loaded machine one thread may take them all):
+    # entries written; counts live in registers, so the heap's counter slots are never written
     hi = launches[0].heap_int.data.reshape(7, w * lay.stride_int)
     assert (hi[:, :8 * len(DTYPES)] == HEAP_FILL).all()
-    assert (hi[:, 8 * len(DTYPES):] != HEAP_FILL).any(axis=1).all()
+    used = (hi[:, 8 * len(DTYPES):] != HEAP_FILL).any(axis=1)
+    assert used.any()
     hf = launches[0].heap_float.data.reshape(7, w * lay.stride_float)
-    assert (hf != HEAP_FILL).any(axis=1).all()
+    assert ((hf != HEAP_FILL).any(axis=1) == used).all()
     for lo, hi in ((0, 300), (14_280, 14_300), (57_140, 57_160), (n - 300, n)):
         want = run_interp_adstack(tl, zeros(*outs), (lo, hi), caps)
         for o in outs:

@@ -502,3 +502,40 @@ def test_one_env_stays_serial_however_heavy(monkeypatch):
         heavy_env()
         res[envs] = _kinds(heavy_env)
     assert res == {1: ["serial"], 4: ["range"]}
+
+
+def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always):
+    """ndarray mode: the env count is a run-time shape, so the loop is made parallel at compile
+    time; a launch over one environment (below `Adaptive.min_split`) is never split and runs as
+    the serial code's one call — eager launches and the backend's record alike never consult
+    or time the task's `Adaptive` — with the serial values; 16 environments (split) do."""
+    asked = []
+    for name in ("run", "unsplit", "splits"):
+        orig = getattr(work_estimate.Adaptive, name)
+        monkeypatch.setattr(work_estimate.Adaptive, name,
+                            lambda self, *a, _o=orig, _n=name: (asked.append(_n), _o(self, *a))[1])
+    res = {}
+    for on in (True, False):
+        for envs in (1, 16):
+            _init(on, monkeypatch)
+            x = sd.ndarray(sd.f32, shape=(envs,))
+            x.from_numpy(np.linspace(0.1, 0.9, envs).astype(np.float32))
+            y = sd.ndarray(sd.f32, shape=(envs,))
+
+            @sd.kernel
+            def k(x: sd.types.ndarray(), y: sd.types.ndarray()):
+                sd.loop_config(serialize=True)
+                for b in range(x.shape[0]):
+                    acc = 0.0
+                    for j in range(64):
+                        acc += sd.sin(x[b] + j * 1e-3)
+                    y[b] = acc
+            del asked[:]
+            for _ in range(3):  # the third runs the backend's record (`eager_entry`)
+                k(x, y)
+            res[on, envs] = (_kinds(k), bool(asked), y.to_numpy())
+    assert res[True, 1][:2] == (["range"], False)
+    assert res[True, 16][:2] == (["range"], True)
+    assert res[False, 1][0] == res[False, 16][0] == ["serial"]
+    for envs in (1, 16):
+        assert res[True, envs][2].tobytes() == res[False, envs][2].tobytes()
