@@ -84,11 +84,13 @@ _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
 GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
+TAIL_GROWTH, TAIL_CAP = 1.0, 10_000  # tails' copies (`_tail`): a budget of their own
 
 
-def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
+def version_loops(tl: TaskList, task_bodies: bool = False, tails: bool = False) -> TaskList:
     """`tl` with the loops whose accesses a guard before them proves in range versioned, and
-    with `task_bodies` (the CPU backend's programs) its range task bodies too.
+    with `task_bodies` (the CPU backend's programs) its range task bodies too; with `tails`
+    (the CPU's too) the tails of blocks in serial tasks (`_tail`).
 
     Task bodies only on the CPU: there a parallel environment loop is a range task whose body
     holds the per-environment loops (`passes/independent_loops`). Elsewhere a range task is a
@@ -100,7 +102,8 @@ def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
     for t in tl.tasks:
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
-        cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP))
+        cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP),
+                  min(int(TAIL_GROWTH * size), TAIL_CAP) if tails and t.kind == "serial" else 0)
         body = (_task_body(t, cx) if task_bodies and t.kind == "range" and t.index is not None
                 else None)
         if body is None:
@@ -111,10 +114,12 @@ def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
 
 class _Ctx:
     """One task's pass state: accesses proven by guards (`Task.proven`), accesses index_range
-    proves (and their copies), and how many nodes the copies may still add."""
+    proves (and their copies), and how many nodes the copies of loops (`budget`) and of tails
+    (`tails`, 0: no tails versioned) may still add."""
 
-    def __init__(self, proven: set, static: frozenset, budget: int):
+    def __init__(self, proven: set, static: frozenset, budget: int, tails: int = 0):
         self.proven, self.static, self.budget = proven, static, budget
+        self.tails = tails
 
 
 def _block(block: Block, cx: _Ctx) -> Block:
@@ -133,6 +138,10 @@ def _block(block: Block, cx: _Ctx) -> Block:
                 n = Node(n.op, n.dtype, n.srcs, n.arg, blocks, n.loc)
                 changed = True
         out.append(n)
+    if cx.tails:
+        t = _tail(tuple(out), cx)
+        if t is not None:
+            return t
     return Block(tuple(out)) if changed else block
 
 
@@ -306,12 +315,15 @@ def _task_body(t, cx: _Ctx):
     return _versioned(t.body, _Loop(t.body), cx, MIN_TASK_PROVEN, t.loc, _block)
 
 
-def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
+def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested, only=None,
+               pool: str = "budget"):
     """`region` as [guard nodes..., IF(guard, copy, region)] (the copy's accesses the guard
     covers proven, `nested(copy, cx)` versioning its nested loops for the rest), or None when
-    fewer than `least` accesses are newly proven or the copy is past the budget."""
+    fewer than `least` accesses are newly proven or the copy is past the budget. `only`: the
+    accesses that may add conditions to the guard (the others are proven only where the
+    guard's conditions already cover them); `pool`: the `_Ctx` budget that pays for the copy."""
     size = sum(1 for _ in walk(region))
-    if info.stacks or size > cx.budget:
+    if info.stacks or size > getattr(cx, pool):
         return None  # (past the budget: the loops nested in it may fit)
     proven, static = cx.proven, cx.static
     guard = _Guard(loc)
@@ -326,7 +338,8 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
         if any(r is None for r in ranges):
             continue
         mark = (len(guard.nodes), len(guard.conds))
-        if all(guard.axis(r, n.arg, a) for a, r in enumerate(ranges)):
+        if all(guard.axis(r, n.arg, a) for a, r in enumerate(ranges)) and \
+                (only is None or n in only or len(guard.conds) == mark[1]):
             newly.append(n)
         else:  # drop what this access added (`seen` pops in reverse insertion order)
             for _ in guard.nodes[mark[0]:]:
@@ -347,7 +360,7 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
         elif n in static:
             copied_static.add(env[n])
     cx.static = static | copied_static
-    cx.budget -= size
+    setattr(cx, pool, getattr(cx, pool) - size)
     fast = nested(fast, cx)  # nested loops, for the accesses still checked
     if not guard.conds:  # every condition held at compile time: the copy alone
         return fast
@@ -356,6 +369,40 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
     nodes = [h for h in info.hoisted.values() if h in used] + guard.nodes
     nodes.append(Node(Op.IF, None, (cond,), None, (fast, region), loc))
     return Block(tuple(nodes))
+
+
+def _tail(nodes: tuple, cx: _Ctx):
+    """The block `nodes` (its loops and nested blocks already versioned) with its tail from
+    `bounds_tails.split_point` on versioned — `nodes[:p] + [guard nodes..., IF(guard,
+    tail', tail)]`, the copy split again further on — or None.
+
+    Why it is sound: the guard runs each time control reaches position `p` (in a loop body:
+    every iteration), from terms whose values cannot change while the tail runs: a node
+    defined before `p` (an SSA value), a local that no node of the tail stores (nested blocks
+    included; the tail is all of the block from `p` on, and until control leaves the block
+    only the tail runs, so the hoisted LOAD before the guard reads what every LOAD in the
+    tail reads), or the index of a loop in the tail with such bounds (as for a loop's guard).
+    `break`, `continue` and early returns (flags and breaks) in the copy leave the same loop
+    or iteration as in the original: the IF around the two copies is not a loop, and the
+    copy is a node-for-node rebuild, so `while` loops, nested loops and overwritten stores
+    run as they did, in their order. When the guard fails the original tail runs with every
+    check. Tails holding adstack operations are left alone (`_versioned`). Serial tasks on
+    the CPU only (`version_loops`): a range task's body may run in SIMD lanes, where the
+    guard's branch would mask the whole tail."""
+    from .bounds_tails import split_point
+    p = split_point(nodes, cx.proven, cx.static)
+    if p is None:
+        return None
+    region = Block(nodes[p:])
+    only = {n for n in region.nodes if n.op in GLOBAL_ACCESS}
+    v = _versioned(region, _Loop(region), cx, 2, region.nodes[0].loc, _tail_copy, only, "tails")
+    return None if v is None else Block(nodes[:p] + v.nodes)
+
+
+def _tail_copy(fast: Block, cx: _Ctx) -> Block:
+    """A tail's copy, its later accesses covered by a split further on."""
+    t = _tail(fast.nodes, cx)
+    return fast if t is None else t
 
 
 def _loop_body(fast: Block, cx: _Ctx) -> Block:

@@ -1,0 +1,100 @@
+"""Where to version a block's tail for the default bounds checks (`passes/bounds_versioning`).
+
+Loop versioning checks, once before a loop, indices fixed while the loop runs. Genesis' narrow
+phase indexes with values it has just read from memory (`i_g = geoms_info.link_idx[i_l]`, then
+`x[i_g, i_b]`, `y[i_g, i_b][0..6]` ...): no guard before a loop can know them, but a guard placed
+*after* their definition can. A block's tail `B[p:]` is versioned like a loop (`guard; if guard:
+B[p:]' else: B[p:]`, the copy's covered accesses unchecked); this module only chooses `p`.
+
+Instrumented counts (docs/performance.md): box, ndarrays, `n_envs` 256, `kernel_detection`
+ran ~52,600 default checks a call, most at straight-line accesses of one block whose indices
+were read a few nodes earlier, and a vector element access (`x[i_c, i_b] = v`, 7 components)
+is 7 checks of the same row.
+
+`split_point(nodes, *skip)` -> the position `p`, or None. For each access directly in `nodes`
+(not nested in an IF or a loop: a guard for those would fail where a test before them guards
+a sentinel index, `if i_g >= 0: x[i_g]`; their own blocks are versioned in their turn), the
+earliest split `s` at which every index is an invariant expression of the tail (`_earliest`,
+the rules of `bounds_versioning._Loop.of`: a node defined before `p`, a local that nothing at or
+after `p` stores, plus / minus constants). An access at position `j` is covered by any `p` in
+[s, j]. `p` is the first access position at which at least `MIN_COVERED` accesses are covered:
+the guard then sits right before the first covered access, after any test between the
+definition and it (`if i_g < 0: continue`), so a sentinel that the code skips does not fail the
+guard. The accesses defined later are covered by a split inside the copy (the caller
+recurses). The choice affects only speed: what is proven, and hence unchecked, is decided by
+`bounds_versioning._versioned` for the chosen tail, whatever this module estimates.
+"""
+from __future__ import annotations
+
+import bisect
+
+from kernel_ir.nodes import Block, walk
+from kernel_ir.ops import GLOBAL_ACCESS, Op
+
+MIN_COVERED = 3
+"""A tail is versioned only where its guard covers this many direct accesses (a guard that
+replaces one or two checks saves little and adds a copy of the tail)."""
+
+_NEVER = 1 << 60
+
+
+def _is_i32(n) -> bool:
+    return n.dtype is not None and n.dtype.kind == "i" and n.dtype.bits == 32
+
+
+def _index(n) -> tuple:
+    return n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
+
+
+def split_point(nodes: tuple, *skip) -> int | None:
+    """The position at which to version `nodes[p:]`, or None (module docstring). `skip`: sets
+    of the accesses already unchecked (proven or in range)."""
+    pos = {n: i for i, n in enumerate(nodes)}
+    last = {}  # slot -> the last position that allocates or stores it (nested included)
+    for i, n in enumerate(nodes):
+        for m in walk(Block((n,))):
+            if m.op == Op.STORE:
+                last[m.srcs[0]] = i
+            elif m.op == Op.ALLOCA:
+                last[m] = i
+    memo = {}
+    spans = []  # (earliest split, position) of each coverable access
+    for j, n in enumerate(nodes):
+        if n.op not in GLOBAL_ACCESS or any(n in k for k in skip) or not _index(n):
+            continue
+        s = max(_earliest(x, pos, last, memo) for x in _index(n))
+        if s <= j:
+            spans.append((s, j))
+    if len(spans) < MIN_COVERED:
+        return None
+    starts = sorted(s for s, _ in spans)
+    ends = sorted(j for _, j in spans)
+    for j in ends:  # candidate p = an access's position, first first
+        covered = bisect.bisect_right(starts, j) - bisect.bisect_left(ends, j)
+        if covered >= MIN_COVERED:
+            return j
+    return None
+
+
+def _earliest(x, pos, last, memo) -> int:
+    """The smallest split `p` for which index `x` is an invariant expression of `nodes[p:]`."""
+    if x in memo:
+        return memo[x]
+    if not _is_i32(x):
+        r = _NEVER
+    elif x.op == Op.CONST:
+        r = 0
+    elif x not in pos:  # defined in an enclosing block: fixed while this block runs
+        r = 0
+    else:
+        r = pos[x] + 1  # the node itself, once computed
+        if x.op == Op.LOAD:  # a local stored nowhere in the tail: loaded again before it
+            r = min(r, last.get(x.srcs[0], -1) + 1)
+        elif x.op == Op.CAST and _is_i32(x.srcs[0]):
+            r = min(r, _earliest(x.srcs[0], pos, last, memo))
+        elif x.op in (Op.ADD, Op.SUB):
+            a, b = x.srcs
+            if b.op == Op.CONST or (x.op == Op.ADD and a.op == Op.CONST):
+                r = min(r, max(_earliest(a, pos, last, memo), _earliest(b, pos, last, memo)))
+    memo[x] = r
+    return r
