@@ -24,6 +24,12 @@ body runs in SIMD lanes on the CPU, where the guard's branch puts the whole body
 varying mask (`c[i] = a[i] * 2 + b[i]` over 65,536 ndarray elements: 11.2 against 6.0 us a
 launch, fastest of 200, load 5), while a body with a loop has the work to amortise it.
 
+On the CPU (`tails`), in serial tasks, a block's *tail* is versioned too: `B[:p] + [guard;
+if guard: B[p:]' else: B[p:]]`, the guard placed after the definition of the indices it
+tests, where `passes/bounds_tails` finds a split covering several accesses (Genesis' narrow
+phase: `i_g = geoms_info.link_idx[i_l]`, then `x[i_g, i_b]`, vector components `y[i_c, i_b][k]`
+...; no guard before a loop can know such an index). Its soundness argument is `_tail`'s.
+
 What an index may be, per axis (everything else keeps its check): an i32 expression of one
 *invariant* term plus constants (`ADD` / `SUB` of constants, no-op casts), where a term is a
 node computed before `L` (an argument, a shape, an enclosing loop's index, a value loaded before
@@ -55,9 +61,10 @@ original stores, in its order; only the checks of proven accesses are dropped. G
 kernels are versioned as any program: what the pass sees is the task list a backend compiles,
 adjoint loops included, and the argument needs nothing of the forward program.
 
-Code size: the copies may add at most `GROWTH` times a task's nodes and at most `GROWTH_CAP`
-nodes in all (LLVM's time grows faster than a function's size: a huge task, Genesis' collision
-detection, doubled spent most of a cold scene build in LLVM; docs/performance.md); loops are
+Code size: the copies of loops may add at most `GROWTH` times a task's nodes and at most
+`GROWTH_CAP` nodes in all (tails: `TAIL_GROWTH`, `TAIL_CAP`, a budget of their own; LLVM's
+time grows faster than a function's size: a huge task, Genesis' collision detection, doubled
+spent most of a cold scene build in LLVM; docs/performance.md); loops are
 versioned outermost first (an outer loop's copy proves the
 accesses its guard covers, and the loops nested in it are versioned inside the copy while the
 budget lasts), a loop past the budget is skipped and the loops nested in it tried instead.
