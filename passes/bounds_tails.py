@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 
-from kernel_ir.nodes import Block, walk
+from kernel_ir.nodes import Block, LoopArg, walk
 from kernel_ir.ops import GLOBAL_ACCESS, Op
 
 MIN_COVERED = 3
@@ -46,13 +46,15 @@ def _index(n) -> tuple:
     return n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
 
 
-def split_point(nodes: tuple, *skip) -> int | None:
-    """The position at which to version `nodes[p:]`, or None (module docstring). `skip`: sets
-    of the accesses already unchecked (proven or in range)."""
+def split_point(nodes: tuple, *skip):
+    """`(p, q)`: version `nodes[p:q]`, or None (module docstring). `skip`: sets of the
+    accesses already unchecked (proven or in range)."""
     pos = {n: i for i, n in enumerate(nodes)}
+    top = {}  # every node of the block, nested ones included -> its top-level position
     last = {}  # slot -> the last position that allocates or stores it (nested included)
     for i, n in enumerate(nodes):
         for m in walk(Block((n,))):
+            top[m] = i
             if m.op == Op.STORE:
                 last[m.srcs[0]] = i
             elif m.op == Op.ALLOCA:
@@ -69,11 +71,43 @@ def split_point(nodes: tuple, *skip) -> int | None:
         return None
     starts = sorted(s for s, _ in spans)
     ends = sorted(j for _, j in spans)
-    for j in ends:  # candidate p = an access's position, first first
-        covered = bisect.bisect_right(starts, j) - bisect.bisect_left(ends, j)
+    for p in ends:  # candidate p = an access's position, first first
+        covered = bisect.bisect_right(starts, p) - bisect.bisect_left(ends, p)
         if covered >= MIN_COVERED:
-            return j
+            q = max(j for s, j in spans if s <= p <= j) + 1
+            return p, _closed(nodes, top, p, q)
     return None
+
+
+def _closed(nodes, top, p, q) -> int:
+    """The smallest end >= `q` such that no node from it on uses a node of `nodes[p:end]`
+    (the region can then move into the two branches of an IF: nothing after it names its
+    values, slots or loop indices)."""
+    reach = {}  # top-level position -> the last top-level position that uses its nodes
+    for k in range(p, len(nodes)):
+        for m in walk(Block((nodes[k],))):
+            for r in _uses(m):
+                i = top.get(r)
+                if i is not None and p <= i < k:
+                    reach[i] = k
+    end = q
+    while True:
+        far = max((reach.get(i, -1) for i in range(p, end)), default=-1)
+        if far < end:
+            return end
+        end = far + 1
+
+
+def _uses(m):
+    """The nodes `m` names: its sources and its loop payload's index, carried slots, trips."""
+    yield from m.srcs
+    arg = m.arg
+    if isinstance(arg, LoopArg):
+        yield from arg.carried
+        if arg.index is not None:
+            yield arg.index
+        if arg.trips is not None:
+            yield arg.trips
 
 
 def _earliest(x, pos, last, memo) -> int:

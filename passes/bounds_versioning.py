@@ -379,35 +379,45 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested, on
 
 
 def _tail(nodes: tuple, cx: _Ctx):
-    """The block `nodes` (its loops and nested blocks already versioned) with its tail from
+    """The block `nodes` (its loops and nested blocks already versioned) with its regions from
     `bounds_tails.split_point` on versioned — `nodes[:p] + [guard nodes..., IF(guard,
-    tail', tail)]`, the copy split again further on — or None.
+    region', region)] + nodes[q:]`, the copy split again further on, `nodes[q:]` searched for
+    the next region — or None.
 
     Why it is sound: the guard runs each time control reaches position `p` (in a loop body:
-    every iteration), from terms whose values cannot change while the tail runs: a node
-    defined before `p` (an SSA value), a local that no node of the tail stores (nested blocks
-    included; the tail is all of the block from `p` on, and until control leaves the block
-    only the tail runs, so the hoisted LOAD before the guard reads what every LOAD in the
-    tail reads), or the index of a loop in the tail with such bounds (as for a loop's guard).
-    `break`, `continue` and early returns (flags and breaks) in the copy leave the same loop
-    or iteration as in the original: the IF around the two copies is not a loop, and the
-    copy is a node-for-node rebuild, so `while` loops, nested loops and overwritten stores
-    run as they did, in their order. When the guard fails the original tail runs with every
-    check. Tails holding adstack operations are left alone (`_versioned`). Serial tasks on
-    the CPU only (`version_loops`): a range task's body may run in SIMD lanes, where the
-    guard's branch would mask the whole tail."""
+    every iteration), from terms whose values cannot change while the region runs: a node
+    defined before `p` (an SSA value), a local that no node of the region stores (nested
+    blocks included; while the region runs only its nodes run, so the hoisted LOAD before the
+    guard reads what every LOAD in the region reads), or the index of a loop in the region
+    with such bounds (as for a loop's guard). No node after the region names a node of it
+    (`bounds_tails._closed`: values, slots, loop indices), so both copies can sit in the
+    IF's branches. `break`, `continue` and early returns (flags and breaks) in the copy leave
+    the same loop or iteration as in the original: the IF around the two copies is not a
+    loop, and the copy is a node-for-node rebuild, so `while` loops, nested loops and
+    overwritten stores run as they did, in their order. When the guard fails the original
+    region runs with every check. Regions holding adstack operations are left alone
+    (`_versioned`). Serial tasks on the CPU only (`version_loops`): a range task's body may
+    run in SIMD lanes, where the guard's branch would mask the whole region."""
     from .bounds_tails import split_point
-    p = split_point(nodes, cx.proven, cx.static)
-    if p is None:
-        return None
-    region = Block(nodes[p:])
-    only = {n for n in region.nodes if n.op in GLOBAL_ACCESS}
-    v = _versioned(region, _Loop(region), cx, 2, region.nodes[0].loc, _tail_copy, only, "tails")
-    return None if v is None else Block(nodes[:p] + v.nodes)
+    out, changed = [], False
+    while True:
+        pq = split_point(nodes, cx.proven, cx.static)
+        if pq is None:
+            break
+        p, q = pq
+        region = Block(nodes[p:q])
+        only = {n for n in region.nodes if n.op in GLOBAL_ACCESS}
+        v = _versioned(region, _Loop(region), cx, 2, region.nodes[0].loc, _tail_copy, only,
+                       "tails")
+        if v is None:
+            break
+        out.extend(nodes[:p] + v.nodes)
+        nodes, changed = nodes[q:], True
+    return Block(tuple(out) + nodes) if changed else None
 
 
 def _tail_copy(fast: Block, cx: _Ctx) -> Block:
-    """A tail's copy, its later accesses covered by a split further on."""
+    """A region's copy, its later accesses covered by a split further on."""
     t = _tail(fast.nodes, cx)
     return fast if t is None else t
 

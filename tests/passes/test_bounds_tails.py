@@ -5,7 +5,7 @@ Every kernel runs with data in range (the guarded copy runs; results against num
 data that sends one access out of its array (the guard fails, the original tail runs: that
 access is skipped, `SpiradOutOfBoundsError` raised at the sync, the other elements written). A
 check dropped wrongly fails the second half. Shapes from the pass's soundness argument: a local
-reassigned inside the tail, `continue` / `break` in the tail, a loop in the tail, a sentinel
+reassigned inside a versioned region, `continue` / `break` and a loop in it, a sentinel
 index tested before its use. The tails are versioned on the CPU only; every arch runs the
 kernels (the results and errors must not depend on it).
 """
@@ -69,28 +69,38 @@ def moved(x: sd.types.ndarray(), idx: sd.types.ndarray(), n: sd.i32, shift: sd.i
     for b in range(n):
         g = idx[b]
         h = idx[b]
-        x[h] += 1.0        # the tail from here holds the store to g below:
         x[h] += 1.0
         if shift != 0:
-            g = g + shift  # g's later loads are never hoisted before it
-        x[g] += 10.0
+            g = g + shift  # a store inside the region of h's accesses: g's later loads
+        x[g] += 10.0       # are never hoisted before it
         x[g] += 10.0
         x[g + 1] += 100.0
+        x[h] += 1.0
+
+
+def _moved_want(idx, shift):
+    x = np.zeros(6)
+    for h in idx:
+        g = h + shift
+        for i, v in ((h, 1), (g, 10), (g, 10), (g + 1, 100), (h, 1)):
+            if 0 <= i < 6:
+                x[i] += v
+    return x
 
 
 @test_archs(EVERY_ARCH)
-def test_index_reassigned_in_the_tail_stays_checked(arch):
+def test_index_reassigned_in_the_region_stays_checked(arch):
     sd.init(arch=arch)
     x = _arr(np.zeros(6))
     moved(x, _arr([0, 1], sd.i32), 2, 2)
     sd.sync()
-    np.testing.assert_array_equal(x.to_numpy(), [2, 2, 20, 120, 100, 0])
-    for shift, want in ((4, [2, 2, 0, 0, 20, 120]), (-1, [122, 102, 0, 0, 0, 0])):
+    np.testing.assert_array_equal(x.to_numpy(), _moved_want([0, 1], 2))
+    for shift in (4, -1):  # x[6]; x[-1]
         x = _arr(np.zeros(6))
-        moved(x, _arr([0, 1], sd.i32), 2, shift)  # x[6]; x[-1]
+        moved(x, _arr([0, 1], sd.i32), 2, shift)
         with pytest.raises(SpiradOutOfBoundsError, match="kernel moved .*'x'"):
             sd.sync()
-        np.testing.assert_array_equal(x.to_numpy(), want)
+        np.testing.assert_array_equal(x.to_numpy(), _moved_want([0, 1], shift))
 
 
 @sd.kernel
@@ -168,3 +178,29 @@ def test_tails_proven_on_the_cpu():
     rows = {n for n in walk(task.body) if n.op in GLOBAL_ACCESS and n.arg.name in ("x", "y")}
     assert len(rows & task.proven) == 7  # x: 2 + 2 + 1 accesses, y: 2 (the guarded copy)
     assert any(n.op == Op.IF for n in walk(task.body))
+
+
+@sd.kernel
+def escaping(x: sd.types.ndarray(), out: sd.types.ndarray(), idx: sd.types.ndarray(), n: sd.i32):
+    sd.loop_config(serialize=True)
+    for b in range(n):
+        g = idx[b]
+        t = x[g, 0] + x[g, 1] + x[g, 2]
+        if t > 1.0:        # t, computed among the covered accesses, used after them
+            out[b] = t
+
+
+@test_archs(EVERY_ARCH)
+def test_values_used_after_the_region(arch):
+    sd.init(arch=arch)
+    xv = np.arange(12, dtype=np.float32).reshape(4, 3) / 4
+    for idx, bad in (([0, 3, 1], False), ([0, 4, 1], True)):
+        x, out = _arr(xv), _arr(np.zeros(3))
+        escaping(x, out, _arr(idx, sd.i32), 3)
+        if bad:
+            with pytest.raises(SpiradOutOfBoundsError, match="kernel escaping .*'x'"):
+                sd.sync()
+        else:
+            sd.sync()
+        t = np.array([xv[g].sum() if g < 4 else 0.0 for g in idx])
+        np.testing.assert_allclose(out.to_numpy(), np.where(t > 1, t, 0), rtol=1e-6)
