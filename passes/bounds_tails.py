@@ -1,28 +1,30 @@
-"""Where to version a block's tail for the default bounds checks (`passes/bounds_versioning`).
+"""Which region of a block to version for the default bounds checks (`bounds_versioning._tail`).
 
 Loop versioning checks, once before a loop, indices fixed while the loop runs. Genesis' narrow
 phase indexes with values it has just read from memory (`i_g = geoms_info.link_idx[i_l]`, then
-`x[i_g, i_b]`, `y[i_g, i_b][0..6]` ...): no guard before a loop can know them, but a guard placed
-*after* their definition can. A block's tail `B[p:]` is versioned like a loop (`guard; if guard:
-B[p:]' else: B[p:]`, the copy's covered accesses unchecked); this module only chooses `p`.
+`x[i_g, i_b]`, `y[i_c, i_b][0..6]` ...): no guard before a loop can know them, but a guard placed
+*after* their definition can. A region `B[p:q]` of a block is versioned like a loop (`guard; if
+guard: B[p:q]' else: B[p:q]`, the copy's covered accesses unchecked); this module chooses it.
 
 Instrumented counts (docs/performance.md): box, ndarrays, `n_envs` 256, `kernel_detection`
 ran ~52,600 default checks a call, most at straight-line accesses of one block whose indices
-were read a few nodes earlier, and a vector element access (`x[i_c, i_b] = v`, 7 components)
-is 7 checks of the same row.
+were read a few nodes earlier; a vector element access (`x[i_c, i_b] = v`, 7 components) is 7
+checks of the same row.
 
-`split_point(nodes, *skip)` -> the position `p`, or None. For each access directly in `nodes`
-(not nested in an IF or a loop: a guard for those would fail where a test before them guards
-a sentinel index, `if i_g >= 0: x[i_g]`; their own blocks are versioned in their turn), the
-earliest split `s` at which every index is an invariant expression of the tail (`_earliest`,
-the rules of `bounds_versioning._Loop.of`: a node defined before `p`, a local that nothing at or
-after `p` stores, plus / minus constants). An access at position `j` is covered by any `p` in
-[s, j]. `p` is the first access position at which at least `MIN_COVERED` accesses are covered:
-the guard then sits right before the first covered access, after any test between the
-definition and it (`if i_g < 0: continue`), so a sentinel that the code skips does not fail the
-guard. The accesses defined later are covered by a split inside the copy (the caller
-recurses). The choice affects only speed: what is proven, and hence unchecked, is decided by
-`bounds_versioning._versioned` for the chosen tail, whatever this module estimates.
+`split_point(nodes, *skip)` -> `(p, q)`, or None. For each access directly in `nodes` (not
+nested in an IF or a loop: a guard for those would fail where a test before them guards a
+sentinel index, `if i_g >= 0: x[i_g]`; their own blocks are versioned in their turn), the
+earliest split `s` at which every index is an invariant expression of the region
+(`_earliest`, the rules of `bounds_versioning._Loop.of`: a node defined before `p`, a local
+that nothing in the block from `s` on stores, plus / minus constants). An access at position
+`j` is covered by any `p` in [s, j]. `p` is the first access position at which at least
+`MIN_COVERED` accesses are covered: the guard then sits right before the first covered
+access, after any test between the definition and it (`if i_g < 0: continue`), so a sentinel
+that the code skips does not fail the guard. `q` is one past the last covered access, moved
+on until nothing after the region names a node of it (`_closed`). Accesses whose indices are
+defined later are covered by a split inside the copy or after the region (the caller goes
+on). The choice affects only speed: what is proven, and hence unchecked, is decided by
+`bounds_versioning._versioned` for the chosen region, whatever this module estimates.
 """
 from __future__ import annotations
 
