@@ -257,6 +257,8 @@ class _Guard:
     def axis(self, r, ref, axis) -> bool:
         """Add the conditions for values in [lo, hi) on `axis` of `ref`; False: unprovable."""
         (lt, lc), (ht, hc) = r
+        if lt is not None and lt is ht and lc == 0 and hc == 1:
+            return self._exact(lt, ref, axis)
         if lt is None:
             if lc < 0:
                 return False
@@ -282,6 +284,25 @@ class _Guard:
             self.cond(Op.CMP_LE, ht, self.node(Op.SUB, T.i32, (E, self.const(hc))))
         else:  # t + hc <= E follows from t <= E (hc < 0: the stronger test, no overflow)
             self.cond(Op.CMP_LE, ht, E)
+        return True
+
+    def _exact(self, t, ref, axis) -> bool:
+        """An index that is exactly the term `t` (Genesis' `x[i_g, i_b]`): 0 <= t < extent as
+        one unsigned compare, as the per-access check does (a negative `t` is 2**31 or more as
+        a u32, past any extent < 2**31), where `t >= 0` and `t <= extent - 1` took three
+        compares and a subtraction that LLVM cannot fold (the subtraction may wrap)."""
+        u = self.node(Op.CAST, T.u32, (t,))
+        if ref.shape is not None or ref.kind == "temp":
+            extent = int(ref.shape[axis]) if ref.shape is not None else 1
+            if extent > _I32_MAX:
+                return False
+            self.cond(Op.CMP_LT, u, self.node(Op.CONST, T.u32, (), extent))
+            return True
+        if ref.kind != "ndarray":
+            return False
+        E = self.node(Op.NDARRAY_SHAPE, T.i32, (), (ref.key, axis))
+        self.cond(Op.CMP_GE, E, self.const(0))
+        self.cond(Op.CMP_LT, u, self.node(Op.CAST, T.u32, (E,)))
         return True
 
     def value(self) -> Node:
