@@ -92,12 +92,17 @@ _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
 GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
 TAIL_GROWTH, TAIL_CAP = 1.0, 10_000  # tails' copies (`_tail`): a budget of their own
+TAILS = False
+"""Regions (`_tail`) versioned where `version_loops(tails=True)` asks: off for now. Measured
+(docs/performance.md, "The default checks counted"): a quarter to half of the executed checks
+gone, Genesis' box ndarray step kernels level with main within the noise of a loaded machine,
+and 38 % more IR nodes to compile (box ndarray's programs). Tests turn it on."""
 
 
 def version_loops(tl: TaskList, task_bodies: bool = False, tails: bool = False) -> TaskList:
     """`tl` with the loops whose accesses a guard before them proves in range versioned, and
     with `task_bodies` (the CPU backend's programs) its range task bodies too; with `tails`
-    (the CPU's too) the tails of blocks in serial tasks (`_tail`).
+    (the CPU's too) and `TAILS` regions of blocks in serial tasks (`_tail`).
 
     Task bodies only on the CPU: there a parallel environment loop is a range task whose body
     holds the per-environment loops (`passes/independent_loops`). Elsewhere a range task is a
@@ -110,7 +115,8 @@ def version_loops(tl: TaskList, task_bodies: bool = False, tails: bool = False) 
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
         cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP),
-                  min(int(TAIL_GROWTH * size), TAIL_CAP) if tails and t.kind == "serial" else 0)
+                  min(int(TAIL_GROWTH * size), TAIL_CAP) if tails and TAILS and t.kind == "serial"
+                  else 0)
         body = (_task_body(t, cx) if task_bodies and t.kind == "range" and t.index is not None
                 else None)
         if body is None:

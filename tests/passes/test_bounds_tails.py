@@ -6,8 +6,9 @@ data that sends one access out of its array (the guard fails, the original tail 
 access is skipped, `SpiradOutOfBoundsError` raised at the sync, the other elements written). A
 check dropped wrongly fails the second half. Shapes from the pass's soundness argument: a local
 reassigned inside a versioned region, `continue` / `break` and a loop in it, a sentinel
-index tested before its use. The tails are versioned on the CPU only; every arch runs the
-kernels (the results and errors must not depend on it).
+index tested before its use. Regions are versioned on the CPU only, and only with
+`bounds_versioning.TAILS` (off by default; on here); every arch runs the kernels (the results
+and errors must not depend on it).
 """
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradOutOfBoundsError
 from tests.support.archs import EVERY_ARCH, test_archs
+
+
+@pytest.fixture(autouse=True)
+def _tails_on(monkeypatch):
+    """Regions are versioned only with `bounds_versioning.TAILS` (off by default, see there)."""
+    import passes.bounds_versioning as bv
+    monkeypatch.setattr(bv, "TAILS", True)
 
 
 def _arr(values, dtype=sd.f32):
