@@ -24,6 +24,12 @@ body runs in SIMD lanes on the CPU, where the guard's branch puts the whole body
 varying mask (`c[i] = a[i] * 2 + b[i]` over 65,536 ndarray elements: 11.2 against 6.0 us a
 launch, fastest of 200, load 5), while a body with a loop has the work to amortise it.
 
+On the CPU (`tails`), in serial tasks, a block's *tail* is versioned too: `B[:p] + [guard;
+if guard: B[p:]' else: B[p:]]`, the guard placed after the definition of the indices it
+tests, where `passes/bounds_tails` finds a split covering several accesses (Genesis' narrow
+phase: `i_g = geoms_info.link_idx[i_l]`, then `x[i_g, i_b]`, vector components `y[i_c, i_b][k]`
+...; no guard before a loop can know such an index). Its soundness argument is `_tail`'s.
+
 What an index may be, per axis (everything else keeps its check): an i32 expression of one
 *invariant* term plus constants (`ADD` / `SUB` of constants, no-op casts), where a term is a
 node computed before `L` (an argument, a shape, an enclosing loop's index, a value loaded before
@@ -55,9 +61,10 @@ original stores, in its order; only the checks of proven accesses are dropped. G
 kernels are versioned as any program: what the pass sees is the task list a backend compiles,
 adjoint loops included, and the argument needs nothing of the forward program.
 
-Code size: the copies may add at most `GROWTH` times a task's nodes and at most `GROWTH_CAP`
-nodes in all (LLVM's time grows faster than a function's size: a huge task, Genesis' collision
-detection, doubled spent most of a cold scene build in LLVM; docs/performance.md); loops are
+Code size: the copies of loops may add at most `GROWTH` times a task's nodes and at most
+`GROWTH_CAP` nodes in all (tails: `TAIL_GROWTH`, `TAIL_CAP`, a budget of their own; LLVM's
+time grows faster than a function's size: a huge task, Genesis' collision detection, doubled
+spent most of a cold scene build in LLVM; docs/performance.md); loops are
 versioned outermost first (an outer loop's copy proves the
 accesses its guard covers, and the loops nested in it are versioned inside the copy while the
 budget lasts), a loop past the budget is skipped and the loops nested in it tried instead.
@@ -84,11 +91,18 @@ _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 GROWTH = 1.0  # the copies may add at most this times a task's nodes (compile time)
 GROWTH_CAP = 20_000  # ... and at most this many nodes, however large the task
+TAIL_GROWTH, TAIL_CAP = 1.0, 10_000  # tails' copies (`_tail`): a budget of their own
+TAILS = False
+"""Regions (`_tail`) versioned where `version_loops(tails=True)` asks: off for now. Measured
+(docs/performance.md, "The default checks counted"): a quarter to half of the executed checks
+gone, Genesis' box ndarray step kernels level with main within the noise of a loaded machine,
+and 38 % more IR nodes to compile (box ndarray's programs). Tests turn it on."""
 
 
-def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
+def version_loops(tl: TaskList, task_bodies: bool = False, tails: bool = False) -> TaskList:
     """`tl` with the loops whose accesses a guard before them proves in range versioned, and
-    with `task_bodies` (the CPU backend's programs) its range task bodies too.
+    with `task_bodies` (the CPU backend's programs) its range task bodies too; with `tails`
+    (the CPU's too) and `TAILS` regions of blocks in serial tasks (`_tail`).
 
     Task bodies only on the CPU: there a parallel environment loop is a range task whose body
     holds the per-environment loops (`passes/independent_loops`). Elsewhere a range task is a
@@ -100,7 +114,9 @@ def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
     for t in tl.tasks:
         size = sum(1 for _ in walk(t.body))
         # proven without a guard (index_range): their copies are, too
-        cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP))
+        cx = _Ctx(set(t.proven), in_range_accesses(t), min(int(GROWTH * size), GROWTH_CAP),
+                  min(int(TAIL_GROWTH * size), TAIL_CAP) if tails and TAILS and t.kind == "serial"
+                  else 0)
         body = (_task_body(t, cx) if task_bodies and t.kind == "range" and t.index is not None
                 else None)
         if body is None:
@@ -111,10 +127,12 @@ def version_loops(tl: TaskList, task_bodies: bool = False) -> TaskList:
 
 class _Ctx:
     """One task's pass state: accesses proven by guards (`Task.proven`), accesses index_range
-    proves (and their copies), and how many nodes the copies may still add."""
+    proves (and their copies), and how many nodes the copies of loops (`budget`) and of tails
+    (`tails`, 0: no tails versioned) may still add."""
 
-    def __init__(self, proven: set, static: frozenset, budget: int):
+    def __init__(self, proven: set, static: frozenset, budget: int, tails: int = 0):
         self.proven, self.static, self.budget = proven, static, budget
+        self.tails = tails
 
 
 def _block(block: Block, cx: _Ctx) -> Block:
@@ -133,6 +151,10 @@ def _block(block: Block, cx: _Ctx) -> Block:
                 n = Node(n.op, n.dtype, n.srcs, n.arg, blocks, n.loc)
                 changed = True
         out.append(n)
+    if cx.tails:
+        t = _tail(tuple(out), cx)
+        if t is not None:
+            return t
     return Block(tuple(out)) if changed else block
 
 
@@ -241,6 +263,8 @@ class _Guard:
     def axis(self, r, ref, axis) -> bool:
         """Add the conditions for values in [lo, hi) on `axis` of `ref`; False: unprovable."""
         (lt, lc), (ht, hc) = r
+        if lt is not None and lt is ht and lc == 0 and hc == 1:
+            return self._exact(lt, ref, axis)
         if lt is None:
             if lc < 0:
                 return False
@@ -266,6 +290,25 @@ class _Guard:
             self.cond(Op.CMP_LE, ht, self.node(Op.SUB, T.i32, (E, self.const(hc))))
         else:  # t + hc <= E follows from t <= E (hc < 0: the stronger test, no overflow)
             self.cond(Op.CMP_LE, ht, E)
+        return True
+
+    def _exact(self, t, ref, axis) -> bool:
+        """An index that is exactly the term `t` (Genesis' `x[i_g, i_b]`): 0 <= t < extent as
+        one unsigned compare, as the per-access check does (a negative `t` is 2**31 or more as
+        a u32, past any extent < 2**31), where `t >= 0` and `t <= extent - 1` took three
+        compares and a subtraction that LLVM cannot fold (the subtraction may wrap)."""
+        u = self.node(Op.CAST, T.u32, (t,))
+        if ref.shape is not None or ref.kind == "temp":
+            extent = int(ref.shape[axis]) if ref.shape is not None else 1
+            if extent > _I32_MAX:
+                return False
+            self.cond(Op.CMP_LT, u, self.node(Op.CONST, T.u32, (), extent))
+            return True
+        if ref.kind != "ndarray":
+            return False
+        E = self.node(Op.NDARRAY_SHAPE, T.i32, (), (ref.key, axis))
+        self.cond(Op.CMP_GE, E, self.const(0))
+        self.cond(Op.CMP_LT, u, self.node(Op.CAST, T.u32, (E,)))
         return True
 
     def value(self) -> Node:
@@ -306,12 +349,15 @@ def _task_body(t, cx: _Ctx):
     return _versioned(t.body, _Loop(t.body), cx, MIN_TASK_PROVEN, t.loc, _block)
 
 
-def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
+def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested, only=None,
+               pool: str = "budget"):
     """`region` as [guard nodes..., IF(guard, copy, region)] (the copy's accesses the guard
     covers proven, `nested(copy, cx)` versioning its nested loops for the rest), or None when
-    fewer than `least` accesses are newly proven or the copy is past the budget."""
+    fewer than `least` accesses are newly proven or the copy is past the budget. `only`: the
+    accesses that may add conditions to the guard (the others are proven only where the
+    guard's conditions already cover them); `pool`: the `_Ctx` budget that pays for the copy."""
     size = sum(1 for _ in walk(region))
-    if info.stacks or size > cx.budget:
+    if info.stacks or size > getattr(cx, pool):
         return None  # (past the budget: the loops nested in it may fit)
     proven, static = cx.proven, cx.static
     guard = _Guard(loc)
@@ -326,7 +372,8 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
         if any(r is None for r in ranges):
             continue
         mark = (len(guard.nodes), len(guard.conds))
-        if all(guard.axis(r, n.arg, a) for a, r in enumerate(ranges)):
+        if all(guard.axis(r, n.arg, a) for a, r in enumerate(ranges)) and \
+                (only is None or n in only or len(guard.conds) == mark[1]):
             newly.append(n)
         else:  # drop what this access added (`seen` pops in reverse insertion order)
             for _ in guard.nodes[mark[0]:]:
@@ -347,7 +394,7 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
         elif n in static:
             copied_static.add(env[n])
     cx.static = static | copied_static
-    cx.budget -= size
+    setattr(cx, pool, getattr(cx, pool) - size)
     fast = nested(fast, cx)  # nested loops, for the accesses still checked
     if not guard.conds:  # every condition held at compile time: the copy alone
         return fast
@@ -356,6 +403,50 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested):
     nodes = [h for h in info.hoisted.values() if h in used] + guard.nodes
     nodes.append(Node(Op.IF, None, (cond,), None, (fast, region), loc))
     return Block(tuple(nodes))
+
+
+def _tail(nodes: tuple, cx: _Ctx):
+    """The block `nodes` (its loops and nested blocks already versioned) with its regions from
+    `bounds_tails.split_point` on versioned — `nodes[:p] + [guard nodes..., IF(guard,
+    region', region)] + nodes[q:]`, the copy split again further on, `nodes[q:]` searched for
+    the next region — or None.
+
+    Why it is sound: the guard runs each time control reaches position `p` (in a loop body:
+    every iteration), from terms whose values cannot change while the region runs: a node
+    defined before `p` (an SSA value), a local that no node of the region stores (nested
+    blocks included; while the region runs only its nodes run, so the hoisted LOAD before the
+    guard reads what every LOAD in the region reads), or the index of a loop in the region
+    with such bounds (as for a loop's guard). No node after the region names a node of it
+    (`bounds_tails._closed`: values, slots, loop indices), so both copies can sit in the
+    IF's branches. `break`, `continue` and early returns (flags and breaks) in the copy leave
+    the same loop or iteration as in the original: the IF around the two copies is not a
+    loop, and the copy is a node-for-node rebuild, so `while` loops, nested loops and
+    overwritten stores run as they did, in their order. When the guard fails the original
+    region runs with every check. Regions holding adstack operations are left alone
+    (`_versioned`). Serial tasks on the CPU only (`version_loops`): a range task's body may
+    run in SIMD lanes, where the guard's branch would mask the whole region."""
+    from .bounds_tails import split_point
+    out, changed = [], False
+    while True:
+        pq = split_point(nodes, cx.proven, cx.static)
+        if pq is None:
+            break
+        p, q = pq
+        region = Block(nodes[p:q])
+        only = {n for n in region.nodes if n.op in GLOBAL_ACCESS}
+        v = _versioned(region, _Loop(region), cx, 2, region.nodes[0].loc, _tail_copy, only,
+                       "tails")
+        if v is None:
+            break
+        out.extend(nodes[:p] + v.nodes)
+        nodes, changed = nodes[q:], True
+    return Block(tuple(out) + nodes) if changed else None
+
+
+def _tail_copy(fast: Block, cx: _Ctx) -> Block:
+    """A region's copy, its later accesses covered by a split further on."""
+    t = _tail(fast.nodes, cx)
+    return fast if t is None else t
 
 
 def _loop_body(fast: Block, cx: _Ctx) -> Block:

@@ -351,7 +351,7 @@ def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,
         ctl = demote_atomics(expand_math(ctl))
         ctl = taichi_addresses(ctl, _layout_lookup(state), bool(state.debug))
         if default_checks(state):  # loops versioned so that their checks run once, before them
-            ctl = version_loops(ctl, task_bodies=state.arch == "cpu")
+            ctl = version_loops(ctl, task_bodies=state.arch == "cpu", tails=state.arch == "cpu")
     abi = kernel_abi(ctl)
     be = _state.backend()
     internal = (returns.fields if returns is not None else ()) + \
