@@ -534,7 +534,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
         i = E.op("OpPhi", dt, begin, pre, nxt, cont)
         lt = "OpSLessThan" if dt.kind == "i" else "OpULessThan"
         cond = E.op(lt, u1, i, end)
-        fn.loop_merge(merge, cont)
+        fn.loop_merge(merge, cont, unroll=not _no_unroll(n))
         fn.branch_cond(cond, body, merge)
         fn.begin(body)
         self.values[idx] = i
@@ -556,7 +556,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
         self.count_loop_entry()
         fn.branch(header)
         fn.begin(header)
-        fn.loop_merge(merge, cont)
+        fn.loop_merge(merge, cont, unroll=not _no_unroll(n))
         fn.branch(body)
         fn.begin(body)
         self.loops.append((merge, cont, None))
@@ -604,6 +604,20 @@ class TaskLowerer(BoundsChecks, LoopCap):
 
     def _adstack_acc_adj(self, n):
         self.adstacks.acc_adj(n)
+
+
+def _no_unroll(loop: Node) -> bool:
+    """Whether a loop's OpLoopMerge says DontUnroll: it holds a `break` (its own or a nested
+    loop's: the scan does not tell them apart, which only keeps a few more loops rolled).
+
+    Why: Mesa's NIR loop unroller (lavapipe 22.3.6, the CI's driver, and every Mesa Vulkan
+    driver that shares NIR) miscompiles a loop whose `break` tests an induction variable after
+    its step against the variable's first value: `c = 0; while c < 3: c += 1; if c == 0: break`
+    (and `for j in range(5): if j + 1 == 0: break`) ran one trip instead of three, as if the test
+    were true on the first. Found by the fuzz run (seed 90835). A loop the driver does not unroll
+    is computed as written; every `while` holds a break (its exit test), and range loops keep
+    unrolling unless they break."""
+    return any(m.op == Op.BREAK for m in walk(loop.blocks[0]))
 
 
 _HANDLERS = {

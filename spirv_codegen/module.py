@@ -364,8 +364,9 @@ class Function:
         self.begin(merge)
         return tuple(arms)
 
-    def loop_merge(self, merge: int, cont: int) -> None:
-        self.emit("OpLoopMerge", merge, cont, T.LOOP_CONTROL["None"])
+    def loop_merge(self, merge: int, cont: int, unroll: bool = True) -> None:
+        """`unroll=False`: LoopControl DontUnroll (`lower._no_unroll`: a loop with a `break`)."""
+        self.emit("OpLoopMerge", merge, cont, T.LOOP_CONTROL["None" if unroll else "DontUnroll"])
 
     def to_words(self) -> list[int]:
         w = inst("OpFunction", self.ret_type, self.id, self.control, self.type_id)

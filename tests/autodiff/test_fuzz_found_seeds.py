@@ -8,7 +8,16 @@ Seed 71480 (`--features jumps`, found 2026-12-07 on cpu, then on vulkan, debug o
 difference by 4e-7 (2e-5 relative), but spirad's value is the analytic derivative to the last
 digit; the loss is 9,016 (0.5 * y0[3] ** 2 with y0[3] = 134), so each evaluation of the oracle
 rounds to ~1.8e-12 and the difference quotient over 2e-6 is only good to ~1e-6. The check's
-tolerance now includes the oracle's rounding (`random_grad_check.oracle_rounding`)."""
+tolerance now includes the oracle's rounding (`random_grad_check.oracle_rounding`).
+
+Seed 90835 (`--features jumps --no-debug`, found 2026-12-07 on vulkan, debug on and off): a
+forward value lost on lavapipe: Mesa's loop unroller ran `while c < 3 and ...: c += 1; if c ==
+0: break` one trip instead of three (tests/language/test_break_on_a_counters_first_value.py).
+
+Seed 73690 (`--features jumps --no-debug`, found 2026-12-07 on cpu): tanh of a value whose sin
+and cos the task also took came out as its cos, on SIMD lanes only
+(tests/llvm_codegen/test_sincos_pairs.py).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -52,3 +61,17 @@ def test_oracle_rounding_is_small_for_an_ordinary_loss():
     assert oracle_rounding(0.3) < 1e-9
     assert oracle_rounding(10.0) < 2e-8
     assert 1e-5 < oracle_rounding(9015.8) < 2e-5
+
+
+@test_archs(exactly("vulkan"))
+def test_fuzz_seed_90835(arch):
+    prog = generate(90835, arch_fp(arch), ("jumps",))
+    sd.init(**init_kwargs(arch))
+    assert outcome(prog, smooth_check=True) == "ok"
+
+
+@test_archs(exactly("cpu"), default_fp=sd.f64, debug=False)
+def test_fuzz_seed_73690(arch, monkeypatch):
+    monkeypatch.setenv("SPIRAD_CPU_SPMD_MIN_TRIPS", "0")  # as the fuzz run: lanes however short
+    prog = generate(73690, arch_fp(arch), ("jumps",))
+    assert outcome(prog, smooth_check=True) == "ok"

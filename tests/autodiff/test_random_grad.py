@@ -123,3 +123,17 @@ def test_random_programs_release_cpu(arch, seed, monkeypatch):
 @test_archs(archs=exactly("vulkan"), default_fp=sd.f64, debug=False)
 def test_random_jump_programs_release_vulkan(arch, seed):
     check_program(seed, features=JUMPS)
+
+
+def test_shrinker_never_makes_a_float_expression_an_integer():
+    """`a = (i + 1) * 0.21` must not shrink to `a = i + 1`: that makes `a` an i32 local, whose
+    later float stores truncate in spirad (Taichi's typing) and not in the float64 stand-in."""
+    import ast
+
+    from tests.support.shrink_grad import _replacements
+
+    def options(src):
+        return [ast.unparse(r) for r in _replacements(ast.parse(src, mode="eval").body)]
+    assert options("(i + 1) * 0.21") == ["0.21", "0.5"]
+    assert options("x0[i] * (cj0 + 1)") == ["x0[i]", "0.5"]
+    assert options("i + 1") == ["i", "1", "0.5"]  # an integer expression keeps its operands
