@@ -167,20 +167,11 @@ def test_tails_proven_on_the_cpu():
     without tail versioning no loop guard can know `g` and all of them stay checked."""
     from kernel_ir.nodes import walk
     from kernel_ir.ops import GLOBAL_ACCESS, Op
-    from spirad.compile import driver
-    seen, orig = [], driver.version_loops
-
-    def spy(tl, **k):
-        seen.append(orig(tl, **k))
-        return seen[-1]
-
-    driver.version_loops = spy
-    try:
+    from tests.support.driver_spy import versioned_task_lists
+    with versioned_task_lists() as seen:
         sd.init(arch=sd.cpu, offline_cache=False)
         gather_rows(_arr(np.zeros((4, 5))), _arr(np.zeros(4)), _arr([0, 1, 2, 3, 0], sd.i32), 5)
         sd.sync()
-    finally:
-        driver.version_loops = orig
     (tl,) = seen
     (task,) = tl.tasks
     rows = {n for n in walk(task.body) if n.op in GLOBAL_ACCESS and n.arg.name in ("x", "y")}

@@ -167,20 +167,11 @@ def test_task_bodies_versioned_on_the_cpu_only(arch):
     Loops are versioned everywhere."""
     from kernel_ir.nodes import walk
     from kernel_ir.ops import Op
-    from spirad.compile import driver
-    seen, orig = [], driver.version_loops
-
-    def spy(tl, **k):
-        seen.append(orig(tl, **k))
-        return seen[-1]
-
-    driver.version_loops = spy
-    try:
+    from tests.support.driver_spy import versioned_task_lists
+    with versioned_task_lists() as seen:
         sd.init(arch=arch, offline_cache=False)
         envs(_arr(np.zeros((3, 5))), _arr(np.zeros((3, 5))), _arr(np.zeros(5)), 5)
         sd.sync()
-    finally:
-        driver.version_loops = orig
     (tl,) = seen
     (task,) = [t for t in tl.tasks if t.kind == "range"]
     # `c[i]`, read twice outside any loop: in both copies where the body is versioned

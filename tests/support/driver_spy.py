@@ -1,0 +1,23 @@
+"""What the compile driver's passes returned while a block ran (tests that look at the task
+lists a backend compiled)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+
+@contextmanager
+def versioned_task_lists():
+    """The task lists `passes.bounds_versioning.version_loops` returns inside the block, as the
+    driver calls it (its keywords included): `with versioned_task_lists() as seen: ...`."""
+    from spirad.compile import driver
+    seen, orig = [], driver.version_loops
+
+    def spy(tl, **k):
+        seen.append(orig(tl, **k))
+        return seen[-1]
+
+    driver.version_loops = spy
+    try:
+        yield seen
+    finally:
+        driver.version_loops = orig
