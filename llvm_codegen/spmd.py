@@ -566,7 +566,7 @@ def _one_target_atomic_add(ctx: SpmdContext, n, v, op):
     sfx, align = elem_info(mt)
     if dt.is_float:
         vm = b.select(m, v, splat(ir.Constant(mt, -0.0), w))
-        it = I64 if isinstance(mt, ir.DoubleType) else I32
+        it = ir.IntType(dt.bits)  # the float's own width: half's CAS is on 16 bits
         pi = b.bitcast(p, it.as_pointer())
         red = ctx.lib.declare(f"llvm.vector.reduce.fadd.v{w}{sfx}", mt, [mt, vt])
         start = b.load_atomic(pi, order, align, typ=it)

@@ -244,6 +244,30 @@ def test_f16_gradient(arch):
     np.testing.assert_allclose(g.astype(np.float64), want, rtol=0, atol=4e-3)
 
 
+@test_archs(debug=False)
+def test_f16_gradient_in_simd_lanes(arch):
+    """The release build of a long f16 loop: on the CPU the adjoint runs in SIMD lanes, whose
+    atomic add at one address is a compare-and-swap loop; it was built on 32-bit words for
+    every float but f64, so half failed to compile (an LLVM IR parsing error: bitcast i32 to
+    half). Found 2026-12-07 running tests/language in release."""
+    n = 1024
+    x = sd.field(sd.f16, n, needs_grad=True)
+    loss = sd.field(sd.f16, (), needs_grad=True)
+    xs = np.linspace(-1.0, 1.0, n).astype(np.float16)
+    x.from_numpy(xs)
+
+    @sd.kernel
+    def f():
+        for i in x:
+            loss[None] += sd.sin(x[i]) * x[i] * sd.f16(0.25)
+
+    with sd.ad.Tape(loss=loss):
+        f()
+    xs = xs.astype(np.float64)
+    want = 0.25 * (np.cos(xs) * xs + np.sin(xs))
+    np.testing.assert_allclose(x.grad.to_numpy().astype(np.float64), want, rtol=0, atol=4e-3)
+
+
 @test_archs(archs=exactly("metal"))
 def test_metal_refuses_small_types(arch):
     x = sd.field(sd.u8, 4)
