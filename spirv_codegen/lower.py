@@ -610,8 +610,8 @@ def _no_unroll(loop: Node) -> bool:
     """Whether a loop's OpLoopMerge says DontUnroll: it holds a `break` (its own or a nested
     loop's: the scan does not tell them apart, which only keeps a few more loops rolled).
 
-    Why: Mesa's NIR loop unroller (lavapipe 22.3.6, the CI's driver, and every Mesa Vulkan
-    driver that shares NIR) miscompiles a loop whose `break` tests an induction variable after
+    Why: Mesa's NIR loop unroller (lavapipe 22.3.6, the CI's driver; Mesa's other Vulkan
+    drivers share NIR, untested here) miscompiles a loop whose `break` tests an induction variable after
     its step against the variable's first value: `c = 0; while c < 3: c += 1; if c == 0: break`
     (and `for j in range(5): if j + 1 == 0: break`) ran one trip instead of three, as if the test
     were true on the first. Found by the fuzz run (seed 90835). A loop the driver does not unroll
