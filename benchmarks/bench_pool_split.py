@@ -22,37 +22,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from llvm_codegen.cpu_runtime import CpuRuntime  # noqa: E402
+from tests.support.task_ir import chain_task_ir  # noqa: E402
 
-TASK_IR = """
-define void @work(ptr %bufs, ptr %args, i64 %begin, i64 %end, i32 %worker) {
-entry:
-  %out = load ptr, ptr %bufs
-  %k = load i64, ptr %args
-  br label %head
-head:
-  %i = phi i64 [%begin, %entry], [%next, %tail]
-  %c = icmp slt i64 %i, %end
-  br i1 %c, label %pre, label %done
-pre:
-  %x0 = sitofp i64 %i to double
-  br label %inner
-inner:
-  %j = phi i64 [0, %pre], [%j1, %inner]
-  %x = phi double [%x0, %pre], [%x1, %inner]
-  %m = fmul double %x, 0x3FEFFFFFFFFFFFFF
-  %x1 = fadd double %m, 0x3FE0000000000000
-  %j1 = add i64 %j, 1
-  %ci = icmp slt i64 %j1, %k
-  br i1 %ci, label %inner, label %tail
-tail:
-  %p = getelementptr double, ptr %out, i64 %i
-  store double %x1, ptr %p
-  %next = add i64 %i, 1
-  br label %head
-done:
-  ret void
-}
-"""
+TASK_IR = chain_task_ir("work", "double", "0x3FEFFFFFFFFFFFFF", "0x3FE0000000000000")
 
 
 MODES = ("serial", "static", "dynamic")  # one call; fixed chunks (executor); native pool

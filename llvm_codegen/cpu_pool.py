@@ -68,6 +68,19 @@ define internal void @futex_wake(ptr %w) {{
   ret void
 }}
 
+; wake the threads waiting on `w` if the count at `flag` (sleepers, a waiting caller) is not 0
+define internal void @wake_if(ptr %flag, ptr %w) {{
+entry:
+  %n = load atomic i32, ptr %flag seq_cst, align 4
+  %any = icmp ne i32 %n, 0
+  br i1 %any, label %wake, label %done
+wake:
+  call void @futex_wake(ptr %w)
+  br label %done
+done:
+  ret void
+}}
+
 ; chunks of the open job, as `slot`, until none is left or `budget` ran (-1: no limit);
 ; the iterations run
 define internal i64 @take(ptr %job, i32 %slot, i64 %budget) {{
@@ -117,7 +130,7 @@ entry:
   %pwaits = getelementptr i8, ptr %job, i64 132
   br label %wait
 wait:
-  %seen = phi i32 [%s0, %entry], [%s, %closed], [%s, %leave], [%s, %tell], [%s, %wake_caller]
+  %seen = phi i32 [%s0, %entry], [%s, %closed], [%s, %leave], [%s, %tell]
   br label %spin
 spin:
   %i = phi i32 [0, %wait], [%i1, %spin_on]
@@ -168,11 +181,7 @@ leave:
   %last = icmp eq i32 %a1, 1
   br i1 %last, label %tell, label %wait
 tell:
-  %w = load atomic i32, ptr %pwaits seq_cst, align 4
-  %waits = icmp ne i32 %w, 0
-  br i1 %waits, label %wake_caller, label %wait
-wake_caller:
-  call void @futex_wake(ptr %pactive)
+  call void @wake_if(ptr %pwaits, ptr %pactive)
   br label %wait
 exit:
   ret void
@@ -198,13 +207,7 @@ entry:
   %s1 = or i32 %s, 1
   store atomic i32 %s1, ptr %job seq_cst, align 4
   %psleep = getelementptr i8, ptr %job, i64 4
-  %n = load atomic i32, ptr %psleep seq_cst, align 4
-  %any = icmp ne i32 %n, 0
-  br i1 %any, label %wake, label %done
-wake:
-  call void @futex_wake(ptr %job)
-  br label %done
-done:
+  call void @wake_if(ptr %psleep, ptr %job)
   ret void
 }}
 

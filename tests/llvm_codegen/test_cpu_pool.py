@@ -11,46 +11,13 @@ import pytest
 
 from llvm_codegen import cpu_pool
 from tests.llvm_codegen.harness import runtime
+from tests.support.task_ir import chain_task_ir
 
 pytestmark = pytest.mark.skipif(not cpu_pool.supported(), reason="native pool: Linux futexes")
 
 # out[i] = a chain of `k` float ops from i (k = args[0]); slots[i] = the worker slot
-CHAIN_IR = """
-define void @chain(ptr %bufs, ptr %args, i64 %begin, i64 %end, i32 %worker) {
-entry:
-  %out = load ptr, ptr %bufs
-  %ps = getelementptr ptr, ptr %bufs, i64 1
-  %slots = load ptr, ptr %ps
-  %k = load i64, ptr %args
-  br label %head
-head:
-  %i = phi i64 [%begin, %entry], [%next, %tail]
-  %c = icmp slt i64 %i, %end
-  br i1 %c, label %pre, label %done
-pre:
-  %x0 = sitofp i64 %i to float
-  br label %inner
-inner:
-  %j = phi i64 [0, %pre], [%j1, %inner]
-  %x = phi float [%x0, %pre], [%x1, %inner]
-  %m = fmul float %x, 0x3FEFFFFFE0000000
-  %x1 = fadd float %m, 0x3FB99999A0000000
-  %j1 = add i64 %j, 1
-  %ci = icmp slt i64 %j1, %k
-  br i1 %ci, label %inner, label %tail
-tail:
-  %p = getelementptr float, ptr %out, i64 %i
-  %old = load float, ptr %p
-  %sum = fadd float %old, %x1
-  store float %sum, ptr %p
-  %q = getelementptr i32, ptr %slots, i64 %i
-  store i32 %worker, ptr %q
-  %next = add i64 %i, 1
-  br label %head
-done:
-  ret void
-}
-"""
+CHAIN_IR = chain_task_ir("chain", "float", "0x3FEFFFFFE0000000", "0x3FB99999A0000000",
+                         accumulate=True, slots=True)
 
 
 def _chain(rt):

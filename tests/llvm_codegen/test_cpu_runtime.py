@@ -8,30 +8,16 @@ import sys
 import numpy as np
 
 from tests.llvm_codegen.harness import runtime
+from tests.support.task_ir import range_task_ir
 from llvm_codegen.cpu_runtime import PARALLEL_MIN
 
 # out[i] = worker * 2**20 + i  (bufs[0] is an i32 array)
-WORKER_IR = """
-define void @mark(ptr %bufs, ptr %args, i32 %begin, i32 %end, i32 %worker) {
-entry:
-  %out = load ptr, ptr %bufs
-  %tag = shl i32 %worker, 20
-  br label %head
-head:
-  %i = phi i32 [%begin, %entry], [%next, %body]
-  %c = icmp slt i32 %i, %end
-  br i1 %c, label %body, label %done
-body:
+WORKER_IR = range_task_ir("mark", "  %out = load ptr, ptr %bufs\n  %tag = shl i32 %worker, 20", """\
   %v = add i32 %tag, %i
   %i64 = sext i32 %i to i64
   %p = getelementptr i32, ptr %out, i64 %i64
   store i32 %v, ptr %p
-  %next = add i32 %i, 1
-  br label %head
-done:
-  ret void
-}
-"""
+  br label %latch""", index="i32")
 
 
 def _mark(n, parallel, begin=0):
