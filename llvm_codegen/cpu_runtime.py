@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
-from . import cpu_pool
+from . import cpu_pool, perf_map
 
 PARALLEL_MIN = 32768
 PIECE_MIN = 4096        # first piece of a worker's chunk (run() checks for a stop between pieces)
@@ -118,11 +118,14 @@ class _Target:
         mod.data_layout = str(self.tm.target_data)
         return bytes(self.jit_tm.emit_object(mod))
 
-    def link(self, obj: bytes, symbols) -> llvm.ResourceTracker:
+    def link(self, obj: bytes, symbols, perf: str = "") -> llvm.ResourceTracker:
         builder = self.builder(b"spirad_vm_lanes" in obj).add_object_img(obj)
         for s in symbols:
             builder.export_symbol(s)
-        return builder.link(self.lljit, f"spirad_cpu_{next(self._names)}")
+        tracker = builder.link(self.lljit, f"spirad_cpu_{next(self._names)}")
+        if perf:  # `CpuRuntime(perf_map=...)`
+            perf_map.append(obj, {s: tracker[s] for s in symbols}, objects=perf == "objects")
+        return tracker
 
     def builder(self, lane_helpers: bool = True) -> llvm.JITLibraryBuilder:
         """A JIT library builder resolving the process's symbols (libm) and, with
@@ -226,7 +229,8 @@ class CpuModule:
 
 class CpuRuntime:
     def __init__(self, num_workers: int | None = None, parallel_min: int = PARALLEL_MIN,
-                 cancel=None, target: str | None = None, native: bool = True):
+                 cancel=None, target: str | None = None, native: bool = True,
+                 perf_map: str = ""):
         self._target = _Target.get(target)  # `target`: SPIRAD_CPU_TARGET (None: the host)
         self.cancel = cancel  # an object with is_set() (threading.Event): stop between pieces
         self.num_workers = max(1, num_workers or os.cpu_count() or 1)
@@ -238,6 +242,9 @@ class CpuRuntime:
         # (`native=False`: SPIRAD_CPU_POOL=static): fixed chunks through `ThreadPoolExecutor`
         self.dynamic = native and self.num_workers > 1 and cpu_pool.supported()
         self._native_pool = None
+        # "1": name linked task functions for Linux perf; "objects": keep their object files
+        # too (`perf_map`)
+        self.perf_map = "" if perf_map in ("", "0") else perf_map
 
     @property
     def target_key(self) -> tuple:
@@ -259,7 +266,7 @@ class CpuRuntime:
         symbols = tuple(symbols)
         t = self._target
         with t.compile_lock:
-            tracker = t.link(obj, symbols)
+            tracker = t.link(obj, symbols, self.perf_map)
         return CpuModule(tracker, symbols, optimized_ir)
 
     def load(self, llvm_ir: str, symbols, vectorised: bool = False) -> CpuModule:

@@ -171,6 +171,12 @@ SWITCHES = {s.name: s for s in (
            "`static`: CPU split launches in fixed chunks through Python's thread pool (the path "
            "before the native pool, `llvm_codegen/cpu_pool.py`, for comparisons)",
            ("native", "static")),
+    Switch("SPIRAD_PERF_MAP", "choice", None,
+           "`1`: name every CPU task function for Linux `perf` in `/tmp/perf-<pid>.map` (a "
+           "sampling profile then shows which task of which kernel the time goes to); "
+           "`objects`: also keep each linked object file in `/tmp/perf-<pid>-objects/`, to read a "
+           "sample's offset against `objdump -d` ([performance.md](performance.md))",
+           ("0", "1", "objects")),
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
     Switch("SPIRAD_INDEPENDENT_LOOPS", "flag", False,

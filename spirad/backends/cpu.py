@@ -177,7 +177,8 @@ class CpuBackend(BackendBase):
         options.llvm_codegen_options()  # a SPIRAD_CPU_TARGET this CPU cannot run: an error now
         # code for the host, or for SPIRAD_CPU_TARGET; an interrupt stops a launch (guard)
         self.rt = CpuRuntime(num_workers=n, cancel=CANCEL, target=options.cpu_target(),
-                             native=options.get("SPIRAD_CPU_POOL") != "static")
+                             native=options.get("SPIRAD_CPU_POOL") != "static",
+                             perf_map=options.get("SPIRAD_PERF_MAP") or "")
         self.heap_float = np.zeros(8, np.uint8)
         self.heap_int = np.zeros(8, np.uint8)
         self.heap_addrs = (self.heap_float.__array_interface__["data"][0],
