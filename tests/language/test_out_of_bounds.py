@@ -289,3 +289,36 @@ def test_far_write_does_not_kill_the_process(arch, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("raised: kernel far") == 3, r.stdout
     assert f"sum {1 << 16}.0" in r.stdout
+
+
+@test_archs(EVERY_ARCH)
+def test_2d_ndarray_each_axis_in_a_serial_loop(arch):
+    """A 2-D ndarray indexed by values read from memory in a serialised loop (Genesis' shape:
+    no guard can prove them): each axis out of range alone, below and above, on a load and on
+    a store, is skipped (the load reads 0) and reported; in-range accesses around it run."""
+    sd.init(arch=arch)
+    a = sd.ndarray(sd.f32, shape=(3, 4))
+    out = sd.ndarray(sd.f32, shape=(3, 4))
+    idx = sd.ndarray(sd.i32, shape=(2, 2))
+
+    @sd.kernel
+    def gather(a: sd.types.ndarray(), out: sd.types.ndarray(), idx: sd.types.ndarray()):
+        sd.loop_config(serialize=True)
+        for k in range(2):
+            i, j = idx[k, 0], idx[k, 1]
+            out[i, j] = a[i, j] + 1.0
+
+    a.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    for bad in ((3, 0), (-1, 2), (1, 4), (2, -1)):
+        out.fill(0)
+        idx.from_numpy(np.array([bad, (1, 2)], np.int32))
+        gather(a, out, idx)
+        with pytest.raises(SpiradOutOfBoundsError, match=r"kernel gather"):
+            sd.sync()
+        want = np.zeros((3, 4), np.float32)
+        want[1, 2] = 7.0
+        np.testing.assert_array_equal(out.to_numpy(), want)
+    idx.from_numpy(np.array([(2, 3), (0, 0)], np.int32))
+    gather(a, out, idx)
+    sd.sync()
+    assert out.to_numpy()[2, 3] == 12.0 and out.to_numpy()[0, 0] == 1.0
