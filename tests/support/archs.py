@@ -37,7 +37,7 @@ are the only tests that run (conftest deselects the rest), and each inits with `
 the build a user gets from `sd.init()`: SIMD lanes on the CPU, loop versioning (`passes/bounds_versioning`),
 the default bounds checks instead of the named ones, no IR verifier, no overflow checks, no
 `assert`s, launches that do not wait. The debug build takes other paths, and a wrong result in
-the release path alone once lived days under a green suite (docs/cpu_spmd.md, "The release
+the release path alone once lived days under a green suite (docs/engineering.md, "The release
 run"); scripts/test.sh runs some directories so. A test whose *expectation* is a debug-only
 behaviour says which with `debug_only="..."` (a named bounds error, a kernel `assert`, an
 overflow message, ...): it runs in debug in both runs, never skipped. `debug=` given in
