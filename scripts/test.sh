@@ -11,6 +11,13 @@
 # can run it. The default run covers this machine's own ISA (AVX-512 on CI: 32 lanes); aarch64
 # (NEON) is compiled, not run, by tests/llvm_codegen/test_cross_targets.py. On 2 cores the
 # reruns cost about 2 minutes each (docs/cpu_spmd.md).
+#
+# Last, the arch tests of the language, autodiff, linalg, sparse and interop suites run again on
+# every arch in release (SPIRAD_TEST_RELEASE: `sd.init(debug=False)`, what `sd.init()` gives a
+# user: SIMD lanes, loop versioning, the default bounds checks); the normal run inits them with
+# debug=True, whose paths differ. Tests whose expectation is debug-only run in debug there too
+# (tests/support/archs.py). About 1,430 CPU seconds, ~12 minutes on 2 cores; cpu and vulkan
+# alone 580 (docs/engineering.md, "The release run").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -42,3 +49,8 @@ case "$host_isa" in
     AVX2|AVX-512) cpu_width_run SPIRAD_CPU_TARGET=x86-64-v3 ;;
     *) echo "== no AVX2-only rerun: this CPU's ISA is $host_isa" ;;
 esac
+
+RELEASE_SUITES=(tests/language tests/autodiff tests/linalg tests/sparse tests/interop)
+echo "== arch tests again in release (SPIRAD_TEST_RELEASE=$SPIRAD_REQUIRE_ARCHS: sd.init(debug=False))"
+SPIRAD_TEST_RELEASE=$SPIRAD_REQUIRE_ARCHS python3 -m pytest -n 2 -q -p no:cacheprovider \
+    "${RELEASE_SUITES[@]}"

@@ -223,6 +223,11 @@ TEST_SWITCHES = {
                              "tests: a missing arch is a failure instead of a skip"),
     "SPIRAD_REQUIRE_PYTHONS": ("1", "tests: a Python of the classifiers missing here is a failure "
                                     "instead of a skip (tests/package, the wheel)"),
+    "SPIRAD_TEST_RELEASE": ("cpu,vulkan", "tests: only the arch tests of these archs run, with "
+                                          "`sd.init(debug=False)` (the release build users get), "
+                                          "those whose expectation is debug-only with "
+                                          "`debug=True` (`test_archs(debug_only=...)`; "
+                                          "scripts/test.sh's release run)"),
     "SPIRAD_UPDATE_GOLDEN": ("1", "tests: rewrite the golden SPIR-V disassembly "
                                   "(tests/spirv_codegen/golden)"),
     "SPIRAD_SPIRV_TEST_VALIDATION": ("0", "tests: SPIR-V code generator tests without the "

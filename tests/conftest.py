@@ -24,6 +24,32 @@ def _session_cache_dir():
 _session_cache_dir()
 
 
+def pytest_report_header(config):
+    from tests.support.archs import release_archs
+    if release_archs():
+        return (f"SPIRAD_TEST_RELEASE: the arch tests of {', '.join(sorted(release_archs()))} "
+                f"only, with sd.init(debug=False), those marked debug_only with debug=True "
+                f"(tests/support/archs.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The release run (SPIRAD_TEST_RELEASE=ARCHS) keeps the arch tests of those archs only: the
+    others do not init through `test_archs`, and ran in the usual run."""
+    from tests.support.archs import is_arch_test, release_archs
+    archs = release_archs()
+    if not archs:
+        return
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        arch = cs.params.get("arch") if cs is not None else None
+        ours = is_arch_test(getattr(item, "function", None)) and arch in archs
+        (keep if ours else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(autouse=True)
 def _fail_on_validation_messages():
     yield

@@ -4,7 +4,9 @@
   or helper edits `sys.path` (standalone scripts run with `python -m tests....` from the root);
 - the arch decorator has one spelling, `test_archs`, and takes only arch sets that say what they
   mean (a bare list is refused);
-- a metal refusal is an xfail naming its reason, never a pass; any other error still fails.
+- a metal refusal is an xfail naming its reason, never a pass; any other error still fails;
+- the release run (SPIRAD_TEST_RELEASE) inits arch tests with `debug=False`, those marked
+  `debug_only` with `debug=True`, and an explicit `debug=` wins.
 """
 import os
 import re
@@ -67,3 +69,23 @@ def test_other_errors_on_metal_still_fail():
     with pytest.raises(SpiradTypeError, match="different"):
         archs.run_refusable_on_metal(wrong)
     assert archs.run_refusable_on_metal(lambda: 7) == 7
+
+
+def test_release_run_inits_without_debug_unless_debug_only(monkeypatch):
+    import spirad.runtime.state as st
+    seen = []
+
+    def record(arch):
+        seen.append(st.current().debug)
+
+    plain = archs.test_archs(archs.exactly("cpu"))(record)
+    marked = archs.test_archs(archs.exactly("cpu"), debug_only="a debug-only message")(record)
+    given = archs.test_archs(archs.exactly("cpu"), debug=False)(record)
+    monkeypatch.delenv("SPIRAD_TEST_RELEASE", raising=False)
+    for t in (plain, marked, given):
+        t("cpu")
+    monkeypatch.setenv("SPIRAD_TEST_RELEASE", "cpu,vulkan")
+    for t in (plain, marked, given):
+        t("cpu")
+    assert seen == [True, True, False, False, True, False]
+    assert archs.is_arch_test(plain) and not archs.is_arch_test(record)

@@ -59,10 +59,11 @@ def k_two_tasks(x: ND, y: ND, k: sd.i32, m: sd.i32):
         y[i] += w
 
 
-def _rows(arch, n_iter, layout):
+def _rows(arch, n_iter, layout, lanes):
+    """Heap rows of a launch of `n_iter` iterations (`lanes`: the CPU task's SPMD lanes)."""
     be = sd_state.backend()
-    if arch == "cpu":
-        return be.rt.num_workers
+    if arch == "cpu":  # a row per worker and lane (llvm_codegen.spmd_adstack)
+        return be.rt.num_workers * lanes
     if arch in ("cuda", "amdgpu"):  # one row per grid thread (spirad/backends/llvm_gpu.py)
         return be.heap_rows(n_iter, layout)
     limit = be.caps.max_storage_buffer_range
@@ -71,20 +72,24 @@ def _rows(arch, n_iter, layout):
 
 
 def _layouts(kernel, args):
-    """Per task with stacks: (names, capacities, Layout) of this launch."""
+    """Per task with stacks: (names, capacities, Layout, CPU lanes) of this launch. The lanes:
+    the SPMD lanes the CPU backend ran the task on, each with its own heap row (1 elsewhere, and
+    under `debug=True`, which keeps CPU tasks scalar; the release run has them)."""
     g = kernel.compile_adjoint(args)
     sized = sizing_cache.evaluate(g.sizing, args, cache=False)
     out = []
-    for t, s in zip(g.tl.tasks, sized):
+    for ti, (t, s) in enumerate(zip(g.tl.tasks, sized)):
         if s is None:
             continue
+        lanes = g.program.lanes[ti] if sd_state.current().arch == "cpu" else 1
+        assert lanes == 1 or not sd_state.current().debug, lanes
         allocas = adstack_allocas(t)
         names = [a.arg.name for a in allocas]
         c = list(s.caps)
         layout = sz.compute_layout(c, [a.dtype.nbytes for a in allocas],
                                    [adstack_kind(a) for a in allocas])
         assert layout == s.layout  # the layout the launch used
-        out.append((names, c, layout))
+        out.append((names, c, layout, lanes))
     return out
 
 
@@ -103,8 +108,8 @@ class HeapModel:
         self.fresh = True
 
     def launch(self, kernel, args, n_iter):
-        for names, caps, layout in _layouts(kernel, args):
-            rows = _rows(self.arch, n_iter, layout)
+        for names, caps, layout, lanes in _layouts(kernel, args):
+            rows = _rows(self.arch, n_iter, layout, lanes)
             nf, ni = layout.heap_bytes(rows)
             if self.arch != "vulkan":
                 self.f, self.i = _grown(self.f, nf), _grown(self.i, ni)
@@ -130,13 +135,13 @@ def test_capacity_is_k_plus_2_and_first_launch_is_exact(arch, k_trips):
     x = arr(sd.f64, np.linspace(0.1, 0.8, n), needs_grad=True)
     y = sd.ndarray(sd.f64, n, needs_grad=True)
     args = (x, y, k_trips)
-    (names, caps, layout), = _layouts(k_one, args)
+    (names, caps, layout, lanes), = _layouts(k_one, args)
     assert caps[names.index("v")] == k_trips + 2
     # the reverse walk keeps the top adjoint in a register (passes/autodiff/stack_tops): the
     # float row holds only v's primal entries, no adjoint half, no padding
     assert layout.kinds[names.index("v")] == "primal"
     assert layout.stride_float == (k_trips + 2) * 8  # f64 entries: already 8-aligned
-    rows = _rows(arch, n, layout)
+    rows = _rows(arch, n, layout, lanes)
     nf, ni = layout.heap_bytes(rows)
     got = _launch(k_one, args)
     # the first launch from a fresh init: exactly rows x stride (both are well above 16 bytes)
@@ -151,17 +156,17 @@ def test_capacity_matches_sizer_for_nested_dynamic_bounds(arch):
     y = sd.ndarray(sd.f64, n, needs_grad=True)
     steps = arr(sd.i32, [2, 0, 5, 1])
     args = (x, y, 4, steps)
-    (names, caps, layout), = _layouts(k_mixed, args)
+    (names, caps, layout, lanes), = _layouts(k_mixed, args)
     # v: one push at its definition, one per conditional store (4), one per inner trip (8)
     # plus the initial zero: at least 14 and exactly what the sizer says
     assert caps[names.index("v")] >= 1 + 1 + 4 + 8
     assert "int" in k_mixed.compile_adjoint(args).sizing.tasks[0].kinds, "int stacks"
     got = _launch(k_mixed, args)
-    rows = _rows(arch, n, layout)
+    rows = _rows(arch, n, layout, lanes)
     assert got == layout.heap_bytes(rows)
     # the capacities are what this launch needs: a bigger bound gives bigger stacks
     steps.from_numpy(np.array([9, 9, 9, 9], np.int32))
-    (_, caps2, _), = _layouts(k_mixed, args)
+    (_, caps2, _, _), = _layouts(k_mixed, args)
     assert caps2[names.index("v")] >= 1 + 1 + 4 + 36
 
 
@@ -175,8 +180,8 @@ def test_heaps_grow_by_amortised_doubling_and_never_shrink(arch):
     for k in (4, 5, 40, 3, 41, 200, 0, 90):
         want = model.launch(k_one, (x, y, k), n)
         got = _launch(k_one, (x, y, k))
-        (names, caps, layout), = _layouts(k_one, (x, y, k))
-        need = layout.heap_bytes(_rows(arch, n, layout))
+        (names, caps, layout, lanes), = _layouts(k_one, (x, y, k))
+        need = layout.heap_bytes(_rows(arch, n, layout, lanes))
         assert got[0] >= need[0] and got[1] >= need[1], (k, got, need)
         assert got == want, (k, got, want)
         sizes.append(got)
@@ -199,18 +204,18 @@ def test_two_tasks(arch):
 
 @test_archs(archs=EVERY_ARCH, default_fp=sd.f64)
 def test_heap_is_rows_times_stride_not_iterations(arch):
-    """Many more iterations than rows: memory is rows x stride (CPU: one row per worker; Vulkan:
-    at most ROWS_CAP threads in flight), and the gradients are still right."""
+    """Many more iterations than rows: memory is rows x stride (CPU: one row per worker and SPMD
+    lane; Vulkan: at most ROWS_CAP threads in flight), and the gradients are still right."""
     n = ROWS_CAP + 4464 if arch == "vulkan" else 5000
     xs = np.random.default_rng(0).uniform(0.1, 0.9, n)
     x = arr(sd.f64, xs, needs_grad=True)
     y = sd.ndarray(sd.f64, n, needs_grad=True)
     k = 3
-    (names, caps, layout), = _layouts(k_one, (x, y, k))
-    rows = _rows(arch, n, layout)
+    (names, caps, layout, lanes), = _layouts(k_one, (x, y, k))
+    rows = _rows(arch, n, layout, lanes)
     assert rows < n
     if arch == "cpu":
-        assert rows == sd_state.backend().rt.num_workers
+        assert rows == sd_state.backend().rt.num_workers * lanes
     elif arch in ("cuda", "amdgpu"):
         assert rows == sd_state.backend().rt.max_threads  # the whole grid
     else:

@@ -45,10 +45,12 @@ def test_two_million_threads(arch):
     be = sd.runtime.state.backend()
     from spirad.runtime import sizing_cache
     gc = k.compile_adjoint((x, y, steps))
-    (sized,) = [s for s in sizing_cache.evaluate(gc.sizing, (x, y, steps), cache=False) if s]
+    (ti, sized), = [(i, s) for i, s in enumerate(sizing_cache.evaluate(gc.sizing, (x, y, steps),
+                                                                      cache=False)) if s]
     layout = sized.layout
     assert sized.caps[0] == 14                         # 12 trips: K + 2
-    rows = be.rt.num_workers if arch == "cpu" else 65536
+    # CPU: a row per worker and SPMD lane (1 lane under debug=True: scalar tasks)
+    rows = be.rt.num_workers * gc.program.lanes[ti] if arch == "cpu" else 65536
     heap_f, heap_i = be.heap_bytes()
     assert heap_f <= 2 * rows * layout.stride_float    # bounded by rows, not by N
     assert heap_f < 64 * 1024 * 1024

@@ -559,6 +559,7 @@ def field_after_reinit(arch):
 @row(IndexError, r"index out of range in kernel k .*field 'x' of shape \(4,\) indexed with 4 on "
                  r"axis 0.*sd\.init\(debug=True\)", caret=True)
 def kernel_index_out_of_range_debug(arch):
+    sd.init(arch=arch, debug=True)  # the named bounds check is debug's (also in the release run)
     x = sd.field(sd.f32, shape=4)
 
     @sd.kernel

@@ -8,7 +8,8 @@ import spirad as sd
 from tests.support.archs import exactly, test_archs
 
 
-@test_archs(debug_sync=True)
+@test_archs(debug_sync=True, debug_only="debug_sync, the named bounds error and kernel asserts "
+                                        "are debug=True's")
 def test_bounds_errors_and_asserts_raise_at_the_launch(arch):
     x = sd.field(sd.i32, shape=(8, 16), offset=(0, -4))
 
@@ -33,7 +34,8 @@ def test_bounds_errors_and_asserts_raise_at_the_launch(arch):
     assert x[3, 11] == 1
 
 
-@test_archs(archs=exactly("cpu"))
+@test_archs(archs=exactly("cpu"), debug_only="SpiradBoundsError: debug=True's named bounds "
+                                             "check (release: SpiradOutOfBoundsError)")
 def test_without_debug_sync_the_next_sync_raises(arch):
     x = sd.field(sd.i32, shape=4)
 

@@ -385,7 +385,7 @@ def _oob_error(run) -> str:
     return msg
 
 
-@test_archs()
+@test_archs(debug_only="the named bounds check (index, axis, line) is debug=True's")
 def test_oob_field_store_load_atomic(arch):
     f = sd.field(sd.f32, shape=(3, 4), name="grid")
     out = sd.field(sd.f32, shape=3, name="out")
@@ -440,7 +440,7 @@ def nd_read(a: sd.types.ndarray(dtype=sd.f32, ndim=2), b: sd.types.ndarray(dtype
         b[i] = a[i, i - 1]
 
 
-@test_archs()
+@test_archs(debug_only="the named bounds check (index, axis, line) is debug=True's")
 def test_oob_ndarray_2d_and_negative(arch):
     a = sd.ndarray(sd.f32, (2, 3))
     msg = _oob_error(lambda: (nd_shift(a, 1), a.to_numpy()))
@@ -461,7 +461,7 @@ def test_oob_ndarray_2d_and_negative(arch):
     assert "ndarray 'a' of shape (4, 5)" in msg and "indexed with -1 on axis 1" in msg, msg
 
 
-@test_archs()
+@test_archs(debug_only="the named bounds check (index, axis, line) is debug=True's")
 def test_oob_error_surfaces_at_sync(arch):
     x = sd.field(sd.f32, shape=4, name="x")
 

@@ -132,7 +132,7 @@ def test_gradients_reverse_and_forward(arch):
     assert loss.dual[None] == pytest.approx(fd[3], rel=1e-4, abs=1e-4)
 
 
-@test_archs()
+@test_archs(debug_only="the named bounds check (the user's index, valid range) is debug=True's")
 def test_debug_bounds_check_names_users_index(arch):
     a = sd.field(sd.f32, shape=(4, 3), offset=(-2, 5))
 

@@ -150,7 +150,7 @@ def test_lanes_and_atomics(arch):
     assert nd.to_numpy().sum() == 2 * 2 * (n - 3)
 
 
-@test_archs(EVERY_ARCH)
+@test_archs(EVERY_ARCH, debug_only="the named bounds check (line, index) is debug=True's")
 def test_debug_names_line_and_index(arch):
     """debug=True keeps its precise error (SpiradIndexError with the index)."""
     x, _ = _two_fields()

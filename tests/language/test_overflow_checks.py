@@ -40,7 +40,7 @@ def _kernels(dt):
     return {"+": add, "-": sub, "*": mul, "<<": shl}
 
 
-@test_archs(check_overflow=True)
+@test_archs(check_overflow=True, debug_only="check_overflow reports only under debug=True")
 def test_overflow_is_reported_and_fitting_results_are_not(arch, capfd):
     for dt, op, a, b in CASES:
         if arch == "metal" and dt.bits == 64:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from tests.support.archs import EVERY_ARCH, exactly, test_archs
+from tests.support.archs import EVERY_ARCH, exactly, init_debug, test_archs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -116,7 +116,7 @@ def test_log_lines_compile_cache_hit_and_sizing(arch, caplog):
         _logged_step(x, y, 3)
         _logged_step.grad(x, y, 3)
         _logged_step.grad(x, y, 5)   # new sizes: a sizing line
-        sd.init(arch=arch, debug=True)  # a new init: the same programs come from the cache
+        sd.init(arch=arch, debug=init_debug())  # a new init, same options: from the cache
         x = sd.field(sd.f32, shape=8, needs_grad=True)
         y = sd.field(sd.f32, shape=8, needs_grad=True)
         _logged_step(x, y, 3)

@@ -18,7 +18,8 @@ The decorator parametrizes the test over the archs it is given, as given (ids `a
 one of the named sets above or `exactly(...)`: a bare list is refused, because it cannot say
 whether it means "these and no others" or "these and the archs that share their code" (lists
 used to be widened silently: vulkan gained metal, cpu + vulkan gained cuda and amdgpu). It calls
-`sd.init(arch=..., debug=True, **init_kwargs)` before the body, and turns a missing arch or a
+`sd.init(arch=..., debug=True, **init_kwargs)` before the body (`debug=False` in the release
+run, below), and turns a missing arch or a
 missing capability into a skip with the reason — unless the arch is listed in the environment
 variable SPIRAD_REQUIRE_ARCHS (CI sets all five), where a missing arch is a failure, so a
 broken install can never pass as green. On Vulkan the validation layer is on (SPIRAD_VALIDATION=1
@@ -30,6 +31,17 @@ kernels use none (f32 parametrisations, folded literals); where they do, the bac
 at compile time with its clear error (`METAL_REFUSALS`), and the case is reported as an xfail
 with that reason — never as a pass (engineering 18). Any other error fails as usual. conftest's
 terminal summary lists every refused metal case, grouped by reason.
+
+The release run. With SPIRAD_TEST_RELEASE=ARCHS (`cpu,vulkan`) the arch tests of those archs
+are the only tests that run (conftest deselects the rest), and each inits with `debug=False`,
+the build a user gets from `sd.init()`: SIMD lanes on the CPU, loop versioning (`passes/bounds_versioning`),
+the default bounds checks instead of the named ones, no IR verifier, no overflow checks, no
+`assert`s, launches that do not wait. The debug build takes other paths, and a wrong result in
+the release path alone once lived days under a green suite (docs/engineering.md, "The release
+run"); scripts/test.sh runs some directories so. A test whose *expectation* is a debug-only
+behaviour says which with `debug_only="..."` (a named bounds error, a kernel `assert`, an
+overflow message, ...): it runs in debug in both runs, never skipped. `debug=` given in
+`init_kwargs` wins over both.
 
 This is the one spelling of the arch decorator: import it as `test_archs`
 (tests/architecture/test_test_hygiene.py checks).
@@ -97,13 +109,37 @@ def arch_or_skip(arch: str):
     pytest.skip(f"arch {arch} not available")
 
 
+def release_archs() -> set:
+    """The archs of SPIRAD_TEST_RELEASE: their arch tests init with `debug=False` (module
+    docstring); empty: the usual debug run."""
+    return {a.strip() for a in os.environ.get("SPIRAD_TEST_RELEASE", "").split(",") if a.strip()}
+
+
+def release_run() -> bool:
+    return bool(release_archs())
+
+
+def is_arch_test(fn) -> bool:
+    """Was the test function `fn` made by `test_archs` (conftest's release run keeps these)?"""
+    return getattr(fn, "_arch_test", False)
+
+
+def init_debug(debug_only: str = "") -> bool:
+    """The `debug=` of an arch test's `sd.init`: on, unless this is the release run and the test's
+    expectation holds in release too (`debug_only` empty)."""
+    return bool(debug_only) or not release_run()
+
+
 def has_capability(arch: str, cap: str) -> bool:
     import spirad.runtime.state as st
     be = st.backend()
     return bool(be.capabilities().get(cap, False))
 
 
-def test_archs(archs: Archs = EVERY_ARCH, require=(), exclude=(), **init_kwargs):
+def test_archs(archs: Archs = EVERY_ARCH, require=(), exclude=(), debug_only: str = "",
+               **init_kwargs):
+    """`debug_only`: the debug-only behaviour the test's expectation relies on (it then inits
+    with `debug=True` in the release run too; module docstring)."""
     if not isinstance(archs, Archs):
         raise TypeError(f"test_archs({archs!r}): say what the list means: EVERY_ARCH, SPIRV_ARCHS, "
                         f"LLVM_ARCHS or exactly(...) (tests/support/archs.py)")
@@ -115,13 +151,14 @@ def test_archs(archs: Archs = EVERY_ARCH, require=(), exclude=(), **init_kwargs)
         def wrapper(arch, *args, **kwargs):
             import spirad as sd
             arch_or_skip(arch)
-            sd.init(**{"arch": arch, "debug": True, **init_kwargs})  # debug=False: release
+            sd.init(**{"arch": arch, "debug": init_debug(debug_only), **init_kwargs})
             for cap in require:
                 if not (arch == "metal" and cap == "f64") and not has_capability(arch, cap):
                     pytest.skip(f"arch {arch} lacks capability {cap}")
             if arch == "metal":
                 return run_refusable_on_metal(fn, arch, *args, **kwargs)
             return fn(arch, *args, **kwargs)
+        wrapper._arch_test = True
         return wrapper
     return deco
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.support.archs import init_debug
 from tests.support.random_grad_programs import GradProgram, generate, reference_sd
 
 EPS = 1e-6
@@ -30,7 +31,7 @@ def arch_fp(arch: str) -> str:
     return ARCH_FP.get(arch, "f64")
 
 
-DEBUG = [True]  # `sd.init(debug=)` of the checks in this process: set_debug
+DEBUG = [init_debug()]  # `sd.init(debug=)` of the checks in this process: set_debug
 
 
 def set_debug(on: bool) -> None:
@@ -42,7 +43,8 @@ def set_debug(on: bool) -> None:
 
 def init_kwargs(arch: str) -> dict:
     """`sd.init` keywords for the programs of `arch` (as tests/support/archs.test_archs gives:
-    debug on unless `set_debug(False)`; f64 literals where the programs are f64)."""
+    debug on unless `set_debug(False)` or the release run, SPIRAD_TEST_RELEASE=1; f64 literals
+    where the programs are f64)."""
     import spirad as sd
     kw = {"arch": arch, "debug": DEBUG[0]}
     if arch_fp(arch) == "f64":
