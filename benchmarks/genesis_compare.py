@@ -43,7 +43,8 @@ def run_one(py, system, scene, ndarray, a, out):
     else:
         env["PYTHONPATH"] = HERE
     cmd = [py, os.path.join(HERE, "genesis_scene.py"), scene, "--steps", str(a.steps),
-           "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else [])
+           "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else []) + \
+        (["--build-id", a.build_id] if a.build_id and system.startswith("spirad") else [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True,
                        timeout=a.timeout)
     if r.returncode != 0:
@@ -76,6 +77,8 @@ def main():
                     help="QD_NUM_THREADS for every run: Genesis' CPU thread count, which it "
                     "otherwise sets to 1 for both systems (`cpu_max_num_threads=1`: no loop "
                     "is split over threads, passes/independent_loops' included)")
+    ap.add_argument("--build-id", help="spirad's runs: genesis_scene.py --build-id (after an "
+                    "edit that changes no compiled code)")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (a cold "
                     "offline cache compiles every kernel in the first run)")

@@ -35,12 +35,14 @@ def main():
     ap.add_argument("--warm", type=int, default=10)
     ap.add_argument("--priority", type=int, default=None)
     ap.add_argument("--top", type=int, default=12, help="kernels listed (by total time)")
+    ap.add_argument("--build-id", help="as genesis_scene.py --build-id")
     compile_knobs.add_arguments(ap)
     a = ap.parse_args()
     os.environ.setdefault("SPIRAD_INDEPENDENT_LOOPS", "1")
     import genesis as gs
     import quadrants as qd
     compile_knobs.apply(a)
+    compile_knobs.use_build_id(a.build_id)
     from llvm_codegen.cpu_runtime import CpuRuntime
     from spirad import options
     from spirad.backends import cpu, work_estimate
@@ -101,10 +103,10 @@ def main():
                 gaps.append(t0 - spans[-1])
             spans.append(t1)
 
-    def unsplit(self, n, seconds):
+    def unsplit(self, n, seconds, clk=None):
         if on[0]:
             launches[tasks.get(id(self), ("?", 0, "?", "adaptive"))].append((n, False, seconds, n))
-        return orig_unsplit(self, n, seconds)
+        return orig_unsplit(self, n, seconds, clk)
     work_estimate.Adaptive.run, work_estimate.Adaptive.unsplit = arun, unsplit
 
     orig_rt_run = CpuRuntime.run
