@@ -3,7 +3,7 @@
 
     python benchmarks/genesis_compare.py [--rounds 3] [--steps 300] [--scenes box franka]
         [--quadrants-python /work/venv-genesis/bin/python] [--n-envs 0] [--first-round 1]
-        [--systems quadrants spirad "spirad --graph" "spirad --independent-loops"]
+        [--systems quadrants spirad "spirad --graph" "spirad --independent-loops"] [--threads 2]
 
 The order of the systems alternates by round (round 2 runs them backwards; `paired.alternate`'s
 rule), so a load that drifts within a round weighs on both sides. Prints per round the load
@@ -32,6 +32,9 @@ def run_one(py, system, scene, ndarray, a, out):
     env = dict(os.environ, GS_ENABLE_NDARRAY="1" if ndarray else "0")
     env.pop("PYTHONPATH", None)
     env.pop("SPIRAD_INDEPENDENT_LOOPS", None)
+    env.pop("QD_NUM_THREADS", None)
+    if a.threads:  # Genesis' own knob; without it Genesis runs both systems on one CPU thread
+        env["QD_NUM_THREADS"] = str(a.threads)
     if system == PARALLEL:
         env["SPIRAD_INDEPENDENT_LOOPS"] = "1"
     if system.startswith("spirad"):
@@ -40,7 +43,8 @@ def run_one(py, system, scene, ndarray, a, out):
     else:
         env["PYTHONPATH"] = HERE
     cmd = [py, os.path.join(HERE, "genesis_scene.py"), scene, "--steps", str(a.steps),
-           "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else [])
+           "--n-envs", str(a.n_envs), "--out", out] + (["--graph"] if "graph" in system else []) + \
+        (["--build-id", a.build_id] if a.build_id and system.startswith("spirad") else [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True,
                        timeout=a.timeout)
     if r.returncode != 0:
@@ -69,6 +73,12 @@ def main():
                     f"'{PARALLEL}': spirad with SPIRAD_INDEPENDENT_LOOPS=1")
     ap.add_argument("--first-round", type=int, default=1, help="number the rounds from here "
                     "(the order alternates by round number: a run continuing another's rounds)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="QD_NUM_THREADS for every run: Genesis' CPU thread count, which it "
+                    "otherwise sets to 1 for both systems (`cpu_max_num_threads=1`: no loop "
+                    "is split over threads, passes/independent_loops' included)")
+    ap.add_argument("--build-id", help="spirad's runs: genesis_scene.py --build-id (after an "
+                    "edit that changes no compiled code)")
     ap.add_argument("--quadrants-python", default="/work/venv-genesis/bin/python")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (a cold "
                     "offline cache compiles every kernel in the first run)")
@@ -102,7 +112,8 @@ def main():
                     diffs[(scene, ndarray, "graph-eager")] = max(
                         diffs.get((scene, ndarray, "graph-eager"), 0), d)
     print(f"\nload average over rounds: {min(loads):.2f} to {max(loads):.2f}; medians over "
-          f"{a.rounds} rounds, {a.steps} steps, n_envs {a.n_envs}")
+          f"{a.rounds} rounds, {a.steps} steps, n_envs {a.n_envs}, QD_NUM_THREADS "
+          f"{a.threads or 'unset (1)'}")
     others = systems[1:]
     print("| scene, array mode | Quadrants | " + " | ".join(f"{s} | ratio" for s in others) +
           " | largest position difference vs Quadrants (" + " / ".join(others) + ")" +

@@ -171,6 +171,8 @@ def run(a):
     if "spirad" in str(getattr(qd, "__file__", "")):  # Quadrants' venv may not see spirad
         from target_info import print_target  # benchmarks/target_info.py
         print_target()
+        from compile_knobs import use_build_id
+        use_build_id(a.build_id)
     add_init_keywords(qd, a.qd_init)
     gs.init(backend=getattr(gs, a.backend), logging_level="warning", precision="32", seed=0,
             debug=a.debug)
@@ -261,6 +263,9 @@ def main():
     ap.add_argument("--graph", action="store_true", help="spirad only: capture the first step "
                     "in an sd.Graph and replay it (graph_step)")
     ap.add_argument("--out")
+    ap.add_argument("--build-id", help="spirad: key the offline cache by this build id instead "
+                    "of the sources' (`offline_cache.build_id()` printed before an edit that "
+                    "changes no compiled code: the kernels load as compiled before it)")
     ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"))
     a = ap.parse_args()
     if a.compare:

@@ -525,7 +525,7 @@ class CpuBackend(BackendBase):
                             t0 = clk()
                             with lock:
                                 fn(bufs, addr, b, e, w0)
-                            adaptive.unsplit(n, clk() - t0)
+                            adaptive.unsplit(n, clk() - t0, clk)
                     if status is not None and status.value:
                         on_status(program, argbuf, None)  # kept for the next sync
         run.keep = keep  # the buffer table and argument bytes the calls point into

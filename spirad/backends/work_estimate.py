@@ -132,48 +132,61 @@ def split_threshold(own: float, workers: int, alone: float | None = None) -> int
 
 class Adaptive:
     """Split decisions of one task without atomics from its measured launch times."""
-    __slots__ = ("per_iteration", "workers", "min_split")
+    __slots__ = ("per_iteration", "workers", "min_split", "measured")
 
     def __init__(self, workers: int):
         self.per_iteration = 0.0  # CPU seconds per iteration, last launch (0: unknown)
         self.workers = workers
         self.min_split = 2 * workers  # two iterations per worker at least
+        # whether `per_iteration` is CPU time (`clock`); a wall-clock estimate (`wall`, a quick
+        # launch's) may hold a wait for a core: it never splits a launch, it gets that launch
+        # timed with `clock` instead
+        self.measured = True
 
     def splits(self, n: int) -> bool:
         """Whether `run` would split a range of `n` iterations now (a replayed launch graph
         calls the task itself only where it would not: `CpuBackend.replay_entry`)."""
-        return n >= self.min_split and n * self.per_iteration >= SPLIT_SECONDS
+        return n >= self.min_split and self.measured and n * self.per_iteration >= SPLIT_SECONDS
 
     def clock_for(self, n: int):
         """The clock that times an unsplit launch of `n` iterations (see `run`)."""
         return clock if n * self.per_iteration >= QUICK_SECONDS else wall
 
-    def unsplit(self, n: int, seconds: float) -> None:
-        """Record an unsplit launch of `n` iterations that took `seconds` (a caller that ran it
+    def unsplit(self, n: int, seconds: float, clk=None) -> None:
+        """Record an unsplit launch of `n` iterations that took `seconds` on `clk` (`clock_for`'s:
+        None, `clock`; `wall`: not to split on, `measured`) (a caller that ran it
         itself because `splits(n)` was False: `CpuBackend.eager_entry`)."""
         self.per_iteration = seconds / n
+        self.measured = clk is not wall
 
     def run(self, run, fn, bufs, addr, b: int, e: int) -> None:
         """Run [b, e) through the runtime's `run`, split when the last launch's time per
         iteration times this range is `SPLIT_SECONDS` or more (two iterations per worker at
         least), and measure it: one call per launch. A split launch's time per iteration is
         the calling thread's CPU time over the iterations it took itself (`run` returns their
-        count: the workers take chunks dynamically, `llvm_codegen.cpu_pool`). A launch predicted shorter than `QUICK_SECONDS` (never split) is timed
-        with the wall clock (`wall`, ~50 ns) rather than `clock` (a system call, ~0.5 us each:
+        count: the workers take chunks dynamically, `llvm_codegen.cpu_pool`); one where the
+        workers took every chunk measures nothing, so the next launch runs unsplit (before, the
+        estimate stayed what it was and every later launch split on it: Genesis' box at
+        `n_envs` 256, two threads, a loop of 1.5 to ~230 us split in 75 of 100 launches, the
+        caller running none of their iterations). A launch predicted
+        shorter than `QUICK_SECONDS` (never split) is timed with the wall clock (`wall`, ~50 ns) rather than `clock` (a system call, ~0.5 us each:
         two of them were a sixth of a small launch's host time, issue #27)."""
         n = e - b
         guess = n * self.per_iteration
-        split = n >= self.min_split and guess >= SPLIT_SECONDS
+        split = n >= self.min_split and self.measured and guess >= SPLIT_SECONDS
         clk = clock if guess >= QUICK_SECONDS else wall
         t0 = clk()
         ran = run(fn, bufs, addr, b, e, True, 0 if split else NEVER)
         spent = clk() - t0
         if not split:
             self.per_iteration = spent / n
+            self.measured = clk is not wall
         elif ran is None:  # a runtime that splits in fixed chunks: the caller ran its share
             self.per_iteration = spent * self.workers / n
         elif ran:  # the iterations the calling thread took (`CpuRuntime.run`)
             self.per_iteration = spent / ran
+        else:  # the workers took every chunk: the range is now cheap (or they were early);
+            self.per_iteration = 0.0  # the next launch runs unsplit and is measured whole
 
 
 clock = time.thread_time
@@ -187,6 +200,7 @@ were split, their split launches waited for a core again, and they stayed split
 wall = time.perf_counter
 QUICK_SECONDS = 2e-5
 """Launches predicted shorter than this (a tenth of SPLIT_SECONDS; never split) are timed with
-`wall`: a wait for a core inside one makes at worst the next launch split, and that split
-launch is timed with `clock` again, so the estimate recovers at once (the results are the same
-split or not). The first launch of a task (no estimate yet) is one of them."""
+`wall`. An estimate from `wall` never splits the next launch (`Adaptive.measured`): a wait for
+a core inside a quick launch makes the next launch run unsplit under `clock` instead, which
+measures the work itself; before, that launch was split on the wait. The first launch of a
+task (no estimate yet) is one of them."""

@@ -329,9 +329,14 @@ def _stored(c: Compiled) -> Compiled:
 def independent_loops(state) -> bool:
     """Whether forward programs run provably independent serialised loops in parallel
     (passes/independent_loops): on the CPU backend, with SPIRAD_INDEPENDENT_LOOPS=1 (off by
-    default: Genesis ran slower with it, docs/performance.md)."""
+    default: Genesis ran slower with it, docs/performance.md), and only where the backend has
+    a second worker thread. With one (`init(cpu_max_num_threads=1)`: what Genesis passes on
+    the CPU unless QD_NUM_THREADS is set) a loop made parallel is never split; it would only
+    change the code (a task per loop, bodies compiled as range tasks): box at `n_envs` 256
+    15-23 % slower, Franka 2-8 % faster (docs/performance.md, gpar4)."""
     from .. import options
-    return state.arch == "cpu" and options.get("SPIRAD_INDEPENDENT_LOOPS")
+    return state.arch == "cpu" and bool(options.get("SPIRAD_INDEPENDENT_LOOPS")) and \
+        _state.backend().rt.num_workers > 1
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,

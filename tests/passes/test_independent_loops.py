@@ -504,6 +504,26 @@ def test_one_env_stays_serial_however_heavy(monkeypatch):
     assert res == {1: ["serial"], 4: ["range"]}
 
 
+def test_one_worker_keeps_the_loops_serial(monkeypatch, split_always):
+    """With one CPU worker (`cpu_max_num_threads=1`, Genesis' default on the CPU) no launch is
+    ever split: the pass leaves every loop serial, so the program is the serial one."""
+    kinds = {}
+    for threads in (1, 2):
+        monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")
+        sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=threads)
+        y = sd.field(sd.f32, shape=B)
+
+        @sd.kernel
+        def k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                y[b] = b * 2.0
+        k()
+        kinds[threads] = _kinds(k)
+        assert (y.to_numpy() == np.arange(B) * 2.0).all()
+    assert kinds == {1: ["serial"], 2: ["range"]}
+
+
 def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always):
     """ndarray mode: the env count is a run-time shape, so the loop is made parallel at compile
     time; a launch over one environment (below `Adaptive.min_split`) is never split and runs as
