@@ -11,8 +11,8 @@ shape stays checked in every iteration. This pass turns such a loop `L` into
 
 and the code generators drop the checks of `Task.proven` (`index_range.in_range_accesses`).
 The IF's arg is `kernel_ir.nodes.VERSIONED`: the CPU code generator compiles `L` as a cold
-function of its own, unoptimised (llvm_codegen/cold_copy), since it runs only where a guard
-failed.
+function of its own, optimised for size (llvm_codegen/cold_copy), since it runs only where a
+guard failed.
 Inside `L'` the nested loops are versioned again for the accesses still checked (their own
 bounds, and values computed in `L`, are then loop-invariant). A loop without such an access is
 left as it is: the generated code changes only where checks are proven away.

@@ -125,7 +125,7 @@ def _functions(ir: str) -> dict:
 
 @pytest.mark.parametrize("kernel", ["running", "rows"])
 def test_checked_copy_is_a_cold_function(kernel):
-    """The checked original is an internal `optnone cold` function holding the loop's checks;
+    """The checked original is an internal `cold minsize` function holding the loop's checks;
     the task function calls it and keeps only the unchecked copy's code (no check of `b`)."""
     sd.init(arch=sd.cpu, offline_cache=False)
     if kernel == "running":
@@ -136,7 +136,7 @@ def test_checked_copy_is_a_cold_function(kernel):
     cold = {k: v for k, v in fns.items() if ".checked." in k}
     assert len(cold) == 1, list(fns)
     (name, (head, body)), = cold.items()
-    assert head.startswith("internal ") and "optnone" in head and "cold" in head, head
+    assert head.startswith("internal ") and "minsize" in head and "cold" in head, head
     assert body.count("@\"spirad.oob.fail\"") + body.count("@spirad.oob.fail") >= 3
     task = name.split(".checked.")[0]
     assert f"@\"{name}\"" in fns[task][1] or f"@{name}" in fns[task][1]
