@@ -34,11 +34,12 @@ code (`applies`): an SPMD task lowers its IFs under lane masks (`spmd_control`),
 entry keeps its code in one function; adstack regions are never versioned.
 
 The checked copy's speed matters where a guard fails in every launch: Genesis'
-`kernel_substep_post` (box, ndarray) runs a checked copy in its normal steps. `optnone` (no
-optimisation at all) compiled the box ndarray build's modules in 18.5 + 17.2 s of CPU
+`kernel_substep_post` (box, ndarray) runs a checked copy in its normal steps (the loop of
+`func_copy_next_to_curr` over `max(n_dofs, n_qs)`, whose accesses sit under `if i < n_dofs`).
+`optnone` (no optimisation at all) compiled the box ndarray build's modules in 18.5 + 17.2 s of CPU
 (optimisation + machine code) against 25.3 + 20.5 s for `minsize optsize`, but that kernel then
 launched in 102-107 us against main's 92-99 (`n_envs` 256, fastest of 100, five runs each), and
-92-101 us with `minsize optsize` (docs/performance.md, "Checked copies in cold functions"). Both
+91-101 us with `minsize optsize` (docs/performance.md, "Checked copies in cold functions"). Both
 compute what the inline copy computes (no fast-math flags anywhere; attributes choose passes,
 not semantics).
 """
