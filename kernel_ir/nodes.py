@@ -58,6 +58,12 @@ class Block:
         return len(self.nodes)
 
 
+VERSIONED = "versioned"
+"""The arg of an IF that passes/bounds_versioning made: `if guard: copy else: original`, the
+else block the region as it was, every access checked, run only where the guard failed. A code
+generator may compile that block cheaply (llvm_codegen/cold_copy); any other IF has arg None."""
+
+
 AT_LAUNCH = ".at_launch"
 """The name suffix of a sparse struct-for's snapshot: a copy of a node's activation masks (list
 lengths) a step before the loop writes, which the loop's activity test reads instead of the

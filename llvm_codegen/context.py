@@ -33,6 +33,7 @@ class ModuleLib:
         self.target = target
         self._fns: dict[str, ir.Function] = {}
         self.kept: list[ir.Function] = []  # vecmath vector variants (lower_math.emit_kept)
+        self.checked_copies = 0  # functions of versioned regions' checked copies (cold_copy)
 
     def declare(self, name: str, ret: ir.Type, args) -> ir.Function:
         fn = self._fns.get(name)

@@ -6,18 +6,26 @@ every loop ends the current parallel iteration (`FnContext.top_continue`).
 """
 from __future__ import annotations
 
+from kernel_ir.nodes import VERSIONED
 from kernel_ir.ops import Op
 
+from . import cold_copy
 from .context import CodegenError, FnContext
 from .lower_ops import convert
 
 
 def _if(ctx: FnContext, n):
+    """A versioned region's IF (`VERSIONED`): the guard's branch weighted likely, the checked
+    original (else) a call to a cold function of its own where `cold_copy` applies."""
     then_bb, else_bb, merge = ctx.block("then"), ctx.block("else"), ctx.block("endif")
-    ctx.b.cbranch(ctx.value(n.srcs[0]), then_bb, else_bb)
-    for bb, blk in ((then_bb, n.blocks[0]), (else_bb, n.blocks[1])):
+    br = ctx.b.cbranch(ctx.value(n.srcs[0]), then_bb, else_bb)
+    versioned = n.arg == VERSIONED
+    if versioned:
+        br.set_weights([1 << 20, 1])
+    for k, (bb, blk) in enumerate(((then_bb, n.blocks[0]), (else_bb, n.blocks[1]))):
         ctx.b.position_at_end(bb)
-        ctx.lower_block(blk)
+        if not (versioned and k == 1 and cold_copy.lower_call(ctx, blk)):
+            ctx.lower_block(blk)
         ctx.close_into(merge)
     ctx.b.position_at_end(merge)
 

@@ -10,6 +10,9 @@ shape stays checked in every iteration. This pass turns such a loop `L` into
     else:     L    (the loop as it was, every access checked)
 
 and the code generators drop the checks of `Task.proven` (`index_range.in_range_accesses`).
+The IF's arg is `kernel_ir.nodes.VERSIONED`: the CPU code generator compiles `L` as a cold
+function of its own, optimised for size (llvm_codegen/cold_copy), since it runs only where a
+guard failed.
 Inside `L'` the nested loops are versioned again for the accesses still checked (their own
 bounds, and values computed in `L`, are then loop-invariant). A loop without such an access is
 left as it is: the generated code changes only where checks are proven away.
@@ -80,7 +83,7 @@ from dataclasses import replace
 
 from kernel_ir import dtypes as T
 from kernel_ir.index_range import in_range_accesses
-from kernel_ir.nodes import Block, LoopArg, Node, TaskList, walk
+from kernel_ir.nodes import VERSIONED, Block, LoopArg, Node, TaskList, walk
 from kernel_ir.ops import GLOBAL_ACCESS, LOOPS, Op
 from kernel_ir.rewrite import rebuild
 
@@ -401,7 +404,7 @@ def _versioned(region: Block, info: _Loop, cx: _Ctx, least: int, loc, nested, on
     cond = guard.value()
     used = {s for g in guard.nodes for s in g.srcs}
     nodes = [h for h in info.hoisted.values() if h in used] + guard.nodes
-    nodes.append(Node(Op.IF, None, (cond,), None, (fast, region), loc))
+    nodes.append(Node(Op.IF, None, (cond,), VERSIONED, (fast, region), loc))
     return Block(tuple(nodes))
 
 
