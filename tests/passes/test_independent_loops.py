@@ -524,6 +524,28 @@ def test_one_worker_keeps_the_loops_serial(monkeypatch, split_always):
     assert kinds == {1: ["serial"], 2: ["range"]}
 
 
+def test_the_offline_cache_keeps_one_and_two_workers_apart(monkeypatch, split_always, tmp_path):
+    """A program compiled with two workers (loops made parallel) and cached is not what a
+    process with one worker loads (the pass's decision depends on the workers, and the CPU
+    backend's `cache_features` hold their count), nor the other way round."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")
+    monkeypatch.setenv("SPIRAD_CACHE_DIR", str(tmp_path))
+    kinds = {}
+    for threads in (2, 1):
+        sd.init(arch=sd.cpu, offline_cache=True, cpu_max_num_threads=threads)
+        y = sd.field(sd.f32, shape=B)
+
+        @sd.kernel
+        def cached_k():
+            sd.loop_config(serialize=True)
+            for b in range(B):
+                y[b] = b * 3.0
+        cached_k()
+        kinds[threads] = _kinds(cached_k)
+        assert (y.to_numpy() == np.arange(B) * 3.0).all()
+    assert kinds == {2: ["range"], 1: ["serial"]}
+
+
 def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always):
     """ndarray mode: the env count is a run-time shape, so the loop is made parallel at compile
     time; a launch over one environment (below `Adaptive.min_split`) is never split and runs as
