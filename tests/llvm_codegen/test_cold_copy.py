@@ -15,6 +15,7 @@ import spirad as sd
 from kernel_ir.errors import SpiradOutOfBoundsError
 from tests.passes.test_bounds_versioning import _arr
 from tests.support.archs import EVERY_ARCH, test_archs
+from tests.support.driver_spy import cpu_compiles
 
 
 @sd.kernel
@@ -94,23 +95,8 @@ def test_task_body_in_range_and_past_the_end(arch):
 
 
 def _llvm_ir(kernel, *args) -> str:
-    import llvm_codegen.codegen as cg
-    seen = []
-    orig = cg.compile_tasks
-
-    def spy(*a, **k):
-        code = orig(*a, **k)
-        seen.append(code.llvm_ir)
-        return code
-
-    cg.compile_tasks = spy
-    try:
-        kernel(*args)
-        sd.sync()
-    finally:
-        cg.compile_tasks = orig
-    (ir,) = seen
-    return ir
+    ((_, code),) = cpu_compiles(kernel, *args)
+    return code.llvm_ir
 
 
 def _functions(ir: str) -> dict:

@@ -17,6 +17,7 @@ import pytest
 import spirad as sd
 from kernel_ir.errors import SpiradOutOfBoundsError
 from tests.support.archs import EVERY_ARCH, test_archs
+from tests.support.driver_spy import cpu_compiles
 
 ARCHS = EVERY_ARCH  # every arch: the checks are per backend
 
@@ -228,21 +229,7 @@ def test_fields_and_far_constant_offsets(arch):
 
 def _compiled_tasks(arch, kernel, *args):
     """The task lists the backend compiles for `kernel(*args)` (cpu: llvm_codegen)."""
-    import llvm_codegen.codegen as cg
-    seen = []
-    orig = cg.compile_tasks
-
-    def spy(tl, abi, *a, **k):
-        seen.append(tl)
-        return orig(tl, abi, *a, **k)
-
-    cg.compile_tasks = spy
-    try:
-        kernel(*args)
-        sd.sync()
-    finally:
-        cg.compile_tasks = orig
-    return seen
+    return [tl for tl, _ in cpu_compiles(kernel, *args)]
 
 
 def test_proven_only_where_a_guard_holds():

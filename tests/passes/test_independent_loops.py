@@ -504,23 +504,27 @@ def test_one_env_stays_serial_however_heavy(monkeypatch):
     assert res == {1: ["serial"], 4: ["range"]}
 
 
+def _serialised_loop_kinds(threads: int, **init_kwargs) -> list:
+    """Task kinds of a kernel with one serialised environment loop, run with `threads` CPU
+    workers (its values checked)."""
+    sd.init(arch=sd.cpu, cpu_max_num_threads=threads, **init_kwargs)
+    y = sd.field(sd.f32, shape=B)
+
+    @sd.kernel
+    def envs():
+        sd.loop_config(serialize=True)
+        for b in range(B):
+            y[b] = b * 2.0
+    envs()
+    assert (y.to_numpy() == np.arange(B) * 2.0).all()
+    return _kinds(envs)
+
+
 def test_one_worker_keeps_the_loops_serial(monkeypatch, split_always):
     """With one CPU worker (`cpu_max_num_threads=1`, Genesis' default on the CPU) no launch is
     ever split: the pass leaves every loop serial, so the program is the serial one."""
-    kinds = {}
-    for threads in (1, 2):
-        monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")
-        sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=threads)
-        y = sd.field(sd.f32, shape=B)
-
-        @sd.kernel
-        def k():
-            sd.loop_config(serialize=True)
-            for b in range(B):
-                y[b] = b * 2.0
-        k()
-        kinds[threads] = _kinds(k)
-        assert (y.to_numpy() == np.arange(B) * 2.0).all()
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")
+    kinds = {t: _serialised_loop_kinds(t, offline_cache=False) for t in (1, 2)}
     assert kinds == {1: ["serial"], 2: ["range"]}
 
 
@@ -530,19 +534,7 @@ def test_the_offline_cache_keeps_one_and_two_workers_apart(monkeypatch, split_al
     backend's `cache_features` hold their count), nor the other way round."""
     monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "1")
     monkeypatch.setenv("SPIRAD_CACHE_DIR", str(tmp_path))
-    kinds = {}
-    for threads in (2, 1):
-        sd.init(arch=sd.cpu, offline_cache=True, cpu_max_num_threads=threads)
-        y = sd.field(sd.f32, shape=B)
-
-        @sd.kernel
-        def cached_k():
-            sd.loop_config(serialize=True)
-            for b in range(B):
-                y[b] = b * 3.0
-        cached_k()
-        kinds[threads] = _kinds(cached_k)
-        assert (y.to_numpy() == np.arange(B) * 3.0).all()
+    kinds = {t: _serialised_loop_kinds(t, offline_cache=True) for t in (2, 1, 2)}
     assert kinds == {2: ["range"], 1: ["serial"]}
 
 

@@ -21,3 +21,24 @@ def versioned_task_lists():
         yield seen
     finally:
         driver.version_loops = orig
+
+
+def cpu_compiles(kernel, *args) -> list:
+    """(task list, compiled code) of every `llvm_codegen.codegen.compile_tasks` call that
+    launching `kernel(*args)` (then a sync) makes: what the CPU backend compiled."""
+    import spirad as sd
+    import llvm_codegen.codegen as cg
+    seen, orig = [], cg.compile_tasks
+
+    def spy(tl, *a, **k):
+        code = orig(tl, *a, **k)
+        seen.append((tl, code))
+        return code
+
+    cg.compile_tasks = spy
+    try:
+        kernel(*args)
+        sd.sync()
+    finally:
+        cg.compile_tasks = orig
+    return seen
