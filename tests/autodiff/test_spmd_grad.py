@@ -213,12 +213,13 @@ def test_heap_holds_a_row_per_lane(monkeypatch, capfd, k_trips):
     y = sd.ndarray(sd.f64, N, needs_grad=True)
     args = (x, y, k_trips)
     capfd.readouterr()
-    (_, _, layout), = _layouts(k_one, args)
+    (_, _, layout, lanes), = _layouts(k_one, args)
     got = _launch(k_one, args)
     _assert_grad_on_lanes(capfd)
     from spirad.options import llvm_codegen_options
     o = llvm_codegen_options()  # an f64 task: one register of the target's f32 lanes, or forced
-    rows = sd_state.backend().rt.num_workers * (o.lanes or math_policy.lanes("f32", o.vector_bits))
+    assert lanes == (o.lanes or math_policy.lanes("f32", o.vector_bits))
+    rows = sd_state.backend().rt.num_workers * lanes
     assert got == layout.heap_bytes(rows)
     np.testing.assert_allclose(x.grad.to_numpy(), overflowing_grad(np.linspace(0.1, 0.8, N),
                                                                     k_trips), rtol=1e-12)
