@@ -129,9 +129,7 @@ def lower_call(ctx, region: Block) -> bool:
     for a in COLD_ATTRS:
         fn.attributes.add(a)
     sub = FnContext(ctx.lib, fn, ctx.abi, ctx.arg_specs, ctx.table, ctx.options)
-    for k in ("task_index", "variant_sites", "bounds_check", "access_sites", "oob_check",
-              "oob_safe"):
-        setattr(sub, k, getattr(ctx, k))
+    sub.settings_of(ctx)
     sub.worker = fn.args[2]
     for s in values:
         v = ctx.value(s)

@@ -67,6 +67,16 @@ class ModuleLib:
 
 
 class FnContext:
+    TASK_SETTINGS = ("task_index", "bounds_check", "access_sites", "oob_check", "oob_safe",
+                     "variant_sites")
+    """The per-task settings a code generator sets after construction (below); a function
+    lowered on the task's behalf (`cold_copy`'s checked copy) takes the same (`settings_of`)."""
+
+    def settings_of(self, other: "FnContext") -> None:
+        """Take `other`'s `TASK_SETTINGS`."""
+        for k in self.TASK_SETTINGS:
+            setattr(self, k, getattr(other, k))
+
     def __init__(self, lib: ModuleLib, fn: ir.Function, abi: KernelABI, arg_specs, lower_table,
                  options: CodegenOptions = CodegenOptions()):
         self.lib = lib
