@@ -202,11 +202,21 @@ class TaskList:
 
 
 def walk(block: Block):
-    """Yield every node of `block` in execution order, descending into nested blocks."""
-    for n in block.nodes:
-        yield n
-        for b in n.blocks:
-            yield from walk(b)
+    """Yield every node of `block` in execution order, descending into nested blocks.
+
+    One generator with a stack of the blocks being walked, not a generator per nesting level: a
+    recursive `yield from` passes each node up through every enclosing level (Genesis' ndarray
+    `kernel_detection`, ~9 levels deep on average, made the compile's walks 68 M generator
+    steps for 7.7 M nodes)."""
+    stack = [iter(block.nodes)]
+    while stack:
+        for n in stack[-1]:
+            yield n
+            if n.blocks:  # its blocks next, in order, then the rest of this one
+                stack.extend([iter(b.nodes) for b in reversed(n.blocks)])
+                break
+        else:
+            stack.pop()
 
 
 def globals_used(block: Block) -> tuple[set, set]:
@@ -237,10 +247,10 @@ def readonly_fields(*blocks: Block) -> frozenset:
 
 def carried_slots(body: Block) -> tuple:
     """Slots stored inside `body` but allocated outside it: the loop-carried locals."""
-    inner, stored = set(), []
+    inner, stored = set(), {}  # a dict: the slots in first-store order, each once
     for n in walk(body):
         if n.op == Op.ALLOCA:
             inner.add(n)
-        elif n.op == Op.STORE and n.srcs[0] not in stored:
-            stored.append(n.srcs[0])
+        elif n.op == Op.STORE:
+            stored.setdefault(n.srcs[0])
     return tuple(s for s in stored if s not in inner)

@@ -30,9 +30,12 @@ def remap_arg(arg, env):
 
 
 def keep(n: Node, srcs, blocks, arg, env):
-    """Default visit: reuse `n` if nothing changed, else a copy with the new parts."""
-    if (all(a is b for a, b in zip(srcs, n.srcs)) and arg is n.arg
-            and all(a is b for a, b in zip(blocks, n.blocks))):
+    """Default visit: reuse `n` if nothing changed, else a copy with the new parts.
+
+    (`==` on these tuples is `is` per element: `Node` compares by identity, and a rebuilt block
+    is either the block itself or one with another node in it; a tuple compare is one C call
+    where a generator per node cost ~2 s of a cold Genesis ndarray build's passes.)"""
+    if srcs == n.srcs and arg is n.arg and blocks == n.blocks:
         return n
     return Node(n.op, n.dtype, srcs, arg, blocks, n.loc)
 
@@ -40,9 +43,10 @@ def keep(n: Node, srcs, blocks, arg, env):
 def rebuild(block: Block, visit=keep, env=None) -> Block:
     env = {} if env is None else env
     out = []
+    get = env.get
     for n in block.nodes:
-        srcs = tuple(env.get(s, s) for s in n.srcs)
-        blocks = tuple(rebuild(b, visit, env) for b in n.blocks)
+        srcs = tuple(map(get, n.srcs, n.srcs))  # env.get(s, s) for each source
+        blocks = tuple([rebuild(b, visit, env) for b in n.blocks]) if n.blocks else ()
         arg = remap_arg(n.arg, env)
         r = visit(n, srcs, blocks, arg, env)
         if r is None:
@@ -55,9 +59,10 @@ def rebuild(block: Block, visit=keep, env=None) -> Block:
         if r is not n:
             env[n] = r
         out.append(r)
-    if len(out) == len(block.nodes) and all(a is b for a, b in zip(out, block.nodes)):
+    out = tuple(out)
+    if out == block.nodes:  # the same nodes (identity: see `keep`)
         return block
-    return Block(tuple(out))
+    return Block(out)
 
 
 def clone_expr(n: Node, memo=None) -> Node:

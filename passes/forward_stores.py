@@ -55,15 +55,27 @@ from kernel_ir.rewrite import keep, remap_arg
 
 def forward_stores(k: KernelIR) -> KernelIR:
     stored = {}  # control node -> slots stored anywhere inside it
-    nodes = tuple(walk(k.body))
-    if not any(n.op == Op.STORE for n in nodes):
+    if not _stores_inside(k.body, stored):
         return k  # no local is stored: no load to forward
-    for n in nodes:
-        if n.blocks:
-            stored[n] = {m.srcs[0] for b in n.blocks for m in walk(b) if m.op == Op.STORE}
     env, pure = {}, _Memo(readonly_fields(k.body))
     body = _block(k.body, {}, env, stored, pure, 0)
     return k if body is k.body else KernelIR(k.name, k.args, body, k.loc)
+
+
+def _stores_inside(block: Block, stored: dict) -> set:
+    """The slots stored anywhere in `block`; records in `stored` each control node's set (one
+    walk, bottom up: a walk per control node was quadratic in the nesting depth)."""
+    slots = set()
+    for n in block.nodes:
+        if n.op == Op.STORE:
+            slots.add(n.srcs[0])
+        if n.blocks:
+            inner = set()
+            for b in n.blocks:
+                inner |= _stores_inside(b, stored)
+            stored[n] = inner
+            slots |= inner
+    return slots
 
 
 def _block(block: Block, known: dict, env: dict, stored: dict, pure: dict, depth: int) -> Block:
