@@ -7,9 +7,12 @@ failed (an index range that may leave its array: never in Genesis' steps, as far
 Inline, LLVM optimised and compiled `L` at -O3 like the hot code, and the copies with their
 checks were about 40 % of a cold Genesis ndarray build (docs/performance.md, "Building a
 Genesis scene"). Here the code generator emits `L` as an internal function `<task>.checked.<k>`
-with `COLD_ATTRS` and calls it from the IF's else branch (weighted unlikely), so LLVM optimises
-it for size (`minsize optsize`: no vectorisers, no unrolling, no non-trivial unswitching) and
-never inlines it back; `L'` and everything else is compiled as before.
+with `COLD_ATTRS` and calls it from the IF's else branch (weighted unlikely), never inlined
+back; `L'` and everything else is compiled as before. The CPU pipeline
+(`cpu_runtime.optimized_module`, `machine_code.checked_copies`) keeps LLVM's optimisation
+pipeline off the copy (`optnone` while it runs), then gives it light passes of its own (its
+locals promoted to SSA values, one instcombine, one CFG simplification) and `minsize optsize`
+for its machine code.
 
 **The same program.** The function body is `L` lowered by the same rules (`FnContext` over the
 new function, the same ABI, checks and switches), with:
@@ -39,9 +42,16 @@ The checked copy's speed matters where a guard fails in every launch: Genesis'
 `optnone` (no optimisation at all) compiled the box ndarray build's modules in 18.5 + 17.2 s of CPU
 (optimisation + machine code) against 25.3 + 20.5 s for `minsize optsize`, but that kernel then
 launched in 102-107 us against main's 92-99 (`n_envs` 256, fastest of 100, five runs each), and
-91-101 us with `minsize optsize` (docs/performance.md, "Checked copies in cold functions"). Both
-compute what the inline copy computes (no fast-math flags anywhere; attributes choose passes,
-not semantics).
+91-101 us with `minsize optsize` (docs/performance.md, "Checked copies in cold functions").
+Optimised with the `minsize optsize` pipeline, the copies were still about a third of the
+build's optimisation and machine code (standalone on the dumped modules: 19.8 + 15.2 s of CPU
+with them, 13.0 + 10.6 s with them as declarations). The light passes instead of that pipeline
+(gbuild6): `kernel_substep_post` compiles in 3.7 against 4.3 s of CPU and launches in 97.8-99.7
+against 96.8-98.4 us (`benchmarks/kernel_replay.py`, the same captured launch, fastest of 300,
+alternating; the same buffers after); `optnone` at machine code too (the fast instruction
+selector and register allocator) compiled in 3.2 s but launched in 102-104 against 98-100 us.
+All compute what the inline copy computes (no fast-math flags anywhere; attributes and passes
+choose code, not semantics).
 """
 from __future__ import annotations
 
@@ -52,10 +62,13 @@ from kernel_ir.ops import LOOPS, Op
 
 from . import lltypes
 from .lltypes import I32, PTR, VOID
+from .machine_code import SUFFIX
 
-COLD_ATTRS = ("noinline", "cold", "minsize", "optsize", "nounwind")
-"""The checked copy's function attributes (module docstring: `optnone` was cheaper to compile
-and slowed a Genesis kernel whose guard fails in every step)."""
+COLD_ATTRS = ("noinline", "cold", "nounwind")
+"""The checked copy's function attributes in the code generator's IR; the CPU pipeline adds
+`optnone` once `machine_code.prepare_checked_copies` has run its light passes (module
+docstring)."""
+
 
 _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
@@ -124,7 +137,7 @@ def lower_call(ctx, region: Block) -> bool:
     ret_t = ir.LiteralStructType([slot_ts[k] for k in outs]) if outs else VOID
     fnty = ir.FunctionType(ret_t, [PTR, PTR, I32] + [ctx.value(s).type for s in params] + slot_ts)
     ctx.lib.checked_copies += 1
-    fn = ir.Function(ctx.lib.module, fnty, f"{ctx.fn.name}.checked.{ctx.lib.checked_copies}")
+    fn = ir.Function(ctx.lib.module, fnty, f"{ctx.fn.name}{SUFFIX}{ctx.lib.checked_copies}")
     fn.linkage = "internal"
     for a in COLD_ATTRS:
         fn.attributes.add(a)

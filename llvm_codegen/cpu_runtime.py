@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
-from . import cpu_pool, perf_map
+from . import cpu_pool, machine_code, perf_map
 
 PARALLEL_MIN = 32768
 PIECE_MIN = 4096        # first piece of a worker's chunk (run() checks for a stop between pieces)
@@ -175,16 +175,26 @@ def optimized_module(llvm_ir: str, tm, triple: str, vectorised: bool = False,
     `speed_level` (3, or 2 for a large module: `machine_code.speed_level`), 2 where
     `vectorised`; the SLP vectoriser where `slp` (not for a huge module: `machine_code.slp`)
     and not `vectorised`."""
-    mod = llvm.parse_assembly(llvm_ir)
-    mod.triple = triple
-    mod.data_layout = str(tm.target_data)
+    mod = _parse(llvm_ir, tm, triple)
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=2 if vectorised else speed_level)
     pto.loop_vectorization = not vectorised
     pto.slp_vectorization = slp and not vectorised
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
+    cold = machine_code.checked_copies(mod)  # skipped by the pipeline: light passes after it
     pb.getModulePassManager().run(mod, pb)
+    if cold:
+        mod = _parse(machine_code.release_checked_copies(str(mod)), tm, triple)
+        # a pass builder of its own: `pb`'s analyses were cached for the module parsed first
+        machine_code.light_passes(mod, cold, llvm.create_pass_builder(tm, pto))
+    return mod
+
+
+def _parse(llvm_ir: str, tm, triple: str) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.triple = triple
+    mod.data_layout = str(tm.target_data)
     return mod
 
 

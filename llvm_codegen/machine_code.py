@@ -1,5 +1,7 @@
 """How a large CPU module is compiled: LLVM's speed level 2; a huge one at level 3 without the
-SLP vectoriser and with the register allocator's smaller budget.
+SLP vectoriser and with the register allocator's smaller budget; versioned loops' checked
+copies (`cold_copy`) outside the optimisation pipeline, with light passes of their own
+(`checked_copies`, `release_checked_copies`, `light_passes`: the docstring of `cold_copy`).
 
 **Speed level 2 for large modules.** A module whose LLVM IR exceeds `CodegenOptions.large_ir`
 bytes (500,000 by default: Genesis' ndarray-mode step kernels, 0.5 to 2.2 MB each) and is not
@@ -45,6 +47,7 @@ allocation, the same results).
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 
 BUDGET_OPTION = "-grow-region-complexity-budget"
@@ -85,3 +88,39 @@ def budget_for(llvm_ir: str, huge_ir: int):
             yield
         finally:
             llvm.set_option("spirad", f"{BUDGET_OPTION}={DEFAULT_BUDGET}")
+
+
+SUFFIX = ".checked."
+"""The name of a versioned loop's checked copy: `<task function>.checked.<k>` (`cold_copy`)."""
+
+LIGHT_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
+"""What a checked copy gets instead of the optimisation pipeline: its locals promoted to SSA
+values (`sroa`), one instcombine and one CFG simplification."""
+
+_HELD = re.compile(r"^(attributes #\d+ = \{[^}]*)\boptnone\b", re.M)
+
+
+def checked_copies(mod) -> list:
+    """The names of the checked copies defined in `mod` (llvmlite module), each marked
+    `optnone` so that the optimisation pipeline skips it (`release_checked_copies` after)."""
+    names = [f.name for f in mod.functions if SUFFIX in f.name and not f.is_declaration]
+    for n in names:
+        mod.get_function(n).add_function_attribute("optnone")
+    return names
+
+
+def release_checked_copies(optimized_ir: str) -> str:
+    """The optimised module's text with the checked copies' `optnone` (the only one spirad
+    emits) replaced by `minsize optsize`: their machine code is then LLVM's usual (`optnone`
+    would also take the fast instruction selector and register allocator)."""
+    return _HELD.sub(r"\1minsize optsize", optimized_ir)
+
+
+def light_passes(mod, names, pass_builder) -> None:
+    """`LIGHT_PASSES` over the functions `names` of `mod`."""
+    import llvmlite.binding as llvm
+    fpm = llvm.create_new_function_pass_manager()
+    for p in LIGHT_PASSES:
+        getattr(fpm, f"add_{p}_pass")()
+    for n in names:
+        fpm.run(mod.get_function(n), pass_builder)

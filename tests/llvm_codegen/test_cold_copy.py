@@ -111,8 +111,8 @@ def _functions(ir: str) -> dict:
 
 @pytest.mark.parametrize("kernel", ["running", "rows"])
 def test_checked_copy_is_a_cold_function(kernel):
-    """The checked original is an internal `cold minsize` function holding the loop's checks;
-    the task function calls it and keeps only the unchecked copy's code (no check of `b`)."""
+    """The checked original is an internal `cold` function holding the loop's checks; the
+    task function calls it and keeps only the unchecked copy's code (no check of `b`)."""
     sd.init(arch=sd.cpu, offline_cache=False)
     if kernel == "running":
         ir = _llvm_ir(running, _arr(np.zeros(5)), _arr(np.zeros(6)), _arr(np.zeros(2)), 5, 1.0)
@@ -122,7 +122,45 @@ def test_checked_copy_is_a_cold_function(kernel):
     cold = {k: v for k, v in fns.items() if ".checked." in k}
     assert len(cold) == 1, list(fns)
     (name, (head, body)), = cold.items()
-    assert head.startswith("internal ") and "minsize" in head and "cold" in head, head
+    assert head.startswith("internal ") and "cold" in head and "noinline" in head, head
     assert body.count("@\"spirad.oob.fail\"") + body.count("@spirad.oob.fail") >= 3
     task = name.split(".checked.")[0]
     assert f"@\"{name}\"" in fns[task][1] or f"@{name}" in fns[task][1]
+
+
+def _optimized(monkeypatch=None, light=None):
+    """(checked copy's head with its attribute groups, its body, the task function's) in the
+    CPU pipeline's optimised IR of `running`; `light`: `machine_code.LIGHT_PASSES` instead."""
+    import re
+
+    from llvm_codegen import machine_code
+    from llvm_codegen.cpu_runtime import CpuRuntime
+    if light is not None:
+        monkeypatch.setattr(machine_code, "LIGHT_PASSES", light)
+    sd.init(arch=sd.cpu, offline_cache=False)
+    ir = _llvm_ir(running, _arr(np.zeros(5)), _arr(np.zeros(6)), _arr(np.zeros(2)), 5, 1.0)
+    _, optimized = CpuRuntime(num_workers=1).compile_object(ir)
+    fns = _functions(optimized)
+    (name, (head, body)), = ((k, v) for k, v in fns.items() if ".checked." in k)
+    groups = dict(re.findall(r"^attributes (#\d+) = \{([^}]*)\}", optimized, re.M))
+    attrs = head + " " + " ".join(groups.get(g, "") for g in re.findall(r"#\d+", head))
+    return attrs, body, fns[name.split(".checked.")[0]][1]
+
+
+def test_checked_copy_gets_light_passes_and_minsize_code():
+    """The CPU pipeline skips the checked copy (`optnone` while it runs), then gives it the
+    light passes (its locals promoted: no `alloca` left) and `minsize optsize` for its machine
+    code; the task function is optimised as before. What the kernel computes, in range and past
+    the end: `test_locals_and_break_in_range_and_past_the_end`."""
+    attrs, body, task = _optimized()
+    assert "optnone" not in attrs and "minsize" in attrs and "optsize" in attrs, attrs
+    assert "alloca" not in body and "oob.fail" in body
+    assert "alloca" not in task
+
+
+def test_the_pipeline_skips_the_checked_copy(monkeypatch):
+    """Without the light passes the checked copy keeps its locals in memory: LLVM's
+    optimisation pipeline (whose SROA promotes every task function's locals) never ran on it."""
+    attrs, body, task = _optimized(monkeypatch, ())
+    assert "alloca" in body and "alloca" not in task
+    assert "optnone" not in attrs and "minsize" in attrs
