@@ -74,6 +74,7 @@ Adstack ABI (tasks containing ADSTACK_* nodes; reverse mode)
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -95,17 +96,31 @@ class KernelABI:
     device_ranges: tuple = ()
 
     def binding_index(self, ref: GlobalRef) -> int:
-        k = _key(ref)
-        for i, r in enumerate(self.bindings):
-            if _key(r) == k:
-                return i
-        raise RuntimeError(f"{ref!r} is not bound by this kernel")
+        i = self._lookups[0].get(_key(ref))
+        if i is None:
+            raise RuntimeError(f"{ref!r} is not bound by this kernel")
+        return i
 
     def shape_offset(self, arg: int, axis: int) -> int:
+        off = self._lookups[1].get((arg, axis))
+        if off is None:
+            raise RuntimeError(f"no shape slot for ndarray arg {arg} axis {axis}")
+        return off
+
+    @functools.cached_property
+    def _lookups(self) -> tuple:
+        """({buffer key: its first binding index}, {(arg, axis): shape slot offset}), built on
+        first use: the code generator asks once per access, and a Genesis ndarray kernel has
+        hundreds of bindings and shape slots (a scan per access was ~1 s of a cold build)."""
+        bindings, shapes = {}, {}
+        for i, r in enumerate(self.bindings):
+            bindings.setdefault(_key(r), i)
         for a, ax, off in self.shape_offsets:
-            if a == arg and ax == axis:
-                return off
-        raise RuntimeError(f"no shape slot for ndarray arg {arg} axis {axis}")
+            shapes.setdefault((a, ax), off)
+        return bindings, shapes
+
+    def __getstate__(self):  # pickled without the lookups (built again on first use)
+        return {k: v for k, v in self.__dict__.items() if k != "_lookups"}
 
     def pack_args(self, args, scalars, extent) -> bytearray:
         """The argument buffer: `args` the kernel's ArgSpecs, `scalars[i]` the value of scalar

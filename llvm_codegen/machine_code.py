@@ -117,10 +117,13 @@ def release_checked_copies(optimized_ir: str) -> str:
 
 
 def light_passes(mod, names, pass_builder) -> None:
-    """`LIGHT_PASSES` over the functions `names` of `mod`."""
+    """`LIGHT_PASSES` over the functions `names` of `mod` that are still there (the pipeline
+    deletes a copy whose call it proved dead: a guard it folded to true)."""
     import llvmlite.binding as llvm
     fpm = llvm.create_new_function_pass_manager()
     for p in LIGHT_PASSES:
         getattr(fpm, f"add_{p}_pass")()
-    for n in names:
-        fpm.run(mod.get_function(n), pass_builder)
+    names = set(names)
+    for f in mod.functions:
+        if f.name in names and not f.is_declaration:
+            fpm.run(f, pass_builder)

@@ -164,3 +164,27 @@ def test_the_pipeline_skips_the_checked_copy(monkeypatch):
     attrs, body, task = _optimized(monkeypatch, ())
     assert "alloca" in body and "alloca" not in task
     assert "optnone" not in attrs and "minsize" in attrs
+
+
+def test_a_checked_copy_the_pipeline_deleted():
+    """A checked copy whose call the pipeline proves dead (its guard folded to true) is deleted
+    by it; the light passes skip it (Genesis' `kernel_substep_inequality` has such copies)."""
+    from llvm_codegen.cpu_runtime import CpuRuntime
+    ir = """
+define internal void @"t.checked.1"(ptr %p) cold noinline nounwind {
+  store i32 1, ptr %p
+  ret void
+}
+define void @t(ptr %p, i32 %n) nounwind {
+  %g = icmp sge i32 %n, %n
+  br i1 %g, label %fast, label %slow
+fast:
+  store i32 2, ptr %p
+  ret void
+slow:
+  call void @"t.checked.1"(ptr %p)
+  ret void
+}
+"""
+    _, optimized = CpuRuntime(num_workers=1).compile_object(ir)
+    assert "checked.1" not in optimized and "store i32 2" in optimized

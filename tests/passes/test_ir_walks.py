@@ -69,3 +69,28 @@ def test_forward_stores_sets_per_control_node():
     assert set(stored) == set(controls)
     for n in controls:
         assert stored[n] == {m.srcs[0] for x in n.blocks for m in walk(x) if m.op == Op.STORE}
+
+
+def test_abi_lookups_first_match_and_pickled_without_memo():
+    """`KernelABI.binding_index` / `shape_offset` through dicts built on first use: the first
+    binding of a buffer, the slot of (arg, axis), RuntimeError where there is none; a pickled
+    ABI carries no lookup tables and answers the same after loading."""
+    import pickle
+
+    import pytest
+
+    from kernel_ir.abi import KernelABI
+    from kernel_ir.nodes import GlobalRef
+    refs = [GlobalRef("ndarray", k, T.f32, 2) for k in range(3)]
+    abi = KernelABI((refs[0], refs[1], refs[0]), (-1, -1, -1), ((0, 0, 8), (0, 1, 12), (1, 0, 16)), 24)
+    assert [abi.binding_index(r) for r in refs[:2]] == [0, 1]
+    assert abi.binding_index(GlobalRef("ndarray", 1, T.f32, 2, name="x")) == 1  # same buffer
+    assert [abi.shape_offset(0, 1), abi.shape_offset(1, 0)] == [12, 16]
+    with pytest.raises(RuntimeError):
+        abi.binding_index(refs[2])
+    with pytest.raises(RuntimeError):
+        abi.shape_offset(1, 1)
+    blob = pickle.dumps(abi)
+    assert b"_lookups" not in blob
+    back = pickle.loads(blob)
+    assert back == abi and back.shape_offset(0, 0) == 8 and back.binding_index(refs[1]) == 1
