@@ -33,7 +33,7 @@ from kernel_ir.nodes import GlobalRef, KernelIR, TaskList, globals_used
 from kernel_ir.ops import Op
 from kernel_ir.rewrite import expr_nodes
 
-from . import offline_cache
+from . import gc_pause, offline_cache
 from ..runtime import state as _state
 from ..backends.base import default_checks
 from ..runtime.launch import DEVICE_BOUNDS, Compiled
@@ -126,16 +126,19 @@ _saved = False   # the last `_stored` call wrote the offline cache
 
 def _logged(kind: str):
     """Log each compile (INFO): the program, whether it was compiled or loaded from the
-    offline cache, and the time it took (`spirad.runtime.logger`)."""
+    offline cache, and the time it took (`spirad.runtime.logger`); the compile runs with the
+    cyclic garbage collector paused (`gc_pause`)."""
     def deco(fn):
         @functools.wraps(fn)
         def compile_logged(*args, **kwargs):
             global _loaded, _saved
             if not logger.isEnabledFor(20):  # logging.INFO
-                return fn(*args, **kwargs)
+                with gc_pause.paused():
+                    return fn(*args, **kwargs)
             _loaded = _saved = False
             t0 = time.perf_counter()
-            c = fn(*args, **kwargs)
+            with gc_pause.paused():
+                c = fn(*args, **kwargs)
             dt = time.perf_counter() - t0
             arch = _state.current().arch
             if _loaded:
