@@ -172,3 +172,15 @@ def test_gradients_follow_the_layout(arch):
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-5)
     if arch == "cpu":
         np.testing.assert_allclose(x.grad._flat_view(), want.T.ravel(), rtol=1e-5)
+
+
+@test_archs(archs=exactly("cpu"))
+def test_taichi_order_field_zero_copy_view(arch):
+    pytest.importorskip("torch")
+    x = sd.field(sd.f32, shape=(3, 5), order="ji")
+    x.from_numpy(_values((3, 5)))
+    t = x.to_torch(copy=False)
+    assert t.stride() == (1, 3)
+    np.testing.assert_array_equal(t.numpy(), _values((3, 5)))
+    t[2, 1] = 5.0
+    assert x[2, 1] == 5.0
