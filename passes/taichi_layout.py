@@ -15,6 +15,12 @@ shape whose address is inside the cells goes where Taichi's goes (DiffTaichi's
 `rigid_body_toi`). Under `debug=True` an index outside the shape keeps its own indices, so the
 bounds check names it as for any field. Runs on what the backend compiles (`driver._program`),
 after autodiff: a gradient field has its primal's layout.
+
+A `Layout.per_axis` field (Quadrants' `sd.tensor(layout=perm)`: its storage only permutes the
+axes) is accessed through the storage's shape with its indices permuted (`_permuted`): the
+same element, no division or remainder, each index checked against its own axis' extent (the
+loops' proofs and versioning see plain loop indices); under `debug=True` it takes the general
+path, whose checks name the index on its own axis.
 """
 from __future__ import annotations
 
@@ -54,6 +60,9 @@ def _visitor(layouts, debug):
         ref = n2.arg
         if n2.op not in GLOBAL_ACCESS or ref.kind != "field" or ref.key not in layouts:
             return n2
+        layout = layouts[ref.key]
+        if layout.per_axis and not debug:
+            return _permuted(n2, layout)
         ndim = ref.ndim
         b = _Builder(n2.loc, T.i64 if math.prod(ref.shape) >= 2**31 else T.i32)
         idx = [b.cast(s) for s in n2.srcs[:ndim]]
@@ -68,6 +77,18 @@ def _visitor(layouts, debug):
         out = Node(n2.op, n2.dtype, tuple(new) + n2.srcs[ndim:], n2.arg, n2.blocks, n2.loc)
         return Splice(b.nodes + [out], out)
     return visit
+
+
+def _permuted(n, layout):
+    """Access `n` of a field whose storage permutes its axes (`Layout.per_axis`): the same
+    element through the storage's shape, its indices in storage order (no arithmetic; each
+    index checked against its own axis' extent, as for any field)."""
+    order = layout.axis_order()
+    ndim = len(order)
+    ref = n.arg
+    shape = tuple(ref.shape[a] for a in order) + tuple(ref.shape[ndim:])
+    idx = tuple(n.srcs[a] for a in order) + n.srcs[ndim:]
+    return Node(n.op, n.dtype, idx, replace(ref, shape=shape), n.blocks, n.loc)
 
 
 class _Builder:

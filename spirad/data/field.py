@@ -711,6 +711,11 @@ class Field(_HostArray):
         layout = layout_of(self)
         return layout is not None and layout.soa
 
+    def _axis_order(self):
+        from .snode_layout import layout_of
+        layout = layout_of(self)
+        return None if layout is None else layout.axis_order()
+
     def _perm(self):
         from .snode_layout import layout_of
         layout = layout_of(self)

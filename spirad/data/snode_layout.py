@@ -28,6 +28,10 @@ Only the others (an axis split over levels: `dense(i, 4).dense(i, 8)`; axes out 
 host reads and writes go through `permutation` (the storage offset of each element). So does
 a vector / matrix field with `layout=SOA` (Taichi places each component apart: component-major
 storage, and an index past one component's cells reaches the next component's, as in Taichi).
+Quadrants' `sd.tensor(layout=perm)` fields are placed as `order=` places them and marked
+`per_axis`: their accesses are the same element through the storage's shape with the indices
+permuted (no address arithmetic; an index outside its axis is out of bounds, as in any field,
+not Taichi's neighbouring cell), and their host views are strided views (`axis_order`).
 
 Each field keeps a storage of its own, in the units of its own elements: fields placed together
 are not interleaved in one buffer (Taichi's AoS cell); an address inside the field's cells is
@@ -38,7 +42,7 @@ docs/coming_from_taichi.md, "Physical layout"). Fields below sparse nodes keep C
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -62,10 +66,14 @@ class Layout:
     comp_shape: tuple
     cells: int
     soa: bool = False  # components apart (Taichi's Layout.SOA): element = component * cells + cell
+    # Quadrants' `sd.tensor(layout=...)`: an axis permutation whose accesses are checked per axis
+    # like any field's (passes/taichi_layout permutes the indices, no address arithmetic)
+    per_axis: bool = False
 
     def key(self) -> tuple:
         """What identifies the arithmetic (compiled code and the offline cache depend on it)."""
-        return tuple((lv.axes, lv.extents, lv.below) for lv in self.levels) + (self.soa,)
+        return tuple((lv.axes, lv.extents, lv.below) for lv in self.levels) + (self.soa,
+                                                                               self.per_axis)
 
     def element(self, cell, comp):
         """The storage element of component `comp` (its C-order number) of `cell`."""
@@ -89,6 +97,16 @@ class Layout:
             term = lin * lv.below if lv.below != 1 else lin
             total = term if total is None else total + term
         return total if total is not None else 0
+
+    def axis_order(self):
+        """The storage order of the axes (outermost first) where the layout only permutes them
+        (one whole axis per level, components together: `sd.tensor(layout=...)`, Taichi's
+        `order=`), else None: then the storage is the C-order array of that axis order."""
+        if self.soa or any(len(lv.axes) != 1 or not lv.axes[0][1] or lv.axes[0][3] != 1
+                           for lv in self.levels):
+            return None
+        order = tuple(lv.axes[0][0] for lv in self.levels)
+        return order if sorted(order) == list(range(len(self.shape))) else None
 
     def permutation(self) -> np.ndarray:
         """The storage element (in the field's own units) of each element, C order over
@@ -128,7 +146,10 @@ def layout_of(f) -> Layout | None:
         return None
     if tuple(shape) != tuple(f.shape):
         raise RuntimeError(f"field {f.name}: shape {f.shape} differs from its node's {shape}")
-    return Layout(levels, tuple(f.shape), tuple(f.comp_shape), math.prod(f.shape), soa)
+    layout = Layout(levels, tuple(f.shape), tuple(f.comp_shape), math.prod(f.shape), soa)
+    if getattr(owner, "_per_axis", False) and layout.axis_order() is not None:
+        layout = replace(layout, per_axis=True)
+    return layout
 
 
 def _build(levels):

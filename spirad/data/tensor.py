@@ -9,9 +9,14 @@ itself and makes `Tensor` a type that every field and ndarray is an instance of 
 parameter annotation `sd.Tensor` accepts either kind: a field is bound at compile time (like
 `template()`), an ndarray is a launch argument (like `types.ndarray()`).
 
-`layout=` (the physical axis order) is validated and otherwise ignored: spirad stores every
-tensor in its canonical order, which gives the same values; it is a performance hint in
-Quadrants. `TensorSurface` holds the host-side methods Quadrants adds to both kinds
+`layout=` (the physical axis order, outermost first: Genesis lays its constraint solver's
+`(rows, envs)` tensors out `(1, 0)`, environment first, where a serial loop over environments
+reads them) is validated; a field is stored in that order (placed as Taichi's `order=` places
+it, with `Layout.per_axis`: kernels index the storage with the indices permuted, each checked
+against its own axis as in any field; host reads and `to_torch(copy=False)` see the logical
+array, a strided view), which gives the same values with each environment's rows together in
+memory (docs/performance.md, "Quadrants' tensor layouts"); an ndarray keeps its canonical
+order. `TensorSurface` holds the host-side methods Quadrants adds to both kinds
 (`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`;
 module `tensor_surface`, which fields import without importing this module).
 """
@@ -75,6 +80,16 @@ def _check_layout(shape, layout):
         raise SpiradValueError(f"layout={layout!r} is not a permutation of range({len(shape)})")
 
 
+def _field_order(shape, layout):
+    """Taichi's `order=` string of a field whose `layout` permutes its axes (None: C order)."""
+    if layout is None or layout in (Layout.AOS, Layout.SOA):
+        return None
+    layout = tuple(layout)
+    if layout == tuple(range(len(shape))):
+        return None
+    return "".join("ijklmnop"[a] for a in layout)
+
+
 def _shape(shape):
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
@@ -86,6 +101,12 @@ def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=Fal
     shape = _shape(shape)
     _check_layout(shape, layout)
     if Backend(backend) == Backend.FIELD:
+        order = _field_order(shape, layout)
+        if order is not None:
+            from .field import placed_field
+            f = placed_field(dtype, shape, needs_grad, "", False, None, order, soa=False)
+            f._per_axis = True  # checked per axis (spirad.data.snode_layout.Layout.per_axis)
+            return f
         return field(dtype, shape=shape, needs_grad=needs_grad)
     return ndarray(dtype, shape=shape, needs_grad=needs_grad)
 

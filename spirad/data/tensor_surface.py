@@ -31,13 +31,25 @@ class TensorSurface:
         `words_for_bools`: those words, as int32)."""
         from ..runtime import state as _state
         from kernel_ir import dtypes as T
-        if (self.dtype == T.u1 and not words_for_bools) or self._perm() is not None or \
+        order = self._axis_order() if self._perm() is not None else None
+        if (self.dtype == T.u1 and not words_for_bools) or \
+                (self._perm() is not None and order is None) or \
                 _state.backend().host_storage(self._storage()) is None:
             return None
         from ..runtime.program_hooks import materialize_if_needed
         materialize_if_needed()  # exported memory: deferred fills first (spirad.runtime.program_hooks)
-        view = self._view()
+        if order is not None:  # axes permuted in storage: a strided view in index order
+            view = self._flat_view().reshape(tuple(self.shape[a] for a in order)
+                                             + tuple(self.comp_shape))
+            view = view.transpose(tuple(np.argsort(order))
+                                  + tuple(range(len(order), view.ndim)))
+        else:
+            view = self._view()
         return view.view(np.int32) if self.dtype == T.u1 else view
+
+    def _axis_order(self):
+        """The storage order of the axes where the storage only permutes them, else None."""
+        return None
 
     def to_dlpack(self, versioned: bool = False):
         view = self._zero_copy_view()
