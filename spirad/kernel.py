@@ -313,12 +313,15 @@ class Kernel(PyFunction):
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
-    def compile(self, args) -> _launch.Compiled:
-        """The forward program for these arguments' signature (compiled on first use)."""
-        return self._forward(args)[1]
+    def compile(self, args, specialise: bool = True) -> _launch.Compiled:
+        """The forward program for these arguments' signature (compiled on first use);
+        `specialise=False`: the generic one, for a caller that launches it with ndarrays of
+        other shapes (`gpu_sizer.kernels`: it bypasses the launch path's choice)."""
+        return self._forward(args, specialise)[1]
 
-    def _forward(self, args) -> tuple:
-        """(its cache key, the forward program) for these arguments' signature."""
+    def _forward(self, args, specialise: bool = True) -> tuple:
+        """(its cache key, the forward program) for these arguments' signature (and shapes:
+        `_specialised_shapes`)."""
         st = _state.current()
         key, specs = self._signature(args, st)
         ck = (st.epoch, st.arch, st.layout_version, key)
@@ -329,7 +332,7 @@ class Kernel(PyFunction):
             self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
             self._first_shapes = {k: v for k, v in self._first_shapes.items()
                                  if k[0] == ck[0] and k[2] == ck[2]}
-        shapes = self._specialised_shapes(ck, args)
+        shapes = self._specialised_shapes(ck, args) if specialise else None
         if shapes is not None:
             ck += (tuple(sorted(shapes.items())),)
         c = self._cache.get(ck)

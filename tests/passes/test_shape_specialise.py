@@ -19,7 +19,8 @@ from kernel_ir.errors import SpiradOutOfBoundsError
 from kernel_ir.index_range import checked_accesses
 from kernel_ir.nodes import VERSIONED, walk
 from kernel_ir.ops import Op
-from tests.support.archs import EVERY_ARCH, test_archs
+from tests.support.archs import EVERY_ARCH, exactly, test_archs
+from tests.support.random_grad_check import check_program
 
 SHAPES = ((3, 5), (4, 2), (3, 5), (4, 2), (6, 7))
 
@@ -191,3 +192,12 @@ def test_graph_replay_after_a_shape_change(arch):
         g.replay()
         g.replay(s=2.0)
         np.testing.assert_array_equal(a.to_numpy(), before + (1 + n) + (2 + n))
+
+
+@test_archs(exactly("vulkan"), default_fp=sd.f64)
+def test_the_gpu_sizer_launches_its_generic_programs(arch):
+    """scripts/fuzz_grad.py --features jumps, seed 230012: the GPU sizer launches its kernels
+    outside the launch path (`gpu_sizer.kernels`) with scratch ndarrays that grow; the program
+    of the first launch, specialised on 64-element scratch arrays, indexed a larger launch's
+    past its constant extent (`SpiradOutOfBoundsError` in `sizer_eval`)."""
+    check_program(230012, features=("jumps",))
