@@ -2,7 +2,9 @@
 
 A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar
 types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
-identity of template arguments (`spirad.compile.driver`). The layout version (`state.layout_version`)
+identity of template arguments (`spirad.compile.driver`); a signature with ndarrays is compiled
+for the shapes of its first launch (passes/shape_specialise) and, for any other shapes, once
+more shape-agnostic (`_specialised_shapes`). The layout version (`state.layout_version`)
 changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
@@ -633,6 +635,7 @@ def _forget(kernel_ref, ck) -> None:
     k = kernel_ref()
     if k is not None:
         k._cache.pop(ck, None)
+        k._first_shapes.pop(ck[:4], None)  # (the signature without shapes)
         k._derived = {key: v for key, v in k._derived.items() if key[0] != ck}
 
 
