@@ -11,6 +11,8 @@ the constants prove in range has no check left (the IR-level test fails without 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -201,3 +203,29 @@ def test_the_gpu_sizer_launches_its_generic_programs(arch):
     of the first launch, specialised on 64-element scratch arrays, indexed a larger launch's
     past its constant extent (`SpiradOutOfBoundsError` in `sizer_eval`)."""
     check_program(230012, features=("jumps",))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    src: sd.types.ndarray()
+    dst: sd.types.ndarray()
+
+
+@test_archs(EVERY_ARCH)
+def test_dataclass_member_ndarrays_a_b_a(arch):
+    """The ndarrays of a dataclass argument are launch arguments too: their shapes key the
+    program like a plain ndarray's."""
+    sd.init(arch=arch)
+
+    @sd.kernel
+    def copy_rows(p: _Pair, s: sd.f32):
+        for i in range(p.dst.shape[0]):
+            for j in range(p.src.shape[1]):
+                p.dst[i, j] = p.src[i, j] * s + p.src.shape[1]
+
+    for n, m in ((2, 3), (4, 5), (2, 3)):
+        sv = np.arange(n * m, dtype=np.float32).reshape(n, m)
+        p = _Pair(_arr(sv), _arr(np.zeros((n, m))))
+        copy_rows(p, 2.0)
+        np.testing.assert_array_equal(p.dst.to_numpy(), sv * 2 + m)
+    assert len(copy_rows._cache) == 2
