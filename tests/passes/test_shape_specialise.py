@@ -229,3 +229,24 @@ def test_dataclass_member_ndarrays_a_b_a(arch):
         copy_rows(p, 2.0)
         np.testing.assert_array_equal(p.dst.to_numpy(), sv * 2 + m)
     assert len(copy_rows._cache) == 2
+
+
+@test_archs(EVERY_ARCH)
+def test_tape_with_shapes_a_b_a(arch):
+    """A Tape's backward pass launches the adjoint of the program each launch ran."""
+    sd.init(arch=arch)
+    loss = sd.field(sd.f32, shape=(), needs_grad=True)
+
+    @sd.kernel
+    def sq(x: sd.types.ndarray()):
+        for i in range(x.shape[0]):
+            loss[None] += x[i] * x[i] * x.shape[0]
+
+    for n in (3, 5, 3, 5):
+        xv = np.arange(1, n + 1, dtype=np.float32)
+        x = _arr(xv, needs_grad=True)
+        loss[None] = 0.0
+        with sd.ad.Tape(loss=loss):
+            sq(x)
+        np.testing.assert_allclose(loss[None], (xv * xv).sum() * n, rtol=1e-6)
+        np.testing.assert_allclose(x.grad.to_numpy(), 2 * xv * n, rtol=1e-6)
