@@ -2,7 +2,9 @@
 
 A kernel is compiled once per (init epoch, arch, layout version, argument signature): scalar
 types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
-identity of template arguments (`spirad.compile.driver`). The layout version (`state.layout_version`)
+identity of template arguments (`spirad.compile.driver`); a signature with ndarrays is compiled
+for the shapes of its first launch (passes/shape_specialise) and, for any other shapes, once
+more shape-agnostic (`_specialised_shapes`). The layout version (`state.layout_version`)
 changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
@@ -31,6 +33,8 @@ from .runtime import state as _state
 from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
                              held_weakly)
 from .func import PyFunction, check_string_annotations
+from . import options as _options
+from passes.shape_specialise import specialisable
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
 from .data.ndarray import Ndarray
@@ -51,7 +55,10 @@ class Kernel(PyFunction):
     Compiled once per argument signature, at the first call."""
     def __init__(self, fn):
         super().__init__(fn)
-        self._cache: dict = {}      # (epoch, arch, layout version, signature key) -> Compiled
+        self._cache: dict = {}      # (epoch, arch, layout version, signature key[, ndarray
+                                    # shapes: a specialised program]) -> Compiled
+        self._first_shapes: dict = {}  # that key without shapes -> the shapes of its first
+                                       # launch (`_specialised_shapes`)
         self._derived: dict = {}    # (that key, mode) -> the adjoint / forward-mode / validation
                                     # program of that forward program (`_derive`)
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
@@ -76,6 +83,7 @@ class Kernel(PyFunction):
         """Drop every compiled program and plan (a new init(): they hold the old memory)."""
         self._cache = {}
         self._derived = {}
+        self._first_shapes = {}
         self._plans = [None] * len(self._plans)
         self._last = [None] * len(self._last)
         self._fast = None
@@ -307,12 +315,15 @@ class Kernel(PyFunction):
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
-    def compile(self, args) -> _launch.Compiled:
-        """The forward program for these arguments' signature (compiled on first use)."""
-        return self._forward(args)[1]
+    def compile(self, args, specialise: bool = True) -> _launch.Compiled:
+        """The forward program for these arguments' signature (compiled on first use);
+        `specialise=False`: the generic one, for a caller that launches it with ndarrays of
+        other shapes (`gpu_sizer.kernels`: it bypasses the launch path's choice)."""
+        return self._forward(args, specialise)[1]
 
-    def _forward(self, args) -> tuple:
-        """(its cache key, the forward program) for these arguments' signature."""
+    def _forward(self, args, specialise: bool = True) -> tuple:
+        """(its cache key, the forward program) for these arguments' signature (and shapes:
+        `_specialised_shapes`)."""
         st = _state.current()
         key, specs = self._signature(args, st)
         ck = (st.epoch, st.arch, st.layout_version, key)
@@ -321,13 +332,33 @@ class Kernel(PyFunction):
             # changes what the adjoint differentiates, so those programs are rebuilt too
             self._cache = {k: v for k, v in self._cache.items() if k[0] == ck[0] and k[2] == ck[2]}
             self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
+            self._first_shapes = {k: v for k, v in self._first_shapes.items()
+                                 if k[0] == ck[0] and k[2] == ck[2]}
+        shapes = self._specialised_shapes(ck, args) if specialise else None
+        if shapes is not None:
+            ck += (tuple(sorted(shapes.items())),)
         c = self._cache.get(ck)
         if c is None:
-            c = self._cache[ck] = compile_forward(self, specs, st)
+            c = self._cache[ck] = compile_forward(self, specs, st, shapes)
             for sp in specs:
                 if sp[0] == "template" and held_weakly(sp[1]):
                     weakref.finalize(sp[1], _forget, weakref.ref(self), ck)
         return ck, c
+
+    def _specialised_shapes(self, ck, args):
+        """The ndarray shapes (flat argument index -> full shape) the program of signature `ck`
+        is specialised on for `args` (passes/shape_specialise), or None: the generic program.
+        A signature's first launch decides: its shapes get the specialised program, every other
+        shape set the generic one (compiled once, at the first such launch: a kernel taking
+        index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
+        always the generic one. Sound as a plan is reused only for the same ndarray objects
+        (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at creation."""
+        shapes = {i: tuple(a.full_shape) for i, a in enumerate(self.flat(args))
+                  if isinstance(a, Ndarray)}
+        if not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE"):
+            return None
+        first = self._first_shapes.setdefault(ck, shapes)
+        return shapes if first == shapes else None
 
     def _derive(self, args, mode: int, make) -> _launch.Compiled:
         """The program of `mode` derived from this signature's forward one by `make(forward)`,
@@ -604,6 +635,7 @@ def _forget(kernel_ref, ck) -> None:
     k = kernel_ref()
     if k is not None:
         k._cache.pop(ck, None)
+        k._first_shapes.pop(ck[:4], None)  # (the signature without shapes)
         k._derived = {key: v for key, v in k._derived.items() if key[0] != ck}
 
 

@@ -179,6 +179,10 @@ SWITCHES = {s.name: s for s in (
            ("0", "1", "objects")),
     Switch("SPIRAD_CPU_SPMD", "off", True,
            "`0`: CPU range tasks never run in SIMD lanes ([cpu_spmd.md](cpu_spmd.md))"),
+    Switch("SPIRAD_SHAPE_SPECIALISE", "off", True,
+           "`0`: a kernel taking ndarrays is compiled shape-agnostic only, not also for the "
+           "shapes of its first launch (constant extents: fewer bounds checks, "
+           "[language.md](language.md#ndarrays))"),
     Switch("SPIRAD_INDEPENDENT_LOOPS", "flag", False,
            "`1`: serialised top-level loops whose iterations are provably independent run in "
            "parallel on the CPU (off by default: slower on Genesis so far, "

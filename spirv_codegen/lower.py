@@ -414,7 +414,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
     def _dims(self, ref) -> list:
         """Extents of every axis; axis 0 is never needed for C-order linearisation (None)."""
         E = self.E
-        if ref.kind == "ndarray":
+        if ref.kind == "ndarray" and ref.shape is None:  # (a shape: passes/shape_specialise)
             if ref.ndim == 0:  # a 0-d ndarray: one element, no index
                 return []
             return [None] + [self.io.ndarray_shape(ref.key, ax) for ax in range(1, ref.ndim)]
@@ -440,7 +440,7 @@ class TaskLowerer(BoundsChecks, LoopCap):
     def _extents(self, ref) -> list:
         """i32 extent ids of every axis (bounds checks)."""
         E = self.E
-        if ref.kind == "ndarray":
+        if ref.kind == "ndarray" and ref.shape is None:
             return [self.io.ndarray_shape(ref.key, ax) for ax in range(ref.ndim)]
         if ref.shape is None:
             return [E.c(1, i32)] * ref.ndim

@@ -46,6 +46,7 @@ from passes.offload import offload
 from passes.demote_atomics import demote_atomics
 from passes.deterministic import serialise
 from passes.promote_accumulators import promote_accumulators
+from passes.shape_specialise import specialise_shapes
 from passes.simplify import simplify_kernel, simplify_tasks
 from passes.taichi_layout import taichi_addresses
 from passes.bounds_versioning import version_loops
@@ -59,9 +60,11 @@ KERNEL_STAGES = (("inline", inline_calls), ("forward_stores", forward_stores),
 TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
-def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = False):
-    """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering).
-    Returns (task list, its copy with the provably independent serialised loops parallel
+def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = False,
+          shapes=None):
+    """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering);
+    `shapes`: ndarray argument index -> full shape, the extents made constants after inlining
+    (passes/shape_specialise; None: a generic program). Returns (task list, its copy with the provably independent serialised loops parallel
     (passes/independent_loops), or None: not `independent`, or no loop qualifies)."""
     if verify:
         verifier.verify_kernel(k)
@@ -69,6 +72,8 @@ def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = Fa
         k = stage(k)
         if name == "inline" and prints is not None:
             k = lower_prints(k, prints)
+        if name == "inline" and shapes:
+            k = specialise_shapes(k, shapes)
         if verify:
             verifier.verify_kernel(k, inlined=True)
     tl = _tasks(k, verify)
@@ -154,10 +159,12 @@ def _logged(kind: str):
 
 
 @_logged("forward")
-def compile_forward(kernel, specs, state) -> Compiled:
-    """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`)."""
+def compile_forward(kernel, specs, state, shapes=None) -> Compiled:
+    """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`);
+    `shapes` (ndarray argument index -> full shape, or None): the program specialised on them
+    (passes/shape_specialise), run only for launches of exactly these shapes (`Kernel._forward`)."""
     with _Deep(kernel.fn.__name__):
-        return _compile_forward(kernel, specs, state)
+        return _compile_forward(kernel, specs, state, shapes)
 
 
 def held_weakly(a) -> bool:
@@ -170,18 +177,20 @@ def held_weakly(a) -> bool:
         and not isinstance(a, type)
 
 
-def _compile_forward(kernel, specs, state) -> Compiled:
+def _compile_forward(kernel, specs, state, shapes=None) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
     templates = tuple(weakref.ref(sp[1]) if sp[0] == "template" and held_weakly(sp[1]) else sp[1]
                       for sp in specs if sp[0] in ("template", "struct"))
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
+    if shapes:  # a specialisation is never served to a launch of other shapes
+        key = offline_cache.derived_key(key, f"shapes {sorted(shapes.items())!r}")
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
         from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
         tl, ptl = lower(kir, verify=debug_enabled(state), prints=state.prints,
-                        independent=independent_loops(state))
+                        independent=independent_loops(state), shapes=shapes)
         c = _stored(_program(tl, state, None, templates, returns, cache_key=key, parallel=ptl))
     return c
 
@@ -429,7 +438,8 @@ def grad_of_factory(args, state):
         if ref.kind == "ndarray":
             if ref.grad or not args[ref.key].needs_grad:
                 return None
-            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".grad", True)
+            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, ref.shape, ref.name + ".grad",
+                             True)  # (`shape`: set in a program specialised on its shapes)
         if ref.kind == "temp" and ref.dtype.is_float and not ref.grad:
             return GlobalRef("temp", ref.key, ref.dtype, 1, (1,), ref.name + ".grad", True)
         return None
@@ -448,7 +458,7 @@ def dual_of_factory(args, state):
             d = f._dual
             return GlobalRef("field", d.id, d.dtype, ref.ndim, ref.shape, d.name)
         if ref.kind == "ndarray" and not (ref.grad or ref.dual) and args[ref.key].needs_dual:
-            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, None, ref.name + ".dual",
+            return GlobalRef("ndarray", ref.key, ref.dtype, ref.ndim, ref.shape, ref.name + ".dual",
                              dual=True)
         return None
     return dual_of

@@ -542,7 +542,9 @@ def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always)
     """ndarray mode: the env count is a run-time shape, so the loop is made parallel at compile
     time; a launch over one environment (below `Adaptive.min_split`) is never split and runs as
     the serial code's one call — eager launches and the backend's record alike never consult
-    or time the task's `Adaptive` — with the serial values; 16 environments (split) do."""
+    or time the task's `Adaptive` — with the serial values; 16 environments (split) do. (The
+    generic program: one specialised on one environment has a constant one-trip loop.)"""
+    monkeypatch.setenv("SPIRAD_SHAPE_SPECIALISE", "0")
     asked = []
     for name in ("run", "unsplit", "splits"):
         orig = getattr(work_estimate.Adaptive, name)

@@ -3,7 +3,9 @@
 They are ordinary spirad kernels, compiled by the backend's own code generator on first use.
 A sizer launch skips the signature check of `Kernel.__call__`: the runner always passes the same
 argument kinds, so the program compiled for the first call serves every later one (per template
-variant: `sizer_minmax` is specialised on the leaf dtype code).
+variant: `sizer_minmax` is specialised on the leaf dtype code): the generic program, not one
+specialised on the first call's ndarray shapes (passes/shape_specialise), as the scratch
+ndarrays grow.
 """
 from __future__ import annotations
 
@@ -42,5 +44,6 @@ class SizerKernels:
         if c is None:
             if self._module is None:
                 self._module = load_kernel_module()
-            c = self._compiled[(name, variant)] = getattr(self._module, name).compile(args)
+            c = self._compiled[(name, variant)] = getattr(self._module, name).compile(
+                args, specialise=False)  # its scratch ndarrays grow: never one shape set
         run_internal(c, args)
