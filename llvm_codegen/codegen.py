@@ -32,7 +32,7 @@ from kernel_ir.dtypes import i32, i64
 from kernel_ir.nodes import Task, TaskList, walk
 from kernel_ir.ops import LOOPS, Op
 
-from . import math_policy, spmd
+from . import local_arrays, math_policy, spmd
 from .context import CodegenError, FnContext, ModuleLib
 from .lltypes import I32, I64, PTR, VOID
 from .lower_adstack import LOWER_ADSTACK, setup_adstacks
@@ -108,6 +108,8 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.setup_spmd(width, why)
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER, options)
+        if lib.target.arch == "cpu":
+            ctx.local_arrays = local_arrays.plan(task) or None
     ctx.worker = fn.args[4]
     ctx.task_index = task_index
     ctx.variant_sites = variant_sites(task)

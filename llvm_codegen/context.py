@@ -15,7 +15,7 @@ from llvmlite import ir
 from kernel_ir.abi import LLVM_STATUS, KernelABI
 from kernel_ir.nodes import Block, GlobalRef, Node
 
-from . import lltypes
+from . import local_arrays, lltypes
 from .lltypes import I32, I64, PTR
 from .options import CodegenOptions
 from .target import CPU, INTRINSIC_MATH, Target, math_symbol
@@ -103,6 +103,7 @@ class FnContext:
         self.oob_safe = frozenset()  # accesses proven in range (kernel_ir.index_range): unchecked
         self.current: Node = None  # the node being lowered
         self.variant_sites: frozenset = frozenset()  # math nodes worth a vector variant (lower_math)
+        self.local_arrays = None  # local_arrays.Plan of a scalar CPU task (None: none)
         self._status = None
         self._bufs: dict[int, ir.Value] = {}
         self._shapes: dict[tuple, ir.Value] = {}
@@ -151,7 +152,10 @@ class FnContext:
                                    f"functions with an `expand` in kernel_ir.mathfns are expanded "
                                    f"before code generation: passes.expand_math)")
             self.current = n
-            v = rule(self, n)
+            if self.local_arrays is not None and local_arrays.handles(self, n):
+                v = local_arrays.lower(self, n)
+            else:
+                v = rule(self, n)
             if v is not None:
                 self.env[n] = v
 
