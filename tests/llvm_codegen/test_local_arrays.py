@@ -6,19 +6,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from llvm_codegen import codegen
-
-
-def _programs(monkeypatch):
-    progs = []
-    orig = codegen.compile_tasks
-
-    def recorded(*a, **k):
-        p = orig(*a, **k)
-        progs.append(p)
-        return p
-    monkeypatch.setattr(codegen, "compile_tasks", recorded)
-    return progs
+from tests.support.driver_spy import recorded_cpu_code
 
 
 def _gather(rows, picks):
@@ -72,7 +60,7 @@ def test_gather_matches_numpy_and_uses_an_array(monkeypatch, n_rows):
     rng = np.random.default_rng(n_rows)
     rows = rng.uniform(-3, 3, (n_rows, 3)).astype(np.float32)
     picks = [(0, 1), (3, 2), (2, 0), (7, 1), (-1, 0), (4, 5), (1, -2), (0, 14), (5, 0)]
-    progs = _programs(monkeypatch)
+    progs = recorded_cpu_code(monkeypatch)
     sd.init(arch=sd.cpu, offline_cache=False)
     got = _gather(rows, picks)
     assert "local.array" in "\n".join(p.llvm_ir for p in progs)  # the 5x3 local: one array

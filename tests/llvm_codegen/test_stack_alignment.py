@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import spirad as sd
-from llvm_codegen import codegen
+from tests.support.driver_spy import recorded_cpu_code
 from llvm_codegen.codegen import STACK_ALIGN
 from tests.autodiff.test_spmd_grad import kb  # bench_autodiff's kernel b
 
@@ -24,14 +24,7 @@ from tests.autodiff.test_spmd_grad import kb  # bench_autodiff's kernel b
 def _kernel_b_programs(monkeypatch):
     """Compile and run kernel b (four loop-carried values, sin / cos, trip count read from a
     field) and its gradient on the CPU; the CpuCode records code generation produced."""
-    progs = []
-    orig = codegen.compile_tasks
-
-    def recorded(*a, **k):
-        p = orig(*a, **k)
-        progs.append(p)
-        return p
-    monkeypatch.setattr(codegen, "compile_tasks", recorded)
+    progs = recorded_cpu_code(monkeypatch)
     sd.init(arch=sd.cpu, offline_cache=False, ad_stack_experimental_enabled=True)
     n = 64
     x = sd.field(sd.f32, n, needs_grad=True)

@@ -23,6 +23,19 @@ def versioned_task_lists():
         driver.version_loops = orig
 
 
+def recorded_cpu_code(monkeypatch) -> list:
+    """A list that every later `llvm_codegen.codegen.compile_tasks` call (until the test ends)
+    appends its compiled code to: what the CPU backend compiled, in order."""
+    import llvm_codegen.codegen as cg
+    seen, orig = [], cg.compile_tasks
+
+    def recorded(*a, **k):
+        seen.append(orig(*a, **k))
+        return seen[-1]
+    monkeypatch.setattr(cg, "compile_tasks", recorded)
+    return seen
+
+
 def cpu_compiles(kernel, *args) -> list:
     """(task list, compiled code) of every `llvm_codegen.codegen.compile_tasks` call that
     launching `kernel(*args)` (then a sync) makes: what the CPU backend compiled."""
