@@ -65,11 +65,13 @@ class Program:
         st.layout_version += 1
 
     def get_num_compiled_functions(self) -> int:
-        """How many kernel programs this init() compiled (one per kernel and argument
-        signature, as Taichi counts its kernel instances; adjoints not counted)."""
+        """How many kernel programs this init() compiled, counted as Taichi counts its kernel
+        instances: one per kernel and argument signature (a program specialised on ndarray
+        shapes and that signature's generic one count once: `Kernel._specialised_shapes`;
+        adjoints not counted)."""
         st = _state.current()
-        return sum(1 for k in list(_state.kernels) for key in getattr(k, "_cache", {})
-                   if key[0] == st.epoch)
+        return sum(len({key[:4] for key in getattr(k, "_cache", {}) if key[0] == st.epoch})
+                   for k in list(_state.kernels))
 
     def config(self):
         """The current init()'s arch and debug flag (Taichi's `prog.config()`)."""

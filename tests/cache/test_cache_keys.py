@@ -357,9 +357,10 @@ print(json.dumps({"v": st.inner.v.to_numpy().tolist(), "acc": float(acc[None]),
 
 def test_dataclass_arguments_are_cached(tmp_path):
     """A kernel with a dataclass argument is stored and loaded by another process: its ndarrays
-    by signature (another size hits), its plain values by value (another one misses), members
-    the kernel never reads not described (an uncacheable lock does not matter)."""
-    for s, n, hits in ((2.0, 4, 0), (2.0, 6, 1), (3.0, 4, 0), (2.0, 4, 1)):
+    by signature and, as a process's first launch is specialised on them, by their shapes
+    (another size misses: passes/shape_specialise), its plain values by value (another one
+    misses), members the kernel never reads not described (an uncacheable lock does not matter)."""
+    for s, n, hits in ((2.0, 4, 0), (2.0, 6, 0), (3.0, 4, 0), (2.0, 4, 1), (2.0, 6, 1)):
         got = _run(tmp_path, STRUCTS, "cpu", S=str(s), N=str(n))
         assert got["v"] == [s * i * i for i in range(n)]
         assert got["acc"] == sum(range(n))

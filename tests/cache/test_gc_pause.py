@@ -20,11 +20,11 @@ def _double(a: sd.types.ndarray(), b: sd.types.ndarray()):
 def _spy(monkeypatch, seen, fail=False):
     orig = driver._compile_forward
 
-    def compile_forward(kernel, specs, state):
+    def compile_forward(kernel, specs, state, shapes=None):
         seen.append(gc.isenabled())
         if fail:
             raise RuntimeError("probe")
-        return orig(kernel, specs, state)
+        return orig(kernel, specs, state, shapes)
     monkeypatch.setattr(driver, "_compile_forward", compile_forward)
 
 
