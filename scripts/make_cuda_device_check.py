@@ -6,8 +6,8 @@ with an NVIDIA GPU and no llvmlite.
 
 Two parts:
 
-1. Workloads (scaled). The kernels use ndarrays (their extents are launch arguments), so the PTX
-   does not depend on N. They run once here on the emulated CUDA backend
+1. Workloads (scaled). The kernels use ndarrays (their extents are launch arguments in the
+   shape-agnostic programs compiled here), so the PTX does not depend on N. They run once here on the emulated CUDA backend
    (SPIRAD_CUDA_EMULATE=1; SPIRAD_SHAPE_SPECIALISE=0, so no program is specialised on that N's
    shapes) at a small N with the launches recorded: per task the PTX symbol, its
    range, its buffer table (ndarrays, their grads, the adstack metadata words and heaps, the
