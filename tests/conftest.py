@@ -50,6 +50,28 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+def _spirad_environment():
+    return {k: v for k, v in os.environ.items() if k.startswith("SPIRAD_")}
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_options():
+    """A test that changes a SPIRAD_* variable without restoring it (a script loaded in-process
+    that sets one at import, say) would change every later test in its worker, depending on the
+    order xdist deals them: fail the leaking test, and restore the variables."""
+    before = _spirad_environment()
+    yield
+    after = _spirad_environment()
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for k in changed:
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                del os.environ[k]
+        pytest.fail(f"the test left SPIRAD_* variables changed (restored now): {', '.join(changed)}")
+
+
 @pytest.fixture(autouse=True)
 def _fail_on_validation_messages():
     yield

@@ -143,6 +143,8 @@ def test_runner_replays_the_bundle_and_its_checks_pass(tmp_path, monkeypatch, ca
     """The runner's replay (buffer tables, argument patching to N, heaps sized for its grid,
     fills, status words, sampled checks) on emulated programs at N = 4096 and 12288."""
     monkeypatch.setenv("SPIRAD_CUDA_EMULATE", "1")
+    # the script, loaded in this process, sets it at import: restored after the test
+    monkeypatch.setenv("SPIRAD_SHAPE_SPECIALISE", "0")
     from tests.support.archs import arch_or_skip
     arch_or_skip("cuda")
     from tests.gpu_llvm.kernels import capture
