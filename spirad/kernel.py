@@ -37,7 +37,7 @@ from . import options as _options
 from passes.shape_specialise import specialisable
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
-from .data.ndarray import Ndarray
+from .data.ndarray import Ndarray, signature as ndarray_signature
 from .recording.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
 from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
@@ -206,8 +206,7 @@ class Kernel(PyFunction):
                 if same is not None:  # one ndarray passed twice: one buffer in the program
                     spec = ("ndarray_alias", same)
                 else:
-                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad,
-                            a.needs_dual)
+                    spec = ndarray_signature(a)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, (VectorType, MatrixType)):
@@ -242,7 +241,7 @@ class Kernel(PyFunction):
                 key.append(("struct", struct_key(a)))
             elif _is_tensor_annotation(ann):  # sd.Tensor: a field (template) or an ndarray
                 if isinstance(a, Ndarray):
-                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                    spec = ndarray_signature(a)
                     specs.append(spec)
                     key.append(spec)
                 else:
@@ -353,7 +352,7 @@ class Kernel(PyFunction):
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
         always the generic one. Sound as a plan is reused only for the same ndarray objects
         (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at creation."""
-        shapes = {i: tuple(a.full_shape) for i, a in enumerate(self.flat(args))
+        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(self.flat(args))
                   if isinstance(a, Ndarray)}
         if not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE"):
             return None
@@ -446,7 +445,7 @@ class Kernel(PyFunction):
                 v = views.get(i)
                 if v is None or v[0] is not a:
                     v = views[i] = (a, Ndarray._alias(a._storage(), a.dtype, a.shape,
-                                                      comp_shape=a.comp_shape))
+                                                      comp_shape=a.comp_shape, layout=a.layout))
                 v[1].generation += 1  # the caller may have written `a` since the last launch
                 out = list(args) if out is None else out
                 out[i] = v[1]
