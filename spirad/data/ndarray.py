@@ -83,8 +83,8 @@ class Ndarray(_HostArray):
         self.shape = normalize_shape(_integer_extents(shape))
         check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
         if layout is not None and tuple(layout) != tuple(range(len(self.shape))):
-            from .tensor import _check_layout
-            _check_layout(self.shape, layout)
+            from .snode_layout import check_order
+            check_order(len(self.shape), tuple(layout))
             self._layout = tuple(int(a) for a in layout)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes

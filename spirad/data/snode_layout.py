@@ -119,6 +119,13 @@ class Layout:
         return self.element(cells, comp)
 
 
+def check_order(ndim: int, order) -> None:
+    """Refuse an axis order (Quadrants' `layout=`) that is not a permutation of the axes."""
+    if sorted(order) != list(range(ndim)):
+        from kernel_ir.errors import SpiradValueError
+        raise SpiradValueError(f"layout={tuple(order)!r} is not a permutation of range({ndim})")
+
+
 def per_axis(shape, comp_shape, order) -> Layout:
     """The layout of an array whose storage is the C-order array of its axes in `order`
     (outermost first; Quadrants' `layout=`): one dense level per axis, `per_axis` (an ndarray

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradTypeError
 
 
 class Backend(IntEnum):
@@ -75,9 +75,8 @@ class MatrixTensor(Tensor):
 def _check_layout(shape, layout):
     if layout is None or layout in (Layout.AOS, Layout.SOA):
         return
-    layout = tuple(layout)
-    if sorted(layout) != list(range(len(shape))):
-        raise SpiradValueError(f"layout={layout!r} is not a permutation of range({len(shape)})")
+    from .snode_layout import check_order
+    check_order(len(shape), tuple(layout))
 
 
 def _field_order(shape, layout):
