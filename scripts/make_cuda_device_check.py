@@ -8,8 +8,8 @@ Two parts:
 
 1. Workloads (scaled). The kernels use ndarrays (their extents are launch arguments in the
    shape-agnostic programs compiled here), so the PTX does not depend on N. They run once here on the emulated CUDA backend
-   (SPIRAD_CUDA_EMULATE=1; SPIRAD_SHAPE_SPECIALISE=0, so no program is specialised on that N's
-   shapes) at a small N with the launches recorded: per task the PTX symbol, its
+   (SPIRAD_CUDA_EMULATE=1; compiled inside `shape_policy.shape_agnostic()`, so no program is
+   specialised on that N's shapes) at a small N with the launches recorded: per task the PTX symbol, its
    range, its buffer table (ndarrays, their grads, the adstack metadata words and heaps, the
    status words) and the argument bytes with the ndarray-extent slots marked. The device script
    replays them at N = 1M and 16M with its own grid and heap sizes. Expected values are float64
@@ -44,9 +44,6 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ["SPIRAD_CUDA_EMULATE"] = "1"
-# the device replays these programs at other N: they must be shape-agnostic (never specialised
-# on the extents of the small run here, passes/shape_specialise)
-os.environ["SPIRAD_SHAPE_SPECIALISE"] = "0"
 
 import spirad as sd  # noqa: E402
 from llvm_codegen.device_runtime import emu_runtime  # noqa: E402
@@ -431,6 +428,14 @@ def trace_program(tr: Trace):
 
 
 def main(argv=None):
+    """Make the bundle. The device replays its programs at other N: they are compiled
+    shape-agnostic (never specialised on the extents of the small run here)."""
+    from spirad.runtime.shape_policy import shape_agnostic
+    with shape_agnostic():
+        return _main(argv)
+
+
+def _main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "device_check"))
     ap.add_argument("--sizes", default="1048576,16777216", help="N values the check runs at")

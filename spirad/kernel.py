@@ -28,6 +28,7 @@ from kernel_ir.errors import (SpiradArgumentError, SpiradError, SpiradRuntimeErr
                               SpiradValueError)
 
 from .runtime import guard as _guard
+from .runtime import shape_policy
 from .runtime import launch as _launch
 from .runtime import state as _state
 from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
@@ -48,6 +49,7 @@ from .types import MatrixType, NdarrayType, Template, VectorType
 
 
 FORWARD, ADJOINT, FWD_MODE, VALIDATE = 0, 1, 2, 3  # launch modes: index of the kernel's last plan
+
 
 
 class Kernel(PyFunction):
@@ -314,13 +316,11 @@ class Kernel(PyFunction):
         return tuple(out)
 
     # -- compile ------------------------------------------------------------------------------
-    def compile(self, args, specialise: bool = True) -> _launch.Compiled:
-        """The forward program for these arguments' signature (compiled on first use);
-        `specialise=False`: the generic one, for a caller that launches it with ndarrays of
-        other shapes (`gpu_sizer.kernels`: it bypasses the launch path's choice)."""
-        return self._forward(args, specialise)[1]
+    def compile(self, args) -> _launch.Compiled:
+        """The forward program for these arguments' signature (compiled on first use)."""
+        return self._forward(args)[1]
 
-    def _forward(self, args, specialise: bool = True) -> tuple:
+    def _forward(self, args) -> tuple:
         """(its cache key, the forward program) for these arguments' signature (and shapes:
         `_specialised_shapes`)."""
         st = _state.current()
@@ -333,7 +333,7 @@ class Kernel(PyFunction):
             self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
             self._first_shapes = {k: v for k, v in self._first_shapes.items()
                                  if k[0] == ck[0] and k[2] == ck[2]}
-        shapes = self._specialised_shapes(ck, args) if specialise else None
+        shapes = self._specialised_shapes(ck, args)
         if shapes is not None:
             ck += (tuple(sorted(shapes.items())),)
         c = self._cache.get(ck)
@@ -345,16 +345,19 @@ class Kernel(PyFunction):
         return ck, c
 
     def _specialised_shapes(self, ck, args):
-        """The ndarray shapes (flat argument index -> full shape) the program of signature `ck`
+        """The ndarray shapes (flat argument index -> the storage's full shape) the program of signature `ck`
         is specialised on for `args` (passes/shape_specialise), or None: the generic program.
         A signature's first launch decides: its shapes get the specialised program, every other
         shape set the generic one (compiled once, at the first such launch: a kernel taking
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
-        always the generic one. Sound as a plan is reused only for the same ndarray objects
-        (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at creation."""
+        always the generic one; so inside `runtime.shape_policy.shape_agnostic()` (callers that
+        launch a program outside the launch path). Sound as a plan is reused only for the same
+        ndarray objects (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at
+        creation."""
         shapes = {i: tuple(a.storage_shape) for i, a in enumerate(self.flat(args))
                   if isinstance(a, Ndarray)}
-        if not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE"):
+        if (not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE")
+                or shape_policy.agnostic()):
             return None
         first = self._first_shapes.setdefault(ck, shapes)
         return shapes if first == shapes else None

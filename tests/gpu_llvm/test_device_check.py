@@ -13,8 +13,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_bundle_is_complete_and_runner_needs_a_driver(tmp_path, monkeypatch):
     monkeypatch.setenv("SPIRAD_CUDA_EMULATE", "1")
-    # the script sets it too (its programs are replayed at other N): restored after the test
-    monkeypatch.setenv("SPIRAD_SHAPE_SPECIALISE", "0")
     from tests.support.archs import arch_or_skip
     arch_or_skip("cuda")
     out = tmp_path / "bundle"
@@ -143,8 +141,6 @@ def test_runner_replays_the_bundle_and_its_checks_pass(tmp_path, monkeypatch, ca
     """The runner's replay (buffer tables, argument patching to N, heaps sized for its grid,
     fills, status words, sampled checks) on emulated programs at N = 4096 and 12288."""
     monkeypatch.setenv("SPIRAD_CUDA_EMULATE", "1")
-    # the script, loaded in this process, sets it at import: restored after the test
-    monkeypatch.setenv("SPIRAD_SHAPE_SPECIALISE", "0")
     from tests.support.archs import arch_or_skip
     arch_or_skip("cuda")
     from tests.gpu_llvm.kernels import capture

@@ -121,6 +121,25 @@ def test_switched_off_the_generic_program_keeps_its_checks(monkeypatch):
         [n for t in tasks for n in checked_accesses(t)]
 
 
+def test_shape_agnostic_compiles_the_generic_program():
+    """Inside `shape_agnostic()` (the GPU sizer, the CUDA device-check bundle: callers that
+    replay a program with other shapes) a first launch compiles the generic program, and a
+    launch after it, outside, still gets a program specialised on its shapes."""
+    from spirad.runtime.shape_policy import shape_agnostic
+    sd.init(arch=sd.cpu, offline_cache=False)
+    a, b = _arr(np.zeros((4, 3))), _arr(np.zeros((5, 3)))
+    with shape_agnostic():
+        tasks = _backend_tasks(rows, a, b)
+    nodes = [n for t in tasks for n in walk(t.body)]
+    assert [n for n in nodes if n.op == Op.NDARRAY_SHAPE]  # extents read at run time
+    assert {n.arg.shape for n in nodes if n.op == Op.GLOBAL_LOAD} != {(5, 3)}
+    keys = [k for k in rows._cache if k[0] == sd._state.current().epoch]
+    assert len(keys) == 1 and len(keys[0]) == 4  # the generic program only
+    rows(_arr(np.zeros((4, 3))), _arr(np.zeros((5, 3))))  # new arrays: a new plan
+    keys = [k for k in rows._cache if k[0] == sd._state.current().epoch]
+    assert len(keys) == 2  # and, outside, the one specialised on these shapes
+
+
 @sd.kernel
 def extent_of(x: sd.types.ndarray(), out: sd.types.ndarray()):
     for i in range(out.shape[0]):

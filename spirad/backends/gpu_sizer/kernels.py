@@ -40,10 +40,11 @@ class SizerKernels:
     def run(self, name: str, args: tuple, variant=None) -> None:
         """Launch kernel `name` of the sizer module with `args` (recorded, not waited for)."""
         from ...runtime.launch import run_internal
+        from ...runtime.shape_policy import shape_agnostic
         c = self._compiled.get((name, variant))
         if c is None:
             if self._module is None:
                 self._module = load_kernel_module()
-            c = self._compiled[(name, variant)] = getattr(self._module, name).compile(
-                args, specialise=False)  # its scratch ndarrays grow: never one shape set
+            with shape_agnostic():  # its scratch ndarrays grow: never one shape set
+                c = self._compiled[(name, variant)] = getattr(self._module, name).compile(args)
         run_internal(c, args)
