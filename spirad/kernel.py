@@ -345,8 +345,9 @@ class Kernel(PyFunction):
         return ck, c
 
     def _specialised_shapes(self, ck, args):
-        """The ndarray shapes (flat argument index -> the storage's full shape) the program of signature `ck`
-        is specialised on for `args` (passes/shape_specialise), or None: the generic program.
+        """The ndarray shapes (flat argument index -> the storage's full shape) the program of
+        signature `ck` is specialised on for `args` (passes/shape_specialise), or None: the
+        generic program.
         A signature's first launch decides: its shapes get the specialised program, every other
         shape set the generic one (compiled once, at the first such launch: a kernel taking
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
