@@ -144,7 +144,7 @@ class Ndarray(_HostArray):
 
     @property
     def layout(self):
-        """Quadrants' `layout`: the axes in storage order (outermost first), None where canonical."""
+        """Quadrants' `layout`: the axes in storage order (outermost first), None: canonical."""
         return self._layout
 
     def _axis_order(self):

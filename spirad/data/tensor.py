@@ -16,9 +16,10 @@ it, with `Layout.per_axis`: kernels index the storage with the indices permuted,
 against its own axis as in any field; host reads and `to_torch(copy=False)` see the logical
 array, a strided view), which gives the same values with each environment's rows together in
 memory (docs/performance.md, "Quadrants' tensor layouts"); an ndarray is stored in that
-order too (`spirad.data.ndarray`: the layout is part of its kernel argument's type). `TensorSurface` holds the host-side methods Quadrants adds to both kinds
-(`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`;
-module `tensor_surface`, which fields import without importing this module).
+order too (`spirad.data.ndarray`: the layout is part of its kernel argument's type).
+`TensorSurface` holds the host-side methods Quadrants adds to both kinds (`element_shape`,
+`has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`; module
+`tensor_surface`, which fields import without importing this module).
 """
 from __future__ import annotations
 

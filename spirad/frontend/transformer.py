@@ -387,7 +387,8 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     """Translate `kernel` for one signature; `returns`: its KernelReturn, or None.
 
     `arg_values_spec`: per parameter, ('scalar', dtype) | ('vector', dtype, comp_shape) |
-    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual, layout) | ('template', python object).
+    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual, layout: the axes in storage
+    order or None) | ('template', python object).
     A vector / matrix parameter is one scalar launch argument per component (`Kernel.flat`).
     """
     ctx = Ctx(state)
