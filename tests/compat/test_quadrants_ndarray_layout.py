@@ -257,3 +257,49 @@ def test_gradients_match_finite_differences(arch):
         e[idx] = h
         fd[idx] = (value(data + e) - value(data - e)) / (2 * h)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+
+
+@test_archs()
+def test_adstack_sized_from_a_laid_out_trip_count(arch):
+    """Reverse mode through a loop whose trip count is read from an ndarray with `layout=`: the
+    adstack sizers read it at the storage's indices (`sizing_cache.LaunchContext`, the GPU
+    sizer's leaves), so the one long row is sized, and the gradient is the chain rule's."""
+    shape = (2, 3)
+    x = sd.tensor(sd.f32, shape, backend=N, layout=(1, 0), needs_grad=True)
+    n = sd.tensor(sd.i32, shape, backend=N, layout=(1, 0))
+    loss = sd.ndarray(sd.f32, (), needs_grad=True)
+    trips = np.ones(shape, np.int32)
+    trips[0, 2] = 9
+    n.from_numpy(trips)
+    data = np.linspace(0.1, 0.6, 6, dtype=np.float32).reshape(shape)
+    x.from_numpy(data)
+
+    @sd.kernel
+    def f(x: ND, n: ND, loss: ND):
+        for i, j in n:
+            v = x[i, j]
+            for _ in range(n[i, j]):
+                v = sd.sin(v) * 0.9 + v * 0.2
+            loss[None] += v
+
+    f(x, n, loss)
+    loss.grad.fill(1.0)
+    f.grad(x, n, loss)
+    want = np.ones(shape)
+    for idx in np.ndindex(shape):
+        v = float(data[idx])
+        for _ in range(trips[idx]):
+            want[idx] *= np.cos(v) * 0.9 + 0.2
+            v = np.sin(v) * 0.9 + v * 0.2
+    np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-4)
+
+
+@test_archs(archs=exactly("cuda"))
+def test_cuda_array_interface_has_the_permuted_strides(arch):
+    x = sd.tensor(sd.f32, (3, 5), backend=N, layout=(1, 0))
+    v = sd.Vector.tensor(2, sd.f32, (3, 4), backend=N, layout=(1, 0))
+    c = x.__cuda_array_interface__
+    assert c["shape"] == (3, 5) and c["strides"] == (4, 12)
+    c = v.__cuda_array_interface__
+    assert c["shape"] == (3, 4, 2) and c["strides"] == (8, 24, 4)
+    assert sd.ndarray(sd.f32, (3, 5)).__cuda_array_interface__["strides"] is None
