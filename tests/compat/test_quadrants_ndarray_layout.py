@@ -303,3 +303,24 @@ def test_cuda_array_interface_has_the_permuted_strides(arch):
     c = v.__cuda_array_interface__
     assert c["shape"] == (3, 4, 2) and c["strides"] == (8, 24, 4)
     assert sd.ndarray(sd.f32, (3, 5)).__cuda_array_interface__["strides"] is None
+
+
+@test_archs()
+def test_forward_mode_duals_follow_the_layout(arch):
+    shape = (2, 3)
+    x = sd.ndarray(sd.f32, shape, needs_dual=True, layout=(1, 0))
+    y = sd.ndarray(sd.f32, shape, needs_dual=True, layout=(1, 0))
+    assert x.dual.layout == (1, 0)
+    data = _values(shape)
+    x.from_numpy(data)
+
+    @sd.kernel
+    def f(x: ND, y: ND):
+        for i, j in x:
+            y[i, j] = x[i, j] ** 2 * (j + 1) + x[i, x.shape[1] - 1 - j]
+
+    seed = np.arange(6, dtype=np.float32).reshape(shape) + 1.0
+    with sd.ad.FwdMode(loss=y, param=x, seed=seed.ravel()):
+        f(x, y)
+    want = 2 * data * seed * (np.arange(3) + 1) + seed[:, ::-1]
+    np.testing.assert_allclose(y.dual.to_numpy(), want, rtol=1e-5)
