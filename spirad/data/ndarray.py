@@ -175,10 +175,10 @@ class Ndarray(_HostArray):
         them (DLPack's and `__cuda_array_interface__`'s strided views), else None (C order)."""
         if self._layout is None:
             return None
-        stored = np.arange(int(np.prod(self.storage_shape, dtype=np.int64))).reshape(
-            self.storage_shape)  # only its strides are read
-        order = tuple(np.argsort(self._layout)) + tuple(range(len(self._layout), stored.ndim))
-        return tuple(s // stored.itemsize for s in stored.transpose(order).strides)
+        stored = self.storage_shape
+        c_order = [int(np.prod(stored[k + 1:], dtype=np.int64)) for k in range(len(stored))]
+        axes = [self._layout.index(a) for a in range(len(self._layout))]  # storage axis of each
+        return tuple(c_order[k] for k in axes) + tuple(c_order[len(axes):])
 
     @property
     def element_type(self):
