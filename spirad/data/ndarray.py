@@ -156,6 +156,8 @@ class Ndarray(_HostArray):
         if self._layout is None:
             return None
         cached = self.__dict__.get("_layout_perm")
+        if cached is None and 0 in self.shape:  # no element: nothing to permute
+            cached = self._layout_perm = np.zeros(self.full_shape, np.int64)
         if cached is None:
             from .snode_layout import per_axis
             cached = self._layout_perm = per_axis(self.shape, self.comp_shape,

@@ -354,3 +354,23 @@ def test_every_permutation_of_ranks_two_and_three(arch):
             np.testing.assert_array_equal(back.to_numpy(), want, err_msg=str(perm))
             if arch == "cpu":  # stored in the layout's order
                 np.testing.assert_array_equal(x._flat_view(), want.transpose(perm).ravel())
+
+
+@test_archs()
+def test_extents_of_one_and_zero(arch):
+    """Genesis' `n_envs` 0 is one environment, and a scene may have no rows of a kind: a
+    laid-out ndarray with an axis of 1 or 0 is written, read and zero-filled as any other."""
+
+    @sd.kernel
+    def k(x: ND):
+        for i, j in x:
+            x[i, j] = i * 10 + j + x.shape[0] * 100
+
+    for shape in ((4, 1), (1, 4), (0, 5), (5, 0)):
+        x = sd.tensor(sd.f32, shape, backend=N, layout=(1, 0), needs_grad=True)
+        x.fill(0)
+        x.grad.fill(1.0)
+        k(x)
+        want = np.add.outer(np.arange(shape[0]) * 10, np.arange(shape[1])) + shape[0] * 100
+        np.testing.assert_array_equal(x.to_numpy(), want, err_msg=str(shape))
+        assert x.storage_shape == shape[::-1] and x.grad.to_numpy().shape == shape
