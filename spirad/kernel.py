@@ -38,7 +38,7 @@ from . import options as _options
 from passes.shape_specialise import specialisable
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
-from .data.ndarray import Ndarray
+from .data.ndarray import Ndarray, signature as ndarray_signature
 from .recording.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
 from .data.struct_args import is_struct_annotation, leaf_arrays, ndarray_leaves, struct_key
@@ -208,8 +208,7 @@ class Kernel(PyFunction):
                 if same is not None:  # one ndarray passed twice: one buffer in the program
                     spec = ("ndarray_alias", same)
                 else:
-                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad,
-                            a.needs_dual)
+                    spec = ndarray_signature(a)
                 specs.append(spec)
                 key.append(spec)
             elif isinstance(ann, (VectorType, MatrixType)):
@@ -244,7 +243,7 @@ class Kernel(PyFunction):
                 key.append(("struct", struct_key(a)))
             elif _is_tensor_annotation(ann):  # sd.Tensor: a field (template) or an ndarray
                 if isinstance(a, Ndarray):
-                    spec = ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual)
+                    spec = ndarray_signature(a)
                     specs.append(spec)
                     key.append(spec)
                 else:
@@ -346,8 +345,9 @@ class Kernel(PyFunction):
         return ck, c
 
     def _specialised_shapes(self, ck, args):
-        """The ndarray shapes (flat argument index -> full shape) the program of signature `ck`
-        is specialised on for `args` (passes/shape_specialise), or None: the generic program.
+        """The ndarray shapes (flat argument index -> the storage's full shape) the program of
+        signature `ck` is specialised on for `args` (passes/shape_specialise), or None: the
+        generic program.
         A signature's first launch decides: its shapes get the specialised program, every other
         shape set the generic one (compiled once, at the first such launch: a kernel taking
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
@@ -355,7 +355,7 @@ class Kernel(PyFunction):
         launch a program outside the launch path). Sound as a plan is reused only for the same
         ndarray objects (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at
         creation."""
-        shapes = {i: tuple(a.full_shape) for i, a in enumerate(self.flat(args))
+        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(self.flat(args))
                   if isinstance(a, Ndarray)}
         if (not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE")
                 or shape_policy.agnostic()):
@@ -449,7 +449,7 @@ class Kernel(PyFunction):
                 v = views.get(i)
                 if v is None or v[0] is not a:
                     v = views[i] = (a, Ndarray._alias(a._storage(), a.dtype, a.shape,
-                                                      comp_shape=a.comp_shape))
+                                                      comp_shape=a.comp_shape, layout=a.layout))
                 v[1].generation += 1  # the caller may have written `a` since the last launch
                 out = list(args) if out is None else out
                 out[i] = v[1]

@@ -138,11 +138,13 @@ def sweep() -> None:
 
 
 def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
-           read_only: bool = False):
-    """A DLPack capsule over `ptr` (see the module docstring)."""
+           read_only: bool = False, strides=None):
+    """A DLPack capsule over `ptr` (see the module docstring); `strides` (in elements, per
+    axis): a strided view, None: compact row-major."""
     sweep()
     shape = [int(s) for s in shape]
     shp = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    std = None if strides is None else (ctypes.c_int64 * max(len(shape), 1))(*strides)
     flag = ctypes.c_int32(0)
     mt = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = mt.dl_tensor
@@ -151,7 +153,7 @@ def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
     t.ndim = len(shape)
     t.dtype = DLDataType(int(dtype[0]), int(dtype[1]), 1)
     t.shape = ctypes.cast(shp, ctypes.POINTER(ctypes.c_int64))
-    t.strides = None   # compact row-major
+    t.strides = None if std is None else ctypes.cast(std, ctypes.POINTER(ctypes.c_int64))
     t.byte_offset = 0
     mt.manager_ctx = ctypes.addressof(flag)
     if versioned:
@@ -165,7 +167,7 @@ def export(ptr: int, shape, dtype, device, owner=None, versioned: bool = False,
         mt.deleter = _deleter_v if versioned else _deleter
     addr = ctypes.addressof(mt)
     with _lock:
-        _live[addr] = (mt, shp, owner, flag)
+        _live[addr] = (mt, shp, owner, flag, std)
     return _capsule_new(addr, _NAME_V if versioned else _NAME, destructor)
 
 

@@ -60,12 +60,13 @@ def export_dlpack(nd, stream=None, max_version=None, dl_device=None, copy=None):
     versioned = max_version is not None and tuple(max_version) >= (1, 0)
     _native_dlpack()
     return DL.export(storage.ptr, nd.full_shape, code, dev, owner=storage, versioned=versioned,
-                     read_only=False)
+                     read_only=False, strides=nd._element_strides())
 
 
 def _host_dlpack(nd, be, stream, max_version, dl_device, copy):
     if be.host_storage(nd._storage()) is not None:
-        view = nd._view()
+        view = nd._zero_copy_view() if nd.layout is not None else None  # `layout=`: strided
+        view = nd._view() if view is None else view
     elif copy is False:
         raise BufferError(f"this sd.ndarray lives in {be.name} device memory, which DLPack cannot "
                           f"export to the host without a copy; pass copy=None (or call "
@@ -97,6 +98,8 @@ def cuda_array_interface(nd) -> dict:
                              f"memory, not CUDA device memory")
     stream = be.dlpack_stream()
     be.order_before(stream)  # emulated: consumers are host code, so the queue runs
+    strides = nd._element_strides()
     return {"shape": tuple(nd.full_shape), "typestr": np.dtype(nd.dtype.np).str,
-            "data": (nd._storage().ptr, False), "version": 3, "strides": None,
+            "data": (nd._storage().ptr, False), "version": 3,
+            "strides": None if strides is None else tuple(s * nd.dtype.nbytes for s in strides),
             "stream": stream}

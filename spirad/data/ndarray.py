@@ -2,6 +2,18 @@
 
 `needs_grad=True` gives an ndarray a `.grad` (reverse mode), `needs_dual=True` a `.dual` (forward
 mode, `sd.ad.FwdMode`): companion ndarrays of the same shape bound with the argument.
+
+`layout=` (Quadrants' `sd.tensor(..., backend=NDARRAY, layout=perm)`: the axes in storage
+order, outermost first) stores the ndarray as the C-order array of its permuted shape (Genesis
+puts the environment axis first, so a serial loop over environments reads each environment's
+rows together). `shape` stays canonical: host reads and writes go through the permutation
+(`_perm`, `spirad.data.snode_layout.per_axis`), `to_torch(copy=False)` / `to_dlpack` are
+strided views of the live memory. Kernels take the permutation as part of the argument's type
+(`signature`: another layout compiles another program, in memory and in the offline cache);
+the frontend indexes the storage with the indices permuted and reads `x.shape[k]` from the
+storage's axis of k (`frontend.values.NdarrayArg.order`), so every pass after it sees plain
+accesses, each index checked against its own axis. A launch binds the storage's extents
+(`storage_shape`); `.grad` / `.dual` share the layout.
 """
 from __future__ import annotations
 
@@ -58,7 +70,10 @@ class Ndarray(_HostArray):
     _kind = "ndarray"
     _foreign = False  # an alias of a user's numpy array / torch tensor (spirad.interop.arrays)
 
-    def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False):
+    _layout = None  # the storage order of the axes where it is not canonical (module docstring)
+
+    def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False,
+                 layout=None):
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         if self.dtype == T.f64:
             _check_f64(dtype)
@@ -67,6 +82,10 @@ class Ndarray(_HostArray):
         self.epoch = st.epoch
         self.shape = normalize_shape(_integer_extents(shape))
         check_elements(self.shape, self.comp_shape, "sd.ndarray", ndarray=True)
+        if layout is not None and tuple(layout) != tuple(range(len(self.shape))):
+            from .snode_layout import check_order
+            check_order(len(self.shape), tuple(layout))
+            self._layout = tuple(int(a) for a in layout)
         self.generation = 0
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.nbytes
         with _guard.LOCK:
@@ -77,14 +96,15 @@ class Ndarray(_HostArray):
             if flag and not _is_grad:
                 if not self.dtype.is_float:
                     raise SpiradTypeError(f"needs_{what}=True requires a float dtype, got {self.dtype}")
-                setattr(self, what, Ndarray(dtype, shape, _is_grad=True))
+                setattr(self, what, Ndarray(dtype, shape, _is_grad=True, layout=self._layout))
 
     @classmethod
-    def _alias(cls, storage, dtype, shape, comp_shape=None) -> "Ndarray":
+    def _alias(cls, storage, dtype, shape, comp_shape=None, layout=None) -> "Ndarray":
         """Internal: an ndarray over existing backend memory `storage` (no allocation, no grad),
         e.g. a field's buffer read as int32 words by the GPU sizer kernel. `shape` must fit in
         the storage; the alias never owns or frees it. `comp_shape` overrides the element
-        shape of `dtype` (a scalar dtype): a foreign array's alias (`spirad.interop.arrays`)."""
+        shape of `dtype` (a scalar dtype): a foreign array's alias (`spirad.interop.arrays`);
+        `layout`: the storage's axis order (an ndarray's own, where the alias views it)."""
         self = cls.__new__(cls)
         self.dtype, self.comp_shape = resolve_dtype(dtype)
         if comp_shape is not None:
@@ -94,6 +114,7 @@ class Ndarray(_HostArray):
         self.id = st.new_id()
         self.epoch = st.epoch
         self.shape = normalize_shape(shape)
+        self._layout = layout
         self.generation = 0
         self._buf = storage
         self.grad = None
@@ -122,6 +143,46 @@ class Ndarray(_HostArray):
         return self._buf
 
     @property
+    def layout(self):
+        """Quadrants' `layout`: the axes in storage order (outermost first), None: canonical."""
+        return self._layout
+
+    def _axis_order(self):
+        return self._layout
+
+    def _perm(self):
+        """The storage element of each element (C order over `full_shape`) where `layout=`
+        permutes the axes, else None (host reads and writes go through it: field._HostArray)."""
+        if self._layout is None:
+            return None
+        cached = self.__dict__.get("_layout_perm")
+        if cached is None and 0 in self.shape:  # no element: nothing to permute
+            cached = self._layout_perm = np.zeros(self.full_shape, np.int64)
+        if cached is None:
+            from .snode_layout import per_axis
+            cached = self._layout_perm = per_axis(self.shape, self.comp_shape,
+                                                  self._layout).permutation()
+        return cached
+
+    @property
+    def storage_shape(self) -> tuple:
+        """The full shape of the storage: `full_shape` with the axes in `layout` order (what a
+        launch binds: kernels index the storage)."""
+        if self._layout is None:
+            return self.full_shape
+        return tuple(self.shape[a] for a in self._layout) + tuple(self.comp_shape)
+
+    def _element_strides(self):
+        """The storage's strides (in elements) of `full_shape`'s axes where `layout=` permutes
+        them (DLPack's and `__cuda_array_interface__`'s strided views), else None (C order)."""
+        if self._layout is None:
+            return None
+        stored = self.storage_shape
+        c_order = [int(np.prod(stored[k + 1:], dtype=np.int64)) for k in range(len(stored))]
+        axes = [self._layout.index(a) for a in range(len(self._layout))]  # storage axis of each
+        return tuple(c_order[k] for k in axes) + tuple(c_order[len(axes):])
+
+    @property
     def element_type(self):
         """Taichi's `nd.element_type`: the scalar dtype of a scalar ndarray, else the element's
         tensor type (`.element_type()` its dtype, `.shape()` its shape as a list)."""
@@ -145,7 +206,7 @@ class Ndarray(_HostArray):
         plans and caches key on it)."""
         self._check_live()
         out = Ndarray(self._element_type(), self.shape, needs_grad=self.grad is not None,
-                      needs_dual=self.dual is not None)
+                      needs_dual=self.dual is not None, layout=self._layout)
         out.copy_from(self)
         for mine, theirs in ((self.grad, out.grad), (self.dual, out.dual)):
             if mine is not None:
@@ -181,10 +242,19 @@ _state.ALIAS_ARRAY = Ndarray._alias  # the runtime's internal buffers (spirad.ru
 
 
 @api
-def ndarray(dtype, shape, needs_grad=False, needs_dual=False) -> Ndarray:
+def ndarray(dtype, shape, needs_grad=False, needs_dual=False, layout=None) -> Ndarray:
     """An ndarray of `dtype` and `shape` (kernel arguments whose shape may change between launches;
-    fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`."""
-    return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual)
+    fields have a fixed shape). `needs_grad` / `needs_dual` create `.grad` / `.dual`; `layout`:
+    the axes in storage order (the module docstring)."""
+    return Ndarray(dtype, shape, needs_grad, needs_dual=needs_dual, layout=layout)
+
+
+def signature(a: Ndarray) -> tuple:
+    """The type of ndarray argument `a` in a kernel's signature (compile and offline-cache key,
+    `frontend.transformer`'s argument spec): the layout is part of it, so an ndarray of
+    another layout compiles another program."""
+    return ("ndarray", a.dtype, len(a.shape), a.comp_shape, a.needs_grad, a.needs_dual,
+            a._layout)
 
 
 def _integer_extents(shape):

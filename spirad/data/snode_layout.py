@@ -119,6 +119,22 @@ class Layout:
         return self.element(cells, comp)
 
 
+def check_order(ndim: int, order) -> None:
+    """Refuse an axis order (Quadrants' `layout=`) that is not a permutation of the axes."""
+    if sorted(order) != list(range(ndim)):
+        from kernel_ir.errors import SpiradValueError
+        raise SpiradValueError(f"layout={tuple(order)!r} is not a permutation of range({ndim})")
+
+
+def per_axis(shape, comp_shape, order) -> Layout:
+    """The layout of an array whose storage is the C-order array of its axes in `order`
+    (outermost first; Quadrants' `layout=`): one dense level per axis, `per_axis` (an ndarray
+    made with `sd.tensor(..., layout=)`; its `permutation` serves host reads and writes)."""
+    shape = tuple(int(n) for n in shape)
+    levels, _, _ = _build([[(a, shape[a])] for a in order])
+    return Layout(levels, shape, tuple(comp_shape), math.prod(shape), per_axis=True)
+
+
 def levels_of_node(node) -> list:
     """The (axis, extent) pairs each `dense` call added, from the root down to `node`."""
     chain = []

@@ -90,7 +90,7 @@ def struct_key(obj):
     for name, v in _members(obj):
         if isinstance(v, Ndarray):
             parts.append((name, "nd", v.dtype, len(v.shape), v.comp_shape, v.needs_grad,
-                          v.needs_dual))
+                          v.needs_dual, v.layout))
         elif dataclasses.is_dataclass(v) and not isinstance(v, type):
             parts.append((name, struct_key(v)))
         elif isinstance(v, (bool, numbers.Number, str, T.DType)) or v is None:

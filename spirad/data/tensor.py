@@ -15,16 +15,17 @@ reads them) is validated; a field is stored in that order (placed as Taichi's `o
 it, with `Layout.per_axis`: kernels index the storage with the indices permuted, each checked
 against its own axis as in any field; host reads and `to_torch(copy=False)` see the logical
 array, a strided view), which gives the same values with each environment's rows together in
-memory (docs/performance.md, "Quadrants' tensor layouts"); an ndarray keeps its canonical
-order. `TensorSurface` holds the host-side methods Quadrants adds to both kinds
-(`element_shape`, `has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`;
-module `tensor_surface`, which fields import without importing this module).
+memory (docs/performance.md, "Quadrants' tensor layouts"); an ndarray is stored in that
+order too (`spirad.data.ndarray`: the layout is part of its kernel argument's type).
+`TensorSurface` holds the host-side methods Quadrants adds to both kinds (`element_shape`,
+`has_grad`, `_unwrap`, zero-copy `to_torch(copy=False)` / `to_dlpack`; module
+`tensor_surface`, which fields import without importing this module).
 """
 from __future__ import annotations
 
 from enum import IntEnum
 
-from kernel_ir.errors import SpiradTypeError, SpiradValueError
+from kernel_ir.errors import SpiradTypeError
 
 
 class Backend(IntEnum):
@@ -75,9 +76,8 @@ class MatrixTensor(Tensor):
 def _check_layout(shape, layout):
     if layout is None or layout in (Layout.AOS, Layout.SOA):
         return
-    layout = tuple(layout)
-    if sorted(layout) != list(range(len(shape))):
-        raise SpiradValueError(f"layout={layout!r} is not a permutation of range({len(shape)})")
+    from .snode_layout import check_order
+    check_order(len(shape), tuple(layout))
 
 
 def _field_order(shape, layout):
@@ -108,7 +108,9 @@ def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=Fal
             f._per_axis = True  # checked per axis (spirad.data.snode_layout.Layout.per_axis)
             return f
         return field(dtype, shape=shape, needs_grad=needs_grad)
-    return ndarray(dtype, shape=shape, needs_grad=needs_grad)
+    permutes = _field_order(shape, layout) is not None
+    return ndarray(dtype, shape=shape, needs_grad=needs_grad,
+                   layout=tuple(layout) if permutes else None)
 
 
 def vector_tensor(n, dtype, shape, *, backend=Backend.NDARRAY, needs_grad=False, layout=None):

@@ -231,7 +231,7 @@ class _Describer:
             v = getattr(obj, f.name)
             if isinstance(v, Ndarray):
                 out.append((f.name, "nd", v.dtype.name, len(v.shape), v.comp_shape, v.needs_grad,
-                            v.needs_dual))
+                            v.needs_dual, v.layout))
             elif dataclasses.is_dataclass(v) and not isinstance(v, type):
                 out.append((f.name, self.struct(v)))
             elif f.name in self.names:

@@ -264,13 +264,13 @@ class ExprVisitor:
                 if not obj.needs_grad:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without needs_grad=True", node)
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, True, obj.name, True,
-                                  clamp=obj.clamp)
+                                  clamp=obj.clamp, order=obj.order)
             if name == "dual":
                 if not obj.needs_dual:
                     raise self.ctx.error(SpiradTypeError, f"ndarray '{obj.name}' was created without "
                                          f"needs_dual=True", node)
                 return NdarrayArg(obj.arg_index, obj.dtype, obj.ndim, obj.comp_shape, False,
-                                  obj.name, dual=True, clamp=obj.clamp)
+                                  obj.name, dual=True, clamp=obj.clamp, order=obj.order)
             raise self.ctx.error(SpiradSyntaxError, f"ndarray has no attribute '{name}' in kernels", node)
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.vec_attr(obj, name, node)
@@ -388,13 +388,15 @@ class ExprVisitor:
                                                       f"but is indexed with {len(idx)}", node)
             ix = self.indices(idx)
             if obj.clamp:  # boundary="clamp": each index into [0, shape - 1], as Taichi
-                ix = tuple(self.clamp_index(n, obj.arg_index, k) for k, n in enumerate(ix))
-            return GlobalElem(obj.ref(), ix, obj.comp_shape, obj)
+                ix = tuple(self.clamp_index(n, obj.arg_index, obj.axis(k))
+                           for k, n in enumerate(ix))
+            return GlobalElem(obj.ref(), obj.stored(ix), obj.comp_shape, obj)
         if isinstance(obj, ShapeVal):
             k = self.rvalue(idx[0])
             if not isinstance(k, numbers.Integral) or not 0 <= k < obj.arr.ndim:
                 raise self.ctx.error(SpiradTypeError, f"shape index must be a constant in [0, {obj.arr.ndim})", node)
-            return self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arr.arg_index, int(k)))
+            return self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (),
+                                   (obj.arr.arg_index, obj.arr.axis(int(k))))
         if isinstance(obj, (Slot, GlobalElem, VecVal, SlotView)):
             return self.component(obj, idx, node)
         if isinstance(obj, (tuple, list)):

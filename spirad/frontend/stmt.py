@@ -499,7 +499,8 @@ class StmtVisitor:
         if isinstance(obj, StructView) and obj.is_a(Texture):
             obj = obj.data  # `for i, j in tex`: over the texels (Taichi's rw_texture loop)
         if isinstance(obj, NdarrayArg):
-            return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, k))) for k in range(obj.ndim)]
+            return [(0, self.ctx.b.emit(Op.NDARRAY_SHAPE, T.i32, (), (obj.arg_index, obj.axis(k))))
+                    for k in range(obj.ndim)]
         raise self.ctx.error(SpiradSyntaxError, "for-loops iterate over range(), ndrange(), grouped(), "
                                                 "a field, or static(...)", node.iter)
 

@@ -387,7 +387,8 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
     """Translate `kernel` for one signature; `returns`: its KernelReturn, or None.
 
     `arg_values_spec`: per parameter, ('scalar', dtype) | ('vector', dtype, comp_shape) |
-    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual) | ('template', python object).
+    ('ndarray', dtype, ndim, comp_shape, needs_grad, needs_dual, layout: the axes in storage
+    order or None) | ('template', python object).
     A vector / matrix parameter is one scalar launch argument per component (`Kernel.flat`).
     """
     ctx = Ctx(state)
@@ -421,10 +422,11 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
                 comps.append(ctx.b.arg(i + k, dtype))
             frame.scopes[0][p] = v.new_slot(VecVal(tuple(comps), tuple(comp_shape)), p)
         elif kind == "ndarray":
-            _, dtype, ndim, comp_shape, needs_grad, needs_dual = spec
+            _, dtype, ndim, comp_shape, needs_grad, needs_dual, order = spec
             args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
-                                            needs_dual=needs_dual, clamp=_clamped(kernel, p))
+                                            needs_dual=needs_dual, clamp=_clamped(kernel, p),
+                                            order=order)
         elif kind == "struct":  # ('struct', dataclass instance, ((path, hidden arg index), ...))
             args.append(ArgSpec(p, "template"))
             structs.append((p, spec))

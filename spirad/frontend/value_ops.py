@@ -34,7 +34,7 @@ class ValueOps:
             from .local_index import read_view  # imported by the kernels that use it (#27)
             return read_view(self, v)
         if isinstance(v, ShapeVal):  # `n, m = arr.shape`: one i32 per axis
-            return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, k))
+            return tuple(b.emit(Op.NDARRAY_SHAPE, T.i32, (), (v.arr.arg_index, v.arr.axis(k)))
                          for k in range(v.arr.ndim))
         if isinstance(v, GlobalElem):
             stop = self.ctx.stop_grads and self.ctx.grad_stopped(v.ref)  # sd.stop_grad(x)

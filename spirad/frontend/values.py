@@ -61,10 +61,23 @@ class NdarrayArg:
     dual: bool = False
     needs_dual: bool = False
     clamp: bool = False    # types.ndarray(boundary="clamp"): indices clamped into the shape
+    # the storage order of the axes (Quadrants' `layout=`, spirad.data.ndarray), None: canonical;
+    # the ref is the storage: accesses take the indices permuted (`stored`), `x.shape[k]` reads
+    # the storage's axis of k (`axis`)
+    order: tuple = None
 
     def ref(self) -> GlobalRef:
         return GlobalRef("ndarray", self.arg_index, self.dtype, self.ndim + len(self.comp_shape),
                          None, self.name, self.grad, self.dual)
+
+    def axis(self, k: int) -> int:
+        """The storage axis of canonical axis `k` (the launch binds the storage's extents)."""
+        return k if self.order is None else self.order.index(k)
+
+    def stored(self, indices: tuple) -> tuple:
+        """Canonical `indices` in storage order: each index stays checked against its own axis
+        (no address arithmetic), so bounds proofs and versioning see plain loop indices."""
+        return indices if self.order is None else tuple(indices[a] for a in self.order)
 
 
 @dataclass

@@ -182,7 +182,7 @@ def plan(c: Compiled, args, epoch: int, note: tuple = None) -> LaunchPlan:
             scalars.append(None)
     shapes = {}
     for a, ax, off in abi.shape_offsets:
-        n = args[a].full_shape[ax]
+        n = args[a].storage_shape[ax]  # the storage's: kernels index it (data.ndarray)
         if n > 2**31 - 1:
             raise SpiradValueError("ndarray axis longer than 2**31-1 elements")
         shapes[(a, ax)] = n

@@ -85,10 +85,16 @@ class LaunchContext:
         return self.args[i]
 
     def ndarray_shape(self, i, axis):
-        return self.args[i].full_shape[axis]
+        return self.args[i].storage_shape[axis]
 
     def ndarray_read(self, i, indices):
-        return self.read(self.args[i])[tuple(indices)]
+        """The element at storage `indices` (a kernel's: an ndarray with `layout=` is indexed
+        in storage order, spirad.data.ndarray)."""
+        a = self.args[i]
+        view = self.read(a)
+        if a.layout is not None:
+            view = view.transpose(a.layout + tuple(range(len(a.layout), view.ndim)))
+        return view[tuple(indices)]
 
     def field_read(self, fid, indices):
         return self.read(_state.current().field_map()[fid])[tuple(indices)]
@@ -128,7 +134,7 @@ def _key_function(scalars, shapes, nds, fields):
 
     def key(args):
         k = [args[i] for i in scalars]
-        k += [args[i].full_shape for i in shapes]
+        k += [args[i].storage_shape for i in shapes]
         k += [(args[i].id, args[i].generation) for i in nds]  # ids are never reused
         k += [f.generation for f in fields]
         return tuple(k)
@@ -159,7 +165,7 @@ class Counting:
 
         def key_of(args):
             k = [args[i] for i in scalars]
-            k += [args[i].full_shape for i in nds]
+            k += [args[i].storage_shape for i in nds]
             k += [(args[i].id, _buffer_of(args[i], w).generation) for i, w in bufs]
             k += [f.generation for f in fields]
             return tuple(k)

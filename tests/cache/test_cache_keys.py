@@ -436,3 +436,34 @@ def test_field_layout_is_part_of_the_key(tmp_path, arch):
     got = _run(tmp_path, ORDER, arch, ORDER="ji")
     assert got["x"] == want and got["hits"] == 0
     assert _run(tmp_path, ORDER, arch, ORDER="ji")["hits"] == 1  # its own entry is used
+
+
+NDLAYOUT = r'''
+import json, os, sys
+import numpy as np
+import spirad as sd
+from spirad.compile import offline_cache
+sd.init(arch=sys.argv[1])
+layout = tuple(int(a) for a in os.environ["LAYOUT"].split(",")) if os.environ["LAYOUT"] else None
+x = sd.tensor(sd.i32, (3, 3), backend=sd.Backend.NDARRAY, layout=layout)
+
+@sd.kernel
+def fill(x: sd.types.ndarray()):
+    for i, j in x:
+        x[i, j] = i * 10 + j
+
+fill(x)
+print(json.dumps({"x": x.to_numpy().tolist(), "hits": offline_cache.stats["hits"]}))
+'''
+
+
+@pytest.mark.parametrize("arch", ["cpu", "vulkan"], ids=["arch=cpu", "arch=vulkan"])
+def test_ndarray_layout_is_part_of_the_key(tmp_path, arch):
+    """A program compiled for a canonical ndarray is not loaded for one of the same dtype, rank
+    and (square) storage shape stored in another axis order (`layout=`, spirad.data.ndarray):
+    its accesses permute the indices."""
+    want = [[0, 1, 2], [10, 11, 12], [20, 21, 22]]
+    assert _run(tmp_path, NDLAYOUT, arch, LAYOUT="")["x"] == want
+    got = _run(tmp_path, NDLAYOUT, arch, LAYOUT="1,0")
+    assert got["x"] == want and got["hits"] == 0
+    assert _run(tmp_path, NDLAYOUT, arch, LAYOUT="1,0")["hits"] == 1  # its own entry is used

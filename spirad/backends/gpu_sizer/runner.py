@@ -350,7 +350,7 @@ def task_leaves(ts, args) -> tuple:
                 leaves[("field", fid)] = Leaf(buf, f.dtype, f.full_shape, off // f.dtype.nbytes)
     for i in sorted(lv.ndarrays):
         a = args[i]
-        leaves[("ndarray", i)] = Leaf(a._storage(), a.dtype, a.full_shape)
+        leaves[("ndarray", i)] = Leaf(a._storage(), a.dtype, a.storage_shape)
     scalars = {i: args[i] for i in lv.scalars}
-    shapes = {i: args[i].full_shape for i in lv.shapes}
+    shapes = {i: args[i].storage_shape for i in lv.shapes}
     return leaves, scalars, shapes
