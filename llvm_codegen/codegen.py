@@ -175,7 +175,7 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (`options.spmd`)."""
     if not options.spmd:
         return 1, spmd.Analysis(False, "")
-    if task.serialised and any(n.op in LOOPS for n in walk(task.body)):
+    if task.serialised and not task.lanes and any(n.op in LOOPS for n in walk(task.body)):
         return 1, spmd.Analysis(False, "a serialised loop with loops inside, made parallel")
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
@@ -186,6 +186,14 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
         return 1, spmd.Analysis(False, f"{n} iterations: fewer than {least}")  # compile time
     return lanes, a
+
+
+def fewest_lane_trips(options: CodegenOptions = CodegenOptions()) -> int:
+    """The fewest constant trips for which a range task of 32-bit values runs in SIMD lanes
+    (`_spmd_choice`: two groups of the default lanes, or SPIRAD_CPU_SPMD_MIN_TRIPS)."""
+    if options.min_trips is not None:
+        return options.min_trips
+    return 2 * (options.lanes or 2 * math_policy.lanes("f32", options.vector_bits))
 
 
 def _constant_trips(task):
