@@ -182,18 +182,26 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
         return 1, a
     lanes = options.lanes or default_lanes(a, options.vector_bits)
     n = _constant_trips(task)
-    least = 2 * lanes if options.min_trips is None else options.min_trips
+    if task.lanes and n is not None and options.lanes is None:  # one group may be all of it
+        lanes = max(2, min(lanes, 1 << (max(n, 1).bit_length() - 1)))
+    least = fewest_lane_trips(options) if task.lanes else \
+        2 * lanes if options.min_trips is None else options.min_trips
     if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
         return 1, spmd.Analysis(False, f"{n} iterations: fewer than {least}")  # compile time
     return lanes, a
 
 
+HEAVY_LANE_TRIPS = 16  # fewest iterations of a loop made parallel for its lanes (`Task.lanes`)
+
+
 def fewest_lane_trips(options: CodegenOptions = CodegenOptions()) -> int:
-    """The fewest constant trips for which a range task of 32-bit values runs in SIMD lanes
-    (`_spmd_choice`: two groups of the default lanes, or SPIRAD_CPU_SPMD_MIN_TRIPS)."""
-    if options.min_trips is not None:
-        return options.min_trips
-    return 2 * (options.lanes or 2 * math_policy.lanes("f32", options.vector_bits))
+    """The fewest constant trips for which a loop made parallel for its lanes (`Task.lanes`:
+    a heavy body, Genesis' narrow phase) runs in SIMD lanes: `HEAVY_LANE_TRIPS`, or
+    SPIRAD_CPU_SPMD_MIN_TRIPS. Such a task takes the default lanes, or fewer (a power of two, at
+    most its trips) where its trips do not fill two groups: one group of 16 lanes ran
+    Genesis' narrow phase at `n_envs` 16 1.8x faster than the serial code (docs/performance.md,
+    glanes), where the rule for other tasks (two groups at least) kept it scalar."""
+    return HEAVY_LANE_TRIPS if options.min_trips is None else options.min_trips
 
 
 def _constant_trips(task):

@@ -77,12 +77,12 @@ def worth_lanes(loop, min_trips: int) -> bool:
     """Whether a serialised loop made parallel (passes/independent_loops) is run in SIMD lanes
     over its iterations in its own range task (`driver.env_lanes`), its body's loops masked per
     lane: at least `min_trips` iterations known at compile time (the fewest the code generator
-    runs in lanes, `llvm_codegen.codegen.fewest_lane_trips`: fewer would make it a scalar range
-    task, 7 % slower than the serial task for Genesis' narrow phase at `n_envs` 16) and an
+    runs such a loop in lanes, `llvm_codegen.codegen.fewest_lane_trips`: fewer would make it a
+    scalar range task, which only costs a launch) and an
     estimated body of at least `LANES_WORK` (`iteration_work`). Measured on Genesis' Franka
     step, fields, one thread (docs/performance.md, glanes): the narrow phase's environment loop
     (`narrowphase.py:4493`, ~8.8e8 estimated, every other loop of the step below 1e7) ran
-    1.8x faster in 32 lanes at `n_envs` 256; lighter loops with loops inside, which loop over
+    1.8x faster in 32 lanes at `n_envs` 256 and in 16 at `n_envs` 16; lighter loops with loops inside, which loop over
     links and dofs with trip counts read from memory, stay in the serial task (box with every
     such loop in lanes: a cold build 511 s against 90 s, and a slower step)."""
     known = _known_trips(loop)

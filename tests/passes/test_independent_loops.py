@@ -10,7 +10,7 @@ import pytest
 import spirad as sd
 from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
-from llvm_codegen.codegen import fewest_lane_trips
+from llvm_codegen.codegen import HEAVY_LANE_TRIPS, fewest_lane_trips
 from spirad import options
 from spirad.backends import work_estimate
 from tests.support.archs import exactly, test_archs
@@ -639,12 +639,15 @@ def test_heavy_env_loop_runs_in_lanes_at_one_worker(monkeypatch):
 
 def test_light_or_short_env_loops_stay_serial(monkeypatch):
     """Below `LANES_WORK` (the default: far above this body), or with fewer iterations than
-    the code generator runs in lanes (`fewest_lane_trips`: a scalar range task would only cost
-    its launch), the loop stays inside the serial task."""
+    the code generator runs such a loop in lanes (`fewest_lane_trips`: a scalar range task
+    would only cost its launch), the loop stays inside the serial task; from there on it takes
+    a power of two of lanes up to its trips."""
     assert _lane_kernel_run(64, True, monkeypatch)[1] == ["serial"]
     monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
-    monkeypatch.setenv("SPIRAD_CPU_SPMD_MIN_TRIPS", "32")  # tests/conftest sets 0
+    monkeypatch.delenv("SPIRAD_CPU_SPMD_MIN_TRIPS")  # tests/conftest sets 0
     least = fewest_lane_trips(options.llvm_codegen_options())
-    assert least == 32
+    assert least == HEAVY_LANE_TRIPS == 16
     assert _lane_kernel_run(least - 1, True, monkeypatch)[1] == ["serial"]
-    assert _lane_kernel_run(least, True, monkeypatch)[1] == ["range"]
+    out, kinds, lanes = _lane_kernel_run(least, True, monkeypatch)
+    assert kinds == ["range"] and lanes[0] == 16  # one group of 16 lanes (Genesis' n_envs 16)
+    assert out[0].tobytes() == _lane_kernel_run(least, False, monkeypatch)[0][0].tobytes()
