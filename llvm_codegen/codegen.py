@@ -194,6 +194,15 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
 HEAVY_LANE_TRIPS = 16  # fewest iterations of a loop made parallel for its lanes (`Task.lanes`)
 
 
+def heavy_lanes(options: CodegenOptions = CodegenOptions()) -> bool:
+    """Whether loops are made parallel for their lanes (`Task.lanes`) on this target: only with
+    512-bit vectors (AVX-512: masked gathers and scatters in one instruction each). With AVX2
+    (x86-64-v3) the lane task of Genesis' narrow phase compiled for more than 9 minutes of CPU
+    (16 lanes; 8 lanes: more than 2.5) against 70 s with AVX-512 (docs/performance.md,
+    glanes): too long for a default."""
+    return math_policy.vector_bits(options.vector_bits) >= 512
+
+
 def fewest_lane_trips(options: CodegenOptions = CodegenOptions()) -> int:
     """The fewest constant trips for which a loop made parallel for its lanes (`Task.lanes`:
     a heavy body, Genesis' narrow phase) runs in SIMD lanes: `HEAVY_LANE_TRIPS`, or

@@ -366,14 +366,17 @@ def env_lanes(state) -> bool:
     SIMD lanes (passes/independent_loops with `work_estimate.worth_lanes`, each such loop a
     range task whose iterations the code generator runs in lanes, its inner loops masked): on
     the CPU backend where the threaded form of the pass (`independent_loops`) does not run,
-    with SPMD code on (`SPIRAD_CPU_SPMD`) and without `debug` checks (lanes refuse them), and
-    SPIRAD_ENV_LANES (on by default). Genesis' narrow phase at one thread (`n_envs` 256,
+    with SPMD code on (`SPIRAD_CPU_SPMD`), without `debug` checks (lanes refuse them), on a
+    target with 512-bit vectors (`codegen.heavy_lanes`: AVX2 compiled such a task for minutes),
+    and SPIRAD_ENV_LANES (on by default). Genesis' narrow phase at one thread (`n_envs` 256,
     Franka, fields): 1.8x faster in 32 lanes, the same results bit for bit
     (docs/performance.md, glanes)."""
+    from llvm_codegen.codegen import heavy_lanes
+
     from .. import options
     return state.arch == "cpu" and bool(options.get("SPIRAD_ENV_LANES")) and \
         not independent_loops(state) and not state.debug and \
-        bool(options.get("SPIRAD_CPU_SPMD"))
+        bool(options.get("SPIRAD_CPU_SPMD")) and heavy_lanes(options.llvm_codegen_options())
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,

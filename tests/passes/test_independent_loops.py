@@ -10,6 +10,7 @@ import pytest
 import spirad as sd
 from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
+from llvm_codegen import codegen
 from llvm_codegen.codegen import HEAVY_LANE_TRIPS, fewest_lane_trips
 from spirad import options
 from spirad.backends import work_estimate
@@ -581,6 +582,12 @@ def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always)
 
 # -- heavy loops in SIMD lanes at one worker (driver.env_lanes) ------------------------------
 
+@pytest.fixture
+def wide_target(monkeypatch):
+    """The lanes for heavy loops on any host (`codegen.heavy_lanes`: AVX-512 only by default)."""
+    monkeypatch.setattr(codegen, "heavy_lanes", lambda options=None: True)
+
+
 def _lane_kernel_run(envs: int, lanes_on: bool, monkeypatch):
     """A Genesis-shaped narrow phase at one worker (`SPIRAD_INDEPENDENT_LOOPS` off): per env a
     loop over pairs with a trip count read from memory, a `while` with a data-dependent exit and
@@ -621,7 +628,7 @@ def _lane_kernel_run(envs: int, lanes_on: bool, monkeypatch):
     return (out.to_numpy(), count.to_numpy()), _kinds(narrow), list(program.blob.task_lanes)
 
 
-def test_heavy_env_loop_runs_in_lanes_at_one_worker(monkeypatch):
+def test_heavy_env_loop_runs_in_lanes_at_one_worker(monkeypatch, wide_target):
     """A serialised loop whose estimated body passes `LANES_WORK` (lowered to 0 here) over
     enough iterations for the lanes (`fewest_lane_trips`) runs as a range task in SIMD lanes at one worker, its
     inner loops masked per lane; the outputs equal the serial task's bit for bit (no
@@ -637,7 +644,7 @@ def test_heavy_env_loop_runs_in_lanes_at_one_worker(monkeypatch):
     assert c0.sum() > 0 and o0.any()
 
 
-def test_light_or_short_env_loops_stay_serial(monkeypatch):
+def test_light_or_short_env_loops_stay_serial(monkeypatch, wide_target):
     """Below `LANES_WORK` (the default: far above this body), or with fewer iterations than
     the code generator runs such a loop in lanes (`fewest_lane_trips`: a scalar range task
     would only cost its launch), the loop stays inside the serial task; from there on it takes
@@ -651,3 +658,15 @@ def test_light_or_short_env_loops_stay_serial(monkeypatch):
     out, kinds, lanes = _lane_kernel_run(least, True, monkeypatch)
     assert kinds == ["range"] and lanes[0] == 16  # one group of 16 lanes (Genesis' n_envs 16)
     assert out[0].tobytes() == _lane_kernel_run(least, False, monkeypatch)[0][0].tobytes()
+
+
+def test_heavy_loops_stay_serial_below_512_bit_vectors(monkeypatch):
+    """Without 512-bit vectors (here: x86-64-v3, AVX2, whose masked scatters LLVM expands lane
+    by lane; the narrow phase's lane task compiled for minutes) the loop stays serial."""
+    if not codegen.heavy_lanes(options.llvm_codegen_options()):
+        pytest.skip("the host has no 512-bit vectors: the default is what is tested")
+    monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
+    assert _lane_kernel_run(64, True, monkeypatch)[1] == ["range"]
+    monkeypatch.setenv("SPIRAD_CPU_TARGET", "x86-64-v3")
+    assert not codegen.heavy_lanes(options.llvm_codegen_options())
+    assert _lane_kernel_run(64, True, monkeypatch)[1] == ["serial"]
