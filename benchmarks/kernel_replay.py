@@ -9,7 +9,8 @@ a kernel's code alone and for instruction-level profiles (callgrind) of it.
     # replay: the saved object (or --recompile: the saved task list compiled by this checkout's
     # code generator, with this process' checks), the buffers restored before every launch
     PYTHONPATH=$PWD python benchmarks/kernel_replay.py run /tmp/cap/kernel_detection.pkl \\
-        --repeat 200 [--recompile] [--check-bounds 0] [--blob-out FILE] [--blob FILE]
+        --repeat 200 [--recompile] [--check-bounds 0] [--blob-out FILE] [--blob FILE] [--threads 1] \\
+        [--lanes kernel_detection_t7]
 
 `run` prints the fastest and median launch (µs, perf_counter around the backend's launch) and
 a digest of every buffer after the last launch, so two code generators can be compared for the
@@ -113,9 +114,14 @@ def run(a):
     with open(a.capture, "rb") as f:
         cap = pickle.load(f)
     check = cap["oob"] if a.check_bounds is None else bool(a.check_bounds)
-    sd.init(arch=sd.cpu, check_bounds=check, offline_cache=False)
+    sd.init(arch=sd.cpu, check_bounds=check, offline_cache=False,
+            cpu_max_num_threads=a.threads)
     be = state.backend()
     tl, abi = cap["tl"], cap["abi"]
+    if a.lanes:  # serialised loops made parallel, compiled in SIMD lanes (Task.lanes)
+        from dataclasses import replace
+        tl = replace(tl, tasks=tuple(replace(t, lanes=True) if t.name in a.lanes else t
+                                     for t in tl.tasks))
     t0 = time.process_time()
     if a.blob:
         with open(a.blob, "rb") as f:
@@ -181,6 +187,10 @@ def main():
     r.add_argument("--blob", help="load this compiled program (from --blob-out)")
     r.add_argument("--blob-out", help="write the compiled program here")
     r.add_argument("--ir-out", help="write the optimized LLVM IR here")
+    r.add_argument("--threads", type=int, default=None,
+                   help="worker threads (Genesis on the CPU: 1; default: one per core)")
+    r.add_argument("--lanes", nargs="+", metavar="TASK", default=[],
+                   help="with --recompile: these range tasks in SIMD lanes (Task.lanes)")
     r.add_argument("--toggle", action="store_true",
                    help="callgrind: instrument only the last launch")
     a = ap.parse_args()

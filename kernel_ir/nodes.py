@@ -127,6 +127,7 @@ class LoopArg:
     parallel: bool = False               # the kernel's outermost loop: becomes a task
     trips: Optional[Node] = None         # reverse mode: slot counting executed iterations
     serialised: bool = False             # parallel, though written serialised (Task.serialised)
+    lanes: bool = False                  # made parallel for its SIMD lanes (Task.lanes)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ class Task:
     them (`kernel_ir.index_range`).
     `serialised` (range tasks): a loop written serialised that passes/independent_loops made
     parallel; the CPU code generator keeps such a task scalar where its body holds a loop
-    (`llvm_codegen.codegen.spmd_choice`)."""
+    (`llvm_codegen.codegen.spmd_choice`) unless `lanes`: the pass made it parallel for its
+    SIMD lanes (`work_estimate.worth_lanes`: a heavy body over many iterations)."""
     kind: str
     body: Block
     index: Optional[Node] = None
@@ -191,6 +193,7 @@ class Task:
     ordered: bool = False
     proven: frozenset = frozenset()
     serialised: bool = False
+    lanes: bool = False
 
 
 @dataclass(frozen=True)

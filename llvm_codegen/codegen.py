@@ -175,17 +175,42 @@ def _spmd_choice(task, bounds_check, options: CodegenOptions):
     """(lanes, analysis): lanes > 1 when the task runs in SPMD lanes (`options.spmd`)."""
     if not options.spmd:
         return 1, spmd.Analysis(False, "")
-    if task.serialised and any(n.op in LOOPS for n in walk(task.body)):
+    if task.serialised and not task.lanes and any(n.op in LOOPS for n in walk(task.body)):
         return 1, spmd.Analysis(False, "a serialised loop with loops inside, made parallel")
     a = spmd.analyze(task, bounds_check, options.vecmath)
     if not a.ok:
         return 1, a
     lanes = options.lanes or default_lanes(a, options.vector_bits)
     n = _constant_trips(task)
-    least = 2 * lanes if options.min_trips is None else options.min_trips
+    if task.lanes and n is not None and options.lanes is None:  # one group may be all of it
+        lanes = max(2, min(lanes, 1 << (max(n, 1).bit_length() - 1)))
+    least = fewest_lane_trips(options) if task.lanes else \
+        2 * lanes if options.min_trips is None else options.min_trips
     if n is not None and n < least:  # DiffTaichi's 16 billiard balls: lanes would only add
         return 1, spmd.Analysis(False, f"{n} iterations: fewer than {least}")  # compile time
     return lanes, a
+
+
+HEAVY_LANE_TRIPS = 16  # fewest iterations of a loop made parallel for its lanes (`Task.lanes`)
+
+
+def heavy_lanes(options: CodegenOptions = CodegenOptions()) -> bool:
+    """Whether loops are made parallel for their lanes (`Task.lanes`) on this target: only with
+    512-bit vectors (AVX-512: masked gathers and scatters in one instruction each). With AVX2
+    (x86-64-v3) the lane task of Genesis' narrow phase compiled for more than 9 minutes of CPU
+    (16 lanes; 8 lanes: more than 2.5) against 70 s with AVX-512 (docs/performance.md,
+    glanes): too long for a default."""
+    return math_policy.vector_bits(options.vector_bits) >= 512
+
+
+def fewest_lane_trips(options: CodegenOptions = CodegenOptions()) -> int:
+    """The fewest constant trips for which a loop made parallel for its lanes (`Task.lanes`:
+    a heavy body, Genesis' narrow phase) runs in SIMD lanes: `HEAVY_LANE_TRIPS`, or
+    SPIRAD_CPU_SPMD_MIN_TRIPS. Such a task takes the default lanes, or fewer (a power of two, at
+    most its trips) where its trips do not fill two groups: one group of 16 lanes ran
+    Genesis' narrow phase at `n_envs` 16 1.8x faster than the serial code (docs/performance.md,
+    glanes), where the rule for other tasks (two groups at least) kept it scalar."""
+    return HEAVY_LANE_TRIPS if options.min_trips is None else options.min_trips
 
 
 def _constant_trips(task):

@@ -54,11 +54,19 @@ share a word, are refused); ndarray arguments viewing overlapping memory at diff
 (two numpy views of one buffer) are outside what a kernel may assume of its arguments here,
 as for any parallel loop.
 
-The pass runs on the forward program only, and only for the CPU backend with
-SPIRAD_INDEPENDENT_LOOPS=1 (`compile.driver`; off by default: Genesis ran slower with it so
-far, docs/performance.md), and only on loops whose estimated work can pay for a parallel launch
-(the driver's `worth`):
-autodiff, forward mode and `Tape(validation=True)` see the serial task list (their adjoints
+The pass runs on the forward program only, and only for the CPU backend: with
+SPIRAD_INDEPENDENT_LOOPS=1 and a second worker (`compile.driver.independent_loops`; off by
+default: Genesis ran slower with it so far, docs/performance.md) on loops whose estimated work
+can pay for a parallel launch (`work_estimate.worth_splitting`); otherwise, with
+SPIRAD_ENV_LANES (on by default, `driver.env_lanes`), on the loops whose body is heavy and whose
+constant trip count fills the SIMD lanes (`work_estimate.worth_lanes`: Genesis' narrow phase),
+marked `LoopArg.lanes` so that the code generator runs their iterations in lanes though their
+bodies hold loops. Lanes are one more interleaving of the iterations, which the argument above
+covers: each lane runs its own iteration's operations in program order (inner loops, `while`,
+`break` and `continue` of loops inside `B` masked per lane), so its float arithmetic is its own
+and in its own order; transcendental math in lanes comes from spirad's vector bodies where scalar
+code may call libm (docs/vecmath.md: within their ulp bounds, not always the same bits). In
+both modes autodiff, forward mode and `Tape(validation=True)` see the serial task list (their adjoints
 and adstack sizing are unchanged), and GPU backends keep the loops serial.
 """
 from __future__ import annotations
@@ -74,12 +82,16 @@ from .offload import forwarding
 _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 
-def parallelise(k: KernelIR, worth=None) -> KernelIR:
+def parallelise(k: KernelIR, worth=None, lanes: bool = False) -> KernelIR:
     """`k` with its provably independent serialised top-level loops parallel (the same `k`
     where none qualifies). `worth(loop)`: whether the parallel form of a loop has work enough
-    to pay for its launch (None: every one has); a loop without stays serial."""
+    to pay for its launch (None: every one has); a loop without stays serial. `lanes`: the
+    loops are made parallel for their SIMD lanes (`LoopArg.lanes`: the CPU code generator
+    runs them in lanes though their bodies hold loops)."""
     out, changed = [], False
     for n, (p, _) in zip(k.body.nodes, _decide(k, worth)):
+        if p is not None and lanes:
+            p = Node(p.op, p.dtype, p.srcs, replace(p.arg, lanes=True), p.blocks, p.loc)
         out.append(n if p is None else p)
         changed = changed or p is not None
     return replace(k, body=Block(tuple(out))) if changed else k

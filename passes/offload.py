@@ -230,7 +230,8 @@ def offload(k: KernelIR) -> TaskList:
             body = rebuild(loop.blocks[0], visit, env)
             body = Block(tuple(prologue) + body.nodes)
             tasks.append(Task("range", body, loop.arg.index, bounds[0], bounds[1], f"{k.name}_t{si}",
-                              loop.loc, serialised=loop.arg.serialised))
+                              loop.loc, serialised=loop.arg.serialised,
+                              lanes=loop.arg.lanes))
         else:
             body = rebuild(Block(tuple(nodes)), visit, env)
             body = Block(tuple(prologue) + body.nodes)

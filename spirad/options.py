@@ -187,6 +187,10 @@ SWITCHES = {s.name: s for s in (
            "`1`: serialised top-level loops whose iterations are provably independent run in "
            "parallel on the CPU (off by default: slower on Genesis so far, "
            "[parallel_loops.md](parallel_loops.md))"),
+    Switch("SPIRAD_ENV_LANES", "off", True,
+           "`0`: serialised loops with heavy bodies over many iterations (Genesis' narrow "
+           "phase) stay inside their serial task; by default, where provably independent, each "
+           "runs in SIMD lanes on the CPU ([parallel_loops.md](parallel_loops.md))"),
     Switch("SPIRAD_CPU_SPMD_LANES", "int", None,
            "lanes of an SPMD task (default: two registers per 32-bit value of the target: 32 "
            "with AVX-512, 16 with AVX2, 8 with NEON)"),

@@ -33,6 +33,7 @@ SPLIT_SECONDS = 2e-4     # measured work (one core) worth a split
 SPLIT_WORK = 1 << 21     # ~75 us: more than a split's pool dispatch
 DYNAMIC_TRIPS = 16       # assumed trips of a loop whose count is not known at compile time
 MIN_SPLIT_TRIPS = 4      # fewest iterations a split takes: two per worker, two workers at least
+LANES_WORK = 1 << 26     # an iteration's estimated work for lanes at one worker (`worth_lanes`)
 ATOMIC_WORK = 200        # a locked compare-and-swap loop (~5 ns uncontended, more when shared)
 PLAIN_RMW_WORK = 2       # a load and a store
 LANE_GAIN = 4            # SIMD lanes per unit of speed-up (32 lanes: ~8x on such code)
@@ -70,6 +71,23 @@ def worth_splitting(loop) -> bool:
     if known is not None and known < MIN_SPLIT_TRIPS:
         return False
     return 2 + _trips(loop) * iteration_work(loop.blocks[0]) >= SPLIT_WORK
+
+
+def worth_lanes(loop, min_trips: int) -> bool:
+    """Whether a serialised loop made parallel (passes/independent_loops) is run in SIMD lanes
+    over its iterations in its own range task (`driver.env_lanes`), its body's loops masked per
+    lane: at least `min_trips` iterations known at compile time (the fewest the code generator
+    runs such a loop in lanes, `llvm_codegen.codegen.fewest_lane_trips`: fewer would make it a
+    scalar range task, which only costs a launch) and an
+    estimated body of at least `LANES_WORK` (`iteration_work`). Measured on Genesis' Franka
+    step, fields, one thread (docs/performance.md, glanes): the narrow phase's environment loop
+    (`narrowphase.py:4493`, ~8.8e8 estimated, every other loop of the step below 1e7) ran
+    1.8x faster in 32 lanes at `n_envs` 256 and in 16 at `n_envs` 16; lighter loops with loops inside, which loop over
+    links and dofs with trip counts read from memory, stay in the serial task (box with every
+    such loop in lanes: a cold build 511 s against 90 s, and a slower step)."""
+    known = _known_trips(loop)
+    return known is not None and known >= min_trips and \
+        iteration_work(loop.blocks[0]) >= LANES_WORK
 
 
 def _known_trips(loop) -> int | None:

@@ -61,11 +61,13 @@ TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
 def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = False,
-          shapes=None):
+          shapes=None, lanes: bool = False):
     """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering);
     `shapes`: ndarray argument index -> full shape, the extents made constants after inlining
     (passes/shape_specialise; None: a generic program). Returns (task list, its copy with the provably independent serialised loops parallel
-    (passes/independent_loops), or None: not `independent`, or no loop qualifies)."""
+    (passes/independent_loops), or None: not `independent`, or no loop qualifies). `lanes`
+    (not with `independent`): only the loops `work_estimate.worth_lanes` picks are made
+    parallel, for their SIMD lanes (`env_lanes`)."""
     if verify:
         verifier.verify_kernel(k)
     for name, stage in KERNEL_STAGES:
@@ -77,10 +79,17 @@ def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = Fa
         if verify:
             verifier.verify_kernel(k, inlined=True)
     tl = _tasks(k, verify)
-    if not independent:
+    if not (independent or lanes):
         return tl, None
-    from ..backends.work_estimate import worth_splitting
-    kp = parallelise(k, worth_splitting)
+    from ..backends.work_estimate import worth_lanes, worth_splitting
+    if independent:
+        kp = parallelise(k, worth_splitting)
+    else:
+        from llvm_codegen.codegen import fewest_lane_trips
+
+        from .. import options
+        least = fewest_lane_trips(options.llvm_codegen_options())
+        kp = parallelise(k, lambda loop: worth_lanes(loop, least), lanes=True)
     return tl, (_tasks(kp, verify) if kp is not k else None)
 
 
@@ -190,7 +199,8 @@ def _compile_forward(kernel, specs, state, shapes=None) -> Compiled:
         from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
         tl, ptl = lower(kir, verify=debug_enabled(state), prints=state.prints,
-                        independent=independent_loops(state), shapes=shapes)
+                        independent=independent_loops(state), shapes=shapes,
+                        lanes=env_lanes(state))
         c = _stored(_program(tl, state, None, templates, returns, cache_key=key, parallel=ptl))
     return c
 
@@ -349,6 +359,24 @@ def independent_loops(state) -> bool:
     from .. import options
     return state.arch == "cpu" and bool(options.get("SPIRAD_INDEPENDENT_LOOPS")) and \
         _state.backend().rt.num_workers > 1
+
+
+def env_lanes(state) -> bool:
+    """Whether forward programs run their heaviest provably independent serialised loops in
+    SIMD lanes (passes/independent_loops with `work_estimate.worth_lanes`, each such loop a
+    range task whose iterations the code generator runs in lanes, its inner loops masked): on
+    the CPU backend where the threaded form of the pass (`independent_loops`) does not run,
+    with SPMD code on (`SPIRAD_CPU_SPMD`), without `debug` checks (lanes refuse them), on a
+    target with 512-bit vectors (`codegen.heavy_lanes`: AVX2 compiled such a task for minutes),
+    and SPIRAD_ENV_LANES (on by default). Genesis' narrow phase at one thread (`n_envs` 256,
+    Franka, fields): 1.8x faster in 32 lanes, the same results bit for bit
+    (docs/performance.md, glanes)."""
+    from llvm_codegen.codegen import heavy_lanes
+
+    from .. import options
+    return state.arch == "cpu" and bool(options.get("SPIRAD_ENV_LANES")) and \
+        not independent_loops(state) and not state.debug and \
+        bool(options.get("SPIRAD_CPU_SPMD")) and heavy_lanes(options.llvm_codegen_options())
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,

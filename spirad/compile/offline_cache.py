@@ -136,7 +136,8 @@ def _options(state) -> tuple:
     return (state.options.code_key(), options.get("SPIRAD_VERIFY"),
             # an adjoint compiled under `warn` must not be loaded where the kernel is refused
             options.get("SPIRAD_AD_OVERWRITTEN_READS"),
-            options.get("SPIRAD_INDEPENDENT_LOOPS"))  # serialised loops made parallel
+            options.get("SPIRAD_INDEPENDENT_LOOPS"),  # serialised loops made parallel
+            options.get("SPIRAD_ENV_LANES"))  # ... or in lanes
 
 
 class CacheKey(str):

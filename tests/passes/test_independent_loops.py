@@ -10,6 +10,9 @@ import pytest
 import spirad as sd
 from kernel_ir.nodes import walk
 from kernel_ir.ops import Op
+from llvm_codegen import codegen
+from llvm_codegen.codegen import HEAVY_LANE_TRIPS, fewest_lane_trips
+from spirad import options
 from spirad.backends import work_estimate
 from tests.support.archs import exactly, test_archs
 
@@ -575,3 +578,95 @@ def test_one_env_at_run_time_is_the_plain_serial_call(monkeypatch, split_always)
     assert res[False, 1][0] == res[False, 16][0] == ["serial"]
     for envs in (1, 16):
         assert res[True, envs][2].tobytes() == res[False, envs][2].tobytes()
+
+
+# -- heavy loops in SIMD lanes at one worker (driver.env_lanes) ------------------------------
+
+@pytest.fixture
+def wide_target(monkeypatch):
+    """The lanes for heavy loops on any host (`codegen.heavy_lanes`: AVX-512 only by default)."""
+    monkeypatch.setattr(codegen, "heavy_lanes", lambda options=None: True)
+
+
+def _lane_kernel_run(envs: int, lanes_on: bool, monkeypatch):
+    """A Genesis-shaped narrow phase at one worker (`SPIRAD_INDEPENDENT_LOOPS` off): per env a
+    loop over pairs with a trip count read from memory, a `while` with a data-dependent exit and
+    a `break`, an atomic counter at the env's own element, and a nested 5-slot loop; returns the
+    outputs, the task kinds and the lanes of each compiled task."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
+    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
+    rng = np.random.default_rng(287)
+    n_pairs = sd.field(sd.i32, shape=envs)  # 0 to 7 pairs per env
+    pos = sd.field(sd.f32, shape=(8, envs))
+    out = sd.field(sd.f32, shape=(8, envs))
+    count = sd.field(sd.i32, shape=envs)
+    n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
+    pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
+
+    @sd.kernel
+    def narrow():
+        sd.loop_config(serialize=True)
+        for b in range(envs):
+            for p in range(n_pairs[b]):
+                x = pos[p, b]
+                it = 0
+                while x * x > 1e-3:
+                    x = x * 0.5 + sd.sqrt(sd.abs(x)) * 0.01
+                    it += 1
+                    if it > 40:
+                        break
+                acc = 0.0
+                for slot in range(5):
+                    if slot > 0 and x > 0.5:
+                        continue
+                    acc += 1.0 / (1.0 + (x + slot * 0.3) ** 2)
+                out[p, b] = acc + it
+                sd.atomic_add(count[b], 1)
+    narrow()
+    program = narrow._plans[0].compiled.program
+    return (out.to_numpy(), count.to_numpy()), _kinds(narrow), list(program.blob.task_lanes)
+
+
+def test_heavy_env_loop_runs_in_lanes_at_one_worker(monkeypatch, wide_target):
+    """A serialised loop whose estimated body passes `LANES_WORK` (lowered to 0 here) over
+    enough iterations for the lanes (`fewest_lane_trips`) runs as a range task in SIMD lanes at one worker, its
+    inner loops masked per lane; the outputs equal the serial task's bit for bit (no
+    transcendental math here: lanes take spirad's vector bodies where scalar code calls libm,
+    docs/vecmath.md)."""
+    monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
+    envs = max(64, fewest_lane_trips(options.llvm_codegen_options()))
+    (o1, c1), kinds, lanes = _lane_kernel_run(envs, True, monkeypatch)
+    (o0, c0), kinds0, _ = _lane_kernel_run(envs, False, monkeypatch)
+    assert kinds0 == ["serial"]
+    assert kinds == ["range"] and lanes[0] > 1
+    assert o1.tobytes() == o0.tobytes() and (c1 == c0).all()
+    assert c0.sum() > 0 and o0.any()
+
+
+def test_light_or_short_env_loops_stay_serial(monkeypatch, wide_target):
+    """Below `LANES_WORK` (the default: far above this body), or with fewer iterations than
+    the code generator runs such a loop in lanes (`fewest_lane_trips`: a scalar range task
+    would only cost its launch), the loop stays inside the serial task; from there on it takes
+    a power of two of lanes up to its trips."""
+    assert _lane_kernel_run(64, True, monkeypatch)[1] == ["serial"]
+    monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
+    monkeypatch.delenv("SPIRAD_CPU_SPMD_MIN_TRIPS")  # tests/conftest sets 0
+    least = fewest_lane_trips(options.llvm_codegen_options())
+    assert least == HEAVY_LANE_TRIPS == 16
+    assert _lane_kernel_run(least - 1, True, monkeypatch)[1] == ["serial"]
+    out, kinds, lanes = _lane_kernel_run(least, True, monkeypatch)
+    assert kinds == ["range"] and lanes[0] == 16  # one group of 16 lanes (Genesis' n_envs 16)
+    assert out[0].tobytes() == _lane_kernel_run(least, False, monkeypatch)[0][0].tobytes()
+
+
+def test_heavy_loops_stay_serial_below_512_bit_vectors(monkeypatch):
+    """Without 512-bit vectors (here: x86-64-v3, AVX2, whose masked scatters LLVM expands lane
+    by lane; the narrow phase's lane task compiled for minutes) the loop stays serial."""
+    if not codegen.heavy_lanes(options.llvm_codegen_options()):
+        pytest.skip("the host has no 512-bit vectors: the default is what is tested")
+    monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
+    assert _lane_kernel_run(64, True, monkeypatch)[1] == ["range"]
+    monkeypatch.setenv("SPIRAD_CPU_TARGET", "x86-64-v3")
+    assert not codegen.heavy_lanes(options.llvm_codegen_options())
+    assert _lane_kernel_run(64, True, monkeypatch)[1] == ["serial"]
