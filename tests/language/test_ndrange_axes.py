@@ -105,6 +105,26 @@ def test_nested_grouped(arch):
 
 
 @test_archs(EVERY_ARCH)
+def test_static_choice_of_axes(arch):
+    """Genesis' form: `axes=qd.static((1, 0) if batch_first else None)`, a template flag."""
+    rec, cnt = recorder(M * N, 2)
+
+    @sd.kernel
+    def k(batch_first: sd.template()):
+        sd.loop_config(serialize=True)
+        for i, j in sd.ndrange(M, N, axes=sd.static((1, 0) if batch_first else None)):
+            n = cnt[None]
+            rec[n, 0] = i
+            rec[n, 1] = j
+            cnt[None] = n + 1
+
+    for flag, want in ((True, order_2d_10()), (False, [(i, j) for i in range(M) for j in range(N)])):
+        cnt[None] = 0
+        k(flag)
+        assert [tuple(r) for r in rec.to_numpy()] == want
+
+
+@test_archs(EVERY_ARCH)
 def test_parallel_binds_canonical_axes(arch):
     """A top-level (parallel) loop covers every index once, each bound to its own axis."""
     x = sd.field(sd.i32, shape=(M, 5))
