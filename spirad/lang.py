@@ -350,15 +350,19 @@ def static(x, *more):
 
 
 class ndrange:
-    """`for i, j in ndrange(n, (a, b))`: a multi-dimensional range (parallel when outermost)."""
+    """`for i, j in ndrange(n, (a, b))`: a multi-dimensional range (parallel when outermost).
+    `axes=(1, 0)` (Quadrants'): the nesting order, outermost first; the targets stay bound to
+    the canonical axes (spirad/data/ndrange_axes.py)."""
 
-    def __init__(self, *dims):
+    def __init__(self, *dims, axes=None):
+        from .data.ndrange_axes import check
         self.dims = dims
+        self.axes = check(axes, len(dims))  # Quadrants' nesting order (data/ndrange_axes.py)
 
     def __iter__(self):
-        import itertools
+        from .data.ndrange_axes import iterate
         rs = [range(*d) if isinstance(d, tuple) else range(d) for d in self.dims]
-        return iter(itertools.product(*rs))
+        return iterate(rs, self.axes)
 
 
 class grouped:

@@ -66,6 +66,7 @@ def _cast_to(v, args, kw, node, dtype: DType):
 
 
 def h_cast(v, args, kw, node):
+    args = list(args) + [kw[k] for k in ("obj", "dtype")[len(args):] if k in kw]  # Taichi's names
     _arity(v, args, 2, node)
     dtype = from_python(args[1], v.ctx.default_fp, v.ctx.default_ip)
     if not isinstance(dtype, DType):
@@ -474,8 +475,10 @@ def h_len(v, args, kw, node):
 
 
 def h_ndrange(v, args, kw, node):
-    """`ndrange(n, (a, b), ...)`: each entry an integer or an (begin, end) pair of integers
-    (Taichi's errors and texts otherwise); numpy integers count as integers."""
+    """`ndrange(n, (a, b), ..., axes=None)`: each entry an integer or an (begin, end) pair of
+    integers (Taichi's errors and texts otherwise); numpy integers count as integers. `axes=`
+    (Quadrants'): the nesting order, a permutation of the entries' indices, outermost first,
+    checked here with Quadrants' texts; the loop builder (frontend/stmt.py) applies it."""
     dims = []
     for a in args:
         d = v.rvalue(a)
@@ -487,7 +490,18 @@ def h_ndrange(v, args, kw, node):
         else:
             d = _ndrange_int(v, d, node)
         dims.append(d)
-    return lang.ndrange(*dims)
+    unknown = sorted(set(kw) - {"axes"})
+    if unknown:
+        raise v.ctx.error(SpiradTypeError, f"ndrange() got an unexpected keyword argument "
+                          f"'{unknown[0]}' (it takes `axes=`)", node)
+    axes = kw.get("axes")
+    if axes is not None:
+        axes = v.rvalue(axes)
+        axes = tuple(v.rvalue(e) for e in axes) if isinstance(axes, (tuple, list)) else axes
+    try:  # Quadrants' checks and texts (data/ndrange_axes.py), at the user's line
+        return lang.ndrange(*dims, axes=axes)
+    except (SpiradSyntaxError, SpiradTypeError) as e:
+        raise v.ctx.error(type(e), str(e), node) from None
 
 
 def _ndrange_int(v, x, node):

@@ -13,6 +13,7 @@ from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
 
 from ..func import BoundFunc, Func, PyFunction, is_plain_python_function, plain_func
+from . import call_keywords
 from .builtins import HANDLERS
 from .namespace_hooks import append_target
 from .value_ops import is_py_scalar
@@ -28,8 +29,10 @@ CMPOPS = {ast.Lt: Op.CMP_LT, ast.LtE: Op.CMP_LE, ast.Gt: Op.CMP_GT, ast.GtE: Op.
 
 
 class BoundMethod:
-    def __init__(self, fn, obj):
-        self.fn, self.obj = fn, obj
+    """`obj.name(...)` in a kernel: `fn(visitor, obj, args, node)`; its keywords, where it has
+    any, are bound to positions first (call_keywords.method_args)."""
+    def __init__(self, fn, obj, name=""):
+        self.fn, self.obj, self.name = fn, obj, name
 
 
 class ExprVisitor:
@@ -302,13 +305,13 @@ class ExprVisitor:
             if name not in ("append", "length", "deactivate"):
                 raise self.ctx.error(SpiradSyntaxError, f"a dynamic list x[I] has append(), "
                                                         f"length() and deactivate(), not '{name}'", node)
-            return BoundMethod(obj.method(name), obj)
+            return BoundMethod(obj.method(name), obj, name)
         if name == "parent" and isinstance(obj, (Field, SNode)):  # a node, at compile time
             return BoundMethod(lambda bld, o, args, n: o.parent(*[bld.rvalue(a) for a in args]),
-                               obj)
+                               obj, name)
         if name == "fill" and (isinstance(obj, Field) or getattr(obj, "_struct_members", False)):
             from .field_methods import field_fill  # `x.fill(v)` in a kernel: Quadrants' loop
-            return BoundMethod(field_fill, obj)
+            return BoundMethod(field_fill, obj, name)
         try:
             return self.py_constant(getattr(obj, name))
         except AttributeError as e:
@@ -335,7 +338,7 @@ class ExprVisitor:
         method = VEC_METHODS.get(name)
         if method is None:
             raise self.ctx.error(SpiradSyntaxError, f"vectors have no attribute '{name}'", node)
-        return BoundMethod(method, obj)
+        return BoundMethod(method, obj, name)
 
     def build_Subscript(self, node):
         obj = self.build(node.value)
@@ -612,8 +615,8 @@ class ExprVisitor:
             if kw.arg is None:
                 raise self.ctx.error(SpiradSyntaxError, "**kwargs calls are not supported in kernels", kw)
             kwargs[kw.arg] = self.build(kw.value)
-        if isinstance(fn, BoundMethod):
-            return fn.fn(self, fn.obj, args, node)
+        if isinstance(fn, BoundMethod):  # a vector's method binds Taichi's keywords, the rest none
+            return fn.fn(self, fn.obj, call_keywords.method_args(self, fn.name, args, kwargs, node), node)
         if isinstance(getattr(fn, "__self__", None), dict) and \
                 getattr(fn, "__name__", "") in ("keys", "values", "items", "get") and not kwargs:
             from .comprehension import dict_view
@@ -623,6 +626,7 @@ class ExprVisitor:
             return str_format(self, fn.__self__, args, kwargs, node)
         h = HANDLERS.get(fn) if _hashable(fn) else None
         if h is not None:
+            call_keywords.check(self, fn, kwargs, node)  # a keyword it does not implement: an error
             return h(self, args, kwargs, node)
         if isinstance(fn, Func):
             return self.inline_func(fn, args, kwargs, node)
@@ -639,6 +643,7 @@ class ExprVisitor:
             return self.primitive_call(fn, args, kwargs, node)
         from ..types import MatrixType, VectorType
         if isinstance(fn, (VectorType, MatrixType)):
+            call_keywords.check(self, fn, kwargs, node)  # `vec3(1, 2, 3)`: no keyword
             return self.compound_value(fn, args, node)
         from ..data.struct import Struct, StructType
         if isinstance(fn, StructType):
@@ -978,7 +983,7 @@ def _class_method(name):
     def h(v, args, kw, node):
         if not args or not isinstance(v.rvalue(args[0]), VecVal):
             raise v.ctx.error(SpiradTypeError, f"{name}() needs a vector or matrix first", node)
-        return VEC_METHODS[name](v, args[0], list(args[1:]), node)
+        return VEC_METHODS[name](v, args[0], call_keywords.method_args(v, name, args[1:], kw, node), node)
     return h
 
 

@@ -5,6 +5,7 @@ import ast
 import numbers
 
 from .. import lang
+from ..data import ndrange_axes
 from kernel_ir.errors import SpiradSyntaxError, SpiradTypeError, SpiradValueError
 from kernel_ir import dtypes as T
 from kernel_ir.ops import Op
@@ -439,7 +440,8 @@ class StmtVisitor:
                             f"{len(dims)} index name(s), got {len(names)}", node.target)
         if grouped and len(names) != 1:
             raise ctx.error(SpiradSyntaxError, "grouped() yields one index vector", node.target)
-        return self.emit_loop(dims, names, node, parallel, grouped)
+        axes = iterable.axes if isinstance(iterable, lang.ndrange) else None
+        return self.emit_loop(dims, names, node, parallel, grouped, axes)
 
     def _for_over_chosen_iterable(self, node):
         """`for i in (A if sd.static(flag) else B):` (Quadrants' idiom): the condition is known
@@ -504,7 +506,10 @@ class StmtVisitor:
         raise self.ctx.error(SpiradSyntaxError, "for-loops iterate over range(), ndrange(), grouped(), "
                                                 "a field, or static(...)", node.iter)
 
-    def emit_loop(self, dims, names, node, parallel, grouped):
+    def emit_loop(self, dims, names, node, parallel, grouped, axes=None):
+        """The loop over `dims` (canonical order). `axes` (an ndrange's `axes=`, None for the
+        identity: the code is then exactly the code before `axes=`) nests the levels in that
+        order, outermost first, and binds each level's index to its canonical name."""
         ctx, b = self.ctx, self.ctx.b
         bounds = []
         it = _loop_dtype(dims)
@@ -513,8 +518,9 @@ class StmtVisitor:
             if not (lo_n.dtype.is_int and hi_n.dtype.is_int):
                 raise ctx.error(SpiradTypeError, "loop bounds must be integers", node.iter)
             bounds.append((b.cast(lo_n, it), b.cast(hi_n, it)))
+        bounds = ndrange_axes.physical(bounds, axes)
         if parallel and len(bounds) > 1:
-            return self._parallel_nd(bounds, names, node, grouped)
+            return self._parallel_nd(bounds, names, node, grouped, axes)
         if not bounds:  # a 0-d field: one iteration (an empty index vector under grouped)
             self.ctx.loops.append("parallel" if parallel else "serial")
             try:
@@ -536,24 +542,25 @@ class StmtVisitor:
             finally:
                 ctx.loops.pop()
             return
-        self._serial_nest(bounds, names, node, grouped, [])
+        self._serial_nest(bounds, names, node, grouped, [], axes)
 
-    def _serial_nest(self, bounds, names, node, grouped, idx):
+    def _serial_nest(self, bounds, names, node, grouped, idx, axes=None):
         b = self.ctx.b
         if not bounds:
-            self._bind_indices(names, idx, grouped, node)
+            self._bind_indices(names, ndrange_axes.canonical(idx, axes), grouped, node)
             return
         self.ctx.loops.append("serial" if len(bounds) == 1 else "nest")
         try:
             with b.range_for(*bounds[0]) as i:
-                self._serial_nest(bounds[1:], names, node, grouped, idx + [i])
+                self._serial_nest(bounds[1:], names, node, grouped, idx + [i], axes)
         finally:
             self.ctx.loops.pop()
 
-    def _parallel_nd(self, bounds, names, node, grouped):
+    def _parallel_nd(self, bounds, names, node, grouped, axes=None):
         """One parallel loop over the product of the extents. An axis with end < start runs no
         iteration (Taichi's `ndrange((5, 2), (4, 1))`: 0), so each extent is max(end - start, 0):
-        two negative extents multiplied to a positive count (9 iterations there; issue #35)."""
+        two negative extents multiplied to a positive count (9 iterations there; issue #35).
+        `bounds` are in nesting order (`axes`), the last level fastest in the flat index."""
         b = self.ctx.b
         extents = [b.binary(Op.MAX, b.binary(Op.SUB, hi, lo), b.const(0, hi.dtype))
                    for lo, hi in bounds]
@@ -572,7 +579,7 @@ class StmtVisitor:
                         rest = b.binary(Op.FLOORDIV, rest, extents[k])
                     else:
                         idx.append(b.binary(Op.ADD, bounds[0][0], rest))
-                self._bind_indices(names, idx[::-1], grouped, node)
+                self._bind_indices(names, ndrange_axes.canonical(idx[::-1], axes), grouped, node)
             rng.leave_parallel(self.ctx, saved)
         finally:
             self.ctx.loops.pop()
