@@ -810,10 +810,13 @@ def field(dtype, shape=None, needs_grad=False, name="", needs_dual=False, offset
     return placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa=False)
 
 
-def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa) -> Field:
+def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa,
+                 per_axis: bool = False) -> Field:
     """`sd.field` / `Vector.field` / `Matrix.field`: a field of its own shape, or, with Taichi's
     `order=` or components apart (`layout=SOA`), one placed as Taichi places it (one dense level
-    per axis in that order) in hierarchical storage (spirad.data.snode_layout)."""
+    per axis in that order) in hierarchical storage (spirad.data.snode_layout). `per_axis`
+    (Quadrants' `layout=`, `sd.tensor`): its accesses go through the storage's shape with the
+    indices permuted, each checked on its own axis (`snode_layout.Layout.per_axis`)."""
     if order is None and not soa:
         return Field(dtype, shape, needs_grad, name, needs_dual=needs_dual, offset=offset)
     if shape is None:
@@ -842,6 +845,7 @@ def placed_field(dtype, shape, needs_grad, name, needs_dual, offset, order, soa)
         node = node.dense(Axis(axis), shape[axis])
     f = Field(dtype, None, needs_grad, name or creation_name() or "", needs_dual=needs_dual)
     f._soa = soa
+    f._per_axis = per_axis
     node.place(f, offset=offset)
     return f
 

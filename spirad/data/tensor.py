@@ -104,9 +104,8 @@ def tensor(dtype, shape, *, backend=Backend.NDARRAY, layout=None, needs_grad=Fal
         order = _field_order(shape, layout)
         if order is not None:
             from .field import placed_field
-            f = placed_field(dtype, shape, needs_grad, "", False, None, order, soa=False)
-            f._per_axis = True  # checked per axis (spirad.data.snode_layout.Layout.per_axis)
-            return f
+            return placed_field(dtype, shape, needs_grad, "", False, None, order, soa=False,
+                                per_axis=True)
         return field(dtype, shape=shape, needs_grad=needs_grad)
     permutes = _field_order(shape, layout) is not None
     return ndarray(dtype, shape=shape, needs_grad=needs_grad,
