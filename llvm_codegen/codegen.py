@@ -106,6 +106,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
     if width > 1:
         ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
         ctx.setup_spmd(width, why)
+        ctx.one_path_checks = bool(task.lanes)  # a heavy lane task: half its checked code
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER, options)
         if lib.target.arch == "cpu":

@@ -230,6 +230,7 @@ class SpmdContext(FnContext):
 
     def setup_spmd(self, width: int, analysis: Analysis):
         self.width = width
+        self.one_path_checks = False  # `checked_access`: gathers / scatters on one side
         self.varying = analysis.varying
         self.affine = analysis.affine
         self.own_atomics = analysis.own
@@ -424,9 +425,16 @@ def checked_access(ctx: SpmdContext, n, index_nodes, emit):
     vector loads and stores stay); the other side checks lane by lane, reports a failing active
     lane (cold) and runs `emit` with the failing lanes masked off. A consecutive access takes
     the common side on one scalar test (lane 0's indices and the last lane's last index in
-    range); a gather / scatter when no active lane fails."""
+    range); a gather / scatter when no active lane fails. In a heavy lane task
+    (`SpmdContext.one_path_checks`: `Task.lanes`, Genesis' narrow phase) a gather / scatter is
+    emitted once instead, as `lane_ok` does (the active lanes less the failing ones: the same
+    lanes touched, the same values): the two sides doubled the checked code of Genesis'
+    narrow phase (1,308 checked accesses), which compiled in 57.5 s of CPU against 52.7 with
+    one side, its launch no slower (docs/performance.md, glbuild). Other tasks keep both sides."""
     if not oob_checked(ctx, n, index_nodes):
         return emit(ctx.mask, True)
+    if ctx.one_path_checks and not consecutive(ctx.affine, ctx.varying, index_nodes):
+        return emit(*lane_ok(ctx, n, index_nodes))
     b, ref, w = ctx.b, n.arg, ctx.width
     ok, exts = _lanes_in_range(ctx, ref, index_nodes)
     fast, slow, done = ctx.block("oob.ok"), ctx.block("oob.check"), ctx.block("oob.done")
