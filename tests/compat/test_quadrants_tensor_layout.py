@@ -13,6 +13,7 @@ from kernel_ir.errors import SpiradOutOfBoundsError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import GLOBAL_ACCESS, Op
 from tests.support.archs import exactly, test_archs
+from tests.support.layout_storage import check_filled_in_layout_order
 
 F = sd.Backend.FIELD
 
@@ -37,17 +38,7 @@ def test_storage_is_in_layout_order(arch):
             v[i, j] = sd.Vector([i, j * 2])
 
     fill()
-    want_a = np.add.outer(np.arange(3) * 10, np.arange(5)).astype(np.float32)
-    want_b = (np.arange(2)[:, None, None] * 100 + np.arange(3)[None, :, None] * 10
-              + np.arange(4)[None, None, :]).astype(np.int32)
-    want_v = np.stack(np.meshgrid(np.arange(3), np.arange(4) * 2, indexing="ij"), -1)
-    np.testing.assert_array_equal(a.to_numpy(), want_a)
-    np.testing.assert_array_equal(b.to_numpy(), want_b)
-    np.testing.assert_array_equal(v.to_numpy(), want_v.astype(np.float32))
-    if arch == "cpu":  # the storage itself (host memory): the axes in the layout's order
-        np.testing.assert_array_equal(a._flat_view(), want_a.T.ravel())
-        np.testing.assert_array_equal(b._flat_view(), want_b.transpose(2, 0, 1).ravel())
-        np.testing.assert_array_equal(v._flat_view(), want_v.transpose(1, 0, 2).ravel())
+    check_filled_in_layout_order(arch, a, b, v)
 
 
 @test_archs()
