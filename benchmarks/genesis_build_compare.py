@@ -2,7 +2,7 @@
 warm (the same cache again), each system in its own processes, alternating by round.
 
     python benchmarks/genesis_build_compare.py [--rounds 1] [--scenes box franka]
-        [--modes field ndarray] [--systems quadrants spirad [NAME@DIR ...]]
+        [--modes field ndarray] [--systems quadrants spirad [NAME@DIR ...]] [--n-envs N]
 
 Each (scene, array mode) runs, per system, `genesis_scene.py SCENE --steps 2` twice with a
 fresh private cache directory (SPIRAD_CACHE_DIR, Quadrants' QD_OFFLINE_CACHE_FILE_PATH): the
@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run_one(py, root, scene, ndarray, cache, timeout):
+def run_one(py, root, scene, ndarray, cache, timeout, n_envs=0):
     """One build (`root`: a spirad checkout, None: Quadrants) with cache dir `cache`."""
     env = dict(os.environ, GS_ENABLE_NDARRAY="1" if ndarray else "0")
     env.pop("PYTHONPATH", None)
@@ -43,7 +43,7 @@ def run_one(py, root, scene, ndarray, cache, timeout):
     out = os.path.join(cache, "result.json")
     load = os.getloadavg()[0]
     r = subprocess.run([py, os.path.join(HERE, "genesis_scene.py"), scene, "--steps", "2",
-                        "--out", out], env=env, capture_output=True, text=True, timeout=timeout)
+                        "--n-envs", str(n_envs), "--out", out], env=env, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise SystemExit(f"{root or 'quadrants'} {scene} ndarray={ndarray} failed:\n"
                          f"{r.stderr[-3000:]}")
@@ -66,6 +66,9 @@ def main():
     ap.add_argument("--python", default="/work/venv-genesis/bin/python")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", help="write every run as JSON")
+    ap.add_argument("--n-envs", type=int, default=0, help="batched environments (0: one, "
+                    "unbatched; spirad runs Genesis' heaviest environment loop in SIMD lanes "
+                    "from 16, which its cold build pays for)")
     a = ap.parse_args()
     roots = {s: (None if s == "quadrants" else ROOT if s == "spirad" else s.split("@", 1)[1])
              for s in a.systems}
@@ -78,7 +81,7 @@ def main():
                     try:
                         for kind in ("cold", "warm"):
                             res = run_one(a.python, roots[system], scene, mode == "ndarray",
-                                          cache, a.timeout)
+                                          cache, a.timeout, a.n_envs)
                             runs.setdefault((scene, mode, system, kind), []).append(res)
                             print(f"round {r + 1} {scene} {mode} {system} {kind}: build "
                                   f"{res['build_s']:.1f} s (CPU {res['build_cpu_s']:.1f} s), "
@@ -91,7 +94,8 @@ def main():
         with open(a.out, "w") as f:
             json.dump({" ".join(k): v for k, v in runs.items()}, f)
     med = lambda k, f: statistics.median(x[f] for x in runs[k])  # noqa: E731
-    print(f"\nmedians over {a.rounds} round(s): build + first step, wall s (CPU s) [load]")
+    print(f"\nmedians over {a.rounds} round(s), n_envs {a.n_envs}: build + first step, wall s "
+          f"(CPU s) [load]")
     print("| scene, array mode | " + " | ".join(f"{s} {k}" for s in a.systems
                                                for k in ("cold", "warm")) + " |")
     print("|---|" + "---|" * (2 * len(a.systems)))
