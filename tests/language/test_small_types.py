@@ -288,3 +288,25 @@ def test_names_and_numpy_types():
         r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
                            env=env, cwd=ROOT, timeout=120)
         assert r.returncode == 0, r.stderr
+
+
+
+@pytest.mark.filterwarnings("ignore::spirad.SpiradWarning")
+def test_f16_atomic_max_in_release():
+    """Taichi's test_f16.py::test_atomic_max_f16: LLVM 22's loop vectoriser aborted the process
+    on the parallel `atomic_max(f[0], 1.12 * i)` into an f16 field compiled in release (an
+    assertion in llvmlite's LLVM: "VPlan cost model and legacy cost model disagreed"); f16
+    modules are not loop-vectorised (llvm_codegen/cpu_runtime._has_half)."""
+    sd.init(arch=sd.cpu, debug=False, offline_cache=False)
+    f = sd.field(dtype=sd.f16, shape=2)
+
+    @sd.kernel
+    def foo():
+        for i in range(1000):
+            sd.atomic_max(f[0], 1.12 * i)
+        for _ in range(1):
+            for i in range(1000):
+                f[1] = sd.max(1.12 * i, f[1])
+
+    foo()
+    assert f[0] == f[1] == np.float16(1.12 * 999)
