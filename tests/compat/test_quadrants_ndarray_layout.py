@@ -14,7 +14,7 @@ from kernel_ir.errors import SpiradOutOfBoundsError
 from kernel_ir.nodes import walk
 from kernel_ir.ops import GLOBAL_ACCESS, Op
 from tests.support.archs import exactly, test_archs
-from tests.support.layout_storage import check_filled_in_layout_order
+from tests.support.layout_storage import check_filled_in_layout_order, laid_out_pair_and_view
 
 N = sd.Backend.NDARRAY
 ND = sd.types.ndarray()
@@ -86,14 +86,7 @@ def test_host_io_and_kernel_reads(arch):
 
 @test_archs(archs=exactly("cpu"))
 def test_zero_copy_views_are_strided(arch):
-    torch = pytest.importorskip("torch")
-    x = sd.tensor(sd.f32, (3, 5), backend=N, layout=(1, 0))
-    y = sd.tensor(sd.i32, (2, 3, 4), backend=N, layout=(2, 0, 1))
-    x.from_numpy(_values((3, 5)))
-    t = x.to_torch(copy=False)
-    assert tuple(t.shape) == (3, 5) and t.stride() == (1, 3)
-    np.testing.assert_array_equal(t.numpy(), _values((3, 5)))
-    t[1, 2] = -7.0  # the live memory: kernels see the write
+    torch, x, y, t = laid_out_pair_and_view(N, _values((3, 5)))
 
     @sd.kernel
     def read(x: ND) -> sd.f32:

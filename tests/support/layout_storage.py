@@ -19,3 +19,22 @@ def check_filled_in_layout_order(arch, a, b, v):
         np.testing.assert_array_equal(a._flat_view(), want_a.T.ravel())
         np.testing.assert_array_equal(b._flat_view(), want_b.transpose(2, 0, 1).ravel())
         np.testing.assert_array_equal(v._flat_view(), want_v.transpose(1, 0, 2).ravel())
+
+
+def laid_out_pair_and_view(backend, values):
+    """Two laid-out tensors of `backend` (x (3, 5) f32 laid out (1, 0), filled with `values`;
+    y (2, 3, 4) i32 laid out (2, 0, 1)) and x's zero-copy torch view, checked strided over the
+    live memory; the view's element [1, 2] set to -7 (kernels must see the write). Returns
+    (torch, x, y, the view)."""
+    import pytest
+
+    import spirad as sd
+    torch = pytest.importorskip("torch")
+    x = sd.tensor(sd.f32, (3, 5), backend=backend, layout=(1, 0))
+    y = sd.tensor(sd.i32, (2, 3, 4), backend=backend, layout=(2, 0, 1))
+    x.from_numpy(values)
+    t = x.to_torch(copy=False)
+    assert tuple(t.shape) == (3, 5) and t.stride() == (1, 3)
+    np.testing.assert_array_equal(t.numpy(), values)
+    t[1, 2] = -7.0  # the live memory: kernels see the write
+    return torch, x, y, t
