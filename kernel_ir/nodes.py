@@ -150,12 +150,15 @@ class AdStackArg:
 
 @dataclass(frozen=True)
 class ArgSpec:
-    """A kernel argument: 'scalar' (dtype), 'ndarray' (dtype, ndim, needs_grad) or 'template'."""
+    """A kernel argument: 'scalar' (dtype), 'ndarray' (dtype, ndim, needs_grad, order) or
+    'template'. `order`: an ndarray's storage order of its axes (Quadrants' `layout=`), None
+    where canonical; its accesses index the storage, errors name the canonical axes."""
     name: str
     kind: str
     dtype: Optional[DType] = None
     ndim: int = 0
     needs_grad: bool = False
+    order: Optional[tuple] = None
 
 
 @dataclass(frozen=True)

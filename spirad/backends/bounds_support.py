@@ -28,12 +28,33 @@ class BoundsInfo:
         self.bindings = abi.bindings
         self.shape_offsets = abi.shape_offsets
         self.sites = [[n.loc for n in walk(t.body) if n.op in _ACCESS] for t in tl.tasks]
+        # laid-out ndarrays (`layout=`): their storage order of the axes, by argument index
+        self.orders = {k: a.order for k, a in enumerate(tl.args)
+                       if a.kind == "ndarray" and getattr(a, "order", None)}
 
     def ndarray_shape(self, argbuf: bytes, arg: int):
+        """The canonical shape of ndarray argument `arg` in a launch's argument buffer."""
         axes = sorted((ax, off) for a, ax, off in self.shape_offsets if a == arg)
         if argbuf is None or not axes:
             return None
-        return tuple(struct.unpack_from(EXTENT_FORMAT, argbuf, off)[0] for _, off in axes)
+        return self.canonical_shape(
+            arg, tuple(struct.unpack_from(EXTENT_FORMAT, argbuf, off)[0] for _, off in axes))
+
+    def canonical_shape(self, arg: int, stored: tuple) -> tuple:
+        """The canonical shape of ndarray argument `arg` whose storage has shape `stored`."""
+        order = self.orders.get(arg)
+        if order is None or len(stored) < len(order):
+            return stored
+        canonical = list(stored)
+        for s, a in enumerate(order):  # storage axis s holds canonical axis order[s]
+            canonical[a] = stored[s]
+        return tuple(canonical)
+
+    def canonical_axis(self, arg: int, axis: int) -> int:
+        """The canonical axis of storage axis `axis` of ndarray argument `arg` (the checks test
+        the storage's index on each axis; errors name the user's)."""
+        order = self.orders.get(arg)
+        return order[axis] if order is not None and 0 <= axis < len(order) else axis
 
 
 def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -> SpiradIndexError:
@@ -56,8 +77,12 @@ def index_error(kernel: str, task_names, info: BoundsInfo, status, argbufs=()) -
         if ref.grad and not label.endswith(".grad"):
             label += ".grad"
         what = f"{ref.kind} '{label}'"
-        if ref.shape is not None:
+        if ref.kind == "ndarray":
+            axis = info.canonical_axis(ref.key, axis)
+        if ref.shape is not None:  # a field's, or an ndarray's the program was specialised on
             shape = tuple(int(d) for d in ref.shape)
+            if ref.kind == "ndarray":
+                shape = info.canonical_shape(ref.key, shape)
         elif ref.kind == "ndarray":
             shapes = []
             for buf in argbufs:

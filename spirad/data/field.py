@@ -716,6 +716,14 @@ class Field(_HostArray):
         layout = layout_of(self)
         return None if layout is None else layout.axis_order()
 
+    @property
+    def layout(self):
+        """Quadrants' `layout`: the axes in storage order (outermost first) where the storage
+        only permutes them (`sd.tensor(layout=...)`, Taichi's `order=`), None where it is the
+        canonical order or not a permutation of whole axes (as `Ndarray.layout`)."""
+        order = self._axis_order()
+        return None if order is None or order == tuple(range(len(order))) else order
+
     def _perm(self):
         from .snode_layout import layout_of
         layout = layout_of(self)

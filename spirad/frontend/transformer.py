@@ -423,7 +423,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
             frame.scopes[0][p] = v.new_slot(VecVal(tuple(comps), tuple(comp_shape)), p)
         elif kind == "ndarray":
             _, dtype, ndim, comp_shape, needs_grad, needs_dual, order = spec
-            args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad))
+            args.append(ArgSpec(p, "ndarray", dtype, ndim + len(comp_shape), needs_grad, order))
             frame.scopes[0][p] = NdarrayArg(i, dtype, ndim, comp_shape, needs_grad, p,
                                             needs_dual=needs_dual, clamp=_clamped(kernel, p),
                                             order=order)
@@ -433,7 +433,7 @@ def compile_kernel(kernel, arg_values_spec, state, returns=None) -> KernelIR:
         elif kind == "ndarray_alias":  # the ndarray of parameter spec[1], passed again
             first = frame.scopes[0][params[spec[1]]]
             args.append(ArgSpec(p, "ndarray", first.dtype, first.ndim + len(first.comp_shape),
-                                first.needs_grad))
+                                first.needs_grad, first.order))
             frame.scopes[0][p] = first  # one buffer: reads and writes of both names are seen
             if _clamped(kernel, p) != first.clamp:
                 frame.scopes[0][p] = dataclasses.replace(first, clamp=not first.clamp)

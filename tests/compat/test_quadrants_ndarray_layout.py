@@ -184,6 +184,35 @@ def test_out_of_range_index_is_checked_per_axis(arch):
     assert got[1, 4] == 9.0 and (np.delete(got.ravel(), 9) == 1.0).all()
 
 
+@test_archs(debug_only="a named bounds error")
+@pytest.mark.parametrize("specialise", ["1", "0"])
+def test_out_of_range_index_named_by_the_canonical_axis_under_debug(arch, specialise, monkeypatch):
+    # the checks test the storage's index on each storage axis; the error names the user's
+    # axis and shape, with the program specialised on the shape and without
+    monkeypatch.setenv("SPIRAD_SHAPE_SPECIALISE", specialise)
+    x = sd.tensor(sd.f32, (3, 5), backend=N, layout=(1, 0))
+    g = sd.tensor(sd.f32, (2, 3, 4), backend=N, layout=(2, 0, 1))
+
+    @sd.kernel
+    def poke(x: ND, i: sd.i32, j: sd.i32):
+        x[i, j] = 9.0
+
+    @sd.kernel
+    def poke3(g: ND, i: sd.i32, j: sd.i32, k: sd.i32):
+        g[i, j, k] = 9.0
+
+    for args, axis, extent in (((3, 0), 0, 3), ((0, 5), 1, 5)):
+        with pytest.raises(sd.SpiradBoundsError, match=rf"ndarray 'x' of shape \(3, 5\) "
+                           rf"indexed with {args[axis]} on axis {axis} \(extent {extent};"):
+            poke(x, *args)
+            sd.sync()
+    for args, axis in (((2, 0, 0), 0), ((0, 3, 0), 1), ((0, 0, 4), 2)):
+        with pytest.raises(sd.SpiradBoundsError, match=rf"ndarray 'g' of shape \(2, 3, 4\) "
+                           rf"indexed with {args[axis]} on axis {axis} "):
+            poke3(g, *args)
+            sd.sync()
+
+
 @test_archs()
 def test_gradients_follow_the_layout(arch):
     x = sd.tensor(sd.f32, (3, 4), backend=N, layout=(1, 0), needs_grad=True)

@@ -41,6 +41,17 @@ def test_storage_is_in_layout_order(arch):
     check_filled_in_layout_order(arch, a, b, v)
 
 
+@test_archs(archs=exactly("cpu"))
+def test_layout_reports_the_axis_order(arch):
+    # Quadrants' `Field.layout`: the permutation passed, None for the identity / none given
+    assert sd.tensor(sd.f32, (3, 5), backend=F, layout=(1, 0)).layout == (1, 0)
+    assert sd.tensor(sd.f32, (2, 3, 4), backend=F, layout=(2, 0, 1)).layout == (2, 0, 1)
+    assert sd.tensor(sd.f32, (3, 5), backend=F, layout=(0, 1)).layout is None
+    assert sd.tensor(sd.f32, (3, 5), backend=F).layout is None
+    assert sd.field(sd.f32, shape=(3, 5), order="ji").layout == (1, 0)
+    assert sd.Vector.tensor(2, sd.f32, (3, 4), backend=F, layout=(1, 0)).layout == (1, 0)
+
+
 @test_archs()
 def test_host_writes_and_kernel_reads(arch):
     x = sd.tensor(sd.f32, (4, 6), backend=F, layout=(1, 0))
