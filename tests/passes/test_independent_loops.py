@@ -661,19 +661,25 @@ def test_light_or_short_env_loops_stay_serial(monkeypatch, wide_target):
     assert out[0].tobytes() == _lane_kernel_run(least, False, monkeypatch)[0][0].tobytes()
 
 
+def _compiled_ir(monkeypatch) -> list:
+    """The LLVM IR of every module the CPU runtime compiles from here on, in order."""
+    from llvm_codegen import cpu_runtime
+    seen, compile_object = [], cpu_runtime.CpuRuntime.compile_object
+    def record(self, llvm_ir, *a, **k):
+        seen.append(llvm_ir)
+        return compile_object(self, llvm_ir, *a, **k)
+    monkeypatch.setattr(cpu_runtime.CpuRuntime, "compile_object", record)
+    return seen
+
+
 def test_lane_task_checks_its_gathers_on_one_path(monkeypatch, wide_target):
     """A lane task's gathers and scatters under the default checks (`spmd.checked_access`,
     `SpmdContext.one_path_checks`) are emitted once, masked to the lanes in range, with the
     failing lanes reported in a cold branch, not twice (an unchecked side and a masked side):
     half the checked code of Genesis' narrow phase, its compile 57.5 -> 52.7 s of CPU
     (docs/performance.md, glbuild). The checks stay, and the results equal the serial task's."""
-    from llvm_codegen import cpu_runtime
     monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
-    seen, compile_object = [], cpu_runtime.CpuRuntime.compile_object
-    def record(self, llvm_ir, *a, **k):
-        seen.append(llvm_ir)
-        return compile_object(self, llvm_ir, *a, **k)
-    monkeypatch.setattr(cpu_runtime.CpuRuntime, "compile_object", record)
+    seen = _compiled_ir(monkeypatch)
     (o1, c1), kinds, lanes = _lane_kernel_run(64, True, monkeypatch)
     assert kinds == ["range"] and lanes[0] > 1
     assert "oob.fail" in seen[-1] and "oob.masked" not in seen[-1]
@@ -700,13 +706,8 @@ def test_lane_locals_stored_without_blends_where_no_lane_reads_them(monkeypatch,
     narrow phase: 58,228 vector phis, its compile 50 -> 15 s of CPU; docs/performance.md,
     glcomp). Stores inside a nested IF or loop, which lanes left out must not change, stay
     blends; the outputs equal the serial task's bit for bit, after a varying CONTINUE and BREAK."""
-    from llvm_codegen import cpu_runtime
     monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
-    seen, compile_object = [], cpu_runtime.CpuRuntime.compile_object
-    def record(self, llvm_ir, *a, **k):
-        seen.append(llvm_ir)
-        return compile_object(self, llvm_ir, *a, **k)
-    monkeypatch.setattr(cpu_runtime.CpuRuntime, "compile_object", record)
+    seen = _compiled_ir(monkeypatch)
 
     def run(lanes_on):
         monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
