@@ -589,21 +589,28 @@ def wide_target(monkeypatch):
     monkeypatch.setattr(codegen, "heavy_lanes", lambda options=None: True)
 
 
+def _pair_fields(envs: int, lanes_on: bool, seed: int, monkeypatch):
+    """spirad at one worker (`SPIRAD_INDEPENDENT_LOOPS` off, `SPIRAD_ENV_LANES` as asked) and a
+    narrow phase's fields: 0 to 7 pairs per env, their positions (random), their outputs."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
+    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
+    rng = np.random.default_rng(seed)
+    n_pairs = sd.field(sd.i32, shape=envs)
+    pos = sd.field(sd.f32, shape=(8, envs))
+    out = sd.field(sd.f32, shape=(8, envs))
+    n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
+    pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
+    return n_pairs, pos, out
+
+
 def _lane_kernel_run(envs: int, lanes_on: bool, monkeypatch):
     """A Genesis-shaped narrow phase at one worker (`SPIRAD_INDEPENDENT_LOOPS` off): per env a
     loop over pairs with a trip count read from memory, a `while` with a data-dependent exit and
     a `break`, an atomic counter at the env's own element, and a nested 5-slot loop; returns the
     outputs, the task kinds and the lanes of each compiled task."""
-    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
-    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
-    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
-    rng = np.random.default_rng(287)
-    n_pairs = sd.field(sd.i32, shape=envs)  # 0 to 7 pairs per env
-    pos = sd.field(sd.f32, shape=(8, envs))
-    out = sd.field(sd.f32, shape=(8, envs))
+    n_pairs, pos, out = _pair_fields(envs, lanes_on, 287, monkeypatch)
     count = sd.field(sd.i32, shape=envs)
-    n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
-    pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
 
     @sd.kernel
     def narrow():
@@ -710,15 +717,8 @@ def test_lane_locals_stored_without_blends_where_no_lane_reads_them(monkeypatch,
     seen = _compiled_ir(monkeypatch)
 
     def run(lanes_on):
-        monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
-        monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
-        sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
-        envs, rng = 64, np.random.default_rng(297)
-        n_pairs = sd.field(sd.i32, shape=envs)
-        pos = sd.field(sd.f32, shape=(8, envs))
-        out = sd.field(sd.f32, shape=(8, envs))
-        n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
-        pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
+        envs = 64
+        n_pairs, pos, out = _pair_fields(envs, lanes_on, 297, monkeypatch)
 
         @sd.kernel
         def narrow():
