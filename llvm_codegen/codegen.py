@@ -43,6 +43,7 @@ from .lower_ops import LOWER_OPS, convert
 from .options import CodegenOptions
 from .cpu_program import CpuCode, CpuTaskInfo
 from .target import CPU, Target
+from .spmd_scoped_locals import blend_free_stores
 
 LOWER = {**LOWER_OPS, **LOWER_MEMORY, **LOWER_CONTROL, **LOWER_ADSTACK}  # every Op (a test checks it)
 
@@ -107,6 +108,9 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx = spmd.SpmdContext(lib, fn, abi, tl.args, LOWER, options)
         ctx.setup_spmd(width, why)
         ctx.one_path_checks = bool(task.lanes)  # a heavy lane task: half its checked code
+        if task.lanes:  # and its locals' old values dead where no lane reads them
+            ctx.scoped_locals = True
+            ctx.blend_free = blend_free_stores(task.body)
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER, options)
         if lib.target.arch == "cpu":

@@ -231,6 +231,8 @@ class SpmdContext(FnContext):
     def setup_spmd(self, width: int, analysis: Analysis):
         self.width = width
         self.one_path_checks = False  # `checked_access`: gathers / scatters on one side
+        self.scoped_locals = False  # `spmd_scoped_locals`: an ALLOCA zeroes every lane
+        self.blend_free = frozenset()  # `spmd_scoped_locals.blend_free_stores`
         self.varying = analysis.varying
         self.affine = analysis.affine
         self.own_atomics = analysis.own

@@ -290,7 +290,7 @@ def _store(ctx, n):
     """STORE to a varying local: a blend under a partial mask (only active lanes change)."""
     slot = ctx.value(n.srcs[0])
     new = ctx.value(n.srcs[1])
-    if ctx.masked:
+    if ctx.masked and n not in ctx.blend_free:  # `spmd_scoped_locals`: no lane reads the old
         old = ctx.b.load(slot, typ=new.type)
         new = ctx.b.select(ctx.mask, new, old)
     ctx.b.store(new, slot)
@@ -299,7 +299,7 @@ def _store(ctx, n):
 def _alloca(ctx, n):
     slot = ctx.hoisted_alloca(ctx.reg_type(n.dtype), name=str(n.arg or "local"))
     zero = ctx.const(n.dtype, 0)
-    if ctx.masked:
+    if ctx.masked and not ctx.scoped_locals:  # `spmd_scoped_locals`
         zero = ctx.b.select(ctx.mask, zero, ctx.b.load(slot, typ=zero.type))
     ctx.b.store(zero, slot)
     return slot

@@ -4,6 +4,7 @@
 each kernel's result equals the serial run's bit for bit (the same
 kernel with SPIRAD_INDEPENDENT_LOOPS=0) and numpy's. Each refusal keeps the loop serial and
 gives the serial answer; the refusal tests check the task kinds, so a loosened rule fails them."""
+import re
 import numpy as np
 import pytest
 
@@ -588,21 +589,28 @@ def wide_target(monkeypatch):
     monkeypatch.setattr(codegen, "heavy_lanes", lambda options=None: True)
 
 
+def _pair_fields(envs: int, lanes_on: bool, seed: int, monkeypatch):
+    """spirad at one worker (`SPIRAD_INDEPENDENT_LOOPS` off, `SPIRAD_ENV_LANES` as asked) and a
+    narrow phase's fields: 0 to 7 pairs per env, their positions (random), their outputs."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
+    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
+    rng = np.random.default_rng(seed)
+    n_pairs = sd.field(sd.i32, shape=envs)
+    pos = sd.field(sd.f32, shape=(8, envs))
+    out = sd.field(sd.f32, shape=(8, envs))
+    n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
+    pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
+    return n_pairs, pos, out
+
+
 def _lane_kernel_run(envs: int, lanes_on: bool, monkeypatch):
     """A Genesis-shaped narrow phase at one worker (`SPIRAD_INDEPENDENT_LOOPS` off): per env a
     loop over pairs with a trip count read from memory, a `while` with a data-dependent exit and
     a `break`, an atomic counter at the env's own element, and a nested 5-slot loop; returns the
     outputs, the task kinds and the lanes of each compiled task."""
-    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
-    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
-    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
-    rng = np.random.default_rng(287)
-    n_pairs = sd.field(sd.i32, shape=envs)  # 0 to 7 pairs per env
-    pos = sd.field(sd.f32, shape=(8, envs))
-    out = sd.field(sd.f32, shape=(8, envs))
+    n_pairs, pos, out = _pair_fields(envs, lanes_on, 287, monkeypatch)
     count = sd.field(sd.i32, shape=envs)
-    n_pairs.from_numpy(rng.integers(0, 8, envs).astype(np.int32))
-    pos.from_numpy(rng.standard_normal((8, envs)).astype(np.float32))
 
     @sd.kernel
     def narrow():
@@ -660,19 +668,25 @@ def test_light_or_short_env_loops_stay_serial(monkeypatch, wide_target):
     assert out[0].tobytes() == _lane_kernel_run(least, False, monkeypatch)[0][0].tobytes()
 
 
+def _compiled_ir(monkeypatch) -> list:
+    """The LLVM IR of every module the CPU runtime compiles from here on, in order."""
+    from llvm_codegen import cpu_runtime
+    seen, compile_object = [], cpu_runtime.CpuRuntime.compile_object
+    def record(self, llvm_ir, *a, **k):
+        seen.append(llvm_ir)
+        return compile_object(self, llvm_ir, *a, **k)
+    monkeypatch.setattr(cpu_runtime.CpuRuntime, "compile_object", record)
+    return seen
+
+
 def test_lane_task_checks_its_gathers_on_one_path(monkeypatch, wide_target):
     """A lane task's gathers and scatters under the default checks (`spmd.checked_access`,
     `SpmdContext.one_path_checks`) are emitted once, masked to the lanes in range, with the
     failing lanes reported in a cold branch, not twice (an unchecked side and a masked side):
     half the checked code of Genesis' narrow phase, its compile 57.5 -> 52.7 s of CPU
     (docs/performance.md, glbuild). The checks stay, and the results equal the serial task's."""
-    from llvm_codegen import cpu_runtime
     monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
-    seen, compile_object = [], cpu_runtime.CpuRuntime.compile_object
-    def record(self, llvm_ir, *a, **k):
-        seen.append(llvm_ir)
-        return compile_object(self, llvm_ir, *a, **k)
-    monkeypatch.setattr(cpu_runtime.CpuRuntime, "compile_object", record)
+    seen = _compiled_ir(monkeypatch)
     (o1, c1), kinds, lanes = _lane_kernel_run(64, True, monkeypatch)
     assert kinds == ["range"] and lanes[0] > 1
     assert "oob.fail" in seen[-1] and "oob.masked" not in seen[-1]
@@ -690,3 +704,56 @@ def test_heavy_loops_stay_serial_below_512_bit_vectors(monkeypatch):
     monkeypatch.setenv("SPIRAD_CPU_TARGET", "x86-64-v3")
     assert not codegen.heavy_lanes(options.llvm_codegen_options())
     assert _lane_kernel_run(64, True, monkeypatch)[1] == ["serial"]
+
+
+def test_lane_locals_stored_without_blends_where_no_lane_reads_them(monkeypatch, wide_target):
+    """In a lane task an ALLOCA, and a STORE directly in its ALLOCA's block, write every lane
+    (`spmd_scoped_locals`: no lane inactive there reads the old value), not the blend
+    `select(mask, new, old)` that kept every local's old value live to the task's entry (Genesis'
+    narrow phase: 58,228 vector phis, its compile 50 -> 15 s of CPU; docs/performance.md,
+    glcomp). Stores inside a nested IF or loop, which lanes left out must not change, stay
+    blends; the outputs equal the serial task's bit for bit, after a varying CONTINUE and BREAK."""
+    monkeypatch.setattr(work_estimate, "LANES_WORK", 0)
+    seen = _compiled_ir(monkeypatch)
+
+    def run(lanes_on):
+        envs = 64
+        n_pairs, pos, out = _pair_fields(envs, lanes_on, 297, monkeypatch)
+
+        @sd.kernel
+        def narrow():
+            sd.loop_config(serialize=True)
+            for b in range(envs):
+                kept = 1.0  # assigned only under the pair loop's masks, read after it
+                for p in range(n_pairs[b]):
+                    scoped_z = pos[p, b]
+                    if scoped_z > 0.8:
+                        kept += 1.0
+                        continue
+                    scoped_z = scoped_z * 3.0  # in its ALLOCA's block, after a CONTINUE
+                    w = 0.0
+                    for k in range(4):
+                        w += scoped_z
+                        if w > 2.0:
+                            break
+                    scoped_z = scoped_z + w
+                    if scoped_z < 0.0:
+                        scoped_z = -scoped_z  # nested: a blend
+                    kept = kept * 0.5 + scoped_z
+                    out[p, b] = scoped_z
+                out[7, b] = kept
+        narrow()
+        return out.to_numpy(), _kinds(narrow)
+
+    lanes_out, kinds = run(True)
+    lane_ir = seen[-1]
+    serial_out, kinds0 = run(False)
+    assert kinds == ["range"] and kinds0 == ["serial"]
+    assert lanes_out.tobytes() == serial_out.tobytes() and serial_out.any()
+    slot = re.search(r'%"(scoped_z[^"]*)" = alloca <(\d+) x float>', lane_ir)
+    assert slot is not None and int(slot.group(2)) > 1
+    loads = re.findall(r'load <\d+ x float>, (?:ptr|<\d+ x float>\*) %"' + re.escape(slot.group(1))
+                       + '"$', lane_ir, re.M)
+    # reads: the three statements' uses and the nested IF's blend; without blend-free stores
+    # the ALLOCA and the three stores in its block load the old value too (8)
+    assert len(loads) == 4, len(loads)
