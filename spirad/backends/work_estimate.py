@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 
+from kernel_ir.nodes import Block
 from kernel_ir.ops import ATOMICS, FLOAT_UNARY, LOOPS, Op
 
 SPLIT_SECONDS = 2e-4     # measured work (one core) worth a split
@@ -84,10 +85,41 @@ def worth_lanes(loop, min_trips: int) -> bool:
     (`narrowphase.py:4493`, ~8.8e8 estimated, every other loop of the step below 1e7) ran
     1.8x faster in 32 lanes at `n_envs` 256 and in 16 at `n_envs` 16; lighter loops with loops inside, which loop over
     links and dofs with trip counts read from memory, stay in the serial task (box with every
-    such loop in lanes: a cold build 511 s against 90 s, and a slower step)."""
+    such loop in lanes: a cold build 511 s against 90 s, and a slower step). The body's work is
+    `lane_work`'s: an iterative solve's loop counts one pass."""
     known = _known_trips(loop)
-    return known is not None and known >= min_trips and \
-        iteration_work(loop.blocks[0]) >= LANES_WORK
+    return known is not None and known >= min_trips and lane_work(loop.blocks[0]) >= LANES_WORK
+
+
+def lane_work(body) -> float:
+    """`iteration_work(body)` of a loop run in lanes, where a loop of the body's top level
+    (inside its `if`s, not inside another loop) that ends at a `break` of its own counts one
+    trip. Such a loop is an iterative solve whose iterations end at each iteration's own
+    convergence: in lanes it runs until the slowest lane's, so its guessed trips
+    (`DYNAMIC_TRIPS`) say nothing of what the lanes gain, and only a body heavy enough in one
+    pass is worth them. Genesis' constraint solver (`_kernel_solve_monolith`: per environment,
+    Newton iterations up to a count read from memory, each first testing the environment's
+    own `improved` flag) was estimated at ~3.5e8 and ran in 32 lanes with no gain (replays,
+    box, `n_envs` 256: 55 against 53 us serial; Franka: 148 against 93 us) and 12-14 us
+    slower in box's step; one pass is ~2.2e7, below `LANES_WORK`. Loops with breaks nested
+    deeper stay counted as before: the narrow phase's MPR / GJK iterations, inside its loop
+    over pairs, ran 1.8x faster in lanes (docs/performance.md, glanes; gbox)."""
+    w = 0.0
+    for n in body.nodes:
+        if n.op in LOOPS and _ends_at_own_break(n.blocks[0]):
+            w += 2 + iteration_work(n.blocks[0])
+        elif n.op == Op.IF:
+            w += 1 + max(lane_work(b) for b in n.blocks)
+        else:
+            w += iteration_work(Block((n,)))
+    return w
+
+
+def _ends_at_own_break(block) -> bool:
+    """Whether a loop body `block` holds a `break` of its own loop (in its `if`s, not in a
+    nested loop's body)."""
+    return any(n.op == Op.BREAK or (n.op == Op.IF and any(_ends_at_own_break(b) for b in n.blocks))
+               for n in block.nodes)
 
 
 def _known_trips(loop) -> int | None:

@@ -757,3 +757,81 @@ def test_lane_locals_stored_without_blends_where_no_lane_reads_them(monkeypatch,
     # reads: the three statements' uses and the nested IF's blend; without blend-free stores
     # the ALLOCA and the three stores in its block load the old value too (8)
     assert len(loads) == 4, len(loads)
+
+
+def _solver_kernel_run(envs: int, islands: int, monkeypatch):
+    """A Genesis-solver-shaped loop at one worker (`_kernel_solve_monolith`): per env (and per
+    island, with `islands` > 0: the Newton loop nested in a loop over them), Newton iterations
+    up to a count read from a scalar field, each first testing the env's own convergence flag
+    (`break`), over dof loops whose trip counts are read from memory; returns the outputs, the
+    task kinds and the env loop body's `iteration_work` and `lane_work`."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
+    monkeypatch.setenv("SPIRAD_ENV_LANES", "1")
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
+    estimates, worth = [], work_estimate.worth_lanes
+
+    def recording(loop, min_trips):
+        estimates.append((work_estimate.iteration_work(loop.blocks[0]),
+                          work_estimate.lane_work(loop.blocks[0])))
+        return worth(loop, min_trips)
+    monkeypatch.setattr(work_estimate, "worth_lanes", recording)
+    rng = np.random.default_rng(298)
+    iters = sd.field(sd.i32, shape=())
+    n = sd.field(sd.i32, shape=envs)  # 0 to 3 dofs per env
+    improved = sd.field(sd.i32, shape=envs)
+    h = sd.field(sd.f32, shape=(4, 4, envs))
+    x = sd.field(sd.f32, shape=(4, envs))
+    iters[None] = 5
+    n.from_numpy(rng.integers(0, 4, envs).astype(np.int32))
+    h.from_numpy(rng.uniform(0.1, 1.0, (4, 4, envs)).astype(np.float32))
+
+    @sd.func
+    def newton(b: int):
+        improved[b] = 1 if n[b] > 0 else 0
+        for it in range(iters[None]):
+            if improved[b] == 0:
+                break
+            step = 0.0
+            for i in range(n[b]):
+                for j in range(n[b]):
+                    for k in range(n[b]):
+                        for m in range(n[b]):
+                            d = h[i, j, b] * h[k, m, b] - x[i, b] * h[m, k, b]
+                            x[i, b] += 0.01 * d / (1.0 + d * d)
+                            step += sd.abs(d)
+            if step < 0.5 * (it + 1):
+                improved[b] = 0
+
+    @sd.kernel
+    def solve():
+        sd.loop_config(serialize=True)
+        for b in range(envs):
+            if sd.static(islands):
+                for _ in range(islands):
+                    newton(b)
+            else:
+                newton(b)
+    solve()
+    return x.to_numpy(), _kinds(solve), estimates
+
+
+def test_iterative_solve_stays_serial(monkeypatch, wide_target):
+    """An env loop whose body is an iterative solve (a top-level loop ending at its own
+    `break`), as Genesis' constraint solver's Newton loop (~3.5e8 estimated: 55 against 53 us
+    in lanes, 12-14 us slower in box's step, docs/performance.md, gbox), counts one pass of it
+    (`lane_work`) and stays in the serial task, though its `iteration_work` passes
+    `LANES_WORK`; with the plain estimate it ran in lanes, with the same results. The same
+    loop nested in another loop of the body (as the narrow phase's MPR iterations) is counted
+    as before and runs in lanes."""
+    envs = max(64, fewest_lane_trips(options.llvm_codegen_options()))
+    out, kinds, est = _solver_kernel_run(envs, 0, monkeypatch)
+    assert len(est) == 1 and est[0][1] < work_estimate.LANES_WORK <= est[0][0], est
+    assert kinds == ["serial"]
+    lane_work = work_estimate.lane_work
+    monkeypatch.setattr(work_estimate, "lane_work", work_estimate.iteration_work)
+    out_lanes, kinds_lanes, _ = _solver_kernel_run(envs, 0, monkeypatch)
+    assert kinds_lanes == ["range"]
+    assert out_lanes.tobytes() == out.tobytes() and out.any()
+    monkeypatch.setattr(work_estimate, "lane_work", lane_work)
+    out2, kinds2, est2 = _solver_kernel_run(envs, 2, monkeypatch)
+    assert kinds2 == ["range"] and est2[0][1] == est2[0][0] >= work_estimate.LANES_WORK, est2
