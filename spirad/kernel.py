@@ -4,7 +4,8 @@ A kernel is compiled once per (init epoch, arch, layout version, argument signat
 types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
 identity of template arguments (`spirad.compile.driver`); a signature with ndarrays is compiled
 for the shapes of its first launch (passes/shape_specialise) and, for any other shapes, once
-more shape-agnostic (`_specialised_shapes`). The layout version (`state.layout_version`)
+more shape-agnostic (`_specialised_shapes`); on the CPU, a launch whose ndarray storages share no
+memory gets the program specialised on that too (`_distinct_storages`). The layout version (`state.layout_version`)
 changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
@@ -31,13 +32,14 @@ from .runtime import guard as _guard
 from .runtime import shape_policy
 from .runtime import launch as _launch
 from .runtime import state as _state
-from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
-                             held_weakly)
+from .compile.driver import (alias_specialised, compile_adjoint, compile_forward,
+                             compile_forward_mode, compile_validation, held_weakly)
 from .func import PyFunction, check_string_annotations
 from . import options as _options
 from passes.shape_specialise import specialisable
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
+from .data import storage_spans
 from .data.ndarray import Ndarray, signature as ndarray_signature
 from .recording.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
@@ -58,7 +60,8 @@ class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key[, ndarray
-                                    # shapes: a specialised program]) -> Compiled
+                                    # shapes: a specialised program[, "disjoint ndarrays"]])
+                                    # -> Compiled
         self._first_shapes: dict = {}  # that key without shapes -> the shapes of its first
                                        # launch (`_specialised_shapes`)
         self._derived: dict = {}    # (that key, mode) -> the adjoint / forward-mode / validation
@@ -322,7 +325,7 @@ class Kernel(PyFunction):
 
     def _forward(self, args) -> tuple:
         """(its cache key, the forward program) for these arguments' signature (and shapes:
-        `_specialised_shapes`)."""
+        `_specialised_shapes`; and disjoint storages: `_distinct_storages`)."""
         st = _state.current()
         key, specs = self._signature(args, st)
         ck = (st.epoch, st.arch, st.layout_version, key)
@@ -333,21 +336,25 @@ class Kernel(PyFunction):
             self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
             self._first_shapes = {k: v for k, v in self._first_shapes.items()
                                  if k[0] == ck[0] and k[2] == ck[2]}
-        shapes = self._specialised_shapes(ck, args)
+        flat = self.flat(args)
+        shapes = self._specialised_shapes(ck, flat)
         if shapes is not None:
             ck += (tuple(sorted(shapes.items())),)
+        distinct = shapes is not None and self._distinct_storages(st, flat)
+        if distinct:
+            ck += ("disjoint ndarrays",)
         c = self._cache.get(ck)
         if c is None:
-            c = self._cache[ck] = compile_forward(self, specs, st, shapes)
+            c = self._cache[ck] = compile_forward(self, specs, st, shapes, distinct)
             for sp in specs:
                 if sp[0] == "template" and held_weakly(sp[1]):
                     weakref.finalize(sp[1], _forget, weakref.ref(self), ck)
         return ck, c
 
-    def _specialised_shapes(self, ck, args):
+    def _specialised_shapes(self, ck, flat):
         """The ndarray shapes (flat argument index -> the storage's full shape) the program of
-        signature `ck` is specialised on for `args` (passes/shape_specialise), or None: the
-        generic program.
+        signature `ck` is specialised on for launch arguments `flat` (passes/shape_specialise),
+        or None: the generic program.
         A signature's first launch decides: its shapes get the specialised program, every other
         shape set the generic one (compiled once, at the first such launch: a kernel taking
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
@@ -355,13 +362,30 @@ class Kernel(PyFunction):
         launch a program outside the launch path). Sound as a plan is reused only for the same
         ndarray objects (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at
         creation."""
-        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(self.flat(args))
+        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(flat)
                   if isinstance(a, Ndarray)}
         if (not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE")
                 or shape_policy.agnostic()):
             return None
         first = self._first_shapes.setdefault(ck, shapes)
         return shapes if first == shapes else None
+
+    @staticmethod
+    def _distinct_storages(st, flat) -> bool:
+        """Whether the program for launch arguments `flat` is also specialised on their ndarray
+        storages (each with its `.grad` and `.dual`) sharing no memory, each argument an alias
+        class of its own (passes/independent_loops rule 5; `data.storage_spans`). Only with a
+        program specialised on its shapes (`_specialised_shapes`: so never inside
+        `shape_agnostic()`, nor with SPIRAD_SHAPE_SPECIALISE=0, so the GPU sizer, the device
+        bundle and shape-varying launches keep the generic partition), and only where the pass
+        runs (`driver.alias_specialised`). A launch whose storages overlap (one array twice,
+        a gradient beside its array, two views of one user array) runs the program that
+        assumes nothing of them; a signature thus has at most one program more than before.
+        Sound for the same reason as the shapes: a plan is reused only for the same ndarray
+        objects (`launch.same_args`, `rebind`), whose storages are bound when the plan is made.
+        Decided when a plan is made, never at a launch that reuses one."""
+        return alias_specialised(st) and storage_spans.disjoint(
+            a for a in flat if isinstance(a, Ndarray))
 
     def _derive(self, args, mode: int, make) -> _launch.Compiled:
         """The program of `mode` derived from this signature's forward one by `make(forward)`,
