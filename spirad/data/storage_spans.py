@@ -34,11 +34,12 @@ def alias_groups(arrays):
         for which, nd in ((False, a), (True, a.grad), ("dual", a.dual)):
             if nd is None:
                 continue
-            s = nd._buf
-            if type(s) is not np.ndarray:
+            sp = nd._span
+            if sp is None:
+                sp = nd._span = _span(nd._buf)
+            if sp is False:
                 return None
-            lo = s.__array_interface__["data"][0]
-            spans.append((lo, lo + max(s.nbytes, 1), ("ndarray", i, which)))
+            spans.append((sp[0], sp[1], ("ndarray", i, which)))
     spans.sort(key=_SPAN)
     groups, cur, end = [], [], None
     for lo, hi, buf in spans:
@@ -53,3 +54,11 @@ def alias_groups(arrays):
         groups.append(tuple(sorted(cur, key=repr)))
     return tuple(sorted(groups, key=repr))
 
+
+def _span(s):
+    """(first, last + 1) address of storage `s` in host memory, or False where it is not host
+    memory (only a numpy array is)."""
+    if type(s) is not np.ndarray:
+        return False
+    lo = s.__array_interface__["data"][0]
+    return lo, lo + max(s.nbytes, 1)
