@@ -5,7 +5,8 @@ types, vector / matrix argument shapes, ndarray dtype / rank / element shape / n
 identity of template arguments (`spirad.compile.driver`); a signature with ndarrays is compiled
 for the shapes of its first launch (passes/shape_specialise) and, for any other shapes, once
 more shape-agnostic (`_specialised_shapes`); on the CPU, also for which ndarray storages share
-memory (`_alias_partition`). The layout version (`state.layout_version`) changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
+memory (`_alias_partition`). The layout version (`state.layout_version`) changes when a
+placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
 launch — forward, adjoint or forward mode — goes through `spirad.runtime.launch`: the kernel keeps the
