@@ -50,10 +50,10 @@ def apply(a, current_kernel=None):
             now = []
             fwd = driver._compile_forward
 
-            def compile_forward(kernel, specs, state):
+            def compile_forward(kernel, specs, state, *rest):  # rest: shapes, aliases
                 now.append(kernel.fn.__name__)
                 try:
-                    return fwd(kernel, specs, state)
+                    return fwd(kernel, specs, state, *rest)
                 finally:
                     now.pop()
             driver._compile_forward = compile_forward

@@ -70,7 +70,7 @@ def install(T: Timers):
 
     fwd = driver._compile_forward
 
-    def compile_forward(kernel, specs, state):
+    def compile_forward(kernel, specs, state, *rest):  # rest: shapes, aliases
         outer = T.kernel
         T.kernel = kernel.fn.__name__
         T.info[T.kernel]["compiles"] = T.info[T.kernel].get("compiles", 0) + 1
@@ -79,8 +79,8 @@ def install(T: Timers):
                 import cProfile
                 prof = cProfile.Profile()
                 T.profiles.append(prof)
-                return prof.runcall(T.wrap("driver (other)", fwd), kernel, specs, state)
-            return T.wrap("driver (other)", fwd)(kernel, specs, state)
+                return prof.runcall(T.wrap("driver (other)", fwd), kernel, specs, state, *rest)
+            return T.wrap("driver (other)", fwd)(kernel, specs, state, *rest)
         finally:
             T.kernel = outer
     driver._compile_forward = compile_forward

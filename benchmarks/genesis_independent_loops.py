@@ -27,11 +27,11 @@ def main():
     seen = collections.OrderedDict()
     parallelise = driver.parallelise
 
-    def recording(k, worth=None):
-        for loc, why in explain(k, worth_splitting):
+    def recording(k, worth=None, lanes=False, aliases=None):
+        for loc, why in explain(k, worth_splitting, aliases):
             where = f"{os.path.basename(loc.filename)}:{loc.lineno}" if loc else "?"
             seen[(k.name, where)] = why
-        return parallelise(k, worth)
+        return parallelise(k, worth, lanes, aliases)
     driver.parallelise = recording
     import genesis as gs
     import quadrants as qd

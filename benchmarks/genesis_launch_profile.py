@@ -110,8 +110,8 @@ def _wrap_records(kernels, timing) -> list:
             inner["fn"].cell_contents = timing("native", inner["fn"].cell_contents)
         else:
             undo.append((inner["calls"], inner["calls"].cell_contents))
-            inner["calls"].cell_contents = tuple((timing("native", fn), b, e)
-                                                 for fn, b, e in inner["calls"].cell_contents)
+            inner["calls"].cell_contents = tuple((timing("native", c[0]),) + tuple(c[1:])
+                                                 for c in inner["calls"].cell_contents)
         undo.append((cell, run))
         cell.cell_contents = timing("dispatch", run)
     return undo

@@ -30,9 +30,16 @@ The rule, for the env loop's index `e` (a `LOOP_INDEX` leaf) and the loop's whol
 4. *Values*: every SSA value `B` uses that is defined outside it is such a closed expression
    (rule 1): no value loaded from memory before the loop.
 5. *Memory*: group the arrays `B` accesses into alias classes: a field (and each of its gradient
-   / dual fields: fields never share memory) is a class of its own; ndarray arguments form one
-   class per (element type, ndim, grad / dual): two arguments may be one array passed twice,
-   which has the same element type and number of axes. For every class that `B` writes (store
+   / dual fields: fields never share memory) is a class of its own; ndarray arguments, their
+   gradients and duals form one class per (element type, ndim): two arguments may be one array
+   passed twice, or one may be another's `.grad` passed beside it, which have the same element
+   type and number of axes. A program compiled for a launch's partition of its ndarray
+   buffers (`aliases`: the groups of buffers, gradients and duals included, whose storages
+   overlap, decided at launch by `spirad.data.storage_spans` and part of the program's key,
+   `Kernel._alias_partition`) makes each group a class, and each buffer outside them a class
+   of its own, as fields are; the launch path runs that program only for launches whose
+   storages overlap exactly so, so the classes are the memory's own there.
+   For every class that `B` writes (store
    or any atomic), every access to it in `B` — reads included — has `e` itself (the index leaf,
    unmodified) at one and the same axis `k`. Classes `B` only reads are free. An access to a
    bit-field (`GlobalRef.mask`, quantized storage) is refused.
@@ -51,8 +58,12 @@ order inside the parallel loop, and iterations with different `e` commute: the r
 serial nest's. Elements are distinct when their indices differ at one axis because a field's
 layout and an ndarray's C order map distinct indices to distinct addresses (bit-fields, which
 share a word, are refused); ndarray arguments viewing overlapping memory at different offsets
-(two numpy views of one buffer) are outside what a kernel may assume of its arguments here,
-as for any parallel loop.
+(two numpy views of one buffer) are outside what a kernel may assume of its arguments in the
+generic program, as for any parallel loop (a program with `aliases` groups them: their
+storages overlap). The classes, like the rest of the rule, concern the forward program only:
+the pass never sees a gradient or forward-mode program, so `break`, `continue`, `while`, early
+returns, nested loops and overwritten stores of reverse mode meet the serial task list,
+whichever partition (or none) the forward program was compiled for.
 
 The pass runs on the forward program only, and only for the CPU backend: with
 SPIRAD_INDEPENDENT_LOOPS=1 and a second worker (`compile.driver.independent_loops`; off by
@@ -82,14 +93,16 @@ from .offload import forwarding
 _ADSTACK = frozenset(op for op in Op if op.name.startswith("ADSTACK_"))
 
 
-def parallelise(k: KernelIR, worth=None, lanes: bool = False) -> KernelIR:
+def parallelise(k: KernelIR, worth=None, lanes: bool = False, aliases=None) -> KernelIR:
     """`k` with its provably independent serialised top-level loops parallel (the same `k`
     where none qualifies). `worth(loop)`: whether the parallel form of a loop has work enough
     to pay for its launch (None: every one has); a loop without stays serial. `lanes`: the
     loops are made parallel for their SIMD lanes (`LoopArg.lanes`: the CPU code generator
-    runs them in lanes though their bodies hold loops)."""
+    runs them in lanes though their bodies hold loops). `aliases`: the groups of ndarray
+    buffers that may share memory at the launches that run the program (rule 5; None: any
+    two of one element type and rank may)."""
     out, changed = [], False
-    for n, (p, _) in zip(k.body.nodes, _decide(k, worth)):
+    for n, (p, _) in zip(k.body.nodes, _decide(k, worth, aliases)):
         if p is not None and lanes:
             p = Node(p.op, p.dtype, p.srcs, replace(p.arg, lanes=True), p.blocks, p.loc)
         out.append(n if p is None else p)
@@ -97,23 +110,24 @@ def parallelise(k: KernelIR, worth=None, lanes: bool = False) -> KernelIR:
     return replace(k, body=Block(tuple(out))) if changed else k
 
 
-def explain(k: KernelIR, worth=None) -> list:
+def explain(k: KernelIR, worth=None, aliases=None) -> list:
     """(source location, None where the loop becomes parallel, else why it stays serial) of
     each serialised top-level loop of `k` (after the kernel passes: `driver.KERNEL_STAGES`);
     for reports (benchmarks/genesis_independent_loops.py)."""
-    return [(n.loc, why) for n, (_, why) in zip(k.body.nodes, _decide(k, worth))
+    return [(n.loc, why) for n, (_, why) in zip(k.body.nodes, _decide(k, worth, aliases))
             if n.op == Op.RANGE_FOR and not n.arg.parallel]
 
 
-def _decide(k: KernelIR, worth) -> list:
+def _decide(k: KernelIR, worth, aliases=None) -> list:
     """Per top-level node of `k`: (its parallel replacement or None, why not or None)."""
     fw = None
+    cmap = None if aliases is None else {b: g[0] for g in aliases for b in g}
     out = []
     for n in k.body.nodes:
         if n.op == Op.RANGE_FOR and not n.arg.parallel:
             if fw is None:
                 fw = forwarding(k.body)
-            p, why = _parallel_form(n, fw)
+            p, why = _parallel_form(n, fw, cmap)
             if p is not None and worth is not None and not worth(p):
                 p, why = None, "too little work to pay for a parallel launch (estimated)"
             out.append((p, why))
@@ -133,10 +147,10 @@ def _chain(loop: Node) -> list:
             return chain
 
 
-def _parallel_form(loop: Node, fw) -> tuple:
+def _parallel_form(loop: Node, fw, cmap) -> tuple:
     """(the parallel replacement of serial loop (nest) `loop`, None) or (None, why not)."""
     chain = _chain(loop)
-    facts = _Facts(loop.blocks[0], chain, fw)
+    facts = _Facts(loop.blocks[0], chain, fw, cmap)
     if facts.refused:
         return None, facts.refused
     why = "no loop of the nest has bounds the same for every iteration"
@@ -160,7 +174,8 @@ class _Facts:
     """What rules 2-5 need of the outermost loop's body, gathered in one walk; `refused`: why
     rules 2-4 keep it serial (None: they hold)."""
 
-    def __init__(self, body: Block, chain: list, fw):
+    def __init__(self, body: Block, chain: list, fw, cmap):
+        self.cmap = cmap  # buffer -> its class where launches decided the classes, or None
         self.accesses = []       # (class, access node, index nodes) of every global access
         self.written = set()     # classes stored to or updated atomically
         self.refused = self._scan(body, chain, fw)
@@ -186,7 +201,7 @@ class _Facts:
                 ref = n.arg
                 if ref.mask or ref.kind == "temp":
                     return f"a bit-field access to {ref!r}"
-                cls = _alias_class(ref)
+                cls = _alias_class(ref, self.cmap)
                 idx = n.srcs if n.op == Op.GLOBAL_LOAD else n.srcs[:-1]
                 self.accesses.append((cls, n, idx))
                 if n.op != Op.GLOBAL_LOAD:
@@ -216,8 +231,8 @@ class _Facts:
             here = {a for a, s in enumerate(idx) if s is e}
             axes[cls] = here if cls not in axes else axes[cls] & here
             if not axes[cls]:
-                what = f"ndarrays {cls[1]} with {cls[2]} axes" if cls[0] == "ndarray" else \
-                    repr(n.arg)
+                generic = cls[0] == "ndarray" and self.cmap is None
+                what = f"ndarrays {cls[1]} with {cls[2]} axes" if generic else repr(n.arg)
                 at = f" ({os.path.basename(n.loc.filename)}:{n.loc.lineno}: " \
                     f"`{n.loc.line_text.strip()}`)" if n.loc else ""
                 return f"it writes {what}, not indexed by the loop's index at one axis " \
@@ -225,8 +240,11 @@ class _Facts:
         return None
 
 
-def _alias_class(ref) -> tuple:
-    """Which arrays may share memory with `ref` (rule 5)."""
-    if ref.kind == "ndarray":
-        return ("ndarray", ref.dtype, ref.ndim, ref.grad, ref.dual)
-    return ref.buffer
+def _alias_class(ref, cmap) -> tuple:
+    """Which arrays may share memory with `ref` (rule 5); `cmap`: buffer -> class of the
+    buffers that share memory at the program's launches (None: not decided)."""
+    if ref.kind != "ndarray":
+        return ref.buffer
+    if cmap is None:
+        return ("ndarray", ref.dtype, ref.ndim)
+    return cmap.get(ref.buffer, ref.buffer)

@@ -4,8 +4,9 @@ A kernel is compiled once per (init epoch, arch, layout version, argument signat
 types, vector / matrix argument shapes, ndarray dtype / rank / element shape / needs_grad, and the
 identity of template arguments (`spirad.compile.driver`); a signature with ndarrays is compiled
 for the shapes of its first launch (passes/shape_specialise) and, for any other shapes, once
-more shape-agnostic (`_specialised_shapes`). The layout version (`state.layout_version`)
-changes when a placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
+more shape-agnostic (`_specialised_shapes`); on the CPU, also for which ndarray storages share
+memory (`_alias_partition`). The layout version (`state.layout_version`) changes when a
+placement or gradient is added (`sd.root.lazy_grad()`), so the adjoint sees it.
 Its adjoint is compiled at the first `kernel.grad(...)` for that signature, its forward-mode
 program at the first launch inside `sd.ad.FwdMode`; both are kept on the forward program. Every
 launch — forward, adjoint or forward mode — goes through `spirad.runtime.launch`: the kernel keeps the
@@ -31,13 +32,14 @@ from .runtime import guard as _guard
 from .runtime import shape_policy
 from .runtime import launch as _launch
 from .runtime import state as _state
-from .compile.driver import (compile_adjoint, compile_forward, compile_forward_mode, compile_validation,
-                             held_weakly)
+from .compile.driver import (alias_specialised, compile_adjoint, compile_forward,
+                             compile_forward_mode, compile_validation, held_weakly)
 from .func import PyFunction, check_string_annotations
 from . import options as _options
 from passes.shape_specialise import specialisable
 from .launch_graph import _Capture
 from .recording.fwd_mode import FwdMode
+from .data import storage_spans
 from .data.ndarray import Ndarray, signature as ndarray_signature
 from .recording.tape import Tape
 from .runtime.program_hooks import materialize_if_needed
@@ -58,9 +60,13 @@ class Kernel(PyFunction):
     def __init__(self, fn):
         super().__init__(fn)
         self._cache: dict = {}      # (epoch, arch, layout version, signature key[, ndarray
-                                    # shapes: a specialised program]) -> Compiled
+                                    # shapes: a specialised program[, its ndarray alias
+                                    # groups: `_alias_partition`]])
+                                    # -> Compiled
         self._first_shapes: dict = {}  # that key without shapes -> the shapes of its first
                                        # launch (`_specialised_shapes`)
+        self._first_aliases: dict = {}  # that key with shapes -> its first launch's ndarray
+                                        # alias groups (`_alias_partition`)
         self._derived: dict = {}    # (that key, mode) -> the adjoint / forward-mode / validation
                                     # program of that forward program (`_derive`)
         self._plans = [None, None, None, None]  # the last LaunchPlan per mode
@@ -86,6 +92,7 @@ class Kernel(PyFunction):
         self._cache = {}
         self._derived = {}
         self._first_shapes = {}
+        self._first_aliases = {}
         self._plans = [None] * len(self._plans)
         self._last = [None] * len(self._last)
         self._fast = None
@@ -322,7 +329,7 @@ class Kernel(PyFunction):
 
     def _forward(self, args) -> tuple:
         """(its cache key, the forward program) for these arguments' signature (and shapes:
-        `_specialised_shapes`)."""
+        `_specialised_shapes`; and alias groups: `_alias_partition`)."""
         st = _state.current()
         key, specs = self._signature(args, st)
         ck = (st.epoch, st.arch, st.layout_version, key)
@@ -333,21 +340,27 @@ class Kernel(PyFunction):
             self._derived = {k: v for k, v in self._derived.items() if k[0] in self._cache}
             self._first_shapes = {k: v for k, v in self._first_shapes.items()
                                  if k[0] == ck[0] and k[2] == ck[2]}
-        shapes = self._specialised_shapes(ck, args)
+            self._first_aliases = {k: v for k, v in self._first_aliases.items()
+                                   if k[0] == ck[0] and k[2] == ck[2]}
+        flat = self.flat(args)
+        shapes = self._specialised_shapes(ck, flat)
         if shapes is not None:
             ck += (tuple(sorted(shapes.items())),)
+        aliases = None if shapes is None else self._alias_partition(ck, st, flat)
+        if aliases is not None:
+            ck += (("ndarray alias groups", aliases),)
         c = self._cache.get(ck)
         if c is None:
-            c = self._cache[ck] = compile_forward(self, specs, st, shapes)
+            c = self._cache[ck] = compile_forward(self, specs, st, shapes, aliases)
             for sp in specs:
                 if sp[0] == "template" and held_weakly(sp[1]):
                     weakref.finalize(sp[1], _forget, weakref.ref(self), ck)
         return ck, c
 
-    def _specialised_shapes(self, ck, args):
+    def _specialised_shapes(self, ck, flat):
         """The ndarray shapes (flat argument index -> the storage's full shape) the program of
-        signature `ck` is specialised on for `args` (passes/shape_specialise), or None: the
-        generic program.
+        signature `ck` is specialised on for launch arguments `flat` (passes/shape_specialise),
+        or None: the generic program.
         A signature's first launch decides: its shapes get the specialised program, every other
         shape set the generic one (compiled once, at the first such launch: a kernel taking
         index arrays of varying lengths compiles at most twice). SPIRAD_SHAPE_SPECIALISE=0:
@@ -355,13 +368,35 @@ class Kernel(PyFunction):
         launch a program outside the launch path). Sound as a plan is reused only for the same
         ndarray objects (`launch.same_args`, `rebind`, `_repeat`), whose shapes are fixed at
         creation."""
-        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(self.flat(args))
+        shapes = {i: tuple(a.storage_shape) for i, a in enumerate(flat)
                   if isinstance(a, Ndarray)}
         if (not specialisable(shapes) or not _options.get("SPIRAD_SHAPE_SPECIALISE")
                 or shape_policy.agnostic()):
             return None
         first = self._first_shapes.setdefault(ck, shapes)
         return shapes if first == shapes else None
+
+    def _alias_partition(self, ck, st, flat):
+        """The groups of ndarray buffers sharing memory (`data.storage_spans.alias_groups`:
+        () where none does) that the program of key `ck` (its shapes included) is specialised
+        on for launch arguments `flat`, or None: the program that assumes nothing of them
+        (passes/independent_loops rule 5). A signature's first launch's partition and the
+        disjoint one () get programs of their own; any other the generic program (compiled
+        once), so a signature has at most two programs more than before. Only with a program
+        specialised on its shapes (`_specialised_shapes`: never inside `shape_agnostic()`,
+        nor with SPIRAD_SHAPE_SPECIALISE=0, so the GPU sizer, the device bundle and
+        shape-varying launches keep the generic partition), and only where the pass runs
+        (`driver.alias_specialised`). Sound as the shapes are: a plan is reused only for the
+        same ndarray objects (`launch.same_args`, `rebind`), whose storages were bound when
+        the plan was made; decided when a plan is made, never at a launch reusing one."""
+        if not alias_specialised(st):
+            return None
+        groups = storage_spans.alias_groups(
+            (i, a) for i, a in enumerate(flat) if isinstance(a, Ndarray))
+        if groups is None:
+            return None
+        first = self._first_aliases.setdefault(ck, groups)
+        return groups if groups == first or not groups else None
 
     def _derive(self, args, mode: int, make) -> _launch.Compiled:
         """The program of `mode` derived from this signature's forward one by `make(forward)`,

@@ -61,13 +61,15 @@ TASK_STAGES = (("simplify_tasks", simplify_tasks), ("dce_tasks", dce_tasks))
 
 
 def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = False,
-          shapes=None, lanes: bool = False):
+          shapes=None, lanes: bool = False, aliases=None):
     """Kernel IR -> verified task list; `prints`: the state's PrintBuffer (PRINT lowering);
     `shapes`: ndarray argument index -> full shape, the extents made constants after inlining
     (passes/shape_specialise; None: a generic program). Returns (task list, its copy with the provably independent serialised loops parallel
     (passes/independent_loops), or None: not `independent`, or no loop qualifies). `lanes`
     (not with `independent`): only the loops `work_estimate.worth_lanes` picks are made
-    parallel, for their SIMD lanes (`env_lanes`)."""
+    parallel, for their SIMD lanes (`env_lanes`). `aliases`: the groups of ndarray buffers that
+    share memory at the launches of this program (`Kernel._alias_partition`; every other
+    ndarray an alias class of its own), None: undecided."""
     if verify:
         verifier.verify_kernel(k)
     for name, stage in KERNEL_STAGES:
@@ -83,13 +85,14 @@ def lower(k: KernelIR, verify: bool = False, prints=None, independent: bool = Fa
         return tl, None
     from ..backends.work_estimate import worth_lanes, worth_splitting
     if independent:
-        kp = parallelise(k, worth_splitting)
+        kp = parallelise(k, worth_splitting, aliases=aliases)
     else:
         from llvm_codegen.codegen import fewest_lane_trips
 
         from .. import options
         least = fewest_lane_trips(options.llvm_codegen_options())
-        kp = parallelise(k, lambda loop: worth_lanes(loop, least), lanes=True)
+        kp = parallelise(k, lambda loop: worth_lanes(loop, least), lanes=True,
+                         aliases=aliases)
     return tl, (_tasks(kp, verify) if kp is not k else None)
 
 
@@ -168,12 +171,15 @@ def _logged(kind: str):
 
 
 @_logged("forward")
-def compile_forward(kernel, specs, state, shapes=None) -> Compiled:
+def compile_forward(kernel, specs, state, shapes=None, aliases=None) -> Compiled:
     """A kernel's forward program for one signature (`specs`: see `frontend.compile_kernel`);
     `shapes` (ndarray argument index -> full shape, or None): the program specialised on them
-    (passes/shape_specialise), run only for launches of exactly these shapes (`Kernel._forward`)."""
+    (passes/shape_specialise), run only for launches of exactly these shapes (`Kernel._forward`);
+    `aliases` (None, or the groups of ndarray buffers sharing memory): the program specialised
+    on that partition (passes/independent_loops rule 5), run only for launches whose storages
+    overlap exactly so (`Kernel._alias_partition`)."""
     with _Deep(kernel.fn.__name__):
-        return _compile_forward(kernel, specs, state, shapes)
+        return _compile_forward(kernel, specs, state, shapes, aliases)
 
 
 def held_weakly(a) -> bool:
@@ -186,7 +192,7 @@ def held_weakly(a) -> bool:
         and not isinstance(a, type)
 
 
-def _compile_forward(kernel, specs, state, shapes=None) -> Compiled:
+def _compile_forward(kernel, specs, state, shapes=None, aliases=None) -> Compiled:
     from .kernel_return import return_spec
     returns = return_spec(kernel, state)
     templates = tuple(weakref.ref(sp[1]) if sp[0] == "template" and held_weakly(sp[1]) else sp[1]
@@ -194,13 +200,15 @@ def _compile_forward(kernel, specs, state, shapes=None) -> Compiled:
     key = offline_cache.forward_key(kernel, specs, state) if returns is None else None
     if shapes:  # a specialisation is never served to a launch of other shapes
         key = offline_cache.derived_key(key, f"shapes {sorted(shapes.items())!r}")
+    if aliases is not None:  # nor one assuming disjoint ndarrays to a launch aliasing them
+        key = offline_cache.derived_key(key, f"ndarray alias groups {aliases!r}")
     c = _cached(key, state, lambda tl: None, templates)
     if c is None:
         from ..frontend.transformer import compile_kernel
         kir = compile_kernel(kernel, specs, state, returns)
         tl, ptl = lower(kir, verify=debug_enabled(state), prints=state.prints,
                         independent=independent_loops(state), shapes=shapes,
-                        lanes=env_lanes(state))
+                        lanes=env_lanes(state), aliases=aliases)
         c = _stored(_program(tl, state, None, templates, returns, cache_key=key, parallel=ptl))
     return c
 
@@ -377,6 +385,14 @@ def env_lanes(state) -> bool:
     return state.arch == "cpu" and bool(options.get("SPIRAD_ENV_LANES")) and \
         not independent_loops(state) and not state.debug and \
         bool(options.get("SPIRAD_CPU_SPMD")) and heavy_lanes(options.llvm_codegen_options())
+
+
+def alias_specialised(state) -> bool:
+    """Whether forward programs are specialised on which ndarray storages share memory
+    (`Kernel._alias_partition`): where passes/independent_loops runs (`independent_loops`,
+    `env_lanes`), the one pass whose result depends on them; elsewhere a second program would
+    be the same code compiled twice."""
+    return state.arch == "cpu" and (independent_loops(state) or env_lanes(state))
 
 
 def _program(tl: TaskList, state, sizing, templates, returns=None, blob=None,

@@ -71,6 +71,8 @@ class Ndarray(_HostArray):
     _foreign = False  # an alias of a user's numpy array / torch tensor (spirad.interop.arrays)
 
     _layout = None  # the storage order of the axes where it is not canonical (module docstring)
+    _span = None  # (first, last + 1) address of its storage in host memory, or False: not host
+                  # memory (cached by `data.storage_spans`; the storage is fixed at creation)
 
     def __init__(self, dtype, shape, needs_grad=False, _is_grad=False, needs_dual=False,
                  layout=None):
