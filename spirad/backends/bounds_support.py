@@ -30,7 +30,7 @@ class BoundsInfo:
         self.sites = [[n.loc for n in walk(t.body) if n.op in _ACCESS] for t in tl.tasks]
         # laid-out ndarrays (`layout=`): their storage order of the axes, by argument index
         self.orders = {k: a.order for k, a in enumerate(tl.args)
-                       if a.kind == "ndarray" and getattr(a, "order", None)}
+                       if a.kind == "ndarray" and a.order}
 
     def ndarray_shape(self, argbuf: bytes, arg: int):
         """The canonical shape of ndarray argument `arg` in a launch's argument buffer."""
