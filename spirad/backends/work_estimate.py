@@ -34,7 +34,7 @@ SPLIT_SECONDS = 2e-4     # measured work (one core) worth a split
 SPLIT_WORK = 1 << 21     # ~75 us: more than a split's pool dispatch
 DYNAMIC_TRIPS = 16       # assumed trips of a loop whose count is not known at compile time
 MIN_SPLIT_TRIPS = 4      # fewest iterations a split takes: two per worker, two workers at least
-LANES_WORK = 1 << 26     # an iteration's estimated work for lanes at one worker (`worth_lanes`)
+LANES_WORK = 1 << 27     # an iteration's estimated work for lanes at one worker (`worth_lanes`)
 ATOMIC_WORK = 200        # a locked compare-and-swap loop (~5 ns uncontended, more when shared)
 PLAIN_RMW_WORK = 2       # a load and a store
 LANE_GAIN = 4            # SIMD lanes per unit of speed-up (32 lanes: ~8x on such code)
@@ -86,7 +86,13 @@ def worth_lanes(loop, min_trips: int) -> bool:
     1.8x faster in 32 lanes at `n_envs` 256 and in 16 at `n_envs` 16; lighter loops with loops inside, which loop over
     links and dofs with trip counts read from memory, stay in the serial task (box with every
     such loop in lanes: a cold build 511 s against 90 s, and a slower step). The body's work is
-    `lane_work`'s: an iterative solve's loop counts one pass."""
+    `lane_work`'s: an iterative solve's loop counts one pass. `LANES_WORK` is 2**27: the
+    loops kept in lanes are estimated at 8.9e8 (the narrow phase) and 1.7-1.8e8 (Franka's
+    `solver.py:934`, 50 against 123 us a launch in lanes); Genesis' ndarray-mode solver
+    (`_kernel_solve_monolith`, generic code whose dof and island loops read their trip counts
+    from memory) at 7.7e7 one pass (2.2e7 in field mode), which under 2**26 made it a lane
+    task of 2.7 MB of LLVM IR: 16.1 s of Franka ndarray 256's cold build against 1.2 s serial
+    for 18 us of a ~2 ms step (docs/performance.md, gndbuild)."""
     known = _known_trips(loop)
     return known is not None and known >= min_trips and lane_work(loop.blocks[0]) >= LANES_WORK
 

@@ -759,12 +759,12 @@ def test_lane_locals_stored_without_blends_where_no_lane_reads_them(monkeypatch,
     assert len(loads) == 4, len(loads)
 
 
-def _solver_kernel_run(envs: int, islands: int, monkeypatch):
+def _solver_kernel_run(envs: int, islands: int, monkeypatch, sweeps: int = 1):
     """A Genesis-solver-shaped loop at one worker (`_kernel_solve_monolith`): per env (and per
     island, with `islands` > 0: the Newton loop nested in a loop over them), Newton iterations
     up to a count read from a scalar field, each first testing the env's own convergence flag
-    (`break`), over dof loops whose trip counts are read from memory; returns the outputs, the
-    task kinds and the env loop body's `iteration_work` and `lane_work`."""
+    (`break`), over `sweeps` dof loop nests whose trip counts are read from memory; returns the
+    outputs, the task kinds and the env loop body's `iteration_work` and `lane_work`."""
     monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
     monkeypatch.setenv("SPIRAD_ENV_LANES", "1")
     sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
@@ -792,13 +792,14 @@ def _solver_kernel_run(envs: int, islands: int, monkeypatch):
             if improved[b] == 0:
                 break
             step = 0.0
-            for i in range(n[b]):
-                for j in range(n[b]):
-                    for k in range(n[b]):
-                        for m in range(n[b]):
-                            d = h[i, j, b] * h[k, m, b] - x[i, b] * h[m, k, b]
-                            x[i, b] += 0.01 * d / (1.0 + d * d)
-                            step += sd.abs(d)
+            for _s in sd.static(range(sweeps)):
+                for i in range(n[b]):
+                    for j in range(n[b]):
+                        for k in range(n[b]):
+                            for m in range(n[b]):
+                                d = h[i, j, b] * h[k, m, b] - x[i, b] * h[m, k, b]
+                                x[i, b] += 0.01 * d / (1.0 + d * d)
+                                step += sd.abs(d)
             if step < 0.5 * (it + 1):
                 improved[b] = 0
 
@@ -835,3 +836,18 @@ def test_iterative_solve_stays_serial(monkeypatch, wide_target):
     monkeypatch.setattr(work_estimate, "lane_work", lane_work)
     out2, kinds2, est2 = _solver_kernel_run(envs, 2, monkeypatch)
     assert kinds2 == ["range"] and est2[0][1] == est2[0][0] >= work_estimate.LANES_WORK, est2
+
+
+def test_generic_iterative_solve_stays_serial(monkeypatch, wide_target):
+    """Genesis' constraint solver in ndarray mode (`_kernel_solve_monolith`, Franka, `n_envs`
+    256) is generic code: its dof and island loops' trip counts are read from memory, so one
+    pass of its Newton loop was estimated at 7.7e7 (2.2e7 in field mode, where they are
+    constants), past the former `LANES_WORK` (2**26): a lane task of 2.7 MB of LLVM IR that
+    cost 15 s of the cold build (16.1 against 1.2 s serial) for 18 us of a ~2 ms step
+    (docs/performance.md, gndbuild). A solve whose one pass is estimated in that range
+    (five sweeps of the dof loops here) stays in the serial task (the same solve in lanes
+    gives the serial results: `test_iterative_solve_stays_serial`)."""
+    envs = max(64, fewest_lane_trips(options.llvm_codegen_options()))
+    out, kinds, est = _solver_kernel_run(envs, 0, monkeypatch, sweeps=5)
+    assert len(est) == 1 and 1 << 26 <= est[0][1] < work_estimate.LANES_WORK, est
+    assert kinds == ["serial"] and out.any()
