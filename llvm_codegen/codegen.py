@@ -110,6 +110,7 @@ def _lower_task(lib: ModuleLib, sym: str, task: Task, tl: TaskList, abi: KernelA
         ctx.one_path_checks = bool(task.lanes)  # a heavy lane task: half its checked code
         if task.lanes:  # and its locals' old values dead where no lane reads them
             ctx.scoped_locals = True
+            ctx.narrow_elements = True  # and i32 element indices into small fields
             ctx.blend_free = blend_free_stores(task.body)
     else:
         ctx = FnContext(lib, fn, abi, tl.args, LOWER, options)

@@ -232,6 +232,7 @@ class SpmdContext(FnContext):
         self.width = width
         self.one_path_checks = False  # `checked_access`: gathers / scatters on one side
         self.scoped_locals = False  # `spmd_scoped_locals`: an ALLOCA zeroes every lane
+        self.narrow_elements = False  # `_lane_elements`: i32 element indices where they fit
         self.blend_free = frozenset()  # `spmd_scoped_locals.blend_free_stores`
         self.varying = analysis.varying
         self.affine = analysis.affine
@@ -503,18 +504,41 @@ def _lane_ptrs(ctx: SpmdContext, ref, index_nodes, inbounds=True):
     """`<W x ptr>`: each lane's element of `ref` at the index tuple (uniform indices
     broadcast), for gathers and scatters."""
     b, w = ctx.b, ctx.width
+    narrow = _narrow_elements(ctx, ref, index_nodes)
     lin = None
     for axis, s in enumerate(index_nodes):
         v = ctx.env[s]
         if not isinstance(v.type, ir.VectorType):
             v = ctx.broadcast(v)
-        v = index64(b, v, s.dtype)
-        lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(axis_extent(ctx, ref, axis))), v)
+        if narrow:  # i32 lanes: the extents as i32 constants, no widening
+            ext = ir.Constant(I32, int(ref.shape[axis]))
+        else:
+            v, ext = index64(b, v, s.dtype), axis_extent(ctx, ref, axis)
+        lin = v if axis == 0 else b.add(b.mul(lin, ctx.broadcast(ext)), v)
     if lin is None:  # a 0-d global: every lane's element is the one element
         lin = ctx.broadcast(ir.Constant(I64, 0))
     p = b.gep(ctx.buffer_ptr(ref), [lin], inbounds=inbounds, source_etype=mem_type(ref.dtype))
     p.type = ir.VectorType(PTR, w)  # llvmlite types a vector GEP as one pointer
     return p
+
+
+def _narrow_elements(ctx: SpmdContext, ref, index_nodes) -> bool:
+    """Whether `_lane_ptrs` computes the element index in `<W x i32>` instead of `<W x i64>`
+    (`SpmdContext.narrow_elements`: heavy lane tasks, `Task.lanes`): for a field (static shape)
+    of fewer than 2**31 elements indexed by i32 values. A lane whose indices are in range has
+    every partial index `(i0 * e1 + i1) * e2 + ...` at most the last element's, below 2**31, so
+    nothing wraps and the GEP (which sign-extends its index) addresses the element the i64 code
+    did. A lane out of range touches no memory: the bounds check masks it off (its pointer is a
+    plain GEP, never poison: `add` / `mul` carry no overflow flags) or, unchecked, it was out of
+    the buffer either way. Why: Genesis' narrow-phase lane task did its index arithmetic in
+    `<32 x i64>`, four registers a vector; in i32 it compiles in 13.9 / 14.0 / 14.1 s of CPU
+    against 14.7 / 14.8 / 14.6 (docs/performance.md, glbuild2), the same buffers after."""
+    if not ctx.narrow_elements or ref.shape is None or not index_nodes:
+        return False
+    n = 1
+    for e in ref.shape:
+        n *= int(e)
+    return n < 2**31 and all(s.dtype.kind == "i" and s.dtype.bits == 32 for s in index_nodes)
 
 
 def _spmd_atomic_add(ctx: SpmdContext, n):
