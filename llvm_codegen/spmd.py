@@ -232,7 +232,7 @@ class SpmdContext(FnContext):
         self.width = width
         self.one_path_checks = False  # `checked_access`: gathers / scatters on one side
         self.scoped_locals = False  # `spmd_scoped_locals`: an ALLOCA zeroes every lane
-        self.narrow_elements = False  # `_lane_elements`: i32 element indices where they fit
+        self.narrow_elements = False  # `_narrow_elements`: i32 element indices where they fit
         self.blend_free = frozenset()  # `spmd_scoped_locals.blend_free_stores`
         self.varying = analysis.varying
         self.affine = analysis.affine
@@ -529,10 +529,11 @@ def _narrow_elements(ctx: SpmdContext, ref, index_nodes) -> bool:
     every partial index `(i0 * e1 + i1) * e2 + ...` at most the last element's, below 2**31, so
     nothing wraps and the GEP (which sign-extends its index) addresses the element the i64 code
     did. A lane out of range touches no memory: the bounds check masks it off (its pointer is a
-    plain GEP, never poison: `add` / `mul` carry no overflow flags) or, unchecked, it was out of
-    the buffer either way. Why: Genesis' narrow-phase lane task did its index arithmetic in
-    `<32 x i64>`, four registers a vector; in i32 it compiles in 13.9 / 14.0 / 14.1 s of CPU
-    against 14.7 / 14.8 / 14.6 (docs/performance.md, glbuild2), the same buffers after."""
+    plain GEP, never poison: `add` / `mul` carry no overflow flags); unchecked, an access out of
+    range is undefined either way (in i32 it may wrap to another element instead of leaving the
+    buffer). Why: Genesis' narrow-phase lane task did this arithmetic in `<32 x i64>`, four
+    registers a vector; in i32 its machine code takes ~0.6 s of CPU less (7.5 -> 6.9 s; the task
+    ~14.75 -> 14.2 s), the same buffers after (docs/performance.md, glbuild2)."""
     if not ctx.narrow_elements or ref.shape is None or not index_nodes:
         return False
     n = 1
