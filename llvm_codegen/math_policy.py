@@ -2,7 +2,8 @@
 
     vecmath="auto"  (default) the scalar op stays a libm / intrinsic call and the call names
                     `vecmath`'s <W x T> body as its vector variant, so wherever LLVM vectorises
-                    the loop it calls our vector body instead of W scalar libm calls
+                    the loop it calls our vector body instead of W scalar libm calls;
+                    the ops of `SCALAR_INLINE` (f32 atan2) are inlined as in "1"
     vecmath="1"     every op vecmath implements is inlined as its scalar body
     vecmath="0"     libm / intrinsics only (no variants)
 
