@@ -2,7 +2,8 @@
 
     vecmath="auto"  (default) the scalar op stays a libm / intrinsic call and the call names
                     `vecmath`'s <W x T> body as its vector variant, so wherever LLVM vectorises
-                    the loop it calls our vector body instead of W scalar libm calls
+                    the loop it calls our vector body instead of W scalar libm calls;
+                    the ops of `SCALAR_INLINE` (f32 atan2) are inlined as in "1"
     vecmath="1"     every op vecmath implements is inlined as its scalar body
     vecmath="0"     libm / intrinsics only (no variants)
 
@@ -15,6 +16,15 @@ are 2-25x faster than the scalarised libm calls (docs/vecmath.md has the numbers
 """
 from __future__ import annotations
 
+SCALAR_INLINE = frozenset({("f32", "atan2")})
+"""(precision, op) inlined as our scalar body under "auto" rather than called in libm: f32
+atan2, whose body beats glibc's in docs/vecmath.md's map and run-time loop shapes (only a static
+chain that LLVM unrolls and vectorises does better with the variant). glibc's `atan2f` (the
+wrapper, `__atan2f_finite`, `atanf`) runs ~350 instructions a call, ours ~200: Genesis'
+`kernel_substep_post` 7-13 % faster, its buffers bit-identical in free fall
+(docs/performance.md, gfree). Results stay within BOUND_ULP (2.5 ulp)."""
+
+
 def mode(name: str, precision: str, flag: str = "auto") -> str:
     """'inline', 'variant' or 'libm' for op `name` on `precision` ('f32' / 'f64') under the
     switch `flag` ('auto' / '1' / '0')."""
@@ -24,7 +34,9 @@ def mode(name: str, precision: str, flag: str = "auto") -> str:
         return "libm"
     if precision == "f64" and name in vecmath.F64_MISSING:
         return "libm"
-    return "inline" if flag == "1" else "variant"
+    if flag == "1" or (precision, name) in SCALAR_INLINE:
+        return "inline"
+    return "variant"
 
 
 def vector_bits(bits: int | None = None) -> int:

@@ -93,6 +93,31 @@ def test_policy_modes():
     assert math_policy.mode("sin", "f64", "1") == "inline"
     assert math_policy.mode("sin", "f32", "0") == "libm"
     assert math_policy.lanes("f32") == 2 * math_policy.lanes("f64") >= 4
+    assert math_policy.mode("atan2", "f32") == "inline"  # SCALAR_INLINE: faster than glibc's
+    assert math_policy.mode("atan2", "f64") == "variant"
+    assert math_policy.mode("atan2", "f32", "0") == "libm"
+
+
+def test_f32_atan2_inlined_by_default(monkeypatch):
+    """Under the default switch a scalar f32 atan2 is our body, not glibc's `atan2f` (~350
+    instructions a call through `__atan2f_finite` and `atanf`: a tenth of Genesis'
+    `kernel_substep_post`), and within its documented bound of numpy, specials included."""
+    monkeypatch.setenv("SPIRAD_CPU_SPMD", "0")
+    tl = _kernel(Op.ATAN2, f32)
+    loaded = compile_and_load(tl)
+    _, prog, mod = loaded
+    body = _task_fn(mod.optimized_ir)
+    assert "@atan2f(" not in body and "spirad.vm.atan2" in prog.llvm_ir
+    a, b = _inputs("atan2", f32)
+    b[4:12] = [0.0, -0.0, np.inf, -np.inf, 0.0, -0.0, np.nan, 1e-30]
+    a[4:12] = [np.inf, np.inf, 1.0, -1.0, 0.0, -0.0, 1.0, 3e38]
+    arrays = {("field", 0, False): a, ("field", 1, False): b,
+              ("field", 2, False): np.zeros(N, np.float32)}
+    got = run_llvm(tl, arrays, loaded=loaded)[("field", 2, False)]
+    with np.errstate(all="ignore"):
+        ref = np.arctan2(a.astype(np.float64), b.astype(np.float64))
+    assert ulp_error(got, ref, np.float32).max() <= vecmath.BOUND_ULP["f32"]["atan2"]
+    assert np.array_equal(np.signbit(got[4:12]), np.signbit(ref[4:12].astype(np.float32)))
 
 
 def test_variant_sites_are_innermost_loops_only():
