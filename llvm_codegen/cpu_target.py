@@ -103,6 +103,23 @@ def host_isa() -> Isa:
     return Isa("AVX", 256) if feats.get("avx") else Isa("SSE", 128)
 
 
+@functools.lru_cache(maxsize=None)
+def cold_call_convention() -> str:
+    """The calling convention of the CPU code's cold error recorders (`lower_memory.status_helper`),
+    '' for C: `preserve_allcc` on the hosts whose LLVM backend has it (x86-64, AArch64).
+
+    Why: each default bounds check's failure path calls a recorder. Under the C convention that
+    call clobbers every caller-saved register, so a loop holding a check carries, beside its hot
+    path, a call across which the loop's live values must sit in the few callee-saved registers
+    or on the stack; LLVM's register allocator then kept some of them spilled for the whole loop
+    and reloaded them every iteration (`func_solve_init`'s Hessian rows: three stack reloads a
+    row). A recorder that preserves the caller's registers leaves them where they are; it saves
+    what it uses itself, on the error path only. Semantics are unchanged: the recorder writes
+    the status words exactly as before."""
+    triple = llvm.get_process_triple()
+    return "preserve_allcc" if triple.startswith(("x86_64", "aarch64", "arm64")) else ""
+
+
 def isa(spec: str | None = None) -> Isa:
     """The ISA of the CPU code compiled for `spec` (None: the host)."""
     if not spec:

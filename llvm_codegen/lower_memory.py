@@ -28,6 +28,7 @@ from kernel_ir.nodes import GlobalRef, walk
 from kernel_ir.ops import ATOMICS, GLOBAL_ACCESS, Op
 
 from .context import CodegenError, FnContext
+from .cpu_target import cold_call_convention
 from .lltypes import I32, I64, PTR, VOID, mem_type
 from .lower_ops import convert
 from .splat import zeros
@@ -136,7 +137,9 @@ def status_helper(lib, name: str, code: int, params: list, words) -> ir.Function
     """`void @name(ptr status, *params)`, the one way LLVM code records an error in the status
     words (`kernel_ir.abi.StatusWord`): cmpxchg word CODE from 0 to `code`, and the winner (the
     first error wins) stores `words(b, args)` = [(StatusWord, i32 value), ...]. Internal,
-    noinline, cold: the error path costs the hot code one call."""
+    noinline, cold: the error path costs the hot code one call. On the CPU it preserves the
+    caller's registers (`cpu_target.cold_call_convention`), so that call does not make the hot
+    code keep its values on the stack."""
     sig = (VOID, [PTR] + list(params))
     if lib.has(name):
         return lib.declare(name, *sig)
@@ -144,6 +147,8 @@ def status_helper(lib, name: str, code: int, params: list, words) -> ir.Function
     fn.linkage = "internal"
     for a in ("noinline", "cold", "nounwind"):
         fn.attributes.add(a)
+    if lib.target.arch == "cpu":  # the host's JIT; GPU targets keep their default convention
+        fn.calling_convention = cold_call_convention()
     status = fn.args[0]
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)
