@@ -86,9 +86,14 @@ def worth_lanes(loop, min_trips: int) -> bool:
     1.8x faster in 32 lanes at `n_envs` 256 and in 16 at `n_envs` 16; lighter loops with loops inside, which loop over
     links and dofs with trip counts read from memory, stay in the serial task (box with every
     such loop in lanes: a cold build 511 s against 90 s, and a slower step). The body's work is
-    `lane_work`'s: an iterative solve's loop counts one pass."""
+    `lane_work`'s: an iterative solve's loop counts one pass. A lighter body is run in lanes
+    where they read memory as vectors (`lane_streams.streams`: Genesis' mass matrix factor and
+    solve, glane2)."""
     known = _known_trips(loop)
-    return known is not None and known >= min_trips and lane_work(loop.blocks[0]) >= LANES_WORK
+    if known is None or known < min_trips:
+        return False
+    from .lane_streams import streams
+    return lane_work(loop.blocks[0]) >= LANES_WORK or streams(loop, iteration_work)
 
 
 def lane_work(body) -> float:
