@@ -6,12 +6,14 @@ a uniform value and whose other indices are uniform (`spmd.consecutive`: Genesis
 fields, the environment last) is one vector load or store for all lanes; one with a varying
 index elsewhere is a gather or scatter, lane by lane, and a loop whose trips vary over the lanes
 runs to the longest lane's with the rest masked. Measured loop by loop on Genesis' box, fields,
-`n_envs` 256, one thread (docs/performance.md, glane2): of 43 environment loops below
-`LANES_WORK`, the two that ran faster in lanes than in the serial task were the mass matrix's
-factor and solve (`forward_dynamics.py:1098`, `:1827`: per block, triangular loops over dofs
-with uniform trips, 31-38 % of their accesses consecutive, 2-3 % gathered), and the ones that
-lost most gathered more (the solver's constraint loops, `solver.py:3603` / `:5499` / `:5369`:
-21-43 % gathered, trips read per environment; `forward_dynamics.py:1772`: 25-36 % gathered).
+`n_envs` 256, one thread (docs/performance.md, glane2): 43 environment loops, all below
+`LANES_WORK`, each in lanes alone; of those then tried against the serial task, the mass
+matrix's factor and solve paid (`forward_dynamics.py:1098`, `:1827`: per block, triangular
+loops over dofs with uniform trips, 31-38 % of their accesses consecutive, 2-3 % gathered;
+`kernel_substep_dynamics` 50 -> 38 us), forward kinematics per tree, the contact forces, the
+contact clamping and two constraint loops did not, and the loops that lost most in lanes
+gathered more (the solver's constraint loops, `solver.py:3603` / `:5499` / `:5369`: 21-43 %
+gathered, trips read per environment; `forward_dynamics.py:1772`: 25-36 % gathered).
 The rule: the lanes' analysis accepts the body (`spmd.analyze`), no loop of it has varying
 trips (`Control.loops`) and no varying top-level `continue`, its consecutive accesses are at
 least `STREAM_RATIO` times its gathered ones (both weighed as `iteration_work`, trips
