@@ -5,7 +5,8 @@ a kernel's code alone and for instruction-level profiles (callgrind) of it.
     # ranges of the named kernels' next launch, their task list and ABI and the compiled object
     PYTHONPATH=$PWD:$PWD/spirad/compat/quadrants_shim:$PWD/benchmarks GS_ENABLE_NDARRAY=1 \\
         python benchmarks/kernel_replay.py save box --n-envs 256 --warm 60 --out /tmp/cap \\
-        --kernels kernel_detection kernel_substep_post [--qd-init check_bounds=false]
+        --kernels kernel_detection kernel_substep_post [--qd-init check_bounds=false] \\
+        [--lanes-at forward_dynamics.py:1827 ...] [--ranges]
     # replay: the saved object (or --recompile: the saved task list compiled by this checkout's
     # code generator, with this process' checks), the buffers restored before every launch
     PYTHONPATH=$PWD python benchmarks/kernel_replay.py run /tmp/cap/kernel_detection.pkl \\
@@ -33,11 +34,41 @@ import time
 import numpy as np
 
 
+def _pick_loops(a):
+    """`save --lanes-at` / `--ranges`: the forward programs' loop choice wrapped (the
+    offline cache off, since it does not key on this): loops at the given `file:line`s made lane
+    tasks besides `work_estimate.worth_lanes`' own; with `--ranges` every provably independent
+    loop of at least `fewest_lane_trips` known trips a scalar range task instead (for `run
+    --lanes TASK`, one loop at a time)."""
+    if not (a.lanes_at or a.ranges):
+        return
+    os.environ["SPIRAD_OFFLINE_CACHE"] = "0"
+    from llvm_codegen.codegen import fewest_lane_trips
+    from spirad import options
+    from spirad.backends.work_estimate import _known_trips
+    from spirad.compile import driver
+    parallelise, at = driver.parallelise, set(a.lanes_at)
+
+    def where(loop):
+        loc = loop.loc
+        return f"{os.path.basename(loc.filename)}:{loc.lineno}" if loc else "?"
+
+    def picked(k, worth=None, lanes=False, aliases=None):
+        if a.ranges:
+            least = fewest_lane_trips(options.llvm_codegen_options())
+            return parallelise(k, lambda loop: (_known_trips(loop) or 0) >= least,
+                               lanes=False, aliases=aliases)
+        return parallelise(k, lambda loop: where(loop) in at or worth(loop), lanes=lanes,
+                           aliases=aliases)
+    driver.parallelise = picked
+
+
 def save(a):
     import genesis as gs
     import quadrants as qd
     from genesis_scene import add_init_keywords, built_stepping_scene
     from spirad.backends import cpu
+    _pick_loops(a)
     add_init_keywords(qd, a.qd_init)
     built = {}
     orig_build = cpu.CpuBackend._build
@@ -180,6 +211,10 @@ def main():
     s.add_argument("--kernels", nargs="+", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--qd-init", nargs="*", metavar="KEY=JSON", default=[])
+    s.add_argument("--lanes-at", nargs="+", metavar="FILE:LINE", default=[],
+                   help="the provably independent loops at these source lines as lane tasks")
+    s.add_argument("--ranges", action="store_true",
+                   help="every provably independent loop a scalar range task (for run --lanes)")
     r = sub.add_parser("run")
     r.add_argument("capture")
     r.add_argument("--repeat", type=int, default=100)

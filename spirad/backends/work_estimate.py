@@ -92,9 +92,14 @@ def worth_lanes(loop, min_trips: int) -> bool:
     (`_kernel_solve_monolith`, generic code whose dof and island loops read their trip counts
     from memory) at 7.7e7 one pass (2.2e7 in field mode), which under 2**26 made it a lane
     task of 2.7 MB of LLVM IR: 16.1 s of Franka ndarray 256's cold build against 1.2 s serial
-    for 18 us of a ~2 ms step (docs/performance.md, gndbuild)."""
+    for 18 us of a ~2 ms step (docs/performance.md, gndbuild). A lighter body is run in lanes
+    where they read memory as vectors (`lane_streams.streams`: Genesis' mass matrix factor and
+    solve, glane2)."""
     known = _known_trips(loop)
-    return known is not None and known >= min_trips and lane_work(loop.blocks[0]) >= LANES_WORK
+    if known is None or known < min_trips:
+        return False
+    from .lane_streams import streams
+    return lane_work(loop.blocks[0]) >= LANES_WORK or streams(loop, iteration_work)
 
 
 def lane_work(body) -> float:

@@ -867,3 +867,63 @@ def test_generic_iterative_solve_stays_serial(monkeypatch, wide_target):
     out, kinds, est = _solver_kernel_run(envs, 0, monkeypatch, sweeps=5)
     assert len(est) == 1 and 1 << 26 <= est[0][1] < work_estimate.LANES_WORK, est
     assert kinds == ["serial"] and out.any()
+
+def _mass_solve_run(envs: int, gather: bool, lanes_on: bool, monkeypatch):
+    """A Genesis mass-matrix-solve-shaped env loop at one worker (`func_compute_qacc`): per
+    env, forward substitution over a block of dofs whose bounds are read per dof (uniform over
+    the envs), the env index last in every field; with `gather`, the matrix row is read
+    through a per-env permutation (a gather in lanes). Returns the outputs, the task kinds and
+    the loop body's `iteration_work`."""
+    monkeypatch.setenv("SPIRAD_INDEPENDENT_LOOPS", "0")
+    monkeypatch.setenv("SPIRAD_ENV_LANES", "1" if lanes_on else "0")
+    sd.init(arch=sd.cpu, offline_cache=False, cpu_max_num_threads=1)
+    estimates, worth = [], work_estimate.worth_lanes
+
+    def recording(loop, min_trips):
+        estimates.append(work_estimate.iteration_work(loop.blocks[0]))
+        return worth(loop, min_trips)
+    monkeypatch.setattr(work_estimate, "worth_lanes", recording)
+    rng = np.random.default_rng(301)
+    n = 12
+    end = sd.field(sd.i32, shape=n)  # each dof's block end: blocks of 4
+    perm = sd.field(sd.i32, shape=(n, envs))
+    m = sd.field(sd.f32, shape=(n, n, envs))
+    f = sd.field(sd.f32, shape=(n, envs))
+    acc = sd.field(sd.f32, shape=(n, envs))
+    end.from_numpy((np.arange(n) // 4 * 4 + 4).astype(np.int32))
+    perm.from_numpy(np.stack([rng.permutation(n) for _ in range(envs)], 1).astype(np.int32))
+    m.from_numpy(rng.uniform(0.5, 1.5, (n, n, envs)).astype(np.float32))
+    f.from_numpy(rng.uniform(-1.0, 1.0, (n, envs)).astype(np.float32))
+
+    @sd.kernel
+    def solve():
+        sd.loop_config(serialize=True)
+        for d, b in sd.ndrange(n, envs):
+            if d % 4 == 0:
+                for i in range(d, end[d]):
+                    s = f[i, b]
+                    for j in range(d, i):
+                        r = perm[i, b] if sd.static(gather) else i
+                        s -= m[r, j, b] * acc[j, b]
+                    acc[i, b] = s / (m[i, i, b] + 4.0)
+    solve()
+    return acc.to_numpy(), _kinds(solve), estimates
+
+
+def test_a_light_loop_of_vector_accesses_runs_in_lanes(monkeypatch, wide_target):
+    """A light env loop (below `LANES_WORK`) whose accesses are consecutive over the envs and
+    whose loops' trips are uniform runs in lanes (`lane_streams.streams`: Genesis' mass matrix
+    solve, 50 -> 38 us in box's step, docs/performance.md, glane2), with the serial task's
+    results bit for bit; the same loop reading its matrix rows through a per-env permutation
+    (gathers) stays in the serial task."""
+    envs = max(64, fewest_lane_trips(options.llvm_codegen_options()))
+    out, kinds, est = _mass_solve_run(envs, False, True, monkeypatch)
+    assert est and max(est) < work_estimate.LANES_WORK, est
+    assert kinds.count("range") == 1, kinds
+    serial, kinds_off, _ = _mass_solve_run(envs, False, False, monkeypatch)
+    assert kinds_off == ["serial"]
+    assert out.tobytes() == serial.tobytes() and out.any()
+    out_g, kinds_g, _ = _mass_solve_run(envs, True, True, monkeypatch)
+    assert kinds_g == ["serial"], kinds_g
+    serial_g, _, _ = _mass_solve_run(envs, True, False, monkeypatch)
+    assert out_g.tobytes() == serial_g.tobytes()
