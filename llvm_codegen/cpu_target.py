@@ -104,9 +104,10 @@ def host_isa() -> Isa:
 
 
 @functools.lru_cache(maxsize=None)
-def cold_call_convention() -> str:
+def cold_call_convention(triple: str = "") -> str:
     """The calling convention of the CPU code's cold error recorders (`lower_memory.status_helper`),
-    '' for C: `preserve_allcc` on the hosts whose LLVM backend has it (x86-64, AArch64).
+    '' for C: `preserve_allcc` on the targets whose LLVM backend has it (x86-64, AArch64); `triple`
+    is the module's ('' for the host's, as `Target.triple`).
 
     Why: each default bounds check's failure path calls a recorder. Under the C convention that
     call clobbers every caller-saved register, so a loop holding a check carries, beside its hot
@@ -116,7 +117,7 @@ def cold_call_convention() -> str:
     row). A recorder that preserves the caller's registers leaves them where they are; it saves
     what it uses itself, on the error path only. Semantics are unchanged: the recorder writes
     the status words exactly as before."""
-    triple = llvm.get_process_triple()
+    triple = triple or llvm.get_process_triple()
     return "preserve_allcc" if triple.startswith(("x86_64", "aarch64", "arm64")) else ""
 
 

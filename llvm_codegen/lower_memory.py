@@ -147,8 +147,8 @@ def status_helper(lib, name: str, code: int, params: list, words) -> ir.Function
     fn.linkage = "internal"
     for a in ("noinline", "cold", "nounwind"):
         fn.attributes.add(a)
-    if lib.target.arch == "cpu":  # the host's JIT; GPU targets keep their default convention
-        fn.calling_convention = cold_call_convention()
+    if lib.target.arch == "cpu":  # CPU code (the host's or a cross target's); GPUs keep theirs
+        fn.calling_convention = cold_call_convention(lib.target.triple)
     status = fn.args[0]
     entry, won, done = (fn.append_basic_block(s) for s in ("entry", "won", "done"))
     b = ir.IRBuilder(entry)

@@ -37,8 +37,8 @@ def streams(loop, iteration_work) -> bool:
     body = loop.blocks[0]
     if iteration_work(body) < STREAM_WORK:
         return False
-    task = Task("range", body, loop.arg.index, loop.srcs[0], loop.srcs[1], serialised=True,
-                lanes=True)
+    task = Task(kind="range", body=body, index=loop.arg.index, begin=loop.srcs[0],
+                end=loop.srcs[1], serialised=True, lanes=True)
     an = spmd.analyze(task)
     if not an.ok or an.ctl.loops or an.ctl.top:
         return False
